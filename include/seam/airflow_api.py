@@ -1,0 +1,94 @@
+"""A small client for Airflow 3's REST API (/api/v2), used by `seam trigger`,
+the demo and the tests to drive the real Airflow like a user would.
+
+Delivery guarantee: none (control plane).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from typing import Callable
+
+TERMINAL = {"success", "failed"}
+
+
+class AirflowClient:
+    def __init__(self, base_url: str, user: str, password: str):
+        self.base_url = base_url.rstrip("/")
+        self.user = user
+        self.password = password
+        self._token: str | None = None
+
+    @classmethod
+    def from_env(cls) -> "AirflowClient":
+        try:
+            return cls(os.environ["SEAM_AIRFLOW_URL"], os.environ["SEAM_AIRFLOW_USER"],
+                       os.environ["SEAM_AIRFLOW_PASSWORD"])
+        except KeyError as exc:
+            raise RuntimeError(f"{exc.args[0]} is not set: run `seam up` or export the Airflow endpoint") from None
+
+    def _request(self, method: str, path: str, body: dict | None = None, auth: bool = True) -> dict:
+        headers = {"Content-Type": "application/json"}
+        if auth:
+            headers["Authorization"] = f"Bearer {self.token()}"
+        req = urllib.request.Request(self.base_url + path, method=method, headers=headers,
+                                     data=json.dumps(body).encode() if body is not None else None)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                return json.load(resp)
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:500]
+            raise RuntimeError(f"Airflow {method} {path}: HTTP {exc.code}: {detail}") from None
+        except urllib.error.URLError as exc:
+            raise RuntimeError(f"Airflow at {self.base_url} is not reachable ({exc.reason}): `seam up`?") from None
+
+    def token(self) -> str:
+        if self._token is None:
+            self._token = self._request("POST", "/auth/token",
+                                        {"username": self.user, "password": self.password}, auth=False)["access_token"]
+        return self._token
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 120) -> dict:
+        """Wait until the DAG processor has parsed ``dag_id``; raise with its import errors if not."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self._request("GET", f"/api/v2/dags/{dag_id}")
+            except RuntimeError as exc:
+                if "HTTP 404" not in str(exc):
+                    raise
+            if time.monotonic() > deadline:
+                errors = self._request("GET", "/api/v2/importErrors").get("import_errors", [])
+                raise RuntimeError(f"DAG {dag_id} not found after {timeout:.0f}s; import errors: {errors}")
+            time.sleep(2)
+
+    def trigger(self, dag_id: str, conf: dict | None = None, logical_date: str | None = None) -> dict:
+        self.wait_for_dag(dag_id)
+        self._request("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+        return self._request("POST", f"/api/v2/dags/{dag_id}/dagRuns",
+                             {"conf": conf or {}, "logical_date": logical_date})
+
+    def run_state(self, dag_id: str, run_id: str) -> str:
+        return self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.request.quote(run_id)}")["state"]
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
+        tis = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.request.quote(run_id)}/taskInstances")
+        return {f"{t['task_id']}[{t['map_index']}]" if t.get("map_index", -1) >= 0 else t["task_id"]: t["state"]
+                for t in tis["task_instances"]}
+
+    def wait(self, dag_id: str, run_id: str, timeout: float = 600,
+             progress: Callable[[str], None] | None = None) -> str:
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            state = self.run_state(dag_id, run_id)
+            if progress and state != last:
+                progress(state)
+                last = state
+            if state in TERMINAL:
+                return state
+            time.sleep(2)
+        raise RuntimeError(f"DAG run {dag_id}/{run_id} still {last} after {timeout:.0f}s")

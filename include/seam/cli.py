@@ -1,0 +1,164 @@
+"""The ``seam`` command line.
+
+Every command takes ``--pipeline PATH`` (default ``include/pipelines/demo.yaml``).
+When the embedded stack has been set up, its endpoints and credentials are
+put in the environment (without overriding what is already set), so the
+pipeline's ``${SEAM_...}`` references resolve with no manual export.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+
+from seam.config import DEFAULT_PIPELINE, ConfigError, Pipeline, load_pipeline
+from seam.stack import SERVICES, EmbeddedStack, StackError
+
+
+def _inject_stack_env(stack: EmbeddedStack) -> None:
+    try:
+        env = stack.env()
+    except StackError:
+        return
+    for key, value in env.items():
+        os.environ.setdefault(key, value)
+
+
+def _pipeline(args) -> Pipeline:
+    if getattr(args, "_pipeline_obj", None) is None:
+        args._pipeline_obj = load_pipeline(args.pipeline)
+    return args._pipeline_obj
+
+
+# ------------------------------------------------------------- commands ----
+
+def cmd_up(args, stack: EmbeddedStack) -> int:
+    services = tuple(args.services) or SERVICES
+    started = time.monotonic()
+    stack.up(services, timeout=args.timeout)
+    print(f"stack up in {time.monotonic() - started:.1f}s; `seam status` shows how to connect")
+    return 0
+
+
+def cmd_down(args, stack: EmbeddedStack) -> int:
+    stack.down()
+    return 0
+
+
+def cmd_status(args, stack: EmbeddedStack) -> int:
+    rows = stack.status()
+    for r in rows:
+        state = "up" if r.running else "down"
+        pid = f"pid {r.pid}" if r.pid else ""
+        print(f"{r.name:9} {state:5} port {r.port:<6} {pid:11} {r.connect}" + (f"  [{r.detail}]" if r.detail else ""))
+    return 0 if all(r.running for r in rows) else 3
+
+
+def cmd_env(args, stack: EmbeddedStack) -> int:
+    for key, value in stack.env().items():
+        print(f"export {key}={shlex.quote(value)}")
+    return 0
+
+
+def cmd_seed(args, stack: EmbeddedStack) -> int:
+    from seam import demo
+    pipeline = _pipeline(args)
+    demo.seed(pipeline, rows=args.rows, admin_url=os.environ.get("SEAM_MYSQL_URL"), reset=not args.keep)
+    return 0
+
+
+def cmd_writer(args, stack: EmbeddedStack) -> int:
+    from seam import demo
+    stats = demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=args.rate, seconds=args.seconds,
+                            threads=args.threads, seed=args.seed, database=args.database)
+    print(json.dumps(stats, sort_keys=True))
+    return 0
+
+
+def cmd_trigger(args, stack: EmbeddedStack) -> int:
+    from seam.airflow_api import AirflowClient
+    client = AirflowClient.from_env()
+    conf = json.loads(args.conf) if args.conf else {}
+    run = client.trigger(args.dag_id, conf=conf)
+    print(f"triggered {args.dag_id} run {run['dag_run_id']}")
+    if not args.wait:
+        return 0
+    state = client.wait(args.dag_id, run["dag_run_id"], timeout=args.timeout,
+                        progress=lambda s: print(f"  {args.dag_id}: {s}", flush=True))
+    print(f"{args.dag_id} run {run['dag_run_id']}: {state}")
+    return 0 if state == "success" else 1
+
+
+# ----------------------------------------------------------------- main ----
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="seam", description="Keep MySQL tables in sync with PostgreSQL, "
+                                     "in batch and in stream, with proof.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--pipeline", default=argparse.SUPPRESS, metavar="PATH",
+                        help=f"pipeline YAML (default {DEFAULT_PIPELINE.relative_to(DEFAULT_PIPELINE.parents[2])})")
+    parser.add_argument("--pipeline", default=None, metavar="PATH", help="pipeline YAML")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("up", parents=[common], help="start the embedded stack (MariaDB, broker, PostgreSQL, Airflow)")
+    p.add_argument("services", nargs="*", choices=[*SERVICES, []], metavar="SERVICE",
+                   help=f"only these ({', '.join(SERVICES)})")
+    p.add_argument("--timeout", type=float, default=240, help="seconds to wait for each service's health")
+    p.set_defaults(func=cmd_up)
+
+    sub.add_parser("down", parents=[common], help="stop what `seam up` started").set_defaults(func=cmd_down)
+    sub.add_parser("status", parents=[common], help="each service: up/down, port, how to connect") \
+        .set_defaults(func=cmd_status)
+    sub.add_parser("env", parents=[common], help="print export lines for every endpoint and credential") \
+        .set_defaults(func=cmd_env)
+
+    p = sub.add_parser("seed", parents=[common], help="create the demo schema and fill it")
+    p.add_argument("--rows", type=int, default=10_000, help="rows in the payments ledger (other tables scale)")
+    p.add_argument("--keep", action="store_true", help="add rows instead of recreating the demo tables")
+    p.set_defaults(func=cmd_seed)
+
+    p = sub.add_parser("writer", parents=[common], help="run a concurrent insert/update/delete mix on the demo tables")
+    p.add_argument("--rate", type=float, default=200, help="target changes per second (all threads)")
+    p.add_argument("--seconds", type=float, default=10)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seed", type=int, default=None, help="random seed, for a repeatable mix")
+    p.add_argument("--database", default="demo")
+    p.set_defaults(func=cmd_writer)
+
+    p = sub.add_parser("trigger", parents=[common], help="trigger an Airflow DAG run on the stack's Airflow")
+    p.add_argument("dag_id")
+    p.add_argument("--conf", help="run conf as JSON")
+    p.add_argument("--wait", action="store_true", help="wait for the run to finish; exit 1 unless it succeeds")
+    p.add_argument("--timeout", type=float, default=600)
+    p.set_defaults(func=cmd_trigger)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.pipeline is None:
+        args.pipeline = str(DEFAULT_PIPELINE)
+        explicit = False
+    else:
+        explicit = True
+    stack = EmbeddedStack()
+    try:
+        if args.command == "up":
+            stack.settings(create=True)  # credentials exist before anything reads the pipeline
+        _inject_stack_env(stack)
+        if explicit:
+            _pipeline(args)  # a broken pipeline fails every command, before it does anything
+        return args.func(args, stack)
+    except (ConfigError, StackError) as exc:
+        print(f"seam: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("seam: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,383 @@
+"""Pipeline configuration: one YAML file names the source, Kafka, the target
+and the tables to sync.
+
+Loading validates everything up front and raises ``ConfigError`` naming the
+exact field at fault (``tables[2].cursor``), so a bad file never starts a
+half-configured job. Values may reference the environment as ``${VAR}`` or
+``${VAR:-default}``; password fields become ``Secret`` values that never print.
+
+Delivery guarantee: none (pure parsing, no I/O besides reading the file).
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_PIPELINE = PROJECT_ROOT / "include" / "pipelines" / "demo.yaml"
+
+SEMANTICS = ("exactly-once", "at-least-once")
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_IDENT = re.compile(r"^[^\x00/\\.]{1,64}$")  # MySQL allows nearly anything in quotes
+
+
+class ConfigError(ValueError):
+    """A pipeline file is invalid; ``str()`` is one line naming file and field."""
+
+    def __init__(self, field_path: str, message: str, source: str | None = None):
+        self.field_path = field_path
+        self.message = message
+        self.source = source
+        where = f"{source}: " if source else ""
+        super().__init__(f"{where}{field_path}: {message}")
+
+
+class Secret:
+    """A credential: usable through ``reveal()``, shown as ``***`` everywhere else."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str):
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = lambda self: "***"  # noqa: E731
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(frozen=True)
+class MySQLSource:
+    host: str
+    port: int
+    user: str
+    password: Secret
+    server_id: int = 5401
+
+    def pymysql_kwargs(self) -> dict[str, Any]:
+        return dict(host=self.host, port=self.port, user=self.user,
+                    password=self.password.reveal(), charset="utf8mb4")
+
+    @property
+    def jdbc_url(self) -> str:
+        # jdbc:mysql:// keeps Spark's MySQL dialect (backtick quoting) with the
+        # MariaDB driver; jdbc:mariadb:// makes Spark double-quote names.
+        return f"jdbc:mysql://{self.host}:{self.port}/"
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    bootstrap: str
+    topic_prefix: str = "seam"
+    partitions: int = 1
+
+
+@dataclass(frozen=True)
+class PostgresTarget:
+    host: str
+    port: int
+    database: str
+    user: str
+    password: Secret
+    state_schema: str = "seam"
+
+    def conninfo(self) -> dict[str, Any]:
+        return dict(host=self.host, port=self.port, dbname=self.database,
+                    user=self.user, password=self.password.reveal())
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    master: str = "local[2]"
+    jdbc_jar: str = "/usr/share/java/mariadb-java-client.jar"
+    jdbc_driver: str = "org.mariadb.jdbc.Driver"
+    partitions: int = 4
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    db: str
+    table: str
+    key: tuple[str, ...]  # empty: keyless table, the whole row identifies it
+    cursor: str | None = None
+    safety_delay_s: float = 30.0
+    semantics: str = "exactly-once"
+    soft_delete: str | None = None
+    incremental: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.db}.{self.table}"
+
+    @property
+    def keyless(self) -> bool:
+        return not self.key
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    name: str
+    source: MySQLSource
+    kafka: KafkaConfig
+    target: PostgresTarget
+    spark: SparkConfig
+    tables: tuple[TableConfig, ...]
+    path: str = ""
+    notify: Mapping[str, Any] = field(default_factory=dict)
+
+    def table(self, ref: str) -> TableConfig:
+        """Find a table by ``db.table`` or by a table name unique in the pipeline."""
+        exact = [t for t in self.tables if t.name == ref]
+        if exact:
+            return exact[0]
+        by_name = [t for t in self.tables if t.table == ref]
+        if len(by_name) == 1:
+            return by_name[0]
+        known = ", ".join(t.name for t in self.tables)
+        if len(by_name) > 1:
+            raise ConfigError("tables", f"'{ref}' is ambiguous; use one of: {known}", self.path)
+        raise ConfigError("tables", f"no table '{ref}' in this pipeline; known tables: {known}", self.path)
+
+
+# ---------------------------------------------------------------- parsing ----
+
+class _Reader:
+    """Walks the raw YAML mapping, recording the dotted path for errors."""
+
+    def __init__(self, source: str, env: Mapping[str, str]):
+        self.source = source
+        self.env = env
+
+    def fail(self, path: str, message: str) -> ConfigError:
+        return ConfigError(path, message, self.source)
+
+    def mapping(self, value: Any, path: str, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(path, f"must be a mapping, got {type(value).__name__}")
+        for key in value:
+            if key not in allowed:
+                hint = difflib.get_close_matches(str(key), allowed, n=1)
+                suggestion = f" (did you mean '{hint[0]}'?)" if hint else f" (allowed: {', '.join(allowed)})"
+                raise self.fail(_join(path, key), f"unknown key{suggestion}")
+        for key in required:
+            if value.get(key) in (None, ""):
+                raise self.fail(_join(path, key), "is required")
+        return value
+
+    def expand(self, value: Any, path: str) -> Any:
+        if not isinstance(value, str):
+            return value
+
+        def substitute(match: re.Match) -> str:
+            var, default = match.group(1), match.group(2)
+            if var in self.env:
+                return self.env[var]
+            if default is not None:
+                return default
+            raise self.fail(path, f"environment variable {var} is not set "
+                                  "(export it, or run `seam up` / `eval \"$(seam env)\"` for the embedded stack)")
+
+        return _ENV_REF.sub(substitute, value)
+
+    def string(self, raw: dict, key: str, path: str, default: str | None = None) -> str | None:
+        value = self.expand(raw.get(key, default), _join(path, key))
+        if value is None:
+            return None
+        if not isinstance(value, (str, int)) or isinstance(value, bool):
+            raise self.fail(_join(path, key), f"must be a string, got {type(value).__name__}")
+        return str(value)
+
+    def integer(self, raw: dict, key: str, path: str, default: int, lo: int, hi: int, what: str = "a number") -> int:
+        value = self.expand(raw.get(key, default), _join(path, key))
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            raise self.fail(_join(path, key), f"'{value}' is not {what}") from None
+        if not lo <= number <= hi:
+            raise self.fail(_join(path, key), f"{number} is not {what} ({lo}-{hi})")
+        return number
+
+    def port(self, raw: dict, key: str, path: str, default: int) -> int:
+        return self.integer(raw, key, path, default, 1, 65535, "a port")
+
+    def secret(self, raw: dict, key: str, path: str) -> Secret:
+        value = self.string(raw, key, path, default="")
+        return Secret(value or "")
+
+
+def _join(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def parse_duration(value: Any) -> float:
+    """'30s', '1m', '500ms', '2h' or a bare number of seconds -> seconds."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError(value)
+        return float(value)
+    match = _DURATION.match(str(value))
+    if not match:
+        raise ValueError(value)
+    number, unit = float(match.group(1)), match.group(2) or "s"
+    return number * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
+
+
+_TOP = ("version", "name", "source", "kafka", "target", "spark", "defaults", "tables", "notify")
+_SOURCE = ("type", "host", "port", "user", "password", "server_id")
+_KAFKA = ("bootstrap", "topic_prefix", "partitions")
+_TARGET = ("type", "host", "port", "database", "user", "password", "state_schema")
+_SPARK = ("master", "jdbc_jar", "jdbc_driver", "partitions")
+_DEFAULTS = ("safety_delay", "semantics")
+_TABLE = ("name", "key", "cursor", "safety_delay", "semantics", "soft_delete", "incremental")
+_NOTIFY = ("email", "webhook")
+
+
+def load_pipeline(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None) -> Pipeline:
+    """Read and validate a pipeline file; raise ``ConfigError`` on the first fault."""
+    path = Path(path) if path else DEFAULT_PIPELINE
+    source = str(path)
+    if not path.is_file():
+        raise ConfigError("pipeline", f"file not found: {path}", None)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "file"
+        raise ConfigError(where, f"not valid YAML: {getattr(exc, 'problem', exc)}", source) from None
+    return parse_pipeline(raw, source=source, env=os.environ if env is None else env)
+
+
+def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] | None = None) -> Pipeline:
+    r = _Reader(source, os.environ if env is None else env)
+    top = r.mapping(raw, "", _TOP, required=("source", "kafka", "target", "tables"))
+    version = top.get("version", 1)
+    if version != 1:
+        raise r.fail("version", f"unsupported version {version!r}; this Seam reads version 1")
+
+    src = r.mapping(top["source"], "source", _SOURCE, required=("host", "user"))
+    if r.string(src, "type", "source", "mysql") not in ("mysql", "mariadb"):
+        raise r.fail("source.type", "must be 'mysql' or 'mariadb'")
+    mysql = MySQLSource(
+        host=r.string(src, "host", "source"),
+        port=r.port(src, "port", "source", 3306),
+        user=r.string(src, "user", "source"),
+        password=r.secret(src, "password", "source"),
+        server_id=r.integer(src, "server_id", "source", 5401, 1, 2**32 - 1, "a server id"),
+    )
+
+    kaf = r.mapping(top["kafka"], "kafka", _KAFKA, required=("bootstrap",))
+    bootstrap = r.string(kaf, "bootstrap", "kafka")
+    for i, hostport in enumerate(bootstrap.split(",")):
+        host, _, port = hostport.strip().rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise r.fail("kafka.bootstrap", f"'{hostport.strip()}' is not host:port")
+    prefix = r.string(kaf, "topic_prefix", "kafka", "seam")
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", prefix):
+        raise r.fail("kafka.topic_prefix", f"'{prefix}' has characters Kafka topics cannot hold (use letters, digits, . _ -)")
+    kafka = KafkaConfig(bootstrap=bootstrap, topic_prefix=prefix,
+                        partitions=r.integer(kaf, "partitions", "kafka", 1, 1, 1024))
+
+    tgt = r.mapping(top["target"], "target", _TARGET, required=("host", "database", "user"))
+    if r.string(tgt, "type", "target", "postgres") != "postgres":
+        raise r.fail("target.type", "must be 'postgres' (the only target so far)")
+    target = PostgresTarget(
+        host=r.string(tgt, "host", "target"),
+        port=r.port(tgt, "port", "target", 5432),
+        database=r.string(tgt, "database", "target"),
+        user=r.string(tgt, "user", "target"),
+        password=r.secret(tgt, "password", "target"),
+        state_schema=r.string(tgt, "state_schema", "target", "seam"),
+    )
+
+    spk = r.mapping(top.get("spark") or {}, "spark", _SPARK)
+    spark = SparkConfig(
+        master=r.string(spk, "master", "spark", SparkConfig.master),
+        jdbc_jar=r.string(spk, "jdbc_jar", "spark", SparkConfig.jdbc_jar),
+        jdbc_driver=r.string(spk, "jdbc_driver", "spark", SparkConfig.jdbc_driver),
+        partitions=r.integer(spk, "partitions", "spark", SparkConfig.partitions, 1, 4096),
+    )
+
+    defaults = r.mapping(top.get("defaults") or {}, "defaults", _DEFAULTS)
+    default_delay = _duration(r, defaults, "safety_delay", "defaults", 30.0)
+    default_semantics = _semantics(r, defaults, "defaults", "exactly-once")
+
+    raw_tables = top["tables"]
+    if not isinstance(raw_tables, list) or not raw_tables:
+        raise r.fail("tables", "must be a non-empty list of tables")
+    tables = []
+    seen: set[str] = set()
+    for i, raw_table in enumerate(raw_tables):
+        path = f"tables[{i}]"
+        t = r.mapping(raw_table, path, _TABLE, required=("name",))
+        name = r.string(t, "name", path)
+        db, dot, table = name.partition(".")
+        if not dot or not _IDENT.match(db) or not _IDENT.match(table):
+            raise r.fail(f"{path}.name", f"'{name}' must be 'database.table'")
+        if name in seen:
+            raise r.fail(f"{path}.name", f"'{name}' is listed twice")
+        seen.add(name)
+        key = _key(r, t.get("key", "none"), f"{path}.key")
+        cursor = r.string(t, "cursor", path)
+        soft_delete = r.string(t, "soft_delete", path)
+        incremental = t.get("incremental", cursor is not None)
+        if not isinstance(incremental, bool):
+            raise r.fail(f"{path}.incremental", "must be true or false")
+        if incremental and not cursor:
+            raise r.fail(f"{path}.cursor", "is required for an incremental table (e.g. cursor: updated_at)")
+        semantics = _semantics(r, t, path, default_semantics)
+        if not key and semantics == "at-least-once":
+            raise r.fail(f"{path}.semantics", "at-least-once needs a key to dedupe on; a keyless table needs exactly-once")
+        tables.append(TableConfig(
+            db=db, table=table, key=key, cursor=cursor,
+            safety_delay_s=_duration(r, t, "safety_delay", path, default_delay),
+            semantics=semantics, soft_delete=soft_delete, incremental=incremental,
+        ))
+
+    notify = r.mapping(top.get("notify") or {}, "notify", _NOTIFY)
+    return Pipeline(name=r.string(top, "name", "", "pipeline"), source=mysql, kafka=kafka,
+                    target=target, spark=spark, tables=tuple(tables), path=source, notify=notify)
+
+
+def _duration(r: _Reader, raw: dict, key: str, path: str, default: float) -> float:
+    value = r.expand(raw.get(key, default), _join(path, key))
+    try:
+        return parse_duration(value)
+    except ValueError:
+        raise r.fail(_join(path, key), f"'{value}' is not a duration (e.g. 30s, 1m, 500ms)") from None
+
+
+def _semantics(r: _Reader, raw: dict, path: str, default: str) -> str:
+    value = raw.get("semantics", default)
+    if value not in SEMANTICS:
+        raise r.fail(_join(path, "semantics"), f"'{value}' must be one of: {', '.join(SEMANTICS)}")
+    return value
+
+
+def _key(r: _Reader, value: Any, path: str) -> tuple[str, ...]:
+    if value in (None, "none", []):
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(c, str) and c for c in value):
+        raise r.fail(path, "must be a column name, a list of column names, or 'none'")
+    if len(set(value)) != len(value):
+        raise r.fail(path, "lists a column twice")
+    return tuple(value)

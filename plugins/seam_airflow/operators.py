@@ -1,0 +1,41 @@
+"""Thin operators: each runs one ``spark_jobs/`` entry point through spark-submit."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from seam_airflow.hooks import SeamHook
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+SPARK_JOBS = PROJECT_ROOT / "spark_jobs"
+DEFAULT_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
+
+
+class SeamSparkJobOperator(SparkSubmitOperator):
+    """Run ``spark_jobs/<job>.py`` with the pipeline and job arguments.
+
+    Endpoints and credentials come from :class:`SeamHook` at execute time, into
+    the spark-submit environment only (not into rendered task fields).
+    """
+
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "job_args", "pipeline")
+
+    def __init__(self, *, job: str, pipeline: str | None = None, job_args: list[str] | None = None,
+                 conn_id: str = "seam_spark", mysql_conn_id: str = "seam_mysql",
+                 kafka_conn_id: str = "seam_kafka", target_conn_id: str = "seam_target", **kwargs: Any) -> None:
+        kwargs.setdefault("name", f"seam-{job}")
+        kwargs.setdefault("jars", os.environ.get("SEAM_JDBC_JAR", DEFAULT_JDBC_JAR))
+        super().__init__(application=str(SPARK_JOBS / f"{job}.py"), conn_id=conn_id, **kwargs)
+        self.job = job
+        self.pipeline = pipeline
+        self.job_args = job_args or []
+        self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
+                                  target_conn_id=target_conn_id)
+
+    def execute(self, context) -> None:
+        self.application_args = [*(["--pipeline", self.pipeline] if self.pipeline else []), *self.job_args]
+        self.env_vars = {**os.environ, **(self.env_vars or {}), **SeamHook(**self.hook_conn_ids).job_env()}
+        return super().execute(context)
