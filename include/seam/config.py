@@ -210,7 +210,7 @@ class _Reader:
         except ValueError:
             raise self.fail(_join(path, key), f"'{value}' is not {what}") from None
         if not lo <= number <= hi:
-            raise self.fail(_join(path, key), f"{number} is not {what} ({lo}-{hi})")
+            raise self.fail(_join(path, key), f"{number} is out of range for {what} ({lo}-{hi})")
         return number
 
     def port(self, raw: dict, key: str, path: str, default: int) -> int:

@@ -13,6 +13,7 @@ detect and recover from (positions live in the target, not in Kafka).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pwd
@@ -22,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -281,8 +283,11 @@ class EmbeddedStack:
             raise StackError(f"PostgreSQL datadir {data} is corrupt (no PG_VERSION): "
                              f"remove {self.state / 'postgres'} to re-create it (its data is lost)")
         if fresh:
-            pwfile = self.run_dir / "pg.pw"
-            pwfile.write_text(self.settings()["pg_admin_password"])
+            # In /tmp: the postgres user may not reach our state dir (fallback above).
+            fd, name = tempfile.mkstemp(prefix="seam-pg-pw-")
+            pwfile = Path(name)
+            with os.fdopen(fd, "w") as f:
+                f.write(self.settings()["pg_admin_password"])
             if as_user:
                 shutil.chown(pwfile, user=as_user)
             try:
@@ -314,7 +319,7 @@ class EmbeddedStack:
             data.mkdir(mode=0o700)
             shutil.chown(data, user="postgres", group="postgres")
             return data
-        outside = Path("/var/tmp") / f"seam-pg-{abs(hash(str(self.state))) % 10**8}"
+        outside = Path("/var/tmp") / f"seam-pg-{hashlib.sha256(str(self.state).encode()).hexdigest()[:12]}"
         outside.mkdir(mode=0o700, exist_ok=True)
         shutil.chown(outside, user="postgres", group="postgres")
         data.symlink_to(outside)

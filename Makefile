@@ -1,0 +1,30 @@
+# Seam: the two commands of the README are `make demo` and `make test`.
+SHELL := /bin/bash
+SEAM := .venv/bin/seam
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test up down status lock clean
+
+setup:            ## Debian packages, .venv with pinned requirements, seam (editable)
+	@bash scripts/setup.sh
+
+demo: setup       ## start the embedded stack, seed demo data, run the demo DAG
+	@bash scripts/demo.sh
+
+test: setup       ## the whole test suite against the real embedded services
+	@bash scripts/test.sh $(PYTEST_ARGS)
+
+up: setup
+	@$(SEAM) up
+
+down:
+	@$(SEAM) down
+
+status:
+	@$(SEAM) status
+
+lock:             ## recompile requirements.txt from requirements.in
+	@.venv/bin/uv pip compile -q --python-version 3.11 requirements.in -o requirements.txt
+
+clean: down       ## stop the stack and delete its state (all embedded data)
+	rm -rf .seam

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Install everything Seam's embedded stack needs: Debian packages, a venv at
+# .venv with the pinned requirements, and Seam itself (editable). Idempotent:
+# a re-run only checks, and finishes in seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(mariadb-server mariadb-client libmariadb-java postgresql postgresql-client kcat
+              pkg-config default-libmysqlclient-dev docker-compose openjdk-17-jre-headless)
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  if [ "$pkg" = openjdk-17-jre-headless ] && command -v java >/dev/null \
+     && java -version 2>&1 | grep -q 'version "17'; then
+    continue  # any Java 17 will do
+  fi
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.seam-requirements.sha256
+want="$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: installing pinned Python requirements into .venv"
+  .venv/bin/python -m pip install -q --disable-pip-version-check "uv==0.13.8"
+  .venv/bin/uv pip sync -q --python .venv/bin/python requirements.txt
+  .venv/bin/uv pip install -q --python .venv/bin/python --no-deps -e .
+  echo "$want" > "$stamp"
+fi
+echo "setup: ready ($(.venv/bin/python -c 'import airflow, pyspark; print(f"airflow {airflow.__version__}, pyspark {pyspark.__version__}")'))"

@@ -1,0 +1,217 @@
+"""Smoke tests of each embedded service, used the way Seam will use it."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import pymysql
+import pytest
+
+from seam.demo import connect
+from seam.stack import EmbeddedStack, StackError
+
+pytestmark = pytest.mark.stack
+
+
+def test_mariadb_binlog_is_row_and_the_replication_user_reads_it(stack, pipeline):
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.row_event import WriteRowsEvent
+
+    src = pipeline.source
+    assert src.user == "seam"
+    conn = pymysql.connect(**src.pymysql_kwargs())
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@binlog_format, @@binlog_row_image, @@binlog_row_metadata, @@server_id")
+        assert cur.fetchone() == ("ROW", "FULL", "FULL", 1)
+        cur.execute("SHOW GRANTS")
+        grants = " ".join(r[0] for r in cur.fetchall())
+        for privilege in ("SELECT", "RELOAD", "REPLICATION SLAVE", "BINLOG MONITOR"):  # REPLICATION CLIENT
+            assert privilege in grants
+        assert "ALL PRIVILEGES" not in grants and "INSERT" not in grants
+        cur.execute("SHOW MASTER STATUS")
+        log_file, log_pos = cur.fetchone()[:2]
+        with pytest.raises(pymysql.err.OperationalError):  # least privilege: cannot write
+            cur.execute("CREATE DATABASE seam_should_not_exist")
+    conn.close()
+
+    marker = uuid.uuid4().hex
+    admin = connect(os.environ["SEAM_MYSQL_URL"])
+    with admin.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS smoke")
+        cur.execute("CREATE TABLE IF NOT EXISTS smoke.t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(40))")
+        cur.execute("INSERT INTO smoke.t (v) VALUES (%s)", (marker,))
+    admin.close()
+
+    stream = BinLogStreamReader(
+        connection_settings={"host": src.host, "port": src.port, "user": src.user,
+                             "passwd": src.password.reveal()},
+        server_id=src.server_id + 100, log_file=log_file, log_pos=log_pos, resume_stream=True,
+        is_mariadb=False, blocking=False, only_events=[WriteRowsEvent], only_schemas=["smoke"])
+    try:
+        rows = [row["values"] for event in stream for row in event.rows]
+    finally:
+        stream.close()
+    assert {"id": rows[-1]["id"], "v": marker} == rows[-1]  # column names need binlog_row_metadata=FULL
+
+
+def test_broker_produce_and_consume(stack, pipeline):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"seam.smoke.{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": pipeline.kafka.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(10)
+    producer = Producer({"bootstrap.servers": pipeline.kafka.bootstrap, "enable.idempotence": True})
+    for i in range(100):
+        producer.produce(topic, key=str(i).encode(), value=f"v{i}".encode(), headers={"seam": b"1"})
+    assert producer.flush(10) == 0
+
+    consumer = Consumer({"bootstrap.servers": pipeline.kafka.bootstrap, "group.id": "seam-smoke",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])  # no group join: Seam keeps offsets in the target
+    got = []
+    deadline = time.monotonic() + 20
+    while len(got) < 100 and time.monotonic() < deadline:
+        msg = consumer.poll(1)
+        if msg is not None and not msg.error():
+            got.append((msg.key().decode(), msg.value().decode(), dict(msg.headers())["seam"]))
+    consumer.close()
+    assert got == [(str(i), f"v{i}", b"1") for i in range(100)]
+
+
+def test_spark_reads_mariadb_over_jdbc(stack, pipeline, seeded):
+    from seam.spark import jdbc_options, spark_session
+
+    spark = spark_session(pipeline, "seam-test-jdbc")
+    try:
+        frame = (spark.read.format("jdbc").options(**jdbc_options(pipeline))
+                 .option("dbtable", "`demo`.`payments`").option("partitionColumn", "id")
+                 .option("lowerBound", "1").option("upperBound", str(seeded["payments"]))
+                 .option("numPartitions", "4").load())
+        assert frame.rdd.getNumPartitions() == 4
+        assert frame.count() == seeded["payments"]
+        zoo = (spark.read.format("jdbc").options(**jdbc_options(pipeline))
+               .option("dbtable", "`demo`.`type_zoo`").load().where("id = 1").collect()[0])
+        assert zoo["big_unsigned"] == 18446744073709551615  # unsigned BIGINT max, no overflow
+        assert str(zoo["amount"]) == "99999999999999.999999"
+    finally:
+        spark.stop()
+
+
+def test_postgres_accepts_a_write(stack, pipeline):
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        conn.execute("CREATE SCHEMA IF NOT EXISTS smoke")
+        conn.execute("CREATE TABLE IF NOT EXISTS smoke.t (id bigint primary key, v text)")
+        marker = uuid.uuid4().hex
+        conn.execute("INSERT INTO smoke.t VALUES (%s, %s) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v",
+                     (1, marker))
+    with psycopg.connect(os.environ["SEAM_TARGET_URL"].replace("postgresql+psycopg", "postgresql")) as conn:
+        assert conn.execute("SELECT v FROM smoke.t WHERE id = 1").fetchone() == (marker,)
+
+
+def test_seam_env_and_status(stack):
+    env = subprocess.run([sys.executable, "-m", "seam.cli", "env"], capture_output=True, text=True, check=True).stdout
+    exported = dict(line.removeprefix("export ").split("=", 1) for line in env.splitlines())
+    for key in ("SEAM_MYSQL_URL", "SEAM_TARGET_URL", "SEAM_KAFKA_BOOTSTRAP", "SEAM_AIRFLOW_URL",
+                "SEAM_AIRFLOW_USER", "SEAM_AIRFLOW_PASSWORD"):
+        assert exported[key]
+    assert exported["SEAM_MYSQL_URL"].startswith("mysql+pymysql://root:")
+    assert exported["SEAM_TARGET_URL"].startswith("postgresql+psycopg://seam:")
+    # the URLs work as SQLAlchemy URLs
+    import sqlalchemy
+    for key in ("SEAM_MYSQL_URL", "SEAM_TARGET_URL"):
+        engine = sqlalchemy.create_engine(exported[key].strip("'"))
+        with engine.connect() as conn:
+            assert conn.execute(sqlalchemy.text("SELECT 1")).scalar() == 1
+        engine.dispose()
+    status = subprocess.run([sys.executable, "-m", "seam.cli", "status"], capture_output=True, text=True).stdout
+    for name in ("mysql", "kafka", "postgres"):
+        line = next(l for l in status.splitlines() if l.startswith(name))
+        assert " up " in line and str(stack.port(name)) in line
+
+
+# ----------------------------------------------- lifecycle on a private stack --
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def private_stack(tmp_path, monkeypatch):
+    """A second stack in its own state dir and ports, torn down after the test."""
+    for var in ("SEAM_MYSQL_PORT", "SEAM_KAFKA_PORT", "SEAM_TARGET_PORT", "SEAM_AIRFLOW_PORT"):
+        monkeypatch.setenv(var, str(_free_port()))
+    s = EmbeddedStack(tmp_path / "state")
+    s.settings(create=True)
+    yield s
+    s.down(log=lambda m: None)
+    data = s.state / "postgres" / "data"
+    if data.is_symlink():  # the postgres user could not reach tmp_path: data lived outside it
+        import shutil
+        shutil.rmtree(data.resolve(), ignore_errors=True)
+
+
+def _our_processes(state: Path) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [l for l in out.splitlines() if str(state) in l or "tansu" in l and "--listener-url" in l
+            and f":{EmbeddedStack(state).port('kafka')}" in l]
+
+
+def test_up_then_down_leaves_nothing_running(private_stack):
+    s = private_stack
+    s.up(("mysql", "kafka", "postgres"), log=lambda m: None)
+    assert [x.running for x in s.status()] == [True, True, True, False]
+    pids = [s._alive_pid(n) for n in ("mysql", "kafka", "postgres")]
+    s.down(log=lambda m: None)
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(") ")[1][:1]
+    assert _our_processes(s.state) == []
+    # up again reuses the data (idempotent), credentials unchanged
+    s.up(("mysql",), log=lambda m: None)
+    assert s.status()[0].running
+
+
+def test_down_does_not_touch_processes_it_did_not_start(private_stack):
+    s = private_stack
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        s.run_dir.mkdir(parents=True, exist_ok=True)
+        # a stale PID file pointing at an unrelated process
+        (s.run_dir / "kafka.pid").write_text(f'{{"pid": {stranger.pid}, "exe": "tansu"}}')
+        s.down(log=lambda m: None)
+        assert stranger.poll() is None
+    finally:
+        stranger.kill()
+
+
+def test_up_fails_clearly_when_the_port_is_taken(private_stack):
+    s = private_stack
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", s.port("kafka")))
+        blocker.listen()
+        with pytest.raises(StackError, match=f"port {s.port('kafka')} for kafka is in use.*SEAM_KAFKA_PORT"):
+            s.up(("kafka",), log=lambda m: None)
+
+
+def test_up_fails_clearly_on_a_corrupt_datadir(private_stack):
+    s = private_stack
+    (s.state / "mysql" / "data").mkdir(parents=True)
+    (s.state / "mysql" / "data" / "junk").write_text("x")
+    with pytest.raises(StackError, match="datadir .* is corrupt.*remove"):
+        s.up(("mysql",), log=lambda m: None)
+
+
+def test_up_fails_clearly_when_a_binary_is_missing(private_stack, monkeypatch):
+    import seam.stack as stack_module
+    monkeypatch.setattr(stack_module, "_postgres_bin_dir",
+                        lambda: (_ for _ in ()).throw(StackError("postgres not found: install the apt package")))
+    with pytest.raises(StackError, match="postgres not found"):
+        private_stack.up(("postgres",), log=lambda m: None)

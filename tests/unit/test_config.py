@@ -1,0 +1,120 @@
+"""Pipeline config: the demo file is valid, and every kind of bad input names its field."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from seam.config import DEFAULT_PIPELINE, ConfigError, Secret, load_pipeline, parse_duration, parse_pipeline
+
+ENV = {"SEAM_MYSQL_PASSWORD": "s3cret-src", "SEAM_TARGET_PASSWORD": "s3cret-tgt"}
+
+
+def demo_raw() -> dict:
+    return yaml.safe_load(DEFAULT_PIPELINE.read_text())
+
+
+def parse(raw, env=ENV):
+    return parse_pipeline(raw, source="test.yaml", env=env)
+
+
+def test_demo_pipeline_loads_with_defaults_and_env():
+    p = load_pipeline(DEFAULT_PIPELINE, env={**ENV, "SEAM_MYSQL_PORT": "4406"})
+    assert p.source.port == 4406
+    assert p.source.host == "127.0.0.1"
+    assert p.kafka.bootstrap == "127.0.0.1:39092"
+    assert p.target.state_schema == "seam"
+    assert [t.name for t in p.tables] == ["demo.accounts", "demo.payments", "demo.audit_log", "demo.type_zoo"]
+    payments = p.table("payments")
+    assert payments.key == ("id",) and payments.cursor == "updated_at" and payments.incremental
+    assert payments.soft_delete == "is_deleted" and payments.safety_delay_s == 30.0
+    audit = p.table("demo.audit_log")
+    assert audit.keyless and not audit.incremental and audit.semantics == "exactly-once"
+
+
+def test_secrets_never_print():
+    p = parse(demo_raw())
+    assert p.source.password.reveal() == "s3cret-src"
+    for text in (repr(p), str(p), repr(p.source), f"{p.target}"):
+        assert "s3cret" not in text
+    assert str(Secret("x")) == "***"
+
+
+@pytest.mark.parametrize("mutate, field, words", [
+    (lambda r: r["tables"][1].update(curser="updated_at"), "tables[1].curser", "did you mean 'cursor'"),
+    (lambda r: r.update(sauce={}), "sauce", "unknown key"),
+    (lambda r: r["source"].update(port=70000), "source.port", "out of range for a port"),
+    (lambda r: r["target"].update(port="abc"), "target.port", "not a port"),
+    (lambda r: r["tables"][0].pop("name"), "tables[0].name", "is required"),
+    (lambda r: r["tables"][0].update(name="accounts"), "tables[0].name", "database.table"),
+    (lambda r: r["tables"].append({"name": "demo.accounts"}), "tables[4].name", "listed twice"),
+    (lambda r: r.update(tables=[]), "tables", "non-empty"),
+    (lambda r: r.pop("tables"), "tables", "is required"),
+    (lambda r: r["tables"][0].update(safety_delay="soon"), "tables[0].safety_delay", "not a duration"),
+    (lambda r: r["tables"][2].update(semantics="at-least-once"), "tables[2].semantics", "needs a key"),
+    (lambda r: r["tables"][0].update(semantics="maybe"), "tables[0].semantics", "must be one of"),
+    (lambda r: r["tables"][2].update(incremental=True), "tables[2].cursor", "required for an incremental"),
+    (lambda r: r["tables"][0].update(key=["id", "id"]), "tables[0].key", "twice"),
+    (lambda r: r["kafka"].update(bootstrap="nohost"), "kafka.bootstrap", "host:port"),
+    (lambda r: r["kafka"].update(topic_prefix="bad topic!"), "kafka.topic_prefix", "characters"),
+    (lambda r: r["target"].update(type="snowflake"), "target.type", "postgres"),
+    (lambda r: r.update(version=2), "version", "unsupported"),
+    (lambda r: r["spark"].update(partitions=0), "spark.partitions", "out of range"),
+])
+def test_bad_config_names_the_field(mutate, field, words):
+    raw = demo_raw()
+    mutate(raw)
+    with pytest.raises(ConfigError) as err:
+        parse(raw)
+    assert err.value.field_path == field
+    assert words in str(err.value)
+    assert str(err.value).startswith(f"test.yaml: {field}: ")
+
+
+def test_missing_env_var_names_field_and_variable():
+    with pytest.raises(ConfigError) as err:
+        parse(demo_raw(), env={"SEAM_TARGET_PASSWORD": "x"})
+    assert err.value.field_path == "source.password"
+    assert "SEAM_MYSQL_PASSWORD" in str(err.value)
+
+
+def test_table_lookup():
+    p = parse(demo_raw())
+    assert p.table("demo.type_zoo").table == "type_zoo"
+    with pytest.raises(ConfigError, match="no table 'nope'.*demo.accounts"):
+        p.table("nope")
+
+
+def test_durations():
+    assert parse_duration("500ms") == 0.5
+    assert parse_duration("2m") == 120
+    assert parse_duration(5) == 5.0
+    for bad in ("-1", "1d", "", True):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+
+
+def test_invalid_yaml_and_missing_file(tmp_path: Path):
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("source: [unclosed\n")
+    with pytest.raises(ConfigError, match="line 2: not valid YAML"):
+        load_pipeline(bad, env=ENV)
+    with pytest.raises(ConfigError, match="file not found"):
+        load_pipeline(tmp_path / "nope.yaml", env=ENV)
+
+
+def test_cli_prints_one_clear_line_for_a_broken_pipeline(tmp_path: Path):
+    raw = demo_raw()
+    raw["tables"][1]["curser"] = "updated_at"
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(yaml.safe_dump(raw))
+    for argv in (["--pipeline", str(broken), "status"], ["seed", "--pipeline", str(broken)]):
+        proc = subprocess.run([sys.executable, "-m", "seam.cli", *argv], capture_output=True, text=True,
+                              env={"PATH": "/usr/bin:/bin", **ENV, "SEAM_STATE_DIR": str(tmp_path / "state")})
+        assert proc.returncode == 2
+        lines = proc.stderr.strip().splitlines()
+        assert lines == [f"seam: error: {broken}: tables[1].curser: unknown key (did you mean 'cursor'?)"]
+        assert proc.stdout == ""
