@@ -27,4 +27,5 @@ lock:             ## recompile requirements.txt from requirements.in
 	@.venv/bin/uv pip compile -q --python-version 3.11 requirements.in -o requirements.txt
 
 clean: down       ## stop the stack and delete its state (all embedded data)
+	@if [ -L .seam/postgres/data ]; then rm -rf "$$(readlink -f .seam/postgres/data)"; fi
 	rm -rf .seam

@@ -30,15 +30,18 @@ class SeamHook(BaseHook):
 
     def job_env(self) -> dict[str, str]:
         """Environment variables a Seam job reads its endpoints and credentials from."""
-        mysql = self.get_connection(self.mysql_conn_id)
-        target = self.get_connection(self.target_conn_id)
-        kafka = self.get_connection(self.kafka_conn_id)
-        bootstrap = kafka.extra_dejson.get("bootstrap.servers") or f"{kafka.host}:{kafka.port}"
-        return {
-            "SEAM_MYSQL_HOST": mysql.host, "SEAM_MYSQL_PORT": str(mysql.port or 3306),
-            "SEAM_MYSQL_USER": mysql.login, "SEAM_MYSQL_PASSWORD": mysql.password or "",
-            "SEAM_KAFKA_BOOTSTRAP": bootstrap,
-            "SEAM_TARGET_HOST": target.host, "SEAM_TARGET_PORT": str(target.port or 5432),
-            "SEAM_TARGET_DB": target.schema, "SEAM_TARGET_USER": target.login,
-            "SEAM_TARGET_PASSWORD": target.password or "",
-        }
+        return job_env_from(self.get_connection(self.mysql_conn_id), self.get_connection(self.kafka_conn_id),
+                            self.get_connection(self.target_conn_id))
+
+
+def job_env_from(mysql, kafka, target) -> dict[str, str]:
+    """Map three Airflow connections to the ``SEAM_*`` variables pipeline files use."""
+    bootstrap = kafka.extra_dejson.get("bootstrap.servers") or f"{kafka.host}:{kafka.port}"
+    return {
+        "SEAM_MYSQL_HOST": mysql.host, "SEAM_MYSQL_PORT": str(mysql.port or 3306),
+        "SEAM_MYSQL_USER": mysql.login, "SEAM_MYSQL_PASSWORD": mysql.password or "",
+        "SEAM_KAFKA_BOOTSTRAP": bootstrap,
+        "SEAM_TARGET_HOST": target.host, "SEAM_TARGET_PORT": str(target.port or 5432),
+        "SEAM_TARGET_DB": target.schema, "SEAM_TARGET_USER": target.login,
+        "SEAM_TARGET_PASSWORD": target.password or "",
+    }
