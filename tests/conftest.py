@@ -5,6 +5,7 @@ fixtures start what they need and stop, at the end, only what they started.
 """
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -17,6 +18,9 @@ sys.path.insert(0, str(ROOT / "plugins"))  # as Airflow puts its plugins folder 
 from seam.cli import _inject_stack_env  # noqa: E402
 from seam.config import load_pipeline  # noqa: E402
 from seam.stack import EmbeddedStack  # noqa: E402
+
+
+logging.getLogger("py4j").setLevel(logging.WARNING)  # quiet its close() at interpreter exit
 
 
 class _Services:

@@ -32,8 +32,11 @@ def test_seed_creates_the_schema_with_edge_values(seeded):
     conn.close()
 
 
-def test_writer_runs_a_concurrent_mix(seeded):
-    stats = demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=400, seconds=3, threads=2, seed=7)
+def test_writer_runs_a_concurrent_mix(stack, pipeline):
+    # its own database, so the shared seeded data stays as seeded for other tests
+    demo.seed(pipeline, rows=500, admin_url=os.environ["SEAM_MYSQL_URL"], database="writer_test", log=lambda m: None)
+    stats = demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=400, seconds=3, threads=2, seed=7,
+                            database="writer_test")
     for op in ("insert payments", "update payments", "delete payments", "update accounts", "insert audit_log"):
         assert stats.get(op, 0) > 0, stats
     changes = sum(v for k, v in stats.items() if " " in k)
