@@ -1,0 +1,251 @@
+"""One record shape for snapshot rows and binlog change events, and the value
+normalisation that makes the same data compare equal wherever it was read.
+
+Shape (JSON, versioned ``"v": 1``)::
+
+    {"v": 1, "op": "r|c|u|d", "ts_ms": 1764000000000,
+     "key": {...}, "before": {...}|null, "after": {...}|null,
+     "source": {"db", "table", "snapshot": bool, "batch": id|null,
+                "file": "mysql-bin.000003", "pos": 1234, "row": 0, "gtid": "0-1-42"|null}}
+
+Why JSON, not Avro: any Kafka consumer (kcat, a shell script, another
+language) can read it without a schema registry, which the embedded broker
+does not run; the version field lets the format evolve.
+
+Normalisation rules (``normalize``), one per MySQL type family:
+
+- DECIMAL: string with exactly the declared scale ("-0.000001"), never float.
+- BIGINT UNSIGNED: decimal string (JSON numbers lose precision past 2^53).
+  Other integers (incl. TINYINT(1), YEAR): JSON numbers.
+- FLOAT/DOUBLE: JSON numbers (repr round-trips).
+- DATETIME(p): "YYYY-MM-DDTHH:MM:SS.ffffff", always 6 fraction digits.
+- TIMESTAMP(p): the same, in UTC with a trailing "Z" (sessions run in UTC).
+- DATE: "YYYY-MM-DD". TIME: "[-]H...H:MM:SS.ffffff" (TIME spans +-838 h).
+- Zero and partial-zero dates ("0000-00-00", "2024-00-10"), and a zero
+  TIMESTAMP (which the binlog carries as epoch 0): null. MySQL
+  cannot store them in PostgreSQL's types; null is what JDBC's
+  zeroDateTimeBehavior=convertToNull and Debezium do, and it is the same on
+  every path, so validation stays exact.
+- BIT(n): the integer value. SET: members comma-joined in definition order.
+  ENUM: the member string.
+- JSON: canonical text (keys sorted, compact, UTF-8 kept).
+- BLOB/BINARY: base64. Text: str.
+
+Delivery guarantee: none by itself (a value format); positions defined here
+are what the sinks use to apply each change exactly once.
+"""
+from __future__ import annotations
+
+import base64
+import functools
+import datetime as dt
+import json
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from seam.schema import Column, TableSchema
+
+FORMAT_VERSION = 1
+OPS = ("r", "c", "u", "d")
+
+_TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}
+_BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
+_EPOCH = dt.datetime(1970, 1, 1)
+_INTS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
+
+
+@functools.total_ordering
+@dataclass(frozen=True)
+class Position:
+    """A point in the source's binlog, totally ordered per server: (file, pos, row).
+
+    ``row`` is the index of a row within its binlog event (one event carries
+    many rows), so every change has its own position.
+    """
+
+    file: str
+    pos: int
+    row: int = 0
+
+    @property
+    def sort_key(self) -> tuple[int, int, int]:
+        return (int(self.file.rsplit(".", 1)[-1]), self.pos, self.row)
+
+    def __lt__(self, other: "Position") -> bool:  # by binlog file number, not by name
+        return self.sort_key < other.sort_key
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.pos}#{self.row}"
+
+
+@dataclass(frozen=True)
+class Record:
+    op: str
+    db: str
+    table: str
+    key: dict[str, Any]
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    position: Position
+    snapshot: bool = False
+    batch: str | None = None
+    gtid: str | None = None
+    ts_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    def __post_init__(self):
+        if self.op not in OPS:
+            raise ValueError(f"op must be one of {OPS}, got {self.op!r}")
+
+    def to_json(self) -> bytes:
+        return json.dumps({
+            "v": FORMAT_VERSION, "op": self.op, "ts_ms": self.ts_ms, "key": self.key,
+            "before": self.before, "after": self.after,
+            "source": {"db": self.db, "table": self.table, "snapshot": self.snapshot, "batch": self.batch,
+                       "file": self.position.file, "pos": self.position.pos, "row": self.position.row,
+                       "gtid": self.gtid},
+        }, ensure_ascii=False, separators=(",", ":")).encode()
+
+    def kafka_key(self) -> bytes:
+        return kafka_key(self.key)
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "Record":
+        doc = json.loads(data)
+        if doc.get("v") != FORMAT_VERSION:
+            raise ValueError(f"record format version {doc.get('v')!r} is not {FORMAT_VERSION}; upgrade Seam")
+        s = doc["source"]
+        return cls(op=doc["op"], db=s["db"], table=s["table"], key=doc["key"], before=doc["before"],
+                   after=doc["after"], position=Position(s["file"], s["pos"], s["row"]),
+                   snapshot=s["snapshot"], batch=s["batch"], gtid=s["gtid"], ts_ms=doc["ts_ms"])
+
+
+def kafka_key(key: dict[str, Any]) -> bytes:
+    """The Kafka message key: the primary key (or the whole row of a keyless table), canonical JSON."""
+    return json.dumps(key, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def key_of(schema: TableSchema, key_columns: tuple[str, ...], row: dict[str, Any]) -> dict[str, Any]:
+    """The record key of a normalised row: its key columns, or the whole row when keyless."""
+    return {c: row[c] for c in key_columns} if key_columns else dict(row)
+
+
+def normalize_row(schema: TableSchema, row: dict[str, Any]) -> dict[str, Any]:
+    return {c.name: normalize(c, row[c.name]) for c in schema.columns}
+
+
+def binlog_values(values: dict[str, Any], none_sources: dict[str, str] | None) -> dict[str, Any]:
+    """Undo python-mysql-replication's lossy ``None``s, using the reason it records.
+
+    It decodes an empty SET as ``None`` (reason "empty set"), which would
+    otherwise be indistinguishable from NULL. A partial JSON update (MySQL 8
+    with binlog_row_value_options=PARTIAL_JSON) carries no full value: refuse it.
+    """
+    if not none_sources:
+        return values
+    fixed = dict(values)
+    for name, reason in none_sources.items():
+        if reason == "empty set":
+            fixed[name] = ""
+        elif reason == "same with before values":  # NONE_SOURCE.JSON_PARTIAL_UPDATE
+            raise ValueError(f"column {name!r} arrived as a partial JSON update: set "
+                             "binlog_row_value_options='' on the source so row images are full")
+    return fixed
+
+
+def normalize(column: Column, value: Any) -> Any:
+    """A source value (from a SELECT or from a binlog event) in Seam's canonical form."""
+    if value is None:
+        return None
+    t = column.data_type
+    if t == "decimal":
+        scale = column.numeric_scale or 0
+        return f"{Decimal(str(value)):.{scale}f}"
+    if t in _INTS:
+        number = int(value)
+        if t == "bigint" and column.unsigned:
+            return str(number if number >= 0 else number + 2**64)
+        return number
+    if t in ("float", "double", "real"):
+        return float(value)
+    if t in ("datetime", "timestamp", "date"):
+        return _temporal(t, value)
+    if t == "time":
+        return _time(value)
+    if t == "bit":
+        if isinstance(value, (bytes, bytearray)):
+            return int.from_bytes(value, "big")
+        if isinstance(value, str):  # python-mysql-replication renders BIT as a string of 0/1
+            return int(value, 2) if value else 0
+        return int(value)
+    if t == "set":
+        members = set(value.split(",")) if isinstance(value, str) else {_text(m) for m in value}
+        members.discard("")
+        return ",".join(m for m in column.members if m in members)
+    if t == "enum":
+        if isinstance(value, int):  # an index, when the binlog lacks metadata
+            return column.members[value - 1] if value else ""
+        return _text(value)
+    if t == "json":
+        if isinstance(value, (bytes, bytearray, str)):
+            value = json.loads(value) if value not in ("", b"") else None
+        return json.dumps(_json_text(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    if t in _BINARY:  # the binlog reader hands an empty binary value back as ''
+        return base64.b64encode(value.encode() if isinstance(value, str) else bytes(value)).decode()
+    if t in _TEXT:
+        return _text(value)
+    return _text(value) if isinstance(value, (bytes, str)) else value
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def _json_text(value: Any) -> Any:
+    """MySQL 8's binary JSON arrives with bytes keys/strings from the binlog."""
+    if isinstance(value, dict):
+        return {_text(k): _json_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_text(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return value.decode("utf-8")
+    return value
+
+
+def _temporal(kind: str, value: Any) -> str | None:
+    if isinstance(value, (str, bytes)):  # drivers hand back invalid (zero) dates as text
+        text = _text(value)
+        if text.startswith("0000") or "-00" in text[:10]:
+            return None
+        value = dt.datetime.fromisoformat(text) if kind != "date" else dt.date.fromisoformat(text)
+    if kind == "date":
+        return (value.date() if isinstance(value, dt.datetime) else value).isoformat()
+    if not isinstance(value, dt.datetime):
+        value = dt.datetime.combine(value, dt.time())
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    if kind == "timestamp" and value == _EPOCH:
+        return None  # the binlog's form of a zero TIMESTAMP (valid ones start at 00:00:01)
+    text = value.strftime("%Y-%m-%dT%H:%M:%S.%f")
+    return text + "Z" if kind == "timestamp" else text
+
+
+def _time(value: Any) -> str:
+    if isinstance(value, (str, bytes)):
+        return _time_text(_text(value))
+    if isinstance(value, dt.time):
+        value = dt.timedelta(hours=value.hour, minutes=value.minute, seconds=value.second,
+                             microseconds=value.microsecond)
+    micros = value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds
+    sign = "-" if micros < 0 else ""
+    micros = abs(micros)
+    seconds, frac = divmod(micros, 1_000_000)
+    return f"{sign}{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}.{frac:06d}"
+
+
+def _time_text(text: str) -> str:
+    sign = "-" if text.startswith("-") else ""
+    hms, _, frac = text.lstrip("-").partition(".")
+    h, m, s = hms.split(":")
+    return f"{sign}{int(h):02d}:{int(m):02d}:{int(s):02d}.{frac.ljust(6, '0')[:6]}"

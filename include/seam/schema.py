@@ -1,0 +1,69 @@
+"""Source table schemas read from MySQL's information_schema: column types
+(with unsigned, scale, precision, ENUM/SET members) and the key Seam uses.
+
+Delivery guarantee: none (metadata). Errors name the table and what to do.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+class SchemaError(LookupError):
+    """A table is missing, unreadable, or unusable as configured."""
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    data_type: str          # lower-case MySQL DATA_TYPE: int, decimal, datetime, set, ...
+    column_type: str        # full COLUMN_TYPE: "bigint(20) unsigned", "set('a','b')"
+    nullable: bool
+    numeric_scale: int | None = None
+    datetime_precision: int | None = None
+
+    @property
+    def unsigned(self) -> bool:
+        return "unsigned" in self.column_type
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """ENUM/SET members in definition order."""
+        body = self.column_type[self.column_type.index("(") + 1:self.column_type.rindex(")")]
+        return tuple(m.replace("''", "'") for m in re.findall(r"'((?:[^']|'')*)'", body))
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    db: str
+    table: str
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise SchemaError(f"{self.db}.{self.table} has no column {name!r}")
+
+
+def read_schema(conn, db: str, table: str) -> TableSchema:
+    """Read a table's columns and primary key through a PyMySQL connection."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_SCALE, DATETIME_PRECISION "
+                    "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+                    "ORDER BY ORDINAL_POSITION", (db, table))
+        rows = cur.fetchall()
+        if not rows:
+            raise SchemaError(f"table {db}.{table} does not exist on the source, or the Seam user cannot see "
+                              f"it: check the name, and GRANT SELECT ON `{db}`.* TO the Seam user")
+        cur.execute("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "
+                    "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION", (db, table))
+        pk = tuple(r[0] for r in cur.fetchall())
+    columns = tuple(Column(name=r[0], data_type=r[1].lower(), column_type=r[2].lower(), nullable=r[3] == "YES",
+                           numeric_scale=r[4], datetime_precision=r[5]) for r in rows)
+    return TableSchema(db=db, table=table, columns=columns, primary_key=pk)
