@@ -39,13 +39,7 @@ class _Services:
 
     def stop_started(self):
         for name in reversed(self.started):
-            pid = self.stack._alive_pid(name)
-            if pid:
-                import signal
-
-                from seam.stack import _stop_group
-                _stop_group(pid, signal.SIGINT if name == "postgres" else signal.SIGTERM)
-                self.stack._pidfile(name).unlink(missing_ok=True)
+            self.stack.stop(name)
 
 
 @pytest.fixture(scope="session")

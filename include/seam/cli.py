@@ -37,6 +37,9 @@ def _pipeline(args) -> Pipeline:
 
 def cmd_up(args, stack: EmbeddedStack) -> int:
     services = tuple(args.services) or SERVICES
+    unknown = set(services) - set(SERVICES)
+    if unknown:
+        raise StackError(f"unknown service(s) {', '.join(sorted(unknown))}; choose from {', '.join(SERVICES)}")
     started = time.monotonic()
     stack.up(services, timeout=args.timeout)
     print(f"stack up in {time.monotonic() - started:.1f}s; `seam status` shows how to connect")
@@ -104,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("up", parents=[common], help="start the embedded stack (MariaDB, broker, PostgreSQL, Airflow)")
-    p.add_argument("services", nargs="*", choices=[*SERVICES, []], metavar="SERVICE",
+    p.add_argument("services", nargs="*", metavar="SERVICE",
                    help=f"only these ({', '.join(SERVICES)})")
     p.add_argument("--timeout", type=float, default=240, help="seconds to wait for each service's health")
     p.set_defaults(func=cmd_up)

@@ -72,6 +72,7 @@ class EmbeddedStack:
         self.state = state_dir or default_state_dir()
         self.run_dir = self.state / "run"
         self.log_dir = self.state / "logs"
+        self._procs: dict[str, subprocess.Popen] = {}
 
     # ------------------------------------------------------------ settings --
     @property
@@ -139,8 +140,9 @@ class EmbeddedStack:
         for name in SERVICES:
             if name not in services:
                 continue
-            if self._alive_pid(name):
-                log(f"{name:9} already up (pid {self._alive_pid(name)})")
+            pid = self._alive_pid(name)
+            if pid:
+                log(f"{name:9} already up (pid {pid})")
                 continue
             started = time.monotonic()
             getattr(self, f"_start_{name}")(timeout)
@@ -148,15 +150,18 @@ class EmbeddedStack:
 
     def down(self, log: Callable[[str], None] = print) -> None:
         for name in reversed(SERVICES):
-            pid = self._alive_pid(name)
-            if pid is None:
-                self._pidfile(name).unlink(missing_ok=True)
-                continue
+            pid = self.stop(name)
+            if pid:
+                log(f"{name:9} stopped (pid {pid})")
+
+    def stop(self, name: str) -> int | None:
+        """Stop one service if our PID file names a live process of it; return its PID."""
+        pid = self._alive_pid(name)
+        if pid is not None:
             # Postgres: SIGINT is its fast shutdown; SIGTERM would wait for clients.
-            sig = signal.SIGINT if name == "postgres" else signal.SIGTERM
-            _stop_group(pid, sig)
-            self._pidfile(name).unlink(missing_ok=True)
-            log(f"{name:9} stopped (pid {pid})")
+            _stop_group(pid, signal.SIGINT if name == "postgres" else signal.SIGTERM)
+        self._pidfile(name).unlink(missing_ok=True)
+        return pid
 
     def status(self) -> list[ServiceStatus]:
         env = self.env()
@@ -448,7 +453,6 @@ class EmbeddedStack:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, env=env, user=user, cwd=self.state)
         self._pidfile(name).write_text(json.dumps({"pid": proc.pid, "exe": Path(cmd[0]).name}))
-        self._procs = getattr(self, "_procs", {})
         self._procs[name] = proc
 
     def _alive_pid(self, name: str) -> int | None:
@@ -478,12 +482,10 @@ class EmbeddedStack:
                 if ping():
                     return
             except StackError:
-                _stop_group(proc.pid, signal.SIGTERM)
-                self._pidfile(name).unlink(missing_ok=True)
+                self.stop(name)
                 raise
             time.sleep(0.5)
-        _stop_group(proc.pid, signal.SIGTERM)
-        self._pidfile(name).unlink(missing_ok=True)
+        self.stop(name)
         raise StackError(f"{name} did not become healthy within {timeout:.0f}s (stopped it); "
                          f"last lines of {logfile}:\n{_tail(logfile)}")
 

@@ -7,6 +7,8 @@ secrets backend), never in DAG code, task arguments or logs.
 """
 from __future__ import annotations
 
+import os
+
 from airflow.sdk.bases.hook import BaseHook
 
 
@@ -23,8 +25,6 @@ class SeamHook(BaseHook):
 
     def load_pipeline(self, path: str | None = None):
         """The pipeline file with its ``${SEAM_...}`` references filled from the connections."""
-        import os
-
         from seam.config import load_pipeline
         return load_pipeline(path or None, env={**os.environ, **self.job_env()})
 
