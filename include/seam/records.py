@@ -17,7 +17,8 @@ Normalisation rules (``normalize``), one per MySQL type family:
 - DECIMAL: string with exactly the declared scale ("-0.000001"), never float.
 - BIGINT UNSIGNED: decimal string (JSON numbers lose precision past 2^53).
   Other integers (incl. TINYINT(1), YEAR): JSON numbers.
-- FLOAT/DOUBLE: JSON numbers (repr round-trips).
+- FLOAT: JSON number, the shortest decimal that round-trips in 32 bits
+  (1.1, not 1.100000023841858). DOUBLE: JSON number (repr round-trips).
 - DATETIME(p): "YYYY-MM-DDTHH:MM:SS.ffffff", always 6 fraction digits.
 - TIMESTAMP(p): the same, in UTC with a trailing "Z" (sessions run in UTC).
 - DATE: "YYYY-MM-DD". TIME: "[-]H...H:MM:SS.ffffff" (TIME spans +-838 h).
@@ -49,6 +50,7 @@ from seam.schema import Column, TableSchema
 
 FORMAT_VERSION = 1
 OPS = ("r", "c", "u", "d")
+THROUGH = 2**31 - 1  # row index meaning "every row of the event"
 
 _TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}
 _BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
@@ -61,8 +63,10 @@ _INTS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
 class Position:
     """A point in the source's binlog, totally ordered per server: (file, pos, row).
 
-    ``row`` is the index of a row within its binlog event (one event carries
-    many rows), so every change has its own position.
+    ``pos`` is where the event ENDS (python-mysql-replication's ``log_pos``, and
+    what MariaDB's BINLOG_SNAPSHOT_POSITION reports for a snapshot). ``row`` is
+    the index of a row within its event (one event carries many rows), so every
+    change has its own position; a snapshot's position uses ``THROUGH``.
     """
 
     file: str
@@ -76,8 +80,17 @@ class Position:
     def __lt__(self, other: "Position") -> bool:  # by binlog file number, not by name
         return self.sort_key < other.sort_key
 
+    @classmethod
+    def through(cls, file: str, pos: int) -> "Position":
+        """Everything up to and including the binlog event that ends at ``pos``: a snapshot's position."""
+        return cls(file, pos, THROUGH)
+
+    def after(self, other: "Position") -> bool:
+        """True if this event position is not covered by ``other`` (compares events, not rows)."""
+        return self.sort_key[:2] > other.sort_key[:2]
+
     def __str__(self) -> str:
-        return f"{self.file}:{self.pos}#{self.row}"
+        return f"{self.file}:{self.pos}" if self.row == THROUGH else f"{self.file}:{self.pos}#{self.row}"
 
 
 @dataclass(frozen=True)
@@ -99,13 +112,8 @@ class Record:
             raise ValueError(f"op must be one of {OPS}, got {self.op!r}")
 
     def to_json(self) -> bytes:
-        return json.dumps({
-            "v": FORMAT_VERSION, "op": self.op, "ts_ms": self.ts_ms, "key": self.key,
-            "before": self.before, "after": self.after,
-            "source": {"db": self.db, "table": self.table, "snapshot": self.snapshot, "batch": self.batch,
-                       "file": self.position.file, "pos": self.position.pos, "row": self.position.row,
-                       "gtid": self.gtid},
-        }, ensure_ascii=False, separators=(",", ":")).encode()
+        return record_json(self.op, self.db, self.table, self.key, self.before, self.after, self.position,
+                           self.snapshot, self.batch, self.gtid, self.ts_ms)
 
     def kafka_key(self) -> bytes:
         return kafka_key(self.key)
@@ -119,6 +127,16 @@ class Record:
         return cls(op=doc["op"], db=s["db"], table=s["table"], key=doc["key"], before=doc["before"],
                    after=doc["after"], position=Position(s["file"], s["pos"], s["row"]),
                    snapshot=s["snapshot"], batch=s["batch"], gtid=s["gtid"], ts_ms=doc["ts_ms"])
+
+
+def record_json(op: str, db: str, table: str, key: dict, before: dict | None, after: dict | None,
+                position: Position, snapshot: bool, batch: str | None, gtid: str | None, ts_ms: int) -> bytes:
+    """The serialised record (the one place that defines the wire form)."""
+    return json.dumps({
+        "v": FORMAT_VERSION, "op": op, "ts_ms": ts_ms, "key": key, "before": before, "after": after,
+        "source": {"db": db, "table": table, "snapshot": snapshot, "batch": batch,
+                   "file": position.file, "pos": position.pos, "row": position.row, "gtid": gtid},
+    }, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def kafka_key(key: dict[str, Any]) -> bytes:
@@ -167,7 +185,10 @@ def normalize(column: Column, value: Any) -> Any:
         if t == "bigint" and column.unsigned:
             return str(number if number >= 0 else number + 2**64)
         return number
-    if t in ("float", "double", "real"):
+    if t == "float":  # single precision: the shortest text that round-trips in 32 bits, as PostgreSQL prints it
+        import numpy
+        return float(str(numpy.float32(value)))
+    if t in ("double", "real"):
         return float(value)
     if t in ("datetime", "timestamp", "date"):
         return _temporal(t, value)

@@ -24,6 +24,8 @@ def spark_session(pipeline: Pipeline, app_name: str):
             .master(os.environ.get("SEAM_SPARK_MASTER_OVERRIDE") or pipeline.spark.master)
             .config("spark.jars", pipeline.spark.jdbc_jar)
             .config("spark.sql.session.timeZone", "UTC")
+            # MySQL strips CHAR padding and ENUM/SET have no width; Spark would pad them back
+            .config("spark.sql.legacy.charVarcharAsString", "true")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", str(max(2, pipeline.spark.partitions)))
             .getOrCreate())
@@ -32,7 +34,8 @@ def spark_session(pipeline: Pipeline, app_name: str):
 def jdbc_options(pipeline: Pipeline) -> dict[str, str]:
     src = pipeline.source
     return {
-        "url": src.jdbc_url + "?zeroDateTimeBehavior=convertToNull&useUnicode=true&characterEncoding=utf8",
+        "url": src.jdbc_url + "?zeroDateTimeBehavior=convertToNull&useUnicode=true&characterEncoding=utf8"
+               "&sessionVariables=time_zone='+00:00'",  # TIMESTAMPs read as UTC text
         "driver": pipeline.spark.jdbc_driver,
         "user": src.user,
         "password": src.password.reveal(),

@@ -1,0 +1,137 @@
+"""The boundary protocol: BEGIN and END control messages around every batch.
+
+A batch (a full load or an incremental window) is published to its table's
+topic as::
+
+    BEGIN(batch, table, mode, columns, key)  row ... row  change ... change  END(batch, position, parts, count, checksum)
+
+Placement rule: each table topic has ONE partition, so Kafka's per-partition
+order is the batch's order: the sink sees BEGIN before and END after every
+message of the batch. Rows are published by several Spark tasks at once, but
+BEGIN is acknowledged before the Spark job starts and END is sent only after
+every task has flushed, so no row can land outside its brackets. (A topic with
+more partitions would need BEGIN/END in every partition and an END barrier;
+Seam refuses that layout instead: see ``topics``.)
+
+Control messages are JSON with ``"control": "BEGIN"|"END"`` and the header
+``seam-control``; data messages carry ``seam-part`` (chunk) and
+``seam-attempt`` (Spark task attempt) headers. END lists, per chunk, the
+attempt whose output counts and that part's row count and checksum; output of
+other attempts (a retried task) is discarded by the sink. The checksum is the
+sum mod 2^64 of the first 8 bytes of BLAKE2b over each message value, so the
+sink can verify exactly what it staged in any order.
+
+Delivery guarantee: the protocol makes partial batches detectable. A sink
+that applies a batch only on a matching END, and discards a batch whose BEGIN
+was followed by another BEGIN for the same table, never exposes half a batch.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import secrets
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from seam.records import FORMAT_VERSION, Position
+
+MODES = ("full", "incremental")
+CONTROL_HEADER = "seam-control"
+PART_HEADER = "seam-part"
+ATTEMPT_HEADER = "seam-attempt"
+RECONCILE_PART = -1  # binlog changes that bring every chunk to the batch position
+_MOD = 2**64
+
+
+def message_hash(value: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(value, digest_size=8).digest(), "big")
+
+
+@dataclass
+class Tally:
+    """Count and order-independent checksum of published or staged messages."""
+
+    rows: int = 0
+    checksum: int = 0
+
+    def add(self, value: bytes) -> None:
+        self.rows += 1
+        self.checksum = (self.checksum + message_hash(value)) % _MOD
+
+    def merge(self, other: "Tally") -> "Tally":
+        return Tally(self.rows + other.rows, (self.checksum + other.checksum) % _MOD)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One chunk's published output: which attempt counts, its snapshot position, rows and checksum."""
+
+    part: int
+    attempt: int
+    rows: int
+    checksum: int
+    file: str | None = None
+    pos: int | None = None
+
+
+def new_batch_id() -> str:
+    """Sortable by start time, unique: ``20261122T101500-9f3a1c2b``."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return f"{stamp}-{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True)
+class Begin:
+    batch: str
+    db: str
+    table: str
+    mode: str
+    columns: list[dict[str, Any]]  # source schema, so the sink can create the staging table without the source
+    key: list[str]
+    window: dict[str, str] | None = None
+
+    def to_json(self) -> bytes:
+        return _dump({"control": "BEGIN", **asdict(self)})
+
+
+@dataclass(frozen=True)
+class End:
+    batch: str
+    db: str
+    table: str
+    mode: str
+    position: Position
+    parts: list[Part]
+    rows: int
+    checksum: int
+    window: dict[str, str] | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        doc = asdict(self)
+        doc["position"] = {"file": self.position.file, "pos": self.position.pos, "row": self.position.row}
+        doc["checksum"] = str(self.checksum)
+        for p in doc["parts"]:
+            p["checksum"] = str(p["checksum"])
+        return _dump({"control": "END", **doc})
+
+
+def parse_control(value: bytes) -> Begin | End:
+    doc = json.loads(value)
+    if doc.get("v") != FORMAT_VERSION:
+        raise ValueError(f"control message version {doc.get('v')!r} is not {FORMAT_VERSION}")
+    kind = doc.pop("control")
+    doc.pop("v")
+    if kind == "BEGIN":
+        return Begin(**doc)
+    if kind == "END":
+        doc["position"] = Position(**doc["position"])
+        doc["checksum"] = int(doc["checksum"])
+        doc["parts"] = [Part(**{**p, "checksum": int(p["checksum"])}) for p in doc["parts"]]
+        return End(**doc)
+    raise ValueError(f"unknown control message {kind!r}")
+
+
+def _dump(doc: dict) -> bytes:
+    return json.dumps({"v": FORMAT_VERSION, **doc}, ensure_ascii=False, separators=(",", ":")).encode()

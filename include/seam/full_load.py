@@ -1,0 +1,151 @@
+"""The full load, publishing side: snapshot a table in parallel with Spark,
+reconcile the chunks to one binlog position, and publish the batch to the
+table's topic between BEGIN and END (see ``seam.snapshot`` for the method and
+``seam.boundary`` for the protocol).
+
+Spark tasks publish their chunk's rows straight from the executors (one
+idempotent producer per task, flushed before the task reports success) and
+return the chunk's snapshot position, row count and checksum; the driver then
+publishes the reconciliation changes and END, which names, per chunk, the task
+attempt whose output counts.
+
+Delivery guarantee: at-least-once into Kafka, exactly-once as a batch: a
+batch whose END was not published (the job died) is never applied, a retried
+task's extra output is discarded by the sink using END's attempt list.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import asdict
+import time
+from typing import Callable
+
+import pymysql
+
+from seam.boundary import (ATTEMPT_HEADER, CONTROL_HEADER, PART_HEADER, RECONCILE_PART, Begin, End, Part, Tally)
+from seam.config import Pipeline, TableConfig
+from seam.records import Position, kafka_key, normalize, record_json
+from seam.schema import SchemaError, TableSchema, read_schema
+from seam.snapshot import (ChunkPlan, SnapshotError, binlog_files, check_source, chunk_sql, plan_chunks, reconcile,
+                           snapshot_position)
+from seam.spark import jdbc_options
+from seam.topics import Publisher, ensure_topics, table_topic
+
+CONTROL = [(CONTROL_HEADER, b"1")]
+
+
+def prepare(pipeline: Pipeline, table: TableConfig) -> tuple[TableSchema, ChunkPlan]:
+    """Read and check the source table: schema, configured key, binlog settings, privileges, chunks."""
+    try:
+        conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), connect_timeout=10)
+    except pymysql.err.OperationalError as exc:
+        raise SnapshotError(f"source MySQL at {pipeline.source.host}:{pipeline.source.port} refused or is "
+                            f"unreachable ({exc.args[-1]}): start it (`seam up mysql`) or fix the pipeline's "
+                            "source") from None
+    try:
+        schema = read_schema(conn, table.db, table.table)
+        missing = [k for k in table.key if k not in schema.names]
+        if missing:
+            raise SchemaError(f"{table.name}: key column(s) {', '.join(missing)} are not in the table "
+                              f"(columns: {', '.join(schema.names)}); fix tables[].key in the pipeline")
+        check_source(conn, schema)
+        return schema, plan_chunks(conn, schema, table.key, pipeline.spark.partitions)
+    finally:
+        conn.close()
+
+
+def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
+                      say: Callable[[str], None] = print) -> End:
+    started = time.time()
+    schema, plan = prepare(pipeline, table)
+    topic = table_topic(pipeline, table)
+    ensure_topics(pipeline, [topic])
+    say(f"{table.name}: batch {batch}, {len(plan.chunks)} chunk(s)"
+        + (f" on {plan.column}" if plan.column else " (no integer key: one consistent chunk)"))
+    driver = Publisher(pipeline)
+    begin = Begin(batch=batch, db=table.db, table=table.table, mode="full",
+                  columns=[asdict(c) for c in schema.columns], key=list(table.key))
+    driver.send(topic, begin.to_json(), b"__seam_control__", headers=CONTROL)
+    driver.flush()
+
+    options = {**jdbc_options(pipeline), "sessionInitStatement": "START TRANSACTION WITH CONSISTENT SNAPSHOT"}
+    frames = [spark.read.format("jdbc").options(**options, dbtable=chunk_sql(schema, plan, c)).load()
+              for c in plan.chunks]
+    frame = functools.reduce(lambda a, b: a.unionAll(b), frames)
+    publish = functools.partial(_publish_chunk, pipeline=pipeline, schema=schema, key=table.key, topic=topic,
+                                batch=batch, ts_ms=int(started * 1000))
+    results = frame.mapInArrow(publish, "part int, attempt long, file string, pos long, rows long, "
+                                        "checksum string").collect()
+    read_done = time.time()
+    if sorted(r.part for r in results) != [c.index for c in plan.chunks]:
+        raise SnapshotError(f"chunks reported {sorted(r.part for r in results)}, expected one per chunk")
+    parts = [Part(r.part, r.attempt, r.rows, int(r.checksum), r.file, r.pos) for r in results]
+    positions = {p.part: snapshot_position(p.file, p.pos, schema) for p in parts}
+    target = max(positions.values())
+    say(f"{table.name}: {sum(p.rows for p in parts):,} rows read in {read_done - started:.1f}s; chunk positions "
+        + ", ".join(str(positions[i]) for i in sorted(positions)) + f"; batch position {target}")
+
+    changes = Tally()
+    if len(set(positions.values())) > 1:
+        conn = pymysql.connect(**pipeline.source.pymysql_kwargs())
+        try:
+            files = binlog_files(conn)
+        finally:
+            conn.close()
+        if min(positions.values()).file not in files:
+            raise SnapshotError(f"binlog {min(positions.values()).file} was purged during the load; re-run it "
+                                "and keep binlogs longer (binlog_expire_logs_seconds)")
+        headers = [(PART_HEADER, str(RECONCILE_PART).encode()), (ATTEMPT_HEADER, b"0")]
+        for record in reconcile(pipeline.source, schema, table.key, plan, positions, target, batch):
+            value = record.to_json()
+            driver.send(topic, value, record.kafka_key(), headers=headers)
+            changes.add(value)
+    parts.append(Part(RECONCILE_PART, 0, changes.rows, changes.checksum))
+    total = functools.reduce(Tally.merge, (Tally(p.rows, p.checksum) for p in parts), Tally())
+    end = End(batch=batch, db=table.db, table=table.table, mode="full", position=target, parts=parts,
+              rows=total.rows, checksum=total.checksum,
+              stats={"read_s": round(read_done - started, 3), "reconciled_changes": changes.rows,
+                     "publish_s": round(time.time() - started, 3)})
+    driver.send(topic, end.to_json(), b"__seam_control__", headers=CONTROL)
+    driver.flush()
+    say(f"{table.name}: published {total.rows:,} messages ({changes.rows} reconciliation change(s)) in "
+        f"{time.time() - started:.1f}s; END sent")
+    return end
+
+
+def _publish_chunk(batches, *, pipeline: Pipeline, schema: TableSchema, key: tuple[str, ...], topic: str,
+                   batch: str, ts_ms: int):
+    """Runs on an executor for one chunk: publish its rows, return its position, count and checksum."""
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    attempt = TaskContext.get().taskAttemptId()
+    names = schema.names
+    converters = [functools.partial(normalize, c) for c in schema.columns]
+    columns = [f"c{i}" for i in range(len(names))]
+    publisher = Publisher(pipeline)
+    tally = Tally()
+    part = file = pos = None
+    for rb in batches:
+        data = rb.to_pydict()
+        if part is None and rb.num_rows:
+            part, file, pos = data["_seam_part"][0], data["_snap_file"][0], data["_snap_pos"][0]
+        headers = [(PART_HEADER, str(part).encode()), (ATTEMPT_HEADER, str(attempt).encode())]
+        present = data["_seam_row"]
+        values = [data[c] for c in columns]
+        for r in range(rb.num_rows):
+            if present[r] is None:  # the marker row of an empty chunk
+                continue
+            after = {n: conv(col[r]) for n, conv, col in zip(names, converters, values)}
+            row_key = {k: after[k] for k in key} if key else after
+            value = record_json("r", schema.db, schema.table, row_key, None, after,
+                                Position(file, int(pos)), True, batch, None, ts_ms)
+            publisher.send(topic, value, kafka_key(row_key), headers=headers)
+            tally.add(value)
+    publisher.flush()
+    yield pa.RecordBatch.from_pydict({"part": [part], "attempt": [attempt], "file": [file],
+                                      "pos": [int(pos) if pos is not None else None], "rows": [tally.rows],
+                                      "checksum": [str(tally.checksum)]},
+                                     schema=pa.schema([("part", pa.int32()), ("attempt", pa.int64()),
+                                                       ("file", pa.string()), ("pos", pa.int64()),
+                                                       ("rows", pa.int64()), ("checksum", pa.string())]))

@@ -1,0 +1,417 @@
+"""The PostgreSQL sink: applies table topics to the target, batch by batch.
+
+How a full-load batch becomes visible, atomically:
+
+- BEGIN: a ledger row (state ``open``) and two empty tables in the state
+  schema: ``stage_<batch>`` for snapshot rows, ``changes_<batch>`` for the
+  reconciliation changes. An older batch of the same table still open is
+  marked ``superseded`` and its tables dropped: a half-published batch (the
+  Spark job died) is never published.
+- rows: COPYed into the staging tables; per (chunk, attempt) counts and
+  checksums are kept in ``batch_parts``.
+- END: in ONE transaction: the staged tallies must equal END's (else the
+  batch is ``rejected``, its tables dropped, the old table untouched, the
+  error recorded); output of discarded Spark task attempts is deleted; the
+  key is added; changes are applied (last change per key wins); the old
+  target table is dropped and the staging table renamed into its place; the
+  ledger row becomes ``committed`` and the table's applied source position
+  is stored.
+
+Every transaction also stores the next Kafka offset of each topic it
+consumed (``offsets``), so a restarted sink (SIGKILL included) resumes
+exactly where its last commit ended: Kafka's redeliveries, consumer groups,
+transactions and read_committed play no part in correctness.
+
+Delivery guarantee: exactly once into PostgreSQL. Readers see the old table
+until the END transaction commits, then the whole new batch.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import psycopg
+
+from seam.boundary import ATTEMPT_HEADER, CONTROL_HEADER, PART_HEADER, Begin, End, Tally, parse_control
+from seam.config import Pipeline, TableConfig
+from seam.records import Position
+from seam.schema import Column, TableSchema
+from seam.target import create_table_sql, qi, row_converter, target_table
+from seam.topics import consumer_config, ensure_topics, table_topic
+
+log = logging.getLogger("seam.sink")
+
+FINAL_STATES = ("committed", "rejected", "superseded")
+
+
+class SinkError(RuntimeError):
+    """The sink cannot go on; the message says why and what to do."""
+
+
+def state_ddl(schema: str) -> list[str]:
+    s = qi(schema)
+    return [
+        f"CREATE SCHEMA IF NOT EXISTS {s}",
+        f"""CREATE TABLE IF NOT EXISTS {s}.batches (
+            batch_id text PRIMARY KEY, db text NOT NULL, tbl text NOT NULL, mode text NOT NULL,
+            state text NOT NULL CHECK (state IN ('open', 'committed', 'rejected', 'superseded')),
+            topic text NOT NULL, begin_offset bigint, end_offset bigint,
+            position_file text, position_pos bigint,
+            window_start text, window_end text,
+            published_rows bigint, staged_rows bigint NOT NULL DEFAULT 0, final_rows bigint,
+            published_checksum numeric(20,0),
+            columns jsonb NOT NULL, key_columns jsonb NOT NULL, stats jsonb,
+            error text,
+            opened_at timestamptz NOT NULL DEFAULT now(), ended_at timestamptz, finished_at timestamptz)""",
+        f"CREATE INDEX IF NOT EXISTS batches_table_idx ON {s}.batches (db, tbl, opened_at)",
+        f"""CREATE TABLE IF NOT EXISTS {s}.batch_parts (
+            batch_id text NOT NULL, part integer NOT NULL, attempt bigint NOT NULL,
+            rows bigint NOT NULL, checksum numeric(20,0) NOT NULL,
+            PRIMARY KEY (batch_id, part, attempt))""",
+        f"""CREATE TABLE IF NOT EXISTS {s}.offsets (
+            topic text NOT NULL, partition integer NOT NULL, next_offset bigint NOT NULL,
+            updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (topic, partition))""",
+        f"""CREATE TABLE IF NOT EXISTS {s}.positions (
+            db text NOT NULL, tbl text NOT NULL, file text NOT NULL, pos bigint NOT NULL, row_index integer NOT NULL,
+            batch_id text, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (db, tbl))""",
+    ]
+
+
+def ensure_state(conn, schema: str) -> None:
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(54010)")  # concurrent first runs must not race on DDL
+        for stmt in state_ddl(schema):
+            conn.execute(stmt)
+
+
+def connect_target(pipeline: Pipeline) -> psycopg.Connection:
+    t = pipeline.target
+    try:
+        return psycopg.connect(**t.conninfo(), connect_timeout=10, application_name="seam-sink")
+    except psycopg.OperationalError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SinkError(f"target PostgreSQL at {t.host}:{t.port}/{t.database} is unreachable ({first}): "
+                        "start it (`seam up postgres`) or fix the pipeline's target") from None
+
+
+@dataclass
+class OpenBatch:
+    begin: Begin
+    schema: TableSchema
+    stage: str
+    changes: str
+    convert: Callable
+    tallies: dict[tuple[int, int], Tally] = field(default_factory=dict)
+
+
+def schema_from_begin(begin: Begin) -> TableSchema:
+    return TableSchema(db=begin.db, table=begin.table,
+                       columns=tuple(Column(**c) for c in begin.columns), primary_key=tuple(begin.key))
+
+
+class Sink:
+    """Applies the topics of some tables of a pipeline to PostgreSQL. One sink per topic at a time."""
+
+    def __init__(self, pipeline: Pipeline, tables: list[TableConfig] | None = None):
+        self.pipeline = pipeline
+        self.state = qi(pipeline.target.state_schema)
+        self.tables = {table_topic(pipeline, t): t for t in (tables or pipeline.tables)}
+        self.conn = connect_target(pipeline)
+        self.conn.autocommit = True
+        ensure_state(self.conn, pipeline.target.state_schema)
+        for topic in self.tables:  # session locks: a second sink on the same topic would double-apply
+            got = self.conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 54010))", (topic,)).fetchone()[0]
+            if not got:
+                raise SinkError(f"another Seam sink is already applying topic {topic}; stop it first "
+                                "(or let it apply this batch)")
+        self.conn.autocommit = False
+        self.open: dict[str, OpenBatch | None] = {topic: self._load_open(topic) for topic in self.tables}
+        self.finished: dict[str, str] = {}  # batch id -> final state, for callers waiting on a batch
+
+    # ------------------------------------------------------------ running
+
+    def run(self, until_batches: set[str] | None = None, idle_exit: float | None = None,
+            deadline: float | None = None, should_stop: Callable[[], bool] = lambda: False) -> dict[str, str]:
+        """Consume and apply until every batch in ``until_batches`` is final, idle for ``idle_exit`` s, or stopped."""
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+        ensure_topics(self.pipeline, list(self.tables))
+        consumer = Consumer(consumer_config(self.pipeline))
+        stored = self._stored_offsets()
+        consumer.assign([TopicPartition(t, 0, stored.get(t, OFFSET_BEGINNING)) for t in self.tables])
+        last_message = time.monotonic()
+        try:
+            while not should_stop():
+                if until_batches is not None and until_batches <= self.finished.keys():
+                    break
+                if deadline is not None and time.time() > deadline:
+                    raise SinkError(f"timed out waiting for batch(es) {', '.join(sorted(until_batches or ()))}")
+                messages = consumer.consume(20_000, 0.5)
+                good = []
+                for m in messages:
+                    if m.error() is None:
+                        good.append(m)
+                    elif m.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    elif m.error().code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                        self._offset_lost(consumer, m)
+                    else:
+                        raise SinkError(f"Kafka error on {m.topic()}: {m.error().str()}")
+                if not good:
+                    if idle_exit is not None and time.monotonic() - last_message > idle_exit:
+                        break
+                    continue
+                last_message = time.monotonic()
+                by_topic: dict[str, list] = {}
+                for m in good:
+                    by_topic.setdefault(m.topic(), []).append(m)
+                with self.conn.transaction():
+                    for topic, batch in by_topic.items():
+                        self._apply(topic, batch)
+        finally:
+            consumer.close()
+        return dict(self.finished)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _offset_lost(self, consumer, message) -> None:
+        """The stored offset is past the log: the broker lost or recreated the topic."""
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        topic = message.topic()
+        log.warning("topic %s no longer has offset %s (broker restarted or retention expired); reading it from "
+                    "its beginning. An open batch that lost messages fails its END check and is rejected.",
+                    topic, message.offset())
+        consumer.seek(TopicPartition(topic, 0, OFFSET_BEGINNING))
+
+    def _stored_offsets(self) -> dict[str, int]:
+        with self.conn.transaction():
+            rows = self.conn.execute(f"SELECT topic, next_offset FROM {self.state}.offsets WHERE partition = 0 "
+                                     "AND topic = ANY(%s)", (list(self.tables),)).fetchall()
+        return dict(rows)
+
+    # ------------------------------------------------------------ applying
+
+    def _apply(self, topic: str, messages: list) -> None:
+        stage_rows: list[tuple] = []
+        change_rows: list[tuple] = []
+
+        def flush():
+            batch = self.open[topic]
+            if batch is None:
+                return
+            self._copy(batch, stage_rows, change_rows)
+            stage_rows.clear()
+            change_rows.clear()
+
+        for m in messages:
+            headers = dict(m.headers() or ())
+            if CONTROL_HEADER in headers:
+                flush()
+                control = parse_control(m.value())
+                if isinstance(control, Begin):
+                    self._begin(topic, control, m.offset())
+                else:
+                    self._end(topic, control, m.offset())
+                continue
+            batch = self.open[topic]
+            doc = json.loads(m.value())
+            source = doc["source"]
+            if batch is None or source.get("batch") != batch.begin.batch:
+                continue  # a superseded or unknown batch's rows; change events are the stream's (issue 4)
+            part = int(headers.get(PART_HEADER, b"0"))
+            attempt = int(headers.get(ATTEMPT_HEADER, b"0"))
+            tally = batch.tallies.setdefault((part, attempt), Tally())
+            tally.add(m.value())
+            if doc["op"] == "r":
+                stage_rows.append(batch.convert(doc["after"]) + (part, attempt))
+            else:
+                seq = m.offset() * 2
+                if doc["before"] is not None and (doc["after"] is None or doc["key"] != _key(batch, doc["before"])):
+                    change_rows.append(batch.convert(doc["before"]) + (seq, True))
+                if doc["after"] is not None:
+                    change_rows.append(batch.convert(doc["after"]) + (seq + 1, False))
+        flush()
+        self.conn.execute(f"INSERT INTO {self.state}.offsets (topic, partition, next_offset) VALUES (%s, 0, %s) "
+                          "ON CONFLICT (topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, "
+                          "updated_at = now()", (topic, messages[-1].offset() + 1))
+
+    def _copy(self, batch: OpenBatch, stage_rows: list, change_rows: list) -> None:
+        cols = ", ".join(qi(n) for n in batch.schema.names)
+        with self.conn.cursor() as cur:
+            if stage_rows:
+                with cur.copy(f"COPY {batch.stage} ({cols}, _seam_part, _seam_attempt) FROM STDIN") as cp:
+                    for row in stage_rows:
+                        cp.write_row(row)
+            if change_rows:
+                with cur.copy(f"COPY {batch.changes} ({cols}, _seam_seq, _seam_deleted) FROM STDIN") as cp:
+                    for row in change_rows:
+                        cp.write_row(row)
+            for (part, attempt), tally in batch.tallies.items():
+                cur.execute(f"INSERT INTO {self.state}.batch_parts VALUES (%s, %s, %s, %s, %s) "
+                            "ON CONFLICT (batch_id, part, attempt) DO UPDATE SET rows = EXCLUDED.rows, "
+                            "checksum = EXCLUDED.checksum",
+                            (batch.begin.batch, part, attempt, tally.rows, tally.checksum))
+            cur.execute(f"UPDATE {self.state}.batches SET staged_rows = %s WHERE batch_id = %s",
+                        (sum(t.rows for t in batch.tallies.values()), batch.begin.batch))
+
+    def _begin(self, topic: str, begin: Begin, offset: int) -> None:
+        known = self.conn.execute(f"SELECT state FROM {self.state}.batches WHERE batch_id = %s",
+                                  (begin.batch,)).fetchone()
+        if known:
+            log.warning("BEGIN of batch %s seen again (state %s); ignored", begin.batch, known[0])
+            return
+        previous = self.open[topic]
+        if previous is not None:
+            self._drop_tables(previous)
+            self._finish(previous.begin.batch, "superseded",
+                         error=f"superseded by batch {begin.batch} before its END arrived")
+            log.warning("batch %s of %s.%s superseded by %s (it never ended)", previous.begin.batch,
+                        begin.db, begin.table, begin.batch)
+        schema = schema_from_begin(begin)
+        batch = self._open_batch(begin)
+        key = tuple(begin.key)
+        self.conn.execute(create_table_sql(batch.stage, schema, key,
+                                           extra="_seam_part integer NOT NULL, _seam_attempt bigint NOT NULL"))
+        self.conn.execute(create_table_sql(batch.changes, schema, key,
+                                           extra="_seam_seq bigint NOT NULL, _seam_deleted boolean NOT NULL"))
+        self.conn.execute(
+            f"INSERT INTO {self.state}.batches (batch_id, db, tbl, mode, state, topic, begin_offset, window_start, "
+            "window_end, columns, key_columns) VALUES (%s, %s, %s, %s, 'open', %s, %s, %s, %s, %s, %s)",
+            (begin.batch, begin.db, begin.table, begin.mode, topic, offset,
+             (begin.window or {}).get("start"), (begin.window or {}).get("end"),
+             json.dumps(begin.columns), json.dumps(begin.key)))
+        self.open[topic] = batch
+        log.info("batch %s of %s.%s opened (%s)", begin.batch, begin.db, begin.table, begin.mode)
+
+    def _end(self, topic: str, end: End, offset: int) -> None:
+        batch = self.open[topic]
+        if batch is None or batch.begin.batch != end.batch:
+            log.warning("END of batch %s ignored: it is not the open batch of %s.%s", end.batch, end.db, end.table)
+            return
+        self.conn.execute(f"UPDATE {self.state}.batches SET ended_at = now(), end_offset = %s, position_file = %s, "
+                          "position_pos = %s, published_rows = %s, published_checksum = %s, stats = %s "
+                          "WHERE batch_id = %s", (offset, end.position.file, end.position.pos, end.rows,
+                                                  end.checksum, json.dumps(end.stats), end.batch))
+        try:
+            with self.conn.transaction():  # a savepoint: a rejected batch leaves nothing behind
+                final_rows = self._publish(batch, end)
+        except (psycopg.Error, SinkError) as exc:
+            error = str(exc).strip().splitlines()[0]
+            self._drop_tables(batch)
+            self._finish(end.batch, "rejected", error=error)
+            log.error("batch %s of %s.%s REJECTED, the previous table stays: %s", end.batch, end.db, end.table,
+                      error)
+        else:
+            self.conn.execute(f"UPDATE {self.state}.batches SET final_rows = %s WHERE batch_id = %s",
+                              (final_rows, end.batch))
+            self._finish(end.batch, "committed")
+            self.conn.execute(
+                f"INSERT INTO {self.state}.positions (db, tbl, file, pos, row_index, batch_id) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (db, tbl) DO UPDATE SET file = EXCLUDED.file, "
+                "pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, batch_id = EXCLUDED.batch_id, updated_at = now()",
+                (end.db, end.table, end.position.file, end.position.pos, end.position.row, end.batch))
+            log.info("batch %s of %s.%s committed: %s rows at %s", end.batch, end.db, end.table, final_rows,
+                     end.position)
+        self.open[topic] = None
+
+    def _publish(self, batch: OpenBatch, end: End) -> int:
+        """Verify the staged batch against END, finish it, and swap it in. Raises to reject."""
+        winners = {(p.part, p.attempt): p for p in end.parts}
+        for (part, attempt), p in winners.items():
+            staged = batch.tallies.get((part, attempt), Tally())
+            if (staged.rows, staged.checksum) != (p.rows, p.checksum):
+                raise SinkError(f"part {part} (attempt {attempt}): staged {staged.rows} rows, checksum "
+                                f"{staged.checksum}; END says {p.rows} rows, checksum {p.checksum}")
+        if sum(p.rows for p in end.parts) != end.rows:
+            raise SinkError(f"END's parts add up to {sum(p.rows for p in end.parts)} rows, END says {end.rows}")
+        stage, changes = batch.stage, batch.changes
+        if set(batch.tallies) - set(winners):  # output of a retried or speculative Spark task attempt
+            self.conn.execute(f"DELETE FROM {stage} WHERE (_seam_part, _seam_attempt) NOT IN "
+                              f"(SELECT * FROM unnest(%s::int[], %s::bigint[]))",
+                              ([p for p, _ in winners], [a for _, a in winners]))
+        self.conn.execute(f"ALTER TABLE {stage} DROP COLUMN _seam_part, DROP COLUMN _seam_attempt")
+        key = [qi(k) for k in batch.begin.key]
+        if key:
+            self.conn.execute(f"ALTER TABLE {stage} ADD PRIMARY KEY ({', '.join(key)})")
+            match = " AND ".join(f"s.{k} = c.{k}" for k in key)
+            cols = ", ".join(qi(n) for n in batch.schema.names)
+            self.conn.execute(f"DELETE FROM {stage} s USING {changes} c WHERE {match}")
+            self.conn.execute(f"INSERT INTO {stage} ({cols}) SELECT {cols} FROM (SELECT DISTINCT ON "
+                              f"({', '.join(key)}) * FROM {changes} ORDER BY {', '.join(key)}, _seam_seq DESC) last "
+                              "WHERE NOT _seam_deleted")
+        elif self.conn.execute(f"SELECT EXISTS (SELECT 1 FROM {changes})").fetchone()[0]:
+            raise SinkError("changes arrived for a keyless table's snapshot, which is read as one chunk")
+        final_rows = self.conn.execute(f"SELECT count(*) FROM {stage}").fetchone()[0]
+        target = target_table(batch.begin.db, batch.begin.table)
+        self.conn.execute(f"CREATE SCHEMA IF NOT EXISTS {qi(batch.begin.db)}")
+        self.conn.execute(f"DROP TABLE IF EXISTS {target}")
+        stage_name = _stage_name(batch.begin.batch)
+        self.conn.execute(f"ALTER TABLE {stage} SET SCHEMA {qi(batch.begin.db)}")
+        self.conn.execute(f"ALTER TABLE {qi(batch.begin.db)}.{qi(stage_name)} RENAME TO {qi(batch.begin.table)}")
+        self.conn.execute(f"DROP TABLE {changes}")
+        return final_rows
+
+    # ------------------------------------------------------------ state
+
+    def _open_batch(self, begin: Begin) -> OpenBatch:
+        schema = schema_from_begin(begin)
+        return OpenBatch(begin=begin, schema=schema,
+                         stage=f"{self.state}.{qi(_stage_name(begin.batch))}",
+                         changes=f"{self.state}.{qi('changes_' + begin.batch)}",
+                         convert=row_converter(schema))
+
+    def _load_open(self, topic: str) -> OpenBatch | None:
+        with self.conn.transaction():
+            row = self.conn.execute(
+                f"SELECT batch_id, db, tbl, mode, columns, key_columns, window_start, window_end "
+                f"FROM {self.state}.batches WHERE topic = %s AND state = 'open' ORDER BY opened_at DESC LIMIT 1",
+                (topic,)).fetchone()
+            if row is None:
+                return None
+            window = {"start": row[6], "end": row[7]} if row[6] else None
+            batch = self._open_batch(Begin(batch=row[0], db=row[1], table=row[2], mode=row[3], columns=row[4],
+                                           key=row[5], window=window))
+            for part, attempt, rows, checksum in self.conn.execute(
+                    f"SELECT part, attempt, rows, checksum FROM {self.state}.batch_parts WHERE batch_id = %s",
+                    (row[0],)).fetchall():
+                batch.tallies[(part, attempt)] = Tally(rows, int(checksum))
+        return batch
+
+    def _drop_tables(self, batch: OpenBatch) -> None:
+        self.conn.execute(f"DROP TABLE IF EXISTS {batch.stage}")
+        self.conn.execute(f"DROP TABLE IF EXISTS {batch.changes}")
+
+    def _finish(self, batch_id: str, state: str, error: str | None = None) -> None:
+        self.conn.execute(f"UPDATE {self.state}.batches SET state = %s, error = %s, finished_at = now() "
+                          "WHERE batch_id = %s", (state, error, batch_id))
+        self.finished[batch_id] = state
+
+
+def _stage_name(batch_id: str) -> str:
+    return "stage_" + batch_id
+
+
+def _key(batch: OpenBatch, image: dict) -> dict:
+    return {k: image[k] for k in batch.begin.key} if batch.begin.key else image
+
+
+def batch_status(conn, state_schema: str, batch_id: str) -> dict | None:
+    row = conn.execute(f"SELECT state, staged_rows, final_rows, published_rows, position_file, position_pos, "
+                       f"error, opened_at, ended_at, finished_at FROM {qi(state_schema)}.batches WHERE batch_id = %s",
+                       (batch_id,)).fetchone()
+    if row is None:
+        return None
+    keys = ("state", "staged_rows", "final_rows", "published_rows", "position_file", "position_pos", "error",
+            "opened_at", "ended_at", "finished_at")
+    return dict(zip(keys, row))
+
+
+def applied_position(conn, state_schema: str, db: str, table: str) -> Position | None:
+    row = conn.execute(f"SELECT file, pos, row_index FROM {qi(state_schema)}.positions WHERE db = %s AND tbl = %s",
+                       (db, table)).fetchone()
+    return Position(*row) if row else None

@@ -1,0 +1,47 @@
+"""Row-by-row comparison of a source table and its target, for tests: both
+sides are read and normalised with the record shape's rules, then compared
+as multisets (keyless tables may hold identical rows)."""
+from __future__ import annotations
+
+import collections
+import json
+
+import psycopg
+import pymysql
+
+from seam.records import normalize_row
+from seam.schema import read_schema
+from seam.target import normalize_target, qi
+
+
+def _canon(row: dict) -> str:
+    return json.dumps(row, sort_keys=True)
+
+
+def source_rows(pipeline, db: str, table: str, snapshot: bool = False) -> tuple[collections.Counter, object]:
+    conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), init_command="SET time_zone = '+00:00'")
+    try:
+        schema = read_schema(conn, db, table)
+        with conn.cursor(pymysql.cursors.DictCursor) as cur:
+            if snapshot:
+                cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            cols = ", ".join("`" + c.replace("`", "``") + "`" for c in schema.names)
+            cur.execute(f"SELECT {cols} FROM `{db.replace('`', '``')}`.`{table.replace('`', '``')}`")
+            rows = collections.Counter(_canon(normalize_row(schema, r)) for r in cur.fetchall())
+        return rows, schema
+    finally:
+        conn.close()
+
+
+def target_rows(pipeline, schema) -> collections.Counter:
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        cols = ", ".join(qi(c) for c in schema.names)
+        cur = conn.execute(f"SELECT {cols} FROM {qi(schema.db)}.{qi(schema.table)}")
+        return collections.Counter(
+            _canon({c.name: normalize_target(c, v) for c, v in zip(schema.columns, row)}) for row in cur)
+
+
+def diff(source: collections.Counter, target: collections.Counter, limit: int = 5) -> str:
+    missing, extra = source - target, target - source
+    return (f"{sum(missing.values())} missing, {sum(extra.values())} extra; missing e.g. {list(missing)[:limit]}; "
+            f"extra e.g. {list(extra)[:limit]}")
