@@ -1,4 +1,4 @@
-"""spark-submit entry point: publish a full load of one table (see seam.full_load)."""
+"""spark-submit entry point: publish a full load of one or more tables (see seam.full_load)."""
 from __future__ import annotations
 
 import argparse
@@ -13,18 +13,23 @@ from seam.spark import spark_session
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pipeline", default=None)
-    parser.add_argument("--table", required=True, help="db.table, or a table name unique in the pipeline")
-    parser.add_argument("--batch", default=None, help="batch id (default: a new one)")
+    parser.add_argument("--table", action="append", required=True,
+                        help="db.table, or a table name unique in the pipeline (repeatable)")
+    parser.add_argument("--batch", action="append", default=[], help="batch id per --table (default: new ones)")
     args = parser.parse_args(argv)
+    if args.batch and len(args.batch) != len(args.table):
+        parser.error("give one --batch per --table, or none")
     pipeline = load_pipeline(args.pipeline)
-    table = pipeline.table(args.table)
-    spark = spark_session(pipeline, f"seam-full-load-{table.name}")
+    tables = [pipeline.table(t) for t in args.table]
+    batches = args.batch or [new_batch_id() for _ in tables]
+    spark = spark_session(pipeline, "seam-full-load")
     try:
-        end = publish_full_load(spark, pipeline, table, args.batch or new_batch_id(),
-                                say=lambda line: print(line, flush=True))
+        for table, batch in zip(tables, batches):
+            end = publish_full_load(spark, pipeline, table, batch, say=lambda line: print(line, flush=True))
+            print(f"SEAM_RESULT table={table.name} batch={end.batch} messages={end.rows} position={end.position}",
+                  flush=True)
     finally:
         spark.stop()
-    print(f"SEAM_RESULT batch={end.batch} rows={end.rows} position={end.position}", flush=True)
     return 0
 
 

@@ -95,6 +95,36 @@ def cmd_trigger(args, stack: EmbeddedStack) -> int:
     return 0 if state == "success" else 1
 
 
+def cmd_load(args, stack: EmbeddedStack) -> int:
+    from seam.loads import full_load
+    pipeline = _pipeline(args)
+    tables = [pipeline.table(t) for t in args.tables]
+    full_load(pipeline, tables, pipeline_path=args.pipeline, timeout=args.timeout,
+              say=lambda line: print(line, flush=True))
+    return 0
+
+
+def cmd_sink(args, stack: EmbeddedStack) -> int:
+    import logging
+    import signal
+    from seam.sink import Sink
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    pipeline = _pipeline(args)
+    tables = [pipeline.table(t) for t in args.table] if args.table else list(pipeline.tables)
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    sink = Sink(pipeline, tables)
+    try:
+        finished = sink.run(until_batches=set(args.until_batch) or None, idle_exit=args.idle_exit,
+                            deadline=time.time() + args.timeout if args.timeout else None,
+                            should_stop=lambda: bool(stopping))
+    finally:
+        sink.close()
+    for batch, state in sorted(finished.items()):
+        print(f"batch {batch}: {state}", flush=True)
+    return 0
+
+
 # ----------------------------------------------------------------- main ----
 
 def build_parser() -> argparse.ArgumentParser:
@@ -131,6 +161,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--database", default="demo")
     p.set_defaults(func=cmd_writer)
 
+    p = sub.add_parser("load", parents=[common], help="load tables: `seam load full TABLE...`")
+    p.add_argument("mode", choices=["full"], help="full: a consistent snapshot replaces the target table")
+    p.add_argument("tables", nargs="+", metavar="TABLE", help="db.table, or a table name unique in the pipeline")
+    p.add_argument("--timeout", type=float, default=3600, help="seconds to wait for the commit")
+    p.set_defaults(func=cmd_load)
+
+    p = sub.add_parser("sink", parents=[common], help="apply table topics to the target (runs until stopped)")
+    p.add_argument("--table", action="append", default=[], help="only these tables (repeatable; default all)")
+    p.add_argument("--until-batch", action="append", default=[], help="exit once these batches are final")
+    p.add_argument("--idle-exit", type=float, default=None, help="exit after this many idle seconds")
+    p.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
+    p.set_defaults(func=cmd_sink)
+
     p = sub.add_parser("trigger", parents=[common], help="trigger an Airflow DAG run on the stack's Airflow")
     p.add_argument("dag_id")
     p.add_argument("--conf", help="run conf as JSON")
@@ -138,6 +181,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=600)
     p.set_defaults(func=cmd_trigger)
     return parser
+
+
+def _operational_errors() -> tuple[type[Exception], ...]:
+    """Errors that mean "the world is not as needed": reported as one line, no traceback."""
+    from seam.loads import LoadError
+    from seam.schema import SchemaError
+    from seam.sink import SinkError
+    from seam.snapshot import SnapshotError
+    from seam.target import TargetError
+    from seam.topics import BrokerError
+    return (LoadError, SchemaError, SinkError, SnapshotError, TargetError, BrokerError)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         if explicit:
             _pipeline(args)  # a broken pipeline fails every command, before it does anything
         return args.func(args, stack)
-    except (ConfigError, StackError) as exc:
+    except (ConfigError, StackError, *_operational_errors()) as exc:
         print(f"seam: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

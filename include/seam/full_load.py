@@ -16,18 +16,19 @@ task's extra output is discarded by the sink using END's attempt list.
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict
+import json
 import time
+from dataclasses import asdict
 from typing import Callable
 
 import pymysql
 
 from seam.boundary import (ATTEMPT_HEADER, CONTROL_HEADER, PART_HEADER, RECONCILE_PART, Begin, End, Part, Tally)
 from seam.config import Pipeline, TableConfig
-from seam.records import Position, kafka_key, normalize, record_json
+from seam.records import FORMAT_VERSION
 from seam.schema import SchemaError, TableSchema, read_schema
-from seam.snapshot import (ChunkPlan, SnapshotError, binlog_files, check_source, chunk_sql, plan_chunks, reconcile,
-                           snapshot_position)
+from seam.snapshot import (ChunkPlan, SnapshotError, binlog_files, canonical_json_columns, check_source, chunk_sql,
+                           plan_chunks, reconcile, snapshot_position)
 from seam.spark import jdbc_options
 from seam.topics import Publisher, ensure_topics, table_topic
 
@@ -71,9 +72,10 @@ def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
     options = {**jdbc_options(pipeline), "sessionInitStatement": "START TRANSACTION WITH CONSISTENT SNAPSHOT"}
     frames = [spark.read.format("jdbc").options(**options, dbtable=chunk_sql(schema, plan, c)).load()
               for c in plan.chunks]
-    frame = functools.reduce(lambda a, b: a.unionAll(b), frames)
-    publish = functools.partial(_publish_chunk, pipeline=pipeline, schema=schema, key=table.key, topic=topic,
-                                batch=batch, ts_ms=int(started * 1000))
+    frame = _records(functools.reduce(lambda a, b: a.unionAll(b), frames), schema, table.key, batch,
+                     int(started * 1000))
+    publish = functools.partial(_publish_chunk, pipeline=pipeline, topic=topic,
+                                json_columns=canonical_json_columns(schema))
     results = frame.mapInArrow(publish, "part int, attempt long, file string, pos long, rows long, "
                                         "checksum string").collect()
     read_done = time.time()
@@ -113,34 +115,52 @@ def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
     return end
 
 
-def _publish_chunk(batches, *, pipeline: Pipeline, schema: TableSchema, key: tuple[str, ...], topic: str,
-                   batch: str, ts_ms: int):
+def _records(frame, schema: TableSchema, key: tuple[str, ...], batch: str, ts_ms: int):
+    """Each row as its serialised record and Kafka key, built in the JVM (the source already made every value
+    canonical, see ``snapshot.column_sql``); the same bytes ``records.record_json`` would produce."""
+    from pyspark.sql import functions as F
+
+    options = {"ignoreNullFields": "false"}
+    alias = {name: f"c{i}" for i, name in enumerate(schema.names)}
+    after = F.to_json(F.struct(*[F.col(alias[n]).alias(n) for n in schema.names]), options)
+    record_key = F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in key]), options) if key else after
+    kafka_key = F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in sorted(key or schema.names)]), options)
+
+    def text(value: str) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    value = F.concat(
+        F.lit(f'{{"v":{FORMAT_VERSION},"op":"r","ts_ms":{ts_ms},"key":'), record_key,
+        F.lit(',"before":null,"after":'), after,
+        F.lit(f',"source":{{"db":{text(schema.db)},"table":{text(schema.table)},"snapshot":true,'
+              f'"batch":{text(batch)},"file":"'), F.col("_snap_file"), F.lit('","pos":'), F.col("_snap_pos"),
+        F.lit(',"row":0,"gtid":null}}'))
+    return frame.select("_seam_part", "_snap_file", "_snap_pos", "_seam_row", value.alias("value"),
+                        kafka_key.alias("key"))
+
+
+def _publish_chunk(batches, *, pipeline: Pipeline, topic: str, json_columns: list[str]):
     """Runs on an executor for one chunk: publish its rows, return its position, count and checksum."""
     import pyarrow as pa
     from pyspark import TaskContext
 
     attempt = TaskContext.get().taskAttemptId()
-    names = schema.names
-    converters = [functools.partial(normalize, c) for c in schema.columns]
-    columns = [f"c{i}" for i in range(len(names))]
     publisher = Publisher(pipeline)
     tally = Tally()
     part = file = pos = None
+    headers = None
     for rb in batches:
         data = rb.to_pydict()
         if part is None and rb.num_rows:
             part, file, pos = data["_seam_part"][0], data["_snap_file"][0], data["_snap_pos"][0]
-        headers = [(PART_HEADER, str(part).encode()), (ATTEMPT_HEADER, str(attempt).encode())]
-        present = data["_seam_row"]
-        values = [data[c] for c in columns]
-        for r in range(rb.num_rows):
-            if present[r] is None:  # the marker row of an empty chunk
+            headers = [(PART_HEADER, str(part).encode()), (ATTEMPT_HEADER, str(attempt).encode())]
+        for present, value, key in zip(data["_seam_row"], data["value"], data["key"]):
+            if present is None:  # the marker row of an empty chunk
                 continue
-            after = {n: conv(col[r]) for n, conv, col in zip(names, converters, values)}
-            row_key = {k: after[k] for k in key} if key else after
-            value = record_json("r", schema.db, schema.table, row_key, None, after,
-                                Position(file, int(pos)), True, batch, None, ts_ms)
-            publisher.send(topic, value, kafka_key(row_key), headers=headers)
+            value = value.encode()
+            if json_columns:
+                value = _canonical_json_values(value, json_columns)
+            publisher.send(topic, value, key.encode(), headers=headers)
             tally.add(value)
     publisher.flush()
     yield pa.RecordBatch.from_pydict({"part": [part], "attempt": [attempt], "file": [file],
@@ -149,3 +169,14 @@ def _publish_chunk(batches, *, pipeline: Pipeline, schema: TableSchema, key: tup
                                      schema=pa.schema([("part", pa.int32()), ("attempt", pa.int64()),
                                                        ("file", pa.string()), ("pos", pa.int64()),
                                                        ("rows", pa.int64()), ("checksum", pa.string())]))
+
+
+def _canonical_json_values(value: bytes, columns: list[str]) -> bytes:
+    """Re-serialise a record whose JSON columns hold documents as stored (key order, spaces) canonically."""
+    doc = json.loads(value)
+    for name in columns:
+        text = doc["after"][name]
+        if text is not None:
+            doc["after"][name] = json.dumps(json.loads(text), sort_keys=True, ensure_ascii=False,
+                                            separators=(",", ":"))
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()

@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+import msgspec
 import psycopg
 
 from seam.boundary import ATTEMPT_HEADER, CONTROL_HEADER, PART_HEADER, Begin, End, Tally, parse_control
@@ -219,7 +220,7 @@ class Sink:
                     self._end(topic, control, m.offset())
                 continue
             batch = self.open[topic]
-            doc = json.loads(m.value())
+            doc = msgspec.json.decode(m.value())
             source = doc["source"]
             if batch is None or source.get("batch") != batch.begin.batch:
                 continue  # a superseded or unknown batch's rows; change events are the stream's (issue 4)

@@ -39,8 +39,7 @@ from seam.records import Position, Record, binlog_values, key_of, normalize_row
 from seam.schema import Column, SchemaError, TableSchema
 
 _INTEGER_KEY = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
-# Read as text on the source: Spark's JDBC mapping would lose range, precision or time zone.
-_AS_TEXT = {"decimal", "date", "datetime", "timestamp", "time"}
+_BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
 _AS_NUMBER = {"bit", "year"}  # BIT as its integer value, YEAR as a number (JDBC makes it a date)
 _SNAPSHOT_FILE = ("(SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS "
                   "WHERE VARIABLE_NAME = 'BINLOG_SNAPSHOT_FILE')")
@@ -126,12 +125,34 @@ def plan_chunks(conn, schema: TableSchema, key: tuple[str, ...], partitions: int
 
 
 def column_sql(column: Column, alias: str) -> str:
-    name = "x." + quote(column.name)
-    if column.data_type in _AS_TEXT or (column.data_type == "bigint" and column.unsigned):
-        return f"CAST({name} AS CHAR) AS {alias}"
-    if column.data_type in _AS_NUMBER or column.column_type.startswith("tinyint(1)"):
-        return f"{name} + 0 AS {alias}"
-    return f"{name} AS {alias}"
+    """The column in the record shape's canonical text, computed by the source (``seam.records`` rules).
+
+    Spark then only wraps values into JSON: no per-value Python on the hot path.
+    JSON documents are the exception (keys must be sorted): ``canonical_json_columns``.
+    """
+    x, t = "x." + quote(column.name), column.data_type
+    zero = f"YEAR({x}) = 0 OR MONTH({x}) = 0 OR DAYOFMONTH({x}) = 0"  # zero dates -> NULL, by rule
+    if t == "decimal" or (t == "bigint" and column.unsigned):
+        expr = f"CAST({x} AS CHAR)"
+    elif t == "date":
+        expr = f"IF({zero}, NULL, DATE_FORMAT({x}, '%Y-%m-%d'))"
+    elif t == "datetime":
+        expr = f"IF({zero}, NULL, DATE_FORMAT({x}, '%Y-%m-%dT%H:%i:%s.%f'))"
+    elif t == "timestamp":  # the session runs in UTC (JDBC sessionVariables)
+        expr = f"IF({zero}, NULL, DATE_FORMAT({x}, '%Y-%m-%dT%H:%i:%s.%fZ'))"
+    elif t == "time":
+        expr = f"TIME_FORMAT({x}, '%H:%i:%s.%f')"
+    elif t in _AS_NUMBER or column.column_type.startswith("tinyint(1)"):
+        expr = f"{x} + 0"  # BIT as its integer, YEAR as a number, TINYINT(1) not as a JDBC boolean
+    elif t in _BINARY:
+        expr = f"CONVERT(REPLACE(TO_BASE64({x}), CHAR(10), '') USING ascii)"
+    else:
+        expr = x
+    return f"{expr} AS {alias}"
+
+
+def canonical_json_columns(schema: TableSchema) -> list[str]:
+    return [c.name for c in schema.columns if c.data_type == "json"]
 
 
 def chunk_sql(schema: TableSchema, plan: ChunkPlan, chunk: Chunk) -> str:

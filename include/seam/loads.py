@@ -1,0 +1,133 @@
+"""``seam load full``: check everything, run the Spark publishing job, apply
+the batch with a sink, and report rows, rows/s and the recorded binlog position.
+
+The Spark job runs through ``spark-submit`` (the same entry point Airflow
+runs), the sink in its own process (unless one already applies the table's
+topic): either can be killed and re-run without harm (see ``seam.sink``).
+
+Delivery guarantee: that of the sink (exactly once, whole batches only).
+Progress is the ledger's staged row count, i.e. rows safely in PostgreSQL.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from seam.boundary import new_batch_id
+from seam.config import PROJECT_ROOT, Pipeline, TableConfig
+from seam.full_load import prepare
+from seam.sink import batch_status, connect_target, ensure_state
+from seam.target import qi
+from seam.topics import ensure_topics, table_topic
+
+
+class LoadError(RuntimeError):
+    """A load did not commit; the message says what happened and what to do."""
+
+
+def spark_submit_command(pipeline: Pipeline, job: str, args: list[str]) -> list[str]:
+    submit = Path(sys.executable).with_name("spark-submit")
+    return [str(submit if submit.exists() else "spark-submit"), "--master", pipeline.spark.master,
+            "--jars", pipeline.spark.jdbc_jar, "--name", f"seam-{job}", "--conf", "spark.log.level=WARN",
+            "--conf", "spark.ui.enabled=false", str(PROJECT_ROOT / "spark_jobs" / f"{job}.py"), *args]
+
+
+def job_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    return env
+
+
+def _sink_running(conn, topic: str) -> bool:
+    got = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 54010))", (topic,)).fetchone()[0]
+    if got:
+        conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 54010))", (topic,))
+    return not got
+
+
+def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: str | None = None,
+              say: Callable[[str], None] = print, timeout: float = 3600, progress_every: float = 3.0) -> list[dict]:
+    """Load each table fully; returns one summary per table. Raises LoadError if any batch did not commit."""
+    for table in tables:  # every check before anything is published: a bad table changes nothing
+        prepare(pipeline, table)
+    topics = [table_topic(pipeline, t) for t in tables]
+    ensure_topics(pipeline, topics)
+    conn = connect_target(pipeline)
+    conn.autocommit = True
+    ensure_state(conn, pipeline.target.state_schema)
+    batches = {t.name: new_batch_id() for t in tables}
+    started = time.time()
+
+    sink = None
+    if not all(_sink_running(conn, topic) for topic in topics):
+        sink_cmd = [sys.executable, "-m", "seam.cli", "sink", *(["--pipeline", pipeline_path] if pipeline_path else []),
+                    *[a for t in tables for a in ("--table", t.name)],
+                    *[a for b in batches.values() for a in ("--until-batch", b)], "--timeout", str(timeout)]
+        sink = subprocess.Popen(sink_cmd, env=job_env(), start_new_session=True)
+    job_args = [*(["--pipeline", pipeline_path] if pipeline_path else []),
+                *[a for t in tables for a in ("--table", t.name, "--batch", batches[t.name])]]
+    spark = subprocess.Popen(spark_submit_command(pipeline, "full_load", job_args), env=job_env(),
+                             start_new_session=True)
+    say(f"spark job pid {spark.pid}" + (f", sink pid {sink.pid}" if sink else ", applied by the running sink"))
+
+    results: dict[str, dict] = {}
+    last_report, last_rows = started, 0
+    try:
+        while len(results) < len(tables):
+            time.sleep(0.5)
+            for t in tables:
+                status = batch_status(conn, pipeline.target.state_schema, batches[t.name])
+                if status and status["state"] != "open" and t.name not in results:
+                    results[t.name] = {"table": t.name, "batch": batches[t.name], **status}
+            if len(results) == len(tables):
+                break
+            code = spark.poll()
+            if code not in (None, 0):
+                raise LoadError(f"the Spark job failed (exit {code}); nothing of the unfinished batch is visible, "
+                                "the target keeps the previous data; fix the cause above and re-run")
+            if sink is not None and sink.poll() is not None:
+                raise LoadError(f"the sink stopped (exit {sink.returncode}) before the batch committed; "
+                                f"run `seam sink {' '.join('--table ' + t.name for t in tables)}` to finish "
+                                "applying it, the target keeps the previous data meanwhile")
+            if time.time() - started > timeout:
+                raise LoadError(f"no commit within {timeout:.0f}s; the target keeps the previous data")
+            if time.time() - last_report >= progress_every:
+                staged = sum((batch_status(conn, pipeline.target.state_schema, b) or {}).get("staged_rows", 0)
+                             for b in batches.values())
+                rate = (staged - last_rows) / (time.time() - last_report)
+                say(f"  staged {staged:,} rows in the target ({rate:,.0f} rows/s)")
+                last_report, last_rows = time.time(), staged
+        spark.wait(timeout=120)
+    finally:
+        for proc in (spark, sink):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+        conn.close()
+
+    elapsed = time.time() - started
+    failed = []
+    for t in tables:
+        r = results[t.name]
+        seconds = (r["finished_at"] - r["opened_at"]).total_seconds() if r["finished_at"] else elapsed
+        r["seconds"] = round(seconds, 2)
+        if r["state"] == "committed":
+            rows = r["final_rows"] or 0
+            r["rows_per_s"] = round(rows / max(seconds, 1e-3))
+            say(f"{t.name}: committed batch {r['batch']}: {rows:,} rows in {seconds:.1f}s "
+                f"({r['rows_per_s']:,} rows/s), binlog position {r['position_file']}:{r['position_pos']}, "
+                f"target table {qi(t.db)}.{qi(t.table)}")
+        else:
+            failed.append(f"{t.name}: batch {r['batch']} {r['state']}: {r['error']}")
+    if failed:
+        raise LoadError("; ".join(failed) + " (the target keeps the previous data)")
+    return [results[t.name] for t in tables]
