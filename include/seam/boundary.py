@@ -18,8 +18,10 @@ Control messages are JSON with ``"control": "BEGIN"|"END"`` and the header
 ``seam-attempt`` (Spark task attempt) headers. END lists, per chunk, the
 attempt whose output counts and that part's row count and checksum; output of
 other attempts (a retried task) is discarded by the sink. The checksum is the
-sum mod 2^64 of the first 8 bytes of BLAKE2b over each message value, so the
-sink can verify exactly what it staged in any order.
+sum mod 2^64 of the CRC-32 of each message value (order-independent, and
+computed by Spark in the JVM on the publishing side), so the sink can verify
+exactly what it staged in any order; with the count it detects a lost or
+doubled message.
 
 Delivery guarantee: the protocol makes partial batches detectable. A sink
 that applies a batch only on a matching END, and discards a batch whose BEGIN
@@ -28,9 +30,9 @@ was followed by another BEGIN for the same table, never exposes half a batch.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import secrets
+import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -45,7 +47,7 @@ _MOD = 2**64
 
 
 def message_hash(value: bytes) -> int:
-    return int.from_bytes(hashlib.blake2b(value, digest_size=8).digest(), "big")
+    return zlib.crc32(value)
 
 
 @dataclass
@@ -58,6 +60,10 @@ class Tally:
     def add(self, value: bytes) -> None:
         self.rows += 1
         self.checksum = (self.checksum + message_hash(value)) % _MOD
+
+    def add_many(self, rows: int, hash_sum: int) -> None:
+        self.rows += rows
+        self.checksum = (self.checksum + hash_sum) % _MOD
 
     def merge(self, other: "Tally") -> "Tally":
         return Tally(self.rows + other.rows, (self.checksum + other.checksum) % _MOD)

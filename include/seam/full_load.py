@@ -135,13 +135,15 @@ def _records(frame, schema: TableSchema, key: tuple[str, ...], batch: str, ts_ms
         F.lit(f',"source":{{"db":{text(schema.db)},"table":{text(schema.table)},"snapshot":true,'
               f'"batch":{text(batch)},"file":"'), F.col("_snap_file"), F.lit('","pos":'), F.col("_snap_pos"),
         F.lit(',"row":0,"gtid":null}}'))
+    value = value.cast("binary")
     return frame.select("_seam_part", "_snap_file", "_snap_pos", "_seam_row", value.alias("value"),
-                        kafka_key.alias("key"))
+                        kafka_key.cast("binary").alias("key"), F.crc32(value).alias("crc"))
 
 
 def _publish_chunk(batches, *, pipeline: Pipeline, topic: str, json_columns: list[str]):
     """Runs on an executor for one chunk: publish its rows, return its position, count and checksum."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     from pyspark import TaskContext
 
     attempt = TaskContext.get().taskAttemptId()
@@ -150,18 +152,24 @@ def _publish_chunk(batches, *, pipeline: Pipeline, topic: str, json_columns: lis
     part = file = pos = None
     headers = None
     for rb in batches:
-        data = rb.to_pydict()
-        if part is None and rb.num_rows:
-            part, file, pos = data["_seam_part"][0], data["_snap_file"][0], data["_snap_pos"][0]
+        if not rb.num_rows:
+            continue
+        if part is None:
+            part = rb.column("_seam_part")[0].as_py()
+            file, pos = rb.column("_snap_file")[0].as_py(), rb.column("_snap_pos")[0].as_py()
             headers = [(PART_HEADER, str(part).encode()), (ATTEMPT_HEADER, str(attempt).encode())]
-        for present, value, key in zip(data["_seam_row"], data["value"], data["key"]):
-            if present is None:  # the marker row of an empty chunk
-                continue
-            value = value.encode()
-            if json_columns:
+        if rb.column("_seam_row").null_count == rb.num_rows:  # the marker row of an empty chunk
+            continue
+        values, keys = rb.column("value").to_pylist(), rb.column("key").to_pylist()
+        if json_columns:
+            for value, key in zip(values, keys):
                 value = _canonical_json_values(value, json_columns)
-            publisher.send(topic, value, key.encode(), headers=headers)
-            tally.add(value)
+                publisher.send(topic, value, key, headers=headers)
+                tally.add(value)
+        else:
+            for value, key in zip(values, keys):
+                publisher.send(topic, value, key, headers=headers)
+            tally.add_many(len(values), int(pc.sum(rb.column("crc")).as_py() or 0))
     publisher.flush()
     yield pa.RecordBatch.from_pydict({"part": [part], "attempt": [attempt], "file": [file],
                                       "pos": [int(pos) if pos is not None else None], "rows": [tally.rows],

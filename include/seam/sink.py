@@ -31,7 +31,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Optional
 
 import msgspec
 import psycopg
@@ -46,6 +46,15 @@ from seam.topics import consumer_config, ensure_topics, table_topic
 log = logging.getLogger("seam.sink")
 
 FINAL_STATES = ("committed", "rejected", "superseded")
+
+
+def record_decoder(schema: TableSchema) -> msgspec.json.Decoder:
+    """A decoder for one table's records whose row images decode straight into tuples' worth of fields
+    (several times faster than dicts); a record missing a column fails to decode instead of loading NULL."""
+    row = msgspec.defstruct("Row", [(f"f{i}", Any, msgspec.field(name=n)) for i, n in enumerate(schema.names)])
+    wire = msgspec.defstruct("Wire", [("op", str), ("key", dict), ("before", Optional[row]),
+                                      ("after", Optional[row]), ("source", dict)])
+    return msgspec.json.Decoder(wire)
 
 
 class SinkError(RuntimeError):
@@ -105,6 +114,7 @@ class OpenBatch:
     stage: str
     changes: str
     convert: Callable
+    decode: Callable
     tallies: dict[tuple[int, int], Tally] = field(default_factory=dict)
 
 
@@ -150,7 +160,7 @@ class Sink:
                     break
                 if deadline is not None and time.time() > deadline:
                     raise SinkError(f"timed out waiting for batch(es) {', '.join(sorted(until_batches or ()))}")
-                messages = consumer.consume(20_000, 0.5)
+                messages = consumer.consume(50_000, 0.5)
                 good = []
                 for m in messages:
                     if m.error() is None:
@@ -220,22 +230,24 @@ class Sink:
                     self._end(topic, control, m.offset())
                 continue
             batch = self.open[topic]
-            doc = msgspec.json.decode(m.value())
-            source = doc["source"]
-            if batch is None or source.get("batch") != batch.begin.batch:
+            value = m.value()
+            doc = batch.decode(value) if batch is not None else None
+            if doc is None or doc.source.get("batch") != batch.begin.batch:
                 continue  # a superseded or unknown batch's rows; change events are the stream's (issue 4)
             part = int(headers.get(PART_HEADER, b"0"))
             attempt = int(headers.get(ATTEMPT_HEADER, b"0"))
-            tally = batch.tallies.setdefault((part, attempt), Tally())
-            tally.add(m.value())
-            if doc["op"] == "r":
-                stage_rows.append(batch.convert(doc["after"]) + (part, attempt))
+            tally = batch.tallies.get((part, attempt))
+            if tally is None:
+                tally = batch.tallies[(part, attempt)] = Tally()
+            tally.add(value)
+            if doc.op == "r":
+                stage_rows.append(batch.convert(doc.after) + (part, attempt))
             else:
                 seq = m.offset() * 2
-                if doc["before"] is not None and (doc["after"] is None or doc["key"] != _key(batch, doc["before"])):
-                    change_rows.append(batch.convert(doc["before"]) + (seq, True))
-                if doc["after"] is not None:
-                    change_rows.append(batch.convert(doc["after"]) + (seq + 1, False))
+                if doc.before is not None and (doc.after is None or doc.key != _key(batch, doc.before)):  # key moved
+                    change_rows.append(batch.convert(doc.before) + (seq, True))
+                if doc.after is not None:
+                    change_rows.append(batch.convert(doc.after) + (seq + 1, False))
         flush()
         self.conn.execute(f"INSERT INTO {self.state}.offsets (topic, partition, next_offset) VALUES (%s, 0, %s) "
                           "ON CONFLICT (topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, "
@@ -364,7 +376,7 @@ class Sink:
         return OpenBatch(begin=begin, schema=schema,
                          stage=f"{self.state}.{qi(_stage_name(begin.batch))}",
                          changes=f"{self.state}.{qi('changes_' + begin.batch)}",
-                         convert=row_converter(schema))
+                         convert=row_converter(schema), decode=record_decoder(schema).decode)
 
     def _load_open(self, topic: str) -> OpenBatch | None:
         with self.conn.transaction():
@@ -397,8 +409,9 @@ def _stage_name(batch_id: str) -> str:
     return "stage_" + batch_id
 
 
-def _key(batch: OpenBatch, image: dict) -> dict:
-    return {k: image[k] for k in batch.begin.key} if batch.begin.key else image
+def _key(batch: OpenBatch, image) -> dict:
+    values = dict(zip(batch.schema.names, msgspec.structs.astuple(image)))
+    return {k: values[k] for k in batch.begin.key} if batch.begin.key else values
 
 
 def batch_status(conn, state_schema: str, batch_id: str) -> dict | None:

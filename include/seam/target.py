@@ -106,15 +106,20 @@ def create_table_sql(qualified: str, schema: TableSchema, key: tuple[str, ...], 
 
 
 def row_converter(schema: TableSchema):
-    """A function from a normalised record image to a tuple for COPY (BLOBs back to bytes)."""
-    names = schema.names
-    binary = [c.data_type in _BINARY for c in schema.columns]
-    if not any(binary):
-        return lambda image: tuple(image[n] for n in names)
+    """A function from a decoded row image (``sink.record_decoder``) to a COPY tuple (BLOBs back to bytes)."""
+    import msgspec
 
-    def convert(image: dict) -> tuple:
-        return tuple(base64.b64decode(image[n]) if b and image[n] is not None else image[n]
-                     for n, b in zip(names, binary))
+    astuple = msgspec.structs.astuple
+    binary = [i for i, c in enumerate(schema.columns) if c.data_type in _BINARY]
+    if not binary:
+        return astuple
+
+    def convert(image) -> tuple:
+        values = list(astuple(image))
+        for i in binary:
+            if values[i] is not None:
+                values[i] = base64.b64decode(values[i])
+        return tuple(values)
     return convert
 
 
