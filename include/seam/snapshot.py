@@ -95,11 +95,15 @@ def check_source(conn, schema: TableSchema) -> None:
             raise SnapshotError(f"the source logs binlog_format={fmt}, binlog_row_image={image}: Seam needs "
                                 "ROW and FULL (SET GLOBAL binlog_format='ROW', binlog_row_image='FULL', "
                                 "or in my.cnf) to reconcile chunks and stream changes")
-        try:
-            cur.execute(f"SELECT 1 FROM {quote(schema.db)}.{quote(schema.table)} LIMIT 0")
-        except Exception as exc:  # pymysql.err.OperationalError 1142: SELECT command denied
+        try:  # SELECT * : information_schema hides columns the user may not read, a silent loss otherwise
+            cur.execute(f"SELECT * FROM {quote(schema.db)}.{quote(schema.table)} LIMIT 0")
+            readable = tuple(d[0] for d in cur.description)
+        except Exception as exc:  # pymysql.err.OperationalError 1142/1143: SELECT command denied
             raise SnapshotError(f"cannot read {schema.db}.{schema.table}: {exc.args[-1]}; "
                                 f"GRANT SELECT ON `{schema.db}`.* TO the Seam user") from None
+        if readable != schema.names:
+            raise SnapshotError(f"{schema.db}.{schema.table}: the Seam user sees columns {readable}, the table has "
+                                f"{schema.names}; GRANT SELECT ON `{schema.db}`.* TO the Seam user")
     unsupported = [c for c in schema.columns if c.data_type in ("geometry", "point", "linestring", "polygon",
                                                                  "multipoint", "multilinestring",
                                                                  "multipolygon", "geometrycollection")]

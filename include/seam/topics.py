@@ -11,10 +11,13 @@ partitions and keep their offsets in the target.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 
 from seam.config import Pipeline, TableConfig
 
+# librdkafka's own log lines go through Python logging (quiet unless a command turns logging on)
+_KAFKA_LOG = logging.getLogger("seam.kafka")
 _LEGAL = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -47,6 +50,7 @@ def producer_config(pipeline: Pipeline) -> dict:
         "compression.type": "lz4",
         "queue.buffering.max.messages": 500_000,
         "message.timeout.ms": 120_000,
+        "logger": _KAFKA_LOG,
     }
 
 
@@ -59,6 +63,7 @@ def consumer_config(pipeline: Pipeline) -> dict:
         "auto.offset.reset": "error",  # a stored offset past the log end must be noticed, not skipped
         "fetch.max.bytes": 52_428_800,
         "max.partition.fetch.bytes": 16_777_216,
+        "logger": _KAFKA_LOG,
     }
 
 
@@ -67,7 +72,7 @@ def ensure_topics(pipeline: Pipeline, topics: list[str], timeout: float = 15.0) 
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": pipeline.kafka.bootstrap})
+    admin = AdminClient({"bootstrap.servers": pipeline.kafka.bootstrap, "logger": _KAFKA_LOG})
     try:
         existing = admin.list_topics(timeout=timeout).topics
     except KafkaException as exc:

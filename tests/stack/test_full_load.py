@@ -1,0 +1,288 @@
+"""Full load on the real stack: MariaDB -> Spark -> Tansu -> sink -> PostgreSQL.
+
+Every check compares the target with the source read independently (PyMySQL
+plus the record normalisation rules), or with the source at the recorded
+binlog position (target image + binlog replay == source now).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg
+import pymysql
+import pytest
+import yaml
+
+from seam import demo
+from seam.config import load_pipeline
+from seam.records import Position
+from tests.support.compare import diff, replay_to_now, source_rows, target_rows
+
+DB = "fl_test"
+ODD_TABLE = "order details `v2`"
+
+pytestmark = pytest.mark.stack
+
+
+def _pipeline_file(tmp_path, **overrides) -> str:
+    doc = yaml.safe_load(open(load_pipeline().path))
+    doc["tables"] = [
+        {"name": f"{DB}.payments", "key": ["id"]},
+        {"name": f"{DB}.audit_log", "key": "none"},
+        {"name": f"{DB}.type_zoo", "key": ["id"]},
+        {"name": f"{DB}.{ODD_TABLE}", "key": ["select"]},
+        {"name": f"{DB}.empty", "key": ["id"]},
+        {"name": f"{DB}.zero dates", "key": ["id"]},
+        {"name": f"{DB}.missing", "key": ["id"]},
+    ]
+    for section, values in overrides.items():
+        doc[section] = {**doc[section], **values}
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def _seam(pipeline_path: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _target(pipeline, sql: str, *params):
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def _target_count(pipeline, table: str) -> int | None:
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        try:
+            return conn.execute(f'SELECT count(*) FROM "{DB}"."{table}"').fetchone()[0]
+        except psycopg.errors.UndefinedTable:
+            return None
+
+
+def _ledger(pipeline, table: str) -> list[tuple]:
+    return _target(pipeline, "SELECT batch_id, state, final_rows, error FROM seam.batches WHERE db = %s AND tbl = %s "
+                             "ORDER BY opened_at", DB, table)
+
+
+@pytest.fixture(scope="module")
+def source(stack):
+    """fl_test: the demo schema (2,000 payments) plus tables whose names need quoting, an empty table
+    and a table of zero dates."""
+    admin = os.environ["SEAM_MYSQL_URL"]
+    demo.seed(load_pipeline(), rows=2000, admin_url=admin, database=DB, log=lambda m: None)
+    conn = demo.connect(admin, DB)
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE `{ODD_TABLE.replace('`', '``')}` (`select` INT PRIMARY KEY, `group` VARCHAR(20), "
+                    "`a b` DECIMAL(10,2), `x``y` TEXT, `ünïcode` VARCHAR(10))")
+        cur.executemany(f"INSERT INTO `{ODD_TABLE.replace('`', '``')}` VALUES (%s, %s, %s, %s, %s)",
+                        [(i, f"g{i % 3}", f"{i}.25", "tab\there \\ back`tick", "ü") for i in range(1, 101)])
+        cur.execute("CREATE TABLE `empty` (`id` INT PRIMARY KEY, `v` VARCHAR(10))")
+        cur.execute("SET SESSION sql_mode = ''")
+        cur.execute("CREATE TABLE `zero dates` (`id` INT PRIMARY KEY, `d` DATE NOT NULL, `dt` DATETIME(6), "
+                    "`ts` TIMESTAMP NULL)")
+        cur.execute("INSERT INTO `zero dates` VALUES (1, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00'),"
+                    " (2, '2024-00-10', '2024-02-29 23:59:59.5', '2038-01-19 03:14:07'), (3, '2024-01-01', NULL, NULL)")
+    conn.close()
+    return DB
+
+
+@pytest.fixture(scope="module")
+def pipeline_path(source, tmp_path_factory):
+    return _pipeline_file(tmp_path_factory.mktemp("fl"))
+
+
+def test_awkward_keyless_quoted_empty_and_zero_date_tables_load_equal(pipeline_path):
+    tables = ["type_zoo", "audit_log", ODD_TABLE, "empty", "zero dates"]
+    result = _seam(pipeline_path, "load", "full", *[f"{DB}.{t}" for t in tables])
+    assert result.returncode == 0, result.stderr + result.stdout
+    pipeline = load_pipeline(pipeline_path)
+    images = {}
+    for table in tables:
+        src, schema = source_rows(pipeline, DB, table)
+        images[table] = tgt = target_rows(pipeline, schema)
+        assert src == tgt, f"{table}: {diff(src, tgt)}"
+        assert f"{DB}.{table}: committed batch" in result.stdout
+    assert _target_count(pipeline, "empty") == 0
+    audit = images["audit_log"]
+    assert sum(audit.values()) > len(audit), "audit_log holds identical rows, and every copy must arrive"
+    primary = _target(pipeline, "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+                                "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisprimary",
+                      f'"{DB}"."{ODD_TABLE.replace(chr(34), chr(34) * 2)}"')
+    assert primary == [("select",)]
+
+
+def test_million_rows_under_concurrent_writes_equal_the_source_at_the_recorded_position(pipeline_path):
+    pipeline = load_pipeline(pipeline_path)
+    admin = os.environ["SEAM_MYSQL_URL"]
+    demo.seed(pipeline, rows=1_000_000, admin_url=admin, database=DB + "_big", log=print)
+    path = pipeline_path.replace("pipeline.yaml", "big.yaml")
+    doc = yaml.safe_load(open(pipeline_path))
+    doc["tables"] = [{"name": f"{DB}_big.payments", "key": ["id"]}]
+    open(path, "w").write(yaml.safe_dump(doc))
+
+    stats = {}
+    writer = threading.Thread(target=lambda: stats.update(
+        demo.run_writer(admin, rate=400, seconds=75, threads=2, seed=7, database=DB + "_big")))
+    writer.start()
+    time.sleep(2)
+    result = _seam(path, "load", "full", f"{DB}_big.payments")
+    writer.join()
+    print(result.stdout[-1500:], stats)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert stats["transactions"] > 1000
+    assert "rows/s" in result.stdout and "staged" in result.stdout  # progress and rate were shown
+
+    (batch, state, final_rows, _), = _target(pipeline, "SELECT batch_id, state, final_rows, error FROM seam.batches "
+                                                       "WHERE db = %s AND tbl = 'payments' ORDER BY opened_at DESC "
+                                                       "LIMIT 1", DB + "_big")
+    assert state == "committed"
+    file, pos = _target(pipeline, "SELECT file, pos FROM seam.positions WHERE db = %s AND tbl = 'payments'",
+                        DB + "_big")[0]
+    position = Position.through(file, pos)
+    assert f"{file}:{pos}" in result.stdout
+
+    src, schema = source_rows(pipeline, DB + "_big", "payments")
+    at_position = target_rows(pipeline, schema)
+    assert sum(at_position.values()) == final_rows > 1_000_000
+    assert len(at_position) == final_rows, "a row is doubled"
+    replayed = replay_to_now(pipeline, schema, at_position, position)
+    assert replayed == src, diff(src, replayed)
+
+
+def _wait(predicate, timeout: float, what: str, every: float = 0.05):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _staged(pipeline, batch_like: str | None = None):
+    rows = _target(pipeline, "SELECT batch_id, state, staged_rows FROM seam.batches WHERE db = %s AND "
+                             "tbl = 'payments' ORDER BY opened_at DESC LIMIT 1", DB)
+    return rows[0] if rows else None
+
+
+def _spark_publish(pipeline_path: str) -> subprocess.Popen:
+    from seam.loads import job_env, spark_submit_command
+    pipeline = load_pipeline(pipeline_path)
+    return subprocess.Popen(spark_submit_command(pipeline, "full_load", ["--pipeline", pipeline_path,
+                                                                         "--table", f"{DB}.payments"]),
+                            env=job_env(), start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def _sink(pipeline_path: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "sink",
+                             "--table", f"{DB}.payments", *args], start_new_session=True)
+
+
+def _grow_payments(rows: int) -> None:
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO payments (account_id, amount, currency, status, reference, value_date) "
+                    "SELECT account_id, amount, currency, status, CONCAT(reference, '-', seq), value_date "
+                    f"FROM payments, seq_1_to_{rows // 2000 + 1} LIMIT {rows}")
+    conn.close()
+
+
+def test_sink_killed_mid_batch_keeps_the_old_table_until_the_batch_commits_once(pipeline_path):
+    pipeline = load_pipeline(pipeline_path)
+    first = _seam(pipeline_path, "load", "full", f"{DB}.payments")
+    assert first.returncode == 0, first.stderr
+    old_count = _target_count(pipeline, "payments")
+    _grow_payments(300_000)
+
+    spark = _spark_publish(pipeline_path)
+    out, _ = spark.communicate(timeout=600)
+    assert spark.returncode == 0, out
+    batch = out.split("SEAM_RESULT")[-1].split("batch=")[1].split()[0]
+
+    sink = _sink(pipeline_path, "--until-batch", batch)
+    _wait(lambda: (_staged(pipeline) or (None, None, 0))[0] == batch and _staged(pipeline)[2] > 0, 120,
+          "the sink to stage part of the batch", every=0.01)
+    os.killpg(sink.pid, signal.SIGKILL)
+    sink.wait()
+    _, state, staged = _staged(pipeline)
+    assert state == "open" and 0 < staged < 300_000 + 2000, (state, staged)
+    assert _target_count(pipeline, "payments") == old_count  # the old table, untouched
+
+    restarted = _sink(pipeline_path, "--until-batch", batch, "--timeout", "300")
+    assert restarted.wait(timeout=320) == 0
+    states = {b: s for b, s, _, _ in _ledger(pipeline, "payments")}
+    assert states[batch] == "committed"
+    src, schema = source_rows(pipeline, DB, "payments")
+    tgt = target_rows(pipeline, schema)
+    assert src == tgt, diff(src, tgt)  # every row once: nothing lost or doubled by the kill
+
+
+def test_spark_killed_mid_publish_is_never_published_and_a_rerun_succeeds(pipeline_path):
+    pipeline = load_pipeline(pipeline_path)
+    before = _target_count(pipeline, "payments")
+    _grow_payments(100_000)
+    sink = _sink(pipeline_path)  # a long-running sink, as in production
+    try:
+        spark = _spark_publish(pipeline_path)
+        _wait(lambda: (_staged(pipeline) or (None, None, 0))[1] == "open" and _staged(pipeline)[2] > 0, 180,
+              "rows of the new batch to arrive", every=0.01)
+        os.killpg(spark.pid, signal.SIGKILL)
+        spark.wait()
+        killed_batch = _staged(pipeline)[0]
+        time.sleep(3)  # whatever was in flight lands; no END ever comes
+        assert _staged(pipeline)[1] == "open"
+        assert _target_count(pipeline, "payments") == before
+
+        rerun = _seam(pipeline_path, "load", "full", f"{DB}.payments")
+        assert rerun.returncode == 0, rerun.stderr + rerun.stdout
+        assert "applied by the running sink" in rerun.stdout
+    finally:
+        os.killpg(sink.pid, signal.SIGTERM)
+        sink.wait(timeout=60)
+    states = {b: (s, e) for b, s, _, e in _ledger(pipeline, "payments")}
+    assert states[killed_batch][0] == "superseded" and "superseded by" in states[killed_batch][1]
+    src, schema = source_rows(pipeline, DB, "payments")
+    assert src == target_rows(pipeline, schema)
+    leftovers = _target(pipeline, "SELECT count(*) FROM pg_tables WHERE schemaname = 'seam' AND "
+                                  "(tablename LIKE 'stage_%%' OR tablename LIKE 'changes_%%')")
+    assert leftovers == [(0,)], "a superseded batch's staging tables must be dropped"
+
+
+@pytest.mark.parametrize("case, overrides, message", [
+    ("missing table", {}, "fl_test.missing does not exist"),
+    ("target unreachable", {"target": {"port": 1}}, "target PostgreSQL at 127.0.0.1:1"),
+    ("broker down", {"kafka": {"bootstrap": "127.0.0.1:1"}}, "Kafka broker at 127.0.0.1:1 is unreachable"),
+])
+def test_bad_input_is_one_clear_error_and_the_target_is_intact(pipeline_path, tmp_path, case, overrides, message):
+    pipeline = load_pipeline(pipeline_path)
+    if _target_count(pipeline, "type_zoo") is None:
+        assert _seam(pipeline_path, "load", "full", f"{DB}.type_zoo").returncode == 0
+    before = _target_count(pipeline, "type_zoo")
+    path = _pipeline_file(tmp_path, **overrides)
+    table = f"{DB}.missing" if case == "missing table" else f"{DB}.type_zoo"
+    result = _seam(path, "load", "full", table, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("seam: error: ") and message in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert _target_count(pipeline, "type_zoo") == before
+
+
+def test_no_select_privilege_is_a_clear_error(source, tmp_path):
+    admin = demo.connect(os.environ["SEAM_MYSQL_URL"])
+    with admin.cursor() as cur:
+        cur.execute("CREATE OR REPLACE USER 'seam_noselect'@'%' IDENTIFIED BY 'pw-noselect'")
+        cur.execute("GRANT SELECT ON `mysql`.* TO 'seam_noselect'@'%'")  # can connect, cannot read fl_test
+        cur.execute("GRANT SELECT (`id`) ON `fl_test`.`type_zoo` TO 'seam_noselect'@'%'")  # sees the table
+    admin.close()
+    path = _pipeline_file(tmp_path, source={"user": "seam_noselect", "password": "pw-noselect"})
+    result = _seam(path, "load", "full", f"{DB}.type_zoo", timeout=120)
+    assert result.returncode == 2
+    assert "seam: error:" in result.stderr and "GRANT SELECT" in result.stderr and "Traceback" not in result.stderr
