@@ -52,8 +52,9 @@ def record_decoder(schema: TableSchema) -> msgspec.json.Decoder:
     """A decoder for one table's records whose row images decode straight into tuples' worth of fields
     (several times faster than dicts); a record missing a column fails to decode instead of loading NULL."""
     row = msgspec.defstruct("Row", [(f"f{i}", Any, msgspec.field(name=n)) for i, n in enumerate(schema.names)])
-    wire = msgspec.defstruct("Wire", [("op", str), ("key", dict), ("before", Optional[row]),
-                                      ("after", Optional[row]), ("source", dict)])
+    source = msgspec.defstruct("Source", [("batch", Optional[str])])  # other fields are skipped, not built
+    wire = msgspec.defstruct("Wire", [("op", str), ("key", msgspec.Raw), ("before", Optional[row]),
+                                      ("after", Optional[row]), ("source", source)])
     return msgspec.json.Decoder(wire)
 
 
@@ -219,9 +220,16 @@ class Sink:
             stage_rows.clear()
             change_rows.clear()
 
+        kinds: dict[tuple, tuple[int, int] | None] = {}  # raw headers -> (part, attempt), None for control
         for m in messages:
-            headers = dict(m.headers() or ())
-            if CONTROL_HEADER in headers:
+            raw_headers = m.headers()
+            header_key = tuple(raw_headers) if raw_headers else ()
+            if header_key not in kinds:
+                headers = dict(header_key)
+                kinds[header_key] = None if CONTROL_HEADER in headers else (
+                    int(headers.get(PART_HEADER, b"0")), int(headers.get(ATTEMPT_HEADER, b"0")))
+            kind = kinds[header_key]
+            if kind is None:
                 flush()
                 control = parse_control(m.value())
                 if isinstance(control, Begin):
@@ -230,22 +238,23 @@ class Sink:
                     self._end(topic, control, m.offset())
                 continue
             batch = self.open[topic]
+            if batch is None:
+                continue  # rows of a batch whose BEGIN this sink never saw (superseded, or before its time)
             value = m.value()
-            doc = batch.decode(value) if batch is not None else None
-            if doc is None or doc.source.get("batch") != batch.begin.batch:
-                continue  # a superseded or unknown batch's rows; change events are the stream's (issue 4)
-            part = int(headers.get(PART_HEADER, b"0"))
-            attempt = int(headers.get(ATTEMPT_HEADER, b"0"))
-            tally = batch.tallies.get((part, attempt))
+            doc = batch.decode(value)
+            if doc.source.batch != batch.begin.batch:
+                continue  # a superseded batch's rows; change events are the stream's (issue 4)
+            tally = batch.tallies.get(kind)
             if tally is None:
-                tally = batch.tallies[(part, attempt)] = Tally()
+                tally = batch.tallies[kind] = Tally()
             tally.add(value)
             if doc.op == "r":
-                stage_rows.append(batch.convert(doc.after) + (part, attempt))
+                stage_rows.append(batch.convert(doc.after) + kind)
             else:
                 seq = m.offset() * 2
-                if doc.before is not None and (doc.after is None or doc.key != _key(batch, doc.before)):  # key moved
-                    change_rows.append(batch.convert(doc.before) + (seq, True))
+                if doc.before is not None and (doc.after is None
+                                               or msgspec.json.decode(doc.key) != _key(batch, doc.before)):
+                    change_rows.append(batch.convert(doc.before) + (seq, True))  # deleted, or its key moved
                 if doc.after is not None:
                     change_rows.append(batch.convert(doc.after) + (seq + 1, False))
         flush()

@@ -1,0 +1,136 @@
+"""Benchmark: full load of TPC-H ``orders`` vs a raw Spark JDBC -> Parquet read of the same table.
+
+Run on the embedded stack (``make bench``, or ``python benchmarks/full_load_tpch.py --scale 0.5``):
+
+1. tpchgen-cli generates ``orders`` at the given scale factor (SF 1 = 1.5M rows); it is loaded into
+   MariaDB as ``tpch.orders`` (primary key ``o_orderkey``) unless already there at that size.
+2. Baseline: a Spark session (same master, same 4 JDBC partitions) reads the table and writes Parquet;
+   timed after a warm-up, JVM start excluded.
+3. Seam: ``seam load full tpch.orders`` (Spark snapshot + reconciliation, Kafka, sink, atomic swap),
+   timed from BEGIN to commit as recorded in the ledger (JVM start excluded, like the baseline), and
+   wall-clock including the spark-submit start.
+
+Prints both rates and their ratio. The target on a 2-core machine: Seam >= 0.5 x baseline.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "include"))
+
+from seam.cli import _inject_stack_env  # noqa: E402
+from seam.config import load_pipeline  # noqa: E402
+from seam.stack import EmbeddedStack  # noqa: E402
+
+ORDERS_DDL = """CREATE TABLE `tpch`.`orders` (
+  `o_orderkey` INT NOT NULL PRIMARY KEY, `o_custkey` INT NOT NULL, `o_orderstatus` CHAR(1) NOT NULL,
+  `o_totalprice` DECIMAL(15,2) NOT NULL, `o_orderdate` DATE NOT NULL, `o_orderpriority` CHAR(15) NOT NULL,
+  `o_clerk` CHAR(15) NOT NULL, `o_shippriority` INT NOT NULL, `o_comment` VARCHAR(79) NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"""
+
+
+def ensure_orders(scale: float) -> int:
+    import pymysql
+    from seam import demo
+
+    admin = os.environ["SEAM_MYSQL_URL"]
+    conn = demo.connect(admin)
+    expected = int(1_500_000 * scale)
+    with conn.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS `tpch`")
+        cur.execute("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA='tpch' AND TABLE_NAME='orders'")
+        if cur.fetchone()[0]:
+            cur.execute("SELECT COUNT(*) FROM `tpch`.`orders`")
+            if cur.fetchone()[0] == expected:
+                return expected
+            cur.execute("DROP TABLE `tpch`.`orders`")
+        cur.execute(ORDERS_DDL)
+    with tempfile.TemporaryDirectory() as out:
+        started = time.time()
+        subprocess.run([str(Path(sys.executable).with_name("tpchgen-cli")), "-s", str(scale), "--tables", "orders",
+                        "--output-dir", out], check=True)
+        from sqlalchemy.engine import make_url
+        url = make_url(admin)
+        load = pymysql.connect(host=url.host, port=url.port, user=url.username, password=url.password,
+                               database="tpch", local_infile=True, autocommit=True)
+        with load.cursor() as cur:
+            cur.execute("SET unique_checks = 0")
+            cur.execute(f"LOAD DATA LOCAL INFILE '{out}/orders.tbl' INTO TABLE `orders` FIELDS TERMINATED BY '|' "
+                        "LINES TERMINATED BY '|\\n'")
+            cur.execute("SELECT COUNT(*) FROM `orders`")
+            rows = cur.fetchone()[0]
+        load.close()
+        print(f"generated and loaded {rows:,} TPC-H orders (SF {scale}) in {time.time() - started:.1f}s", flush=True)
+    conn.close()
+    return rows
+
+
+def baseline(pipeline, rows: int) -> float:
+    """Rows/s of a partitioned Spark JDBC read written to Parquet (warm JVM)."""
+    from seam.spark import jdbc_options, spark_session
+
+    spark = spark_session(pipeline, "seam-bench-raw")
+    reader = (spark.read.format("jdbc").options(**jdbc_options(pipeline)).option("dbtable", "`tpch`.`orders`")
+              .option("partitionColumn", "o_orderkey").option("lowerBound", "1")
+              .option("upperBound", str(rows * 4)).option("numPartitions", str(pipeline.spark.partitions)))
+    reader.load().selectExpr("count(*)").collect()  # warm-up: JVM, driver, connections
+    with tempfile.TemporaryDirectory() as out:
+        started = time.time()
+        reader.load().write.mode("overwrite").parquet(out + "/orders")
+        seconds = time.time() - started
+        written = spark.read.parquet(out + "/orders").count()
+    spark.stop()
+    assert written == rows, (written, rows)
+    print(f"raw Spark JDBC -> Parquet: {rows:,} rows in {seconds:.1f}s = {rows / seconds:,.0f} rows/s", flush=True)
+    return rows / seconds
+
+
+def seam_full_load(pipeline_path: str, rows: int) -> tuple[float, float]:
+    started = time.time()
+    result = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "load", "full",
+                             "tpch.orders"], capture_output=True, text=True)
+    wall = time.time() - started
+    if result.returncode:
+        sys.exit(f"seam load full failed:\n{result.stdout}\n{result.stderr}")
+    line = [x for x in result.stdout.splitlines() if "committed batch" in x][-1]
+    print(line, flush=True)
+    seconds = float(line.split(" rows in ")[1].split("s")[0])
+    print(f"seam full load: {rows:,} rows BEGIN->commit in {seconds:.1f}s = {rows / seconds:,.0f} rows/s; "
+          f"wall incl. spark-submit start {wall:.1f}s = {rows / wall:,.0f} rows/s", flush=True)
+    return rows / seconds, rows / wall
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", type=float, default=0.5, help="TPC-H scale factor (SF 1 = 1.5M orders)")
+    args = parser.parse_args()
+    stack = EmbeddedStack()
+    stack.up(("mysql", "kafka", "postgres"))
+    _inject_stack_env(stack)
+    pipeline = load_pipeline()
+    doc = yaml.safe_load(open(pipeline.path))
+    doc["tables"] = [{"name": "tpch.orders", "key": ["o_orderkey"]}]
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(doc, f)
+    rows = ensure_orders(args.scale)
+    raw = baseline(pipeline, rows)
+    seam_rate, seam_wall_rate = seam_full_load(f.name, rows)
+    print(f"\nRESULT TPC-H orders SF {args.scale} ({rows:,} rows), {os.cpu_count()} cores:\n"
+          f"  raw JDBC->Parquet      {raw:>10,.0f} rows/s\n"
+          f"  seam full load         {seam_rate:>10,.0f} rows/s  ({seam_rate / raw:.2f} x raw; target >= 0.50)\n"
+          f"  seam incl. JVM start   {seam_wall_rate:>10,.0f} rows/s  ({seam_wall_rate / raw:.2f} x raw)", flush=True)
+    os.unlink(f.name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
