@@ -3,7 +3,8 @@ SHELL := /bin/bash
 SEAM := .venv/bin/seam
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test up down status lock clean
+.PHONY: setup demo test bench up down status lock clean
+SCALE ?= 0.5
 
 setup:            ## Debian packages, .venv with pinned requirements, seam (editable)
 	@bash scripts/setup.sh
@@ -13,6 +14,9 @@ demo: setup       ## start the embedded stack, seed demo data, run the demo DAG
 
 test: setup       ## the whole test suite against the real embedded services
 	@bash scripts/test.sh $(PYTEST_ARGS)
+
+bench: setup      ## full load of TPC-H orders vs a raw Spark JDBC->Parquet read (SCALE=0.5)
+	@.venv/bin/python benchmarks/full_load_tpch.py --scale $(SCALE)
 
 up: setup
 	@$(SEAM) up

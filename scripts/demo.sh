@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The demo on the embedded stack: start it, seed the settlement schema, and
-# run the wiring-check DAG through Airflow. Leaves the stack up to explore.
+# The demo on the embedded stack: start it, seed the settlement schema, run a
+# full load of every demo table while a writer changes them (consistent
+# snapshot -> Kafka -> PostgreSQL), and run the wiring-check DAG through
+# Airflow. Leaves the stack up to explore.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEAM=.venv/bin/seam
@@ -8,6 +10,14 @@ ROWS="${SEAM_DEMO_ROWS:-100000}"
 
 $SEAM up
 $SEAM seed --rows "$ROWS"
+echo
+echo "Full load of every demo table while \`seam writer\` changes them:"
+$SEAM writer --rate 200 --seconds 600 >/dev/null 2>&1 &
+WRITER=$!
+trap 'kill $WRITER 2>/dev/null || true' EXIT
+$SEAM load full demo.accounts demo.payments demo.audit_log demo.type_zoo
+kill $WRITER 2>/dev/null || true
+echo
 $SEAM trigger seam_wiring_check --wait --timeout 900
 .venv/bin/python -c '
 from seam.cli import _inject_stack_env

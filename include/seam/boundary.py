@@ -11,7 +11,7 @@ message of the batch. Rows are published by several Spark tasks at once, but
 BEGIN is acknowledged before the Spark job starts and END is sent only after
 every task has flushed, so no row can land outside its brackets. (A topic with
 more partitions would need BEGIN/END in every partition and an END barrier;
-Seam refuses that layout instead: see ``topics``.)
+the pipeline config refuses that layout instead.)
 
 Control messages are JSON with ``"control": "BEGIN"|"END"`` and the header
 ``seam-control``; data messages carry ``seam-part`` (chunk) and

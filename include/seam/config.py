@@ -294,6 +294,9 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
         raise r.fail("kafka.topic_prefix", f"'{prefix}' has characters Kafka topics cannot hold (use letters, digits, . _ -)")
     kafka = KafkaConfig(bootstrap=bootstrap, topic_prefix=prefix,
                         partitions=r.integer(kaf, "partitions", "kafka", 1, 1, 1024))
+    if kafka.partitions != 1:
+        raise r.fail("kafka.partitions", "must be 1: one partition per table topic is what keeps BEGIN before and "
+                     "END after every row of a batch (see seam/boundary.py)")
 
     tgt = r.mapping(top["target"], "target", _TARGET, required=("host", "database", "user"))
     if r.string(tgt, "type", "target", "postgres") != "postgres":

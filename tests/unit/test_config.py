@@ -63,6 +63,7 @@ def test_secrets_never_print():
     (lambda r: r["target"].update(type="snowflake"), "target.type", "postgres"),
     (lambda r: r.update(version=2), "version", "unsupported"),
     (lambda r: r["spark"].update(partitions=0), "spark.partitions", "out of range"),
+    (lambda r: r["kafka"].update(partitions=3), "kafka.partitions", "must be 1"),
 ])
 def test_bad_config_names_the_field(mutate, field, words):
     raw = demo_raw()
