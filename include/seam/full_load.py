@@ -147,7 +147,8 @@ def _publish_chunk(batches, *, pipeline: Pipeline, topic: str, json_columns: lis
     from pyspark import TaskContext
 
     attempt = TaskContext.get().taskAttemptId()
-    publisher = Publisher(pipeline)
+    publisher = Publisher.shared(pipeline)
+    publisher.flush()  # nothing of an earlier (failed) task may be counted in this one
     tally = Tally()
     part = file = pos = None
     headers = None

@@ -63,6 +63,8 @@ def consumer_config(pipeline: Pipeline) -> dict:
         "auto.offset.reset": "error",  # a stored offset past the log end must be noticed, not skipped
         "fetch.max.bytes": 52_428_800,
         "max.partition.fetch.bytes": 16_777_216,
+        "queued.min.messages": 500_000,  # prefetch deep: 3x the consume rate of the defaults here
+        "queued.max.messages.kbytes": 262_144,
         "logger": _KAFKA_LOG,
     }
 
@@ -117,9 +119,21 @@ class Publisher:
             self._producer.poll(0)
 
     def flush(self, timeout: float = 120.0) -> None:
-        """Wait for every acknowledgement; raise if anything was not delivered."""
+        """Wait for every acknowledgement; raise if anything was not delivered (and start afresh)."""
         left = self._producer.flush(timeout)
+        errors, self.errors = self.errors, []
         if left:
             raise BrokerError(f"{left} message(s) not acknowledged by the broker within {timeout:.0f}s")
-        if self.errors:
-            raise BrokerError(f"{len(self.errors)} message(s) were not delivered, first: {self.errors[0]}")
+        if errors:
+            raise BrokerError(f"{len(errors)} message(s) were not delivered, first: {errors[0]}")
+
+    _per_process: dict[str, "Publisher"] = {}
+
+    @classmethod
+    def shared(cls, pipeline: Pipeline) -> "Publisher":
+        """One publisher per process and broker: an idempotent producer's start-up handshake costs ~0.5 s,
+        and Spark reuses its Python workers across tasks. Callers flush before they report success."""
+        publisher = cls._per_process.get(pipeline.kafka.bootstrap)
+        if publisher is None:
+            publisher = cls._per_process[pipeline.kafka.bootstrap] = cls(pipeline)
+        return publisher
