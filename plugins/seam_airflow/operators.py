@@ -1,4 +1,4 @@
-"""Thin operators: each runs one ``spark_jobs/`` entry point through spark-submit."""
+"""Thin operators: the Seam library does the work, these hand it Airflow's connections."""
 from __future__ import annotations
 
 import os
@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseOperator
 
 from seam_airflow.hooks import SeamHook
 
@@ -39,3 +40,32 @@ class SeamSparkJobOperator(SparkSubmitOperator):
         self.application_args = [*(["--pipeline", self.pipeline] if self.pipeline else []), *self.job_args]
         self.env_vars = {**os.environ, **(self.env_vars or {}), **SeamHook(**self.hook_conn_ids).job_env()}
         return super().execute(context)
+
+
+class SeamFullLoadOperator(BaseOperator):
+    """Full load of one pipeline table (``seam load full``): Spark snapshot -> Kafka -> sink -> PostgreSQL.
+
+    Fails unless the batch commits; returns the ledger summary (batch, rows, binlog position) as XCom.
+    """
+
+    template_fields: Sequence[str] = ("table", "pipeline")
+
+    def __init__(self, *, table: str, pipeline: str | None = None, mysql_conn_id: str = "seam_mysql",
+                 kafka_conn_id: str = "seam_kafka", target_conn_id: str = "seam_target",
+                 timeout: float = 3600, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.pipeline = pipeline
+        self.timeout = timeout
+        self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
+                                  target_conn_id=target_conn_id)
+
+    def execute(self, context) -> dict:
+        from seam.loads import full_load
+
+        hook = SeamHook(**self.hook_conn_ids)
+        os.environ.update(hook.job_env())  # for the spark-submit and sink processes this task starts
+        pipeline = hook.load_pipeline(self.pipeline)
+        (summary,) = full_load(pipeline, [pipeline.table(self.table)], pipeline_path=self.pipeline or None,
+                               timeout=self.timeout, say=self.log.info)
+        return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in summary.items()}
