@@ -1,0 +1,156 @@
+"""The sink's batch rules on the real broker and PostgreSQL, with batches
+published by hand (no Spark): a wrong END is rejected and the old table stays;
+output of a retried Spark task attempt is discarded; reconciliation changes
+(update, delete, a key that moves) are applied in order; a superseded batch
+leaves nothing behind."""
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import psycopg
+import pytest
+
+from seam.boundary import (ATTEMPT_HEADER, CONTROL_HEADER, PART_HEADER, RECONCILE_PART, Begin, End, Part, Tally,
+                           new_batch_id)
+from seam.config import parse_pipeline
+from seam.records import Position, Record
+from seam.schema import Column, TableSchema
+from seam.sink import Sink
+from seam.topics import Publisher, ensure_topics, table_topic
+
+pytestmark = pytest.mark.stack
+
+SCHEMA = TableSchema(db="sink_test", table="ledger", primary_key=("id",), columns=(
+    Column("id", "int", "int(11)", False),
+    Column("amount", "decimal", "decimal(12,2)", False, numeric_scale=2),
+    Column("note", "varchar", "varchar(20)", True),
+    Column("blob", "blob", "blob", True),
+))
+POSITION = Position.through("mysql-bin.000001", 4000)
+
+
+@pytest.fixture
+def sink_pipeline(pipeline, tmp_path_factory):
+    """The stack's pipeline with one table and a fresh topic prefix, so every test starts from an empty topic."""
+    import yaml
+    doc = yaml.safe_load(open(pipeline.path))
+    doc["kafka"]["topic_prefix"] = f"sinktest{new_batch_id().replace('-', '')}"
+    doc["tables"] = [{"name": "sink_test.ledger", "key": ["id"]}]
+    return parse_pipeline(doc, source="sink-test")
+
+
+def _row(i: int, amount: str = "1.00", note: str | None = "n") -> dict:
+    return {"id": i, "amount": amount, "note": note, "blob": "AAE="}
+
+
+def _record(batch: str, op: str, before: dict | None, after: dict | None, pos: int = 0) -> Record:
+    image = after or before
+    return Record(op=op, db=SCHEMA.db, table=SCHEMA.table, key={"id": image["id"]}, before=before, after=after,
+                  position=Position("mysql-bin.000001", pos or 4000, 0), snapshot=op == "r", batch=batch)
+
+
+class Batch:
+    """Publishes one batch by hand, keeping the tallies END must carry."""
+
+    def __init__(self, pipeline, publisher: Publisher):
+        self.pipeline, self.publisher = pipeline, publisher
+        self.topic = table_topic(pipeline, pipeline.tables[0])
+        self.id = new_batch_id()
+        self.tallies: dict[tuple[int, int], Tally] = {}
+        begin = Begin(batch=self.id, db=SCHEMA.db, table=SCHEMA.table, mode="full",
+                      columns=[asdict(c) for c in SCHEMA.columns], key=["id"])
+        publisher.send(self.topic, begin.to_json(), b"c", headers=[(CONTROL_HEADER, b"1")])
+
+    def send(self, record: Record, part: int = 0, attempt: int = 1) -> None:
+        value = record.to_json()
+        self.publisher.send(self.topic, value, record.kafka_key(),
+                            headers=[(PART_HEADER, str(part).encode()), (ATTEMPT_HEADER, str(attempt).encode())])
+        self.tallies.setdefault((part, attempt), Tally()).add(value)
+
+    def end(self, winners: list[tuple[int, int]], rows_delta: int = 0) -> None:
+        parts = [Part(p, a, self.tallies.get((p, a), Tally()).rows + (rows_delta if p >= 0 else 0),
+                      self.tallies.get((p, a), Tally()).checksum) for p, a in winners]
+        total = Tally()
+        for p in parts:
+            total = total.merge(Tally(p.rows, p.checksum))
+        end = End(batch=self.id, db=SCHEMA.db, table=SCHEMA.table, mode="full", position=POSITION, parts=parts,
+                  rows=total.rows, checksum=total.checksum)
+        self.publisher.send(self.topic, end.to_json(), b"c", headers=[(CONTROL_HEADER, b"1")])
+        self.publisher.flush()
+
+
+def _apply(pipeline, *batches: str) -> dict[str, str]:
+    sink = Sink(pipeline)
+    try:
+        return sink.run(until_batches=set(batches), idle_exit=5)
+    finally:
+        sink.close()
+
+
+def _table(pipeline) -> list[tuple]:
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        return conn.execute('SELECT id, amount::text, note, blob FROM "sink_test"."ledger" ORDER BY id').fetchall()
+
+
+def _ledger(pipeline, batch: str) -> tuple:
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        return conn.execute("SELECT state, final_rows, error FROM seam.batches WHERE batch_id = %s",
+                            (batch,)).fetchone()
+
+
+def test_batches_commit_reject_discard_attempts_and_apply_changes(sink_pipeline):
+    pipeline = sink_pipeline
+    ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
+    publisher = Publisher(pipeline)
+
+    first = Batch(pipeline, publisher)
+    for i in range(1, 6):
+        first.send(_record(first.id, "r", None, _row(i)))
+    first.end([(0, 1)])
+    assert _apply(pipeline, first.id) == {first.id: "committed"}
+    old = _table(pipeline)
+    assert [r[0] for r in old] == [1, 2, 3, 4, 5] and old[0][1:] == ("1.00", "n", b"\x00\x01")
+
+    # END's count disagrees with what was staged: rejected, the old table stays, the reason is recorded
+    wrong = Batch(pipeline, publisher)
+    for i in range(1, 4):
+        wrong.send(_record(wrong.id, "r", None, _row(i, "9.99")))
+    wrong.end([(0, 1)], rows_delta=1)
+    assert _apply(pipeline, wrong.id) == {wrong.id: "rejected"}
+    state, _, error = _ledger(pipeline, wrong.id)
+    assert state == "rejected" and "staged 3 rows" in error and "END says 4 rows" in error
+    assert _table(pipeline) == old
+
+    # a retried task: attempt 7 published part of chunk 0 and died, attempt 8 published all of it;
+    # then reconciliation: update id 1, delete id 2, move id 3 to id 30, insert id 40
+    retried = Batch(pipeline, publisher)
+    retried.send(_record(retried.id, "r", None, _row(1, "5.00")), part=0, attempt=7)
+    for i in (1, 2, 3):
+        retried.send(_record(retried.id, "r", None, _row(i, "5.00")), part=0, attempt=8)
+    retried.send(_record(retried.id, "r", None, _row(4, "5.00")), part=1, attempt=9)
+    for record in (_record(retried.id, "u", _row(1, "5.00"), _row(1, "6.00", None), 4100),
+                   _record(retried.id, "d", _row(2, "5.00"), None, 4200),
+                   _record(retried.id, "u", _row(3, "5.00"), _row(30, "5.00"), 4300),
+                   _record(retried.id, "c", None, _row(40, "7.00"), 4400),
+                   _record(retried.id, "u", _row(40, "7.00"), _row(40, "8.00"), 4500)):
+        retried.send(record, part=RECONCILE_PART, attempt=0)
+    retried.end([(0, 8), (1, 9), (RECONCILE_PART, 0)])
+    assert _apply(pipeline, retried.id) == {retried.id: "committed"}
+    assert _table(pipeline) == [(1, "6.00", None, b"\x00\x01"), (4, "5.00", "n", b"\x00\x01"),
+                                (30, "5.00", "n", b"\x00\x01"), (40, "8.00", "n", b"\x00\x01")]
+    assert _ledger(pipeline, retried.id)[:2] == ("committed", 4)
+
+    # a batch that never ends is superseded by the next BEGIN, and its staging tables are dropped
+    stale = Batch(pipeline, publisher)
+    stale.send(_record(stale.id, "r", None, _row(99)))
+    fresh = Batch(pipeline, publisher)
+    fresh.send(_record(fresh.id, "r", None, _row(7)))
+    fresh.end([(0, 1)])
+    assert _apply(pipeline, fresh.id) == {stale.id: "superseded", fresh.id: "committed"}
+    assert [r[0] for r in _table(pipeline)] == [7]
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'seam' AND tablename LIKE %s",
+                            (f"%{stale.id}",)).fetchone()[0] == 0
+        offsets = conn.execute("SELECT next_offset FROM seam.offsets WHERE topic = %s",
+                               (table_topic(pipeline, pipeline.tables[0]),)).fetchone()[0]
+    assert offsets == publisher.sent  # every message consumed exactly once, recorded with the data
