@@ -1,0 +1,55 @@
+"""The source checks and chunk planning of the snapshot, on server answers given by hand (the server's
+binlog settings are what is under test, and the shared MariaDB cannot be switched to STATEMENT mid-suite)."""
+from __future__ import annotations
+
+import pytest
+
+from seam.schema import Column, TableSchema
+from seam.snapshot import Chunk, ChunkPlan, SnapshotError, check_source, chunk_sql
+
+SCHEMA = TableSchema("shop", "orders", (Column("id", "bigint", "bigint(20)", False),
+                                        Column("note", "varchar", "varchar(10)", True)), ("id",))
+
+
+class FakeServer:
+    def __init__(self, log_bin=1, fmt="ROW", image="FULL", readable=("id", "note")):
+        self.answers = (log_bin, fmt, image)
+        self.readable = readable
+
+    def cursor(self):
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def execute(self, sql, args=None):
+        self.description = [(c,) for c in self.readable]
+
+    def fetchone(self):
+        return self.answers
+
+
+@pytest.mark.parametrize("server, message", [
+    (FakeServer(log_bin=0), "binary log is off: start MySQL/MariaDB with --log-bin"),
+    (FakeServer(fmt="MIXED"), "binlog_format=MIXED, binlog_row_image=FULL: Seam needs ROW and FULL"),
+    (FakeServer(image="MINIMAL"), "binlog_row_image=MINIMAL"),
+    (FakeServer(readable=("id",)), "the Seam user sees columns ('id',)"),
+])
+def test_source_settings_that_break_exactness_are_refused(server, message):
+    with pytest.raises(SnapshotError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        check_source(server, SCHEMA)
+
+
+def test_a_good_source_passes():
+    check_source(FakeServer(), SCHEMA)
+
+
+def test_chunks_cover_every_key_once_and_names_are_quoted():
+    plan = ChunkPlan("id", (Chunk(0, None, 100), Chunk(1, 100, 200), Chunk(2, 200, None)))
+    assert [plan.chunk_of(v) for v in (-5, 99, 100, 199, 200, 10**12)] == [0, 0, 1, 1, 2, 2]
+    odd = TableSchema("we`ird db", "t", (Column("a`b", "int", "int(11)", False),), ("a`b",))
+    sql = chunk_sql(odd, ChunkPlan("a`b", (Chunk(0, None, 5), Chunk(1, 5, None))), Chunk(1, 5, None))
+    assert "FROM `we``ird db`.`t` x WHERE x.`a``b` >= 5" in sql and "BINLOG_SNAPSHOT_POSITION" in sql
