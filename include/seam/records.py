@@ -6,7 +6,11 @@ Shape (JSON, versioned ``"v": 1``)::
     {"v": 1, "op": "r|c|u|d", "ts_ms": 1764000000000,
      "key": {...}, "before": {...}|null, "after": {...}|null,
      "source": {"db", "table", "snapshot": bool, "batch": id|null,
-                "file": "mysql-bin.000003", "pos": 1234, "row": 0, "gtid": "0-1-42"|null}}
+                "file": "mysql-bin.000003", "pos": 1234, "row": 0, "gtid": "0-1-42"|null,
+                "txn": {"file", "pos"}, "last": bool}}     (txn/last: change events only)
+
+``txn`` is where the source transaction commits; ``last`` marks the table's
+last change in it, so a sink can apply whole source transactions only.
 
 Why JSON, not Avro: any Kafka consumer (kcat, a shell script, another
 language) can read it without a schema registry, which the embedded broker
@@ -106,6 +110,8 @@ class Record:
     batch: str | None = None
     gtid: str | None = None
     ts_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    txn: Position | None = None  # change events: where the source transaction commits (its XID event ends)
+    last: bool = False           # change events: the table's last change in that transaction
 
     def __post_init__(self):
         if self.op not in OPS:
@@ -113,7 +119,7 @@ class Record:
 
     def to_json(self) -> bytes:
         return record_json(self.op, self.db, self.table, self.key, self.before, self.after, self.position,
-                           self.snapshot, self.batch, self.gtid, self.ts_ms)
+                           self.snapshot, self.batch, self.gtid, self.ts_ms, self.txn, self.last)
 
     def kafka_key(self) -> bytes:
         return kafka_key(self.key)
@@ -124,19 +130,24 @@ class Record:
         if doc.get("v") != FORMAT_VERSION:
             raise ValueError(f"record format version {doc.get('v')!r} is not {FORMAT_VERSION}; upgrade Seam")
         s = doc["source"]
+        txn = Position.through(s["txn"]["file"], s["txn"]["pos"]) if s.get("txn") else None
         return cls(op=doc["op"], db=s["db"], table=s["table"], key=doc["key"], before=doc["before"],
                    after=doc["after"], position=Position(s["file"], s["pos"], s["row"]),
-                   snapshot=s["snapshot"], batch=s["batch"], gtid=s["gtid"], ts_ms=doc["ts_ms"])
+                   snapshot=s["snapshot"], batch=s["batch"], gtid=s["gtid"], ts_ms=doc["ts_ms"], txn=txn,
+                   last=s.get("last", False))
 
 
 def record_json(op: str, db: str, table: str, key: dict, before: dict | None, after: dict | None,
-                position: Position, snapshot: bool, batch: str | None, gtid: str | None, ts_ms: int) -> bytes:
+                position: Position, snapshot: bool, batch: str | None, gtid: str | None, ts_ms: int,
+                txn: Position | None = None, last: bool = False) -> bytes:
     """The serialised record (the one place that defines the wire form)."""
-    return json.dumps({
-        "v": FORMAT_VERSION, "op": op, "ts_ms": ts_ms, "key": key, "before": before, "after": after,
-        "source": {"db": db, "table": table, "snapshot": snapshot, "batch": batch,
-                   "file": position.file, "pos": position.pos, "row": position.row, "gtid": gtid},
-    }, ensure_ascii=False, separators=(",", ":")).encode()
+    source = {"db": db, "table": table, "snapshot": snapshot, "batch": batch,
+              "file": position.file, "pos": position.pos, "row": position.row, "gtid": gtid}
+    if txn is not None:
+        source["txn"] = {"file": txn.file, "pos": txn.pos}
+        source["last"] = last
+    return json.dumps({"v": FORMAT_VERSION, "op": op, "ts_ms": ts_ms, "key": key, "before": before,
+                       "after": after, "source": source}, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def kafka_key(key: dict[str, Any]) -> bytes:

@@ -41,7 +41,7 @@ from seam.boundary import ATTEMPT_HEADER, CONTROL_HEADER, PART_HEADER, Begin, En
 from seam.config import Pipeline, TableConfig
 from seam.records import Position
 from seam.schema import Column, TableSchema
-from seam.target import create_table_sql, qi, row_converter, target_table
+from seam.target import create_table_sql, pg_type, qi, row_converter, target_table
 from seam.topics import consumer_config, ensure_topics, table_topic
 
 log = logging.getLogger("seam.sink")
@@ -53,7 +53,8 @@ def record_decoder(schema: TableSchema) -> msgspec.json.Decoder:
     """A decoder for one table's records whose row images decode straight into tuples' worth of fields
     (several times faster than dicts); a record missing a column fails to decode instead of loading NULL."""
     row = msgspec.defstruct("Row", [(f"f{i}", Any, msgspec.field(name=n)) for i, n in enumerate(schema.names)])
-    source = msgspec.defstruct("Source", [("batch", Optional[str])])  # other fields are skipped, not built
+    source = msgspec.defstruct("Source", [("batch", Optional[str]), ("txn", Optional[dict], None),
+                                          ("last", bool, False)])  # other fields are skipped, not built
     wire = msgspec.defstruct("Wire", [("op", str), ("key", msgspec.Raw), ("before", Optional[row]),
                                       ("after", Optional[row]), ("source", source)])
     return msgspec.json.Decoder(wire)
@@ -120,6 +121,37 @@ class OpenBatch:
     tallies: dict[tuple[int, int], Tally] = field(default_factory=dict)
 
 
+STREAM = (-2, -2)  # the header kind of change events (no batch headers)
+
+
+class StreamTable:
+    """A table that receives change events: its schema, applied position, statements and open transaction."""
+
+    def __init__(self, schema: TableSchema, key: tuple[str, ...], applied: Position, decode, convert):
+        self.schema, self.key, self.applied, self.decode, self.convert = schema, key, applied, decode, convert
+        self.buffer: list[tuple[int, object]] = []
+        self.target = target_table(schema.db, schema.table)
+        types = {c.name: pg_type(c) for c in schema.columns}
+        names = schema.names
+        self.key_index = [names.index(k) for k in key]
+        cols = ", ".join(qi(n) for n in names)
+        values = ", ".join(f"%s::{types[n]}" for n in names)
+        if key:
+            match = " AND ".join(f"{qi(k)} = %s::{types[k]}" for k in key)
+            self.delete_sql = f"DELETE FROM {self.target} WHERE {match}"
+            updates = ", ".join(f"{qi(n)} = EXCLUDED.{qi(n)}" for n in names if n not in key) or \
+                f"{qi(key[0])} = EXCLUDED.{qi(key[0])}"
+            self.upsert_sql = (f"INSERT INTO {self.target} ({cols}) VALUES ({values}) "
+                               f"ON CONFLICT ({', '.join(qi(k) for k in key)}) DO UPDATE SET {updates}")
+        else:  # keyless: one row identical in every column goes, duplicates stay counted
+            match = " AND ".join(f"{qi(n)} IS NOT DISTINCT FROM %s::{types[n]}" for n in names)
+            self.delete_sql = f"DELETE FROM {self.target} WHERE ctid = (SELECT ctid FROM {self.target} WHERE {match} LIMIT 1)"
+            self.upsert_sql = f"INSERT INTO {self.target} ({cols}) VALUES ({values})"
+
+    def key_of(self, values: tuple) -> tuple:
+        return tuple(values[i] for i in self.key_index)
+
+
 def schema_from_begin(begin: Begin) -> TableSchema:
     return TableSchema(db=begin.db, table=begin.table,
                        columns=tuple(Column(**c) for c in begin.columns), primary_key=tuple(begin.key))
@@ -143,6 +175,7 @@ class Sink:
         self.conn.autocommit = False
         self.open: dict[str, OpenBatch | None] = {topic: self._load_open(topic) for topic in self.tables}
         self.finished: dict[str, str] = {}  # batch id -> final state, for callers waiting on a batch
+        self.streams: dict[str, StreamTable] = {}  # topic -> change-event state, loaded on first use
 
     # ------------------------------------------------------------ running
 
@@ -234,7 +267,7 @@ class Sink:
             kind = kinds.get(header_key, False)
             if kind is False:
                 headers = dict(header_key)
-                kind = kinds[header_key] = None if CONTROL_HEADER in headers else (
+                kind = kinds[header_key] = None if CONTROL_HEADER in headers else STREAM if not headers else (
                     int(headers.get(PART_HEADER, b"0")), int(headers.get(ATTEMPT_HEADER, b"0")))
             if kind is None:
                 flush()
@@ -244,6 +277,12 @@ class Sink:
                 else:
                     self._end(topic, control, m.offset())
                 batch = self.open[topic]
+                continue
+            if kind is STREAM:
+                if batch is not None:
+                    raise SinkError(f"change events for {topic} arrived while a full load of the table is being "
+                                    "applied; not supported yet: stop `seam stream` during full loads")
+                self._stream_change(topic, m)
                 continue
             if batch is None:
                 continue  # rows of a batch whose BEGIN this sink never saw (superseded, or before its time)
@@ -266,9 +305,62 @@ class Sink:
                 if doc.after is not None:
                     change_rows.append(batch.convert(doc.after) + (seq + 1, False))
         flush()
+        stream = self.streams.get(topic)
+        resume_at = stream.buffer[0][0] if stream and stream.buffer else messages[-1].offset() + 1
         self.conn.execute(f"INSERT INTO {self.state}.offsets (topic, partition, next_offset) VALUES (%s, 0, %s) "
                           "ON CONFLICT (topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, "
-                          "updated_at = now()", (topic, messages[-1].offset() + 1))
+                          "updated_at = now()", (topic, resume_at))
+
+    # ------------------------------------------------------------ change events
+
+    def _stream_change(self, topic: str, message) -> None:
+        """Buffer a change until its source transaction is complete for this table, then apply it whole."""
+        stream = self.streams.get(topic) or self._load_stream(topic)
+        if stream is None:
+            log.warning("change event for %s skipped: the table has no committed full load", topic)
+            return
+        doc = stream.decode(message.value())
+        commit = Position.through(doc.source.txn["file"], doc.source.txn["pos"])
+        if stream.applied is not None and not commit.after(stream.applied):
+            return  # its transaction is already in the target (a snapshot or an applied transaction)
+        stream.buffer.append((message.offset(), doc))
+        if doc.source.last:
+            self._apply_transaction(stream, [d for _, d in stream.buffer])
+            stream.buffer.clear()
+            stream.applied = commit
+            self.conn.execute(
+                f"INSERT INTO {self.state}.positions (db, tbl, file, pos, row_index, batch_id) "
+                "VALUES (%s, %s, %s, %s, %s, NULL) ON CONFLICT (db, tbl) DO UPDATE SET file = EXCLUDED.file, "
+                "pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, updated_at = now()",
+                (stream.schema.db, stream.schema.table, commit.file, commit.pos, commit.row))
+
+    def _apply_transaction(self, stream: "StreamTable", docs: list) -> None:
+        with self.conn.cursor() as cur:
+            for doc in docs:
+                before = stream.convert(doc.before) if doc.before is not None else None
+                after = stream.convert(doc.after) if doc.after is not None else None
+                if before is not None and (after is None or stream.key_of(before) != stream.key_of(after)
+                                           or not stream.key):
+                    cur.execute(stream.delete_sql, stream.key_of(before) if stream.key else before)
+                    if cur.rowcount != 1:
+                        raise SinkError(f"{stream.target}: a change at {doc.source.txn} deletes a row the target "
+                                        "does not have; the target diverged from the source: re-run "
+                                        "`seam load full` for the table")
+                if after is not None:
+                    cur.execute(stream.upsert_sql, after)
+
+    def _load_stream(self, topic: str) -> "StreamTable | None":
+        row = self.conn.execute(
+            f"SELECT b.db, b.tbl, b.columns, b.key_columns, p.file, p.pos, p.row_index FROM {self.state}.batches b "
+            f"JOIN {self.state}.positions p ON p.db = b.db AND p.tbl = b.tbl WHERE b.topic = %s "
+            "AND b.state = 'committed' ORDER BY b.finished_at DESC LIMIT 1", (topic,)).fetchone()
+        if row is None:
+            return None
+        begin = Begin(batch="", db=row[0], table=row[1], mode="full", columns=row[2], key=row[3])
+        schema = schema_from_begin(begin)
+        stream = self.streams[topic] = StreamTable(schema, tuple(row[3]), Position(row[4], row[5], row[6]),
+                                                   record_decoder(schema).decode, row_converter(schema))
+        return stream
 
     def _copy(self, batch: OpenBatch, stage_rows: list, change_rows: list) -> None:
         cols = ", ".join(qi(n) for n in batch.schema.names)
