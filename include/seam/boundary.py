@@ -123,7 +123,19 @@ class End:
         return _dump({"control": "END", **doc})
 
 
-def parse_control(value: bytes) -> Begin | End:
+@dataclass(frozen=True)
+class Heartbeat:
+    """From the change reader, between source transactions: every change of this table up to ``position``
+    has been published before this message, so a sink that has applied them is at ``position``."""
+
+    position: Position
+
+    def to_json(self) -> bytes:
+        return _dump({"control": "HEARTBEAT", "position": {"file": self.position.file, "pos": self.position.pos,
+                                                           "row": self.position.row}})
+
+
+def parse_control(value: bytes) -> Begin | End | Heartbeat:
     doc = json.loads(value)
     if doc.get("v") != FORMAT_VERSION:
         raise ValueError(f"control message version {doc.get('v')!r} is not {FORMAT_VERSION}")
@@ -131,6 +143,8 @@ def parse_control(value: bytes) -> Begin | End:
     doc.pop("v")
     if kind == "BEGIN":
         return Begin(**doc)
+    if kind == "HEARTBEAT":
+        return Heartbeat(Position(**doc["position"]))
     if kind == "END":
         doc["position"] = Position(**doc["position"])
         doc["checksum"] = int(doc["checksum"])

@@ -125,6 +125,97 @@ def cmd_sink(args, stack: EmbeddedStack) -> int:
     return 0
 
 
+def cmd_stream(args, stack: EmbeddedStack) -> int:
+    pipeline = _pipeline(args)
+    tables = [pipeline.table(t) for t in args.table] if args.table else list(pipeline.tables)
+    if args.action == "start" and args.foreground:
+        return _stream_foreground(pipeline, tables, args.until_idle)
+    if args.action == "start":
+        pid = stack.running("stream")
+        if pid:
+            print(f"stream already running (pid {pid})")
+            return 0
+        cmd = [sys.executable, "-m", "seam.cli", "--pipeline", args.pipeline, "stream", "start", "--foreground",
+               *[a for t in tables for a in ("--table", t.name)]]
+        pid = stack.start_process("stream", cmd)
+        time.sleep(3)
+        if not stack.running("stream"):
+            log = stack.log_dir / "stream.log"
+            tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
+            raise StackError(f"the stream stopped at once: {tail[0] if tail else 'see ' + str(log)}")
+        print(f"stream started (pid {pid}); log {stack.log_dir / 'stream.log'}; `seam stream status` shows lag")
+        return 0
+    if args.action == "stop":
+        pid = stack.stop("stream")
+        print(f"stream stopped (pid {pid})" if pid else "stream was not running")
+        return 0
+    return _stream_status(pipeline, tables, stack)
+
+
+def _stream_foreground(pipeline, tables, until_idle: bool) -> int:
+    import logging
+    import signal
+    import threading
+    from seam.sink import Sink
+    from seam.streaming import ChangeReader
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    stopping: list[BaseException | bool] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    reader = ChangeReader(pipeline, tables)
+    sink = Sink(pipeline, tables)
+
+    def read():
+        try:
+            reader.run(should_stop=lambda: bool(stopping), until_idle=until_idle)
+        except BaseException as exc:  # the sink loop must stop too, and the error must be reported
+            stopping.append(exc)
+            raise
+
+    thread = threading.Thread(target=read, name="seam-change-reader", daemon=True)
+    thread.start()
+    try:
+        sink.run(should_stop=lambda: bool(stopping) or (until_idle and not thread.is_alive()),
+                 idle_exit=4 if until_idle else None)
+        if until_idle:
+            sink.run(idle_exit=4)  # drain what the reader published last
+    finally:
+        sink.close()
+    thread.join(timeout=30)
+    errors = [e for e in stopping if isinstance(e, BaseException)]
+    if errors:
+        raise errors[0]
+    return 0
+
+
+def _stream_status(pipeline, tables, stack: EmbeddedStack) -> int:
+    import pymysql
+    from seam.records import Position
+    from seam.sink import applied_position, connect_target
+    conn = pymysql.connect(**pipeline.source.pymysql_kwargs())
+    with conn.cursor() as cur:
+        try:
+            cur.execute("SHOW BINARY LOG STATUS")  # MySQL 8.4+
+        except pymysql.err.MySQLError:
+            cur.execute("SHOW MASTER STATUS")
+        file, pos = cur.fetchone()[:2]
+    conn.close()
+    head = Position.through(file, int(pos))
+    pid = stack.running("stream")
+    print(f"stream: {'running (pid ' + str(pid) + ')' if pid else 'not running'}; source binlog at {head}")
+    target = connect_target(pipeline)
+    for t in tables:
+        applied = applied_position(target, pipeline.target.state_schema, t.db, t.table)
+        if applied is None:
+            lag = "no committed full load"
+        elif applied.file == head.file:
+            lag = f"{head.pos - applied.pos:,} bytes behind"
+        else:
+            lag = f"{head.sort_key[0] - applied.sort_key[0]} binlog file(s) behind"
+        print(f"  {t.name:30} applied {str(applied) if applied else '-':28} {lag}")
+    target.close()
+    return 0
+
+
 # ----------------------------------------------------------------- main ----
 
 def build_parser() -> argparse.ArgumentParser:
@@ -174,6 +265,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
     p.set_defaults(func=cmd_sink)
 
+    p = sub.add_parser("stream", parents=[common], help="binlog streaming: `seam stream start|stop|status`")
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("--table", action="append", default=[], help="only these tables (repeatable; default all)")
+    p.add_argument("--foreground", action="store_true", help="start: run here instead of in the background")
+    p.add_argument("--until-idle", action="store_true", help="start --foreground: stop at the binlog's end")
+    p.set_defaults(func=cmd_stream)
+
     p = sub.add_parser("trigger", parents=[common], help="trigger an Airflow DAG run on the stack's Airflow")
     p.add_argument("dag_id")
     p.add_argument("--conf", help="run conf as JSON")
@@ -189,9 +287,10 @@ def _operational_errors() -> tuple[type[Exception], ...]:
     from seam.schema import SchemaError
     from seam.sink import SinkError
     from seam.snapshot import SnapshotError
+    from seam.streaming import StreamError
     from seam.target import TargetError
     from seam.topics import BrokerError
-    return (LoadError, SchemaError, SinkError, SnapshotError, TargetError, BrokerError)
+    return (LoadError, SchemaError, SinkError, SnapshotError, TargetError, BrokerError, StreamError)
 
 
 def main(argv: list[str] | None = None) -> int:

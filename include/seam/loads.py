@@ -52,7 +52,8 @@ def _sink_running(conn, topic: str) -> bool:
 
 
 def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: str | None = None,
-              say: Callable[[str], None] = print, timeout: float = 3600, progress_every: float = 3.0) -> list[dict]:
+              say: Callable[[str], None] = print, timeout: float = 3600, progress_every: float = 3.0,
+              stall_after: float = 300.0) -> list[dict]:
     """Load each table fully; returns one summary per table. Raises LoadError if any batch did not commit."""
     for table in tables:  # every check before anything is published: a bad table changes nothing
         prepare(pipeline, table)
@@ -78,6 +79,7 @@ def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: s
 
     results: dict[str, dict] = {}
     last_report, last_rows = started, 0
+    last_progress, spark_done = started, None
     try:
         while len(results) < len(tables):
             time.sleep(0.5)
@@ -97,11 +99,22 @@ def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: s
                                 "applying it, the target keeps the previous data meanwhile")
             if time.time() - started > timeout:
                 raise LoadError(f"no commit within {timeout:.0f}s; the target keeps the previous data")
+            if code == 0 and spark_done is None:
+                spark_done = time.time()
+            if spark_done is not None and time.time() - max(spark_done, last_progress) > stall_after:
+                unseen = [name for name, b in batches.items() if batch_status(conn, pipeline.target.state_schema, b)
+                          is None]
+                raise LoadError(f"the Spark job published everything, but the sink has made no progress for "
+                                f"{stall_after:.0f}s" + (f" and never saw the BEGIN of {', '.join(unseen)}" if unseen
+                                                        else "") + "; is the sink running and the broker the same "
+                                "one the job wrote to? The target keeps the previous data; re-run the load")
             if time.time() - last_report >= progress_every:
                 staged = sum((batch_status(conn, pipeline.target.state_schema, b) or {}).get("staged_rows", 0)
                              for b in batches.values())
                 rate = (staged - last_rows) / (time.time() - last_report)
                 say(f"  staged {staged:,} rows in the target ({rate:,.0f} rows/s)")
+                if staged != last_rows:
+                    last_progress = time.time()
                 last_report, last_rows = time.time(), staged
         spark.wait(timeout=120)
     finally:

@@ -37,12 +37,12 @@ from typing import Any, Callable, Optional
 import msgspec
 import psycopg
 
-from seam.boundary import ATTEMPT_HEADER, CONTROL_HEADER, PART_HEADER, Begin, End, Tally, parse_control
+from seam.boundary import ATTEMPT_HEADER, CONTROL_HEADER, PART_HEADER, Begin, End, Heartbeat, Tally, parse_control
 from seam.config import Pipeline, TableConfig
 from seam.records import Position
 from seam.schema import Column, TableSchema
 from seam.target import create_table_sql, pg_type, qi, row_converter, target_table
-from seam.topics import consumer_config, ensure_topics, table_topic
+from seam.topics import consumer_config, ensure_topics, table_topic, topic_ids
 
 log = logging.getLogger("seam.sink")
 
@@ -87,6 +87,7 @@ def state_ddl(schema: str) -> list[str]:
         f"""CREATE TABLE IF NOT EXISTS {s}.offsets (
             topic text NOT NULL, partition integer NOT NULL, next_offset bigint NOT NULL,
             updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (topic, partition))""",
+        f"ALTER TABLE {s}.offsets ADD COLUMN IF NOT EXISTS topic_id text",
         f"""CREATE TABLE IF NOT EXISTS {s}.positions (
             db text NOT NULL, tbl text NOT NULL, file text NOT NULL, pos bigint NOT NULL, row_index integer NOT NULL,
             batch_id text, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (db, tbl))""",
@@ -176,6 +177,7 @@ class Sink:
         self.open: dict[str, OpenBatch | None] = {topic: self._load_open(topic) for topic in self.tables}
         self.finished: dict[str, str] = {}  # batch id -> final state, for callers waiting on a batch
         self.streams: dict[str, StreamTable] = {}  # topic -> change-event state, loaded on first use
+        self.topic_ids: dict[str, str] = {}
 
     # ------------------------------------------------------------ running
 
@@ -185,6 +187,7 @@ class Sink:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
         ensure_topics(self.pipeline, list(self.tables))
+        self.topic_ids = topic_ids(self.pipeline, list(self.tables))
         consumer = Consumer(consumer_config(self.pipeline))
         stored = self._stored_offsets()
         consumer.assign([TopicPartition(t, 0, stored.get(t, OFFSET_BEGINNING)) for t in self.tables])
@@ -235,10 +238,27 @@ class Sink:
         consumer.seek(TopicPartition(topic, 0, OFFSET_BEGINNING))
 
     def _stored_offsets(self) -> dict[str, int]:
+        """Where to resume each topic: the stored offset, or the beginning of a topic that was recreated.
+
+        A broker that lost a topic (the embedded one keeps topics in memory) serves an empty log under the
+        same name, and a stored offset past its end just waits for ever; the topic's id tells them apart.
+        """
+        from confluent_kafka import OFFSET_BEGINNING
+
         with self.conn.transaction():
-            rows = self.conn.execute(f"SELECT topic, next_offset FROM {self.state}.offsets WHERE partition = 0 "
-                                     "AND topic = ANY(%s)", (list(self.tables),)).fetchall()
-        return dict(rows)
+            rows = self.conn.execute(f"SELECT topic, next_offset, topic_id FROM {self.state}.offsets "
+                                     "WHERE partition = 0 AND topic = ANY(%s)", (list(self.tables),)).fetchall()
+        resume = {}
+        for topic, offset, stored_id in rows:
+            if stored_id is not None and stored_id != self.topic_ids.get(topic):
+                log.warning("topic %s was recreated on the broker (id %s, was %s): its earlier messages are gone; "
+                            "reading the new topic from its beginning (an open batch that lost messages fails "
+                            "its END check; the change reader republishes from the target's positions)",
+                            topic, self.topic_ids.get(topic), stored_id)
+                resume[topic] = OFFSET_BEGINNING
+            else:
+                resume[topic] = offset
+        return resume
 
     # ------------------------------------------------------------ applying
 
@@ -272,7 +292,9 @@ class Sink:
             if kind is None:
                 flush()
                 control = parse_control(m.value())
-                if isinstance(control, Begin):
+                if isinstance(control, Heartbeat):
+                    self._heartbeat(topic, control)
+                elif isinstance(control, Begin):
                     self._begin(topic, control, m.offset())
                 else:
                     self._end(topic, control, m.offset())
@@ -307,9 +329,10 @@ class Sink:
         flush()
         stream = self.streams.get(topic)
         resume_at = stream.buffer[0][0] if stream and stream.buffer else messages[-1].offset() + 1
-        self.conn.execute(f"INSERT INTO {self.state}.offsets (topic, partition, next_offset) VALUES (%s, 0, %s) "
-                          "ON CONFLICT (topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, "
-                          "updated_at = now()", (topic, resume_at))
+        self.conn.execute(f"INSERT INTO {self.state}.offsets (topic, partition, next_offset, topic_id) "
+                          "VALUES (%s, 0, %s, %s) ON CONFLICT (topic, partition) DO UPDATE SET "
+                          "next_offset = EXCLUDED.next_offset, topic_id = EXCLUDED.topic_id, updated_at = now()",
+                          (topic, resume_at, self.topic_ids.get(topic)))
 
     # ------------------------------------------------------------ change events
 
@@ -328,11 +351,24 @@ class Sink:
             self._apply_transaction(stream, [d for _, d in stream.buffer])
             stream.buffer.clear()
             stream.applied = commit
-            self.conn.execute(
-                f"INSERT INTO {self.state}.positions (db, tbl, file, pos, row_index, batch_id) "
-                "VALUES (%s, %s, %s, %s, %s, NULL) ON CONFLICT (db, tbl) DO UPDATE SET file = EXCLUDED.file, "
-                "pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, updated_at = now()",
-                (stream.schema.db, stream.schema.table, commit.file, commit.pos, commit.row))
+            self._store_position(stream.schema.db, stream.schema.table, commit)
+
+    def _heartbeat(self, topic: str, beat: Heartbeat) -> None:
+        """Every change of the table before the heartbeat is applied (topic order): advance its position."""
+        if self.open[topic] is not None:
+            return  # a full load is being applied; its END sets the position
+        stream = self.streams.get(topic) or self._load_stream(topic)
+        if stream is None or stream.buffer or not beat.position.after(stream.applied):
+            return
+        stream.applied = beat.position
+        self._store_position(stream.schema.db, stream.schema.table, beat.position)
+
+    def _store_position(self, db: str, table: str, position: Position) -> None:
+        self.conn.execute(
+            f"INSERT INTO {self.state}.positions (db, tbl, file, pos, row_index, batch_id) "
+            "VALUES (%s, %s, %s, %s, %s, NULL) ON CONFLICT (db, tbl) DO UPDATE SET file = EXCLUDED.file, "
+            "pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, updated_at = now()",
+            (db, table, position.file, position.pos, position.row))
 
     def _apply_transaction(self, stream: "StreamTable", docs: list) -> None:
         with self.conn.cursor() as cur:

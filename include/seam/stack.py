@@ -154,6 +154,17 @@ class EmbeddedStack:
             if pid:
                 log(f"{name:9} stopped (pid {pid})")
 
+    def start_process(self, name: str, cmd: list[str]) -> int:
+        """Start a long-running Seam process (e.g. the stream) under a PID file, logging to logs/<name>.log."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._spawn(name, cmd, self.log_dir / f"{name}.log", env=dict(os.environ))
+        return self._procs[name].pid
+
+    def running(self, name: str) -> int | None:
+        """PID of a live process started under ``name``, else None."""
+        return self._alive_pid(name)
+
     def stop(self, name: str) -> int | None:
         """Stop one service if our PID file names a live process of it; return its PID."""
         pid = self._alive_pid(name)

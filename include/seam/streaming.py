@@ -8,6 +8,9 @@ It buffers each source transaction and publishes its changes only once the
 transaction's XID (commit) event has been read, every record carrying the
 commit position (``source.txn``) and, on the table's last change of the
 transaction, ``source.last``: the sink applies whole source transactions.
+Between transactions it sends HEARTBEAT control messages with its binlog
+position to every followed topic, so the applied position of a table that
+sees no changes still advances (lag is then source position minus applied).
 
 It keeps no state of its own: on restart (or when Kafka has lost messages)
 it reads again from the target's positions and the sink skips what it has
@@ -24,6 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from seam.boundary import CONTROL_HEADER, Heartbeat
 from seam.config import Pipeline, TableConfig
 from seam.records import Position, Record, binlog_values, key_of, normalize_row
 from seam.schema import TableSchema, read_schema
@@ -108,7 +112,7 @@ class ChangeReader:
         stats = {"transactions": 0, "changes": 0}
         pending: list[Record] = []
         gtid = None
-        last_flush = time.monotonic()
+        last_flush, last_heartbeat = time.monotonic(), None
         try:
             for event in stream:
                 if isinstance(event, MariadbGtidEvent):
@@ -127,6 +131,13 @@ class ChangeReader:
                     log.warning("DDL in the binlog at %s:%s (%s): not handled yet", stream.log_file,
                                 event.packet.log_pos, event.query[:200])
                 if time.monotonic() - last_flush > 0.2:
+                    if not pending and stream.log_file:  # between transactions: tell idle tables where we are
+                        here = Position.through(stream.log_file, stream.log_pos)
+                        if last_heartbeat is None or here.after(last_heartbeat):
+                            beat = Heartbeat(here).to_json()
+                            for f in self.followed.values():
+                                publisher.send(f.topic, beat, b"__seam_control__", headers=[(CONTROL_HEADER, b"1")])
+                            last_heartbeat = here
                     publisher.flush()
                     last_flush = time.monotonic()
                     if on_commit:

@@ -93,6 +93,16 @@ def ensure_topics(pipeline: Pipeline, topics: list[str], timeout: float = 15.0) 
                 raise BrokerError(f"cannot create topic {topic}: {exc}") from None
 
 
+def topic_ids(pipeline: Pipeline, topics: list[str], timeout: float = 15.0) -> dict[str, str]:
+    """Each topic's id: a topic deleted and created again under the same name gets a new one."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": pipeline.kafka.bootstrap, "logger": _KAFKA_LOG})
+    futures = admin.describe_topics(TopicCollection(topics), request_timeout=timeout)
+    return {topic: str(future.result(timeout).topic_id) for topic, future in futures.items()}
+
+
 class Publisher:
     """A producer that waits for queue space and fails loudly on any undelivered message."""
 

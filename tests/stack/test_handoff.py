@@ -84,3 +84,37 @@ def test_purged_binlog_is_a_clear_error(pipeline_path, tmp_path):
                 ChangeReader(pipeline)
         finally:
             conn.execute("UPDATE seam.positions SET file = %s WHERE db = %s AND tbl = 'accounts'", (saved[0], DB))
+
+
+def test_stream_start_status_stop(pipeline_path):
+    """`seam stream start` runs in the background, `status` shows per-table positions and lag from the source's
+    and the target's positions, `stop` ends it; changes written meanwhile reach the target."""
+    pipeline = load_pipeline(pipeline_path)
+
+    def seam(*args):
+        return subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "stream", *args],
+                              capture_output=True, text=True, timeout=120)
+
+    started = seam("start")
+    assert started.returncode == 0 and "stream started" in started.stdout, started.stderr
+    try:
+        demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=100, seconds=5, threads=1, seed=5, database=DB)
+        status = seam("status")
+        assert status.returncode == 0 and "stream: running" in status.stdout, status.stderr
+        for table in TABLES:
+            assert f"{DB}.{table}" in status.stdout
+        import time
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if all(source_rows(pipeline, DB, t)[0] == target_rows(pipeline, source_rows(pipeline, DB, t)[1])
+                   for t in TABLES):
+                break
+            time.sleep(2)
+        else:
+            raise AssertionError("the running stream did not bring the target to the source within 60 s")
+        caught_up = seam("status")
+        assert caught_up.stdout.count(" 0 bytes behind") == len(TABLES), caught_up.stdout
+    finally:
+        stopped = seam("stop")
+    assert "stream stopped" in stopped.stdout
+    assert "not running" in seam("status").stdout
