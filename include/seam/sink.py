@@ -420,6 +420,16 @@ class Sink:
     def _begin(self, topic: str, begin: Begin, offset: int) -> None:
         known = self.conn.execute(f"SELECT state FROM {self.state}.batches WHERE batch_id = %s",
                                   (begin.batch,)).fetchone()
+        current = self.open[topic]
+        if known and current is not None and current.begin.batch == begin.batch:
+            # the topic is being read again from before this batch (offsets reset by hand, or a replay):
+            # start its staging afresh, or every row would be staged twice and the batch rejected
+            log.warning("BEGIN of open batch %s seen again: staging it from the start", begin.batch)
+            self.conn.execute(f"TRUNCATE {current.stage}, {current.changes}")
+            self.conn.execute(f"DELETE FROM {self.state}.batch_parts WHERE batch_id = %s", (begin.batch,))
+            self.conn.execute(f"UPDATE {self.state}.batches SET staged_rows = 0 WHERE batch_id = %s", (begin.batch,))
+            current.tallies.clear()
+            return
         if known:
             log.warning("BEGIN of batch %s seen again (state %s); ignored", begin.batch, known[0])
             return

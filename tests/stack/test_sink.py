@@ -175,3 +175,21 @@ def test_a_topic_lost_with_the_broker_is_read_from_its_new_beginning(sink_pipeli
     after.end([(0, 1)])
     assert _apply(pipeline, after.id) == {after.id: "committed"}
     assert [r[0] for r in _table(pipeline)] == [500]
+
+
+def test_an_open_batch_read_again_from_its_begin_is_staged_once(sink_pipeline):
+    """If the topic is read again from before an open batch (offsets reset), its rows must not be staged twice."""
+    pipeline = sink_pipeline
+    topic = table_topic(pipeline, pipeline.tables[0])
+    ensure_topics(pipeline, [topic])
+    publisher = Publisher(pipeline)
+    batch = Batch(pipeline, publisher)
+    for i in range(1, 11):
+        batch.send(_record(batch.id, "r", None, _row(i)))
+    publisher.flush()
+    assert _apply(pipeline, batch.id) == {}  # no END yet: staged, open
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        conn.execute("UPDATE seam.offsets SET next_offset = 0 WHERE topic = %s", (topic,))
+    batch.end([(0, 1)])
+    assert _apply(pipeline, batch.id) == {batch.id: "committed"}
+    assert [r[0] for r in _table(pipeline)] == list(range(1, 11))
