@@ -193,3 +193,60 @@ def test_an_open_batch_read_again_from_its_begin_is_staged_once(sink_pipeline):
     batch.end([(0, 1)])
     assert _apply(pipeline, batch.id) == {batch.id: "committed"}
     assert [r[0] for r in _table(pipeline)] == list(range(1, 11))
+
+
+def test_structured_streaming_sink_applies_batches_and_resumes_from_the_target(sink_pipeline):
+    """The Spark Structured Streaming sink (Python Data Source Kafka reader + foreachBatch) commits batches
+    as they arrive; restarted with a fresh checkpoint it resumes from the offsets stored in the target."""
+    import time
+    from seam.spark import spark_session
+    from seam.stream_sink import start_stream_sink
+
+    pipeline = sink_pipeline
+    ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
+    publisher = Publisher(pipeline)
+    first = Batch(pipeline, publisher)
+    for i in range(1, 21):
+        first.send(_record(first.id, "r", None, _row(i)))
+    first.end([(0, 1)])
+
+    def wait_for(batch_id):
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            state = _ledger(pipeline, batch_id)
+            if state and state[0] != "open":
+                return state[0]
+            time.sleep(0.5)
+        raise AssertionError(f"batch {batch_id} not applied by the stream")
+
+    spark = spark_session(pipeline, "seam-test-stream-sink")
+    query, sink = start_stream_sink(spark, pipeline, list(pipeline.tables))
+    try:
+        assert wait_for(first.id) == "committed"
+        second = Batch(pipeline, publisher)
+        for i in range(100, 105):
+            second.send(_record(second.id, "r", None, _row(i)))
+        second.end([(0, 1)])
+        assert wait_for(second.id) == "committed"
+    finally:
+        query.stop()
+        sink.close()
+    assert [r[0] for r in _table(pipeline)] == list(range(100, 105))
+
+    query, sink = start_stream_sink(spark, pipeline, list(pipeline.tables))  # fresh checkpoint: offsets from PG
+    try:
+        third = Batch(pipeline, publisher)
+        for i in range(200, 203):
+            third.send(_record(third.id, "r", None, _row(i)))
+        third.end([(0, 1)])
+        assert wait_for(third.id) == "committed"
+        read = sum(p["numInputRows"] for p in query.recentProgress)
+    finally:
+        query.stop()
+        sink.close()
+    assert read == 5, "the restarted stream must read only the new batch (BEGIN, 3 rows, END), nothing again"
+    assert [r[0] for r in _table(pipeline)] == [200, 201, 202]
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        states = conn.execute("SELECT batch_id, state FROM seam.batches WHERE batch_id = ANY(%s)",
+                              ([first.id, second.id],)).fetchall()
+    assert sorted(s for _, s in states) == ["committed", "committed"]

@@ -1,0 +1,29 @@
+"""spark-submit entry point: the Structured Streaming sink (Kafka topics -> PostgreSQL, foreachBatch)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from seam.config import load_pipeline
+from seam.spark import spark_session
+from seam.stream_sink import start_stream_sink
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pipeline", default=None)
+    parser.add_argument("--table", action="append", default=[], help="only these tables (repeatable)")
+    args = parser.parse_args(argv)
+    pipeline = load_pipeline(args.pipeline)
+    tables = [pipeline.table(t) for t in args.table] if args.table else list(pipeline.tables)
+    spark = spark_session(pipeline, "seam-stream-sink")
+    query, sink = start_stream_sink(spark, pipeline, tables)
+    try:
+        query.awaitTermination()
+    finally:
+        sink.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
