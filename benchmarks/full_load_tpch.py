@@ -85,8 +85,8 @@ def baseline(pipeline, rows: int, warm: bool) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as out:
         command = spark_submit_command(pipeline, "raw", ["--table", "`tpch`.`orders`", "--key", "o_orderkey",
                                                          "--upper", str(rows * 4), "--out", out + "/orders",
-                                                         *(["--warm"] if warm else [])])
-        command[command.index(str(ROOT / "spark_jobs" / "raw.py"))] = str(ROOT / "benchmarks" / "raw_jdbc_to_parquet.py")
+                                                         *(["--warm"] if warm else [])],
+                                       script=ROOT / "benchmarks" / "raw_jdbc_to_parquet.py")
         started = time.time()
         result = subprocess.run(command, env=job_env(), capture_output=True, text=True)
         wall = time.time() - started

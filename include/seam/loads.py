@@ -30,11 +30,12 @@ class LoadError(RuntimeError):
     """A load did not commit; the message says what happened and what to do."""
 
 
-def spark_submit_command(pipeline: Pipeline, job: str, args: list[str]) -> list[str]:
+def spark_submit_command(pipeline: Pipeline, job: str, args: list[str], script: Path | None = None) -> list[str]:
+    """spark-submit of ``spark_jobs/<job>.py`` (or of ``script``) on the pipeline's master."""
     submit = Path(sys.executable).with_name("spark-submit")
     return [str(submit if submit.exists() else "spark-submit"), "--master", pipeline.spark.master,
             "--jars", pipeline.spark.jdbc_jar, "--name", f"seam-{job}", "--conf", "spark.log.level=WARN",
-            "--conf", "spark.ui.enabled=false", str(PROJECT_ROOT / "spark_jobs" / f"{job}.py"), *args]
+            "--conf", "spark.ui.enabled=false", str(script or PROJECT_ROOT / "spark_jobs" / f"{job}.py"), *args]
 
 
 def job_env() -> dict[str, str]:

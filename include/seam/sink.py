@@ -236,12 +236,7 @@ class Sink:
                         break
                     continue
                 last_message = time.monotonic()
-                by_topic: dict[str, list] = {}
-                for m in good:
-                    by_topic.setdefault(m.topic(), []).append(m)
-                with self.conn.transaction():
-                    for topic, batch in by_topic.items():
-                        self._apply(topic, batch)
+                self._apply_all(good)
         finally:
             consumer.close()
         return dict(self.finished)
@@ -259,13 +254,17 @@ class Sink:
         """Apply one Spark micro-batch (``seam.kafka_source`` rows) in one transaction. Messages below the
         stored offsets (a micro-batch replayed after a failure) are skipped: replaying changes nothing."""
         stored = self._stored_offsets()
+        self._apply_all([_RowMessage(row) for row in sorted(rows, key=lambda r: (r.topic, r.offset))
+                         if row.offset >= max(0, stored.get(row.topic, 0))])
+
+    def _apply_all(self, messages: list) -> None:
+        """Messages of any topics, in offset order per topic, applied in ONE transaction with the offsets."""
         by_topic: dict[str, list] = {}
-        for row in sorted(rows, key=lambda r: (r.topic, r.offset)):
-            if row.offset >= max(0, stored.get(row.topic, 0)):
-                by_topic.setdefault(row.topic, []).append(_RowMessage(row))
+        for m in messages:
+            by_topic.setdefault(m.topic(), []).append(m)
         with self.conn.transaction():
-            for topic, messages in by_topic.items():
-                self._apply(topic, messages)
+            for topic, batch in by_topic.items():
+                self._apply(topic, batch)
 
     def _offset_lost(self, consumer, message) -> None:
         """The stored offset is past the log: the broker lost or recreated the topic."""
@@ -480,9 +479,8 @@ class Sink:
                          error=f"superseded by batch {begin.batch} before its END arrived")
             log.warning("batch %s of %s.%s superseded by %s (it never ended)", previous.begin.batch,
                         begin.db, begin.table, begin.batch)
-        schema = schema_from_begin(begin)
         batch = self._open_batch(begin)
-        key = tuple(begin.key)
+        schema, key = batch.schema, tuple(begin.key)
         self.conn.execute(create_table_sql(batch.stage, schema, key,
                                            extra="_seam_part integer NOT NULL, _seam_attempt bigint NOT NULL"))
         self.conn.execute(create_table_sql(batch.changes, schema, key,

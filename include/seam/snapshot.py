@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from seam.records import Position, Record, binlog_values, key_of, normalize_row
-from seam.schema import Column, SchemaError, TableSchema
+from seam.schema import Column, TableSchema
 
 _INTEGER_KEY = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 _BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from seam.boundary import CONTROL_HEADER, Heartbeat
 from seam.config import Pipeline, TableConfig
 from seam.records import Position, Record, binlog_values, key_of, normalize_row
 from seam.schema import TableSchema, read_schema
+from seam.snapshot import binlog_files
 from seam.sink import applied_position, connect_target
 from seam.topics import Publisher, ensure_topics, table_topic
 
@@ -80,9 +81,7 @@ class ChangeReader:
 
         conn = pymysql.connect(**self.pipeline.source.pymysql_kwargs())
         try:
-            with conn.cursor() as cur:
-                cur.execute("SHOW BINARY LOGS")
-                files = [r[0] for r in cur.fetchall()]
+            files = binlog_files(conn)
         finally:
             conn.close()
         if position.file not in files:
@@ -174,7 +173,5 @@ class ChangeReader:
         for i, r in enumerate(records):
             last_index[(r.db, r.table)] = i
         for i, r in enumerate(records):
-            final = Record(op=r.op, db=r.db, table=r.table, key=r.key, before=r.before, after=r.after,
-                           position=r.position, gtid=r.gtid, ts_ms=r.ts_ms, txn=commit,
-                           last=last_index[(r.db, r.table)] == i)
+            final = replace(r, txn=commit, last=last_index[(r.db, r.table)] == i)
             publisher.send(self.followed[(r.db, r.table)].topic, final.to_json(), final.kafka_key())

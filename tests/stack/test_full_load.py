@@ -14,7 +14,6 @@ import threading
 import time
 
 import psycopg
-import pymysql
 import pytest
 import yaml
 
@@ -165,7 +164,7 @@ def _wait(predicate, timeout: float, what: str, every: float = 0.05):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _staged(pipeline, batch_like: str | None = None):
+def _staged(pipeline):
     rows = _target(pipeline, "SELECT batch_id, state, staged_rows FROM seam.batches WHERE db = %s AND "
                              "tbl = 'payments' ORDER BY opened_at DESC LIMIT 1", DB)
     return rows[0] if rows else None

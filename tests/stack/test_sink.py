@@ -67,6 +67,12 @@ class Batch:
                             headers=[(PART_HEADER, str(part).encode()), (ATTEMPT_HEADER, str(attempt).encode())])
         self.tallies.setdefault((part, attempt), Tally()).add(value)
 
+    def rows(self, ids, amount: str = "1.00") -> "Batch":
+        """Snapshot rows for these ids, all from chunk 0, attempt 1."""
+        for i in ids:
+            self.send(_record(self.id, "r", None, _row(i, amount)))
+        return self
+
     def end(self, winners: list[tuple[int, int]], rows_delta: int = 0) -> None:
         parts = [Part(p, a, self.tallies.get((p, a), Tally()).rows + (rows_delta if p >= 0 else 0),
                       self.tallies.get((p, a), Tally()).checksum) for p, a in winners]
@@ -77,6 +83,13 @@ class Batch:
                   rows=total.rows, checksum=total.checksum)
         self.publisher.send(self.topic, end.to_json(), b"c", headers=[(CONTROL_HEADER, b"1")])
         self.publisher.flush()
+
+
+def _complete(pipeline, publisher: Publisher, ids) -> Batch:
+    """A whole snapshot batch of these ids: BEGIN, rows, a matching END."""
+    batch = Batch(pipeline, publisher).rows(ids)
+    batch.end([(0, 1)])
+    return batch
 
 
 def _apply(pipeline, *batches: str) -> dict[str, str]:
@@ -103,18 +116,13 @@ def test_batches_commit_reject_discard_attempts_and_apply_changes(sink_pipeline)
     ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
     publisher = Publisher(pipeline)
 
-    first = Batch(pipeline, publisher)
-    for i in range(1, 6):
-        first.send(_record(first.id, "r", None, _row(i)))
-    first.end([(0, 1)])
+    first = _complete(pipeline, publisher, range(1, 6))
     assert _apply(pipeline, first.id) == {first.id: "committed"}
     old = _table(pipeline)
     assert [r[0] for r in old] == [1, 2, 3, 4, 5] and old[0][1:] == ("1.00", "n", b"\x00\x01")
 
     # END's count disagrees with what was staged: rejected, the old table stays, the reason is recorded
-    wrong = Batch(pipeline, publisher)
-    for i in range(1, 4):
-        wrong.send(_record(wrong.id, "r", None, _row(i, "9.99")))
+    wrong = Batch(pipeline, publisher).rows(range(1, 4), "9.99")
     wrong.end([(0, 1)], rows_delta=1)
     assert _apply(pipeline, wrong.id) == {wrong.id: "rejected"}
     state, _, error = _ledger(pipeline, wrong.id)
@@ -141,11 +149,8 @@ def test_batches_commit_reject_discard_attempts_and_apply_changes(sink_pipeline)
     assert _ledger(pipeline, retried.id)[:2] == ("committed", 4)
 
     # a batch that never ends is superseded by the next BEGIN, and its staging tables are dropped
-    stale = Batch(pipeline, publisher)
-    stale.send(_record(stale.id, "r", None, _row(99)))
-    fresh = Batch(pipeline, publisher)
-    fresh.send(_record(fresh.id, "r", None, _row(7)))
-    fresh.end([(0, 1)])
+    stale = Batch(pipeline, publisher).rows([99])
+    fresh = _complete(pipeline, publisher, [7])
     assert _apply(pipeline, fresh.id) == {stale.id: "superseded", fresh.id: "committed"}
     assert [r[0] for r in _table(pipeline)] == [7]
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
@@ -161,18 +166,13 @@ def test_a_topic_lost_with_the_broker_is_read_from_its_new_beginning(sink_pipeli
     an empty log that answers nothing. The sink must notice (topic id) and read the new topic from offset 0."""
     pipeline = sink_pipeline
     ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
-    before = Batch(pipeline, Publisher(pipeline))
-    for i in range(1, 50):
-        before.send(_record(before.id, "r", None, _row(i)))
-    before.end([(0, 1)])
+    before = _complete(pipeline, Publisher(pipeline), range(1, 50))
     assert _apply(pipeline, before.id) == {before.id: "committed"}
 
     stack.stop("kafka")
     stack.up(("kafka",))
     ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
-    after = Batch(pipeline, Publisher(pipeline))
-    after.send(_record(after.id, "r", None, _row(500)))
-    after.end([(0, 1)])
+    after = _complete(pipeline, Publisher(pipeline), [500])
     assert _apply(pipeline, after.id) == {after.id: "committed"}
     assert [r[0] for r in _table(pipeline)] == [500]
 
@@ -183,9 +183,7 @@ def test_an_open_batch_read_again_from_its_begin_is_staged_once(sink_pipeline):
     topic = table_topic(pipeline, pipeline.tables[0])
     ensure_topics(pipeline, [topic])
     publisher = Publisher(pipeline)
-    batch = Batch(pipeline, publisher)
-    for i in range(1, 11):
-        batch.send(_record(batch.id, "r", None, _row(i)))
+    batch = Batch(pipeline, publisher).rows(range(1, 11))
     publisher.flush()
     assert _apply(pipeline, batch.id) == {}  # no END yet: staged, open
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
@@ -205,10 +203,7 @@ def test_structured_streaming_sink_applies_batches_and_resumes_from_the_target(s
     pipeline = sink_pipeline
     ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
     publisher = Publisher(pipeline)
-    first = Batch(pipeline, publisher)
-    for i in range(1, 21):
-        first.send(_record(first.id, "r", None, _row(i)))
-    first.end([(0, 1)])
+    first = _complete(pipeline, publisher, range(1, 21))
 
     def wait_for(batch_id):
         deadline = time.time() + 120
@@ -223,10 +218,7 @@ def test_structured_streaming_sink_applies_batches_and_resumes_from_the_target(s
     query, sink = start_stream_sink(spark, pipeline, list(pipeline.tables))
     try:
         assert wait_for(first.id) == "committed"
-        second = Batch(pipeline, publisher)
-        for i in range(100, 105):
-            second.send(_record(second.id, "r", None, _row(i)))
-        second.end([(0, 1)])
+        second = _complete(pipeline, publisher, range(100, 105))
         assert wait_for(second.id) == "committed"
     finally:
         query.stop()
@@ -235,10 +227,7 @@ def test_structured_streaming_sink_applies_batches_and_resumes_from_the_target(s
 
     query, sink = start_stream_sink(spark, pipeline, list(pipeline.tables))  # fresh checkpoint: offsets from PG
     try:
-        third = Batch(pipeline, publisher)
-        for i in range(200, 203):
-            third.send(_record(third.id, "r", None, _row(i)))
-        third.end([(0, 1)])
+        third = _complete(pipeline, publisher, range(200, 203))
         assert wait_for(third.id) == "committed"
         read = sum(p["numInputRows"] for p in query.recentProgress)
     finally:
