@@ -229,6 +229,9 @@ def test_structured_streaming_sink_applies_batches_and_resumes_from_the_target(s
     try:
         third = _complete(pipeline, publisher, range(200, 203))
         assert wait_for(third.id) == "committed"
+        deadline = time.time() + 15  # the commit is in PostgreSQL before Spark reports the micro-batch's progress
+        while not sum(p["numInputRows"] for p in query.recentProgress) and time.time() < deadline:
+            time.sleep(0.2)
         read = sum(p["numInputRows"] for p in query.recentProgress)
     finally:
         query.stop()
