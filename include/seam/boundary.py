@@ -23,6 +23,9 @@ computed by Spark in the JVM on the publishing side), so the sink can verify
 exactly what it staged in any order; with the count it detects a lost or
 doubled message.
 
+Change events need no brackets: the change reader publishes each source
+transaction whole and chains them per table (see ``Heartbeat``).
+
 Delivery guarantee: the protocol makes partial batches detectable. A sink
 that applies a batch only on a matching END, and discards a batch whose BEGIN
 was followed by another BEGIN for the same table, never exposes half a batch.
@@ -123,19 +126,62 @@ class End:
         return _dump({"control": "END", **doc})
 
 
+def _pos(p: Position | None) -> dict | None:
+    return None if p is None else {"file": p.file, "pos": p.pos, "row": p.row}
+
+
+def _unpos(doc: dict | None) -> Position | None:
+    return None if doc is None else Position(**doc)
+
+
+# Stream control messages come from the change reader and form, per table, one chain with its change
+# events: each names the table's previous published position (``prev``), so a sink that has not applied
+# ``prev`` knows that something before it was lost (a broker restart) and waits for the republication.
+
 @dataclass(frozen=True)
 class Heartbeat:
-    """From the change reader, between source transactions: every change of this table up to ``position``
-    has been published before this message, so a sink that has applied them is at ``position``."""
+    """Between source transactions: every change of this table up to ``position`` has been published, the last
+    at ``prev``; ``seen_ms`` is when the reader had read the binlog to ``position`` (for lag in seconds)."""
 
     position: Position
+    prev: Position | None = None
+    seen_ms: int = 0
 
     def to_json(self) -> bytes:
-        return _dump({"control": "HEARTBEAT", "position": {"file": self.position.file, "pos": self.position.pos,
-                                                           "row": self.position.row}})
+        return _dump({"control": "HEARTBEAT", "position": _pos(self.position), "prev": _pos(self.prev),
+                      "seen_ms": self.seen_ms})
 
 
-def parse_control(value: bytes) -> Begin | End | Heartbeat:
+@dataclass(frozen=True)
+class SchemaChange:
+    """``ALTER TABLE ... ADD COLUMN`` at ``position``: the table's columns from here on (with the value the
+    source gave existing rows, ``defaults``); the sink adds the new columns to the target."""
+
+    position: Position
+    prev: Position | None
+    columns: list[dict[str, Any]]
+    defaults: dict[str, Any]
+    ddl: str
+
+    def to_json(self) -> bytes:
+        return _dump({"control": "SCHEMA", "position": _pos(self.position), "prev": _pos(self.prev),
+                      "columns": self.columns, "defaults": self.defaults, "ddl": self.ddl})
+
+
+@dataclass(frozen=True)
+class StreamStop:
+    """DDL the stream cannot follow (DROP/MODIFY/RENAME/TRUNCATE...): the table's stream stops here."""
+
+    position: Position
+    prev: Position | None
+    reason: str
+
+    def to_json(self) -> bytes:
+        return _dump({"control": "STOP", "position": _pos(self.position), "prev": _pos(self.prev),
+                      "reason": self.reason})
+
+
+def parse_control(value: bytes) -> Begin | End | Heartbeat | SchemaChange | StreamStop:
     doc = json.loads(value)
     if doc.get("v") != FORMAT_VERSION:
         raise ValueError(f"control message version {doc.get('v')!r} is not {FORMAT_VERSION}")
@@ -143,8 +189,9 @@ def parse_control(value: bytes) -> Begin | End | Heartbeat:
     doc.pop("v")
     if kind == "BEGIN":
         return Begin(**doc)
-    if kind == "HEARTBEAT":
-        return Heartbeat(Position(**doc["position"]))
+    if kind in ("HEARTBEAT", "SCHEMA", "STOP"):
+        doc["position"], doc["prev"] = _unpos(doc["position"]), _unpos(doc.get("prev"))
+        return {"HEARTBEAT": Heartbeat, "SCHEMA": SchemaChange, "STOP": StreamStop}[kind](**doc)
     if kind == "END":
         doc["position"] = Position(**doc["position"])
         doc["checksum"] = int(doc["checksum"])

@@ -125,40 +125,91 @@ def cmd_sink(args, stack: EmbeddedStack) -> int:
     return 0
 
 
+STREAM_PARTS = ("stream-reader", "stream-sink")
+
+
 def cmd_stream(args, stack: EmbeddedStack) -> int:
     pipeline = _pipeline(args)
     tables = [pipeline.table(t) for t in args.table] if args.table else list(pipeline.tables)
+    table_args = [a for t in args.table for a in ("--table", pipeline.table(t).name)]
     if args.action == "start" and args.foreground:
         return _stream_foreground(pipeline, tables, args.until_idle)
+    if args.action == "reader":
+        return _stream_reader(pipeline, tables)
+    if args.action == "sink":
+        return _stream_sink(pipeline, table_args)
     if args.action == "start":
-        pid = stack.running("stream")
-        if pid:
-            print(f"stream already running (pid {pid})")
-            return 0
-        cmd = [sys.executable, "-m", "seam.cli", "--pipeline", args.pipeline, "stream", "start", "--foreground",
-               *[a for t in tables for a in ("--table", t.name)]]
-        pid = stack.start_process("stream", cmd)
-        time.sleep(3)
-        if not stack.running("stream"):
-            log = stack.log_dir / "stream.log"
-            tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
-            raise StackError(f"the stream stopped at once: {tail[0] if tail else 'see ' + str(log)}")
-        print(f"stream started (pid {pid}); log {stack.log_dir / 'stream.log'}; `seam stream status` shows lag")
+        for part in STREAM_PARTS:
+            pid = stack.running(part)
+            if pid:
+                print(f"{part} already running (pid {pid})")
+                continue
+            cmd = [sys.executable, "-m", "seam.cli", "--pipeline", args.pipeline, "stream",
+                   part.split("-")[1], *table_args]
+            pid = stack.start_process(part, cmd)
+            print(f"{part} started (pid {pid}); log {stack.log_dir / (part + '.log')}")
+        time.sleep(2)
+        for part in STREAM_PARTS:
+            if not stack.running(part):
+                log = stack.log_dir / f"{part}.log"
+                tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
+                raise StackError(f"{part} stopped at once: {tail[0] if tail else 'see ' + str(log)}")
+        print("stream started; `seam stream status` shows lag")
         return 0
     if args.action == "stop":
-        pid = stack.stop("stream")
-        print(f"stream stopped (pid {pid})" if pid else "stream was not running")
+        for part in STREAM_PARTS:
+            pid = stack.stop(part)
+            print(f"{part} stopped (pid {pid})" if pid else f"{part} was not running")
         return 0
     return _stream_status(pipeline, tables, stack)
 
 
-def _stream_foreground(pipeline, tables, until_idle: bool) -> int:
+def _logging() -> None:
     import logging
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+
+def _stream_reader(pipeline, tables) -> int:
+    """The change reader, in the foreground until SIGTERM: binlog to the table topics."""
+    import signal
+    from seam.streaming import ChangeReader
+    _logging()
+    stopping: list[bool] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    ChangeReader(pipeline, tables).serve(should_stop=lambda: bool(stopping))
+    return 0
+
+
+def _stream_sink(pipeline, table_args: list[str]) -> int:
+    """The Structured Streaming sink (spark-submit), restarted if it fails, until SIGTERM."""
+    import signal
+    import subprocess
+    from seam.loads import job_env, spark_submit_command
+    _logging()
+    stopping: list[bool] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    cmd = spark_submit_command(pipeline, "stream_sink", ["--pipeline", pipeline.path, *table_args])
+    while not stopping:
+        job = subprocess.Popen(cmd, env=job_env())
+        while job.poll() is None:
+            if stopping:
+                job.terminate()
+                job.wait(60)
+            time.sleep(0.5)
+        if not stopping:
+            print(f"seam: the streaming sink exited ({job.returncode}); restarting in 5 s", file=sys.stderr,
+                  flush=True)
+            time.sleep(5)
+    return 0
+
+
+def _stream_foreground(pipeline, tables, until_idle: bool) -> int:
+    """Reader and a plain (non-Spark) sink in one process: with ``until_idle``, a one-shot catch-up."""
     import signal
     import threading
     from seam.sink import Sink
     from seam.streaming import ChangeReader
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    _logging()
     stopping: list[BaseException | bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     reader = ChangeReader(pipeline, tables)
@@ -166,7 +217,10 @@ def _stream_foreground(pipeline, tables, until_idle: bool) -> int:
 
     def read():
         try:
-            reader.run(should_stop=lambda: bool(stopping), until_idle=until_idle)
+            if until_idle:
+                reader.run(should_stop=lambda: bool(stopping), until_idle=True)
+            else:
+                reader.serve(should_stop=lambda: bool(stopping))
         except BaseException as exc:  # the sink loop must stop too, and the error must be reported
             stopping.append(exc)
             raise
@@ -188,32 +242,27 @@ def _stream_foreground(pipeline, tables, until_idle: bool) -> int:
 
 
 def _stream_status(pipeline, tables, stack: EmbeddedStack) -> int:
-    import pymysql
-    from seam.records import Position
-    from seam.sink import applied_position, connect_target
-    conn = pymysql.connect(**pipeline.source.pymysql_kwargs())
-    with conn.cursor() as cur:
-        try:
-            cur.execute("SHOW BINARY LOG STATUS")  # MySQL 8.4+
-        except pymysql.err.MySQLError:
-            cur.execute("SHOW MASTER STATUS")
-        file, pos = cur.fetchone()[:2]
-    conn.close()
-    head = Position.through(file, int(pos))
-    pid = stack.running("stream")
-    print(f"stream: {'running (pid ' + str(pid) + ')' if pid else 'not running'}; source binlog at {head}")
-    target = connect_target(pipeline)
-    for t in tables:
-        applied = applied_position(target, pipeline.target.state_schema, t.db, t.table)
-        if applied is None:
-            lag = "no committed full load"
-        elif applied.file == head.file:
-            lag = f"{head.pos - applied.pos:,} bytes behind"
-        else:
-            lag = f"{head.sort_key[0] - applied.sort_key[0]} binlog file(s) behind"
-        print(f"  {t.name:30} applied {str(applied) if applied else '-':28} {lag}")
-    target.close()
-    return 0
+    from seam.streaming import stream_lag
+    head, lags = stream_lag(pipeline, tables)
+    parts = [f"{part.split('-')[1]} " + (f"running (pid {pid})" if (pid := stack.running(part)) else "not running")
+             for part in STREAM_PARTS]
+    running = all(stack.running(part) for part in STREAM_PARTS)
+    print(f"stream: {'running' if running else 'not running'} ({', '.join(parts)}); source binlog at {head}")
+    stopped = 0
+    for lag in lags:
+        if lag.applied is None:
+            print(f"  {lag.table:30} no committed full load (`seam load full {lag.table}`)")
+            continue
+        if lag.stopped:
+            stopped += 1
+            print(f"  {lag.table:30} STOPPED at {lag.applied}: {lag.stopped}")
+            continue
+        behind = f"{lag.behind_bytes:,} bytes behind" if lag.behind_bytes is not None else "binlog purged"
+        seconds = f"{lag.behind_seconds:.1f} s" if lag.behind_seconds is not None else "? s"
+        rate = f"{lag.changes_per_s:,.0f} changes/s applied" if lag.changes_per_s is not None else ""
+        print(f"  {lag.table:30} applied {str(lag.applied):26} {behind}, {lag.behind_events:,} events, "
+              f"{seconds}; {rate}")
+    return 1 if stopped else 0
 
 
 # ----------------------------------------------------------------- main ----
@@ -265,8 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
     p.set_defaults(func=cmd_sink)
 
-    p = sub.add_parser("stream", parents=[common], help="binlog streaming: `seam stream start|stop|status`")
-    p.add_argument("action", choices=["start", "stop", "status"])
+    p = sub.add_parser("stream", parents=[common], help="binlog streaming: `seam stream start|stop|status` "
+                       "(reader|sink: run one part in the foreground)")
+    p.add_argument("action", choices=["start", "stop", "status", "reader", "sink"])
     p.add_argument("--table", action="append", default=[], help="only these tables (repeatable; default all)")
     p.add_argument("--foreground", action="store_true", help="start: run here instead of in the background")
     p.add_argument("--until-idle", action="store_true", help="start --foreground: stop at the binlog's end")

@@ -86,6 +86,9 @@ class KafkaConfig:
     bootstrap: str
     topic_prefix: str = "seam"
     partitions: int = 1
+    # back-pressure: what the change reader may have published that the sink has not applied, per table
+    max_unapplied_events: int = 200_000
+    max_unapplied_bytes: int = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -242,7 +245,7 @@ def parse_duration(value: Any) -> float:
 
 _TOP = ("version", "name", "source", "kafka", "target", "spark", "defaults", "tables", "notify")
 _SOURCE = ("type", "host", "port", "user", "password", "server_id")
-_KAFKA = ("bootstrap", "topic_prefix", "partitions")
+_KAFKA = ("bootstrap", "topic_prefix", "partitions", "max_unapplied_events", "max_unapplied_bytes")
 _TARGET = ("type", "host", "port", "database", "user", "password", "state_schema")
 _SPARK = ("master", "jdbc_jar", "jdbc_driver", "partitions")
 _DEFAULTS = ("safety_delay", "semantics")
@@ -293,7 +296,11 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
     if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", prefix):
         raise r.fail("kafka.topic_prefix", f"'{prefix}' has characters Kafka topics cannot hold (use letters, digits, . _ -)")
     kafka = KafkaConfig(bootstrap=bootstrap, topic_prefix=prefix,
-                        partitions=r.integer(kaf, "partitions", "kafka", 1, 1, 1024))
+                        partitions=r.integer(kaf, "partitions", "kafka", 1, 1, 1024),
+                        max_unapplied_events=r.integer(kaf, "max_unapplied_events", "kafka",
+                                                       KafkaConfig.max_unapplied_events, 100, 10**9),
+                        max_unapplied_bytes=r.integer(kaf, "max_unapplied_bytes", "kafka",
+                                                      KafkaConfig.max_unapplied_bytes, 65536, 2**40))
     if kafka.partitions != 1:
         raise r.fail("kafka.partitions", "must be 1: one partition per table topic is what keeps BEGIN before and "
                      "END after every row of a batch (see seam/boundary.py)")

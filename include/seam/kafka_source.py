@@ -17,7 +17,7 @@ import json
 
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 
-SCHEMA = "topic string, offset long, key binary, value binary, headers string"
+SCHEMA = "topic string, topic_id string, offset long, key binary, value binary, headers string"
 
 
 class SeamKafkaSource(DataSource):
@@ -33,50 +33,86 @@ class SeamKafkaSource(DataSource):
 
 
 class _TopicReader(SimpleDataSourceStreamReader):
+    """Offsets are ``{topic: [topic_id, next_offset]}``: a topic recreated on the broker (new id) is read
+    from its beginning, not waited on past its end."""
+
     def __init__(self, options):
         self.bootstrap = options["bootstrap"]
         self.topics = json.loads(options["topics"])
         self.start = json.loads(options.get("start", "{}"))
         self.max_messages = int(options.get("maxMessages", "50000"))
+        self._admin = None
+
+    def _ids(self) -> dict[str, str] | None:
+        from confluent_kafka import KafkaException, TopicCollection
+        from confluent_kafka.admin import AdminClient
+
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        try:
+            futures = self._admin.describe_topics(TopicCollection(self.topics), request_timeout=5)
+            return {t: str(f.result(5).topic_id) for t, f in futures.items()}
+        except KafkaException:
+            return None  # broker unreachable: no progress this time
 
     def initialOffset(self) -> dict:
-        return {t: int(self.start.get(t, 0)) for t in self.topics}
+        ids = self._ids() or {}
+        return {t: [ids.get(t, ""), int(self.start.get(t, 0))] for t in self.topics}
 
     def read(self, start: dict):
-        rows, end = self._consume(start, None)
+        ids = self._ids()
+        if ids is None:
+            return iter([]), start
+        begin = {t: [ids[t], off if tid == ids[t] else 0] for t, (tid, off) in start.items()}
+        rows, end = self._consume(begin, None)
         return iter(rows), end
 
     def readBetweenOffsets(self, start: dict, end: dict):
-        rows, _ = self._consume(start, end)
+        begin = {t: [end[t][0], off if tid == end[t][0] else 0] for t, (tid, off) in start.items()}
+        rows, _ = self._consume(begin, end)
         return iter(rows)
 
-    def _consume(self, start: dict, end: dict | None):
-        from confluent_kafka import Consumer, TopicPartition
+    def _consumer(self):
+        """One long-lived consumer (clients created and destroyed per micro-batch once cost the runner its
+        socket to the JVM)."""
+        from confluent_kafka import Consumer
 
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "seam-stream-source",
-                             "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-        rows, reached = [], dict(start)
+        if getattr(self, "_kafka", None) is None:
+            self._kafka = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "seam-stream-source",
+                                    "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        return self._kafka
+
+    def _consume(self, start: dict, end: dict | None):
+        from confluent_kafka import TopicPartition
+
+        consumer = self._consumer()
+        rows = []
+        reached = {t: list(v) for t, v in start.items()}
+        wanted = {t: (end[t][1] if end is not None else None) for t in self.topics}
+        todo = [t for t in self.topics if wanted[t] is None or wanted[t] > start[t][1]]
+        if not todo:
+            return rows, reached
+        consumer.assign([TopicPartition(t, 0, int(start[t][1])) for t in todo])
+        empty = 0
         try:
-            for topic in self.topics:
-                stop = end[topic] if end is not None else None
-                if stop is not None and stop <= start[topic]:
+            while todo and (len(rows) < self.max_messages or end is not None):
+                batch = [m for m in consumer.consume(5000, 0.3) if m.error() is None]
+                if not batch:
+                    empty += 1
+                    if end is None or empty > 30:
+                        break  # (a replay whose messages the broker no longer has: the sink's checks decide)
                     continue
-                consumer.assign([TopicPartition(topic, 0, int(start[topic]))])
-                while len(rows) < self.max_messages or stop is not None:
-                    batch = consumer.consume(5000, 0.3)
-                    batch = [m for m in batch if m.error() is None]
-                    if not batch:
-                        if stop is None or reached[topic] >= stop:
-                            break
+                empty = 0
+                for m in batch:
+                    topic = m.topic()
+                    stop = wanted[topic]
+                    if topic not in todo or m.offset() < reached[topic][1] or (stop is not None and m.offset() >= stop):
                         continue
-                    for m in batch:
-                        if stop is not None and m.offset() >= stop:
-                            break
-                        headers = {k: v.decode() for k, v in (m.headers() or [])}
-                        rows.append((topic, m.offset(), m.key(), m.value(), json.dumps(headers)))
-                        reached[topic] = m.offset() + 1
-                    if stop is not None and reached[topic] >= stop:
-                        break
+                    headers = {k: v.decode() for k, v in (m.headers() or [])}
+                    rows.append((topic, start[topic][0], m.offset(), m.key(), m.value(), json.dumps(headers)))
+                    reached[topic][1] = m.offset() + 1
+                    if stop is not None and reached[topic][1] >= stop:
+                        todo.remove(topic)
         finally:
-            consumer.close()
+            consumer.unassign()
         return rows, reached

@@ -7,10 +7,13 @@ Shape (JSON, versioned ``"v": 1``)::
      "key": {...}, "before": {...}|null, "after": {...}|null,
      "source": {"db", "table", "snapshot": bool, "batch": id|null,
                 "file": "mysql-bin.000003", "pos": 1234, "row": 0, "gtid": "0-1-42"|null,
-                "txn": {"file", "pos"}, "last": bool}}     (txn/last: change events only)
+                "txn": {"file", "pos"}, "last": bool, "prev": {"file", "pos", "row"}}}
+                (txn/last/prev: change events only)
 
 ``txn`` is where the source transaction commits; ``last`` marks the table's
-last change in it, so a sink can apply whole source transactions only.
+last change in it, so a sink can apply whole source transactions only. ``prev`` is the
+table's previously published position: a sink that has not applied it has
+missed something (Kafka lost it) and waits for the reader to republish.
 
 Why JSON, not Avro: any Kafka consumer (kcat, a shell script, another
 language) can read it without a schema registry, which the embedded broker
@@ -112,6 +115,7 @@ class Record:
     ts_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     txn: Position | None = None  # change events: where the source transaction commits (its XID event ends)
     last: bool = False           # change events: the table's last change in that transaction
+    prev: Position | None = None  # change events: the table's previous published position (the chain)
 
     def __post_init__(self):
         if self.op not in OPS:
@@ -119,7 +123,7 @@ class Record:
 
     def to_json(self) -> bytes:
         return record_json(self.op, self.db, self.table, self.key, self.before, self.after, self.position,
-                           self.snapshot, self.batch, self.gtid, self.ts_ms, self.txn, self.last)
+                           self.snapshot, self.batch, self.gtid, self.ts_ms, self.txn, self.last, self.prev)
 
     def kafka_key(self) -> bytes:
         return kafka_key(self.key)
@@ -131,21 +135,23 @@ class Record:
             raise ValueError(f"record format version {doc.get('v')!r} is not {FORMAT_VERSION}; upgrade Seam")
         s = doc["source"]
         txn = Position.through(s["txn"]["file"], s["txn"]["pos"]) if s.get("txn") else None
+        prev = Position(**s["prev"]) if s.get("prev") else None
         return cls(op=doc["op"], db=s["db"], table=s["table"], key=doc["key"], before=doc["before"],
                    after=doc["after"], position=Position(s["file"], s["pos"], s["row"]),
                    snapshot=s["snapshot"], batch=s["batch"], gtid=s["gtid"], ts_ms=doc["ts_ms"], txn=txn,
-                   last=s.get("last", False))
+                   last=s.get("last", False), prev=prev)
 
 
 def record_json(op: str, db: str, table: str, key: dict, before: dict | None, after: dict | None,
                 position: Position, snapshot: bool, batch: str | None, gtid: str | None, ts_ms: int,
-                txn: Position | None = None, last: bool = False) -> bytes:
+                txn: Position | None = None, last: bool = False, prev: Position | None = None) -> bytes:
     """The serialised record (the one place that defines the wire form)."""
     source = {"db": db, "table": table, "snapshot": snapshot, "batch": batch,
               "file": position.file, "pos": position.pos, "row": position.row, "gtid": gtid}
     if txn is not None:
         source["txn"] = {"file": txn.file, "pos": txn.pos}
         source["last"] = last
+        source["prev"] = None if prev is None else {"file": prev.file, "pos": prev.pos, "row": prev.row}
     return json.dumps({"v": FORMAT_VERSION, "op": op, "ts_ms": ts_ms, "key": key, "before": before,
                        "after": after, "source": source}, ensure_ascii=False, separators=(",", ":")).encode()
 

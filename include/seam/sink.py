@@ -31,13 +31,14 @@ import json
 import logging
 import time
 from zlib import crc32  # boundary.message_hash, inlined in the hot loop
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
 import msgspec
 import psycopg
 
-from seam.boundary import ATTEMPT_HEADER, CONTROL_HEADER, PART_HEADER, Begin, End, Heartbeat, Tally, parse_control
+from seam.boundary import (ATTEMPT_HEADER, CONTROL_HEADER, PART_HEADER, Begin, End, Heartbeat, SchemaChange,
+                           StreamStop, Tally, parse_control)
 from seam.config import Pipeline, TableConfig
 from seam.records import Position
 from seam.schema import Column, TableSchema
@@ -54,9 +55,10 @@ def record_decoder(schema: TableSchema) -> msgspec.json.Decoder:
     (several times faster than dicts); a record missing a column fails to decode instead of loading NULL."""
     row = msgspec.defstruct("Row", [(f"f{i}", Any, msgspec.field(name=n)) for i, n in enumerate(schema.names)])
     source = msgspec.defstruct("Source", [("batch", Optional[str]), ("txn", Optional[dict], None),
-                                          ("last", bool, False)])  # other fields are skipped, not built
+                                          ("last", bool, False), ("file", str, ""), ("pos", int, 0),
+                                          ("row", int, 0), ("prev", Optional[dict], None)])  # others skipped
     wire = msgspec.defstruct("Wire", [("op", str), ("key", msgspec.Raw), ("before", Optional[row]),
-                                      ("after", Optional[row]), ("source", source)])
+                                      ("after", Optional[row]), ("source", source), ("ts_ms", int, 0)])
     return msgspec.json.Decoder(wire)
 
 
@@ -91,6 +93,13 @@ def state_ddl(schema: str) -> list[str]:
         f"""CREATE TABLE IF NOT EXISTS {s}.positions (
             db text NOT NULL, tbl text NOT NULL, file text NOT NULL, pos bigint NOT NULL, row_index integer NOT NULL,
             batch_id text, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (db, tbl))""",
+        # the stream's view of a table: columns after ADD COLUMN, a stop on other DDL, the last gap seen,
+        # the source time of the applied position (lag in seconds) and how many changes were applied
+        f"""ALTER TABLE {s}.positions ADD COLUMN IF NOT EXISTS columns jsonb,
+            ADD COLUMN IF NOT EXISTS stopped text, ADD COLUMN IF NOT EXISTS gap_at timestamptz,
+            ADD COLUMN IF NOT EXISTS source_ms bigint, ADD COLUMN IF NOT EXISTS changes bigint NOT NULL DEFAULT 0""",
+        f"""CREATE TABLE IF NOT EXISTS {s}.held_changes (
+            topic text NOT NULL, seq bigint NOT NULL, value bytea NOT NULL, PRIMARY KEY (topic, seq))""",
     ]
 
 
@@ -150,9 +159,20 @@ class _RowMessage:
 class StreamTable:
     """A table that receives change events: its schema, applied position, statements and open transaction."""
 
-    def __init__(self, schema: TableSchema, key: tuple[str, ...], applied: Position, decode, convert):
-        self.schema, self.key, self.applied, self.decode, self.convert = schema, key, applied, decode, convert
-        self.buffer: list[tuple[int, object]] = []
+    def __init__(self, schema: TableSchema, key: tuple[str, ...], applied: Position, source_ms: int | None):
+        self.key, self.applied, self.source_ms = key, applied, source_ms
+        self.buffer: list[tuple[int, object]] = []  # (offset, record) of the transaction being received
+        self.buffer_txn: Position | None = None
+        self.buffer_at: Position | None = None
+        self.gap_reported_at: Position | None = None
+        self.applied_changes = 0  # since the last stored position
+        self.dirty = False
+        self.use(schema)
+
+    def use(self, schema: TableSchema) -> None:
+        """(Re)build decoder, converter and statements for the table's columns."""
+        self.schema, key = schema, self.key
+        self.decode, self.convert = record_decoder(schema).decode, row_converter(schema)
         self.target = target_table(schema.db, schema.table)
         types = {c.name: pg_type(c) for c in schema.columns}
         names = schema.names
@@ -200,6 +220,8 @@ class Sink:
         self.finished: dict[str, str] = {}  # batch id -> final state, for callers waiting on a batch
         self.streams: dict[str, StreamTable] = {}  # topic -> change-event state, loaded on first use
         self.topic_ids: dict[str, str] = {}
+        self._ops: list[tuple[StreamTable, str, tuple, bool]] = []  # change statements not yet executed
+        self._no_stream: set[str] = set()  # topics whose table has no committed load, or a stopped stream
 
     # ------------------------------------------------------------ running
 
@@ -252,7 +274,16 @@ class Sink:
 
     def apply_rows(self, rows) -> None:
         """Apply one Spark micro-batch (``seam.kafka_source`` rows) in one transaction. Messages below the
-        stored offsets (a micro-batch replayed after a failure) are skipped: replaying changes nothing."""
+        stored offsets (a micro-batch replayed after a failure) are skipped: replaying changes nothing. Rows
+        carry their topic's id: a topic recreated on the broker starts again at offset 0."""
+        for row in rows:
+            if row.topic_id and self.topic_ids.get(row.topic) != row.topic_id:
+                log.warning("topic %s was recreated on the broker (id %s): reading it from its beginning",
+                            row.topic, row.topic_id)
+                self.topic_ids[row.topic] = row.topic_id
+                stream = self.streams.get(row.topic)
+                if stream is not None:
+                    stream.buffer.clear()
         stored = self._stored_offsets()
         self._apply_all([_RowMessage(row) for row in sorted(rows, key=lambda r: (r.topic, r.offset))
                          if row.offset >= max(0, stored.get(row.topic, 0))])
@@ -306,6 +337,7 @@ class Sink:
         decode, one CRC and one tuple per row; bookkeeping per message group, not per row."""
         stage_rows: list[tuple] = []
         change_rows: list[tuple] = []
+        held: list[tuple] = []  # change events that arrive while a full load of the table is open
         sums: dict[tuple[int, int], list[int]] = {}  # (part, attempt) -> [rows, crc sum] since the last flush
 
         def flush():
@@ -314,8 +346,14 @@ class Sink:
                 for kind, (rows, crc) in sums.items():
                     batch.tallies.setdefault(kind, Tally()).add_many(rows, crc)
                 self._copy(batch, stage_rows, change_rows)
+            if held:
+                with self.conn.cursor().copy(f"COPY {self.state}.held_changes (topic, seq, value) FROM STDIN") as cp:
+                    for row in held:
+                        cp.write_row(row)
+            self._run_ops()
             stage_rows.clear()
             change_rows.clear()
+            held.clear()
             sums.clear()
 
         kinds: dict[tuple, tuple[int, int] | None] = {}  # raw headers -> (part, attempt), None for control
@@ -331,19 +369,20 @@ class Sink:
             if kind is None:
                 flush()
                 control = parse_control(m.value())
-                if isinstance(control, Heartbeat):
-                    self._heartbeat(topic, control)
-                elif isinstance(control, Begin):
+                if isinstance(control, Begin):
                     self._begin(topic, control, m.offset())
-                else:
+                elif isinstance(control, End):
                     self._end(topic, control, m.offset())
+                    self._replay_held(topic)
+                elif batch is None:  # stream control; while a full load is open its END decides the position
+                    self._stream_control(topic, control)
                 batch = self.open[topic]
                 continue
             if kind is STREAM:
-                if batch is not None:
-                    raise SinkError(f"change events for {topic} arrived while a full load of the table is being "
-                                    "applied; not supported yet: stop `seam stream` during full loads")
-                self._stream_change(topic, m)
+                if batch is not None:  # held until the batch's END: then applied if after its position
+                    held.append((topic, m.offset(), m.value()))
+                else:
+                    self._stream_change(topic, m.value(), m.offset())
                 continue
             if batch is None:
                 continue  # rows of a batch whose BEGIN this sink never saw (superseded, or before its time)
@@ -375,66 +414,150 @@ class Sink:
 
     # ------------------------------------------------------------ change events
 
-    def _stream_change(self, topic: str, message) -> None:
-        """Buffer a change until its source transaction is complete for this table, then apply it whole."""
-        stream = self.streams.get(topic) or self._load_stream(topic)
+    def _stream_change(self, topic: str, value: bytes, offset: int) -> None:
+        """Buffer a change until its source transaction is complete for this table, then apply it whole,
+        if it is new (after the applied position) and follows on from it (its ``prev`` is applied)."""
+        stream = self.streams.get(topic) or (None if topic in self._no_stream else self._load_stream(topic))
         if stream is None:
-            log.warning("change event for %s skipped: the table has no committed full load", topic)
-            return
-        doc = stream.decode(message.value())
+            return  # no committed full load (or the table's stream stopped): nothing to apply changes to
+        doc = stream.decode(value)
         commit = Position.through(doc.source.txn["file"], doc.source.txn["pos"])
-        if stream.applied is not None and not commit.after(stream.applied):
+        if not commit.after(stream.applied):
             return  # its transaction is already in the target (a snapshot or an applied transaction)
-        stream.buffer.append((message.offset(), doc))
-        if doc.source.last:
-            self._apply_transaction(stream, [d for _, d in stream.buffer])
+        at = Position(doc.source.file, doc.source.pos, doc.source.row)
+        if stream.buffer and (stream.buffer_txn != commit or not stream.buffer_at < at):
+            log.info("%s: incomplete transaction %s dropped (its publisher restarted)", topic, stream.buffer_txn)
             stream.buffer.clear()
-            stream.applied = commit
-            self._store_position(stream.schema.db, stream.schema.table, commit)
-
-    def _heartbeat(self, topic: str, beat: Heartbeat) -> None:
-        """Every change of the table before the heartbeat is applied (topic order): advance its position."""
-        if self.open[topic] is not None:
-            return  # a full load is being applied; its END sets the position
-        stream = self.streams.get(topic) or self._load_stream(topic)
-        if stream is None or stream.buffer or not beat.position.after(stream.applied):
+        stream.buffer.append((offset, doc))
+        stream.buffer_txn, stream.buffer_at = commit, at
+        if not doc.source.last:
             return
-        stream.applied = beat.position
-        self._store_position(stream.schema.db, stream.schema.table, beat.position)
+        docs = [d for _, d in stream.buffer]
+        stream.buffer.clear()
+        if not self._follows_on(stream, doc.source.prev, commit):
+            return
+        self._queue_transaction(stream, docs)
+        stream.applied, stream.source_ms, stream.dirty = commit, doc.ts_ms, True
+        stream.applied_changes += len(docs)
 
-    def _store_position(self, db: str, table: str, position: Position) -> None:
-        self.conn.execute(
-            f"INSERT INTO {self.state}.positions (db, tbl, file, pos, row_index, batch_id) "
-            "VALUES (%s, %s, %s, %s, %s, NULL) ON CONFLICT (db, tbl) DO UPDATE SET file = EXCLUDED.file, "
-            "pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, updated_at = now()",
-            (db, table, position.file, position.pos, position.row))
+    def _follows_on(self, stream: StreamTable, prev: dict | None, at: Position) -> bool:
+        """The chain check: the table's previous published position must be applied already."""
+        if prev is None or not Position(**prev).after(stream.applied):
+            return True
+        if stream.gap_reported_at != stream.applied:  # once per applied position: the reader rewinds once
+            stream.gap_reported_at = stream.applied
+            log.warning("%s: changes between %s and %s are missing (lost by Kafka); waiting for the change "
+                        "reader to republish them", stream.target, stream.applied, at)
+            self.conn.execute(f"UPDATE {self.state}.positions SET gap_at = now() WHERE db = %s AND tbl = %s",
+                              (stream.schema.db, stream.schema.table))
+        return False
 
-    def _apply_transaction(self, stream: "StreamTable", docs: list) -> None:
+    def _queue_transaction(self, stream: StreamTable, docs: list) -> None:
+        ops = self._ops
+        for doc in docs:
+            before = stream.convert(doc.before) if doc.before is not None else None
+            after = stream.convert(doc.after) if doc.after is not None else None
+            if before is not None and (after is None or not stream.key or stream.key_of(before) != stream.key_of(after)):
+                ops.append((stream, stream.delete_sql, stream.key_of(before) if stream.key else before, True))
+            if after is not None:
+                ops.append((stream, stream.upsert_sql, after, False))
+
+    def _run_ops(self) -> None:
+        """Execute queued change statements in order, runs of the same statement pipelined (executemany),
+        then store each touched table's position: one transaction with the caller's offsets."""
+        ops, self._ops = self._ops, []
         with self.conn.cursor() as cur:
-            for doc in docs:
-                before = stream.convert(doc.before) if doc.before is not None else None
-                after = stream.convert(doc.after) if doc.after is not None else None
-                if before is not None and (after is None or stream.key_of(before) != stream.key_of(after)
-                                           or not stream.key):
-                    cur.execute(stream.delete_sql, stream.key_of(before) if stream.key else before)
-                    if cur.rowcount != 1:
-                        raise SinkError(f"{stream.target}: a change at {doc.source.txn} deletes a row the target "
-                                        "does not have; the target diverged from the source: re-run "
-                                        "`seam load full` for the table")
-                if after is not None:
-                    cur.execute(stream.upsert_sql, after)
+            i = 0
+            while i < len(ops):
+                stream, sql, _, delete = ops[i]
+                j = i + 1
+                while j < len(ops) and ops[j][1] is sql:
+                    j += 1
+                cur.executemany(sql, [params for _, _, params, _ in ops[i:j]])
+                if delete and cur.rowcount != j - i:
+                    raise SinkError(f"{stream.target}: {j - i - cur.rowcount} change(s) delete rows the target "
+                                    "does not have; the target diverged from the source: re-run `seam load full` "
+                                    "for the table")
+                i = j
+        for stream in self.streams.values():
+            if stream.dirty:
+                self._store_position(stream)
+
+    def _stream_control(self, topic: str, control) -> None:
+        stream = self.streams.get(topic) or (None if topic in self._no_stream else self._load_stream(topic))
+        if stream is None or not control.position.after(stream.applied):
+            return
+        if stream.buffer:  # a transaction cut short: its publisher restarted before finishing it
+            stream.buffer.clear()
+        if not self._follows_on(stream, _pos_dict(control.prev), control.position):
+            return
+        self._run_ops()
+        if isinstance(control, SchemaChange):
+            self._add_columns(stream, control)
+        elif isinstance(control, StreamStop):
+            log.error("%s: stream stopped: %s", stream.target, control.reason)
+            self.conn.execute(f"UPDATE {self.state}.positions SET stopped = %s WHERE db = %s AND tbl = %s",
+                              (control.reason, stream.schema.db, stream.schema.table))
+            del self.streams[topic]
+            self._no_stream.add(topic)
+        stream.applied, stream.dirty = control.position, True
+        if isinstance(control, Heartbeat):
+            stream.source_ms = control.seen_ms
+        if not isinstance(control, StreamStop):
+            self._store_position(stream)
+
+    def _add_columns(self, stream: StreamTable, change: SchemaChange) -> None:
+        from psycopg import sql as pgsql
+
+        schema = replace(stream.schema, columns=tuple(Column(**c) for c in change.columns))
+        for column in schema.columns:
+            if column.name in stream.schema.names:
+                continue
+            default = change.defaults.get(column.name)
+            ddl = f"ALTER TABLE {stream.target} ADD COLUMN {qi(column.name)} {pg_type(column)}"
+            if default is not None:
+                value = row_converter(replace(schema, columns=(column,)))(msgspec.defstruct("One", [("v", Any)])(default))[0]
+                self.conn.execute(pgsql.SQL(ddl + " DEFAULT {}").format(pgsql.Literal(value)))
+                self.conn.execute(f"ALTER TABLE {stream.target} ALTER COLUMN {qi(column.name)} DROP DEFAULT")
+            else:
+                self.conn.execute(ddl)
+            log.info("%s: column %s added (%s)", stream.target, column.name, change.ddl[:200])
+        self.conn.execute(f"UPDATE {self.state}.positions SET columns = %s WHERE db = %s AND tbl = %s",
+                          (json.dumps(change.columns), stream.schema.db, stream.schema.table))
+        stream.use(schema)
+
+    def _replay_held(self, topic: str) -> None:
+        """After a full load's END: the change events held while it was open, in topic order; those at or
+        before the batch's position are skipped by the position check, the rest applied after it."""
+        self.streams.pop(topic, None)  # a committed batch brings a new schema and position
+        self._no_stream.discard(topic)
+        rows = self.conn.execute(f"DELETE FROM {self.state}.held_changes WHERE topic = %s RETURNING seq, value",
+                                 (topic,)).fetchall()
+        for seq, value in sorted(rows):
+            self._stream_change(topic, bytes(value), seq)
+        self._run_ops()
+
+    def _store_position(self, stream: StreamTable) -> None:
+        self.conn.execute(
+            f"INSERT INTO {self.state}.positions (db, tbl, file, pos, row_index, batch_id, source_ms, changes) "
+            "VALUES (%s, %s, %s, %s, %s, NULL, %s, %s) ON CONFLICT (db, tbl) DO UPDATE SET file = EXCLUDED.file, "
+            "pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, source_ms = EXCLUDED.source_ms, "
+            "changes = positions.changes + EXCLUDED.changes, updated_at = now()",
+            (stream.schema.db, stream.schema.table, stream.applied.file, stream.applied.pos, stream.applied.row,
+             stream.source_ms, stream.applied_changes))
+        stream.applied_changes, stream.dirty = 0, False
 
     def _load_stream(self, topic: str) -> "StreamTable | None":
         row = self.conn.execute(
-            f"SELECT b.db, b.tbl, b.columns, b.key_columns, p.file, p.pos, p.row_index FROM {self.state}.batches b "
-            f"JOIN {self.state}.positions p ON p.db = b.db AND p.tbl = b.tbl WHERE b.topic = %s "
-            "AND b.state = 'committed' ORDER BY b.finished_at DESC LIMIT 1", (topic,)).fetchone()
+            f"SELECT b.db, b.tbl, coalesce(p.columns, b.columns), b.key_columns, p.file, p.pos, p.row_index, "
+            f"p.source_ms FROM {self.state}.batches b JOIN {self.state}.positions p ON p.db = b.db AND p.tbl = b.tbl "
+            "WHERE b.topic = %s AND b.state = 'committed' AND p.stopped IS NULL "
+            "ORDER BY b.finished_at DESC LIMIT 1", (topic,)).fetchone()
         if row is None:
+            self._no_stream.add(topic)
             return None
-        begin = Begin(batch="", db=row[0], table=row[1], mode="full", columns=row[2], key=row[3])
-        schema = schema_from_begin(begin)
-        stream = self.streams[topic] = StreamTable(schema, tuple(row[3]), Position(row[4], row[5], row[6]),
-                                                   record_decoder(schema).decode, row_converter(schema))
+        schema = schema_from_begin(Begin(batch="", db=row[0], table=row[1], mode="full", columns=row[2], key=row[3]))
+        stream = self.streams[topic] = StreamTable(schema, tuple(row[3]), Position(row[4], row[5], row[6]), row[7])
         return stream
 
     def _copy(self, batch: OpenBatch, stage_rows: list, change_rows: list) -> None:
@@ -519,7 +642,8 @@ class Sink:
             self.conn.execute(
                 f"INSERT INTO {self.state}.positions (db, tbl, file, pos, row_index, batch_id) "
                 "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (db, tbl) DO UPDATE SET file = EXCLUDED.file, "
-                "pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, batch_id = EXCLUDED.batch_id, updated_at = now()",
+                "pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, batch_id = EXCLUDED.batch_id, updated_at = now(), "
+                "columns = NULL, stopped = NULL, gap_at = NULL, source_ms = NULL",
                 (end.db, end.table, end.position.file, end.position.pos, end.position.row, end.batch))
             log.info("batch %s of %s.%s committed: %s rows at %s", end.batch, end.db, end.table, final_rows,
                      end.position)
@@ -596,6 +720,10 @@ class Sink:
         self.conn.execute(f"UPDATE {self.state}.batches SET state = %s, error = %s, finished_at = now() "
                           "WHERE batch_id = %s", (state, error, batch_id))
         self.finished[batch_id] = state
+
+
+def _pos_dict(p: Position | None) -> dict | None:
+    return None if p is None else {"file": p.file, "pos": p.pos, "row": p.row}
 
 
 def _stage_name(batch_id: str) -> str:

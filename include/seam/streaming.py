@@ -1,45 +1,77 @@
-"""Binlog streaming: the change reader that follows a table from the binlog
-position of its last committed full load.
+"""Binlog streaming: the change reader that follows tables from the binlog
+position of their last committed full load.
 
-The reader starts at the smallest position the target has applied for the
-tables it follows (``seam.positions``, written by the sink in the same
-transaction as the data), which is always the end of a source transaction.
-It buffers each source transaction and publishes its changes only once the
-transaction's XID (commit) event has been read, every record carrying the
-commit position (``source.txn``) and, on the table's last change of the
-transaction, ``source.last``: the sink applies whole source transactions.
-Between transactions it sends HEARTBEAT control messages with its binlog
-position to every followed topic, so the applied position of a table that
-sees no changes still advances (lag is then source position minus applied).
+Positions and chains. The reader starts each table at the position the
+target has applied (``seam.positions``, written by the sink in the same
+transaction as the data), always a source transaction boundary. It buffers
+each source transaction and publishes its changes once the commit (XID)
+event has been read; each record carries the commit position
+(``source.txn``), ``source.last`` on the table's last change of the
+transaction, and ``source.prev``: the table's previously published position.
+Between transactions HEARTBEAT messages (with their own ``prev``) tell the
+sink that an idle table is current up to the reader's position. The sink
+applies a transaction only if it has applied ``prev``; otherwise something
+was lost between them (the embedded broker loses topics on restart,
+retention can expire) and the sink records a gap instead of applying.
 
-It keeps no state of its own: on restart (or when Kafka has lost messages)
-it reads again from the target's positions and the sink skips what it has
-already applied, by position.
+Republishing. The reader keeps no state of its own. It rewinds, re-reading
+the target's positions and republishing from there, when the sink reports a
+gap, when a table topic was recreated (its topic id changed), when a newly
+loaded table's position lies behind it, and after any error (``serve``
+retries). Republished changes the sink already has are skipped by position.
 
-Delivery guarantee: at-least-once into Kafka, in binlog order per table
-(one partition per table topic, one producer); exactly-once in the target
-through the sink's position check.
+Back-pressure. Per table it counts the events and bytes published but not
+yet applied (from the target's positions, not from Kafka). Past 3/4 of the
+bound (``kafka.max_unapplied_events`` / ``_bytes``) it slows down; at the
+bound it stops reading the binlog until the sink has caught up to half the
+bound. One reader serves all its tables, so a stalled table pauses them all.
+
+DDL. ``ALTER TABLE ... ADD COLUMN`` on a followed table publishes a SCHEMA
+message (the sink adds the column) and the stream goes on. Any other DDL
+that changes a followed table's rows or shape (DROP, MODIFY, CHANGE,
+RENAME, TRUNCATE, CREATE OR REPLACE) publishes STOP: that table's stream
+stops with an error naming the statement and the remedy (a new full load);
+other tables go on. Index and table-option changes are ignored.
+
+Delivery guarantee: at-least-once into Kafka, whole source transactions in
+binlog order per table (one partition per table topic, one producer);
+exactly-once in the target through the sink's position and chain checks.
 """
 from __future__ import annotations
 
+import collections
 import logging
+import re
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
-from seam.boundary import CONTROL_HEADER, Heartbeat
+from seam.boundary import CONTROL_HEADER, Heartbeat, SchemaChange, StreamStop
 from seam.config import Pipeline, TableConfig
-from seam.records import Position, Record, binlog_values, key_of, normalize_row
-from seam.schema import TableSchema, read_schema
+from seam.records import Position, Record, binlog_values, key_of, normalize, normalize_row
+from seam.schema import Column, TableSchema
 from seam.snapshot import binlog_files
-from seam.sink import applied_position, connect_target
-from seam.topics import Publisher, ensure_topics, table_topic
+from seam.sink import connect_target, ensure_state
+from seam.target import qi
+from seam.topics import Publisher, ensure_topics, table_topic, topic_ids
 
 log = logging.getLogger("seam.streaming")
+
+CONTROL_KEY = b"__seam_control__"
+HEARTBEAT_EVERY_S = 0.5
+POLL_EVERY_S = 1.0
 
 
 class StreamError(RuntimeError):
     """The stream cannot go on; the message says why and what to do."""
+
+
+class _Rewind(Exception):
+    """Read the binlog again from the target's positions (``reset``: forget what was published)."""
+
+    def __init__(self, reason: str, reset: bool):
+        super().__init__(reason)
+        self.reset = reset
 
 
 @dataclass
@@ -47,34 +79,87 @@ class Followed:
     table: TableConfig
     schema: TableSchema
     topic: str
-    applied: Position
+    published: Position  # the head of the table's chain: its last published position
+    events: int = 0      # published since the last rewind (events, bytes) ...
+    bytes: int = 0
+    applied_events: int = 0  # ... of which the sink has applied
+    applied_bytes: int = 0
+    backlog: collections.deque = field(default_factory=collections.deque)  # (position, events, bytes) published
+
+    def unapplied(self) -> tuple[int, int]:
+        return self.events - self.applied_events, self.bytes - self.applied_bytes
+
+    def applied_to(self, applied: Position) -> None:
+        while self.backlog and not self.backlog[0][0].after(applied):
+            _, self.applied_events, self.applied_bytes = self.backlog.popleft()
+
+
+@dataclass
+class TargetState:
+    applied: Position | None
+    stopped: str | None
+    gap_at: object | None
+    columns: list | None
+    key: list | None
 
 
 class ChangeReader:
     def __init__(self, pipeline: Pipeline, tables: list[TableConfig] | None = None):
-        import pymysql
-
         self.pipeline = pipeline
-        target = connect_target(pipeline)
-        source = pymysql.connect(**pipeline.source.pymysql_kwargs())
+        self.tables = {(t.db, t.table): t for t in (tables or pipeline.tables)}
+        self.max_events = pipeline.kafka.max_unapplied_events
+        self.max_bytes = pipeline.kafka.max_unapplied_bytes
         self.followed: dict[tuple[str, str], Followed] = {}
-        try:
-            for table in tables or pipeline.tables:
-                applied = applied_position(target, pipeline.target.state_schema, table.db, table.table)
-                if applied is None:
-                    log.warning("%s has no committed full load yet: not streamed (run `seam load full %s`)",
-                                table.name, table.name)
-                    continue
-                self.followed[(table.db, table.table)] = Followed(
-                    table, read_schema(source, table.db, table.table), table_topic(pipeline, table), applied)
-        finally:
-            target.close()
-            source.close()
-        if not self.followed:
-            raise StreamError("no table of the pipeline has a committed full load to stream from; "
-                              "run `seam load full TABLE` first")
-        self.start = min(f.applied for f in self.followed.values())
-        self._check_binlog_has(self.start)
+        self.stopped: dict[str, str] = {}
+        self.paused_s = 0.0
+        self.rewinds = 0
+        self._told_waiting: set[tuple[str, str]] = set()
+        self._target = connect_target(pipeline)
+        self._target.autocommit = True
+        ensure_state(self._target, pipeline.target.state_schema)
+        self._rewound_at = self._target.execute("SELECT now()").fetchone()[0]
+        self._follow_from_target(reset=True)
+        if self.followed:
+            self._check_binlog_has(min(f.published for f in self.followed.values()))
+
+    # ------------------------------------------------------------ target state
+
+    def _target_state(self) -> dict[tuple[str, str], TargetState]:
+        state = qi(self.pipeline.target.state_schema)
+        rows = self._target.execute(
+            f"SELECT p.db, p.tbl, p.file, p.pos, p.row_index, p.stopped, p.gap_at, "
+            f"coalesce(p.columns, b.columns), b.key_columns FROM {state}.positions p "
+            f"LEFT JOIN LATERAL (SELECT columns, key_columns FROM {state}.batches b WHERE b.db = p.db "
+            "AND b.tbl = p.tbl AND b.state = 'committed' ORDER BY b.finished_at DESC LIMIT 1) b ON true").fetchall()
+        return {(r[0], r[1]): TargetState(Position(r[2], r[3], r[4]), r[5], r[6], r[7], r[8]) for r in rows}
+
+    def _follow_from_target(self, reset: bool) -> list[Followed]:
+        """Follow the tables the target has positions for; ``reset`` re-anchors every chain at the target."""
+        added = []
+        for key, st in self._target_state().items():
+            table = self.tables.get(key)
+            if table is None or st.columns is None:
+                continue
+            if st.stopped:
+                if self.followed.pop(key, None) or table.name not in self.stopped:
+                    log.error("%s: stream stopped: %s", table.name, st.stopped)
+                self.stopped[table.name] = st.stopped
+                continue
+            self.stopped.pop(table.name, None)
+            if key in self.followed and not reset:
+                continue
+            schema = TableSchema(db=table.db, table=table.table, columns=tuple(Column(**c) for c in st.columns),
+                                 primary_key=tuple(st.key or ()))
+            followed = Followed(table, schema, table_topic(self.pipeline, table), st.applied)
+            if key not in self.followed:
+                added.append(followed)
+            self.followed[key] = followed
+        for key, table in self.tables.items():
+            if key not in self.followed and table.name not in self.stopped and key not in self._told_waiting:
+                log.warning("%s has no committed full load yet: waiting for one (`seam load full %s`)",
+                            table.name, table.name)
+                self._told_waiting.add(key)
+        return added
 
     def _check_binlog_has(self, position: Position) -> None:
         import pymysql
@@ -85,78 +170,185 @@ class ChangeReader:
         finally:
             conn.close()
         if position.file not in files:
-            tables = " ".join(f.table.name for f in self.followed.values() if f.applied.file == position.file)
+            tables = " ".join(f.table.name for f in self.followed.values() if f.published.file == position.file)
             raise StreamError(f"the source no longer has binlog {position.file} (purged; oldest is "
                               f"{files[0] if files else 'none'}), so changes after {position} are gone: re-run "
                               f"`seam load full {tables}` and keep binlogs longer (binlog_expire_logs_seconds)")
 
-    def run(self, should_stop: Callable[[], bool] = lambda: False, until_idle: bool = False,
-            on_commit: Callable[[Position, int], None] | None = None) -> dict[str, int]:
+    def _poll(self, here: Position | None, ids: dict[str, str]) -> None:
+        """Update what the sink has applied; raise _Rewind when the binlog must be read again."""
+        states = self._target_state()
+        now = self._target.execute("SELECT now()").fetchone()[0]
+        for key, f in list(self.followed.items()):
+            st = states.get(key)
+            if st is None:
+                continue
+            if st.stopped:
+                self.followed.pop(key)
+                self.stopped[f.table.name] = st.stopped
+                continue
+            f.applied_to(st.applied)
+            if st.gap_at is not None and st.gap_at > self._rewound_at:
+                self._rewound_at = now
+                raise _Rewind(f"the sink reports changes of {f.table.name} missing after {st.applied}", reset=True)
+        if ids:
+            current = topic_ids(self.pipeline, sorted(ids))
+            changed = [t for t, i in current.items() if ids.get(t) != i]
+            if changed:
+                self._rewound_at = now
+                raise _Rewind(f"topic(s) {', '.join(changed)} were recreated on the broker (messages lost)",
+                              reset=True)
+        added = self._follow_from_target(reset=False)
+        behind = [f for f in added if here is not None and here.after(f.published)]
+        if behind:
+            raise _Rewind(f"{', '.join(f.table.name for f in behind)} newly loaded at an earlier position",
+                          reset=False)
+
+    # ------------------------------------------------------------ running
+
+    def serve(self, should_stop: Callable[[], bool] = lambda: False) -> None:
+        """Run until stopped, resuming from the target's positions after any failure (broker restart, lost
+        source connection). A purged binlog is not retried: it needs a new full load."""
+        while not should_stop():
+            try:
+                self.run(should_stop)
+            except StreamError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - every other failure is resumed from the target
+                log.warning("change reader interrupted (%s: %s); resuming from the target's positions in 2 s",
+                            type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+                time.sleep(2)
+                try:
+                    self._target.close()
+                    self._target = connect_target(self.pipeline)
+                    self._target.autocommit = True
+                    self._follow_from_target(reset=True)
+                except Exception as again:  # noqa: BLE001
+                    log.warning("target not reachable yet (%s)", again)
+
+    def run(self, should_stop: Callable[[], bool] = lambda: False, until_idle: bool = False) -> dict[str, int]:
         """Publish changes until stopped (or, with ``until_idle``, until the binlog's current end)."""
+        stats = {"transactions": 0, "changes": 0, "rewinds": 0}
+        topics = [table_topic(self.pipeline, t) for t in self.tables.values()]
+        ensure_topics(self.pipeline, topics)
+        publisher = Publisher(self.pipeline)
+        try:
+            while not should_stop():
+                if not self.followed:
+                    if until_idle:
+                        break
+                    time.sleep(POLL_EVERY_S)
+                    self._follow_from_target(reset=False)
+                    continue
+                start = min(f.published for f in self.followed.values())
+                self._check_binlog_has(start)
+                try:
+                    self._read(publisher, start, stats, should_stop, until_idle)
+                    break
+                except _Rewind as rewind:
+                    publisher.flush()
+                    stats["rewinds"] += 1
+                    self.rewinds += 1
+                    log.warning("rewinding: %s; republishing from the target's positions", rewind)
+                    if rewind.reset:
+                        ensure_topics(self.pipeline, topics)
+                        self._follow_from_target(reset=True)
+        finally:
+            publisher.flush()
+        return stats
+
+    def _read(self, publisher: Publisher, start: Position, stats: dict, should_stop, until_idle: bool) -> None:
         from pymysqlreplication import BinLogStreamReader
-        from pymysqlreplication.event import HeartbeatLogEvent, QueryEvent, XidEvent, MariadbGtidEvent
+        from pymysqlreplication.event import HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, XidEvent
         from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
         src = self.pipeline.source
-        ensure_topics(self.pipeline, [f.topic for f in self.followed.values()])
-        publisher = Publisher(self.pipeline)
         stream = BinLogStreamReader(
             connection_settings={"host": src.host, "port": src.port, "user": src.user,
                                  "passwd": src.password.reveal()},
-            server_id=src.server_id, log_file=self.start.file, log_pos=self.start.pos, resume_stream=True,
+            server_id=src.server_id, log_file=start.file, log_pos=start.pos, resume_stream=True,
             is_mariadb=False, blocking=not until_idle, slave_heartbeat=1.0,
             only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent,
                          MariadbGtidEvent, HeartbeatLogEvent],
-            only_schemas=sorted({db for db, _ in self.followed}))
-        stats = {"transactions": 0, "changes": 0}
-        pending: list[Record] = []
-        gtid = None
-        last_flush, last_heartbeat = time.monotonic(), None
+            only_schemas=sorted({db for db, _ in self.tables}))
+        ids = topic_ids(self.pipeline, sorted({f.topic for f in self.followed.values()}))
+        log.info("reading the binlog from %s for %s", start, ", ".join(sorted(f.table.name for f in
+                                                                             self.followed.values())))
+        pending: list[tuple[Followed, Record]] = []
+        gtid, boundary = None, True
+        last_beat = last_poll = time.monotonic()
         try:
             for event in stream:
                 if isinstance(event, MariadbGtidEvent):
-                    gtid, pending = event.gtid, []
+                    gtid, pending, boundary = event.gtid, [], False
                 elif isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                     followed = self.followed.get((event.schema, event.table))
                     if followed is not None:
-                        pending.extend(self._records(followed, event, stream.log_file, gtid))
-                elif isinstance(event, XidEvent):
+                        pending.extend((followed, r) for r in self._records(followed, event, stream.log_file, gtid))
+                elif isinstance(event, XidEvent) or (isinstance(event, QueryEvent)
+                                                     and event.query.strip().upper() == "COMMIT"):
                     commit = Position.through(stream.log_file, event.packet.log_pos)
-                    self._publish(publisher, pending, commit)
+                    stats["changes"] += self._publish(publisher, pending, commit, event.timestamp)
                     stats["transactions"] += 1
-                    stats["changes"] += len(pending)
-                    pending = []
-                elif isinstance(event, QueryEvent) and event.query.strip().upper() not in ("BEGIN", "COMMIT"):
-                    log.warning("DDL in the binlog at %s:%s (%s): not handled yet", stream.log_file,
-                                event.packet.log_pos, event.query[:200])
-                if time.monotonic() - last_flush > 0.2:
-                    if not pending and stream.log_file:  # between transactions: tell idle tables where we are
-                        here = Position.through(stream.log_file, stream.log_pos)
-                        if last_heartbeat is None or here.after(last_heartbeat):
-                            beat = Heartbeat(here).to_json()
-                            for f in self.followed.values():
-                                publisher.send(f.topic, beat, b"__seam_control__", headers=[(CONTROL_HEADER, b"1")])
-                            last_heartbeat = here
+                    pending, boundary = [], True
+                elif isinstance(event, QueryEvent) and event.query.strip().upper() != "BEGIN":
+                    self._ddl(publisher, event, Position.through(stream.log_file, event.packet.log_pos))
+                    pending, boundary = [], True
+                elif isinstance(event, HeartbeatLogEvent):
+                    boundary = not pending
+                now = time.monotonic()
+                if boundary and now - last_beat > HEARTBEAT_EVERY_S and stream.log_file:
+                    self._heartbeats(publisher, Position.through(stream.log_file, stream.log_pos))
                     publisher.flush()
-                    last_flush = time.monotonic()
-                    if on_commit:
-                        on_commit(Position.through(stream.log_file, stream.log_pos), stats["changes"])
+                    last_beat = now
+                if now - last_poll > POLL_EVERY_S:
+                    publisher.flush()
+                    here = Position.through(stream.log_file, stream.log_pos) if stream.log_file else None
+                    self._poll(here, ids)
+                    self._hold_back(publisher, here, ids, should_stop)
+                    last_poll = time.monotonic()
                 if should_stop():
                     break
         finally:
             stream.close()
-            publisher.flush()
-        return stats
+        publisher.flush()
+
+    def _hold_back(self, publisher: Publisher, here: Position | None, ids: dict, should_stop) -> None:
+        """Back-pressure: pause while any table has more published-but-unapplied than the bound."""
+        def over(fraction: float) -> list[str]:
+            return [f.table.name for f in self.followed.values()
+                    if f.unapplied()[0] > self.max_events * fraction or f.unapplied()[1] > self.max_bytes * fraction]
+
+        if not over(1.0):
+            if over(0.75):
+                time.sleep(0.2)  # slow down before the bound
+            return
+        log.warning("back-pressure: %s has %s events / %s bytes published but not applied (bound %s / %s): "
+                    "pausing until the sink catches up", over(1.0)[0], *self._unapplied_of(over(1.0)[0]),
+                    self.max_events, self.max_bytes)
+        began = time.monotonic()
+        while over(0.5) and not should_stop():
+            time.sleep(0.5)
+            self._poll(here, ids)
+        self.paused_s += time.monotonic() - began
+        log.info("back-pressure released after %.1f s", time.monotonic() - began)
+
+    def _unapplied_of(self, name: str) -> tuple[int, int]:
+        return next(f.unapplied() for f in self.followed.values() if f.table.name == name)
+
+    def unapplied(self) -> dict[str, tuple[int, int]]:
+        return {f.table.name: f.unapplied() for f in self.followed.values()}
+
+    # ------------------------------------------------------------ publishing
 
     def _records(self, followed: Followed, event, log_file: str, gtid: str | None) -> list[Record]:
         from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
 
         schema, key = followed.schema, followed.table.key
         out = []
+        ts_ms = event.timestamp * 1000
         for i, row in enumerate(event.rows):
             at = Position(log_file, event.packet.log_pos, i)
-            if not at.after(followed.applied):
-                continue  # already in the target (its snapshot or an applied transaction)
             if isinstance(event, UpdateRowsEvent):
                 before = normalize_row(schema, binlog_values(row["before_values"], row.get("before_none_sources")))
                 after = normalize_row(schema, binlog_values(row["after_values"], row.get("after_none_sources")))
@@ -165,13 +357,293 @@ class ChangeReader:
                 image = normalize_row(schema, binlog_values(row["values"], row.get("none_sources")))
                 op, before, after = ("c", None, image) if isinstance(event, WriteRowsEvent) else ("d", image, None)
             out.append(Record(op=op, db=schema.db, table=schema.table, key=key_of(schema, key, after or before),
-                              before=before, after=after, position=at, gtid=gtid))
+                              before=before, after=after, position=at, gtid=gtid, ts_ms=ts_ms))
         return out
 
-    def _publish(self, publisher: Publisher, records: list[Record], commit: Position) -> None:
-        last_index = {}
-        for i, r in enumerate(records):
-            last_index[(r.db, r.table)] = i
-        for i, r in enumerate(records):
-            final = replace(r, txn=commit, last=last_index[(r.db, r.table)] == i)
-            publisher.send(self.followed[(r.db, r.table)].topic, final.to_json(), final.kafka_key())
+    def _publish(self, publisher: Publisher, pending: list[tuple[Followed, Record]], commit: Position,
+                 timestamp: int) -> int:
+        """Publish one source transaction's changes, table by table, each chained to the table's last."""
+        by_table: dict[str, tuple[Followed, list[Record]]] = {}
+        for followed, record in pending:
+            if commit.after(followed.published):  # else already published (or applied) for this table
+                by_table.setdefault(followed.table.name, (followed, []))[1].append(record)
+        sent = 0
+        for followed, records in by_table.values():
+            size = 0
+            for i, r in enumerate(records):
+                value = replace(r, txn=commit, last=i == len(records) - 1, prev=followed.published).to_json()
+                publisher.send(followed.topic, value, r.kafka_key())
+                size += len(value)
+            self._advance(followed, commit, len(records), size)
+            sent += len(records)
+        if self.max_events and any(f.unapplied()[0] > 0.75 * self.max_events for f, _ in by_table.values()):
+            time.sleep(0.001)  # the slowing half of back-pressure, per transaction
+        return sent
+
+    def _advance(self, followed: Followed, position: Position, events: int, size: int) -> None:
+        followed.published = position
+        followed.events += events
+        followed.bytes += size
+        followed.backlog.append((position, followed.events, followed.bytes))
+
+    def _heartbeats(self, publisher: Publisher, here: Position) -> None:
+        seen = int(time.time() * 1000)
+        for f in self.followed.values():
+            if here.after(f.published):
+                value = Heartbeat(here, prev=f.published, seen_ms=seen).to_json()
+                publisher.send(f.topic, value, CONTROL_KEY, headers=[(CONTROL_HEADER, b"1")])
+                self._advance(f, here, 0, len(value))
+
+    def _control(self, publisher: Publisher, followed: Followed, message) -> None:
+        value = message.to_json()
+        publisher.send(followed.topic, value, CONTROL_KEY, headers=[(CONTROL_HEADER, b"1")])
+        self._advance(followed, message.position, 1, len(value))
+
+    # ------------------------------------------------------------ DDL
+
+    def _ddl(self, publisher: Publisher, event, position: Position) -> None:
+        for (db, table), followed in list(self.followed.items()):
+            effect = ddl_effect(event.query, event.schema.decode() if isinstance(event.schema, bytes)
+                                else event.schema, db, table)
+            if effect is None or not position.after(followed.published):
+                continue
+            kind, detail = effect
+            if kind == "add":
+                change = self._added_columns(followed, detail, event.query, position)
+                if isinstance(change, SchemaChange):
+                    self._control(publisher, followed, change)
+                    followed.schema = replace(followed.schema, columns=tuple(Column(**c) for c in change.columns))
+                    log.info("%s: columns %s added at %s; the stream goes on", followed.table.name,
+                             ", ".join(detail), position)
+                    continue
+                detail = change
+            reason = (f"DDL at {position} that the stream cannot follow: {event.query.strip()[:300]!r} ({detail}); "
+                      f"re-run `seam load full {followed.table.name}` to sync the table again")
+            self._control(publisher, followed, StreamStop(position, followed.published, reason))
+            del self.followed[(db, table)]
+            self.stopped[followed.table.name] = reason
+            log.error("%s: stream stopped: %s", followed.table.name, reason)
+
+    def _added_columns(self, followed: Followed, names: list[str], ddl: str, position: Position):
+        """The table's columns after ADD COLUMN, from the source's current definition of the added ones;
+        a string (the reason) when that cannot be done exactly."""
+        import pymysql
+
+        conn = pymysql.connect(**self.pipeline.source.pymysql_kwargs())
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_SCALE, "
+                            "DATETIME_PRECISION, COLUMN_DEFAULT FROM information_schema.COLUMNS "
+                            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (followed.table.db, followed.table.table))
+                found = {r[0]: r for r in cur.fetchall()}
+        finally:
+            conn.close()
+        columns, defaults = [asdict(c) for c in followed.schema.columns], {}
+        for name in names:
+            r = found.get(name)
+            if r is None:
+                return f"column {name} is no longer on the source"
+            column = Column(name=r[0], data_type=r[1].lower(), column_type=r[2].lower(), nullable=r[3] == "YES",
+                            numeric_scale=r[4], datetime_precision=r[5])
+            default = literal_default(r[6])
+            if default is _COMPUTED or (default is None and not column.nullable):
+                return f"column {name} gets a default the stream cannot reproduce ({r[6]!r})"
+            if default is not None and column.data_type in {"date", "datetime", "timestamp", "time", "bit",
+                                                            "binary", "varbinary", "blob", "json"}:
+                return f"column {name} has a {column.data_type} default the stream does not reproduce"
+            defaults[name] = None if default is None else normalize(column, default)
+            columns.append(asdict(column))
+        return SchemaChange(position, followed.published, columns, defaults, ddl.strip()[:1000])
+
+
+_COMPUTED = object()
+_NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+_QUALIFIED = re.compile(rf"\s*(?:({_NAME})\s*\.\s*)?({_NAME})", re.S)
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1].replace("``", "`") if name.startswith("`") else name
+
+
+def literal_default(value):
+    """MariaDB's COLUMN_DEFAULT: None for no default/NULL, the value of a literal, _COMPUTED otherwise."""
+    if value is None or value.upper() == "NULL":
+        return None
+    if value.startswith("'") and value.endswith("'"):
+        return value[1:-1].replace("''", "'").replace("\\\\", "\\")
+    if re.fullmatch(r"-?\d+(\.\d+)?", value):
+        return value
+    return _COMPUTED
+
+
+def _split_clauses(text: str) -> list[str]:
+    """Top-level comma-separated clauses (commas inside parentheses or quotes do not split)."""
+    clauses, depth, quote, current = [], 0, None, []
+    for ch in text:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"`":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            clauses.append("".join(current).strip())
+            current = []
+            continue
+        current.append(ch)
+    clauses.append("".join(current).strip())
+    return [c for c in clauses if c]
+
+
+_HARMLESS = re.compile(r"^(ADD\s+(INDEX|KEY|UNIQUE|FULLTEXT|SPATIAL|CONSTRAINT|FOREIGN)\b|DROP\s+(INDEX|KEY|FOREIGN"
+                       r"|CONSTRAINT)\b|ALGORITHM\b|LOCK\b|COMMENT\b|FORCE$|ENGINE\b|RENAME\s+(INDEX|KEY)\b)", re.I)
+_ADD_COLUMN = re.compile(rf"^ADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?({_NAME})\s", re.I)
+
+
+def ddl_effect(query: str, default_db: str | None, db: str, table: str) -> tuple[str, object] | None:
+    """What a DDL statement does to ``db.table``: None (nothing, or not that table), ("add", [columns]) for
+    ADD COLUMN, ("stop", what) for anything else that changes its rows or shape."""
+    q = re.sub(r"/\*.*?\*/|--[^\n]*|#[^\n]*", " ", query, flags=re.S).strip()
+
+    def names_at(text: str) -> list[tuple[str, str]]:
+        out = []
+        for part in _split_clauses(text):
+            m = _QUALIFIED.match(part)
+            if m:
+                out.append((_unquote(m.group(1)) if m.group(1) else default_db, _unquote(m.group(2))))
+        return out
+
+    m = re.match(r"ALTER\s+(?:ONLINE\s+)?(?:IGNORE\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?", q, re.I)
+    if m:
+        target = _QUALIFIED.match(q, m.end())
+        if not target or (_unquote(target.group(1)) if target.group(1) else default_db,
+                          _unquote(target.group(2))) != (db, table):
+            return None
+        added, other = [], []
+        for clause in _split_clauses(q[target.end():]):
+            add = _ADD_COLUMN.match(clause + " ")
+            if add and not _HARMLESS.match(clause):
+                added.append(_unquote(add.group(1)))
+            elif not _HARMLESS.match(clause):
+                other.append(clause.split()[0].upper() + " " + (clause.split() + [""])[1])
+        if other:
+            return ("stop", "ALTER TABLE " + ", ".join(other))
+        return ("add", added) if added else None
+    m = re.match(r"(DROP\s+(?:TEMPORARY\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?|TRUNCATE\s+(?:TABLE\s+)?|RENAME\s+TABLE\s+"
+                 r"|CREATE\s+OR\s+REPLACE\s+TABLE\s+)", q, re.I)
+    if m:
+        rest = q[m.end():]
+        if m.group(1).upper().startswith("RENAME"):
+            rest = ",".join(re.split(r"\s+TO\s+", c, flags=re.I)[0] for c in _split_clauses(rest))
+        if (db, table) in names_at(rest):
+            return ("stop", " ".join(m.group(1).split()).upper())
+    return None
+
+
+# ------------------------------------------------------------------ lag ----
+
+@dataclass(frozen=True)
+class TableLag:
+    table: str
+    applied: Position | None
+    behind_bytes: int | None   # binlog bytes between the applied position and the source's head
+    behind_events: int | None  # row events of this table in between (capped at ``EVENT_SCAN_CAP``)
+    behind_seconds: float | None
+    changes_per_s: float | None
+    stopped: str | None
+
+
+EVENT_SCAN_CAP = 200_000
+
+
+def source_head(conn) -> Position:
+    with conn.cursor() as cur:
+        try:
+            cur.execute("SHOW BINARY LOG STATUS")  # MySQL 8.4+
+        except Exception:  # noqa: BLE001 - MariaDB and older MySQL
+            cur.execute("SHOW MASTER STATUS")
+        file, pos = cur.fetchone()[:2]
+    return Position.through(file, int(pos))
+
+
+def _events_between(pipeline: Pipeline, files: list[str], db: str, table: str, start: Position,
+                    head: Position) -> int:
+    """Row events of ``db.table`` in the binlog after ``start`` up to ``head`` (each is preceded by a
+    Table_map event naming the table), counted on the source without reading row data."""
+    import pymysql
+
+    if start.file not in files:
+        return EVENT_SCAN_CAP
+    count, scanned = 0, 0
+    names = tuple(f"({n})".encode() for n in (f"`{db}`.`{table}`", f"{db}.{table}"))
+    conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), use_unicode=False)  # Info holds raw bytes
+    try:
+        with conn.cursor() as cur:
+            for file in files[files.index(start.file):]:
+                cur.execute(f"SHOW BINLOG EVENTS IN %s FROM {int(start.pos) if file == start.file else 4} "
+                            f"LIMIT {EVENT_SCAN_CAP - scanned}", (file,))
+                for _, _, kind, _, _, info in cur.fetchall():
+                    scanned += 1
+                    if kind == b"Table_map" and info.endswith(names):
+                        count += 1
+                if file == head.file or scanned >= EVENT_SCAN_CAP:
+                    break
+    finally:
+        conn.close()
+    return count
+
+
+def stream_lag(pipeline: Pipeline, tables: list[TableConfig], sample_s: float = 1.0) -> tuple[Position, list[TableLag]]:
+    """Per table: where the source is, what the target has applied, and the distance in bytes, events and
+    seconds (from the two databases' positions, never from Kafka), plus the sink's recent changes/s."""
+    import pymysql
+
+    source = pymysql.connect(**pipeline.source.pymysql_kwargs())
+    target = connect_target(pipeline)
+    target.autocommit = True
+    state = qi(pipeline.target.state_schema)
+    ensure_state(target, pipeline.target.state_schema)
+
+    def read() -> dict:
+        rows = target.execute(f"SELECT db, tbl, file, pos, row_index, source_ms, changes, stopped, "
+                              f"(extract(epoch FROM clock_timestamp()) * 1000)::bigint FROM {state}.positions").fetchall()
+        return {(r[0], r[1]): r[2:] for r in rows}
+
+    try:
+        first, began = read(), time.monotonic()
+        time.sleep(sample_s)
+        second, elapsed = read(), time.monotonic() - began
+        head = source_head(source)
+        out = []
+        for t in tables:
+            row = second.get((t.db, t.table))
+            if row is None:
+                out.append(TableLag(t.name, None, None, None, None, None, None))
+                continue
+            file, pos, row_index, source_ms, changes, stopped, now_ms = row
+            applied = Position(file, pos, row_index)
+            if applied.file == head.file:
+                behind_bytes = max(0, head.pos - applied.pos)
+            else:
+                files = binlog_files(source)
+                sizes = _binlog_sizes(source)
+                names = files[files.index(applied.file):] if applied.file in files else []
+                behind_bytes = sum(sizes.get(f, 0) for f in names) - applied.pos if names else None
+            events = _events_between(pipeline, binlog_files(source), t.db, t.table, applied, head) \
+                if behind_bytes else 0
+            seconds = 0.0 if not events else (max(0.0, (now_ms - source_ms) / 1000) if source_ms else None)
+            before = first.get((t.db, t.table))
+            rate = (changes - before[4]) / elapsed if before else None
+            out.append(TableLag(t.name, applied, behind_bytes, events, seconds, rate, stopped))
+        return head, out
+    finally:
+        source.close()
+        target.close()
+
+
+def _binlog_sizes(conn) -> dict[str, int]:
+    with conn.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        return {r[0]: int(r[1]) for r in cur.fetchall()}

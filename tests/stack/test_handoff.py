@@ -116,5 +116,5 @@ def test_stream_start_status_stop(pipeline_path):
         assert caught_up.stdout.count(" 0 bytes behind") == len(TABLES), caught_up.stdout
     finally:
         stopped = seam("stop")
-    assert "stream stopped" in stopped.stdout
+    assert "stream-reader stopped" in stopped.stdout and "stream-sink stopped" in stopped.stdout
     assert "not running" in seam("status").stdout
