@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SEAM := .venv/bin/seam
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test bench up down status lock clean
+.PHONY: setup demo test bench bench-stream up down status lock clean
 SCALE ?= 0.5
 
 setup:            ## Debian packages, .venv with pinned requirements, seam (editable)
@@ -17,6 +17,9 @@ test: setup       ## the whole test suite against the real embedded services
 
 bench: setup      ## full load of TPC-H orders vs a raw Spark JDBC->Parquet read (SCALE=0.5)
 	@.venv/bin/python benchmarks/full_load_tpch.py --scale $(SCALE)
+
+bench-stream: setup  ## binlog CDC through the whole chain vs raw python-mysql-replication decode, and latency
+	@.venv/bin/python benchmarks/stream_cdc.py
 
 up: setup
 	@$(SEAM) up

@@ -53,13 +53,17 @@ FINAL_STATES = ("committed", "rejected", "superseded")
 def record_decoder(schema: TableSchema) -> msgspec.json.Decoder:
     """A decoder for one table's records whose row images decode straight into tuples' worth of fields
     (several times faster than dicts); a record missing a column fails to decode instead of loading NULL."""
-    row = msgspec.defstruct("Row", [(f"f{i}", Any, msgspec.field(name=n)) for i, n in enumerate(schema.names)])
+    row = msgspec.defstruct("Row", [(f"f{i}", Any, msgspec.field(name=n)) for i, n in enumerate(schema.names)],
+                            forbid_unknown_fields=True)  # a column the target does not know is an error
     source = msgspec.defstruct("Source", [("batch", Optional[str]), ("txn", Optional[dict], None),
                                           ("last", bool, False), ("file", str, ""), ("pos", int, 0),
                                           ("row", int, 0), ("prev", Optional[dict], None)])  # others skipped
     wire = msgspec.defstruct("Wire", [("op", str), ("key", msgspec.Raw), ("before", Optional[row]),
                                       ("after", Optional[row]), ("source", source), ("ts_ms", int, 0)])
     return msgspec.json.Decoder(wire)
+
+
+_SOURCE_ONLY = msgspec.json.Decoder(msgspec.defstruct("Wire", [("source", msgspec.defstruct("S", [("txn", dict)]))]))
 
 
 class SinkError(RuntimeError):
@@ -420,7 +424,14 @@ class Sink:
         stream = self.streams.get(topic) or (None if topic in self._no_stream else self._load_stream(topic))
         if stream is None:
             return  # no committed full load (or the table's stream stopped): nothing to apply changes to
-        doc = stream.decode(value)
+        try:
+            doc = stream.decode(value)
+        except msgspec.ValidationError as exc:  # other columns: fine for what is applied already, else an error
+            txn = _SOURCE_ONLY.decode(value).source.txn
+            if not Position.through(txn["file"], txn["pos"]).after(stream.applied):
+                return
+            raise SinkError(f"{stream.target}: a change at {txn} does not match the table's columns ({exc}); "
+                            "re-run `seam load full` for the table") from None
         commit = Position.through(doc.source.txn["file"], doc.source.txn["pos"])
         if not commit.after(stream.applied):
             return  # its transaction is already in the target (a snapshot or an applied transaction)
@@ -643,7 +654,7 @@ class Sink:
                 f"INSERT INTO {self.state}.positions (db, tbl, file, pos, row_index, batch_id) "
                 "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (db, tbl) DO UPDATE SET file = EXCLUDED.file, "
                 "pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, batch_id = EXCLUDED.batch_id, updated_at = now(), "
-                "columns = NULL, stopped = NULL, gap_at = NULL, source_ms = NULL",
+                "columns = NULL, stopped = NULL, gap_at = NULL, source_ms = NULL, changes = 0",
                 (end.db, end.table, end.position.file, end.position.pos, end.position.row, end.batch))
             log.info("batch %s of %s.%s committed: %s rows at %s", end.batch, end.db, end.table, final_rows,
                      end.position)

@@ -97,6 +97,7 @@ class Followed:
 @dataclass
 class TargetState:
     applied: Position | None
+    batch: str | None
     stopped: str | None
     gap_at: object | None
     columns: list | None
@@ -113,7 +114,10 @@ class ChangeReader:
         self.stopped: dict[str, str] = {}
         self.paused_s = 0.0
         self.rewinds = 0
+        self._over_bound = False
+        self._pause_began: float | None = None
         self._told_waiting: set[tuple[str, str]] = set()
+        self._stopped_batch: dict[tuple[str, str], str | None] = {}  # stopped tables: the load they stopped in
         self._target = connect_target(pipeline)
         self._target.autocommit = True
         ensure_state(self._target, pipeline.target.state_schema)
@@ -122,16 +126,19 @@ class ChangeReader:
         if self.followed:
             self._check_binlog_has(min(f.published for f in self.followed.values()))
 
+    def close(self) -> None:
+        self._target.close()
+
     # ------------------------------------------------------------ target state
 
     def _target_state(self) -> dict[tuple[str, str], TargetState]:
         state = qi(self.pipeline.target.state_schema)
         rows = self._target.execute(
-            f"SELECT p.db, p.tbl, p.file, p.pos, p.row_index, p.stopped, p.gap_at, "
+            f"SELECT p.db, p.tbl, p.file, p.pos, p.row_index, p.batch_id, p.stopped, p.gap_at, "
             f"coalesce(p.columns, b.columns), b.key_columns FROM {state}.positions p "
             f"LEFT JOIN LATERAL (SELECT columns, key_columns FROM {state}.batches b WHERE b.db = p.db "
             "AND b.tbl = p.tbl AND b.state = 'committed' ORDER BY b.finished_at DESC LIMIT 1) b ON true").fetchall()
-        return {(r[0], r[1]): TargetState(Position(r[2], r[3], r[4]), r[5], r[6], r[7], r[8]) for r in rows}
+        return {(r[0], r[1]): TargetState(Position(r[2], r[3], r[4]), *r[5:]) for r in rows}
 
     def _follow_from_target(self, reset: bool) -> list[Followed]:
         """Follow the tables the target has positions for; ``reset`` re-anchors every chain at the target."""
@@ -144,8 +151,12 @@ class ChangeReader:
                 if self.followed.pop(key, None) or table.name not in self.stopped:
                     log.error("%s: stream stopped: %s", table.name, st.stopped)
                 self.stopped[table.name] = st.stopped
+                self._stopped_batch[key] = st.batch
                 continue
+            if key in self._stopped_batch and self._stopped_batch[key] == st.batch:
+                continue  # stopped by this reader; the sink has not applied the STOP yet
             self.stopped.pop(table.name, None)
+            self._stopped_batch.pop(key, None)
             if key in self.followed and not reset:
                 continue
             schema = TableSchema(db=table.db, table=table.table, columns=tuple(Column(**c) for c in st.columns),
@@ -283,7 +294,8 @@ class ChangeReader:
                     gtid, pending, boundary = event.gtid, [], False
                 elif isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                     followed = self.followed.get((event.schema, event.table))
-                    if followed is not None:
+                    if followed is not None and Position(stream.log_file, event.packet.log_pos).after(
+                            followed.published):  # (before it: published already, maybe with other columns)
                         pending.extend((followed, r) for r in self._records(followed, event, stream.log_file, gtid))
                 elif isinstance(event, XidEvent) or (isinstance(event, QueryEvent)
                                                      and event.query.strip().upper() == "COMMIT"):
@@ -301,7 +313,7 @@ class ChangeReader:
                     self._heartbeats(publisher, Position.through(stream.log_file, stream.log_pos))
                     publisher.flush()
                     last_beat = now
-                if now - last_poll > POLL_EVERY_S:
+                if now - last_poll > POLL_EVERY_S or self._over_bound:
                     publisher.flush()
                     here = Position.through(stream.log_file, stream.log_pos) if stream.log_file else None
                     self._poll(here, ids)
@@ -315,6 +327,8 @@ class ChangeReader:
 
     def _hold_back(self, publisher: Publisher, here: Position | None, ids: dict, should_stop) -> None:
         """Back-pressure: pause while any table has more published-but-unapplied than the bound."""
+        self._over_bound = False
+
         def over(fraction: float) -> list[str]:
             return [f.table.name for f in self.followed.values()
                     if f.unapplied()[0] > self.max_events * fraction or f.unapplied()[1] > self.max_bytes * fraction]
@@ -326,12 +340,19 @@ class ChangeReader:
         log.warning("back-pressure: %s has %s events / %s bytes published but not applied (bound %s / %s): "
                     "pausing until the sink catches up", over(1.0)[0], *self._unapplied_of(over(1.0)[0]),
                     self.max_events, self.max_bytes)
-        began = time.monotonic()
-        while over(0.5) and not should_stop():
-            time.sleep(0.5)
-            self._poll(here, ids)
-        self.paused_s += time.monotonic() - began
+        began = self._pause_began = time.monotonic()
+        try:
+            while over(0.5) and not should_stop():
+                time.sleep(0.5)
+                self._poll(here, ids)
+        finally:
+            self._pause_began = None
+            self.paused_s += time.monotonic() - began
         log.info("back-pressure released after %.1f s", time.monotonic() - began)
+
+    def paused_for(self) -> float:
+        """Seconds spent paused by back-pressure, including a pause going on now."""
+        return self.paused_s + (time.monotonic() - self._pause_began if self._pause_began else 0.0)
 
     def _unapplied_of(self, name: str) -> tuple[int, int]:
         return next(f.unapplied() for f in self.followed.values() if f.table.name == name)
@@ -376,8 +397,12 @@ class ChangeReader:
                 size += len(value)
             self._advance(followed, commit, len(records), size)
             sent += len(records)
-        if self.max_events and any(f.unapplied()[0] > 0.75 * self.max_events for f, _ in by_table.values()):
-            time.sleep(0.001)  # the slowing half of back-pressure, per transaction
+        for followed, _ in by_table.values():
+            events, size = followed.unapplied()
+            if events > self.max_events or size > self.max_bytes:
+                self._over_bound = True  # checked after this transaction, not at the next poll
+            elif events > 0.75 * self.max_events or size > 0.75 * self.max_bytes:
+                time.sleep(0.002)  # the slowing half of back-pressure, per transaction
         return sent
 
     def _advance(self, followed: Followed, position: Position, events: int, size: int) -> None:
@@ -422,6 +447,8 @@ class ChangeReader:
             self._control(publisher, followed, StreamStop(position, followed.published, reason))
             del self.followed[(db, table)]
             self.stopped[followed.table.name] = reason
+            self._stopped_batch[(db, table)] = self._target_state().get((db, table), TargetState(
+                None, None, None, None, None, None)).batch
             log.error("%s: stream stopped: %s", followed.table.name, reason)
 
     def _added_columns(self, followed: Followed, names: list[str], ddl: str, position: Position):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import time
 
 from seam.config import Pipeline, TableConfig
 
@@ -110,8 +111,13 @@ class Publisher:
         from confluent_kafka import Producer
 
         self.errors: list[str] = []
+        self.fatal: str | None = None
         self.sent = 0
-        self._producer = Producer(producer_config(pipeline))
+        self._producer = Producer({**producer_config(pipeline), "error_cb": self._on_error})
+
+    def _on_error(self, err) -> None:
+        if err.fatal():  # e.g. an idempotent producer whose broker lost its state: nothing more gets through
+            self.fatal = err.str()
 
     def _on_delivery(self, err, msg) -> None:
         if err is not None:
@@ -120,7 +126,10 @@ class Publisher:
     def send(self, topic: str, value: bytes, key: bytes | None = None, headers=None) -> None:
         while True:
             try:
-                self._producer.produce(topic, value, key, headers=headers, on_delivery=self._on_delivery)
+                # partition 0 always: a topic the broker auto-created (after losing it) may have more partitions,
+                # and per-table order lives in one partition
+                self._producer.produce(topic, value, key, partition=0, headers=headers,
+                                       on_delivery=self._on_delivery)
                 break
             except BufferError:
                 self._producer.poll(0.05)
@@ -130,7 +139,12 @@ class Publisher:
 
     def flush(self, timeout: float = 120.0) -> None:
         """Wait for every acknowledgement; raise if anything was not delivered (and start afresh)."""
-        left = self._producer.flush(timeout)
+        deadline = time.monotonic() + timeout
+        left = self._producer.flush(min(1.0, timeout))
+        while left and self.fatal is None and time.monotonic() < deadline:
+            left = self._producer.flush(1.0)
+        if self.fatal is not None:
+            raise BrokerError(f"the Kafka producer failed for good ({self.fatal}); {left} message(s) undelivered")
         errors, self.errors = self.errors, []
         if left:
             raise BrokerError(f"{left} message(s) not acknowledged by the broker within {timeout:.0f}s")
@@ -144,6 +158,6 @@ class Publisher:
         """One publisher per process and broker: an idempotent producer's start-up handshake costs ~0.5 s,
         and Spark reuses its Python workers across tasks. Callers flush before they report success."""
         publisher = cls._per_process.get(pipeline.kafka.bootstrap)
-        if publisher is None:
+        if publisher is None or publisher.fatal:
             publisher = cls._per_process[pipeline.kafka.bootstrap] = cls(pipeline)
         return publisher
