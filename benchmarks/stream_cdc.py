@@ -57,8 +57,9 @@ def seam(path: str, *args: str, check: bool = True) -> str:
 
 
 def source(pipeline, autocommit=False):
-    import pymysql
-    return pymysql.connect(**pipeline.source.pymysql_kwargs(), database=DB, autocommit=autocommit)
+    """An admin connection (the pipeline's user only reads)."""
+    from seam import demo
+    return demo.connect(os.environ["SEAM_MYSQL_URL"], autocommit=autocommit)
 
 
 def write_changes(pipeline, changes: int, first_tick: int) -> int:
@@ -68,8 +69,8 @@ def write_changes(pipeline, changes: int, first_tick: int) -> int:
     tick = first_tick
     with conn.cursor() as cur:
         for _ in range(changes // 10):
-            cur.execute("INSERT INTO ticks VALUES (%s, NOW(6))", (tick,))
-            cur.executemany("UPDATE events SET amount = amount + 1, note = %s, updated_at = NOW(6) WHERE id = %s",
+            cur.execute(f"INSERT INTO `{DB}`.ticks VALUES (%s, NOW(6))", (tick,))
+            cur.executemany(f"UPDATE `{DB}`.events SET amount = amount + 1, note = %s, updated_at = NOW(6) WHERE id = %s",
                             [(f"n{tick}", rng.randrange(ROWS)) for _ in range(9)])
             conn.commit()
             tick += 1
@@ -129,8 +130,8 @@ def latency(pipeline, rate: float, seconds: float, first_tick: int) -> list[floa
         next_at = time.perf_counter()
         with conn.cursor() as cur:
             while time.perf_counter() - began < seconds:
-                cur.execute("INSERT INTO ticks VALUES (%s, NOW(6))", (tick,))
-                cur.executemany("UPDATE events SET amount = amount + 1, updated_at = NOW(6) WHERE id = %s",
+                cur.execute(f"INSERT INTO `{DB}`.ticks VALUES (%s, NOW(6))", (tick,))
+                cur.executemany(f"UPDATE `{DB}`.events SET amount = amount + 1, updated_at = NOW(6) WHERE id = %s",
                                 [(rng.randrange(ROWS),) for _ in range(9)])
                 conn.commit()
                 committed[tick] = time.perf_counter()

@@ -14,6 +14,7 @@ has already applied.
 from __future__ import annotations
 
 import json
+import time
 
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 
@@ -41,6 +42,7 @@ class _TopicReader(SimpleDataSourceStreamReader):
         self.topics = json.loads(options["topics"])
         self.start = json.loads(options.get("start", "{}"))
         self.max_messages = int(options.get("maxMessages", "50000"))
+        self.max_wait_s = float(options.get("maxWaitSeconds", "0.5"))
         self._admin = None
 
     def _ids(self) -> dict[str, str] | None:
@@ -93,10 +95,12 @@ class _TopicReader(SimpleDataSourceStreamReader):
         if not todo:
             return rows, reached
         consumer.assign([TopicPartition(t, 0, int(start[t][1])) for t in todo])
-        empty = 0
+        empty, began = 0, time.monotonic()
         try:
             while todo and (len(rows) < self.max_messages or end is not None):
-                batch = [m for m in consumer.consume(5000, 0.3) if m.error() is None]
+                if end is None and time.monotonic() - began > self.max_wait_s:
+                    break  # a steady trickle must not hold the micro-batch back (latency)
+                batch = [m for m in consumer.consume(5000, 0.1 if end is None else 0.3) if m.error() is None]
                 if not batch:
                     empty += 1
                     if end is None or empty > 30:
