@@ -46,6 +46,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
+from seam.alerts import alert
 from seam.boundary import CONTROL_HEADER, Heartbeat, SchemaChange, StreamStop
 from seam.config import Pipeline, TableConfig
 from seam.records import Position, Record, binlog_values, key_of, normalize, normalize_row
@@ -449,7 +450,7 @@ class ChangeReader:
             self.stopped[followed.table.name] = reason
             self._stopped_batch[(db, table)] = self._target_state().get((db, table), TargetState(
                 None, None, None, None, None, None)).batch
-            log.error("%s: stream stopped: %s", followed.table.name, reason)
+            alert(self.pipeline, followed.table.name, "stream stopped", reason)
 
     def _added_columns(self, followed: Followed, names: list[str], ddl: str, position: Position):
         """The table's columns after ADD COLUMN, from the source's current definition of the added ones;

@@ -5,6 +5,8 @@ doubled. Also: the stream can start before the first full load; ADD COLUMN mid-s
 DDL stops only its table; back-pressure bounds what a stopped sink leaves unapplied."""
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import random
 import signal
@@ -27,12 +29,14 @@ TABLES = ["accounts", "payments", "audit_log"]
 pytestmark = pytest.mark.stack
 
 
-def _pipeline_file(tmp_path_factory, name: str, kafka_extra: dict | None = None) -> str:
+def _pipeline_file(tmp_path_factory, name: str, kafka_extra: dict | None = None, webhook: str | None = None) -> str:
     doc = yaml.safe_load(open(load_pipeline().path))
     doc["tables"] = [{"name": f"{DB}.accounts", "key": ["id"]}, {"name": f"{DB}.payments", "key": ["id"]},
                      {"name": f"{DB}.audit_log", "key": "none"}]
     doc["kafka"]["topic_prefix"] = f"seam.{name}"
     doc["kafka"].update(kafka_extra or {})
+    if webhook:
+        doc["notify"] = {"webhook": webhook}
     path = tmp_path_factory.mktemp(name) / "pipeline.yaml"
     path.write_text(yaml.safe_dump(doc))
     return str(path)
@@ -165,8 +169,22 @@ def test_back_pressure_bounds_what_a_stopped_sink_leaves(seeded_db, tmp_path_fac
         reader.close()
 
 
+class _Hooks(http.server.BaseHTTPRequestHandler):
+    received: list[dict] = []
+
+    def do_POST(self):
+        self.received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
 def test_ddl_add_column_goes_on_other_ddl_stops_only_its_table(seeded_db, tmp_path_factory):
-    path = _pipeline_file(tmp_path_factory, "ddl")
+    receiver = http.server.HTTPServer(("127.0.0.1", 0), _Hooks)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    path = _pipeline_file(tmp_path_factory, "ddl", webhook=f"http://127.0.0.1:{receiver.server_port}/seam")
     pipeline = load_pipeline(path)
     load = _seam(path, "load", "full", *[f"{DB}.{t}" for t in TABLES])
     assert load.returncode == 0, load.stderr + load.stdout
@@ -189,6 +207,10 @@ def test_ddl_add_column_goes_on_other_ddl_stops_only_its_table(seeded_db, tmp_pa
         assert status.returncode == 1, status.stdout + status.stderr  # a stopped table is a failure to see
         assert f"{DB}.payments" in status.stdout and "STOPPED" in status.stdout and "DROP COLUMN" in status.stdout
         assert "seam load full faults_test.payments" in status.stdout
+        alerts = [a for a in _Hooks.received if a["table"] == f"{DB}.payments"]  # the webhook alert
+        assert alerts and alerts[0]["problem"] == "stream stopped" and "DROP COLUMN" in alerts[0]["detail"], \
+            _Hooks.received
+        assert not [a for a in _Hooks.received if a["table"] != f"{DB}.payments"]
         with psycopg.connect(**pipeline.target.conninfo()) as conn:
             cols = [r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns WHERE "
                                                "table_schema = %s AND table_name = 'accounts'", (DB,))]
@@ -202,3 +224,4 @@ def test_ddl_add_column_goes_on_other_ddl_stops_only_its_table(seeded_db, tmp_pa
     finally:
         admin.close()
         _seam(path, "stream", "stop", timeout=120)
+        receiver.shutdown()
