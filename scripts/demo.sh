@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The demo on the embedded stack: start it, seed the settlement schema, run a
 # full load of every demo table while a writer changes them (consistent
-# snapshot -> Kafka -> PostgreSQL), and run the wiring-check DAG through
-# Airflow. Leaves the stack up to explore.
+# snapshot -> Kafka -> PostgreSQL), stream the binlog from there, load an
+# incremental window of every incremental table, and run the wiring-check DAG
+# through Airflow. Leaves the stack up to explore.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEAM=.venv/bin/seam
@@ -16,7 +17,16 @@ $SEAM writer --rate 200 --seconds 600 >/dev/null 2>&1 &
 WRITER=$!
 trap 'kill $WRITER 2>/dev/null || true' EXIT
 $SEAM load full demo.accounts demo.payments demo.audit_log demo.type_zoo
+echo
+echo "Incremental windows of the tables with an updated_at cursor (clamped to the safety delay):"
+$SEAM load incremental --all
+echo
+echo "Streaming the binlog from each table's snapshot position while the writer goes on:"
+$SEAM stream start
+sleep 30
+$SEAM stream status || true
 kill $WRITER 2>/dev/null || true
+$SEAM stream stop
 echo
 $SEAM trigger seam_wiring_check --wait --timeout 900
 .venv/bin/python -c '

@@ -99,6 +99,7 @@ class Begin:
     columns: list[dict[str, Any]]  # source schema, so the sink can create the staging table without the source
     key: list[str]
     window: dict[str, str] | None = None
+    soft_delete: str | None = None  # incremental: rows with this column set are deleted in the target
 
     def to_json(self) -> bytes:
         return _dump({"control": "BEGIN", **asdict(self)})
@@ -110,7 +111,7 @@ class End:
     db: str
     table: str
     mode: str
-    position: Position
+    position: Position | None  # None for an incremental window (a query, not a binlog snapshot)
     parts: list[Part]
     rows: int
     checksum: int
@@ -119,7 +120,7 @@ class End:
 
     def to_json(self) -> bytes:
         doc = asdict(self)
-        doc["position"] = {"file": self.position.file, "pos": self.position.pos, "row": self.position.row}
+        doc["position"] = _pos(self.position)
         doc["checksum"] = str(self.checksum)
         for p in doc["parts"]:
             p["checksum"] = str(p["checksum"])
@@ -193,7 +194,7 @@ def parse_control(value: bytes) -> Begin | End | Heartbeat | SchemaChange | Stre
         doc["position"], doc["prev"] = _unpos(doc["position"]), _unpos(doc.get("prev"))
         return {"HEARTBEAT": Heartbeat, "SCHEMA": SchemaChange, "STOP": StreamStop}[kind](**doc)
     if kind == "END":
-        doc["position"] = Position(**doc["position"])
+        doc["position"] = _unpos(doc["position"])
         doc["checksum"] = int(doc["checksum"])
         doc["parts"] = [Part(**{**p, "checksum": int(p["checksum"])}) for p in doc["parts"]]
         return End(**doc)

@@ -52,12 +52,49 @@ def cmd_down(args, stack: EmbeddedStack) -> int:
 
 
 def cmd_status(args, stack: EmbeddedStack) -> int:
+    if args.tables:
+        return _table_status(_pipeline(args), [_pipeline(args).table(t) for t in args.tables])
     rows = stack.status()
     for r in rows:
         state = "up" if r.running else "down"
         pid = f"pid {r.pid}" if r.pid else ""
         print(f"{r.name:9} {state:5} port {r.port:<6} {pid:11} {r.connect}" + (f"  [{r.detail}]" if r.detail else ""))
     return 0 if all(r.running for r in rows) else 3
+
+
+def _table_status(pipeline, tables) -> int:
+    """Per table: watermark and last window (incremental), last batches from the ledger, stream position."""
+    from seam.sink import connect_target, ensure_state
+    from seam.target import qi
+    conn = connect_target(pipeline)
+    conn.autocommit = True
+    ensure_state(conn, pipeline.target.state_schema)
+    state = qi(pipeline.target.state_schema)
+    for t in tables:
+        print(f"{t.name}  (target {qi(t.db)}.{qi(t.table)}; " + (f"incremental on {t.cursor}, safety delay "
+              f"{t.safety_delay_s:g}s" if t.incremental else "full loads and stream") + ")")
+        for cursor, mark, start, end, clamped, at in conn.execute(
+                f"SELECT cursor_column, watermark, window_start, window_end, clamped, updated_at FROM {state}.watermarks "
+                "WHERE db = %s AND tbl = %s", (t.db, t.table)).fetchall():
+            print(f"  watermark {cursor} = {mark}; last window ({start}, {end}]" + (" CLAMPED" if clamped else "")
+                  + f", at {at:%Y-%m-%d %H:%M:%S}")
+        rows = conn.execute(
+            f"SELECT batch_id, mode, state, window_start, window_end, final_rows, published_rows, "
+            f"extract(epoch FROM finished_at - opened_at), stats->>'clamped', error FROM {state}.batches "
+            "WHERE db = %s AND tbl = %s ORDER BY opened_at DESC LIMIT 5", (t.db, t.table)).fetchall()
+        for batch, mode, st, ws, we, final, published, seconds, clamped, error in rows:
+            window = f" window ({ws}, {we}]" + (" clamped" if clamped == "true" else "") if ws else ""
+            took = f" in {seconds:.1f}s" if seconds is not None else ""
+            print(f"  {batch} {mode:11} {st:10}{window} rows {final if final is not None else published or 0:,}"
+                  f"{took}" + (f"  error: {error}" if error else ""))
+        if not rows:
+            print("  no batches yet")
+        pos = conn.execute(f"SELECT file, pos, stopped FROM {state}.positions WHERE db = %s AND tbl = %s",
+                           (t.db, t.table)).fetchone()
+        if pos:
+            print(f"  stream/binlog position applied {pos[0]}:{pos[1]}" + (f"  STOPPED: {pos[2]}" if pos[2] else ""))
+    conn.close()
+    return 0
 
 
 def cmd_env(args, stack: EmbeddedStack) -> int:
@@ -96,11 +133,24 @@ def cmd_trigger(args, stack: EmbeddedStack) -> int:
 
 
 def cmd_load(args, stack: EmbeddedStack) -> int:
-    from seam.loads import full_load
+    from seam.loads import full_load, incremental_load
     pipeline = _pipeline(args)
-    tables = [pipeline.table(t) for t in args.tables]
-    full_load(pipeline, tables, pipeline_path=args.pipeline, timeout=args.timeout,
-              say=lambda line: print(line, flush=True))
+    say = lambda line: print(line, flush=True)  # noqa: E731
+    if args.mode == "full":
+        if args.all or args.start or args.end:
+            raise ConfigError("load", "--all/--start/--end are for `seam load incremental`")
+        if not args.tables:
+            raise ConfigError("load", "name the table(s) to load: seam load full TABLE...")
+        full_load(pipeline, [pipeline.table(t) for t in args.tables], pipeline_path=args.pipeline,
+                  timeout=args.timeout, say=say)
+        return 0
+    if args.all == bool(args.tables):
+        raise ConfigError("load", "name the table(s) to load, or give --all for every incremental table")
+    tables = [t for t in pipeline.tables if t.incremental] if args.all else [pipeline.table(t) for t in args.tables]
+    if not tables:
+        raise ConfigError("tables", "no table of the pipeline is incremental (give it a cursor: updated_at)")
+    incremental_load(pipeline, tables, start=args.start, end=args.end, pipeline_path=args.pipeline,
+                     timeout=args.timeout, say=say)
     return 0
 
 
@@ -283,8 +333,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_up)
 
     sub.add_parser("down", parents=[common], help="stop what `seam up` started").set_defaults(func=cmd_down)
-    sub.add_parser("status", parents=[common], help="each service: up/down, port, how to connect") \
-        .set_defaults(func=cmd_status)
+    p = sub.add_parser("status", parents=[common], help="each service: up/down, port, how to connect; with TABLE: "
+                       "its watermark, last windows/batches and stream position")
+    p.add_argument("tables", nargs="*", metavar="TABLE")
+    p.set_defaults(func=cmd_status)
     sub.add_parser("env", parents=[common], help="print export lines for every endpoint and credential") \
         .set_defaults(func=cmd_env)
 
@@ -301,9 +353,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--database", default="demo")
     p.set_defaults(func=cmd_writer)
 
-    p = sub.add_parser("load", parents=[common], help="load tables: `seam load full TABLE...`")
-    p.add_argument("mode", choices=["full"], help="full: a consistent snapshot replaces the target table")
-    p.add_argument("tables", nargs="+", metavar="TABLE", help="db.table, or a table name unique in the pipeline")
+    p = sub.add_parser("load", parents=[common], help="load tables: `seam load full|incremental TABLE...`")
+    p.add_argument("mode", choices=["full", "incremental"],
+                   help="full: a consistent snapshot replaces the target table; incremental: the rows changed "
+                        "in a window are merged")
+    p.add_argument("tables", nargs="*", metavar="TABLE", help="db.table, or a table name unique in the pipeline")
+    p.add_argument("--all", action="store_true", help="incremental: every incremental table of the pipeline")
+    p.add_argument("--start", help="incremental: window start (exclusive; default: the stored watermark)")
+    p.add_argument("--end", help="incremental: window end (inclusive; default: now; always clamped to the "
+                                 "source's now minus the safety delay)")
     p.add_argument("--timeout", type=float, default=3600, help="seconds to wait for the commit")
     p.set_defaults(func=cmd_load)
 
@@ -333,6 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _operational_errors() -> tuple[type[Exception], ...]:
     """Errors that mean "the world is not as needed": reported as one line, no traceback."""
+    from seam.incremental import IncrementalError
     from seam.loads import LoadError
     from seam.schema import SchemaError
     from seam.sink import SinkError
@@ -340,7 +399,7 @@ def _operational_errors() -> tuple[type[Exception], ...]:
     from seam.streaming import StreamError
     from seam.target import TargetError
     from seam.topics import BrokerError
-    return (LoadError, SchemaError, SinkError, SnapshotError, TargetError, BrokerError, StreamError)
+    return (LoadError, SchemaError, SinkError, SnapshotError, TargetError, BrokerError, StreamError, IncrementalError)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -115,7 +115,7 @@ def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
     return end
 
 
-def _records(frame, schema: TableSchema, key: tuple[str, ...], batch: str, ts_ms: int):
+def _records(frame, schema: TableSchema, key: tuple[str, ...], batch: str, ts_ms: int, snapshot: bool = True):
     """Each row as its serialised record and Kafka key, built in the JVM (the source already made every value
     canonical, see ``snapshot.column_sql``); the same bytes ``records.record_json`` would produce."""
     from pyspark.sql import functions as F
@@ -129,11 +129,13 @@ def _records(frame, schema: TableSchema, key: tuple[str, ...], batch: str, ts_ms
     def text(value: str) -> str:
         return json.dumps(value, ensure_ascii=False)
 
+    position = [F.lit('"file":"'), F.col("_snap_file"), F.lit('","pos":'), F.col("_snap_pos")] if snapshot \
+        else [F.lit('"file":null,"pos":null')]  # an incremental window is a query, not a binlog snapshot
     value = F.concat(
         F.lit(f'{{"v":{FORMAT_VERSION},"op":"r","ts_ms":{ts_ms},"key":'), record_key,
         F.lit(',"before":null,"after":'), after,
-        F.lit(f',"source":{{"db":{text(schema.db)},"table":{text(schema.table)},"snapshot":true,'
-              f'"batch":{text(batch)},"file":"'), F.col("_snap_file"), F.lit('","pos":'), F.col("_snap_pos"),
+        F.lit(f',"source":{{"db":{text(schema.db)},"table":{text(schema.table)},"snapshot":{str(snapshot).lower()},'
+              f'"batch":{text(batch)},'), *position,
         F.lit(',"row":0,"gtid":null}}'))
     value = value.cast("binary")
     return frame.select("_seam_part", "_snap_file", "_snap_pos", "_seam_row", value.alias("value"),

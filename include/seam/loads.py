@@ -58,12 +58,74 @@ def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: s
     """Load each table fully; returns one summary per table. Raises LoadError if any batch did not commit."""
     for table in tables:  # every check before anything is published: a bad table changes nothing
         prepare(pipeline, table)
+    batches = {t.name: new_batch_id() for t in tables}
+    job_args = [a for t in tables for a in ("--table", t.name, "--batch", batches[t.name])]
+    results = _run_batches(pipeline, tables, batches, "full_load", job_args, pipeline_path=pipeline_path, say=say,
+                           timeout=timeout, progress_every=progress_every, stall_after=stall_after)
+    failed = []
+    for t in tables:
+        r = results[t.name]
+        if r["state"] == "committed":
+            say(f"{t.name}: committed batch {r['batch']}: {r['final_rows'] or 0:,} rows in {r['seconds']:.1f}s "
+                f"({r['rows_per_s']:,} rows/s), binlog position {r['position_file']}:{r['position_pos']}, "
+                f"target table {qi(t.db)}.{qi(t.table)}")
+        else:
+            failed.append(f"{t.name}: batch {r['batch']} {r['state']}: {r['error']}")
+    if failed:
+        raise LoadError("; ".join(failed) + " (the target keeps the previous data)")
+    return [results[t.name] for t in tables]
+
+
+def incremental_load(pipeline: Pipeline, tables: list[TableConfig], *, start: str | None = None,
+                     end: str | None = None, pipeline_path: str | None = None, say: Callable[[str], None] = print,
+                     timeout: float = 3600, progress_every: float = 3.0) -> list[dict]:
+    """Load one window per table (see ``seam.incremental``); returns one summary per table."""
+    import json as _json
+    from seam.incremental import plan_window
+
+    conn = connect_target(pipeline)
+    conn.autocommit = True
+    ensure_state(conn, pipeline.target.state_schema)
+    windows = {}
+    for table in tables:  # every window is checked before anything is published
+        row = conn.execute(f"SELECT watermark FROM {qi(pipeline.target.state_schema)}.watermarks WHERE db = %s AND "
+                           "tbl = %s AND cursor_column = %s", (table.db, table.table, table.cursor or "")).fetchone()
+        _, windows[table.name] = plan_window(pipeline, table, start, end, row[0] if row else None)
+    conn.close()
+    for table in tables:
+        w = windows[table.name]
+        say(f"{table.name}: window {w.cursor} in ({w.start}, {w.end}]" + (
+            f" (CLAMPED: requested end {w.requested_end} is within the {table.safety_delay_s:g}s safety delay "
+            "of the source's clock)" if w.clamped else ""))
+    batches = {t.name: new_batch_id() for t in tables}
+    job_args = [a for t in tables for a in ("--table", t.name, "--batch", batches[t.name],
+                                            "--window", _json.dumps(windows[t.name].__dict__))]
+    results = _run_batches(pipeline, tables, batches, "incremental_load", job_args, pipeline_path=pipeline_path,
+                           say=say, timeout=timeout, progress_every=progress_every, stall_after=300.0)
+    failed = []
+    for t in tables:
+        r = results[t.name]
+        w = windows[t.name]
+        r.update(window_start=w.start, window_end=w.end, requested_end=w.requested_end, clamped=w.clamped)
+        if r["state"] == "committed":
+            say(f"{t.name}: committed window ({w.start}, {w.end}] as batch {r['batch']}: {r['final_rows'] or 0:,} "
+                f"rows merged in {r['seconds']:.1f}s; watermark {w.end}" + (" (clamped)" if w.clamped else ""))
+        else:
+            failed.append(f"{t.name}: batch {r['batch']} {r['state']}: {r['error']}")
+    if failed:
+        raise LoadError("; ".join(failed) + " (the target keeps the previous data)")
+    return [results[t.name] for t in tables]
+
+
+def _run_batches(pipeline: Pipeline, tables: list[TableConfig], batches: dict[str, str], job: str,
+                 job_args: list[str], *, pipeline_path: str | None, say: Callable[[str], None], timeout: float,
+                 progress_every: float, stall_after: float) -> dict[str, dict]:
+    """Run the Spark publishing job and a sink (unless one runs) until every batch is final."""
     topics = [table_topic(pipeline, t) for t in tables]
     ensure_topics(pipeline, topics)
     conn = connect_target(pipeline)
     conn.autocommit = True
     ensure_state(conn, pipeline.target.state_schema)
-    batches = {t.name: new_batch_id() for t in tables}
     started = time.time()
 
     sink = None
@@ -72,9 +134,8 @@ def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: s
                     *[a for t in tables for a in ("--table", t.name)],
                     *[a for b in batches.values() for a in ("--until-batch", b)], "--timeout", str(timeout)]
         sink = subprocess.Popen(sink_cmd, env=job_env(), start_new_session=True)
-    job_args = [*(["--pipeline", pipeline_path] if pipeline_path else []),
-                *[a for t in tables for a in ("--table", t.name, "--batch", batches[t.name])]]
-    spark = subprocess.Popen(spark_submit_command(pipeline, "full_load", job_args), env=job_env(),
+    job_args = [*(["--pipeline", pipeline_path] if pipeline_path else []), *job_args]
+    spark = subprocess.Popen(spark_submit_command(pipeline, job, job_args), env=job_env(),
                              start_new_session=True)
     say(f"spark job pid {spark.pid}" + (f", sink pid {sink.pid}" if sink else ", applied by the running sink"))
 
@@ -129,19 +190,8 @@ def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: s
         conn.close()
 
     elapsed = time.time() - started
-    failed = []
-    for t in tables:
-        r = results[t.name]
+    for r in results.values():
         seconds = (r["finished_at"] - r["opened_at"]).total_seconds() if r["finished_at"] else elapsed
         r["seconds"] = round(seconds, 2)
-        if r["state"] == "committed":
-            rows = r["final_rows"] or 0
-            r["rows_per_s"] = round(rows / max(seconds, 1e-3))
-            say(f"{t.name}: committed batch {r['batch']}: {rows:,} rows in {seconds:.1f}s "
-                f"({r['rows_per_s']:,} rows/s), binlog position {r['position_file']}:{r['position_pos']}, "
-                f"target table {qi(t.db)}.{qi(t.table)}")
-        else:
-            failed.append(f"{t.name}: batch {r['batch']} {r['state']}: {r['error']}")
-    if failed:
-        raise LoadError("; ".join(failed) + " (the target keeps the previous data)")
-    return [results[t.name] for t in tables]
+        r["rows_per_s"] = round((r["final_rows"] or 0) / max(seconds, 1e-3))
+    return results

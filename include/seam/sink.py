@@ -56,7 +56,7 @@ def record_decoder(schema: TableSchema) -> msgspec.json.Decoder:
     row = msgspec.defstruct("Row", [(f"f{i}", Any, msgspec.field(name=n)) for i, n in enumerate(schema.names)],
                             forbid_unknown_fields=True)  # a column the target does not know is an error
     source = msgspec.defstruct("Source", [("batch", Optional[str]), ("txn", Optional[dict], None),
-                                          ("last", bool, False), ("file", str, ""), ("pos", int, 0),
+                                          ("last", bool, False), ("file", Optional[str], None), ("pos", Optional[int], None),
                                           ("row", int, 0), ("prev", Optional[dict], None)])  # others skipped
     wire = msgspec.defstruct("Wire", [("op", str), ("key", msgspec.Raw), ("before", Optional[row]),
                                       ("after", Optional[row]), ("source", source), ("ts_ms", int, 0)])
@@ -86,6 +86,7 @@ def state_ddl(schema: str) -> list[str]:
             error text,
             opened_at timestamptz NOT NULL DEFAULT now(), ended_at timestamptz, finished_at timestamptz)""",
         f"CREATE INDEX IF NOT EXISTS batches_table_idx ON {s}.batches (db, tbl, opened_at)",
+        f"ALTER TABLE {s}.batches ADD COLUMN IF NOT EXISTS begin_window jsonb, ADD COLUMN IF NOT EXISTS soft_delete text",
         f"""CREATE TABLE IF NOT EXISTS {s}.batch_parts (
             batch_id text NOT NULL, part integer NOT NULL, attempt bigint NOT NULL,
             rows bigint NOT NULL, checksum numeric(20,0) NOT NULL,
@@ -102,6 +103,10 @@ def state_ddl(schema: str) -> list[str]:
         f"""ALTER TABLE {s}.positions ADD COLUMN IF NOT EXISTS columns jsonb,
             ADD COLUMN IF NOT EXISTS stopped text, ADD COLUMN IF NOT EXISTS gap_at timestamptz,
             ADD COLUMN IF NOT EXISTS source_ms bigint, ADD COLUMN IF NOT EXISTS changes bigint NOT NULL DEFAULT 0""",
+        f"""CREATE TABLE IF NOT EXISTS {s}.watermarks (
+            db text NOT NULL, tbl text NOT NULL, cursor_column text NOT NULL, watermark text NOT NULL,
+            batch_id text NOT NULL, window_start text, window_end text, clamped boolean NOT NULL DEFAULT false,
+            updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (db, tbl, cursor_column))""",
         f"""CREATE TABLE IF NOT EXISTS {s}.held_changes (
             topic text NOT NULL, seq bigint NOT NULL, value bytea NOT NULL, PRIMARY KEY (topic, seq))""",
     ]
@@ -621,10 +626,12 @@ class Sink:
                                            extra="_seam_seq bigint NOT NULL, _seam_deleted boolean NOT NULL"))
         self.conn.execute(
             f"INSERT INTO {self.state}.batches (batch_id, db, tbl, mode, state, topic, begin_offset, window_start, "
-            "window_end, columns, key_columns) VALUES (%s, %s, %s, %s, 'open', %s, %s, %s, %s, %s, %s)",
+            "window_end, columns, key_columns, begin_window, soft_delete) "
+            "VALUES (%s, %s, %s, %s, 'open', %s, %s, %s, %s, %s, %s, %s, %s)",
             (begin.batch, begin.db, begin.table, begin.mode, topic, offset,
              (begin.window or {}).get("start"), (begin.window or {}).get("end"),
-             json.dumps(begin.columns), json.dumps(begin.key)))
+             json.dumps(begin.columns), json.dumps(begin.key),
+             json.dumps(begin.window) if begin.window else None, begin.soft_delete))
         self.open[topic] = batch
         log.info("batch %s of %s.%s opened (%s)", begin.batch, begin.db, begin.table, begin.mode)
 
@@ -635,7 +642,8 @@ class Sink:
             return
         self.conn.execute(f"UPDATE {self.state}.batches SET ended_at = now(), end_offset = %s, position_file = %s, "
                           "position_pos = %s, published_rows = %s, published_checksum = %s, stats = %s "
-                          "WHERE batch_id = %s", (offset, end.position.file, end.position.pos, end.rows,
+                          "WHERE batch_id = %s", (offset, end.position.file if end.position else None,
+                                                  end.position.pos if end.position else None, end.rows,
                                                   end.checksum, json.dumps(end.stats), end.batch))
         try:
             with self.conn.transaction():  # a savepoint: a rejected batch leaves nothing behind
@@ -650,6 +658,10 @@ class Sink:
             self.conn.execute(f"UPDATE {self.state}.batches SET final_rows = %s WHERE batch_id = %s",
                               (final_rows, end.batch))
             self._finish(end.batch, "committed")
+            if end.mode == "incremental":
+                log.info("window %s of %s.%s merged: %s rows", end.window, end.db, end.table, final_rows)
+                self.open[topic] = None
+                return
             self.conn.execute(
                 f"INSERT INTO {self.state}.positions (db, tbl, file, pos, row_index, batch_id) "
                 "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (db, tbl) DO UPDATE SET file = EXCLUDED.file, "
@@ -676,6 +688,8 @@ class Sink:
                               f"(SELECT * FROM unnest(%s::int[], %s::bigint[]))",
                               ([p for p, _ in winners], [a for _, a in winners]))
         self.conn.execute(f"ALTER TABLE {stage} DROP COLUMN _seam_part, DROP COLUMN _seam_attempt")
+        if batch.begin.mode == "incremental":
+            return self._merge_window(batch, end)
         key = [qi(k) for k in batch.begin.key]
         if key:
             self.conn.execute(f"ALTER TABLE {stage} ADD PRIMARY KEY ({', '.join(key)})")
@@ -697,6 +711,37 @@ class Sink:
         self.conn.execute(f"DROP TABLE {changes}")
         return final_rows
 
+    def _merge_window(self, batch: OpenBatch, end: End) -> int:
+        """An incremental window: upsert its rows by key (soft-deleted rows are deleted), and move the
+        table's watermark forward (never back: a backfilled older window leaves it) in this transaction."""
+        begin = batch.begin
+        if not begin.key:
+            raise SinkError("an incremental window needs a key to merge by")
+        stage, target = batch.stage, target_table(begin.db, begin.table)
+        key = [qi(k) for k in begin.key]
+        match = " AND ".join(f"t.{k} = s.{k}" for k in key)
+        cols = ", ".join(qi(n) for n in batch.schema.names)
+        self.conn.execute(f"CREATE SCHEMA IF NOT EXISTS {qi(begin.db)}")
+        self.conn.execute(create_table_sql(target, batch.schema, tuple(begin.key),
+                                           extra=f"PRIMARY KEY ({', '.join(key)})").replace(
+            "CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
+        self.conn.execute(f"DELETE FROM {target} t USING {stage} s WHERE {match}")
+        keep = f"WHERE coalesce({qi(begin.soft_delete)}::text, '0') IN ('0', 'false')" if begin.soft_delete else ""
+        merged = self.conn.execute(f"INSERT INTO {target} ({cols}) SELECT DISTINCT ON ({', '.join(key)}) {cols} "
+                                   f"FROM {stage} {keep} ORDER BY {', '.join(key)}").rowcount
+        self.conn.execute(f"DROP TABLE {stage}")
+        self.conn.execute(f"DROP TABLE {batch.changes}")
+        window = begin.window or {}
+        self.conn.execute(
+            f"INSERT INTO {self.state}.watermarks (db, tbl, cursor_column, watermark, batch_id, window_start, "
+            "window_end, clamped) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (db, tbl, cursor_column) DO "
+            "UPDATE SET watermark = greatest(watermarks.watermark, EXCLUDED.watermark), batch_id = EXCLUDED.batch_id, "
+            "window_start = EXCLUDED.window_start, window_end = EXCLUDED.window_end, clamped = EXCLUDED.clamped, "
+            "updated_at = now()",
+            (begin.db, begin.table, window.get("cursor", ""), window.get("end", ""), begin.batch, window.get("start"),
+             window.get("end"), bool(end.stats.get("clamped"))))
+        return merged
+
     # ------------------------------------------------------------ state
 
     def _open_batch(self, begin: Begin) -> OpenBatch:
@@ -709,14 +754,13 @@ class Sink:
     def _load_open(self, topic: str) -> OpenBatch | None:
         with self.conn.transaction():
             row = self.conn.execute(
-                f"SELECT batch_id, db, tbl, mode, columns, key_columns, window_start, window_end "
+                f"SELECT batch_id, db, tbl, mode, columns, key_columns, begin_window, soft_delete "
                 f"FROM {self.state}.batches WHERE topic = %s AND state = 'open' ORDER BY opened_at DESC LIMIT 1",
                 (topic,)).fetchone()
             if row is None:
                 return None
-            window = {"start": row[6], "end": row[7]} if row[6] else None
             batch = self._open_batch(Begin(batch=row[0], db=row[1], table=row[2], mode=row[3], columns=row[4],
-                                           key=row[5], window=window))
+                                           key=row[5], window=row[6], soft_delete=row[7]))
             for part, attempt, rows, checksum in self.conn.execute(
                     f"SELECT part, attempt, rows, checksum FROM {self.state}.batch_parts WHERE batch_id = %s",
                     (row[0],)).fetchall():

@@ -159,17 +159,24 @@ def canonical_json_columns(schema: TableSchema) -> list[str]:
     return [c.name for c in schema.columns if c.data_type == "json"]
 
 
-def chunk_sql(schema: TableSchema, plan: ChunkPlan, chunk: Chunk) -> str:
+def chunk_sql(schema: TableSchema, plan: ChunkPlan, chunk: Chunk, window: str | None = None,
+              snapshot: bool = True) -> str:
     """The chunk's SELECT, as a Spark JDBC ``dbtable`` subquery.
 
     Columns are aliased ``c0, c1, ...`` (Spark does not escape backticks in
     names); ``_seam_row`` is NULL only on the marker row of an empty chunk.
+    ``window`` restricts the rows (incremental loads, over ``x``); without
+    ``snapshot`` no binlog position is read (the source may have no binlog).
     """
     cols = ", ".join(column_sql(c, f"c{i}") for i, c in enumerate(schema.columns))
     where = chunk.condition("x." + quote(plan.column)) if plan.column else "1 = 1"
+    if window:
+        where = f"({where}) AND ({window})"
+    position = (f"SELECT {_SNAPSHOT_FILE} AS _snap_file, {_SNAPSHOT_POS} AS _snap_pos" if snapshot
+                else "SELECT CAST(NULL AS CHAR) AS _snap_file, CAST(NULL AS SIGNED) AS _snap_pos")
     return (f"(SELECT s._snap_file, s._snap_pos, {chunk.index} AS _seam_part, t._seam_row, "
             + ", ".join(f"t.c{i}" for i in range(len(schema.columns)))
-            + f" FROM (SELECT {_SNAPSHOT_FILE} AS _snap_file, {_SNAPSHOT_POS} AS _snap_pos) s"
+            + f" FROM ({position}) s"
             f" LEFT JOIN (SELECT 1 AS _seam_row, {cols} FROM {quote(schema.db)}.{quote(schema.table)} x"
             f" WHERE {where}) t ON 1 = 1) q{chunk.index}")
 

@@ -17,7 +17,7 @@ def dagbag():
 
 def test_no_import_errors(dagbag):
     assert dagbag.import_errors == {}
-    assert {"seam_wiring_check", "seam_full_load"} <= set(dagbag.dag_ids)
+    assert {"seam_wiring_check", "seam_full_load", "seam_incremental"} <= set(dagbag.dag_ids)
 
 
 def test_dags_are_tagged_and_retry(dagbag):
