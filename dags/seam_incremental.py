@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pendulum
 from airflow.sdk import Param, dag, task
+from airflow.timetables.interval import CronDataIntervalTimetable
 
 from seam_airflow.hooks import SeamHook
 from seam_airflow.operators import SeamIncrementalLoadOperator
@@ -17,7 +18,9 @@ from seam_airflow.operators import SeamIncrementalLoadOperator
 DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "owner": "seam"}
 
 
-@dag(schedule="@daily", start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False,
+# a data-interval timetable: each run covers [day, next day) (a plain "@daily" in Airflow 3 gives runs whose
+# interval is a single point)
+@dag(schedule=CronDataIntervalTimetable("@daily", timezone="UTC"), start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False,
      default_args=DEFAULT_ARGS, tags=["seam", "incremental"], max_active_runs=1, doc_md=__doc__,
      params={"tables": Param([], type="array", items={"type": "string"},
                              description="db.table names; empty: every incremental table of the pipeline"),

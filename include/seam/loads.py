@@ -54,14 +54,26 @@ def _sink_running(conn, topic: str) -> bool:
 
 def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: str | None = None,
               say: Callable[[str], None] = print, timeout: float = 3600, progress_every: float = 3.0,
-              stall_after: float = 300.0) -> list[dict]:
-    """Load each table fully; returns one summary per table. Raises LoadError if any batch did not commit."""
+              stall_after: float = 300.0, rejected_retries: int = 1) -> list[dict]:
+    """Load each table fully; returns one summary per table. Raises LoadError if any batch did not commit.
+    A rejected batch (its END disagrees with what reached the sink) is loaded again ``rejected_retries`` times."""
     for table in tables:  # every check before anything is published: a bad table changes nothing
         prepare(pipeline, table)
-    batches = {t.name: new_batch_id() for t in tables}
-    job_args = [a for t in tables for a in ("--table", t.name, "--batch", batches[t.name])]
-    results = _run_batches(pipeline, tables, batches, "full_load", job_args, pipeline_path=pipeline_path, say=say,
-                           timeout=timeout, progress_every=progress_every, stall_after=stall_after)
+    results: dict[str, dict] = {}
+    todo = list(tables)
+    for attempt in range(1 + rejected_retries):
+        batches = {t.name: new_batch_id() for t in todo}
+        job_args = [a for t in todo for a in ("--table", t.name, "--batch", batches[t.name])]
+        results.update(_run_batches(pipeline, todo, batches, "full_load", job_args, pipeline_path=pipeline_path,
+                                    say=say, timeout=timeout, progress_every=progress_every, stall_after=stall_after))
+        # a batch whose END disagrees with what reached the sink lost messages on the way (a broker that lost
+        # data): it was rejected, nothing of it is visible, and a new batch is the remedy
+        todo = [t for t in todo if results[t.name]["state"] == "rejected"]
+        if not todo or attempt == rejected_retries:
+            break
+        for t in todo:
+            say(f"{t.name}: batch {results[t.name]['batch']} was REJECTED ({results[t.name]['error']}); the target "
+                "keeps its previous data; loading it again with a new batch")
     failed = []
     for t in tables:
         r = results[t.name]
@@ -79,19 +91,33 @@ def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: s
 def incremental_load(pipeline: Pipeline, tables: list[TableConfig], *, start: str | None = None,
                      end: str | None = None, pipeline_path: str | None = None, say: Callable[[str], None] = print,
                      timeout: float = 3600, progress_every: float = 3.0) -> list[dict]:
-    """Load one window per table (see ``seam.incremental``); returns one summary per table."""
-    import json as _json
-    from seam.incremental import plan_window
-
+    """Load one window per table (see ``seam.incremental``); returns one summary per table. Windows of the same
+    table are serialised (an advisory lock per table in the target), whoever starts them."""
     conn = connect_target(pipeline)
     conn.autocommit = True
     ensure_state(conn, pipeline.target.state_schema)
+    for table in sorted(tables, key=lambda t: t.name):  # windows of one table never run at once: wait our turn
+        got = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 54011))", (table.name,)).fetchone()[0]
+        if not got:
+            say(f"{table.name}: another window of this table is being loaded; waiting for it to finish")
+            conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 54011))", (table.name,))
+    try:
+        return _incremental_locked(pipeline, tables, conn, start=start, end=end, pipeline_path=pipeline_path,
+                                   say=say, timeout=timeout, progress_every=progress_every)
+    finally:
+        conn.close()  # releases the table locks
+
+
+def _incremental_locked(pipeline: Pipeline, tables: list[TableConfig], conn, *, start, end, pipeline_path, say,
+                        timeout, progress_every) -> list[dict]:
+    import json as _json
+    from seam.incremental import plan_window
+
     windows = {}
     for table in tables:  # every window is checked before anything is published
         row = conn.execute(f"SELECT watermark FROM {qi(pipeline.target.state_schema)}.watermarks WHERE db = %s AND "
                            "tbl = %s AND cursor_column = %s", (table.db, table.table, table.cursor or "")).fetchone()
         _, windows[table.name] = plan_window(pipeline, table, start, end, row[0] if row else None)
-    conn.close()
     for table in tables:
         w = windows[table.name]
         say(f"{table.name}: window {w.cursor} in ({w.start}, {w.end}]" + (

@@ -1,9 +1,9 @@
 """The incremental DAG on the real Airflow standalone: `airflow backfill create` loads three consecutive
-daily windows (each run's data interval), then the middle window is re-run from a UI-style trigger with an
-explicit window; the target equals the source restricted to rows changed up to the last window's end, with
+daily windows (each run's data interval), then a second backfill re-runs the middle window; the target equals the source restricted to rows changed up to the last window's end, with
 no duplicates, and every window is a committed batch in the ledger."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -61,38 +61,56 @@ def _expected(after: str, upto: str) -> list[int]:
     return ids
 
 
-def test_backfill_three_days_then_rerun_the_middle_window(pipeline_path):
-    pipeline = load_pipeline(pipeline_path)
-    client = AirflowClient.from_env()
-    client.wait_for_dag("seam_incremental")
-    client._request("PATCH", "/api/v2/dags/seam_incremental", {"is_paused": False})
+def _backfill(client, first: str, last: str, conf: str, expect: int, reprocess: bool = False) -> list[dict]:  # noqa
+    """`airflow backfill create` on the embedded Airflow; waits for the runs of those logical dates."""
     env = {**os.environ, **EmbeddedStack().airflow_env()}
-    conf = json.dumps({"tables": [f"{DB}.ledger"], "pipeline": pipeline_path})
-    created = subprocess.run([str(Path(sys.executable).with_name("airflow")), "backfill", "create", "--dag-id", "seam_incremental", "--from-date",
-                              "2026-01-01", "--to-date", "2026-01-03", "--dag-run-conf", conf],
+    since = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    created = subprocess.run([str(Path(sys.executable).with_name("airflow")), "backfill", "create", "--dag-id",
+                              "seam_incremental", "--from-date", first, "--to-date", last, "--dag-run-conf", conf,
+                              "--reprocess-behavior", "completed" if reprocess else "failed"],
                              env=env, capture_output=True, text=True, timeout=300)
     assert created.returncode == 0, created.stderr + created.stdout
-
     deadline, runs = time.monotonic() + 1200, []
     while time.monotonic() < deadline:
         runs = [r for r in client._request("GET", "/api/v2/dags/seam_incremental/dagRuns?limit=100")["dag_runs"]
-                if r["run_type"] == "backfill"]
-        if len(runs) == 3 and all(r["state"] in ("success", "failed") for r in runs):
-            break
+                if r["run_type"] == "backfill" and first <= r["logical_date"][:10] <= last
+                and (r.get("queued_at") or "") > since]
+        if len(runs) == expect and all(r["state"] in ("success", "failed") for r in runs):
+            backfills = client._request("GET", "/api/v2/backfills?dag_id=seam_incremental")["backfills"]
+            if all(b["completed_at"] for b in backfills):  # the next backfill may only start after this
+                return runs
         time.sleep(5)
+    raise AssertionError(f"backfill {first}..{last} did not finish: {runs}")
+
+
+def test_backfill_three_days_then_rerun_the_middle_window(pipeline_path):
+    pipeline = load_pipeline(pipeline_path)
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        began = conn.execute("SELECT now()").fetchone()[0]
+    client = AirflowClient.from_env()
+    client.wait_for_dag("seam_incremental")
+    client._request("PATCH", "/api/v2/dags/seam_incremental", {"is_paused": False})  # backfills need it
+    conf = json.dumps({"tables": [f"{DB}.ledger"], "pipeline": pipeline_path})
+    runs = _backfill(client, "2026-01-01", "2026-01-03", conf, expect=3)
     assert [r["state"] for r in runs] == ["success"] * 3, runs
     intervals = sorted((r["data_interval_start"][:10], r["data_interval_end"][:10]) for r in runs)
     assert intervals == [("2026-01-01", "2026-01-02"), ("2026-01-02", "2026-01-03"), ("2026-01-03", "2026-01-04")]
     expected = _expected("2026-01-01 00:00:00", "2026-01-04 00:00:00")
     assert _target_ids(pipeline) == expected and len(expected) == 12
 
-    run = client.trigger("seam_incremental", conf={"tables": [f"{DB}.ledger"], "pipeline": pipeline_path,
-                                                   "start": "2026-01-02T00:00:00", "end": "2026-01-03T00:00:00"})
-    assert client.wait("seam_incremental", run["dag_run_id"], timeout=900) == "success"
+    again = _backfill(client, "2026-01-02", "2026-01-02", conf, expect=1, reprocess=True)  # the middle window
+    assert [r["state"] for r in again] == ["success"], again
     assert _target_ids(pipeline) == expected  # the re-run window changes nothing, doubles nothing
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
-        windows = conn.execute("SELECT window_start, window_end, final_rows FROM seam.batches WHERE db = %s "
-                               "AND state = 'committed' ORDER BY opened_at", (DB,)).fetchall()
-    assert [(s[:10], e[:10], n) for s, e, n in windows] == [
-        ("2026-01-01", "2026-01-02", 4), ("2026-01-02", "2026-01-03", 4), ("2026-01-03", "2026-01-04", 4),
-        ("2026-01-02", "2026-01-03", 4)], windows
+        windows = conn.execute("SELECT window_start, window_end, final_rows, state FROM seam.batches WHERE db = %s "
+                               "AND opened_at >= %s", (DB, began)).fetchall()
+    assert sorted((s[:10], e[:10], n, state) for s, e, n, state in windows) == [
+        ("2026-01-01", "2026-01-02", 4, "committed"), ("2026-01-02", "2026-01-03", 4, "committed"),
+        ("2026-01-02", "2026-01-03", 4, "committed"), ("2026-01-03", "2026-01-04", 4, "committed")], windows
+    # unpausing also started today's scheduled window of the demo tables: let it finish, pause again
+    client._request("PATCH", "/api/v2/dags/seam_incremental", {"is_paused": True})
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and any(
+            r["state"] not in ("success", "failed")
+            for r in client._request("GET", "/api/v2/dags/seam_incremental/dagRuns?limit=100")["dag_runs"]):
+        time.sleep(5)
