@@ -107,10 +107,10 @@ def test_backfill_three_days_then_rerun_the_middle_window(pipeline_path):
     assert sorted((s[:10], e[:10], n, state) for s, e, n, state in windows) == [
         ("2026-01-01", "2026-01-02", 4, "committed"), ("2026-01-02", "2026-01-03", 4, "committed"),
         ("2026-01-02", "2026-01-03", 4, "committed"), ("2026-01-03", "2026-01-04", 4, "committed")], windows
-    # unpausing also started today's scheduled window of the demo tables: let it finish, pause again
-    client._request("PATCH", "/api/v2/dags/seam_incremental", {"is_paused": True})
+    # unpausing also started today's scheduled window of the demo tables: let it finish, then pause again
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and any(
             r["state"] not in ("success", "failed")
             for r in client._request("GET", "/api/v2/dags/seam_incremental/dagRuns?limit=100")["dag_runs"]):
         time.sleep(5)
+    client._request("PATCH", "/api/v2/dags/seam_incremental", {"is_paused": True})
