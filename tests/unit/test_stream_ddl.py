@@ -1,0 +1,38 @@
+"""How the change reader classifies DDL on a streamed table (pure parsing, no database): ADD COLUMN goes on,
+anything that changes rows or shape stops the table, index and option changes and other tables are ignored."""
+from __future__ import annotations
+
+import pytest
+
+from seam.streaming import _COMPUTED, ddl_effect, literal_default
+
+
+@pytest.mark.parametrize("query, effect", [
+    ("ALTER TABLE payments ADD COLUMN note varchar(20)", ("add", ["note"])),
+    ("alter table `shop`.`payments` add `risk note` decimal(10,2) default 1.5, add index (x)", ("add", ["risk note"])),
+    ("ALTER TABLE payments ADD COLUMN a INT, ADD COLUMN IF NOT EXISTS b INT", ("add", ["a", "b"])),
+    ("/* by app */ ALTER ONLINE TABLE payments ADD c JSON", ("add", ["c"])),
+    ("ALTER TABLE payments DROP COLUMN memo", ("stop", "ALTER TABLE DROP COLUMN")),
+    ("ALTER TABLE payments MODIFY amount decimal(20,4)", ("stop", "ALTER TABLE MODIFY amount")),
+    ("ALTER TABLE payments ADD COLUMN z INT, CHANGE a b INT", ("stop", "ALTER TABLE CHANGE a")),
+    ("TRUNCATE payments", ("stop", "TRUNCATE")),
+    ("TRUNCATE TABLE shop.payments", ("stop", "TRUNCATE TABLE")),
+    ("RENAME TABLE payments TO payments_old, x TO y", ("stop", "RENAME TABLE")),
+    ("DROP TABLE IF EXISTS other, `payments`", ("stop", "DROP TABLE IF EXISTS")),
+    ("CREATE OR REPLACE TABLE payments (id int)", ("stop", "CREATE OR REPLACE TABLE")),
+    ("ALTER TABLE payments ADD INDEX ix (a, b), ALGORITHM=INPLACE", None),
+    ("CREATE INDEX ix ON payments (a)", None),
+    ("ALTER TABLE payments_archive DROP COLUMN memo", None),
+    ("ALTER TABLE other.payments DROP COLUMN memo", None),
+    ("RENAME TABLE x TO payments", None),
+    ("CREATE TABLE payments2 LIKE payments", None),
+])
+def test_ddl_effect(query, effect):
+    assert ddl_effect(query, "shop", "shop", "payments") == effect
+
+
+def test_literal_defaults():
+    assert literal_default(None) is None and literal_default("NULL") is None
+    assert literal_default("'it''s'") == "it's"
+    assert literal_default("3") == "3" and literal_default("-1.50") == "-1.50"
+    assert literal_default("current_timestamp()") is _COMPUTED
