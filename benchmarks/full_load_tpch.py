@@ -23,14 +23,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
 
-from seam.cli import _inject_stack_env  # noqa: E402
+from common import bench_pipeline  # noqa: E402
 from seam.config import load_pipeline  # noqa: E402
-from seam.stack import EmbeddedStack  # noqa: E402
 
 ORDERS_DDL = """CREATE TABLE `tpch`.`orders` (
   `o_orderkey` INT NOT NULL PRIMARY KEY, `o_custkey` INT NOT NULL, `o_orderstatus` CHAR(1) NOT NULL,
@@ -119,18 +117,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=float, default=0.5, help="TPC-H scale factor (SF 1 = 1.5M orders)")
     args = parser.parse_args()
-    stack = EmbeddedStack()
-    stack.up(("mysql", "kafka", "postgres"))
-    _inject_stack_env(stack)
+    path = bench_pipeline([{"name": "tpch.orders", "key": ["o_orderkey"]}])
     pipeline = load_pipeline()
-    doc = yaml.safe_load(open(pipeline.path))
-    doc["tables"] = [{"name": "tpch.orders", "key": ["o_orderkey"]}]
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        yaml.safe_dump(doc, f)
     rows = ensure_orders(args.scale)
     raw_warm, _ = baseline(pipeline, rows, warm=True)
     raw_cold, raw_wall = baseline(pipeline, rows, warm=False)
-    seam_rate, seam_wall_rate = seam_full_load(f.name, rows)
+    seam_rate, seam_wall_rate = seam_full_load(path, rows)
     print(f"\nRESULT TPC-H orders SF {args.scale} ({rows:,} rows), {os.cpu_count()} cores:\n"
           f"  raw JDBC->Parquet, warm JVM, copy only     {raw_warm:>10,.0f} rows/s\n"
           f"  raw JDBC->Parquet, cold, copy only         {raw_cold:>10,.0f} rows/s\n"
@@ -139,7 +131,7 @@ def main() -> int:
           f"({seam_rate / raw_warm:.2f} x warm raw, {seam_rate / raw_cold:.2f} x cold raw; target >= 0.50)\n"
           f"  seam full load, whole command              {seam_wall_rate:>10,.0f} rows/s  "
           f"({seam_wall_rate / raw_wall:.2f} x whole raw spark-submit)", flush=True)
-    os.unlink(f.name)
+    os.unlink(path)
     return 0
 
 

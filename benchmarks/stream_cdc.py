@@ -24,17 +24,15 @@ import random
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
 
-from seam.cli import _inject_stack_env  # noqa: E402
+from common import bench_pipeline  # noqa: E402
 from seam.config import load_pipeline  # noqa: E402
 from seam.records import Position  # noqa: E402
 from seam.stack import EmbeddedStack  # noqa: E402
@@ -169,16 +167,9 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=1000, help="changes/s in the latency run")
     parser.add_argument("--seconds", type=float, default=30, help="length of the latency run")
     args = parser.parse_args()
+    path = bench_pipeline([{"name": f"{DB}.events", "key": ["id"]}, {"name": f"{DB}.ticks", "key": ["seq"]}],
+                          topic_prefix="seam.bench")
     stack = EmbeddedStack()
-    stack.up(("mysql", "kafka", "postgres"))
-    _inject_stack_env(stack)
-    pipeline = load_pipeline()
-    doc = yaml.safe_load(open(pipeline.path))
-    doc["tables"] = [{"name": f"{DB}.events", "key": ["id"]}, {"name": f"{DB}.ticks", "key": ["seq"]}]
-    doc["kafka"]["topic_prefix"] = "seam.bench"
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        yaml.safe_dump(doc, f)
-    path = f.name
     pipeline = load_pipeline(path)
 
     conn = source(pipeline, autocommit=True)

@@ -44,6 +44,7 @@ class _TopicReader(SimpleDataSourceStreamReader):
         self.max_messages = int(options.get("maxMessages", "50000"))
         self.max_wait_s = float(options.get("maxWaitSeconds", "0.5"))
         self._admin = None
+        self._kafka = None
 
     def _ids(self) -> dict[str, str] | None:
         from confluent_kafka import KafkaException, TopicCollection
@@ -79,7 +80,7 @@ class _TopicReader(SimpleDataSourceStreamReader):
         socket to the JVM)."""
         from confluent_kafka import Consumer
 
-        if getattr(self, "_kafka", None) is None:
+        if self._kafka is None:
             self._kafka = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "seam-stream-source",
                                     "enable.auto.commit": False, "auto.offset.reset": "earliest"})
         return self._kafka

@@ -10,6 +10,7 @@ Progress is the ledger's staged row count, i.e. rows safely in PostgreSQL.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -110,7 +111,6 @@ def incremental_load(pipeline: Pipeline, tables: list[TableConfig], *, start: st
 
 def _incremental_locked(pipeline: Pipeline, tables: list[TableConfig], conn, *, start, end, pipeline_path, say,
                         timeout, progress_every) -> list[dict]:
-    import json as _json
     from seam.incremental import plan_window
 
     windows = {}
@@ -125,7 +125,7 @@ def _incremental_locked(pipeline: Pipeline, tables: list[TableConfig], conn, *, 
             "of the source's clock)" if w.clamped else ""))
     batches = {t.name: new_batch_id() for t in tables}
     job_args = [a for t in tables for a in ("--table", t.name, "--batch", batches[t.name],
-                                            "--window", _json.dumps(windows[t.name].__dict__))]
+                                            "--window", json.dumps(windows[t.name].__dict__))]
     results = _run_batches(pipeline, tables, batches, "incremental_load", job_args, pipeline_path=pipeline_path,
                            say=say, timeout=timeout, progress_every=progress_every, stall_after=300.0)
     failed = []

@@ -81,6 +81,7 @@ class Followed:
     schema: TableSchema
     topic: str
     published: Position  # the head of the table's chain: its last published position
+    batch: str | None    # the full load it follows from
     events: int = 0      # published since the last rewind (events, bytes) ...
     bytes: int = 0
     applied_events: int = 0  # ... of which the sink has applied
@@ -141,10 +142,10 @@ class ChangeReader:
             "AND b.tbl = p.tbl AND b.state = 'committed' ORDER BY b.finished_at DESC LIMIT 1) b ON true").fetchall()
         return {(r[0], r[1]): TargetState(Position(r[2], r[3], r[4]), *r[5:]) for r in rows}
 
-    def _follow_from_target(self, reset: bool) -> list[Followed]:
+    def _follow_from_target(self, reset: bool, states: dict | None = None) -> list[Followed]:
         """Follow the tables the target has positions for; ``reset`` re-anchors every chain at the target."""
         added = []
-        for key, st in self._target_state().items():
+        for key, st in (states if states is not None else self._target_state()).items():
             table = self.tables.get(key)
             if table is None or st.columns is None:
                 continue
@@ -162,7 +163,7 @@ class ChangeReader:
                 continue
             schema = TableSchema(db=table.db, table=table.table, columns=tuple(Column(**c) for c in st.columns),
                                  primary_key=tuple(st.key or ()))
-            followed = Followed(table, schema, table_topic(self.pipeline, table), st.applied)
+            followed = Followed(table, schema, table_topic(self.pipeline, table), st.applied, st.batch)
             if key not in self.followed:
                 added.append(followed)
             self.followed[key] = followed
@@ -210,7 +211,7 @@ class ChangeReader:
                 self._rewound_at = now
                 raise _Rewind(f"topic(s) {', '.join(changed)} were recreated on the broker (messages lost)",
                               reset=True)
-        added = self._follow_from_target(reset=False)
+        added = self._follow_from_target(reset=False, states=states)
         behind = [f for f in added if here is not None and here.after(f.published)]
         if behind:
             raise _Rewind(f"{', '.join(f.table.name for f in behind)} newly loaded at an earlier position",
@@ -448,8 +449,7 @@ class ChangeReader:
             self._control(publisher, followed, StreamStop(position, followed.published, reason))
             del self.followed[(db, table)]
             self.stopped[followed.table.name] = reason
-            self._stopped_batch[(db, table)] = self._target_state().get((db, table), TargetState(
-                None, None, None, None, None, None)).batch
+            self._stopped_batch[(db, table)] = followed.batch
             alert(self.pipeline, followed.table.name, "stream stopped", reason)
 
     def _added_columns(self, followed: Followed, names: list[str], ddl: str, position: Position):
@@ -644,6 +644,7 @@ def stream_lag(pipeline: Pipeline, tables: list[TableConfig], sample_s: float = 
         time.sleep(sample_s)
         second, elapsed = read(), time.monotonic() - began
         head = source_head(source)
+        files = binlog_files(source)
         out = []
         for t in tables:
             row = second.get((t.db, t.table))
@@ -655,11 +656,10 @@ def stream_lag(pipeline: Pipeline, tables: list[TableConfig], sample_s: float = 
             if applied.file == head.file:
                 behind_bytes = max(0, head.pos - applied.pos)
             else:
-                files = binlog_files(source)
                 sizes = _binlog_sizes(source)
                 names = files[files.index(applied.file):] if applied.file in files else []
                 behind_bytes = sum(sizes.get(f, 0) for f in names) - applied.pos if names else None
-            events = _events_between(pipeline, binlog_files(source), t.db, t.table, applied, head) \
+            events = _events_between(pipeline, files, t.db, t.table, applied, head) \
                 if behind_bytes else 0
             seconds = 0.0 if not events else (max(0.0, (now_ms - source_ms) / 1000) if source_ms else None)
             before = first.get((t.db, t.table))

@@ -1,0 +1,29 @@
+"""What the benchmarks share: the embedded stack up, and a pipeline file for their own tables."""
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "include"))
+
+from seam.cli import _inject_stack_env  # noqa: E402
+from seam.config import load_pipeline  # noqa: E402
+from seam.stack import EmbeddedStack  # noqa: E402
+
+
+def bench_pipeline(tables: list[dict], topic_prefix: str | None = None) -> str:
+    """Start MariaDB, the broker and PostgreSQL; return a temporary copy of the demo pipeline with ``tables``."""
+    stack = EmbeddedStack()
+    stack.up(("mysql", "kafka", "postgres"))
+    _inject_stack_env(stack)
+    doc = yaml.safe_load(open(load_pipeline().path))
+    doc["tables"] = tables
+    if topic_prefix:
+        doc["kafka"]["topic_prefix"] = topic_prefix
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(doc, f)
+    return f.name
