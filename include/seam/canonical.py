@@ -1,0 +1,194 @@
+"""Canonical text of every column, computed INSIDE each database, identical on
+MySQL/MariaDB and PostgreSQL for equal data; and the 64-bit row hash built on
+it. Validation sums these hashes per key range on both sides and compares.
+
+The text follows the record shape's normalisation rules (``seam.records``),
+written the way MariaDB prints them, because the source is the side whose
+functions Seam cannot extend; the target gets small SQL functions in Seam's
+state schema (``pg_functions``) that print PostgreSQL values the same way:
+
+- integers, BIT, YEAR, DECIMAL: plain decimal text, DECIMAL with its scale;
+- FLOAT/DOUBLE: the shortest round-trip digits in MariaDB's notation
+  (``1.5e20``, ``0.00000015``); FLOAT widened exactly to double first;
+- DATE ``YYYY-MM-DD``; DATETIME ``YYYY-MM-DD HH:MM:SS.ffffff``; TIMESTAMP the
+  same in UTC; zero dates NULL; TIME ``[-]HH:MM:SS.ffffff`` (hours may exceed 99);
+- text, ENUM, SET (members comma-joined in definition order): UTF-8 text;
+- JSON: MariaDB's ``JSON_NORMALIZE`` form (keys sorted, numbers as ``1.0E0``);
+- BINARY/BLOB: lower-case hex.
+
+A row's text joins its columns with U+001F, NULL as U+001E; its hash is the
+first 64 bits of the MD5 of that text. A sum of hashes mod 2^64 is
+order-independent and additive, so key ranges can be summed and split freely.
+
+Where the two printers could still disagree for equal data (a JSON string
+written with ``\\u`` escapes in the source), validation sees a checksum
+mismatch, compares those rows value by value and finds them equal: slower,
+never a wrong verdict.
+
+Delivery guarantee: none (expressions only).
+"""
+from __future__ import annotations
+
+from seam.schema import Column, TableSchema
+from seam.snapshot import quote
+from seam.target import qi
+
+MOD = 2 ** 64
+_INTS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year", "bit"}
+_TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"}
+_BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
+
+
+def mysql_text(column: Column, alias: str = "x") -> str:
+    """The column's canonical text in MariaDB/MySQL (session time_zone '+00:00')."""
+    x, t = f"{alias}.{quote(column.name)}", column.data_type
+    zero = f"(YEAR({x}) = 0 OR MONTH({x}) = 0 OR DAYOFMONTH({x}) = 0)"
+    if t in _INTS:
+        return f"CAST({x} + 0 AS CHAR)"
+    if t == "decimal":
+        return f"CAST({x} AS CHAR)"
+    if t == "double" or t == "real":
+        return f"CAST({x} AS CHAR)"
+    if t == "float":
+        return f"CAST(CAST({x} AS DOUBLE) AS CHAR)"
+    if t == "date":
+        return f"IF({zero}, NULL, DATE_FORMAT({x}, '%Y-%m-%d'))"
+    if t in ("datetime", "timestamp"):
+        return f"IF({zero}, NULL, DATE_FORMAT({x}, '%Y-%m-%d %H:%i:%s.%f'))"
+    if t == "time":
+        return f"TIME_FORMAT({x}, '%H:%i:%s.%f')"
+    if t == "json":
+        return f"JSON_NORMALIZE({x})"
+    if t in _BINARY:
+        return f"LOWER(HEX({x}))"
+    return f"CONVERT({x} USING utf8mb4)"
+
+
+def pg_text(column: Column, state: str, alias: str = "x") -> str:
+    """The same text for the column as Seam maps it into PostgreSQL (``seam.target.pg_type``)."""
+    x, t, s = f"{alias}.{qi(column.name)}", column.data_type, qi(state)
+    if t in _INTS or t == "decimal":
+        return f"({x})::text"
+    if t in ("float", "double", "real"):
+        return f"{s}.mariadb_double(({x})::float8)"
+    if t == "date":
+        return f"to_char({x}, 'YYYY-MM-DD')"
+    if t == "datetime":
+        return f"to_char({x}, 'YYYY-MM-DD HH24:MI:SS.US')"
+    if t == "timestamp":
+        return f"to_char({x} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')"
+    if t == "time":
+        return f"{s}.mariadb_time({x})"
+    if t == "json":
+        return f"{s}.mariadb_json({x})"
+    if t in _BINARY:
+        return f"encode({x}, 'hex')"
+    return f"({x})::text"
+
+
+def mysql_row_text(columns, alias: str = "x") -> str:
+    parts = [f"COALESCE({mysql_text(c, alias)}, CHAR(30 USING utf8mb4))" for c in columns]
+    return f"CONCAT_WS(CHAR(31 USING utf8mb4), {', '.join(parts)})" if len(parts) > 1 else parts[0]
+
+
+def pg_row_text(columns, state: str, alias: str = "x") -> str:
+    return " || chr(31) || ".join(f"coalesce({pg_text(c, state, alias)}, chr(30))" for c in columns)
+
+
+def mysql_hash(row_text: str) -> str:
+    """First 64 bits of MD5, unsigned."""
+    return f"CAST(CONV(LEFT(MD5({row_text}), 16), 16, 10) AS UNSIGNED)"
+
+
+def pg_hash(row_text: str) -> str:
+    """First 64 bits of MD5, signed (sums are compared mod 2^64, where the sign does not matter)."""
+    return f"('x' || left(md5({row_text}), 16))::bit(64)::bigint"
+
+
+def mysql_bucket_hash(row_text: str) -> str:
+    """28 other bits of the MD5 (always positive on both sides): hash buckets for non-integer keys."""
+    return f"CAST(CONV(SUBSTRING(MD5({row_text}), 17, 7), 16, 10) AS UNSIGNED)"
+
+
+def pg_bucket_hash(row_text: str) -> str:
+    return f"('x' || substr(md5({row_text}), 17, 7))::bit(28)::int"
+
+
+def pg_functions(state: str) -> list[str]:
+    """Printers of PostgreSQL values in MariaDB's notation, created in Seam's state schema."""
+    s = qi(state)
+    return [
+        # a double as MariaDB prints it: shortest round-trip digits; positional between 1e-15 and 1e15
+        f"""CREATE OR REPLACE FUNCTION {s}.mariadb_double(v float8) RETURNS text LANGUAGE plpgsql IMMUTABLE
+        PARALLEL SAFE AS $$
+        DECLARE t text; m text; p int; c numeric; e int := 0; digits text; lead int; decpt int; n int; sign text := '';
+        BEGIN
+          IF v IS NULL THEN RETURN NULL; END IF;
+          IF v = 0 THEN RETURN '0'; END IF;
+          t := v::text;
+          IF left(t, 1) = '-' THEN sign := '-'; t := substr(t, 2); END IF;
+          IF position('e' IN t) > 0 THEN
+            m := split_part(t, 'e', 1); e := split_part(t, 'e', 2)::int;
+          ELSE m := t; END IF;
+          digits := replace(m, '.', '');
+          lead := length(digits) - length(ltrim(digits, '0'));
+          decpt := length(split_part(m, '.', 1)) - lead + e;
+          digits := rtrim(ltrim(digits, '0'), '0');
+          n := length(digits);
+          FOR p IN 15..CASE WHEN abs(v) < 1e308 THEN n - 1 ELSE 0 END LOOP  -- PostgreSQL prints some doubles with 17 digits where fewer round-trip
+            c := round(('0.' || digits)::numeric, p);
+            IF (c::text || 'e' || decpt)::float8 = abs(v) THEN
+              IF c >= 1 THEN digits := '1'; decpt := decpt + 1; ELSE digits := rtrim(substr(c::text, 3), '0'); END IF;
+              n := length(digits);
+              EXIT;
+            END IF;
+          END LOOP;
+          IF decpt > 0 AND decpt < n THEN RETURN sign || left(digits, decpt) || '.' || substr(digits, decpt + 1);
+          ELSIF decpt <= 0 AND decpt >= -14 THEN RETURN sign || '0.' || repeat('0', -decpt) || digits;
+          ELSIF decpt >= n AND decpt <= 15 THEN RETURN sign || digits || repeat('0', decpt - n);
+          END IF;
+          RETURN sign || left(digits, 1) || CASE WHEN n > 1 THEN '.' || substr(digits, 2) ELSE '' END
+                 || 'e' || (decpt - 1)::text;
+        END $$""",
+        # a JSON number as JSON_NORMALIZE prints it: d.ddd E exponent, trailing zeros dropped
+        f"""CREATE OR REPLACE FUNCTION {s}.mariadb_number(v numeric) RETURNS text LANGUAGE plpgsql IMMUTABLE
+        PARALLEL SAFE AS $$
+        DECLARE t text := ltrim(abs(v)::text, '-'); ip text; digits text; lead int; e int;
+        BEGIN
+          IF v = 0 THEN RETURN '0.0E0'; END IF;
+          ip := split_part(t, '.', 1);
+          digits := ip || split_part(t, '.', 2);
+          lead := length(digits) - length(ltrim(digits, '0'));
+          e := length(ip) - lead - 1;
+          digits := rtrim(ltrim(digits, '0'), '0');
+          RETURN CASE WHEN v < 0 THEN '-' ELSE '' END || left(digits, 1) || '.'
+                 || coalesce(nullif(substr(digits, 2), ''), '0') || 'E' || e::text;
+        END $$""",
+        f"""CREATE OR REPLACE FUNCTION {s}.mariadb_json(j jsonb) RETURNS text LANGUAGE plpgsql IMMUTABLE
+        PARALLEL SAFE AS $$
+        DECLARE kind text := jsonb_typeof(j); r text;
+        BEGIN
+          IF j IS NULL THEN RETURN NULL; END IF;
+          IF kind = 'object' THEN
+            SELECT '{{' || coalesce(string_agg(to_json(key)::text || ':' || {s}.mariadb_json(value), ','
+                                               ORDER BY key COLLATE "C"), '') || '}}'
+              INTO r FROM jsonb_each(j);
+            RETURN r;
+          ELSIF kind = 'array' THEN
+            SELECT '[' || coalesce(string_agg({s}.mariadb_json(e), ',' ORDER BY n), '') || ']'
+              INTO r FROM jsonb_array_elements(j) WITH ORDINALITY a(e, n);
+            RETURN r;
+          ELSIF kind = 'number' THEN RETURN {s}.mariadb_number(j::text::numeric);
+          END IF;
+          RETURN j::text;
+        END $$""",
+        # an interval (a MySQL TIME) as TIME_FORMAT(x, '%H:%i:%s.%f') prints it
+        f"""CREATE OR REPLACE FUNCTION {s}.mariadb_time(v interval) RETURNS text LANGUAGE sql IMMUTABLE
+        PARALLEL SAFE AS $$
+          SELECT CASE WHEN us < 0 THEN '-' ELSE '' END || CASE WHEN abs(us) < 36000000000 THEN '0' ELSE '' END || (abs(us) / 3600000000)::text || ':'
+                 || lpad((abs(us) / 60000000 % 60)::text, 2, '0') || ':' || lpad((abs(us) / 1000000 % 60)::text, 2, '0')
+                 || '.' || lpad((abs(us) % 1000000)::text, 6, '0')
+          FROM (SELECT (extract(epoch FROM v) * 1000000)::bigint AS us) q
+        $$""",
+    ]
+
