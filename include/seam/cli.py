@@ -154,6 +154,22 @@ def cmd_load(args, stack: EmbeddedStack) -> int:
     return 0
 
 
+def cmd_validate(args, stack: EmbeddedStack) -> int:
+    from seam.validation import Scope, validate_tables
+    pipeline = _pipeline(args)
+    if args.all == bool(args.tables):
+        raise ConfigError("validate", "name the table(s) to validate, or give --all")
+    tables = list(pipeline.tables) if args.all else [pipeline.table(t) for t in args.tables]
+    scope = Scope(window=tuple(args.window) if args.window else None,
+                  key_range=(args.key_range[0], args.key_range[1]) if args.key_range else None)
+    reports = validate_tables(pipeline, tables, scope, limit=args.limit, report_dir=args.report_dir,
+                              say=lambda line: print(line, flush=True))
+    if args.json:
+        print(json.dumps([r.as_dict() for r in reports], default=str, indent=2))
+    verdicts = {r.verdict for r in reports}
+    return 1 if "mismatch" in verdicts else 0
+
+
 def cmd_sink(args, stack: EmbeddedStack) -> int:
     import logging
     import signal
@@ -365,6 +381,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=3600, help="seconds to wait for the commit")
     p.set_defaults(func=cmd_load)
 
+    p = sub.add_parser("validate", parents=[common], help="compare source and target (counts, checksums, the "
+                       "differing rows); exit 1 on mismatch")
+    p.add_argument("tables", nargs="*", metavar="TABLE", help="db.table, or a table name unique in the pipeline")
+    p.add_argument("--all", action="store_true", help="every table of the pipeline")
+    p.add_argument("--window", nargs=2, metavar=("START", "END"), help="only rows whose cursor is in (START, END]")
+    p.add_argument("--key-range", nargs=2, type=int, metavar=("LO", "HI"),
+                   help="only rows whose (integer) first key column is in [LO, HI]")
+    p.add_argument("--limit", type=int, default=50, help="differing rows to list (totals are always exact)")
+    p.add_argument("--report-dir", help="where to write the HTML report (default .seam/reports)")
+    p.add_argument("--json", action="store_true", help="also print the reports as JSON")
+    p.set_defaults(func=cmd_validate)
+
     p = sub.add_parser("sink", parents=[common], help="apply table topics to the target (runs until stopped)")
     p.add_argument("--table", action="append", default=[], help="only these tables (repeatable; default all)")
     p.add_argument("--until-batch", action="append", default=[], help="exit once these batches are final")
@@ -399,7 +427,9 @@ def _operational_errors() -> tuple[type[Exception], ...]:
     from seam.streaming import StreamError
     from seam.target import TargetError
     from seam.topics import BrokerError
-    return (LoadError, SchemaError, SinkError, SnapshotError, TargetError, BrokerError, StreamError, IncrementalError)
+    from seam.validation import ValidationError
+    return (LoadError, SchemaError, SinkError, SnapshotError, TargetError, BrokerError, StreamError, IncrementalError,
+            ValidationError)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -123,6 +123,9 @@ class TableConfig:
     semantics: str = "exactly-once"
     soft_delete: str | None = None
     incremental: bool = False
+    # validation checks as data: {"count": bool, "checksum": bool, "columns": {col: {"sum": {}, "null_count":
+    # {"equal_to": 0}}}}; a column check compares source and target, ``equal_to`` also pins the target's value
+    checks: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -249,7 +252,10 @@ _KAFKA = ("bootstrap", "topic_prefix", "partitions", "max_unapplied_events", "ma
 _TARGET = ("type", "host", "port", "database", "user", "password", "state_schema")
 _SPARK = ("master", "jdbc_jar", "jdbc_driver", "partitions")
 _DEFAULTS = ("safety_delay", "semantics")
-_TABLE = ("name", "key", "cursor", "safety_delay", "semantics", "soft_delete", "incremental")
+_TABLE = ("name", "key", "cursor", "safety_delay", "semantics", "soft_delete", "incremental", "checks")
+_CHECKS = ("count", "checksum", "columns")
+_COLUMN_CHECKS = ("sum", "null_count")
+_NOTIFY_EMAIL = ("to", "conn_id", "subject")
 _NOTIFY = ("email", "webhook")
 
 
@@ -359,11 +365,49 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
             db=db, table=table, key=key, cursor=cursor,
             safety_delay_s=_duration(r, t, "safety_delay", path, default_delay),
             semantics=semantics, soft_delete=soft_delete, incremental=incremental,
+            checks=_checks(r, t.get("checks") or {}, f"{path}.checks"),
         ))
 
-    notify = r.mapping(top.get("notify") or {}, "notify", _NOTIFY)
+    notify = dict(r.mapping(top.get("notify") or {}, "notify", _NOTIFY))
+    if notify.get("webhook") is not None:
+        notify["webhook"] = r.string(notify, "webhook", "notify")
+        if not re.match(r"^https?://", notify["webhook"]):
+            raise r.fail("notify.webhook", f"'{notify['webhook']}' is not an http(s) URL")
+    if notify.get("email") is not None:
+        email = r.mapping(notify["email"], "notify.email", _NOTIFY_EMAIL, required=("to",))
+        to = email["to"] if isinstance(email["to"], list) else [email["to"]]
+        if not all(isinstance(a, str) and "@" in a for a in to):
+            raise r.fail("notify.email.to", "must be an e-mail address or a list of them")
+        notify["email"] = {"to": to, "conn_id": r.string(email, "conn_id", "notify.email", "smtp_default"),
+                           "subject": r.string(email, "subject", "notify.email", "")}
     return Pipeline(name=r.string(top, "name", "", "pipeline"), source=mysql, kafka=kafka,
                     target=target, spark=spark, tables=tuple(tables), path=source, notify=notify)
+
+
+def _checks(r: _Reader, raw: Any, path: str) -> dict[str, Any]:
+    checks = dict(r.mapping(raw, path, _CHECKS))
+    for name in ("count", "checksum"):
+        if not isinstance(checks.get(name, True), bool):
+            raise r.fail(f"{path}.{name}", "must be true or false")
+    columns = checks.get("columns") or {}
+    if not isinstance(columns, dict):
+        raise r.fail(f"{path}.columns", "must map column names to checks, e.g. {amount: {sum: {}}}")
+    parsed: dict[str, dict] = {}
+    for column, spec in columns.items():
+        where = f"{path}.columns.{column}"
+        if isinstance(spec, list):  # [sum, null_count]: shorthand for comparing both sides
+            spec = {name: {} for name in spec}
+        spec = r.mapping(spec, where, _COLUMN_CHECKS)
+        parsed[str(column)] = {}
+        for metric, opts in spec.items():
+            opts = {} if opts in (None, True) else opts
+            opts = r.mapping(opts, f"{where}.{metric}", ("equal_to",))
+            if "equal_to" in opts and (isinstance(opts["equal_to"], bool)
+                                       or not isinstance(opts["equal_to"], (int, float, str))):
+                raise r.fail(f"{where}.{metric}.equal_to", "must be a number")
+            parsed[str(column)][metric] = dict(opts)
+    checks["columns"] = parsed
+    return checks
 
 
 def _duration(r: _Reader, raw: dict, key: str, path: str, default: float) -> float:
