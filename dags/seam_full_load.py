@@ -1,13 +1,14 @@
 """Full load: a consistent snapshot of each table (at one binlog position)
 replaces its target table atomically. Trigger from the UI with the tables to
-load (empty: every table of the pipeline); each table is its own mapped task."""
+load (empty: every table of the pipeline); each table is its own mapped task,
+and each is validated after the loads (a mismatch fails the run and notifies)."""
 from __future__ import annotations
 
 import pendulum
 from airflow.sdk import Param, dag, task
 
 from seam_airflow.hooks import SeamHook
-from seam_airflow.operators import SeamFullLoadOperator
+from seam_airflow.operators import SeamFullLoadOperator, SeamValidateOperator
 
 DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "owner": "seam"}
 
@@ -24,8 +25,12 @@ def seam_full_load():
         wanted = params.get("tables") or [t.name for t in pipeline.tables]
         return [pipeline.table(name).name for name in wanted]  # unknown names fail here, before any load
 
-    SeamFullLoadOperator.partial(task_id="full_load", pipeline="{{ params.pipeline }}",
-                                 max_active_tis_per_dagrun=2).expand(table=tables())
+    names = tables()
+    loads = SeamFullLoadOperator.partial(task_id="full_load", pipeline="{{ params.pipeline }}",
+                                         max_active_tis_per_dagrun=2).expand(table=names)
+    checks = SeamValidateOperator.partial(task_id="validate", pipeline="{{ params.pipeline }}",
+                                          max_active_tis_per_dagrun=2).expand(table=names)
+    loads >> checks
 
 
 seam_full_load()

@@ -5,7 +5,8 @@ table, merged by key. ``airflow backfill create --dag-id seam_incremental
 --from-date ... --to-date ...`` (re)loads past windows; a re-run window gives
 the same target. From the UI, give an explicit window (start/end Params) and
 the tables to load. One run at a time (max_active_runs=1), so windows of the
-same table never overlap in time; tables of one run load in parallel."""
+same table never overlap in time; tables of one run load in parallel. After the
+loads, each window is validated (source against target, up to the watermark)."""
 from __future__ import annotations
 
 import pendulum
@@ -13,7 +14,7 @@ from airflow.sdk import Param, dag, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from seam_airflow.hooks import SeamHook
-from seam_airflow.operators import SeamIncrementalLoadOperator
+from seam_airflow.operators import SeamIncrementalLoadOperator, SeamValidateOperator
 
 DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "owner": "seam"}
 
@@ -37,8 +38,12 @@ def seam_incremental():
         end = params.get("end") or (data_interval_end and data_interval_end.isoformat())
         return [{"table": name, "start": start, "end": end} for name in names]
 
-    SeamIncrementalLoadOperator.partial(task_id="incremental_load", pipeline="{{ params.pipeline }}",
-                                        max_active_tis_per_dagrun=2).expand_kwargs(windows())
+    planned = windows()
+    loads = SeamIncrementalLoadOperator.partial(task_id="incremental_load", pipeline="{{ params.pipeline }}",
+                                                max_active_tis_per_dagrun=2).expand_kwargs(planned)
+    checks = SeamValidateOperator.partial(task_id="validate", pipeline="{{ params.pipeline }}",
+                                          max_active_tis_per_dagrun=2).expand_kwargs(planned)
+    loads >> checks
 
 
 seam_incremental()

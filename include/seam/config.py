@@ -255,7 +255,7 @@ _DEFAULTS = ("safety_delay", "semantics")
 _TABLE = ("name", "key", "cursor", "safety_delay", "semantics", "soft_delete", "incremental", "checks")
 _CHECKS = ("count", "checksum", "columns")
 _COLUMN_CHECKS = ("sum", "null_count")
-_NOTIFY_EMAIL = ("to", "conn_id", "subject")
+_NOTIFY_EMAIL = ("to", "conn_id", "subject", "from")
 _NOTIFY = ("email", "webhook")
 
 
@@ -379,7 +379,8 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
         if not all(isinstance(a, str) and "@" in a for a in to):
             raise r.fail("notify.email.to", "must be an e-mail address or a list of them")
         notify["email"] = {"to": to, "conn_id": r.string(email, "conn_id", "notify.email", "smtp_default"),
-                           "subject": r.string(email, "subject", "notify.email", "")}
+                           "subject": r.string(email, "subject", "notify.email", ""),
+                           "from": r.string(email, "from", "notify.email", "seam@localhost")}
     return Pipeline(name=r.string(top, "name", "", "pipeline"), source=mysql, kafka=kafka,
                     target=target, spark=spark, tables=tuple(tables), path=source, notify=notify)
 

@@ -466,6 +466,15 @@ def validate_tables(pipeline: Pipeline, tables: list[TableConfig], scope: Scope 
     return out
 
 
+def loaded_tables(pipeline: Pipeline) -> list[TableConfig]:
+    """The pipeline's tables that have a committed load in the target (the ones validation can compare)."""
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass(%s)", (f"{qi(pipeline.target.state_schema)}.positions",)).fetchone()[0] is None:
+            return []
+        have = set(conn.execute(f"SELECT db, tbl FROM {qi(pipeline.target.state_schema)}.positions").fetchall())
+    return [t for t in pipeline.tables if (t.db, t.table) in have]
+
+
 def _ensure_functions(conn, state: str) -> None:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(54012)")
