@@ -361,10 +361,10 @@ def validate(pipeline: Pipeline, table: TableConfig, scope: Scope = Scope(), *, 
                            "state = 'committed' ORDER BY finished_at DESC LIMIT 1", (table.db, table.table)).fetchone()
         mark = tgt.execute(f"SELECT watermark FROM {st}.watermarks WHERE db = %s AND tbl = %s AND cursor_column = %s",
                            (table.db, table.table, table.cursor or "")).fetchone()
-        if applied is None or last is None:
+        if last is None or (applied is None and mark is None):
             raise ValidationError(f"{table.name} has no committed load in the target: run `seam load full "
                                   f"{table.name}` first")
-        window_mode = last[0] == "incremental" and last[1] > applied[3] and mark is not None
+        window_mode = last[0] == "incremental" and mark is not None and (applied is None or last[1] > applied[3])
         with src.cursor() as cur:
             cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
             cur.execute("SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.SESSION_STATUS "
@@ -372,7 +372,7 @@ def validate(pipeline: Pipeline, table: TableConfig, scope: Scope = Scope(), *, 
             snap = dict(cur.fetchall())
         source_at = (Position.through(snap["BINLOG_SNAPSHOT_FILE"], int(snap["BINLOG_SNAPSHOT_POSITION"]))
                      if snap.get("BINLOG_SNAPSHOT_FILE") else None)
-        target_at = Position(applied[0], applied[1], applied[2])
+        target_at = Position(applied[0], applied[1], applied[2]) if applied else None
         if window_mode:
             scope = _cap_window(schema, table, scope, mark[0])
         report = Report(pipeline=pipeline.name, table=table.name, scope=scope.describe(),
@@ -683,8 +683,11 @@ def _compare(report: Report, source: _Side, target: _Side, schema: TableSchema, 
             if d is not None:
                 differences.append(d)
                 mismatched_buckets.add(_bucket_of(plan, key))
+    moved: list[Difference] = []
     if window_mode:
-        differences = _drop_moved_on(report, source, schema, table, differences)
+        moved = _moved_on(source, schema, table, differences)
+        report.changed_since += len(moved)
+        differences = [d for d in differences if d not in moved]
     # totals and the (limited) list
     report.missing = sum(d.kind == "missing" for d in differences)
     report.extra = sum(d.kind == "extra" for d in differences)
@@ -695,8 +698,10 @@ def _compare(report: Report, source: _Side, target: _Side, schema: TableSchema, 
     q_changed = {k: v for k, v in q_rows.items() if k in at_p}
     p_present = {k: v for k, v in at_p.items() if _in_scope(schema, table, source.scope, v, soft)}
     report.source_rows = s_count - len(q_changed) + len(p_present)
-    report.target_rows = sum(v[0] for v in t_aggr.values())
-    report.metrics = _metrics(schema, table, metrics, s_aggr, t_aggr, q_changed, p_present)
+    # a row that moved past the window is in the target's window still, with its old values: not counted
+    report.target_rows = sum(v[0] for v in t_aggr.values()) - len(moved)
+    report.metrics = _metrics(schema, table, metrics, s_aggr, t_aggr, q_changed, p_present,
+                              [d.target for d in moved])
     report.buckets = [BucketResult(plan.label(b), s_aggr.get(b, (0,))[0], t_aggr.get(b, (0,))[0],
                                    "differs" if b in mismatched_buckets else "rechecked" if b in flagged else "equal")
                       for b in sorted(set(s_aggr) | set(t_aggr) | set(flagged))]
@@ -809,17 +814,17 @@ def _difference(schema: TableSchema, table: TableConfig, key: tuple, expected: d
     return Difference("different", key_dict, cols, {c: expected[c] for c in cols}, {c: actual[c] for c in cols})
 
 
-def _drop_moved_on(report: Report, source: _Side, schema: TableSchema, table: TableConfig,
-                   differences: list[Difference]) -> list[Difference]:
-    """Window mode: a target row whose source row now has a cursor past the compared window changed after
-    its window was loaded; the next window brings it. Those are counted, not reported."""
-    suspects = [d for d in differences if d.kind in ("extra", "different")]
+def _moved_on(source: _Side, schema: TableSchema, table: TableConfig,
+              differences: list[Difference]) -> list[Difference]:
+    """Window mode: target rows whose source row now has a cursor past the compared window changed after
+    its window was loaded; the next window brings them. Those are counted, not reported."""
+    suspects = [d for d in differences if d.kind == "extra"]
     if not suspects:
-        return differences
+        return []
     keys = [tuple(d.key[k] for k in table.key) for d in suspects]
     now = source.values_by_key(keys, in_scope=False)
     end = source.scope.window.end
-    moved = set()
+    moved = []
     for d, key in zip(suspects, keys):
         row = now.get(key)
         if row is None:
@@ -828,22 +833,24 @@ def _drop_moved_on(report: Report, source: _Side, schema: TableSchema, table: Ta
         later = (int(value) > int(end)) if schema.column(table.cursor).data_type in _INTEGER else \
             (str(value).replace("T", " ").rstrip("Z") > end)
         if later:
-            moved.add(id(d))
-    report.changed_since += len(moved)
-    return [d for d in differences if id(d) not in moved]
+            moved.append(d)
+    return moved
 
 
-def _metrics(schema, table, metrics, s_aggr, t_aggr, q_changed, p_present) -> list[MetricResult]:
+def _metrics(schema, table, metrics, s_aggr, t_aggr, q_changed, p_present, t_moved) -> list[MetricResult]:
     out = []
     names = schema.names
     for i, (column, metric) in enumerate(metrics):
         def total(aggr):
-            return sum((Decimal(str(v[3 + i])) for v in aggr.values() if v[3 + i] is not None), Decimal(0))
+            return sum((Decimal(str(v[2 + i])) for v in aggr.values() if v[2 + i] is not None), Decimal(0))
         s, t = total(s_aggr), total(t_aggr)
         idx = names.index(column)
         for row in q_changed.values():  # texts at Q out
             value = row[idx]
             s -= (Decimal(value) if value is not None else 0) if metric == "sum" else (1 if value is None else 0)
+        for row in t_moved:  # target rows that moved past the window out
+            value = row[column]
+            t -= (Decimal(value) if value is not None else 0) if metric == "sum" else (1 if value is None else 0)
         for image in p_present.values():  # images at P in
             value = image[column]
             s += (Decimal(str(value)) if value is not None else 0) if metric == "sum" else (1 if value is None else 0)

@@ -21,7 +21,8 @@ def test_full_load_dag_loads_the_chosen_tables(airflow_stack, pipeline, seeded):
     state = client.wait("seam_full_load", run["dag_run_id"], timeout=900)
     tasks = client.task_states("seam_full_load", run["dag_run_id"])
     assert state == "success", tasks
-    assert sorted(tasks) == ["full_load[0]", "full_load[1]", "tables"]
+    assert sorted(tasks) == ["full_load[0]", "full_load[1]", "tables", "validate[0]", "validate[1]"]
+    assert {tasks["validate[0]"], tasks["validate[1]"]} == {"success"}  # each load validated equal
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
         ledger = conn.execute("SELECT tbl, state FROM seam.batches WHERE opened_at >= %s ORDER BY tbl",
                               (since,)).fetchall()

@@ -1,0 +1,188 @@
+"""Validation on the embedded stack: equal tables of every awkward type validate equal while writers keep
+changing the source (compared at the target's position); a changed value, a missing row, an extra row and a
+changed DECIMAL scale are each found by key, with and without bisection, and reladiff finds the same keys;
+an incremental window is compared up to its watermark; bad input gets one clear error."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from seam import demo
+from seam.config import load_pipeline
+from seam.validation import Scope, validate
+from tests.support.pipelines import pipeline_file
+
+DB = "val_test"
+ODD = "odd `name` t"
+pytestmark = pytest.mark.stack
+
+TABLES = [
+    {"name": f"{DB}.accounts", "key": ["id"], "cursor": "updated_at"},
+    {"name": f"{DB}.payments", "key": ["id"],
+     "checks": {"columns": {"amount": {"sum": {}}, "memo": {"null_count": {}}}}},
+    {"name": f"{DB}.audit_log", "key": "none"},
+    {"name": f"{DB}.type_zoo", "key": ["id"]},
+    {"name": f"{DB}.{ODD}", "key": ["key col"]},
+    {"name": f"{DB}.never_loaded", "key": ["id"]},
+]
+
+
+def _seam(path: str, *args, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _target(pipeline, sql: str, *params):
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        cur = conn.execute(sql, params)
+        return cur.fetchall() if cur.description else None
+
+
+@pytest.fixture(scope="module")
+def path(stack, tmp_path_factory):
+    pipeline = load_pipeline()
+    demo.seed(pipeline, rows=3000, admin_url=os.environ["SEAM_MYSQL_URL"], database=DB, log=lambda m: None)
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = ''")  # zero dates
+        cur.execute(f"""CREATE TABLE `odd ``name`` t` (`key col` INT PRIMARY KEY, `select` DOUBLE, `f` FLOAT,
+            `t` TIME(3), `b` VARBINARY(16), `d` DATE, `z` DATETIME, `j` JSON, `dec` DECIMAL(30,10),
+            `u` BIGINT UNSIGNED, `c` CHAR(5) CHARACTER SET latin1, `s` SET('a','b c','d'), `e` ENUM('x','y'),
+            `bits` BIT(5), `yr` YEAR)""")
+        rows = [(1, 1.5e20, 1.1, "-838:59:59.123", b"\x00\xff", "0000-00-00", "0000-00-00 00:00:00",
+                 '{"b": [1, 2.5], "a": "é"}', "-12345678901234567890.0123456789", 18446744073709551615, "café",
+                 "a,d", "y", 31, 2155),
+                (2, 0.00000015, -3.4e38, "12:00:00", b"", "2024-02-29", "1999-12-31 23:59:59", "[]", "0.0000000000",
+                 0, "", "", "x", 0, 1901),
+                (3, None, None, None, None, None, None, None, None, None, None, None, None, None, None),
+                (4, 123456789.123, 1e-7, "00:00:00.5", b"abc", "1000-01-01", "2038-01-19 03:14:08",
+                 '{"n": 12345678901234567890, "z": null, "t": true}', "1.5", 42, "x y", "b c", "x", 5, 2000)]
+        cur.executemany(f"INSERT INTO `odd ``name`` t` VALUES ({', '.join(['%s'] * 15)})", rows)
+        cur.execute("CREATE TABLE never_loaded (id INT PRIMARY KEY)")
+    conn.close()
+    file = pipeline_file(tmp_path_factory, "val", TABLES)
+    loaded = _seam(file, "load", "full", *[t["name"] for t in TABLES[:5]])
+    assert loaded.returncode == 0, loaded.stderr + loaded.stdout
+    return file
+
+
+def test_equal_tables_validate_equal_while_the_source_changes(path, tmp_path):
+    """A writer changes accounts, payments, audit_log (keyless) and type_zoo during the validation: each is
+    compared as of the target's position, not as of now."""
+    writer = subprocess.Popen([sys.executable, "-m", "seam.cli", "writer", "--database", DB, "--seconds", "12",
+                               "--rate", "150"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(3)
+        out = _seam(path, "validate", *[t["name"] for t in TABLES[:5]], "--report-dir", str(tmp_path))
+    finally:
+        writer.wait(timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    verdicts = [line for line in out.stdout.splitlines() if ": EQUAL:" in line or ": MISMATCH:" in line]
+    assert len(verdicts) == 5 and all(": EQUAL:" in v for v in verdicts), out.stdout
+    assert "keys changed on the source after that point were compared as they were then" in out.stdout
+    assert "check sum(amount): source" in out.stdout and "check null_count(memo)" in out.stdout
+    reports = sorted(tmp_path.glob("validate-*.html"))
+    assert len(reports) == 5
+    assert "<svg" in reports[0].read_text() and "EQUAL" in reports[0].read_text()
+
+
+def _differences(report) -> dict:
+    return {(d.kind, tuple(d.key.values())): d.columns for d in report.differences}
+
+
+def test_each_difference_is_found_by_key_and_reladiff_agrees(path):
+    pipeline = load_pipeline(path)
+    again = _seam(path, "load", "full", f"{DB}.payments", f"{DB}.type_zoo")  # the writer has moved the source on
+    assert again.returncode == 0, again.stderr
+    ids = [r[0] for r in _target(pipeline, f'SELECT id FROM "{DB}".payments ORDER BY id')]
+    changed, gone, copied = ids[100], ids[1500], ids[2500]
+    extra = ids[-1] + 1_000_000
+    _target(pipeline, f'UPDATE "{DB}".payments SET amount = amount + 0.01 WHERE id = %s', changed)
+    _target(pipeline, f'DELETE FROM "{DB}".payments WHERE id = %s', gone)
+    _target(pipeline, f'INSERT INTO "{DB}".payments SELECT %s, account_id, amount, currency, status, reference, memo, '
+                      f'value_date, is_deleted, created_at, updated_at FROM "{DB}".payments WHERE id = %s', extra, copied)
+    zoo = _target(pipeline, f'SELECT id FROM "{DB}".type_zoo WHERE amount IS NOT NULL ORDER BY id LIMIT 1')[0][0]
+    # the same number with another scale: equal as a number, different as data
+    _target(pipeline, f'ALTER TABLE "{DB}".type_zoo ALTER COLUMN amount TYPE numeric')
+    _target(pipeline, f'UPDATE "{DB}".type_zoo SET amount = round(amount, 8) WHERE id = %s', zoo)
+
+    expected = {("different", (str(changed),)): ("amount",), ("missing", (str(gone),)): (),
+                ("extra", (str(extra),)): ()}
+    table = pipeline.table("payments")
+    report = validate(pipeline, table, say=lambda m: None)
+    assert report.verdict == "mismatch"
+    assert (report.missing, report.extra, report.different) == (1, 1, 1)
+    assert _differences(report) == expected
+    assert [m.ok for m in report.metrics] == [False, True]  # sum(amount) is off by 0.01; memo's nulls agree
+    # bisection: small buckets and pulls force the key ranges to be split before rows are compared
+    narrow = validate(pipeline, table, bucket_rows=2000, pull_rows=40, say=lambda m: None)
+    assert _differences(narrow) == expected
+    assert sum(b.state == "differs" for b in narrow.buckets) >= 2
+    scale = validate(pipeline, pipeline.table("type_zoo"), say=lambda m: None)
+    assert _differences(scale) == {("different", (str(zoo),)): ("amount",)}
+    d = scale.differences[0]
+    assert d.source["amount"] != d.target["amount"] and d.target["amount"].endswith("00")
+
+    cli = _seam(path, "validate", f"{DB}.payments")
+    assert cli.returncode == 1, cli.stdout + cli.stderr
+    assert f"missing    id={gone}" in cli.stdout and f"extra      id={extra}" in cli.stdout
+    assert f"different  id={changed}: amount:" in cli.stdout
+
+    assert _reladiff_keys(pipeline) == {("-", str(changed)), ("+", str(changed)), ("-", str(gone)), ("+", str(extra))}
+
+
+def _reladiff_keys(pipeline) -> set:
+    import reladiff
+    s, t = pipeline.source, pipeline.target
+    cols = ("account_id", "amount", "currency", "status", "reference", "value_date", "is_deleted", "created_at",
+            "updated_at")
+    a = reladiff.connect_to_table(f"mysql://{s.user}:{s.password.reveal()}@{s.host}:{s.port}/{DB}", "payments",
+                                  "id", extra_columns=cols)
+    b = reladiff.connect_to_table(f"postgresql://{t.user}:{t.password.reveal()}@{t.host}:{t.port}/{t.database}",
+                                  (DB, "payments"), "id", extra_columns=cols)
+    return {(sign, row[0]) for sign, row in reladiff.diff_tables(a, b)}
+
+
+def test_an_incremental_window_is_compared_up_to_its_watermark(path):
+    pipeline = load_pipeline(path)
+    table = pipeline.table("accounts")
+    loaded = _seam(path, "load", "incremental", table.name)
+    assert loaded.returncode == 0, loaded.stderr + loaded.stdout
+    report = validate(pipeline, table, say=lambda m: None)
+    assert report.mode == "window" and report.verdict == "equal", report.to_text()
+    assert report.source_rows > 0
+    # a source row updated after the window moves past the watermark: not a difference until the next window
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    with conn.cursor() as cur:
+        cur.execute("SELECT id FROM accounts ORDER BY id LIMIT 2")
+        moved, broken = [r[0] for r in cur.fetchall()]
+        cur.execute("UPDATE accounts SET balance = balance + 1 WHERE id = %s", (moved,))
+    conn.close()
+    _target(pipeline, f'UPDATE "{DB}".accounts SET owner = owner || \'!\' WHERE id = %s', broken)
+    report = validate(pipeline, table, say=lambda m: None)
+    assert report.changed_since == 1
+    assert _differences(report) == {("different", (str(broken),)): ("owner",)}
+    windowed = _seam(path, "validate", table.name, "--window", "2000-01-01", "2100-01-01")
+    assert windowed.returncode == 1 and f"different  id={broken}: owner:" in windowed.stdout, windowed.stdout
+
+
+def test_bad_input_gets_one_clear_error(path, tmp_path_factory):
+    out = _seam(path, "validate", f"{DB}.never_loaded")
+    assert out.returncode == 2 and "the target has no table" in out.stderr and "seam load full" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+    out = _seam(path, "validate", f"{DB}.nope")
+    assert out.returncode == 2 and "no table" in out.stderr
+    bad = pipeline_file(tmp_path_factory, "val_bad", [{"name": f"{DB}.payments", "key": ["id"],
+                                                       "checks": {"columns": {"currency": {"sum": {}}}}}])
+    out = _seam(bad, "validate", f"{DB}.payments")
+    assert out.returncode == 2 and "needs an exact numeric column" in out.stderr, out.stderr
+    bad = pipeline_file(tmp_path_factory, "val_bad2", [{"name": f"{DB}.payments", "key": ["id"],
+                                                        "checks": {"columns": {"amount": {"average": {}}}}}])
+    out = _seam(bad, "validate", f"{DB}.payments")
+    assert out.returncode == 2 and "checks.columns.amount.average: unknown key" in out.stderr, out.stderr

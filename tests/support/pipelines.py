@@ -1,0 +1,17 @@
+"""Pipeline files for tests: the demo pipeline with other tables, topics and notifiers."""
+from __future__ import annotations
+
+import yaml
+
+from seam.config import load_pipeline
+
+
+def pipeline_file(tmp_path_factory, name: str, tables: list[dict], **top) -> str:
+    """A copy of the default pipeline with ``tables``, its own topic prefix, and top-level overrides."""
+    doc = yaml.safe_load(open(load_pipeline().path))
+    doc["tables"] = tables
+    doc["kafka"]["topic_prefix"] = f"seam.{name}"
+    doc.update(top)
+    path = tmp_path_factory.mktemp(name) / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
