@@ -1,0 +1,134 @@
+"""A failing validation inside a real Airflow DAG run (``dag.test`` against the embedded stack's Airflow
+metadata database): the task fails with the summary in its log, and the test's own SMTP server and webhook
+receiver each get exactly one alert naming the table and the mismatch. An equal table passes."""
+from __future__ import annotations
+
+import email
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import psycopg
+import pytest
+
+from seam import demo
+from seam.config import load_pipeline
+from tests.support.pipelines import pipeline_file
+
+DB = "valdag_test"
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+RUN_DAG = """
+import json, sys
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder=sys.argv[1])
+dag = bag.get_dag("seam_validate")
+run = dag.test(run_conf=json.loads(sys.argv[2]))
+states = {f"{ti.task_id}[{ti.map_index}]": str(ti.state) for ti in run.get_task_instances()}
+print("RESULT " + json.dumps({"state": str(run.state), "tasks": states}))
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture()
+def receivers():
+    """A local SMTP server (aiosmtpd) and an HTTP webhook receiver, collecting what they are sent."""
+    from aiosmtpd.controller import Controller
+
+    mails, posts = [], []
+
+    class Mailbox:
+        async def handle_DATA(self, server, session, envelope):
+            mails.append((envelope.rcpt_tos, email.message_from_bytes(envelope.content)))
+            return "250 OK"
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self):
+            posts.append((self.path, json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    smtp = Controller(Mailbox(), hostname="127.0.0.1", port=_free_port())
+    smtp.start()
+    http = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    yield {"smtp_port": smtp.port, "webhook": f"http://127.0.0.1:{http.server_address[1]}/seam-alerts",
+           "mails": mails, "posts": posts}
+    http.shutdown()
+    smtp.stop()
+
+
+@pytest.fixture(scope="module")
+def loaded(airflow_stack, tmp_path_factory):
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"])
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{DB}`")
+        cur.execute(f"CREATE DATABASE `{DB}`")
+        for table in ("settlements", "fees"):
+            cur.execute(f"CREATE TABLE `{DB}`.`{table}` (id INT PRIMARY KEY, amount DECIMAL(18,2) NOT NULL, "
+                        "note VARCHAR(20))")
+            cur.executemany(f"INSERT INTO `{DB}`.`{table}` VALUES (%s, %s, %s)",
+                            [(i, f"{i * 10}.25", f"n{i}") for i in range(1, 501)])
+    conn.close()
+    tables = [{"name": f"{DB}.settlements", "key": ["id"], "checks": {"columns": {"amount": {"sum": {}}}}},
+              {"name": f"{DB}.fees", "key": ["id"]}]
+    path = pipeline_file(tmp_path_factory, "valdag", tables)
+    out = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.settlements",
+                          f"{DB}.fees"], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr + out.stdout
+    return tables
+
+
+def _run_validate_dag(stack, receivers, path: str, tables: list[str]) -> dict:
+    smtp = {"conn_type": "smtp", "host": "127.0.0.1", "port": receivers["smtp_port"], "login": "", "password": "",
+            "extra": {"disable_tls": True, "disable_ssl": True, "from_email": "seam@example.com", "timeout": 10}}
+    env = {**os.environ, **stack.airflow_env(), "AIRFLOW_CONN_SEAM_TEST_SMTP": json.dumps(smtp)}
+    dags = str(stack.airflow_env()["AIRFLOW__CORE__DAGS_FOLDER"])
+    out = subprocess.run([sys.executable, "-c", RUN_DAG, dags, json.dumps({"tables": tables, "pipeline": path})],
+                         capture_output=True, text=True, timeout=600, env=env)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, out.stdout[-3000:] + out.stderr[-5000:]
+    return {**json.loads(lines[-1][len("RESULT "):]), "log": out.stdout + out.stderr}
+
+
+def test_a_mismatch_fails_the_task_and_alerts_once_by_mail_and_webhook(airflow_stack, loaded, receivers,
+                                                                         tmp_path_factory):
+    path = pipeline_file(tmp_path_factory, "valdag_notify", loaded, notify={
+        "webhook": receivers["webhook"],
+        "email": {"to": ["settlement-ops@example.com"], "conn_id": "seam_test_smtp"}})
+    pipeline = load_pipeline(path)
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        conn.execute(f'UPDATE "{DB}".settlements SET amount = amount + 1 WHERE id = 42')
+
+    result = _run_validate_dag(airflow_stack, receivers, path, [f"{DB}.settlements", f"{DB}.fees"])
+    assert result["state"] == "failed", result["tasks"]
+    assert result["tasks"]["tables[-1]"] == "success"
+    assert result["tasks"]["validate[0]"] == "failed"   # settlements: the changed row
+    assert result["tasks"]["validate[1]"] == "success"  # fees: equal
+    assert f"{DB}.settlements: MISMATCH" in result["log"] and "different  id=42: amount:" in result["log"]
+
+    assert len(receivers["posts"]) == 1, receivers["posts"]
+    hook_path, body = receivers["posts"][0]
+    assert hook_path == "/seam-alerts"
+    assert body["table"] == f"{DB}.settlements" and body["problem"] == "validation mismatch"
+    assert body["different"] == 1 and body["keys"] == [{"id": "42"}] and "MISMATCH" in body["detail"]
+    assert body["dag_id"] == "seam_validate" and body["task_id"] == "validate"
+
+    assert len(receivers["mails"]) == 1, receivers["mails"]
+    recipients, message = receivers["mails"][0]
+    assert recipients == ["settlement-ops@example.com"]
+    assert f"{DB}.settlements" in message["Subject"] and "MISMATCH" in message["Subject"]
+    html = next(part for part in message.walk() if part.get_content_type() == "text/html")
+    assert "different" in html.get_payload(decode=True).decode() and "42" in html.get_payload(decode=True).decode()
