@@ -16,7 +16,9 @@ Method (all heavy work inside the two databases, no table pulled to Python):
    small one is compared row by row on the canonical texts. A key changed after
    P is compared with its image AT P (the before image of its first change
    after P): so a table under writes, or a streamed table, validates exactly
-   at P without pausing writers or the stream.
+   at P without pausing writers or the stream. The binlog (P, Q] is read only
+   when some bucket differs: a table equal to its source now is equal, however
+   long ago it was loaded.
 4. The verdict names every row that is missing in the target, extra in the
    target, or different (with the columns that differ), limited to ``limit``
    rows in the report with exact totals.
@@ -384,22 +386,16 @@ def validate(pipeline: Pipeline, table: TableConfig, scope: Scope = Scope(), *, 
         source = _Side("mysql", src, schema, table, state, scope, soft)
         target = _Side("postgres", tgt, schema, table, state, scope, soft)
 
-        # 2. keys changed after P, with their images at P
-        at_p: dict[tuple[str, ...], dict | None] = {}
-        if not window_mode:
-            if source_at is None:
-                raise ValidationError("the source reports no snapshot binlog position (MySQL, not MariaDB?); "
-                                      "validate a streamed or loaded table on MariaDB, or at a quiet moment")
-            changes = _changes_since(pipeline, src, schema, table, target_at, source_at)
-            if changes and not table.key:
-                say(f"{table.name}: keyless and changed {len(changes):,} times since the target's position; "
-                    "comparing whole rows, rolled back to that position")
-                _compare_keyless(report, source, target, schema, changes, limit)
-                report.seconds = time.monotonic() - started
-                return report
-            at_p = _images_at(schema, table, changes)
-            report.changed_since = len(at_p)
-        _compare(report, source, target, schema, table, at_p, window_mode, limit=limit, bucket_rows=bucket_rows,
+        if not window_mode and source_at is None:
+            raise ValidationError("the source reports no snapshot binlog position (MySQL, not MariaDB?); "
+                                  "validate a streamed or loaded table on MariaDB, or at a quiet moment")
+
+        def changes() -> list:
+            """The table's changes in (P, Q]: read only when some bucket differs (an equal table never pays
+            for a long binlog since its load)."""
+            return [] if window_mode else _changes_since(pipeline, src, schema, table, target_at, source_at)
+
+        _compare(report, source, target, schema, table, changes, window_mode, limit=limit, bucket_rows=bucket_rows,
                  max_buckets=max_buckets, pull_rows=pull_rows, say=say)
         report.seconds = time.monotonic() - started
         return report
@@ -622,8 +618,8 @@ class _Plan:
 
 
 def _compare(report: Report, source: _Side, target: _Side, schema: TableSchema, table: TableConfig,
-             at_p: dict, window_mode: bool, *, limit: int, bucket_rows: int, max_buckets: int, pull_rows: int,
-             say: Callable[[str], None]) -> None:
+             changes: Callable[[], list], window_mode: bool, *, limit: int, bucket_rows: int, max_buckets: int,
+             pull_rows: int, say: Callable[[str], None]) -> None:
     metrics = [(c, m) for c, ms in column_checks(table).items() for m in ms if m in METRICS]
     ranged = bool(table.key) and schema.column(table.key[0]).data_type in _INTEGER
     with ThreadPoolExecutor(2) as pool:
@@ -646,6 +642,16 @@ def _compare(report: Report, source: _Side, target: _Side, schema: TableSchema, 
         f"{sum(v[0] for v in t_aggr.values()):,} target rows in {plan.buckets:,} buckets "
         f"in {time.monotonic() - t0:.1f}s")
 
+    at_p: dict[tuple[str, ...], dict | None] = {}
+    if any(s_aggr.get(b, (0, 0))[:2] != t_aggr.get(b, (0, 0))[:2] for b in set(s_aggr) | set(t_aggr)):
+        # 3. keys changed after P, with their images at P
+        since = changes()
+        if since and not table.key:
+            say(f"{table.name}: keyless and changed {len(since):,} times since the target's position; "
+                "comparing whole rows, rolled back to that position")
+            return _compare_keyless(report, source, target, schema, since, limit)
+        at_p = _images_at(schema, table, since)
+        report.changed_since = len(at_p)
     changed_buckets = collections.Counter(_bucket_of(plan, k) for k in at_p)
     flagged = sorted(b for b in set(s_aggr) | set(t_aggr) | set(changed_buckets)
                      if s_aggr.get(b, (0, 0))[:2] != t_aggr.get(b, (0, 0))[:2] or b in changed_buckets)
