@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SEAM := .venv/bin/seam
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test bench bench-stream up down status lock clean
+.PHONY: setup demo test bench bench-stream bench-validate up down status lock clean
 SCALE ?= 0.5
 
 setup:            ## Debian packages, .venv with pinned requirements, seam (editable)
@@ -20,6 +20,9 @@ bench: setup      ## full load of TPC-H orders vs a raw Spark JDBC->Parquet read
 
 bench-stream: setup  ## binlog CDC through the whole chain vs raw python-mysql-replication decode, and latency
 	@.venv/bin/python benchmarks/stream_cdc.py
+
+bench-validate: setup  ## validation of TPC-H orders (equal, then 10 differences) vs reladiff (SCALE=1)
+	@.venv/bin/python benchmarks/validate_tpch.py --scale $(or $(SCALE_VALIDATE),1)
 
 up: setup
 	@$(SEAM) up

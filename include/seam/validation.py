@@ -393,7 +393,13 @@ def validate(pipeline: Pipeline, table: TableConfig, scope: Scope = Scope(), *, 
         def changes() -> list:
             """The table's changes in (P, Q]: read only when some bucket differs (an equal table never pays
             for a long binlog since its load)."""
-            return [] if window_mode else _changes_since(pipeline, src, schema, table, target_at, source_at)
+            if window_mode:
+                return []
+            t0 = time.monotonic()
+            found = _changes_since(pipeline, src, schema, table, target_at, source_at)
+            say(f"{table.name}: {len(found):,} row changes in the binlog ({target_at}, {source_at}], read in "
+                f"{time.monotonic() - t0:.1f}s")
+            return found
 
         _compare(report, source, target, schema, table, changes, window_mode, limit=limit, bucket_rows=bucket_rows,
                  max_buckets=max_buckets, pull_rows=pull_rows, say=say)
