@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import psycopg
 import pytest
@@ -103,7 +104,6 @@ def test_stream_start_status_stop(pipeline_path):
         assert status.returncode == 0 and "stream: running" in status.stdout, status.stderr
         for table in TABLES:
             assert f"{DB}.{table}" in status.stdout
-        import time
         deadline = time.time() + 60
         while time.time() < deadline:
             if all(source_rows(pipeline, DB, t)[0] == target_rows(pipeline, source_rows(pipeline, DB, t)[1])
@@ -114,6 +114,19 @@ def test_stream_start_status_stop(pipeline_path):
             raise AssertionError("the running stream did not bring the target to the source within 60 s")
         caught_up = seam("status")
         assert caught_up.stdout.count(" 0 bytes behind") == len(TABLES), caught_up.stdout
+        # validation of streamed tables while the writer and the stream both run: compared at the applied
+        # position each target snapshot holds, without pausing either
+        from seam.validation import validate
+        writer = threading.Thread(target=lambda: demo.run_writer(
+            os.environ["SEAM_MYSQL_URL"], rate=100, seconds=8, threads=1, seed=6, database=DB))
+        writer.start()
+        try:
+            time.sleep(2)
+            reports = [validate(pipeline, pipeline.table(f"{DB}.{t}"), say=lambda m: None) for t in TABLES]
+        finally:
+            writer.join()
+        assert [r.verdict for r in reports] == ["equal"] * len(TABLES), [r.to_text() for r in reports]
+        assert all(r.mode == "position" for r in reports)
     finally:
         stopped = seam("stop")
     assert "stream-reader stopped" in stopped.stdout and "stream-sink stopped" in stopped.stdout
