@@ -28,6 +28,9 @@ $SEAM stream status || true
 kill $WRITER 2>/dev/null || true
 $SEAM stream stop
 echo
+echo "Validation: each target table against its source (counts, checksums, column checks, differing rows):"
+$SEAM validate --all
+echo
 $SEAM trigger seam_wiring_check --wait --timeout 900
 .venv/bin/python -c '
 from seam.cli import _inject_stack_env

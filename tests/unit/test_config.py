@@ -64,6 +64,16 @@ def test_secrets_never_print():
     (lambda r: r.update(version=2), "version", "unsupported"),
     (lambda r: r["spark"].update(partitions=0), "spark.partitions", "out of range"),
     (lambda r: r["kafka"].update(partitions=3), "kafka.partitions", "must be 1"),
+    (lambda r: r["tables"][1].update(checks={"colums": {}}), "tables[1].checks.colums", "did you mean 'columns'"),
+    (lambda r: r["tables"][1].update(checks={"count": "yes"}), "tables[1].checks.count", "true or false"),
+    (lambda r: r["tables"][1].update(checks={"columns": {"amount": {"avg": {}}}}),
+     "tables[1].checks.columns.amount.avg", "unknown key"),
+    (lambda r: r["tables"][1].update(checks={"columns": {"amount": {"sum": {"equal_to": [1]}}}}),
+     "tables[1].checks.columns.amount.sum.equal_to", "must be a number"),
+    (lambda r: r.update(notify={"webhook": "ftp://x"}), "notify.webhook", "http(s) URL"),
+    (lambda r: r.update(notify={"email": {"to": "nobody"}}), "notify.email.to", "e-mail address"),
+    (lambda r: r.update(notify={"email": {"cc": "a@b"}}), "notify.email.cc", "unknown key"),
+    (lambda r: r.update(notify={"pager": "x"}), "notify.pager", "unknown key"),
 ])
 def test_bad_config_names_the_field(mutate, field, words):
     raw = demo_raw()
@@ -119,3 +129,18 @@ def test_cli_prints_one_clear_line_for_a_broken_pipeline(tmp_path: Path):
         lines = proc.stderr.strip().splitlines()
         assert lines == [f"seam: error: {broken}: tables[1].curser: unknown key (did you mean 'cursor'?)"]
         assert proc.stdout == ""
+
+
+def test_checks_and_notifiers_as_data():
+    raw = demo_raw()
+    raw["tables"][1]["checks"] = {"count": True, "columns": {"amount": {"sum": {}, "null_count": {"equal_to": 0}},
+                                                             "memo": ["null_count"]}}
+    raw["notify"] = {"webhook": "http://127.0.0.1:9/hook", "email": {"to": "ops@example.com", "conn_id": "smtp_ops"}}
+    pipeline = parse(raw)
+    payments = pipeline.table("payments")
+    assert payments.checks["columns"] == {"amount": {"sum": {}, "null_count": {"equal_to": 0}},
+                                          "memo": {"null_count": {}}}
+    assert pipeline.table("type_zoo").checks == {"columns": {}}
+    assert pipeline.notify == {"webhook": "http://127.0.0.1:9/hook",
+                               "email": {"to": ["ops@example.com"], "conn_id": "smtp_ops", "subject": "",
+                                         "from": "seam@localhost"}}
