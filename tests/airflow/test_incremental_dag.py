@@ -91,7 +91,7 @@ def test_backfill_three_days_then_rerun_the_middle_window(pipeline_path):
     client.wait_for_dag("seam_incremental")
     client._request("PATCH", "/api/v2/dags/seam_incremental", {"is_paused": False})  # backfills need it
     conf = json.dumps({"tables": [f"{DB}.ledger"], "pipeline": pipeline_path})
-    runs = _backfill(client, "2026-01-01", "2026-01-03", conf, expect=3)
+    runs = _backfill(client, "2026-01-01", "2026-01-03", conf, expect=3, reprocess=True)  # rerunnable on a dev stack
     assert [r["state"] for r in runs] == ["success"] * 3, runs
     intervals = sorted((r["data_interval_start"][:10], r["data_interval_end"][:10]) for r in runs)
     assert intervals == [("2026-01-01", "2026-01-02"), ("2026-01-02", "2026-01-03"), ("2026-01-03", "2026-01-04")]
