@@ -146,6 +146,8 @@ def column_sql(column: Column, alias: str) -> str:
         expr = f"IF({zero}, NULL, DATE_FORMAT({x}, '%Y-%m-%dT%H:%i:%s.%fZ'))"
     elif t == "time":
         expr = f"TIME_FORMAT({x}, '%H:%i:%s.%f')"
+    elif t == "float":  # the text protocol sends FLOAT with 6 digits (724.363): widen it exactly to DOUBLE
+        expr = f"CAST({x} AS DOUBLE)"
     elif t in _AS_NUMBER or column.column_type.startswith("tinyint(1)"):
         expr = f"{x} + 0"  # BIT as its integer, YEAR as a number, TINYINT(1) not as a JDBC boolean
     elif t in _BINARY:
