@@ -93,6 +93,13 @@ def _table_status(pipeline, tables) -> int:
                            (t.db, t.table)).fetchone()
         if pos:
             print(f"  stream/binlog position applied {pos[0]}:{pos[1]}" + (f"  STOPPED: {pos[2]}" if pos[2] else ""))
+        checked = conn.execute("SELECT to_regclass(%s)", (f"{state}.validations",)).fetchone()[0] and conn.execute(
+            f"SELECT verdict, checked_at, missing, extra, different, report->>'html' FROM {state}.validations "
+            "WHERE db = %s AND tbl = %s ORDER BY checked_at DESC LIMIT 1", (t.db, t.table)).fetchone()
+        if checked:
+            verdict, at, missing, extra, different, html = checked
+            print(f"  last validation {verdict.upper()} at {at:%Y-%m-%d %H:%M:%S}: {missing:,} missing, {extra:,} "
+                  f"extra, {different:,} different" + (f"  ({html})" if html else ""))
     conn.close()
     return 0
 

@@ -458,10 +458,11 @@ def validate_tables(pipeline: Pipeline, tables: list[TableConfig], scope: Scope 
     folder.mkdir(parents=True, exist_ok=True)
     for table in tables:
         report = validate(pipeline, table, scope, limit=limit, say=say)
-        vid = record(pipeline, report)
+        vid = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
         path = folder / f"validate-{table.db}.{table.table}-{vid}.html".replace("/", "_").replace(" ", "_")
         path.write_text(report.to_html(), encoding="utf-8")
         report.html = str(path)
+        record(pipeline, report, vid)
         say(report.to_text())
         say(f"  report: {path}")
         out.append(report)
@@ -879,10 +880,9 @@ def _num(value: Decimal) -> str:
 
 # ------------------------------------------------------------------ ledger and HTML
 
-def record(pipeline: Pipeline, report: Report) -> str:
-    """Store the report in ``seam.validations``; returns its id."""
+def record(pipeline: Pipeline, report: Report, vid: str) -> None:
+    """Store the report in ``seam.validations`` under the id ``vid``."""
     db, _, tbl = report.table.partition(".")
-    vid = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
         _ensure_functions(conn, pipeline.target.state_schema)
         conn.execute(
@@ -892,7 +892,6 @@ def record(pipeline: Pipeline, report: Report) -> str:
             (vid, db, tbl, report.verdict, report.mode, report.scope, report.target_position, report.source_position,
              report.source_rows, report.target_rows, report.missing, report.extra, report.different, report.seconds,
              json.dumps(report.as_dict(), default=str)))
-    return vid
 
 
 def _html(report: Report) -> str:

@@ -166,6 +166,9 @@ def test_each_difference_is_found_by_key_and_reladiff_agrees(path):
     assert cli.returncode == 1, cli.stdout + cli.stderr
     assert f"missing    id={gone}" in cli.stdout and f"extra      id={extra}" in cli.stdout
     assert f"different  id={changed}: amount:" in cli.stdout
+    status = _seam(path, "status", f"{DB}.payments")
+    assert "last validation MISMATCH" in status.stdout and "1 missing, 1 extra, 1 different" in status.stdout, \
+        status.stdout
 
     assert _reladiff_keys(pipeline) == {("-", str(changed)), ("+", str(changed)), ("-", str(gone)), ("+", str(extra))}
 
