@@ -21,14 +21,17 @@ def alert(pipeline: Pipeline, table: str, problem: str, detail: str) -> None:
     """Report ``problem`` on ``table``; ``detail`` says what happened and what to do."""
     log.error("ALERT %s: %s: %s", table, problem, detail)
     url = (pipeline.notify or {}).get("webhook")
-    if isinstance(url, dict):
-        url = url.get("url")
     if not url:
         return
-    body = json.dumps({"pipeline": pipeline.name, "table": table, "problem": problem, "detail": detail}).encode()
-    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"}, method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            response.read()
+        post_json(url, {"pipeline": pipeline.name, "table": table, "problem": problem, "detail": detail}, timeout=5)
     except OSError as exc:
         log.warning("alert webhook %s failed: %s", url.split("?")[0], exc)
+
+
+def post_json(url: str, payload: dict, timeout: float) -> None:
+    """POST ``payload`` as JSON; a non-2xx answer or an unreachable receiver raises (OSError)."""
+    request = urllib.request.Request(url, data=json.dumps(payload, default=str).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        response.read()

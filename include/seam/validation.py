@@ -592,21 +592,25 @@ def _in_scope(schema: TableSchema, table: TableConfig, scope: Scope, image: dict
             return False
     w = scope.window
     if w is not None:
-        value = image[w.cursor]
-        if value is None:
+        column = schema.column(w.cursor)
+        lo, hi = _window_bounds(column, w)
+        if image[w.cursor] is None or not lo < _cursor_value(column, image[w.cursor]) <= hi:
             return False
-        if schema.column(w.cursor).data_type in _INTEGER:
-            if not int(w.start) < int(value) <= int(w.end):
-                return False
-        else:
-            text = str(value).replace("T", " ").rstrip("Z")
-            if len(text) == 10:
-                text += " 00:00:00.000000"
-            if not w.start < text <= w.end:
-                return False
     if soft and str(image.get(table.soft_delete) or 0) not in ("0", "False", "false"):
         return False
     return True
+
+
+def _window_bounds(column: Column, w: Window) -> tuple:
+    return (int(w.start), int(w.end)) if column.data_type in _INTEGER else (w.start, w.end)
+
+
+def _cursor_value(column: Column, value: Any) -> int | str:
+    """A normalised cursor value, comparable with ``_window_bounds``."""
+    if column.data_type in _INTEGER:
+        return int(value)
+    text = _value_text(column, value)
+    return text + " 00:00:00.000000" if len(text) == 10 else text
 
 
 # ------------------------------------------------------------------ comparison
@@ -649,8 +653,9 @@ def _compare(report: Report, source: _Side, target: _Side, schema: TableSchema, 
         f"{sum(v[0] for v in t_aggr.values()):,} target rows in {plan.buckets:,} buckets "
         f"in {time.monotonic() - t0:.1f}s")
 
+    differing = {b for b in set(s_aggr) | set(t_aggr) if s_aggr.get(b, (0, 0))[:2] != t_aggr.get(b, (0, 0))[:2]}
     at_p: dict[tuple[str, ...], dict | None] = {}
-    if any(s_aggr.get(b, (0, 0))[:2] != t_aggr.get(b, (0, 0))[:2] for b in set(s_aggr) | set(t_aggr)):
+    if differing:
         # 3. keys changed after P, with their images at P
         since = changes()
         if since and not table.key:
@@ -660,8 +665,7 @@ def _compare(report: Report, source: _Side, target: _Side, schema: TableSchema, 
         at_p = _images_at(schema, table, since)
         report.changed_since = len(at_p)
     changed_buckets = collections.Counter(_bucket_of(plan, k) for k in at_p)
-    flagged = sorted(b for b in set(s_aggr) | set(t_aggr) | set(changed_buckets)
-                     if s_aggr.get(b, (0, 0))[:2] != t_aggr.get(b, (0, 0))[:2] or b in changed_buckets)
+    flagged = sorted(differing | set(changed_buckets))
     # narrow flagged buckets down to ranges small enough to compare row by row (range mode: bisection)
     ranges: list[tuple[int, str]] = []  # (top-level bucket, SQL condition)
     for b in flagged:
@@ -836,18 +840,10 @@ def _moved_on(source: _Side, schema: TableSchema, table: TableConfig,
         return []
     keys = [tuple(d.key[k] for k in table.key) for d in suspects]
     now = source.values_by_key(keys, in_scope=False)
-    end = source.scope.window.end
-    moved = []
-    for d, key in zip(suspects, keys):
-        row = now.get(key)
-        if row is None:
-            continue
-        value = row[table.cursor]
-        later = (int(value) > int(end)) if schema.column(table.cursor).data_type in _INTEGER else \
-            (str(value).replace("T", " ").rstrip("Z") > end)
-        if later:
-            moved.append(d)
-    return moved
+    column = schema.column(table.cursor)
+    end = _window_bounds(column, source.scope.window)[1]
+    return [d for d, key in zip(suspects, keys)
+            if now.get(key) is not None and _cursor_value(column, now[key][table.cursor]) > end]
 
 
 def _metrics(schema, table, metrics, s_aggr, t_aggr, q_changed, p_present, t_moved) -> list[MetricResult]:
@@ -858,20 +854,20 @@ def _metrics(schema, table, metrics, s_aggr, t_aggr, q_changed, p_present, t_mov
             return sum((Decimal(str(v[2 + i])) for v in aggr.values() if v[2 + i] is not None), Decimal(0))
         s, t = total(s_aggr), total(t_aggr)
         idx = names.index(column)
-        for row in q_changed.values():  # texts at Q out
-            value = row[idx]
-            s -= (Decimal(value) if value is not None else 0) if metric == "sum" else (1 if value is None else 0)
-        for row in t_moved:  # target rows that moved past the window out
-            value = row[column]
-            t -= (Decimal(value) if value is not None else 0) if metric == "sum" else (1 if value is None else 0)
-        for image in p_present.values():  # images at P in
-            value = image[column]
-            s += (Decimal(str(value)) if value is not None else 0) if metric == "sum" else (1 if value is None else 0)
-        spec = column_checks(table)[column].get(metric) or {}
-        expected = spec.get("equal_to") if isinstance(spec, dict) else None
+        s -= sum(_measure(metric, row[idx]) for row in q_changed.values())  # texts at Q out
+        t -= sum(_measure(metric, row[column]) for row in t_moved)  # target rows that moved past the window out
+        s += sum(_measure(metric, image[column]) for image in p_present.values())  # images at P in
+        expected = column_checks(table)[column][metric].get("equal_to")
         ok = s == t and (expected is None or t == Decimal(str(expected)))
         out.append(MetricResult(column, metric, _num(s), _num(t), None if expected is None else str(expected), ok))
     return out
+
+
+def _measure(metric: str, value: Any) -> Decimal:
+    """One row's contribution to a column check."""
+    if metric == "sum":
+        return Decimal(str(value)) if value is not None else Decimal(0)
+    return Decimal(value is None)
 
 
 def _num(value: Decimal) -> str:
@@ -883,8 +879,7 @@ def _num(value: Decimal) -> str:
 def record(pipeline: Pipeline, report: Report, vid: str) -> None:
     """Store the report in ``seam.validations`` under the id ``vid``."""
     db, _, tbl = report.table.partition(".")
-    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
-        _ensure_functions(conn, pipeline.target.state_schema)
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:  # validate() made the table
         conn.execute(
             f"INSERT INTO {qi(pipeline.target.state_schema)}.validations (id, db, tbl, verdict, mode, scope, "
             "target_position, source_position, source_rows, target_rows, missing, extra, different, seconds, report) "

@@ -3,8 +3,6 @@ SMTP connection (the SMTP provider's ``SmtpNotifier``). ``pipeline_notifiers`` b
 file asks for under ``notify:``; they fire once per failed validation, from the task itself."""
 from __future__ import annotations
 
-import json
-import urllib.request
 from typing import Any, Mapping, Sequence
 
 from airflow.sdk import BaseNotifier
@@ -20,10 +18,8 @@ class SeamWebhookNotifier(BaseNotifier):
         self.url, self.payload, self.timeout = url, dict(payload), timeout
 
     def notify(self, context) -> None:
-        request = urllib.request.Request(self.url, data=json.dumps(self.payload, default=str).encode(),
-                                         headers={"Content-Type": "application/json"}, method="POST")
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:
-            response.read()
+        from seam.alerts import post_json
+        post_json(self.url, self.payload, timeout=self.timeout)
 
 
 def pipeline_notifiers(notify: Mapping[str, Any], *, subject: str, payload: Mapping[str, Any],
