@@ -13,15 +13,16 @@ every task has flushed, so no row can land outside its brackets. (A topic with
 more partitions would need BEGIN/END in every partition and an END barrier;
 the pipeline config refuses that layout instead.)
 
-Control messages are JSON with ``"control": "BEGIN"|"END"`` and the header
-``seam-control``; data messages carry ``seam-part`` (chunk) and
-``seam-attempt`` (Spark task attempt) headers. END lists, per chunk, the
-attempt whose output counts and that part's row count and checksum; output of
-other attempts (a retried task) is discarded by the sink. The checksum is the
-sum mod 2^64 of the CRC-32 of each message value (order-independent, and
-computed by Spark in the JVM on the publishing side), so the sink can verify
-exactly what it staged in any order; with the count it detects a lost or
-doubled message.
+Control messages are JSON with ``"control": "BEGIN"|"END"``, the key
+``__seam_control__`` and the header ``seam-control``: the only messages with
+headers, so a consumer tells them apart without parsing. Data messages are
+plain records (``seam.records``) whose ``source`` names the chunk (``part``)
+and the Spark task attempt (``attempt``) that published them. END lists, per
+chunk, the attempt whose output counts and that part's row count and
+checksum; output of other attempts (a retried task) is discarded by the sink.
+The checksum is the sum mod 2^64 of the CRC-32 of each message value
+(order-independent), so the sink can verify exactly what it staged in any
+order; with the count it detects a lost or doubled message.
 
 Change events need no brackets: the change reader publishes each source
 transaction whole and chains them per table (see ``Heartbeat``).
@@ -43,8 +44,6 @@ from seam.records import FORMAT_VERSION, Position
 
 MODES = ("full", "incremental")
 CONTROL_HEADER = "seam-control"
-PART_HEADER = "seam-part"
-ATTEMPT_HEADER = "seam-attempt"
 RECONCILE_PART = -1  # binlog changes that bring every chunk to the batch position
 _MOD = 2**64
 

@@ -18,14 +18,14 @@ from __future__ import annotations
 import functools
 import json
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Callable
 
 import pymysql
 
-from seam.boundary import (ATTEMPT_HEADER, CONTROL_HEADER, PART_HEADER, RECONCILE_PART, Begin, End, Part, Tally)
+from seam.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally
 from seam.config import Pipeline, TableConfig
-from seam.records import FORMAT_VERSION
+from seam.records import Position, record_json
 from seam.schema import SchemaError, TableSchema, read_schema
 from seam.snapshot import (ChunkPlan, SnapshotError, binlog_files, canonical_json_columns, check_source, chunk_sql,
                            plan_chunks, reconcile, snapshot_position)
@@ -70,14 +70,10 @@ def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
     driver.flush()
 
     options = {**jdbc_options(pipeline), "sessionInitStatement": "START TRANSACTION WITH CONSISTENT SNAPSHOT"}
-    frames = [spark.read.format("jdbc").options(**options, dbtable=chunk_sql(schema, plan, c)).load()
+    frames = [spark.read.format("jdbc").options(**options, dbtable=chunk_sql(schema, plan, c, table.key)).load()
               for c in plan.chunks]
-    frame = _records(functools.reduce(lambda a, b: a.unionAll(b), frames), schema, table.key, batch,
-                     int(started * 1000))
-    publish = functools.partial(_publish_chunk, pipeline=pipeline, topic=topic,
-                                json_columns=canonical_json_columns(schema))
-    results = frame.mapInArrow(publish, "part int, attempt long, file string, pos long, rows long, "
-                                        "checksum string").collect()
+    results = publish_chunks(functools.reduce(lambda a, b: a.unionAll(b), frames), pipeline=pipeline, topic=topic,
+                             schema=schema, key=table.key, batch=batch, ts_ms=int(started * 1000))
     read_done = time.time()
     if sorted(r.part for r in results) != [c.index for c in plan.chunks]:
         raise SnapshotError(f"chunks reported {sorted(r.part for r in results)}, expected one per chunk")
@@ -97,10 +93,9 @@ def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
         if min(positions.values()).file not in files:
             raise SnapshotError(f"binlog {min(positions.values()).file} was purged during the load; re-run it "
                                 "and keep binlogs longer (binlog_expire_logs_seconds)")
-        headers = [(PART_HEADER, str(RECONCILE_PART).encode()), (ATTEMPT_HEADER, b"0")]
         for record in reconcile(pipeline.source, schema, table.key, plan, positions, target, batch):
-            value = record.to_json()
-            driver.send(topic, value, record.kafka_key(), headers=headers)
+            value = replace(record, part=RECONCILE_PART, attempt=0).to_json()
+            driver.send(topic, value, record.kafka_key())
             changes.add(value)
     parts.append(Part(RECONCILE_PART, 0, changes.rows, changes.checksum))
     total = functools.reduce(Tally.merge, (Tally(p.rows, p.checksum) for p in parts), Tally())
@@ -115,35 +110,36 @@ def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
     return end
 
 
-def _records(frame, schema: TableSchema, key: tuple[str, ...], batch: str, ts_ms: int, snapshot: bool = True):
-    """Each row as its serialised record and Kafka key, built in the JVM (the source already made every value
-    canonical, see ``snapshot.column_sql``); the same bytes ``records.record_json`` would produce."""
-    from pyspark.sql import functions as F
-
-    options = {"ignoreNullFields": "false"}
-    alias = {name: f"c{i}" for i, name in enumerate(schema.names)}
-    after = F.to_json(F.struct(*[F.col(alias[n]).alias(n) for n in schema.names]), options)
-    record_key = F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in key]), options) if key else after
-    kafka_key = F.to_json(F.struct(*[F.col(alias[k]).alias(k) for k in sorted(key or schema.names)]), options)
-
-    def text(value: str) -> str:
-        return json.dumps(value, ensure_ascii=False)
-
-    position = [F.lit('"file":"'), F.col("_snap_file"), F.lit('","pos":'), F.col("_snap_pos")] if snapshot \
-        else [F.lit('"file":null,"pos":null')]  # an incremental window is a query, not a binlog snapshot
-    value = F.concat(
-        F.lit(f'{{"v":{FORMAT_VERSION},"op":"r","ts_ms":{ts_ms},"key":'), record_key,
-        F.lit(',"before":null,"after":'), after,
-        F.lit(f',"source":{{"db":{text(schema.db)},"table":{text(schema.table)},"snapshot":{str(snapshot).lower()},'
-              f'"batch":{text(batch)},'), *position,
-        F.lit(',"row":0,"gtid":null}}'))
-    value = value.cast("binary")
-    return frame.select("_seam_part", "_snap_file", "_snap_pos", "_seam_row", value.alias("value"),
-                        kafka_key.cast("binary").alias("key"), F.crc32(value).alias("crc"))
+ROWS_SCHEMA = "part int, attempt long, file string, pos long, rows long, checksum string"
 
 
-def _publish_chunk(batches, *, pipeline: Pipeline, topic: str, json_columns: list[str]):
-    """Runs on an executor for one chunk: publish its rows, return its position, count and checksum."""
+def publish_chunks(frame, *, pipeline: Pipeline, topic: str, schema: TableSchema, key: tuple[str, ...], batch: str,
+                   ts_ms: int, snapshot: bool = True) -> list:
+    """Run the Spark job: every chunk's rows published from its task; one result row per chunk."""
+    publish = functools.partial(_publish_chunk, pipeline=pipeline, topic=topic, db=schema.db, table=schema.table,
+                                batch=batch, ts_ms=ts_ms, snapshot=snapshot, keyed=bool(key),
+                                json_columns=canonical_json_columns(schema))
+    return frame.mapInArrow(publish, ROWS_SCHEMA).collect()
+
+
+def record_frame(db: str, table: str, batch: str, ts_ms: int, snapshot: bool, file: str | None, pos: int | None,
+                 part: int, attempt: int) -> tuple[bytes, bytes, bytes]:
+    """(head, middle, tail): ``head + key + middle + after + tail`` is ``records.record_json`` of a snapshot row,
+    byte for byte; the source builds key and after (``snapshot.chunk_sql``), this function the rest."""
+    key, after = "\ue000", "\ue001"  # private-use placeholders, cut out again below
+    text = record_json("r", db, table, key, None, after, Position(file, pos, 0), snapshot, batch, None, ts_ms,
+                       part=part, attempt=attempt)
+    head, rest = text.split(json.dumps(key, ensure_ascii=False).encode())
+    middle, tail = rest.split(json.dumps(after, ensure_ascii=False).encode())
+    return head, middle, tail
+
+
+def _publish_chunk(batches, *, pipeline: Pipeline, topic: str, db: str, table: str, batch: str, ts_ms: int,
+                   snapshot: bool, keyed: bool, json_columns: list[str]):
+    """Runs on an executor for one chunk: publish its rows, return its position, count and checksum.
+
+    The source sent each row's key and image as JSON bytes; Arrow puts the records together column-wise and
+    the only per-row Python is the produce call and the CRC."""
     import pyarrow as pa
     import pyarrow.compute as pc
     from pyspark import TaskContext
@@ -153,26 +149,28 @@ def _publish_chunk(batches, *, pipeline: Pipeline, topic: str, json_columns: lis
     publisher.flush()  # nothing of an earlier (failed) task may be counted in this one
     tally = Tally()
     part = file = pos = None
-    headers = None
+    head = middle = tail = None
     for rb in batches:
         if not rb.num_rows:
             continue
         if part is None:
             part = rb.column("_seam_part")[0].as_py()
             file, pos = rb.column("_snap_file")[0].as_py(), rb.column("_snap_pos")[0].as_py()
-            headers = [(PART_HEADER, str(part).encode()), (ATTEMPT_HEADER, str(attempt).encode())]
+            head, middle, tail = (pa.scalar(b, pa.binary()) for b in record_frame(
+                db, table, batch, ts_ms, snapshot, file, None if pos is None else int(pos), part, attempt))
         if rb.column("_seam_row").null_count == rb.num_rows:  # the marker row of an empty chunk
             continue
-        values, keys = rb.column("value").to_pylist(), rb.column("key").to_pylist()
+        after = rb.column("_after")
+        if after.null_count:  # CONCAT gives NULL past max_allowed_packet: never publish a row as null
+            raise SnapshotError(f"{db}.{table}: a row is larger than the source's max_allowed_packet; raise it "
+                                "(SET GLOBAL max_allowed_packet) and re-run the load")
+        key = rb.column("_key") if keyed else after
+        kafka_key = key if rb.column("_kafka_key").null_count == rb.num_rows else rb.column("_kafka_key")
+        values = pc.binary_join_element_wise(head, key.cast(pa.binary()), middle, after.cast(pa.binary()), tail,
+                                             pa.scalar(b"", pa.binary())).to_pylist()
         if json_columns:
-            for value, key in zip(values, keys):
-                value = _canonical_json_values(value, json_columns)
-                publisher.send(topic, value, key, headers=headers)
-                tally.add(value)
-        else:
-            for value, key in zip(values, keys):
-                publisher.send(topic, value, key, headers=headers)
-            tally.add_many(len(values), int(pc.sum(rb.column("crc")).as_py() or 0))
+            values = [_canonical_json_values(v, json_columns) for v in values]
+        tally.add_many(len(values), publisher.send_many(topic, values, kafka_key.cast(pa.binary()).to_pylist()))
     publisher.flush()
     yield pa.RecordBatch.from_pydict({"part": [part], "attempt": [attempt], "file": [file],
                                       "pos": [int(pos) if pos is not None else None], "rows": [tally.rows],

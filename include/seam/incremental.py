@@ -42,7 +42,7 @@ import pymysql
 from seam.boundary import CONTROL_HEADER, Begin, End, Part, Tally
 from seam.config import Pipeline, TableConfig
 from seam.schema import TableSchema, read_schema
-from seam.snapshot import ChunkPlan, canonical_json_columns, chunk_sql, plan_chunks, quote
+from seam.snapshot import ChunkPlan, chunk_sql, plan_chunks, quote
 from seam.spark import jdbc_options
 from seam.topics import Publisher, ensure_topics, table_topic
 
@@ -163,7 +163,7 @@ def window_condition(schema: TableSchema, window: Window) -> str:
 def publish_window(spark, pipeline: Pipeline, table: TableConfig, batch: str, window: Window,
                    say: Callable[[str], None] = print) -> End:
     """Publish one window: BEGIN (with the window), its rows read in parallel key chunks, END."""
-    from seam.full_load import _publish_chunk, _records
+    from seam.full_load import publish_chunks
 
     started = time.time()
     conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), connect_timeout=10)
@@ -182,14 +182,11 @@ def publish_window(spark, pipeline: Pipeline, table: TableConfig, batch: str, wi
     driver.flush()
     condition = window_condition(schema, window)
     frames = [spark.read.format("jdbc").options(**jdbc_options(pipeline),
-                                                dbtable=chunk_sql(schema, plan, c, condition, snapshot=False)).load()
+                                                dbtable=chunk_sql(schema, plan, c, table.key, condition,
+                                                                  snapshot=False)).load()
               for c in plan.chunks]
-    frame = _records(functools.reduce(lambda a, b: a.unionAll(b), frames), schema, table.key, batch,
-                     int(started * 1000), snapshot=False)
-    publish = functools.partial(_publish_chunk, pipeline=pipeline, topic=topic,
-                                json_columns=canonical_json_columns(schema))
-    results = frame.mapInArrow(publish, "part int, attempt long, file string, pos long, rows long, "
-                                        "checksum string").collect()
+    results = publish_chunks(functools.reduce(lambda a, b: a.unionAll(b), frames), pipeline=pipeline, topic=topic,
+                             schema=schema, key=table.key, batch=batch, ts_ms=int(started * 1000), snapshot=False)
     parts = [Part(r.part, r.attempt, r.rows, int(r.checksum), None, None) for r in results]
     total = functools.reduce(Tally.merge, (Tally(p.rows, p.checksum) for p in parts), Tally())
     end = End(batch=batch, db=table.db, table=table.table, mode="incremental", position=None, parts=parts,

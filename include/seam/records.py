@@ -7,13 +7,16 @@ Shape (JSON, versioned ``"v": 1``)::
      "key": {...}, "before": {...}|null, "after": {...}|null,
      "source": {"db", "table", "snapshot": bool, "batch": id|null,
                 "file": "mysql-bin.000003", "pos": 1234, "row": 0, "gtid": "0-1-42"|null,
-                "txn": {"file", "pos"}, "last": bool, "prev": {"file", "pos", "row"}}}
-                (txn/last/prev: change events only)
+                "txn": {"file", "pos"}, "last": bool, "prev": {"file", "pos", "row"},
+                "part": 0, "attempt": 7}}
+                (txn/last/prev: change events only; part/attempt: batch records only)
 
 ``txn`` is where the source transaction commits; ``last`` marks the table's
 last change in it, so a sink can apply whole source transactions only. ``prev`` is the
 table's previously published position: a sink that has not applied it has
 missed something (Kafka lost it) and waits for the reader to republish.
+``part`` and ``attempt`` say which snapshot chunk and which Spark task attempt
+published a batch record: END names the attempt whose output counts.
 
 Why JSON, not Avro: any Kafka consumer (kcat, a shell script, another
 language) can read it without a schema registry, which the embedded broker
@@ -116,6 +119,8 @@ class Record:
     txn: Position | None = None  # change events: where the source transaction commits (its XID event ends)
     last: bool = False           # change events: the table's last change in that transaction
     prev: Position | None = None  # change events: the table's previous published position (the chain)
+    part: int | None = None      # batch records: the chunk (RECONCILE_PART for reconciliation changes)
+    attempt: int | None = None   # batch records: the Spark task attempt that published it
 
     def __post_init__(self):
         if self.op not in OPS:
@@ -123,7 +128,8 @@ class Record:
 
     def to_json(self) -> bytes:
         return record_json(self.op, self.db, self.table, self.key, self.before, self.after, self.position,
-                           self.snapshot, self.batch, self.gtid, self.ts_ms, self.txn, self.last, self.prev)
+                           self.snapshot, self.batch, self.gtid, self.ts_ms, self.txn, self.last, self.prev, self.part,
+                           self.attempt)
 
     def kafka_key(self) -> bytes:
         return kafka_key(self.key)
@@ -139,12 +145,13 @@ class Record:
         return cls(op=doc["op"], db=s["db"], table=s["table"], key=doc["key"], before=doc["before"],
                    after=doc["after"], position=Position(s["file"], s["pos"], s["row"]),
                    snapshot=s["snapshot"], batch=s["batch"], gtid=s["gtid"], ts_ms=doc["ts_ms"], txn=txn,
-                   last=s.get("last", False), prev=prev)
+                   last=s.get("last", False), prev=prev, part=s.get("part"), attempt=s.get("attempt"))
 
 
 def record_json(op: str, db: str, table: str, key: dict, before: dict | None, after: dict | None,
                 position: Position, snapshot: bool, batch: str | None, gtid: str | None, ts_ms: int,
-                txn: Position | None = None, last: bool = False, prev: Position | None = None) -> bytes:
+                txn: Position | None = None, last: bool = False, prev: Position | None = None,
+                part: int | None = None, attempt: int | None = None) -> bytes:
     """The serialised record (the one place that defines the wire form)."""
     source = {"db": db, "table": table, "snapshot": snapshot, "batch": batch,
               "file": position.file, "pos": position.pos, "row": position.row, "gtid": gtid}
@@ -152,6 +159,8 @@ def record_json(op: str, db: str, table: str, key: dict, before: dict | None, af
         source["txn"] = {"file": txn.file, "pos": txn.pos}
         source["last"] = last
         source["prev"] = None if prev is None else {"file": prev.file, "pos": prev.pos, "row": prev.row}
+    if part is not None:
+        source["part"], source["attempt"] = part, attempt
     return json.dumps({"v": FORMAT_VERSION, "op": op, "ts_ms": ts_ms, "key": key, "before": before,
                        "after": after, "source": source}, ensure_ascii=False, separators=(",", ":")).encode()
 

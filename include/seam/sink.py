@@ -37,7 +37,7 @@ from typing import Any, Callable, Optional
 import msgspec
 import psycopg
 
-from seam.boundary import (ATTEMPT_HEADER, CONTROL_HEADER, PART_HEADER, Begin, End, Heartbeat, SchemaChange,
+from seam.boundary import (Begin, End, Heartbeat, SchemaChange,
                            StreamStop, Tally, parse_control)
 from seam.config import Pipeline, TableConfig
 from seam.records import Position
@@ -55,7 +55,8 @@ def record_decoder(schema: TableSchema) -> msgspec.json.Decoder:
     (several times faster than dicts); a record missing a column fails to decode instead of loading NULL."""
     row = msgspec.defstruct("Row", [(f"f{i}", Any, msgspec.field(name=n)) for i, n in enumerate(schema.names)],
                             forbid_unknown_fields=True)  # a column the target does not know is an error
-    source = msgspec.defstruct("Source", [("batch", Optional[str]), ("txn", Optional[dict], None),
+    source = msgspec.defstruct("Source", [("batch", Optional[str]), ("part", Optional[int], None),
+                                          ("attempt", Optional[int], None), ("txn", Optional[dict], None),
                                           ("last", bool, False), ("file", Optional[str], None), ("pos", Optional[int], None),
                                           ("row", int, 0), ("prev", Optional[dict], None)])  # others skipped
     wire = msgspec.defstruct("Wire", [("op", str), ("key", msgspec.Raw), ("before", Optional[row]),
@@ -63,7 +64,8 @@ def record_decoder(schema: TableSchema) -> msgspec.json.Decoder:
     return msgspec.json.Decoder(wire)
 
 
-_SOURCE_ONLY = msgspec.json.Decoder(msgspec.defstruct("Wire", [("source", msgspec.defstruct("S", [("txn", dict)]))]))
+_SOURCE_ONLY = msgspec.json.Decoder(msgspec.defstruct("Wire", [("source", msgspec.defstruct(
+    "S", [("batch", Optional[str], None), ("txn", Optional[dict], None)]))]))
 
 
 class SinkError(RuntimeError):
@@ -138,9 +140,6 @@ class OpenBatch:
     convert: Callable
     decode: Callable
     tallies: dict[tuple[int, int], Tally] = field(default_factory=dict)
-
-
-STREAM = (-2, -2)  # the header kind of change events (no batch headers)
 
 
 class _RowMessage:
@@ -365,17 +364,9 @@ class Sink:
             held.clear()
             sums.clear()
 
-        kinds: dict[tuple, tuple[int, int] | None] = {}  # raw headers -> (part, attempt), None for control
         batch = self.open[topic]
         for m in messages:
-            raw_headers = m.headers()
-            header_key = tuple(raw_headers) if raw_headers else ()
-            kind = kinds.get(header_key, False)
-            if kind is False:
-                headers = dict(header_key)
-                kind = kinds[header_key] = None if CONTROL_HEADER in headers else STREAM if not headers else (
-                    int(headers.get(PART_HEADER, b"0")), int(headers.get(ATTEMPT_HEADER, b"0")))
-            if kind is None:
+            if m.headers():  # only control messages carry headers
                 flush()
                 control = parse_control(m.value())
                 if isinstance(control, Begin):
@@ -387,18 +378,21 @@ class Sink:
                     self._stream_control(topic, control)
                 batch = self.open[topic]
                 continue
-            if kind is STREAM:
-                if batch is not None:  # held until the batch's END: then applied if after its position
-                    held.append((topic, m.offset(), m.value()))
-                else:
-                    self._stream_change(topic, m.value(), m.offset())
-                continue
-            if batch is None:
-                continue  # rows of a batch whose BEGIN this sink never saw (superseded, or before its time)
             value = m.value()
-            doc = batch.decode(value)
-            if doc.source.batch != batch.begin.batch:
-                continue  # a superseded batch's rows; change events are the stream's (issue 4)
+            if batch is None:
+                self._stream_change(topic, value, m.offset())
+                continue
+            try:
+                doc = batch.decode(value)
+            except msgspec.ValidationError:  # not this batch's columns: a change event (or garbage, which END catches)
+                held.append((topic, m.offset(), value))
+                continue
+            source = doc.source
+            if source.batch != batch.begin.batch:
+                if source.batch is None:  # a change event, held until the batch's END: applied if after it
+                    held.append((topic, m.offset(), value))
+                continue  # else a superseded batch's rows
+            kind = (source.part, source.attempt)
             tally = sums.get(kind)
             if tally is None:
                 tally = sums[kind] = [0, 0]
@@ -432,11 +426,14 @@ class Sink:
         try:
             doc = stream.decode(value)
         except msgspec.ValidationError as exc:  # other columns: fine for what is applied already, else an error
-            txn = _SOURCE_ONLY.decode(value).source.txn
-            if not Position.through(txn["file"], txn["pos"]).after(stream.applied):
-                return
-            raise SinkError(f"{stream.target}: a change at {txn} does not match the table's columns ({exc}); "
+            source = _SOURCE_ONLY.decode(value).source
+            if source.batch is not None or not Position.through(source.txn["file"], source.txn["pos"]).after(
+                    stream.applied):
+                return  # a batch row (of a batch never opened here, or superseded), or an applied change
+            raise SinkError(f"{stream.target}: a change at {source.txn} does not match the table's columns ({exc}); "
                             "re-run `seam load full` for the table") from None
+        if doc.source.batch is not None:
+            return  # rows of a batch whose BEGIN this sink never saw (superseded, or before its time)
         commit = Position.through(doc.source.txn["file"], doc.source.txn["pos"])
         if not commit.after(stream.applied):
             return  # its transaction is already in the target (a snapshot or an applied transaction)

@@ -31,6 +31,7 @@ binlog between min(Pi) and P is still on the server (checked).
 from __future__ import annotations
 
 import bisect
+import json
 import random
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -128,58 +129,83 @@ def plan_chunks(conn, schema: TableSchema, key: tuple[str, ...], partitions: int
     return ChunkPlan(column, tuple(Chunk(i, edges[i], edges[i + 1]) for i in range(partitions)))
 
 
-def column_sql(column: Column, alias: str) -> str:
-    """The column in the record shape's canonical text, computed by the source (``seam.records`` rules).
-
-    Spark then only wraps values into JSON: no per-value Python on the hot path.
-    JSON documents are the exception (keys must be sorted): ``canonical_json_columns``.
+def json_sql(column: Column) -> str:
+    """The column as JSON text in the record shape's canonical form (``seam.records`` rules), computed by the
+    source; NULL becomes ``null``. Spark and Python then only move bytes: no per-value work in the JVM or
+    Python on the hot path. JSON documents are the exception (keys must be sorted): ``canonical_json_columns``.
     """
     x, t = "x." + quote(column.name), column.data_type
-    zero = f"YEAR({x}) = 0 OR MONTH({x}) = 0 OR DAYOFMONTH({x}) = 0"  # zero dates -> NULL, by rule
+    zero = f"YEAR({x}) = 0 OR MONTH({x}) = 0 OR DAYOFMONTH({x}) = 0"  # zero dates -> null, by rule
+
+    def text(expr: str) -> str:
+        return f"CONCAT('\"', {expr}, '\"')"  # only for values that never need escaping
+
+    formats = {"date": "%Y-%m-%d", "datetime": "%Y-%m-%dT%H:%i:%s.%f",
+               "timestamp": "%Y-%m-%dT%H:%i:%s.%fZ"}  # TIMESTAMP: the session runs in UTC (JDBC sessionVariables)
     if t == "decimal" or (t == "bigint" and column.unsigned):
-        expr = f"CAST({x} AS CHAR)"
-    elif t == "date":
-        expr = f"IF({zero}, NULL, DATE_FORMAT({x}, '%Y-%m-%d'))"
-    elif t == "datetime":
-        expr = f"IF({zero}, NULL, DATE_FORMAT({x}, '%Y-%m-%dT%H:%i:%s.%f'))"
-    elif t == "timestamp":  # the session runs in UTC (JDBC sessionVariables)
-        expr = f"IF({zero}, NULL, DATE_FORMAT({x}, '%Y-%m-%dT%H:%i:%s.%fZ'))"
+        expr = text(f"CAST({x} AS CHAR)")  # exact, as a string
+    elif t in formats:
+        expr = "IF({}, NULL, {})".format(zero, text(f"DATE_FORMAT({x}, '{formats[t]}')"))
     elif t == "time":
-        expr = f"TIME_FORMAT({x}, '%H:%i:%s.%f')"
-    elif t == "float":  # the text protocol sends FLOAT with 6 digits (724.363): widen it exactly to DOUBLE
-        expr = f"CAST({x} AS DOUBLE)"
-    elif t in _AS_NUMBER or column.column_type.startswith("tinyint(1)"):
-        expr = f"{x} + 0"  # BIT as its integer, YEAR as a number, TINYINT(1) not as a JDBC boolean
+        expr = text(f"TIME_FORMAT({x}, '%H:%i:%s.%f')")
+    elif t == "float":  # widened exactly to DOUBLE; MariaDB prints doubles so that they round-trip
+        expr = f"CAST(CAST({x} AS DOUBLE) AS CHAR)"
+    elif t in ("double", "real"):
+        expr = f"CAST({x} AS CHAR)"
+    elif t in _INTEGER_KEY or t in _AS_NUMBER:
+        expr = f"CAST({x} + 0 AS CHAR)"  # BIT as its integer, YEAR as a number, TINYINT(1) as a number
     elif t in _BINARY:
-        expr = f"CONVERT(REPLACE(TO_BASE64({x}), CHAR(10), '') USING ascii)"
-    else:
-        expr = x
-    return f"{expr} AS {alias}"
+        expr = text(f"REPLACE(TO_BASE64({x}), CHAR(10), '')")
+    elif t == "json":
+        expr = f"CONVERT({x} USING utf8mb4)"  # a valid document (MariaDB checks JSON columns); keys sorted later
+    else:  # text, ENUM, SET (members already in definition order)
+        expr = f"JSON_QUOTE(CONVERT({x} USING utf8mb4))"
+    return f"IFNULL({expr}, 'null')"
+
+
+def object_sql(schema: TableSchema, names) -> str:
+    """A JSON object of these columns (in this order) as one SQL expression, in UTF-8 bytes.
+
+    Every piece is cast to BINARY: columns of different collations cannot clash in CONCAT, and the JDBC
+    driver hands Spark bytes, not strings to decode and encode again. Names are hex literals: the same
+    under every sql_mode, whatever they contain.
+    """
+    by_name = {c.name: c for c in schema.columns}
+    parts = []
+    for i, name in enumerate(names):
+        label = ("{" if i == 0 else ",") + json.dumps(name, ensure_ascii=False) + ":"
+        parts += [f"X'{label.encode().hex()}'", f"CAST({json_sql(by_name[name])} AS BINARY)"]
+    return f"CONCAT({', '.join(parts)}, X'7d')" if parts else "X'7b7d'"
 
 
 def canonical_json_columns(schema: TableSchema) -> list[str]:
     return [c.name for c in schema.columns if c.data_type == "json"]
 
 
-def chunk_sql(schema: TableSchema, plan: ChunkPlan, chunk: Chunk, window: str | None = None,
+def chunk_sql(schema: TableSchema, plan: ChunkPlan, chunk: Chunk, key: tuple[str, ...], window: str | None = None,
               snapshot: bool = True) -> str:
     """The chunk's SELECT, as a Spark JDBC ``dbtable`` subquery.
 
-    Columns are aliased ``c0, c1, ...`` (Spark does not escape backticks in
-    names); ``_seam_row`` is NULL only on the marker row of an empty chunk.
-    ``window`` restricts the rows (incremental loads, over ``x``); without
-    ``snapshot`` no binlog position is read (the source may have no binlog).
+    Each row comes as JSON text built by the source: ``_after`` (the row image), ``_key`` (the record key, NULL
+    when it is the whole row: keyless tables) and ``_kafka_key`` (the key with names sorted, NULL when the same
+    text as ``_key``). ``_seam_row`` is NULL only on the marker row of an empty chunk. ``window`` restricts the
+    rows (incremental loads, over ``x``); without ``snapshot`` no binlog position is read (the source may have
+    no binlog).
     """
-    cols = ", ".join(column_sql(c, f"c{i}") for i, c in enumerate(schema.columns))
     where = chunk.condition("x." + quote(plan.column)) if plan.column else "1 = 1"
     if window:
         where = f"({where}) AND ({window})"
     position = (f"SELECT {_SNAPSHOT_FILE} AS _snap_file, {_SNAPSHOT_POS} AS _snap_pos" if snapshot
                 else "SELECT CAST(NULL AS CHAR) AS _snap_file, CAST(NULL AS SIGNED) AS _snap_pos")
-    return (f"(SELECT s._snap_file, s._snap_pos, {chunk.index} AS _seam_part, t._seam_row, "
-            + ", ".join(f"t.c{i}" for i in range(len(schema.columns)))
-            + f" FROM ({position}) s"
-            f" LEFT JOIN (SELECT 1 AS _seam_row, {cols} FROM {quote(schema.db)}.{quote(schema.table)} x"
+    record_key = list(key) if key else None
+    kafka_key = sorted(key or schema.names)
+    none = "CAST(NULL AS BINARY)"
+    key_sql = object_sql(schema, record_key) if record_key else none
+    kafka_sql = none if kafka_key == (record_key or list(schema.names)) else object_sql(schema, kafka_key)
+    return (f"(SELECT s._snap_file, s._snap_pos, {chunk.index} AS _seam_part, t._seam_row, t._after, t._key, "
+            f"t._kafka_key FROM ({position}) s"
+            f" LEFT JOIN (SELECT 1 AS _seam_row, {object_sql(schema, schema.names)} AS _after, {key_sql} AS _key, "
+            f"{kafka_sql} AS _kafka_key FROM {quote(schema.db)}.{quote(schema.table)} x"
             f" WHERE {where}) t ON 1 = 1) q{chunk.index}")
 
 

@@ -5,12 +5,12 @@ output of a retried Spark task attempt is discarded; reconciliation changes
 leaves nothing behind."""
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import psycopg
 import pytest
 
-from seam.boundary import (ATTEMPT_HEADER, CONTROL_HEADER, PART_HEADER, RECONCILE_PART, Begin, End, Part, Tally,
+from seam.boundary import (CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally,
                            new_batch_id)
 from seam.config import parse_pipeline
 from seam.records import Position, Record
@@ -62,9 +62,8 @@ class Batch:
         publisher.send(self.topic, begin.to_json(), b"c", headers=[(CONTROL_HEADER, b"1")])
 
     def send(self, record: Record, part: int = 0, attempt: int = 1) -> None:
-        value = record.to_json()
-        self.publisher.send(self.topic, value, record.kafka_key(),
-                            headers=[(PART_HEADER, str(part).encode()), (ATTEMPT_HEADER, str(attempt).encode())])
+        value = replace(record, part=part, attempt=attempt).to_json()
+        self.publisher.send(self.topic, value, record.kafka_key())
         self.tallies.setdefault((part, attempt), Tally()).add(value)
 
     def rows(self, ids, amount: str = "1.00") -> "Batch":
