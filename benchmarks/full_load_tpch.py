@@ -1,4 +1,4 @@
-"""Benchmark: full load of TPC-H ``orders`` vs a raw Spark JDBC -> Parquet read of the same table.
+"""Benchmark: full load of TPC-H ``orders`` (or ``lineitem``) vs a raw Spark JDBC -> Parquet read of the same table.
 
 Run on the embedded stack (``make bench``, or ``python benchmarks/full_load_tpch.py --scale 0.5``):
 
@@ -30,32 +30,45 @@ sys.path.insert(0, str(ROOT / "include"))
 from common import bench_pipeline  # noqa: E402
 from seam.config import load_pipeline  # noqa: E402
 
-ORDERS_DDL = """CREATE TABLE `tpch`.`orders` (
+TABLES = {  # TPC-H DDL, rows per scale factor, key
+    "orders": ("""CREATE TABLE `tpch`.`orders` (
   `o_orderkey` INT NOT NULL PRIMARY KEY, `o_custkey` INT NOT NULL, `o_orderstatus` CHAR(1) NOT NULL,
   `o_totalprice` DECIMAL(15,2) NOT NULL, `o_orderdate` DATE NOT NULL, `o_orderpriority` CHAR(15) NOT NULL,
   `o_clerk` CHAR(15) NOT NULL, `o_shippriority` INT NOT NULL, `o_comment` VARCHAR(79) NOT NULL
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"""
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""", 1_500_000, ["o_orderkey"]),
+    "lineitem": ("""CREATE TABLE `tpch`.`lineitem` (
+  `l_orderkey` INT NOT NULL, `l_partkey` INT NOT NULL, `l_suppkey` INT NOT NULL, `l_linenumber` INT NOT NULL,
+  `l_quantity` DECIMAL(15,2) NOT NULL, `l_extendedprice` DECIMAL(15,2) NOT NULL, `l_discount` DECIMAL(15,2) NOT NULL,
+  `l_tax` DECIMAL(15,2) NOT NULL, `l_returnflag` CHAR(1) NOT NULL, `l_linestatus` CHAR(1) NOT NULL,
+  `l_shipdate` DATE NOT NULL, `l_commitdate` DATE NOT NULL, `l_receiptdate` DATE NOT NULL,
+  `l_shipinstruct` CHAR(25) NOT NULL, `l_shipmode` CHAR(10) NOT NULL, `l_comment` VARCHAR(44) NOT NULL,
+  PRIMARY KEY (`l_orderkey`, `l_linenumber`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""", 6_000_000, ["l_orderkey", "l_linenumber"]),
+}
 
 
-def ensure_orders(scale: float) -> int:
+def ensure_table(name: str, scale: float) -> int:
     import pymysql
     from seam import demo
 
     admin = os.environ["SEAM_MYSQL_URL"]
     conn = demo.connect(admin)
-    expected = int(1_500_000 * scale)
+    ddl, per_scale, _ = TABLES[name]
+    expected = int(per_scale * scale)
     with conn.cursor() as cur:
         cur.execute("CREATE DATABASE IF NOT EXISTS `tpch`")
-        cur.execute("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA='tpch' AND TABLE_NAME='orders'")
+        cur.execute("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA='tpch' AND TABLE_NAME=%s",
+                    (name,))
         if cur.fetchone()[0]:
-            cur.execute("SELECT COUNT(*) FROM `tpch`.`orders`")
-            if cur.fetchone()[0] == expected:
-                return expected
-            cur.execute("DROP TABLE `tpch`.`orders`")
-        cur.execute(ORDERS_DDL)
+            cur.execute(f"SELECT COUNT(*) FROM `tpch`.`{name}`")
+            if abs(cur.fetchone()[0] - expected) <= expected // 100:  # lineitem counts are approximate
+                cur.execute(f"SELECT COUNT(*) FROM `tpch`.`{name}`")
+                return cur.fetchone()[0]
+            cur.execute(f"DROP TABLE `tpch`.`{name}`")
+        cur.execute(ddl)
     with tempfile.TemporaryDirectory() as out:
         started = time.time()
-        subprocess.run([str(Path(sys.executable).with_name("tpchgen-cli")), "-s", str(scale), "--tables", "orders",
+        subprocess.run([str(Path(sys.executable).with_name("tpchgen-cli")), "-s", str(scale), "--tables", name,
                         "--output-dir", out], check=True)
         from sqlalchemy.engine import make_url
         url = make_url(admin)
@@ -63,17 +76,27 @@ def ensure_orders(scale: float) -> int:
                                database="tpch", local_infile=True, autocommit=True)
         with load.cursor() as cur:
             cur.execute("SET unique_checks = 0")
-            cur.execute(f"LOAD DATA LOCAL INFILE '{out}/orders.tbl' INTO TABLE `orders` FIELDS TERMINATED BY '|' "
+            cur.execute(f"LOAD DATA LOCAL INFILE '{out}/{name}.tbl' INTO TABLE `{name}` FIELDS TERMINATED BY '|' "
                         "LINES TERMINATED BY '|\\n'")
-            cur.execute("SELECT COUNT(*) FROM `orders`")
+            cur.execute(f"SELECT COUNT(*) FROM `{name}`")
             rows = cur.fetchone()[0]
         load.close()
-        print(f"generated and loaded {rows:,} TPC-H orders (SF {scale}) in {time.time() - started:.1f}s", flush=True)
+        print(f"generated and loaded {rows:,} TPC-H {name} (SF {scale}) in {time.time() - started:.1f}s", flush=True)
     conn.close()
     return rows
 
 
-def baseline(pipeline, rows: int, warm: bool) -> tuple[float, float]:
+def max_key(name: str, key: str) -> int:
+    """The key's upper bound for Spark's partitioned read: even partitions, as Seam's chunks."""
+    from seam import demo
+
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"])
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT MAX(`{key}`) FROM `tpch`.`{name}`")
+        return int(cur.fetchone()[0])
+
+
+def baseline(pipeline, name: str, rows: int, warm: bool) -> tuple[float, float]:
     """A partitioned Spark JDBC read written to Parquet, through spark-submit like Seam's job.
 
     Returns (rows/s of the copy itself, rows/s of the whole spark-submit incl. JVM start). With ``warm``
@@ -81,8 +104,9 @@ def baseline(pipeline, rows: int, warm: bool) -> tuple[float, float]:
     from seam.loads import job_env, spark_submit_command
 
     with tempfile.TemporaryDirectory() as out:
-        command = spark_submit_command(pipeline, "raw", ["--table", "`tpch`.`orders`", "--key", "o_orderkey",
-                                                         "--upper", str(rows * 4), "--out", out + "/orders",
+        key = TABLES[name][2][0]
+        command = spark_submit_command(pipeline, "raw", ["--table", f"`tpch`.`{name}`", "--key", key,
+                                                         "--upper", str(max_key(name, key)), "--out", out + "/" + name,
                                                          *(["--warm"] if warm else [])],
                                        script=ROOT / "benchmarks" / "raw_jdbc_to_parquet.py")
         started = time.time()
@@ -98,10 +122,10 @@ def baseline(pipeline, rows: int, warm: bool) -> tuple[float, float]:
     return rows / seconds, rows / wall
 
 
-def seam_full_load(pipeline_path: str, rows: int) -> tuple[float, float]:
+def seam_full_load(pipeline_path: str, name: str, rows: int) -> tuple[float, float]:
     started = time.time()
     result = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "load", "full",
-                             "tpch.orders"], capture_output=True, text=True)
+                             f"tpch.{name}"], capture_output=True, text=True)
     wall = time.time() - started
     if result.returncode:
         sys.exit(f"seam load full failed:\n{result.stdout}\n{result.stderr}")
@@ -116,14 +140,16 @@ def seam_full_load(pipeline_path: str, rows: int) -> tuple[float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=float, default=0.5, help="TPC-H scale factor (SF 1 = 1.5M orders)")
+    parser.add_argument("--table", choices=sorted(TABLES), default="orders")
     args = parser.parse_args()
-    path = bench_pipeline([{"name": "tpch.orders", "key": ["o_orderkey"]}])
+    name = args.table
+    path = bench_pipeline([{"name": f"tpch.{name}", "key": TABLES[name][2]}])
     pipeline = load_pipeline()
-    rows = ensure_orders(args.scale)
-    raw_warm, _ = baseline(pipeline, rows, warm=True)
-    raw_cold, raw_wall = baseline(pipeline, rows, warm=False)
-    seam_rate, seam_wall_rate = seam_full_load(path, rows)
-    print(f"\nRESULT TPC-H orders SF {args.scale} ({rows:,} rows), {os.cpu_count()} cores:\n"
+    rows = ensure_table(name, args.scale)
+    raw_warm, _ = baseline(pipeline, name, rows, warm=True)
+    raw_cold, raw_wall = baseline(pipeline, name, rows, warm=False)
+    seam_rate, seam_wall_rate = seam_full_load(path, name, rows)
+    print(f"\nRESULT TPC-H {name} SF {args.scale} ({rows:,} rows), {os.cpu_count()} cores:\n"
           f"  raw JDBC->Parquet, warm JVM, copy only     {raw_warm:>10,.0f} rows/s\n"
           f"  raw JDBC->Parquet, cold, copy only         {raw_cold:>10,.0f} rows/s\n"
           f"  raw JDBC->Parquet, whole spark-submit      {raw_wall:>10,.0f} rows/s\n"

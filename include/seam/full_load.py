@@ -3,11 +3,15 @@ reconcile the chunks to one binlog position, and publish the batch to the
 table's topic between BEGIN and END (see ``seam.snapshot`` for the method and
 ``seam.boundary`` for the protocol).
 
-Spark tasks publish their chunk's rows straight from the executors (one
-idempotent producer per task, flushed before the task reports success) and
-return the chunk's snapshot position, row count and checksum; the driver then
-publishes the reconciliation changes and END, which names, per chunk, the task
-attempt whose output counts.
+One Spark task per chunk reads it with the C MySQL client in its own
+consistent snapshot (the source builds each row's JSON, see
+``snapshot.chunk_sql``) and publishes its rows straight from the executor (one
+idempotent producer per Python worker, flushed before the task reports
+success); it returns the chunk's snapshot position, row count and checksum.
+The driver then publishes the reconciliation changes and END, which names, per
+chunk, the task attempt whose output counts. Rows never pass through the JVM:
+Spark schedules, retries and scales out the reads, the bytes go from MariaDB
+to Kafka in one Python process.
 
 Delivery guarantee: at-least-once into Kafka, exactly-once as a batch: a
 batch whose END was not published (the job died) is never applied, a retried
@@ -27,9 +31,9 @@ from seam.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tall
 from seam.config import Pipeline, TableConfig
 from seam.records import Position, record_json
 from seam.schema import SchemaError, TableSchema, read_schema
-from seam.snapshot import (ChunkPlan, SnapshotError, binlog_files, canonical_json_columns, check_source, chunk_sql,
-                           plan_chunks, reconcile, snapshot_position)
-from seam.spark import jdbc_options
+from seam.snapshot import (ChunkPlan, ChunkRead, SnapshotError, binlog_files, canonical_json_columns, check_source,
+                           chunk_sql, plan_chunks, read_chunk, reconcile, snapshot_position)
+from seam.sink import no_cyclic_gc
 from seam.topics import Publisher, ensure_topics, table_topic
 
 CONTROL = [(CONTROL_HEADER, b"1")]
@@ -69,15 +73,11 @@ def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
     driver.send(topic, begin.to_json(), b"__seam_control__", headers=CONTROL)
     driver.flush()
 
-    options = {**jdbc_options(pipeline), "sessionInitStatement": "START TRANSACTION WITH CONSISTENT SNAPSHOT"}
-    frames = [spark.read.format("jdbc").options(**options, dbtable=chunk_sql(schema, plan, c, table.key)).load()
-              for c in plan.chunks]
-    results = publish_chunks(functools.reduce(lambda a, b: a.unionAll(b), frames), pipeline=pipeline, topic=topic,
-                             schema=schema, key=table.key, batch=batch, ts_ms=int(started * 1000))
+    parts = publish_chunks(spark, pipeline=pipeline, topic=topic, schema=schema, plan=plan, key=table.key,
+                           batch=batch, ts_ms=int(started * 1000))
     read_done = time.time()
-    if sorted(r.part for r in results) != [c.index for c in plan.chunks]:
-        raise SnapshotError(f"chunks reported {sorted(r.part for r in results)}, expected one per chunk")
-    parts = [Part(r.part, r.attempt, r.rows, int(r.checksum), r.file, r.pos) for r in results]
+    if sorted(p.part for p in parts) != [c.index for c in plan.chunks]:
+        raise SnapshotError(f"chunks reported {sorted(p.part for p in parts)}, expected one per chunk")
     positions = {p.part: snapshot_position(p.file, p.pos, schema) for p in parts}
     target = max(positions.values())
     say(f"{table.name}: {sum(p.rows for p in parts):,} rows read in {read_done - started:.1f}s; chunk positions "
@@ -110,16 +110,14 @@ def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
     return end
 
 
-ROWS_SCHEMA = "part int, attempt long, file string, pos long, rows long, checksum string"
-
-
-def publish_chunks(frame, *, pipeline: Pipeline, topic: str, schema: TableSchema, key: tuple[str, ...], batch: str,
-                   ts_ms: int, snapshot: bool = True) -> list:
-    """Run the Spark job: every chunk's rows published from its task; one result row per chunk."""
-    publish = functools.partial(_publish_chunk, pipeline=pipeline, topic=topic, db=schema.db, table=schema.table,
-                                batch=batch, ts_ms=ts_ms, snapshot=snapshot, keyed=bool(key),
-                                json_columns=canonical_json_columns(schema))
-    return frame.mapInArrow(publish, ROWS_SCHEMA).collect()
+def publish_chunks(spark, *, pipeline: Pipeline, topic: str, schema: TableSchema, plan: ChunkPlan,
+                   key: tuple[str, ...], batch: str, ts_ms: int, window: str | None = None,
+                   snapshot: bool = True) -> list[Part]:
+    """The Spark job: one task per chunk reads it in its own snapshot and publishes its rows; one Part each."""
+    reads = [ChunkRead(c.index, chunk_sql(schema, plan, c, key, window), snapshot) for c in plan.chunks]
+    task = functools.partial(_publish_chunk, pipeline=pipeline, topic=topic, db=schema.db, table=schema.table,
+                             batch=batch, ts_ms=ts_ms, keyed=bool(key), json_columns=canonical_json_columns(schema))
+    return spark.sparkContext.parallelize(reads, len(reads)).mapPartitions(task).collect()
 
 
 def record_frame(db: str, table: str, batch: str, ts_ms: int, snapshot: bool, file: str | None, pos: int | None,
@@ -134,50 +132,47 @@ def record_frame(db: str, table: str, batch: str, ts_ms: int, snapshot: bool, fi
     return head, middle, tail
 
 
-def _publish_chunk(batches, *, pipeline: Pipeline, topic: str, db: str, table: str, batch: str, ts_ms: int,
-                   snapshot: bool, keyed: bool, json_columns: list[str]):
-    """Runs on an executor for one chunk: publish its rows, return its position, count and checksum.
+def _publish_chunk(reads, *, pipeline: Pipeline, topic: str, db: str, table: str, batch: str, ts_ms: int,
+                   keyed: bool, json_columns: list[str]):
+    """Runs on an executor for one chunk: read and publish its rows, return its position, count and checksum.
 
-    The source sent each row's key and image as JSON bytes; Arrow puts the records together column-wise and
-    the only per-row Python is the produce call and the CRC."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    The source sends each row's key and image as JSON; the per-row Python is one concatenation, the
+    produce call and the CRC."""
     from pyspark import TaskContext
 
     attempt = TaskContext.get().taskAttemptId()
     publisher = Publisher.shared(pipeline)
     publisher.flush()  # nothing of an earlier (failed) task may be counted in this one
+    for read in reads:
+        with no_cyclic_gc():
+            part = _publish_read(read, pipeline, publisher, topic=topic, db=db, table=table, batch=batch,
+                                 ts_ms=ts_ms, attempt=attempt, keyed=keyed, json_columns=json_columns)
+        yield part
+
+
+def _publish_read(read: ChunkRead, pipeline: Pipeline, publisher: Publisher, *, topic: str, db: str, table: str,
+                  batch: str, ts_ms: int, attempt: int, keyed: bool, json_columns: list[str]) -> Part:
     tally = Tally()
-    part = file = pos = None
-    head = middle = tail = None
-    for rb in batches:
-        if not rb.num_rows:
+    frame = file = pos = None
+    for file, pos, rows in read_chunk(pipeline.source, read):
+        if frame is None:
+            head, middle, tail = frame = record_frame(db, table, batch, ts_ms, read.snapshot, file, pos,
+                                                      read.index, attempt)
+        if not rows:
             continue
-        if part is None:
-            part = rb.column("_seam_part")[0].as_py()
-            file, pos = rb.column("_snap_file")[0].as_py(), rb.column("_snap_pos")[0].as_py()
-            head, middle, tail = (pa.scalar(b, pa.binary()) for b in record_frame(
-                db, table, batch, ts_ms, snapshot, file, None if pos is None else int(pos), part, attempt))
-        if rb.column("_seam_row").null_count == rb.num_rows:  # the marker row of an empty chunk
-            continue
-        after = rb.column("_after")
-        if after.null_count:  # CONCAT gives NULL past max_allowed_packet: never publish a row as null
-            raise SnapshotError(f"{db}.{table}: a row is larger than the source's max_allowed_packet; raise it "
-                                "(SET GLOBAL max_allowed_packet) and re-run the load")
-        key = rb.column("_key") if keyed else after
-        kafka_key = key if rb.column("_kafka_key").null_count == rb.num_rows else rb.column("_kafka_key")
-        values = pc.binary_join_element_wise(head, key.cast(pa.binary()), middle, after.cast(pa.binary()), tail,
-                                             pa.scalar(b"", pa.binary())).to_pylist()
+        if keyed:
+            values = [head + k + middle + a + tail for a, k, _ in rows]
+        else:
+            values = [head + a + middle + a + tail for a, _, _ in rows]
+        if rows[0][2] is not None:  # the Kafka key orders names differently from the record key
+            keys = [kk for _, _, kk in rows]
+        else:
+            keys = [k for _, k, _ in rows] if keyed else [a for a, _, _ in rows]
         if json_columns:
             values = [_canonical_json_values(v, json_columns) for v in values]
-        tally.add_many(len(values), publisher.send_many(topic, values, kafka_key.cast(pa.binary()).to_pylist()))
+        tally.add_many(len(values), publisher.send_many(topic, values, keys))
     publisher.flush()
-    yield pa.RecordBatch.from_pydict({"part": [part], "attempt": [attempt], "file": [file],
-                                      "pos": [int(pos) if pos is not None else None], "rows": [tally.rows],
-                                      "checksum": [str(tally.checksum)]},
-                                     schema=pa.schema([("part", pa.int32()), ("attempt", pa.int64()),
-                                                       ("file", pa.string()), ("pos", pa.int64()),
-                                                       ("rows", pa.int64()), ("checksum", pa.string())]))
+    return Part(read.index, attempt, tally.rows, tally.checksum, file, pos)
 
 
 def _canonical_json_values(value: bytes, columns: list[str]) -> bytes:

@@ -39,11 +39,10 @@ from typing import Callable
 
 import pymysql
 
-from seam.boundary import CONTROL_HEADER, Begin, End, Part, Tally
+from seam.boundary import CONTROL_HEADER, Begin, End, Tally
 from seam.config import Pipeline, TableConfig
 from seam.schema import TableSchema, read_schema
-from seam.snapshot import ChunkPlan, chunk_sql, plan_chunks, quote
-from seam.spark import jdbc_options
+from seam.snapshot import ChunkPlan, plan_chunks, quote
 from seam.topics import Publisher, ensure_topics, table_topic
 
 CONTROL = [(CONTROL_HEADER, b"1")]
@@ -180,14 +179,9 @@ def publish_window(spark, pipeline: Pipeline, table: TableConfig, batch: str, wi
                   soft_delete=table.soft_delete)
     driver.send(topic, begin.to_json(), b"__seam_control__", headers=CONTROL)
     driver.flush()
-    condition = window_condition(schema, window)
-    frames = [spark.read.format("jdbc").options(**jdbc_options(pipeline),
-                                                dbtable=chunk_sql(schema, plan, c, table.key, condition,
-                                                                  snapshot=False)).load()
-              for c in plan.chunks]
-    results = publish_chunks(functools.reduce(lambda a, b: a.unionAll(b), frames), pipeline=pipeline, topic=topic,
-                             schema=schema, key=table.key, batch=batch, ts_ms=int(started * 1000), snapshot=False)
-    parts = [Part(r.part, r.attempt, r.rows, int(r.checksum), None, None) for r in results]
+    parts = publish_chunks(spark, pipeline=pipeline, topic=topic, schema=schema, plan=plan, key=table.key,
+                           batch=batch, ts_ms=int(started * 1000), window=window_condition(schema, window),
+                           snapshot=False)
     total = functools.reduce(Tally.merge, (Tally(p.rows, p.checksum) for p in parts), Tally())
     end = End(batch=batch, db=table.db, table=table.table, mode="incremental", position=None, parts=parts,
               rows=total.rows, checksum=total.checksum, window=window.as_dict(),

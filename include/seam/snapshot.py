@@ -5,10 +5,10 @@ Method (exact on MariaDB, no lock):
 
 1. Split the table into chunks on an integer key column (``plan_chunks``).
 2. Read every chunk in its own transaction opened with ``START TRANSACTION
-   WITH CONSISTENT SNAPSHOT``; the same SELECT returns MariaDB's
-   ``BINLOG_SNAPSHOT_FILE/POSITION``, the exact binlog position Pi of that
-   chunk's snapshot (``chunk_sql``). An empty chunk still returns one marker row
-   carrying its position.
+   WITH CONSISTENT SNAPSHOT``, on its own connection (one Spark task each,
+   ``read_chunk``); in that transaction MariaDB's session status
+   ``BINLOG_SNAPSHOT_FILE/POSITION`` is the exact binlog position Pi of the
+   chunk's snapshot.
 3. Let P = max(Pi). Replay the binlog events in (Pi, P] whose key falls in
    chunk i (``reconcile``): every chunk is then exactly the table at P, the
    position recorded with the batch and where streaming starts.
@@ -156,9 +156,7 @@ def json_sql(column: Column) -> str:
         expr = f"CAST({x} + 0 AS CHAR)"  # BIT as its integer, YEAR as a number, TINYINT(1) as a number
     elif t in _BINARY:
         expr = text(f"REPLACE(TO_BASE64({x}), CHAR(10), '')")
-    elif t == "json":
-        expr = f"CONVERT({x} USING utf8mb4)"  # a valid document (MariaDB checks JSON columns); keys sorted later
-    else:  # text, ENUM, SET (members already in definition order)
+    else:  # text, ENUM, SET (members already in definition order); MySQL's JSON as text, keys sorted later
         expr = f"JSON_QUOTE(CONVERT({x} USING utf8mb4))"
     return f"IFNULL({expr}, 'null')"
 
@@ -182,31 +180,71 @@ def canonical_json_columns(schema: TableSchema) -> list[str]:
     return [c.name for c in schema.columns if c.data_type == "json"]
 
 
-def chunk_sql(schema: TableSchema, plan: ChunkPlan, chunk: Chunk, key: tuple[str, ...], window: str | None = None,
-              snapshot: bool = True) -> str:
-    """The chunk's SELECT, as a Spark JDBC ``dbtable`` subquery.
+@dataclass(frozen=True)
+class ChunkRead:
+    """One Spark task's work: a chunk's SELECT (``chunk_sql``), and whether to read its snapshot position."""
 
-    Each row comes as JSON text built by the source: ``_after`` (the row image), ``_key`` (the record key, NULL
-    when it is the whole row: keyless tables) and ``_kafka_key`` (the key with names sorted, NULL when the same
-    text as ``_key``). ``_seam_row`` is NULL only on the marker row of an empty chunk. ``window`` restricts the
-    rows (incremental loads, over ``x``); without ``snapshot`` no binlog position is read (the source may have
-    no binlog).
+    index: int
+    sql: str
+    snapshot: bool = True
+
+
+def chunk_sql(schema: TableSchema, plan: ChunkPlan, chunk: Chunk, key: tuple[str, ...],
+              window: str | None = None) -> str:
+    """The chunk's SELECT: per row ``_after`` (the row image), ``_key`` (the record key; NULL when it is the
+    whole row, keyless tables) and ``_kafka_key`` (the key with names sorted; NULL when the same text as the
+    record key), all JSON built by the source. ``window`` restricts the rows (incremental loads, over ``x``).
     """
     where = chunk.condition("x." + quote(plan.column)) if plan.column else "1 = 1"
     if window:
         where = f"({where}) AND ({window})"
-    position = (f"SELECT {_SNAPSHOT_FILE} AS _snap_file, {_SNAPSHOT_POS} AS _snap_pos" if snapshot
-                else "SELECT CAST(NULL AS CHAR) AS _snap_file, CAST(NULL AS SIGNED) AS _snap_pos")
     record_key = list(key) if key else None
     kafka_key = sorted(key or schema.names)
     none = "CAST(NULL AS BINARY)"
     key_sql = object_sql(schema, record_key) if record_key else none
     kafka_sql = none if kafka_key == (record_key or list(schema.names)) else object_sql(schema, kafka_key)
-    return (f"(SELECT s._snap_file, s._snap_pos, {chunk.index} AS _seam_part, t._seam_row, t._after, t._key, "
-            f"t._kafka_key FROM ({position}) s"
-            f" LEFT JOIN (SELECT 1 AS _seam_row, {object_sql(schema, schema.names)} AS _after, {key_sql} AS _key, "
-            f"{kafka_sql} AS _kafka_key FROM {quote(schema.db)}.{quote(schema.table)} x"
-            f" WHERE {where}) t ON 1 = 1) q{chunk.index}")
+    return (f"SELECT {object_sql(schema, schema.names)} AS _after, {key_sql} AS _key, {kafka_sql} AS _kafka_key "
+            f"FROM {quote(schema.db)}.{quote(schema.table)} x WHERE {where}")
+
+
+def read_chunk(source, read: ChunkRead, fetch: int = 10_000) -> Iterator[tuple[str | None, int | None, list]]:
+    """The chunk's rows in its own consistent snapshot: yields (file, pos, rows) per ``fetch`` rows (and once
+    for an empty chunk), where (file, pos) is the exact binlog position of the snapshot (None without
+    ``read.snapshot``) and rows are (after, key, kafka_key) JSON bytes. The C client streams the rows
+    (unbuffered), so memory stays flat whatever the chunk's size.
+    """
+    import MySQLdb
+    import MySQLdb.cursors
+
+    try:
+        conn = MySQLdb.connect(host=source.host, port=source.port, user=source.user,
+                               password=source.password.reveal(), charset="utf8mb4", connect_timeout=10)
+    except MySQLdb.OperationalError as exc:
+        raise SnapshotError(f"source MySQL at {source.host}:{source.port}: {exc.args[-1]}") from None
+    try:
+        cur = conn.cursor()
+        # TIMESTAMPs as UTC text; a slow consumer (Kafka back-pressure) must not time the stream out
+        cur.execute("SET SESSION time_zone = '+00:00', net_write_timeout = 3600")
+        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        file = pos = None
+        if read.snapshot:
+            cur.execute(f"SELECT {_SNAPSHOT_FILE}, {_SNAPSHOT_POS}")
+            file, pos = cur.fetchone()
+            pos = int(pos) if pos is not None else None
+        rows = conn.cursor(MySQLdb.cursors.SSCursor)
+        rows.execute(read.sql)
+        first = True
+        while True:
+            batch = rows.fetchmany(fetch)
+            if batch or first:
+                yield file, pos, batch
+            if not batch:
+                break
+            first = False
+        rows.close()
+        conn.rollback()
+    finally:
+        conn.close()
 
 
 def snapshot_position(file: str | None, pos: Any, schema: TableSchema) -> Position:
