@@ -29,7 +29,7 @@ Delivery guarantee: none (expressions only).
 """
 from __future__ import annotations
 
-from seam.schema import Column, TableSchema
+from seam.schema import Column
 from seam.snapshot import quote
 from seam.target import qi
 

@@ -29,11 +29,10 @@ import pymysql
 
 from seam.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally
 from seam.config import Pipeline, TableConfig
-from seam.records import Position, record_json
+from seam.records import Position, no_cyclic_gc, record_json
 from seam.schema import SchemaError, TableSchema, read_schema
 from seam.snapshot import (ChunkPlan, ChunkRead, SnapshotError, binlog_files, canonical_json_columns, check_source,
                            chunk_sql, plan_chunks, read_chunk, reconcile, snapshot_position)
-from seam.sink import no_cyclic_gc
 from seam.topics import Publisher, ensure_topics, table_topic
 
 CONTROL = [(CONTROL_HEADER, b"1")]
@@ -160,10 +159,15 @@ def _publish_read(read: ChunkRead, pipeline: Pipeline, publisher: Publisher, *, 
                                                       read.index, attempt)
         if not rows:
             continue
-        if keyed:
-            values = [head + k + middle + a + tail for a, k, _ in rows]
-        else:
-            values = [head + a + middle + a + tail for a, _, _ in rows]
+        try:
+            if keyed:
+                values = [head + k + middle + a + tail for a, k, _ in rows]
+            else:
+                values = [head + a + middle + a + tail for a, _, _ in rows]
+        except TypeError:  # CONCAT gave NULL: never publish a row as null
+            raise SnapshotError(f"{db}.{table}: the source returned no JSON for a row of chunk {read.index} (a row "
+                                "larger than max_allowed_packet, or a value MariaDB cannot print); raise "
+                                "max_allowed_packet (SET GLOBAL) and re-run the load") from None
         if rows[0][2] is not None:  # the Kafka key orders names differently from the record key
             keys = [kk for _, _, kk in rows]
         else:

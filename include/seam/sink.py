@@ -27,8 +27,6 @@ until the END transaction commits, then the whole new batch.
 """
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import logging
 import time
@@ -39,10 +37,10 @@ from typing import Any, Callable, Optional
 import msgspec
 import psycopg
 
-from seam.boundary import (Begin, End, Heartbeat, SchemaChange,
+from seam.boundary import (RECONCILE_PART, Begin, End, Heartbeat, SchemaChange,
                            StreamStop, Tally, parse_control)
 from seam.config import Pipeline, TableConfig
-from seam.records import Position
+from seam.records import Position, no_cyclic_gc
 from seam.schema import Column, TableSchema
 from seam.target import create_table_sql, pg_type, qi, row_converter, target_table
 from seam.topics import consumer_config, ensure_topics, table_topic, topic_ids
@@ -52,19 +50,22 @@ log = logging.getLogger("seam.sink")
 FINAL_STATES = ("committed", "rejected", "superseded")
 
 
-def record_decoder(schema: TableSchema) -> msgspec.json.Decoder:
+def record_decoder(schema: TableSchema, batch_rows: bool = False) -> msgspec.json.Decoder:
     """A decoder for one table's records whose row images decode straight into tuples' worth of fields
-    (several times faster than dicts); a record missing a column fails to decode instead of loading NULL."""
+    (several times faster than dicts); a record missing a column fails to decode instead of loading NULL.
+    ``batch_rows``: only what staging a batch needs (op, images, batch, part, attempt), the hot path."""
     # gc=False: these never form reference cycles, and untracked objects cost the cyclic GC nothing
     row = msgspec.defstruct("Row", [(f"f{i}", Any, msgspec.field(name=n)) for i, n in enumerate(schema.names)],
                             forbid_unknown_fields=True, gc=False)  # a column the target does not know is an error
-    source = msgspec.defstruct("Source", [("batch", Optional[str]), ("part", Optional[int], None),
-                                          ("attempt", Optional[int], None), ("txn", Optional[dict], None),
-                                          ("last", bool, False), ("file", Optional[str], None), ("pos", Optional[int], None),
-                                          ("row", int, 0), ("prev", Optional[dict], None)], gc=False)  # others skipped
-    wire = msgspec.defstruct("Wire", [("op", str), ("key", msgspec.Raw), ("before", Optional[row]),
-                                      ("after", Optional[row]), ("source", source), ("ts_ms", int, 0)], gc=False)
-    return msgspec.json.Decoder(wire)
+    fields = [("batch", Optional[str]), ("part", Optional[int], None), ("attempt", Optional[int], None)]
+    if not batch_rows:
+        fields += [("txn", Optional[dict], None), ("last", bool, False), ("file", Optional[str], None),
+                   ("pos", Optional[int], None), ("row", int, 0), ("prev", Optional[dict], None)]
+    source = msgspec.defstruct("Source", fields, gc=False)  # other fields are skipped
+    wire = [("op", str), ("before", Optional[row]), ("after", Optional[row]), ("source", source)]
+    if not batch_rows:
+        wire.append(("ts_ms", int, 0))
+    return msgspec.json.Decoder(msgspec.defstruct("Wire", wire, gc=False))
 
 
 _SOURCE_ONLY = msgspec.json.Decoder(msgspec.defstruct("Wire", [("source", msgspec.defstruct(
@@ -410,7 +411,7 @@ class Sink:
             else:
                 seq = m.offset() * 2
                 if doc.before is not None and (doc.after is None
-                                               or msgspec.json.decode(doc.key) != _key(batch, doc.before)):
+                                               or _key(batch, doc.after) != _key(batch, doc.before)):
                     change_rows.append(batch.convert(doc.before) + (seq, True))  # deleted, or its key moved
                 if doc.after is not None:
                     change_rows.append(batch.convert(doc.after) + (seq + 1, False))
@@ -695,17 +696,18 @@ class Sink:
         if batch.begin.mode == "incremental":
             return self._merge_window(batch, end)
         key = [qi(k) for k in batch.begin.key]
+        final_rows = sum(p.rows for p in end.parts if p.part != RECONCILE_PART)  # the winners' staged rows
         if key:
+            self.conn.execute("SET LOCAL maintenance_work_mem = '256MB'")  # the key's index in one in-memory sort
             self.conn.execute(f"ALTER TABLE {stage} ADD PRIMARY KEY ({', '.join(key)})")
             match = " AND ".join(f"s.{k} = c.{k}" for k in key)
             cols = ", ".join(qi(n) for n in batch.schema.names)
-            self.conn.execute(f"DELETE FROM {stage} s USING {changes} c WHERE {match}")
-            self.conn.execute(f"INSERT INTO {stage} ({cols}) SELECT {cols} FROM (SELECT DISTINCT ON "
-                              f"({', '.join(key)}) * FROM {changes} ORDER BY {', '.join(key)}, _seam_seq DESC) last "
-                              "WHERE NOT _seam_deleted")
+            final_rows -= self.conn.execute(f"DELETE FROM {stage} s USING {changes} c WHERE {match}").rowcount
+            final_rows += self.conn.execute(
+                f"INSERT INTO {stage} ({cols}) SELECT {cols} FROM (SELECT DISTINCT ON ({', '.join(key)}) * FROM "
+                f"{changes} ORDER BY {', '.join(key)}, _seam_seq DESC) last WHERE NOT _seam_deleted").rowcount
         elif self.conn.execute(f"SELECT EXISTS (SELECT 1 FROM {changes})").fetchone()[0]:
             raise SinkError("changes arrived for a keyless table's snapshot, which is read as one chunk")
-        final_rows = self.conn.execute(f"SELECT count(*) FROM {stage}").fetchone()[0]
         target = target_table(batch.begin.db, batch.begin.table)
         self.conn.execute(f"CREATE SCHEMA IF NOT EXISTS {qi(batch.begin.db)}")
         self.conn.execute(f"DROP TABLE IF EXISTS {target}")
@@ -753,7 +755,7 @@ class Sink:
         return OpenBatch(begin=begin, schema=schema,
                          stage=f"{self.state}.{qi(_stage_name(begin.batch))}",
                          changes=f"{self.state}.{qi('changes_' + begin.batch)}",
-                         convert=row_converter(schema), decode=record_decoder(schema).decode)
+                         convert=row_converter(schema), decode=record_decoder(schema, batch_rows=True).decode)
 
     def _load_open(self, topic: str) -> OpenBatch | None:
         with self.conn.transaction():
@@ -779,20 +781,6 @@ class Sink:
         self.conn.execute(f"UPDATE {self.state}.batches SET state = %s, error = %s, finished_at = now() "
                           "WHERE batch_id = %s", (state, error, batch_id))
         self.finished[batch_id] = state
-
-
-@contextlib.contextmanager
-def no_cyclic_gc():
-    """Hold the cyclic garbage collector off while a batch of rows is handled: it would otherwise walk the
-    growing lists of row tuples again and again (a fifth of the sink's CPU). Memory is still freed by
-    reference counting; the collector runs as usual between batches."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _pos_dict(p: Position | None) -> dict | None:

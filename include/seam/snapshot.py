@@ -152,13 +152,16 @@ def json_sql(column: Column) -> str:
         expr = f"CAST(CAST({x} AS DOUBLE) AS CHAR)"
     elif t in ("double", "real"):
         expr = f"CAST({x} AS CHAR)"
-    elif t in _INTEGER_KEY or t in _AS_NUMBER:
-        expr = f"CAST({x} + 0 AS CHAR)"  # BIT as its integer, YEAR as a number, TINYINT(1) as a number
+    elif t in _INTEGER_KEY:
+        expr = x  # its decimal text (TINYINT(1) too: not a boolean here)
+    elif t in _AS_NUMBER:
+        expr = f"{x} + 0"  # BIT as its integer, YEAR as a number
     elif t in _BINARY:
         expr = text(f"REPLACE(TO_BASE64({x}), CHAR(10), '')")
-    else:  # text, ENUM, SET (members already in definition order); MySQL's JSON as text, keys sorted later
-        expr = f"JSON_QUOTE(CONVERT({x} USING utf8mb4))"
-    return f"IFNULL({expr}, 'null')"
+    else:  # text, ENUM, SET (members in definition order); MySQL's JSON as text, keys sorted later. JSON_QUOTE
+        expr = f"JSON_QUOTE({x})"  # converts any character set to utf8mb4
+    # a zero date turns NULL even in a NOT NULL column; otherwise only nullable columns pay for the check
+    return f"IFNULL({expr}, 'null')" if column.nullable or t in formats else expr
 
 
 def object_sql(schema: TableSchema, names) -> str:

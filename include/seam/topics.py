@@ -141,19 +141,29 @@ class Publisher:
             self._producer.poll(0)
 
     def send_many(self, topic: str, values: list[bytes], keys: list[bytes]) -> int:
-        """``send`` for many messages without headers; returns the sum of their CRC-32s (``boundary.Tally``)."""
-        produce, poll, checksum = self._producer.produce, self._producer.poll, 0
-        for value, key in zip(values, keys):
-            while True:
-                try:
-                    produce(topic, value, key, partition=0)
-                    break
-                except BufferError:
-                    poll(0.05)
-            checksum += crc32(value)
+        """``send`` for many messages without headers, in one call; returns the sum of their CRC-32s
+        (``boundary.Tally``). A message the full queue refused is sent again after the ones behind it: only
+        for messages whose order does not matter (snapshot rows of one chunk)."""
+        from confluent_kafka import KafkaError
+
+        messages = [{"value": v, "key": k} for v, k in zip(values, keys)]
+        while messages:
+            try:
+                queued = self._producer.produce_batch(topic, messages, partition=0)
+            except BufferError:
+                queued = 0
+            if queued == len(messages):
+                break
+            failed = [m for m in messages if "_error" in m] if queued else messages
+            for m in failed:
+                error = m.pop("_error", None)
+                if error is not None and error.code() != KafkaError._QUEUE_FULL:
+                    raise BrokerError(f"cannot queue a message for {topic}: {error.str()}")
+            messages = failed
+            self._producer.poll(0.05)
         self.sent += len(values)
-        poll(0)
-        return checksum
+        self._producer.poll(0)
+        return sum(map(crc32, values))
 
     def flush(self, timeout: float = 120.0) -> None:
         """Wait for every acknowledgement; raise if anything was not delivered (and start afresh)."""
