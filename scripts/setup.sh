@@ -30,11 +30,13 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.seam-requirements.sha256
-want="$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
+want="$(cat requirements.txt pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing pinned Python requirements into .venv"
   .venv/bin/python -m pip install -q --disable-pip-version-check "uv==0.13.8"
-  .venv/bin/uv pip sync -q --python .venv/bin/python requirements.txt
+  # bytecode now: with PYTHONDONTWRITEBYTECODE set (as on CI machines) every process would compile every module
+  # it imports (Spark's Python workers, the sink, Airflow) each time it starts
+  .venv/bin/uv pip sync -q --compile-bytecode --python .venv/bin/python requirements.txt
   .venv/bin/uv pip install -q --python .venv/bin/python --no-deps -e .
   echo "$want" > "$stamp"
 fi

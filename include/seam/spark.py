@@ -28,6 +28,7 @@ def spark_session(pipeline: Pipeline, app_name: str):
             .config("spark.sql.legacy.charVarcharAsString", "true")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", str(max(2, pipeline.spark.partitions)))
+            .config("spark.python.daemon.module", "seam.spark_daemon")  # workers import compiled pyspark
             .getOrCreate())
 
 
