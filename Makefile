@@ -5,6 +5,7 @@ PYTEST_ARGS ?=
 
 .PHONY: setup demo test bench bench-stream bench-validate up down status lock clean
 SCALE ?= 0.5
+TABLE ?= orders
 
 setup:            ## Debian packages, .venv with pinned requirements, seam (editable)
 	@bash scripts/setup.sh
@@ -15,8 +16,8 @@ demo: setup       ## start the embedded stack, seed demo data, run the demo DAG
 test: setup       ## the whole test suite against the real embedded services
 	@bash scripts/test.sh $(PYTEST_ARGS)
 
-bench: setup      ## full load of TPC-H orders vs a raw Spark JDBC->Parquet read (SCALE=0.5)
-	@.venv/bin/python benchmarks/full_load_tpch.py --scale $(SCALE)
+bench: setup      ## full load of TPC-H orders (TABLE=lineitem) vs a raw Spark JDBC->Parquet read (SCALE=0.5)
+	@.venv/bin/python benchmarks/full_load_tpch.py --table $(TABLE) --scale $(SCALE)
 
 bench-stream: setup  ## binlog CDC through the whole chain vs raw python-mysql-replication decode, and latency
 	@.venv/bin/python benchmarks/stream_cdc.py

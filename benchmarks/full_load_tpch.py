@@ -2,8 +2,9 @@
 
 Run on the embedded stack (``make bench``, or ``python benchmarks/full_load_tpch.py --scale 0.5``):
 
-1. tpchgen-cli generates ``orders`` at the given scale factor (SF 1 = 1.5M rows); it is loaded into
-   MariaDB as ``tpch.orders`` (primary key ``o_orderkey``) unless already there at that size.
+1. tpchgen-cli generates ``orders`` at the given scale factor (SF 1 = 1.5M rows; ``--table lineitem``:
+   6M rows, 16 columns); it is loaded into MariaDB as ``tpch.orders`` (primary key ``o_orderkey``; lineitem:
+   ``(l_orderkey, l_linenumber)``) unless already there at that size.
 2. Baseline: spark-submit of ``benchmarks/raw_jdbc_to_parquet.py`` (same master, same JDBC partitions)
    reads the table and writes Parquet: once warm (a count first), once cold, timed inside the job and
    as the whole spark-submit.
