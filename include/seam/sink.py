@@ -631,8 +631,8 @@ class Sink:
                                            extra="_seam_seq bigint NOT NULL, _seam_deleted boolean NOT NULL"))
         self.conn.execute(
             f"INSERT INTO {self.state}.batches (batch_id, db, tbl, mode, state, topic, begin_offset, window_start, "
-            "window_end, columns, key_columns, begin_window, soft_delete) "
-            "VALUES (%s, %s, %s, %s, 'open', %s, %s, %s, %s, %s, %s, %s, %s)",
+            "window_end, columns, key_columns, begin_window, soft_delete, opened_at) "
+            "VALUES (%s, %s, %s, %s, 'open', %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp())",
             (begin.batch, begin.db, begin.table, begin.mode, topic, offset,
              (begin.window or {}).get("start"), (begin.window or {}).get("end"),
              json.dumps(begin.columns), json.dumps(begin.key),
@@ -645,8 +645,8 @@ class Sink:
         if batch is None or batch.begin.batch != end.batch:
             log.warning("END of batch %s ignored: it is not the open batch of %s.%s", end.batch, end.db, end.table)
             return
-        self.conn.execute(f"UPDATE {self.state}.batches SET ended_at = now(), end_offset = %s, position_file = %s, "
-                          "position_pos = %s, published_rows = %s, published_checksum = %s, stats = %s "
+        self.conn.execute(f"UPDATE {self.state}.batches SET ended_at = clock_timestamp(), end_offset = %s, "
+                          "position_file = %s, position_pos = %s, published_rows = %s, published_checksum = %s, stats = %s "
                           "WHERE batch_id = %s", (offset, end.position.file if end.position else None,
                                                   end.position.pos if end.position else None, end.rows,
                                                   end.checksum, json.dumps(end.stats), end.batch))
@@ -778,7 +778,8 @@ class Sink:
         self.conn.execute(f"DROP TABLE IF EXISTS {batch.changes}")
 
     def _finish(self, batch_id: str, state: str, error: str | None = None) -> None:
-        self.conn.execute(f"UPDATE {self.state}.batches SET state = %s, error = %s, finished_at = now() "
+        # clock time, not the transaction's: BEGIN and END of a small batch are often applied in one transaction
+        self.conn.execute(f"UPDATE {self.state}.batches SET state = %s, error = %s, finished_at = clock_timestamp() "
                           "WHERE batch_id = %s", (state, error, batch_id))
         self.finished[batch_id] = state
 
