@@ -131,8 +131,8 @@ def plan_chunks(conn, schema: TableSchema, key: tuple[str, ...], partitions: int
 
 def json_sql(column: Column) -> str:
     """The column as JSON text in the record shape's canonical form (``seam.records`` rules), computed by the
-    source; NULL becomes ``null``. Spark and Python then only move bytes: no per-value work in the JVM or
-    Python on the hot path. JSON documents are the exception (keys must be sorted): ``canonical_json_columns``.
+    source; NULL becomes ``null``. The Spark task then only adds the record's envelope: no per-value Python on
+    the hot path. MySQL 8's JSON columns are the exception (keys must be sorted): ``canonical_json_columns``.
     """
     x, t = "x." + quote(column.name), column.data_type
     zero = f"YEAR({x}) = 0 OR MONTH({x}) = 0 OR DAYOFMONTH({x}) = 0"  # zero dates -> null, by rule
