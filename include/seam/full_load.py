@@ -152,11 +152,10 @@ def _publish_chunk(reads, *, pipeline: Pipeline, topic: str, db: str, table: str
 def _publish_read(read: ChunkRead, pipeline: Pipeline, publisher: Publisher, *, topic: str, db: str, table: str,
                   batch: str, ts_ms: int, attempt: int, keyed: bool, json_columns: list[str]) -> Part:
     tally = Tally()
-    frame = file = pos = None
+    head = file = pos = None
     for file, pos, rows in read_chunk(pipeline.source, read):
-        if frame is None:
-            head, middle, tail = frame = record_frame(db, table, batch, ts_ms, read.snapshot, file, pos,
-                                                      read.index, attempt)
+        if head is None:
+            head, middle, tail = record_frame(db, table, batch, ts_ms, read.snapshot, file, pos, read.index, attempt)
         if not rows:
             continue
         try:

@@ -220,8 +220,7 @@ def read_chunk(source, read: ChunkRead, fetch: int = 10_000) -> Iterator[tuple[s
     import MySQLdb.cursors
 
     try:
-        conn = MySQLdb.connect(host=source.host, port=source.port, user=source.user,
-                               password=source.password.reveal(), charset="utf8mb4", connect_timeout=10)
+        conn = MySQLdb.connect(**source.pymysql_kwargs(), connect_timeout=10)  # the same keywords
     except MySQLdb.OperationalError as exc:
         raise SnapshotError(f"source MySQL at {source.host}:{source.port}: {exc.args[-1]}") from None
     try:
@@ -236,14 +235,10 @@ def read_chunk(source, read: ChunkRead, fetch: int = 10_000) -> Iterator[tuple[s
             pos = int(pos) if pos is not None else None
         rows = conn.cursor(MySQLdb.cursors.SSCursor)
         rows.execute(read.sql)
-        first = True
-        while True:
-            batch = rows.fetchmany(fetch)
-            if batch or first:
-                yield file, pos, batch
-            if not batch:
-                break
-            first = False
+        batch = rows.fetchmany(fetch)
+        yield file, pos, batch  # even when empty: it carries the chunk's position
+        while batch := rows.fetchmany(fetch):
+            yield file, pos, batch
         rows.close()
         conn.rollback()
     finally:
