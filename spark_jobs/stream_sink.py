@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 
 from seam.config import load_pipeline
 from seam.spark import spark_session
-from seam.stream_sink import start_stream_sink
+from seam.stream_sink import checkpoint_dir, start_stream_sink
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         query.awaitTermination()
     finally:
         sink.close()
+        shutil.rmtree(checkpoint_dir(), ignore_errors=True)
     return 0
 
 

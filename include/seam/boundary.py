@@ -98,7 +98,7 @@ class Begin:
     columns: list[dict[str, Any]]  # source schema, so the sink can create the staging table without the source
     key: list[str]
     window: dict[str, str] | None = None
-    soft_delete: str | None = None  # incremental: rows with this column set are deleted in the target
+    soft_delete: str | None = None  # rows with this column set are kept out of the target (every mode)
 
     def to_json(self) -> bytes:
         return _dump({"control": "BEGIN", **asdict(self)})

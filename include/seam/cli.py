@@ -64,7 +64,8 @@ def cmd_status(args, stack: EmbeddedStack) -> int:
 
 def _table_status(pipeline, tables) -> int:
     """Per table: watermark and last window (incremental), last batches from the ledger, stream position."""
-    from seam.sink import connect_target, ensure_state
+    from seam.sink import connect_target
+    from seam.state import ensure_state
     from seam.target import qi
     conn = connect_target(pipeline)
     conn.autocommit = True
@@ -173,8 +174,9 @@ def cmd_validate(args, stack: EmbeddedStack) -> int:
                               say=lambda line: print(line, flush=True))
     if args.json:
         print(json.dumps([r.as_dict() for r in reports], default=str, indent=2))
-    verdicts = {r.verdict for r in reports}
-    return 1 if "mismatch" in verdicts else 0
+    if len(reports) > 1:
+        print("verdicts: " + ", ".join(f"{r.table} {r.verdict.upper()}" for r in reports))
+    return 0 if all(r.verdict == "equal" for r in reports) else 1
 
 
 def cmd_sink(args, stack: EmbeddedStack) -> int:
@@ -221,20 +223,96 @@ def cmd_stream(args, stack: EmbeddedStack) -> int:
                    part.split("-")[1], *table_args]
             pid = stack.start_process(part, cmd)
             print(f"{part} started (pid {pid}); log {stack.log_dir / (part + '.log')}")
-        time.sleep(2)
-        for part in STREAM_PARTS:
-            if not stack.running(part):
-                log = stack.log_dir / f"{part}.log"
-                tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
-                raise StackError(f"{part} stopped at once: {tail[0] if tail else 'see ' + str(log)}")
-        print("stream started; `seam stream status` shows lag")
+        _await_parts(pipeline, stack, timeout=args.timeout)
+        print("stream started; `seam stream status` shows its state and lag, `seam stream wait` waits for lag 0")
         return 0
+    if args.action == "wait":
+        return _stream_wait(pipeline, tables, timeout=args.timeout)
     if args.action == "stop":
         for part in STREAM_PARTS:
             pid = stack.stop(part)
             print(f"{part} stopped (pid {pid})" if pid else f"{part} was not running")
         return 0
     return _stream_status(pipeline, tables, stack)
+
+
+def _await_parts(pipeline, stack: EmbeddedStack, timeout: float) -> None:
+    """Until both parts have recorded a heartbeat in the target; a part that exits fails with its last line."""
+    from seam.sink import connect_target
+    from seam.state import ensure_state, part_states
+    conn = connect_target(pipeline)
+    conn.autocommit = True
+    ensure_state(conn, pipeline.target.state_schema)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            for part in STREAM_PARTS:
+                if not stack.running(part):
+                    log = stack.log_dir / f"{part}.log"
+                    tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
+                    raise StackError(f"{part} stopped at once: {tail[0] if tail else 'see ' + str(log)}")
+            states = part_states(conn, pipeline.target.state_schema, pipeline.name)
+            if all(states.get(p.split("-")[1], {}).get("state") in ("starting", "running") for p in STREAM_PARTS):
+                return
+            if time.monotonic() > deadline:
+                raise StackError(f"the stream's parts recorded no heartbeat within {timeout:.0f}s; see "
+                                 f"{stack.log_dir}/stream-*.log")
+            time.sleep(0.5)
+    finally:
+        conn.close()
+
+
+def _stream_wait(pipeline, tables, timeout: float) -> int:
+    """Wait until every streamed table has applied the source's binlog as it is now (lag 0), showing progress;
+    exit 1 at the timeout or when a table stops."""
+    import pymysql
+    from seam.records import Position
+    from seam.sink import connect_target
+    from seam.state import ensure_state
+    from seam.streaming import source_head
+    from seam.target import qi
+    source = pymysql.connect(**pipeline.source.pymysql_kwargs())
+    try:
+        goal = source_head(source)
+    finally:
+        source.close()
+    conn = connect_target(pipeline)
+    conn.autocommit = True
+    ensure_state(conn, pipeline.target.state_schema)
+    streamed = [t for t in tables if t.sync == "stream"]
+    started = last_said = time.monotonic()
+    try:
+        while True:
+            rows = {(r[0], r[1]): r[2:] for r in conn.execute(
+                f"SELECT db, tbl, file, pos, row_index, stopped FROM {qi(pipeline.target.state_schema)}.positions"
+            ).fetchall()}
+            behind, stopped = [], []
+            for t in streamed:
+                row = rows.get((t.db, t.table))
+                if row is None:
+                    continue  # never loaded: nothing to follow
+                if row[3]:
+                    stopped.append(f"{t.name} STOPPED: {row[3]}")
+                elif goal.after(Position(row[0], row[1], row[2])):
+                    behind.append(f"{t.name} at {row[0]}:{row[1]}")
+            if stopped:
+                print("seam: " + "; ".join(stopped), file=sys.stderr)
+                return 1
+            if not behind:
+                print(f"stream caught up: every streamed table has applied the binlog up to {goal} "
+                      f"({time.monotonic() - started:.1f}s)", flush=True)
+                return 0
+            if time.monotonic() - started > timeout:
+                print(f"seam: the stream did not reach {goal} within {timeout:.0f}s: still behind: "
+                      f"{', '.join(behind)}; see `seam stream status`", file=sys.stderr)
+                return 1
+            if time.monotonic() - last_said >= 5:
+                print(f"  waiting for the stream to apply up to {goal}: {', '.join(behind)} "
+                      f"({time.monotonic() - started:.0f}s)", flush=True)
+                last_said = time.monotonic()
+            time.sleep(0.5)
+    finally:
+        conn.close()
 
 
 def _logging() -> None:
@@ -254,26 +332,72 @@ def _stream_reader(pipeline, tables) -> int:
 
 
 def _stream_sink(pipeline, table_args: list[str]) -> int:
-    """The Structured Streaming sink (spark-submit), restarted if it fails, until SIGTERM."""
+    """The Structured Streaming sink (spark-submit), restarted if it fails, until SIGTERM. Its heartbeat,
+    restarts and last error go to the target (``seam.state``), where `seam stream status` reads them."""
     import signal
     import subprocess
     from seam.loads import job_env, spark_submit_command
+    from seam.sink import connect_target
+    from seam.state import ensure_state, part_beat, part_failed, part_started, part_stopped
     _logging()
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     cmd = spark_submit_command(pipeline, "stream_sink", ["--pipeline", pipeline.path, *table_args])
-    while not stopping:
-        job = subprocess.Popen(cmd, env=job_env())
-        while job.poll() is None:
-            if stopping:
-                job.terminate()
-                job.wait(60)
-            time.sleep(0.5)
-        if not stopping:
-            print(f"seam: the streaming sink exited ({job.returncode}); restarting in 5 s", file=sys.stderr,
-                  flush=True)
-            time.sleep(5)
+    conn = connect_target(pipeline)
+    conn.autocommit = True
+    ensure_state(conn, pipeline.target.state_schema)
+    part = (conn, pipeline.target.state_schema, pipeline.name, "sink")
+    fresh, delay = True, 5.0
+    try:
+        while not stopping:
+            part_started(*part, fresh=fresh)
+            fresh = False
+            job = subprocess.Popen(cmd, env=job_env(), stderr=subprocess.PIPE, text=True, errors="replace")
+            relay, last_lines = _relay_stderr(job)
+            started, beat = time.monotonic(), 0.0
+            while job.poll() is None:
+                if stopping:
+                    job.terminate()
+                    job.wait(60)
+                if time.monotonic() - beat > 2:
+                    part_beat(*part)
+                    beat = time.monotonic()
+                time.sleep(0.5)
+            relay.join(timeout=10)
+            if not stopping:
+                error = _last_error(last_lines) or f"exit {job.returncode}"
+                part_failed(*part, error=error)
+                delay = 5.0 if time.monotonic() - started > 120 else min(delay * 2, 60.0)  # back off a loop
+                print(f"seam: the streaming sink exited ({job.returncode}: {error}); restarting in {delay:.0f} s",
+                      file=sys.stderr, flush=True)
+                time.sleep(delay)
+        part_stopped(*part)
+    finally:
+        conn.close()
     return 0
+
+
+def _relay_stderr(job):
+    """Copy a child's stderr to ours as it comes, keeping its last lines (for the last error)."""
+    import collections
+    import threading
+    last: collections.deque[str] = collections.deque(maxlen=50)
+
+    def relay():
+        for line in job.stderr:
+            sys.stderr.write(line)
+            last.append(line.rstrip())
+    thread = threading.Thread(target=relay, daemon=True)
+    thread.start()
+    return thread, last
+
+
+def _last_error(lines) -> str | None:
+    import re
+    for line in reversed(list(lines)):
+        if re.search(r"seam: error|Error:|Exception:", line):
+            return line.strip()[:500]
+    return None
 
 
 def _stream_foreground(pipeline, tables, until_idle: bool) -> int:
@@ -315,12 +439,37 @@ def _stream_foreground(pipeline, tables, until_idle: bool) -> int:
 
 
 def _stream_status(pipeline, tables, stack: EmbeddedStack) -> int:
+    """The parts as their heartbeats in the target show them, then each table's position and lag. Exit 1 when
+    a part is down, stopped or restarting, or a table is stopped."""
+    from seam.sink import connect_target
+    from seam.state import part_states
     from seam.streaming import stream_lag
+    tables = [t for t in tables if t.sync == "stream"]
     head, lags = stream_lag(pipeline, tables)
-    parts = [f"{part.split('-')[1]} " + (f"running (pid {pid})" if (pid := stack.running(part)) else "not running")
-             for part in STREAM_PARTS]
-    running = all(stack.running(part) for part in STREAM_PARTS)
-    print(f"stream: {'running' if running else 'not running'} ({', '.join(parts)}); source binlog at {head}")
+    conn = connect_target(pipeline)
+    try:
+        parts = part_states(conn, pipeline.target.state_schema, pipeline.name)
+    finally:
+        conn.close()
+    states = []
+    for name in ("reader", "sink"):
+        p = parts.get(name)
+        if p is None:
+            states.append("never started")
+            print(f"  {name:7} never started (`seam stream start`)")
+            continue
+        states.append(p["state"])
+        what = {"running": f"{p['batches']:,} {'polls' if name == 'reader' else 'micro-batches'}",
+                "starting": "no micro-batch yet" if name == "sink" else "connecting",
+                "restarting": f"{p['restarts']} restart(s), last error: {p['last_error']}",
+                "stopped": "stopped cleanly", "down": f"no heartbeat for {p['beat_age']:.0f}s"}[p["state"]]
+        print(f"  {name:7} {p['state'].upper():10} pid {p['pid']} on {p['host']}, last heartbeat "
+              f"{p['beat_age']:.0f}s ago; {what}" + (f" ({p['restarts']} restart(s) since start)"
+                                                      if p["restarts"] and p["state"] == "running" else ""))
+    overall = ("running" if set(states) == {"running"} else "starting" if set(states) <= {"running", "starting"}
+               else "restarting" if "restarting" in states else "stopped" if set(states) == {"stopped"}
+               else "down")
+    print(f"stream: {overall.upper()}; source binlog at {head}")
     stopped = 0
     for lag in lags:
         if lag.applied is None:
@@ -335,7 +484,7 @@ def _stream_status(pipeline, tables, stack: EmbeddedStack) -> int:
         rate = f"{lag.changes_per_s:,.0f} changes/s applied" if lag.changes_per_s is not None else ""
         print(f"  {lag.table:30} applied {str(lag.applied):26} {behind}, {lag.behind_events:,} events, "
               f"{seconds}; {rate}")
-    return 1 if stopped else 0
+    return 1 if stopped or overall not in ("running", "starting") else 0
 
 
 # ----------------------------------------------------------------- main ----
@@ -407,12 +556,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
     p.set_defaults(func=cmd_sink)
 
-    p = sub.add_parser("stream", parents=[common], help="binlog streaming: `seam stream start|stop|status` "
-                       "(reader|sink: run one part in the foreground)")
-    p.add_argument("action", choices=["start", "stop", "status", "reader", "sink"])
+    p = sub.add_parser("stream", parents=[common], help="binlog streaming: `seam stream start|stop|status|wait` "
+                       "(wait: until lag 0; reader|sink: run one part in the foreground)")
+    p.add_argument("action", choices=["start", "stop", "status", "wait", "reader", "sink"])
     p.add_argument("--table", action="append", default=[], help="only these tables (repeatable; default all)")
     p.add_argument("--foreground", action="store_true", help="start: run here instead of in the background")
     p.add_argument("--until-idle", action="store_true", help="start --foreground: stop at the binlog's end")
+    p.add_argument("--timeout", type=float, default=600, help="start: seconds to wait for the parts' heartbeats; "
+                   "wait: seconds to wait for lag 0")
     p.set_defaults(func=cmd_stream)
 
     p = sub.add_parser("trigger", parents=[common], help="trigger an Airflow DAG run on the stack's Airflow")

@@ -122,7 +122,7 @@ class TableConfig:
     safety_delay_s: float = 30.0
     semantics: str = "exactly-once"
     soft_delete: str | None = None
-    incremental: bool = False
+    incremental: bool = False  # kept current by windows (``sync: windows``), else by the stream
     # validation checks as data: {"count": bool, "checksum": bool, "columns": {col: {"sum": {}, "null_count":
     # {"equal_to": 0}}}}; a column check compares source and target, ``equal_to`` also pins the target's value
     checks: Mapping[str, Any] = field(default_factory=dict)
@@ -134,6 +134,11 @@ class TableConfig:
     @property
     def keyless(self) -> bool:
         return not self.key
+
+    @property
+    def sync(self) -> str:
+        """How the target is kept current between full loads: ``stream`` (binlog) or ``windows``."""
+        return "windows" if self.incremental else "stream"
 
 
 @dataclass(frozen=True)
@@ -252,7 +257,7 @@ _KAFKA = ("bootstrap", "topic_prefix", "partitions", "max_unapplied_events", "ma
 _TARGET = ("type", "host", "port", "database", "user", "password", "state_schema")
 _SPARK = ("master", "jdbc_jar", "jdbc_driver", "partitions")
 _DEFAULTS = ("safety_delay", "semantics")
-_TABLE = ("name", "key", "cursor", "safety_delay", "semantics", "soft_delete", "incremental", "checks")
+_TABLE = ("name", "key", "cursor", "safety_delay", "semantics", "soft_delete", "sync", "incremental", "checks")
 _CHECKS = ("count", "checksum", "columns")
 _COLUMN_CHECKS = ("sum", "null_count")
 _NOTIFY_EMAIL = ("to", "conn_id", "subject", "from")
@@ -356,8 +361,15 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
         incremental = t.get("incremental", cursor is not None)
         if not isinstance(incremental, bool):
             raise r.fail(f"{path}.incremental", "must be true or false")
+        if "sync" in t:  # the mode's name; ``incremental: true`` is its older spelling of ``sync: windows``
+            if t["sync"] not in ("stream", "windows"):
+                raise r.fail(f"{path}.sync", f"{t['sync']!r} is not a sync mode: use stream (binlog) or windows "
+                                             "(safe-window incremental loads)")
+            if "incremental" in t and t["incremental"] != (t["sync"] == "windows"):
+                raise r.fail(f"{path}.incremental", f"contradicts sync: {t['sync']} (drop incremental)")
+            incremental = t["sync"] == "windows"
         if incremental and not cursor:
-            raise r.fail(f"{path}.cursor", "is required for an incremental table (e.g. cursor: updated_at)")
+            raise r.fail(f"{path}.cursor", "is required for a table kept current by windows (e.g. cursor: updated_at)")
         semantics = _semantics(r, t, path, default_semantics)
         if not key and semantics == "at-least-once":
             raise r.fail(f"{path}.semantics", "at-least-once needs a key to dedupe on; a keyless table needs exactly-once")

@@ -68,7 +68,7 @@ def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
         + (f" on {plan.column}" if plan.column else " (no integer key: one consistent chunk)"))
     driver = Publisher(pipeline)
     begin = Begin(batch=batch, db=table.db, table=table.table, mode="full",
-                  columns=[asdict(c) for c in schema.columns], key=list(table.key))
+                  columns=[asdict(c) for c in schema.columns], key=list(table.key), soft_delete=table.soft_delete)
     driver.send(topic, begin.to_json(), b"__seam_control__", headers=CONTROL)
     driver.flush()
 

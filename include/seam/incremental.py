@@ -23,6 +23,17 @@ Deletes cannot be seen by a query: a ``soft_delete`` column (rows marked
 deleted are removed from the target) covers soft deletes; hard deletes need
 the binlog stream or a periodic full load.
 
+Sync modes (``tables[].sync``): a table is kept current EITHER by windows or
+by its stream, and full loads may run at any time in both. Windows are
+refused on a ``sync: stream`` table (they would race the stream, and could
+not see its hard deletes); the stream does not follow a ``sync: windows``
+table, nor a streamed table whose last committed load was a window (it waits
+for the next full load, which gives it an exact position to start from).
+``soft_delete`` means the same in every mode: the target never holds a row
+whose flag is set (a full load drops them at its swap, the stream deletes a
+row when its flag is set, and a later hard delete of such a row is expected
+to find nothing).
+
 Delivery guarantee: at-least-once into Kafka, exactly-once as a batch (the
 sink merges a window only on a matching END); a window's rows are read
 without locks and may include newer versions of rows, which is harmless for
@@ -80,6 +91,10 @@ def _parse_time(value: str, what: str) -> dt.datetime:
 
 
 def check_table(conn, pipeline: Pipeline, table: TableConfig) -> TableSchema:
+    if table.sync != "windows":
+        raise IncrementalError(f"{table.name} is kept current by its stream (tables[].sync: stream), and a window "
+                               "would race it; re-sync it with `seam load full " + table.name + "`, or set "
+                               f"sync: windows for it in {pipeline.path or 'the pipeline'}")
     if not table.cursor:
         raise IncrementalError(f"{table.name} has no cursor column: set tables[].cursor (e.g. updated_at) in "
                                f"{pipeline.path or 'the pipeline'} to load it incrementally")

@@ -22,7 +22,8 @@ from typing import Callable
 from seam.boundary import new_batch_id
 from seam.config import PROJECT_ROOT, Pipeline, TableConfig
 from seam.full_load import prepare
-from seam.sink import batch_status, connect_target, ensure_state
+from seam.sink import batch_status, connect_target
+from seam.state import ensure_state
 from seam.target import qi
 from seam.topics import ensure_topics, table_topic
 

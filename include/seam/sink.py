@@ -42,6 +42,7 @@ from seam.boundary import (RECONCILE_PART, Begin, End, Heartbeat, SchemaChange,
 from seam.config import Pipeline, TableConfig
 from seam.records import Position, no_cyclic_gc
 from seam.schema import Column, TableSchema
+from seam.state import ensure_state, part_beat
 from seam.target import create_table_sql, pg_type, qi, row_converter, target_table
 from seam.topics import consumer_config, ensure_topics, table_topic, topic_ids
 
@@ -74,55 +75,6 @@ _SOURCE_ONLY = msgspec.json.Decoder(msgspec.defstruct("Wire", [("source", msgspe
 
 class SinkError(RuntimeError):
     """The sink cannot go on; the message says why and what to do."""
-
-
-def state_ddl(schema: str) -> list[str]:
-    s = qi(schema)
-    return [
-        f"CREATE SCHEMA IF NOT EXISTS {s}",
-        f"""CREATE TABLE IF NOT EXISTS {s}.batches (
-            batch_id text PRIMARY KEY, db text NOT NULL, tbl text NOT NULL, mode text NOT NULL,
-            state text NOT NULL CHECK (state IN ('open', 'committed', 'rejected', 'superseded')),
-            topic text NOT NULL, begin_offset bigint, end_offset bigint,
-            position_file text, position_pos bigint,
-            window_start text, window_end text,
-            published_rows bigint, staged_rows bigint NOT NULL DEFAULT 0, final_rows bigint,
-            published_checksum numeric(20,0),
-            columns jsonb NOT NULL, key_columns jsonb NOT NULL, stats jsonb,
-            error text,
-            opened_at timestamptz NOT NULL DEFAULT now(), ended_at timestamptz, finished_at timestamptz)""",
-        f"CREATE INDEX IF NOT EXISTS batches_table_idx ON {s}.batches (db, tbl, opened_at)",
-        f"ALTER TABLE {s}.batches ADD COLUMN IF NOT EXISTS begin_window jsonb, ADD COLUMN IF NOT EXISTS soft_delete text",
-        f"""CREATE TABLE IF NOT EXISTS {s}.batch_parts (
-            batch_id text NOT NULL, part integer NOT NULL, attempt bigint NOT NULL,
-            rows bigint NOT NULL, checksum numeric(20,0) NOT NULL,
-            PRIMARY KEY (batch_id, part, attempt))""",
-        f"""CREATE TABLE IF NOT EXISTS {s}.offsets (
-            topic text NOT NULL, partition integer NOT NULL, next_offset bigint NOT NULL,
-            updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (topic, partition))""",
-        f"ALTER TABLE {s}.offsets ADD COLUMN IF NOT EXISTS topic_id text",
-        f"""CREATE TABLE IF NOT EXISTS {s}.positions (
-            db text NOT NULL, tbl text NOT NULL, file text NOT NULL, pos bigint NOT NULL, row_index integer NOT NULL,
-            batch_id text, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (db, tbl))""",
-        # the stream's view of a table: columns after ADD COLUMN, a stop on other DDL, the last gap seen,
-        # the source time of the applied position (lag in seconds) and how many changes were applied
-        f"""ALTER TABLE {s}.positions ADD COLUMN IF NOT EXISTS columns jsonb,
-            ADD COLUMN IF NOT EXISTS stopped text, ADD COLUMN IF NOT EXISTS gap_at timestamptz,
-            ADD COLUMN IF NOT EXISTS source_ms bigint, ADD COLUMN IF NOT EXISTS changes bigint NOT NULL DEFAULT 0""",
-        f"""CREATE TABLE IF NOT EXISTS {s}.watermarks (
-            db text NOT NULL, tbl text NOT NULL, cursor_column text NOT NULL, watermark text NOT NULL,
-            batch_id text NOT NULL, window_start text, window_end text, clamped boolean NOT NULL DEFAULT false,
-            updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (db, tbl, cursor_column))""",
-        f"""CREATE TABLE IF NOT EXISTS {s}.held_changes (
-            topic text NOT NULL, seq bigint NOT NULL, value bytea NOT NULL, PRIMARY KEY (topic, seq))""",
-    ]
-
-
-def ensure_state(conn, schema: str) -> None:
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(54010)")  # concurrent first runs must not race on DDL
-        for stmt in state_ddl(schema):
-            conn.execute(stmt)
 
 
 def connect_target(pipeline: Pipeline) -> psycopg.Connection:
@@ -171,8 +123,9 @@ class _RowMessage:
 class StreamTable:
     """A table that receives change events: its schema, applied position, statements and open transaction."""
 
-    def __init__(self, schema: TableSchema, key: tuple[str, ...], applied: Position, source_ms: int | None):
-        self.key, self.applied, self.source_ms = key, applied, source_ms
+    def __init__(self, topic: str, schema: TableSchema, key: tuple[str, ...], applied: Position,
+                 source_ms: int | None, soft_delete: str | None):
+        self.topic, self.key, self.applied, self.source_ms, self.soft_delete = topic, key, applied, source_ms, soft_delete
         self.buffer: list[tuple[int, object]] = []  # (offset, record) of the transaction being received
         self.buffer_txn: Position | None = None
         self.buffer_at: Position | None = None
@@ -189,6 +142,7 @@ class StreamTable:
         types = {c.name: pg_type(c) for c in schema.columns}
         names = schema.names
         self.key_index = [names.index(k) for k in key]
+        self.soft_index = names.index(self.soft_delete) if self.soft_delete in names else None
         cols = ", ".join(qi(n) for n in names)
         values = ", ".join(f"%s::{types[n]}" for n in names)
         if key:
@@ -205,6 +159,10 @@ class StreamTable:
 
     def key_of(self, values: tuple) -> tuple:
         return tuple(values[i] for i in self.key_index)
+
+    def removed(self, values: tuple | None) -> bool:
+        """The row is flagged deleted: Seam keeps it out of the target."""
+        return values is not None and self.soft_index is not None and _flagged(values[self.soft_index])
 
 
 def schema_from_begin(begin: Begin) -> TableSchema:
@@ -298,8 +256,12 @@ class Sink:
                 if stream is not None:
                     stream.buffer.clear()
         stored = self._stored_offsets()
-        self._apply_all([_RowMessage(row) for row in sorted(rows, key=lambda r: (r.topic, r.offset))
-                         if row.offset >= max(0, stored.get(row.topic, 0))])
+        messages = [_RowMessage(row) for row in sorted(rows, key=lambda r: (r.topic, r.offset))
+                    if row.offset >= max(0, stored.get(row.topic, 0))]
+        if messages:
+            self._apply_all(messages)
+        with self.conn.transaction():  # for `seam stream status`: micro-batches are being applied
+            part_beat(self.conn, self.pipeline.target.state_schema, self.pipeline.name, "sink", batches=1)
 
     def _apply_all(self, messages: list) -> None:
         """Messages of any topics, in offset order per topic, applied in ONE transaction with the offsets."""
@@ -438,8 +400,8 @@ class Sink:
             if source.batch is not None or not Position.through(source.txn["file"], source.txn["pos"]).after(
                     stream.applied):
                 return  # a batch row (of a batch never opened here, or superseded), or an applied change
-            raise SinkError(f"{stream.target}: a change at {source.txn} does not match the table's columns ({exc}); "
-                            "re-run `seam load full` for the table") from None
+            self.stop_table(stream, f"a change at {source.txn} does not match the table's columns ({exc})")
+            return
         if doc.source.batch is not None:
             return  # rows of a batch whose BEGIN this sink never saw (superseded, or before its time)
         commit = Position.through(doc.source.txn["file"], doc.source.txn["pos"])
@@ -478,31 +440,61 @@ class Sink:
         for doc in docs:
             before = stream.convert(doc.before) if doc.before is not None else None
             after = stream.convert(doc.after) if doc.after is not None else None
-            if before is not None and (after is None or not stream.key or stream.key_of(before) != stream.key_of(after)):
-                ops.append((stream, stream.delete_sql, stream.key_of(before) if stream.key else before, True))
-            if after is not None:
+            after_removed = stream.removed(after)
+            if before is not None and (after is None or after_removed or not stream.key
+                                       or stream.key_of(before) != stream.key_of(after)):
+                # a row flagged deleted before this change is not in the target: Seam removed it, no divergence
+                ops.append((stream, stream.delete_sql, stream.key_of(before) if stream.key else before,
+                            not stream.removed(before)))
+            if after is not None and not after_removed:
                 ops.append((stream, stream.upsert_sql, after, False))
 
     def _run_ops(self) -> None:
-        """Execute queued change statements in order, runs of the same statement pipelined (executemany),
-        then store each touched table's position: one transaction with the caller's offsets."""
+        """Execute queued change statements, table by table in order, runs of the same statement pipelined
+        (executemany), then store each touched table's position: one transaction with the caller's offsets.
+        Each table's statements run in a savepoint: a table whose changes fail (a divergence, a value the
+        target refuses) is STOPPED with the reason, and the other tables go on."""
         ops, self._ops = self._ops, []
-        with self.conn.cursor() as cur:
-            i = 0
-            while i < len(ops):
-                stream, sql, _, delete = ops[i]
-                j = i + 1
-                while j < len(ops) and ops[j][1] is sql:
-                    j += 1
-                cur.executemany(sql, [params for _, _, params, _ in ops[i:j]])
-                if delete and cur.rowcount != j - i:
-                    raise SinkError(f"{stream.target}: {j - i - cur.rowcount} change(s) delete rows the target "
-                                    "does not have; the target diverged from the source: re-run `seam load full` "
-                                    "for the table")
-                i = j
+        by_table: dict[str, list] = {}
+        for op in ops:
+            by_table.setdefault(op[0].topic, []).append(op)
+        for table_ops in by_table.values():
+            stream = table_ops[0][0]
+            try:
+                with self.conn.transaction():
+                    self._execute(table_ops)
+            except (psycopg.Error, SinkError) as exc:
+                problem = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                self.stop_table(stream, f"changes up to {stream.applied} could not be applied ({problem})")
         for stream in self.streams.values():
             if stream.dirty:
                 self._store_position(stream)
+
+    def _execute(self, ops: list) -> None:
+        with self.conn.cursor() as cur:
+            i = 0
+            while i < len(ops):
+                stream, sql, _, must_delete = ops[i]
+                j = i + 1
+                while j < len(ops) and ops[j][1] is sql and ops[j][3] == must_delete:
+                    j += 1
+                cur.executemany(sql, [params for _, _, params, _ in ops[i:j]])
+                if must_delete and cur.rowcount != j - i:
+                    raise SinkError(f"{j - i - cur.rowcount} change(s) delete rows the target does not have: the "
+                                    "target diverged from the source")
+                i = j
+
+    def stop_table(self, stream: StreamTable, reason: str) -> None:
+        """Stop applying changes to one table (until its next full load), record why, and alert."""
+        from seam.alerts import alert
+
+        name = f"{stream.schema.db}.{stream.schema.table}"
+        reason = f"{reason}; re-run `seam load full {name}`: its BEGIN supersedes the unapplied changes"
+        self.conn.execute(f"UPDATE {self.state}.positions SET stopped = %s WHERE db = %s AND tbl = %s",
+                          (reason, stream.schema.db, stream.schema.table))
+        self.streams.pop(stream.topic, None)
+        self._no_stream.add(stream.topic)
+        alert(self.pipeline, name, "stream stopped", reason)
 
     def _stream_control(self, topic: str, control) -> None:
         stream = self.streams.get(topic) or (None if topic in self._no_stream else self._load_stream(topic))
@@ -513,6 +505,8 @@ class Sink:
         if not self._follows_on(stream, _pos_dict(control.prev), control.position):
             return
         self._run_ops()
+        if topic not in self.streams:
+            return  # its pending changes just stopped the table
         if isinstance(control, SchemaChange):
             self._add_columns(stream, control)
         elif isinstance(control, StreamStop):
@@ -569,16 +563,19 @@ class Sink:
         stream.applied_changes, stream.dirty = 0, False
 
     def _load_stream(self, topic: str) -> "StreamTable | None":
+        config = self.tables[topic]
         row = self.conn.execute(
             f"SELECT b.db, b.tbl, coalesce(p.columns, b.columns), b.key_columns, p.file, p.pos, p.row_index, "
-            f"p.source_ms FROM {self.state}.batches b JOIN {self.state}.positions p ON p.db = b.db AND p.tbl = b.tbl "
-            "WHERE b.topic = %s AND b.state = 'committed' AND p.stopped IS NULL "
+            f"p.source_ms, b.mode FROM {self.state}.batches b JOIN {self.state}.positions p ON p.db = b.db "
+            "AND p.tbl = b.tbl WHERE b.topic = %s AND b.state = 'committed' AND p.stopped IS NULL "
             "ORDER BY b.finished_at DESC LIMIT 1", (topic,)).fetchone()
-        if row is None:
+        # changes apply only to a streamed table whose last load was a full load (see seam.incremental: modes)
+        if row is None or row[8] != "full" or config.sync != "stream":
             self._no_stream.add(topic)
             return None
         schema = schema_from_begin(Begin(batch="", db=row[0], table=row[1], mode="full", columns=row[2], key=row[3]))
-        stream = self.streams[topic] = StreamTable(schema, tuple(row[3]), Position(row[4], row[5], row[6]), row[7])
+        stream = self.streams[topic] = StreamTable(topic, schema, tuple(row[3]), Position(row[4], row[5], row[6]),
+                                                   row[7], config.soft_delete)
         return stream
 
     def _copy(self, batch: OpenBatch, stage_rows: list, change_rows: list) -> None:
@@ -708,6 +705,8 @@ class Sink:
                 f"{changes} ORDER BY {', '.join(key)}, _seam_seq DESC) last WHERE NOT _seam_deleted").rowcount
         elif self.conn.execute(f"SELECT EXISTS (SELECT 1 FROM {changes})").fetchone()[0]:
             raise SinkError("changes arrived for a keyless table's snapshot, which is read as one chunk")
+        if batch.begin.soft_delete:  # the target never holds rows flagged deleted, whatever the mode
+            final_rows -= self.conn.execute(f"DELETE FROM {stage} WHERE {_flagged_sql(batch.begin.soft_delete)}").rowcount
         target = target_table(batch.begin.db, batch.begin.table)
         self.conn.execute(f"CREATE SCHEMA IF NOT EXISTS {qi(batch.begin.db)}")
         self.conn.execute(f"DROP TABLE IF EXISTS {target}")
@@ -732,7 +731,7 @@ class Sink:
                                            extra=f"PRIMARY KEY ({', '.join(key)})").replace(
             "CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
         self.conn.execute(f"DELETE FROM {target} t USING {stage} s WHERE {match}")
-        keep = f"WHERE coalesce({qi(begin.soft_delete)}::text, '0') IN ('0', 'false')" if begin.soft_delete else ""
+        keep = f"WHERE NOT {_flagged_sql(begin.soft_delete)}" if begin.soft_delete else ""
         merged = self.conn.execute(f"INSERT INTO {target} ({cols}) SELECT DISTINCT ON ({', '.join(key)}) {cols} "
                                    f"FROM {stage} {keep} ORDER BY {', '.join(key)}").rowcount
         self.conn.execute(f"DROP TABLE {stage}")
@@ -782,6 +781,15 @@ class Sink:
         self.conn.execute(f"UPDATE {self.state}.batches SET state = %s, error = %s, finished_at = clock_timestamp() "
                           "WHERE batch_id = %s", (state, error, batch_id))
         self.finished[batch_id] = state
+
+
+def _flagged_sql(column: str) -> str:
+    """A row's soft-delete flag is set: anything but NULL, 0 and false."""
+    return f"coalesce({qi(column)}::text, '0') NOT IN ('0', 'false')"
+
+
+def _flagged(value) -> bool:
+    return value is not None and str(value).lower() not in ("0", "false")
 
 
 def _pos_dict(p: Position | None) -> dict | None:

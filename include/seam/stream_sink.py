@@ -8,9 +8,11 @@ offsets stored in the target and a replayed micro-batch changes nothing.
 from __future__ import annotations
 
 import json
-import tempfile
+import os
+import shutil
+from pathlib import Path
 
-from seam.config import Pipeline, TableConfig
+from seam.config import PROJECT_ROOT, Pipeline, TableConfig
 from seam.kafka_source import SeamKafkaSource
 from seam.sink import Sink
 
@@ -36,6 +38,18 @@ def start_stream_sink(spark, pipeline: Pipeline, tables: list[TableConfig], trig
         stream = (spark.readStream.format("seam_kafka").option("bootstrap", pipeline.kafka.bootstrap)
                   .option("topics", json.dumps(sorted(start))).option("start", json.dumps(start)).load())
     query = (stream.writeStream.foreachBatch(lambda frame, _: sink.apply_rows(frame.collect()))
-             .option("checkpointLocation", tempfile.mkdtemp(prefix="seam-stream-"))  # the target holds the offsets
+             .option("checkpointLocation", str(checkpoint_dir()))
              .trigger(processingTime=f"{trigger_seconds} seconds").start())
     return query, sink
+
+
+def checkpoint_dir() -> Path:
+    """This process's Spark checkpoint, under the state dir. Spark needs one, but the offsets that count are
+    the target's: a checkpoint is never read again, so those of processes that ended are removed."""
+    base = Path(os.environ.get("SEAM_STATE_DIR") or PROJECT_ROOT / ".seam") / "checkpoints"
+    base.mkdir(parents=True, exist_ok=True)
+    for old in base.glob("stream-*"):
+        pid = old.name.removeprefix("stream-")
+        if not (pid.isdigit() and Path(f"/proc/{pid}").exists()):
+            shutil.rmtree(old, ignore_errors=True)
+    return base / f"stream-{os.getpid()}"

@@ -52,7 +52,8 @@ from seam.config import Pipeline, TableConfig
 from seam.records import Position, Record, binlog_values, key_of, normalize, normalize_row
 from seam.schema import Column, TableSchema
 from seam.snapshot import binlog_files
-from seam.sink import connect_target, ensure_state
+from seam.sink import connect_target
+from seam.state import ensure_state, part_beat, part_failed, part_started, part_stopped
 from seam.target import qi
 from seam.topics import Publisher, ensure_topics, table_topic, topic_ids
 
@@ -104,12 +105,17 @@ class TargetState:
     gap_at: object | None
     columns: list | None
     key: list | None
+    last_load: str | None  # mode of the last committed batch: full or incremental
 
 
 class ChangeReader:
     def __init__(self, pipeline: Pipeline, tables: list[TableConfig] | None = None):
         self.pipeline = pipeline
-        self.tables = {(t.db, t.table): t for t in (tables or pipeline.tables)}
+        # sync: windows tables are kept current by windows, never by the stream (see seam.incremental: modes)
+        self.tables = {(t.db, t.table): t for t in (tables or pipeline.tables) if t.sync == "stream"}
+        for t in tables or ():
+            if t.sync != "stream":
+                log.warning("%s is kept current by windows (sync: windows): the stream does not follow it", t.name)
         self.max_events = pipeline.kafka.max_unapplied_events
         self.max_bytes = pipeline.kafka.max_unapplied_bytes
         self.followed: dict[tuple[str, str], Followed] = {}
@@ -137,8 +143,8 @@ class ChangeReader:
         state = qi(self.pipeline.target.state_schema)
         rows = self._target.execute(
             f"SELECT p.db, p.tbl, p.file, p.pos, p.row_index, p.batch_id, p.stopped, p.gap_at, "
-            f"coalesce(p.columns, b.columns), b.key_columns FROM {state}.positions p "
-            f"LEFT JOIN LATERAL (SELECT columns, key_columns FROM {state}.batches b WHERE b.db = p.db "
+            f"coalesce(p.columns, b.columns), b.key_columns, b.mode FROM {state}.positions p "
+            f"LEFT JOIN LATERAL (SELECT columns, key_columns, mode FROM {state}.batches b WHERE b.db = p.db "
             "AND b.tbl = p.tbl AND b.state = 'committed' ORDER BY b.finished_at DESC LIMIT 1) b ON true").fetchall()
         return {(r[0], r[1]): TargetState(Position(r[2], r[3], r[4]), *r[5:]) for r in rows}
 
@@ -157,6 +163,12 @@ class ChangeReader:
                 continue
             if key in self._stopped_batch and self._stopped_batch[key] == st.batch:
                 continue  # stopped by this reader; the sink has not applied the STOP yet
+            if st.last_load != "full":  # a window was merged after the last full load: no exact position
+                if self.followed.pop(key, None) or key not in self._told_waiting:
+                    log.warning("%s: its last load was a window; the stream follows it again after `seam load "
+                                "full %s`", table.name, table.name)
+                    self._told_waiting.add(key)
+                continue
             self.stopped.pop(table.name, None)
             self._stopped_batch.pop(key, None)
             if key in self.followed and not reset:
@@ -190,6 +202,7 @@ class ChangeReader:
 
     def _poll(self, here: Position | None, ids: dict[str, str]) -> None:
         """Update what the sink has applied; raise _Rewind when the binlog must be read again."""
+        self._part(part_beat, batches=1)
         states = self._target_state()
         now = self._target.execute("SELECT now()").fetchone()[0]
         for key, f in list(self.followed.items()):
@@ -221,15 +234,33 @@ class ChangeReader:
 
     def serve(self, should_stop: Callable[[], bool] = lambda: False) -> None:
         """Run until stopped, resuming from the target's positions after any failure (broker restart, lost
-        source connection). A purged binlog is not retried: it needs a new full load."""
+        source connection). A purged binlog is not retried: it needs a new full load. Heartbeats, restarts
+        and the last error go to the target (``seam.state``) for ``seam stream status``."""
+        self._part(part_started, fresh=True)
+        try:
+            self._serve(should_stop)
+        except StreamError as exc:
+            self._part(part_failed, error=str(exc))
+            raise
+        finally:
+            self._part(part_stopped)
+
+    def _part(self, record, **kwargs) -> None:
+        try:
+            record(self._target, self.pipeline.target.state_schema, self.pipeline.name, "reader", **kwargs)
+        except Exception as exc:  # noqa: BLE001 - a heartbeat must never stop the stream
+            log.warning("could not record the reader's state in the target (%s)", str(exc).splitlines()[0])
+
+    def _serve(self, should_stop: Callable[[], bool]) -> None:
         while not should_stop():
             try:
                 self.run(should_stop)
             except StreamError:
                 raise
             except Exception as exc:  # noqa: BLE001 - every other failure is resumed from the target
-                log.warning("change reader interrupted (%s: %s); resuming from the target's positions in 2 s",
-                            type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+                problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                log.warning("change reader interrupted (%s); resuming from the target's positions in 2 s", problem)
+                self._part(part_failed, error=problem)
                 time.sleep(2)
                 try:
                     self._target.close()
@@ -252,6 +283,7 @@ class ChangeReader:
                         break
                     time.sleep(POLL_EVERY_S)
                     self._follow_from_target(reset=False)
+                    self._part(part_beat, batches=1)
                     continue
                 start = min(f.published for f in self.followed.values())
                 self._check_binlog_has(start)

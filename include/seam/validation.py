@@ -75,6 +75,13 @@ class ValidationError(RuntimeError):
     """Validation could not run (not loaded, binlog purged, bad check); the message says what to do."""
 
 
+class NotLoaded(ValidationError):
+    """The table has no committed load in the target yet."""
+
+
+STALE_AFTER_S = 300.0  # a streamed table missing source changes older than this is STALE, even if equal at P
+
+
 @dataclass(frozen=True)
 class Scope:
     """What to compare: an incremental window of the cursor (``(start, end]``, given as two strings or
@@ -141,28 +148,44 @@ class Report:
     started: str = ""
     limit: int = 50
     html: str | None = None
+    stale: str | None = None       # why the target is behind its source (a stopped or lagging stream)
+    unchecked: str | None = None   # "not loaded" or "error": the table could not be compared ...
+    problem: str | None = None     # ... and why
 
     @property
     def verdict(self) -> str:
+        """equal | mismatch | stale (equal at P, but P is behind) | not loaded | error."""
+        if self.unchecked:
+            return self.unchecked
         bad = ((self.missing or self.extra or self.different) if "checksum" in self.checks else 0) or \
             ("count" in self.checks and self.source_rows != self.target_rows) or \
             any(not m.ok for m in self.metrics)
-        return "mismatch" if bad else "equal"
+        return "mismatch" if bad else "stale" if self.stale else "equal"
 
     def summary(self) -> str:
         head = f"{self.table}: {self.verdict.upper()}"
-        text = (f"{head}: source {self.source_rows:,} rows, target {self.target_rows:,} rows; {self.missing:,} missing "
-                f"in target, {self.extra:,} extra in target, {self.different:,} with different values")
+        if self.unchecked:
+            return f"{head}: {self.problem}"
+        at = f"at {self.target_position}" if self.mode == "position" else "up to the watermark"
+        text = (f"{head}: {at}, source {self.source_rows:,} rows, target {self.target_rows:,} rows; {self.missing:,} "
+                f"missing in target, {self.extra:,} extra in target, {self.different:,} with different values")
         failed = [f"{m.metric}({m.column}) source {m.source} target {m.target}" for m in self.metrics if not m.ok]
-        return text + ("; failed checks: " + ", ".join(failed) if failed else "")
+        return text + ("; failed checks: " + ", ".join(failed) if failed else "") + \
+            (f"; STALE: {self.stale}" if self.stale and self.verdict == "stale" else "")
 
     def to_text(self) -> str:
+        if self.unchecked:
+            return self.summary()
+        rechecked = sum(b.state == "rechecked" for b in self.buckets)
+        differing = sum(b.state == "differs" for b in self.buckets)
+        # the counts are the source AT the compared point (changes after it rolled back), as the target is
         lines = [self.summary(),
-                 f"  scope: {self.scope}; compared at {'the target position ' + self.target_position if self.mode == 'position' else 'the watermark'}"
-                 f" (source snapshot {self.source_position}); {len(self.buckets):,} buckets, "
-                 f"{sum(b.state != 'equal' for b in self.buckets):,} compared row by row, "
-                 f"{sum(b.state == 'differs' for b in self.buckets):,} with differences; {self.seconds:.2f}s "
-                 f"({self.source_rows / max(self.seconds, 1e-9):,.0f} rows/s)"]
+                 f"  scope: {self.scope}; source snapshot {self.source_position}; {len(self.buckets):,} buckets: "
+                 f"{len(self.buckets) - rechecked - differing:,} equal by checksum"
+                 + (f", {rechecked:,} equal after a row-by-row look (source changes since the compared point)"
+                    if rechecked else "")
+                 + (f", {differing:,} holding the differences below" if differing else "")
+                 + f"; {self.seconds:.2f}s ({self.source_rows / max(self.seconds, 1e-9):,.0f} rows/s)"]
         if self.changed_since:
             lines.append(f"  {self.changed_since:,} keys changed on the source after that point were compared as they were then")
         for m in self.metrics:
@@ -350,21 +373,21 @@ def validate(pipeline: Pipeline, table: TableConfig, scope: Scope = Scope(), *, 
         _ensure_functions(tgt, state)
         exists = tgt.execute("SELECT to_regclass(%s)", (f"{qi(table.db)}.{qi(table.table)}",)).fetchone()[0]
         if exists is None:
-            raise ValidationError(f"the target has no table {qi(table.db)}.{qi(table.table)}: run `seam load full "
+            raise NotLoaded(f"the target has no table {qi(table.db)}.{qi(table.table)}: run `seam load full "
                                   f"{table.name}` first")
         # 1. the target's snapshot first (it fixes P), then the source's (Q >= P)
         tgt.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         tgt.read_only = True
         tgt.autocommit = False
         st = qi(state)
-        applied = tgt.execute(f"SELECT file, pos, row_index, updated_at, stopped FROM {st}.positions "
+        applied = tgt.execute(f"SELECT file, pos, row_index, updated_at, stopped, source_ms FROM {st}.positions "
                               "WHERE db = %s AND tbl = %s", (table.db, table.table)).fetchone()
         last = tgt.execute(f"SELECT mode, finished_at FROM {st}.batches WHERE db = %s AND tbl = %s AND "
                            "state = 'committed' ORDER BY finished_at DESC LIMIT 1", (table.db, table.table)).fetchone()
         mark = tgt.execute(f"SELECT watermark FROM {st}.watermarks WHERE db = %s AND tbl = %s AND cursor_column = %s",
                            (table.db, table.table, table.cursor or "")).fetchone()
         if last is None or (applied is None and mark is None):
-            raise ValidationError(f"{table.name} has no committed load in the target: run `seam load full "
+            raise NotLoaded(f"{table.name} has no committed load in the target: run `seam load full "
                                   f"{table.name}` first")
         window_mode = last[0] == "incremental" and mark is not None and (applied is None or last[1] > applied[3])
         with src.cursor() as cur:
@@ -382,7 +405,7 @@ def validate(pipeline: Pipeline, table: TableConfig, scope: Scope = Scope(), *, 
                         target_position=None if window_mode else str(target_at),
                         source_position=str(source_at) if source_at else None, checks=enabled_checks(table),
                         started=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), limit=limit)
-        soft = bool(window_mode and table.soft_delete)
+        soft = bool(table.soft_delete)  # flagged rows are kept out of the target in every mode
         source = _Side("mysql", src, schema, table, state, scope, soft)
         target = _Side("postgres", tgt, schema, table, state, scope, soft)
 
@@ -403,6 +426,8 @@ def validate(pipeline: Pipeline, table: TableConfig, scope: Scope = Scope(), *, 
 
         _compare(report, source, target, schema, table, changes, window_mode, limit=limit, bucket_rows=bucket_rows,
                  max_buckets=max_buckets, pull_rows=pull_rows, say=say)
+        if not window_mode and table.sync == "stream":
+            report.stale = _staleness(pipeline, src, table, applied, target_at, source_at)
         report.seconds = time.monotonic() - started
         return report
     finally:
@@ -412,6 +437,27 @@ def validate(pipeline: Pipeline, table: TableConfig, scope: Scope = Scope(), *, 
         except psycopg.Error:
             pass
         tgt.close()
+
+
+def _staleness(pipeline: Pipeline, src, table: TableConfig, applied, target_at: Position,
+               source_at: Position | None) -> str | None:
+    """Why a streamed table's target is behind its source: its stream stopped, or it misses changes of the
+    table that the source committed more than ``STALE_AFTER_S`` ago. None when it is current."""
+    from seam.streaming import _events_between
+
+    if applied[4]:
+        return f"its stream is stopped ({applied[4][:200]})"
+    if source_at is None or not source_at.after(target_at):
+        return None
+    current_ms = (applied[5] or applied[3].timestamp() * 1000)  # the source time the target is current to
+    behind_s = time.time() - current_ms / 1000
+    if behind_s <= STALE_AFTER_S:
+        return None
+    events = _events_between(pipeline, binlog_files(src), table.db, table.table, target_at, source_at)
+    if not events:
+        return None  # nothing of this table happened since: current, however long ago the stream ran
+    return (f"{events:,} binlog event(s) of the table after {target_at} are not applied, the oldest up to "
+            f"{behind_s:,.0f} s old: is its stream running (`seam stream status`)?")
 
 
 def _check_config(schema: TableSchema, table: TableConfig, scope: Scope) -> None:
@@ -456,8 +502,16 @@ def validate_tables(pipeline: Pipeline, tables: list[TableConfig], scope: Scope 
     folder = Path(report_dir or os.environ.get("SEAM_REPORT_DIR") or
                   Path(os.environ.get("SEAM_STATE_DIR") or PROJECT_ROOT / ".seam") / "reports")
     folder.mkdir(parents=True, exist_ok=True)
-    for table in tables:
-        report = validate(pipeline, table, scope, limit=limit, say=say)
+    for table in tables:  # every table gets a verdict: one that cannot be compared does not stop the others
+        try:
+            report = validate(pipeline, table, scope, limit=limit, say=say)
+        except ValidationError as exc:
+            report = Report(pipeline=pipeline.name, table=table.name, scope=str(scope.window or "whole table"),
+                            mode="none", target_position=None, source_position=None,
+                            unchecked="not loaded" if isinstance(exc, NotLoaded) else "error", problem=str(exc))
+            say(report.to_text())
+            out.append(report)
+            continue
         vid = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
         path = folder / f"validate-{table.db}.{table.table}-{vid}.html".replace("/", "_").replace(" ", "_")
         path.write_text(report.to_html(), encoding="utf-8")
@@ -649,9 +703,8 @@ def _compare(report: Report, source: _Side, target: _Side, schema: TableSchema, 
             exprs = (source.bucket_of_hash(plan.buckets), target.bucket_of_hash(plan.buckets))
         t0 = time.monotonic()
         s_aggr, t_aggr = pool.map(lambda pair: pair[0].aggregate(pair[1], metrics), zip((source, target), exprs))
-    say(f"{table.name}: checksummed {sum(v[0] for v in s_aggr.values()):,} source and "
-        f"{sum(v[0] for v in t_aggr.values()):,} target rows in {plan.buckets:,} buckets "
-        f"in {time.monotonic() - t0:.1f}s")
+    say(f"{table.name}: first pass in {time.monotonic() - t0:.1f}s: {plan.buckets:,} bucket checksums on each side "
+        f"(the source as it is now; rows changed since the compared point are looked at next)")
 
     differing = {b for b in set(s_aggr) | set(t_aggr) if s_aggr.get(b, (0, 0))[:2] != t_aggr.get(b, (0, 0))[:2]}
     at_p: dict[tuple[str, ...], dict | None] = {}
@@ -679,6 +732,7 @@ def _compare(report: Report, source: _Side, target: _Side, schema: TableSchema, 
     mismatched_buckets: set[int] = set()
     differences: list[Difference] = []
     q_rows: dict[tuple[str, ...], tuple] = {}
+    bucket_of: dict[int, int] = {}  # id(difference) -> its bucket
     for b, cond in ranges:
         tcond = (cond.replace(source.col(table.key[0]), target.col(table.key[0])) if plan.mode == "range"
                  else f"{target.bucket_of_hash(plan.buckets)} = {b}")
@@ -688,8 +742,9 @@ def _compare(report: Report, source: _Side, target: _Side, schema: TableSchema, 
         if found:
             mismatched_buckets.add(b)
             differences += found
+            bucket_of.update((id(d), b) for d in found)
     # keys changed after P: compare the target's row with the key's image at P (normalised values)
-    soft = bool(window_mode and table.soft_delete)
+    soft = bool(table.soft_delete)  # flagged rows are kept out of the target in every mode
     if at_p:
         keys = list(at_p)
         t_vals = target.values_by_key(keys, in_scope=True)
@@ -700,11 +755,13 @@ def _compare(report: Report, source: _Side, target: _Side, schema: TableSchema, 
             if d is not None:
                 differences.append(d)
                 mismatched_buckets.add(_bucket_of(plan, key))
+                bucket_of[id(d)] = _bucket_of(plan, key)
     moved: list[Difference] = []
     if window_mode:
         moved = _moved_on(source, schema, table, differences)
         report.changed_since += len(moved)
         differences = [d for d in differences if d not in moved]
+        mismatched_buckets = {bucket_of[id(d)] for d in differences}  # the rest are rechecked, not differing
     # totals and the (limited) list
     report.missing = sum(d.kind == "missing" for d in differences)
     report.extra = sum(d.kind == "extra" for d in differences)
@@ -908,7 +965,7 @@ def _html(report: Report) -> str:
         for d in report.differences)
     metric_rows = "".join(f"<tr><td>{m.metric}({html.escape(m.column)})</td><td>{m.source}</td><td>{m.target}</td>"
                           f"<td>{m.expected or ''}</td><td>{'ok' if m.ok else 'FAILED'}</td></tr>" for m in report.metrics)
-    verdict_color = {"equal": "#3a9d5d", "mismatch": "#d64545"}[report.verdict]
+    verdict_color = {"equal": "#3a9d5d", "mismatch": "#d64545", "stale": "#e0a526"}[report.verdict]
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>Seam validation {html.escape(report.table)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 6px;font-size:13px;text-align:left}}</style></head><body>
 <h1>{html.escape(report.table)}: <span style="color:{verdict_color}">{report.verdict.upper()}</span></h1>

@@ -133,7 +133,7 @@ class SeamValidateOperator(BaseOperator):
         if report.verdict == "equal":
             return summary
         ti = context["ti"]
-        payload = {"pipeline": pipeline.name, "table": table.name, "problem": "validation mismatch",
+        payload = {"pipeline": pipeline.name, "table": table.name, "problem": f"validation {report.verdict}",
                    "detail": report.summary(), "verdict": report.verdict, "missing": report.missing,
                    "extra": report.extra, "different": report.different, "report": report.html,
                    "dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id,

@@ -1,0 +1,128 @@
+"""The ``seam`` state schema in the target: its tables, and the heartbeats of
+the stream's parts.
+
+Tables: ``batches`` (the load ledger), ``batch_parts``, ``offsets`` (Kafka
+offsets stored with the data), ``positions`` (each table's applied source
+position and stream state), ``watermarks``, ``held_changes``, and
+``stream_parts``: one row per pipeline and stream part (reader, sink) with
+its last heartbeat, micro-batches done since it started, restarts and the
+last error. ``seam stream status`` reads the parts from here, so it sees
+them however they were started (the CLI, Airflow, a process supervisor, a
+cluster) and on whichever host.
+
+Delivery guarantee: none of its own; the sink writes positions and offsets
+in the transaction of the data they describe. Heartbeats are best effort.
+"""
+from __future__ import annotations
+
+import os
+import socket
+
+from seam.target import qi
+
+PART_DEAD_AFTER_S = 20.0  # a part whose last heartbeat is older is down
+PART_LOOPING_S = 120.0    # a part that restarted within this is restarting, not running
+
+
+def state_ddl(schema: str) -> list[str]:
+    s = qi(schema)
+    return [
+        f"CREATE SCHEMA IF NOT EXISTS {s}",
+        f"""CREATE TABLE IF NOT EXISTS {s}.batches (
+            batch_id text PRIMARY KEY, db text NOT NULL, tbl text NOT NULL, mode text NOT NULL,
+            state text NOT NULL CHECK (state IN ('open', 'committed', 'rejected', 'superseded')),
+            topic text NOT NULL, begin_offset bigint, end_offset bigint,
+            position_file text, position_pos bigint,
+            window_start text, window_end text,
+            published_rows bigint, staged_rows bigint NOT NULL DEFAULT 0, final_rows bigint,
+            published_checksum numeric(20,0),
+            columns jsonb NOT NULL, key_columns jsonb NOT NULL, stats jsonb,
+            error text,
+            opened_at timestamptz NOT NULL DEFAULT now(), ended_at timestamptz, finished_at timestamptz)""",
+        f"CREATE INDEX IF NOT EXISTS batches_table_idx ON {s}.batches (db, tbl, opened_at)",
+        f"ALTER TABLE {s}.batches ADD COLUMN IF NOT EXISTS begin_window jsonb, ADD COLUMN IF NOT EXISTS soft_delete text",
+        f"""CREATE TABLE IF NOT EXISTS {s}.batch_parts (
+            batch_id text NOT NULL, part integer NOT NULL, attempt bigint NOT NULL,
+            rows bigint NOT NULL, checksum numeric(20,0) NOT NULL,
+            PRIMARY KEY (batch_id, part, attempt))""",
+        f"""CREATE TABLE IF NOT EXISTS {s}.offsets (
+            topic text NOT NULL, partition integer NOT NULL, next_offset bigint NOT NULL,
+            updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (topic, partition))""",
+        f"ALTER TABLE {s}.offsets ADD COLUMN IF NOT EXISTS topic_id text",
+        f"""CREATE TABLE IF NOT EXISTS {s}.positions (
+            db text NOT NULL, tbl text NOT NULL, file text NOT NULL, pos bigint NOT NULL, row_index integer NOT NULL,
+            batch_id text, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (db, tbl))""",
+        # the stream's view of a table: columns after ADD COLUMN, a stop on other DDL, the last gap seen,
+        # the source time of the applied position (lag in seconds) and how many changes were applied
+        f"""ALTER TABLE {s}.positions ADD COLUMN IF NOT EXISTS columns jsonb,
+            ADD COLUMN IF NOT EXISTS stopped text, ADD COLUMN IF NOT EXISTS gap_at timestamptz,
+            ADD COLUMN IF NOT EXISTS source_ms bigint, ADD COLUMN IF NOT EXISTS changes bigint NOT NULL DEFAULT 0""",
+        f"""CREATE TABLE IF NOT EXISTS {s}.watermarks (
+            db text NOT NULL, tbl text NOT NULL, cursor_column text NOT NULL, watermark text NOT NULL,
+            batch_id text NOT NULL, window_start text, window_end text, clamped boolean NOT NULL DEFAULT false,
+            updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (db, tbl, cursor_column))""",
+        f"""CREATE TABLE IF NOT EXISTS {s}.held_changes (
+            topic text NOT NULL, seq bigint NOT NULL, value bytea NOT NULL, PRIMARY KEY (topic, seq))""",
+        f"""CREATE TABLE IF NOT EXISTS {s}.stream_parts (
+            pipeline text NOT NULL, part text NOT NULL, host text NOT NULL, pid integer NOT NULL,
+            started_at timestamptz NOT NULL, beat_at timestamptz NOT NULL, batches bigint NOT NULL DEFAULT 0,
+            restarts integer NOT NULL DEFAULT 0, failed_at timestamptz, last_error text, stopped_at timestamptz,
+            PRIMARY KEY (pipeline, part))""",
+    ]
+
+
+def ensure_state(conn, schema: str) -> None:
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(54010)")  # concurrent first runs must not race on DDL
+        for stmt in state_ddl(schema):
+            conn.execute(stmt)
+
+
+
+def part_started(conn, schema: str, pipeline: str, part: str, fresh: bool) -> None:
+    """A stream part (re)starts; ``fresh``: a new start, not a restart after a failure (counts reset)."""
+    s = qi(schema)
+    conn.execute(f"INSERT INTO {s}.stream_parts (pipeline, part, host, pid, started_at, beat_at) "
+                 "VALUES (%s, %s, %s, %s, now(), now()) ON CONFLICT (pipeline, part) DO UPDATE SET "
+                 "host = EXCLUDED.host, pid = EXCLUDED.pid, started_at = now(), beat_at = now(), batches = 0, "
+                 "stopped_at = NULL" + (", restarts = 0, failed_at = NULL, last_error = NULL" if fresh else ""),
+                 (pipeline, part, socket.gethostname(), os.getpid()))
+
+
+def part_beat(conn, schema: str, pipeline: str, part: str, batches: int = 0) -> None:
+    conn.execute(f"UPDATE {qi(schema)}.stream_parts SET beat_at = now(), batches = batches + %s "
+                 "WHERE pipeline = %s AND part = %s", (batches, pipeline, part))
+
+
+def part_failed(conn, schema: str, pipeline: str, part: str, error: str) -> None:
+    conn.execute(f"UPDATE {qi(schema)}.stream_parts SET restarts = restarts + 1, failed_at = now(), "
+                 "last_error = %s, beat_at = now() WHERE pipeline = %s AND part = %s", (error[:1000], pipeline, part))
+
+
+def part_stopped(conn, schema: str, pipeline: str, part: str) -> None:
+    conn.execute(f"UPDATE {qi(schema)}.stream_parts SET stopped_at = now() WHERE pipeline = %s AND part = %s",
+                 (pipeline, part))
+
+
+def part_states(conn, schema: str, pipeline: str) -> dict[str, dict]:
+    """Per part: ``state`` (running, starting, restarting, stopped, down) and what shows it."""
+    rows = conn.execute(
+        f"SELECT part, host, pid, batches, restarts, last_error, stopped_at IS NOT NULL, "
+        f"extract(epoch FROM now() - beat_at), extract(epoch FROM now() - failed_at), "
+        f"extract(epoch FROM now() - started_at) FROM {qi(schema)}.stream_parts WHERE pipeline = %s",
+        (pipeline,)).fetchall()
+    out = {}
+    for part, host, pid, batches, restarts, error, stopped, beat_age, failed_age, up_s in rows:
+        if stopped:
+            state = "stopped"
+        elif beat_age > PART_DEAD_AFTER_S:
+            state = "down"
+        elif failed_age is not None and failed_age < PART_LOOPING_S:
+            state = "restarting"
+        elif batches == 0:
+            state = "starting"
+        else:
+            state = "running"
+        out[part] = dict(state=state, host=host, pid=pid, batches=batches, restarts=restarts, last_error=error,
+                         beat_age=float(beat_age), up_s=float(up_s))
+    return out
