@@ -174,6 +174,9 @@ def cmd_validate(args, stack: EmbeddedStack) -> int:
                               say=lambda line: print(line, flush=True))
     if args.json:
         print(json.dumps([r.as_dict() for r in reports], default=str, indent=2))
+    if len(reports) == 1 and reports[0].unchecked:  # one named table that cannot be compared: bad input
+        print(f"seam: error: {reports[0].problem}", file=sys.stderr)
+        return 2
     if len(reports) > 1:
         print("verdicts: " + ", ".join(f"{r.table} {r.verdict.upper()}" for r in reports))
     return 0 if all(r.verdict == "equal" for r in reports) else 1

@@ -29,7 +29,8 @@ def test_demo_pipeline_loads_with_defaults_and_env():
     assert p.target.state_schema == "seam"
     assert [t.name for t in p.tables] == ["demo.accounts", "demo.payments", "demo.audit_log", "demo.type_zoo"]
     payments = p.table("payments")
-    assert payments.key == ("id",) and payments.cursor == "updated_at" and payments.incremental
+    assert payments.key == ("id",) and payments.cursor == "updated_at" and payments.sync == "stream"
+    assert p.table("demo.accounts").sync == "windows" and p.table("demo.accounts").incremental
     assert payments.soft_delete == "is_deleted" and payments.safety_delay_s == 30.0
     audit = p.table("demo.audit_log")
     assert audit.keyless and not audit.incremental and audit.semantics == "exactly-once"
@@ -56,7 +57,11 @@ def test_secrets_never_print():
     (lambda r: r["tables"][0].update(safety_delay="soon"), "tables[0].safety_delay", "not a duration"),
     (lambda r: r["tables"][2].update(semantics="at-least-once"), "tables[2].semantics", "needs a key"),
     (lambda r: r["tables"][0].update(semantics="maybe"), "tables[0].semantics", "must be one of"),
-    (lambda r: r["tables"][2].update(incremental=True), "tables[2].cursor", "required for an incremental"),
+    (lambda r: r["tables"][2].update(incremental=True), "tables[2].cursor", "kept current by windows"),
+    (lambda r: r["tables"][2].update(sync="windows"), "tables[2].cursor", "kept current by windows"),
+    (lambda r: r["tables"][1].update(sync="binlog"), "tables[1].sync", "use stream (binlog) or windows"),
+    (lambda r: r["tables"][1].update(sync="stream", incremental=True), "tables[1].incremental", "contradicts"),
+    (lambda r: r["tables"][1].update(synk="stream"), "tables[1].synk", "did you mean 'sync'"),
     (lambda r: r["tables"][0].update(key=["id", "id"]), "tables[0].key", "twice"),
     (lambda r: r["kafka"].update(bootstrap="nohost"), "kafka.bootstrap", "host:port"),
     (lambda r: r["kafka"].update(topic_prefix="bad topic!"), "kafka.topic_prefix", "characters"),
