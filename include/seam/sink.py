@@ -707,14 +707,41 @@ class Sink:
             raise SinkError("changes arrived for a keyless table's snapshot, which is read as one chunk")
         if batch.begin.soft_delete:  # the target never holds rows flagged deleted, whatever the mode
             final_rows -= self.conn.execute(f"DELETE FROM {stage} WHERE {_flagged_sql(batch.begin.soft_delete)}").rowcount
-        target = target_table(batch.begin.db, batch.begin.table)
-        self.conn.execute(f"CREATE SCHEMA IF NOT EXISTS {qi(batch.begin.db)}")
-        self.conn.execute(f"DROP TABLE IF EXISTS {target}")
-        stage_name = _stage_name(batch.begin.batch)
-        self.conn.execute(f"ALTER TABLE {stage} SET SCHEMA {qi(batch.begin.db)}")
-        self.conn.execute(f"ALTER TABLE {qi(batch.begin.db)}.{qi(stage_name)} RENAME TO {qi(batch.begin.table)}")
+        self._swap(batch)
         self.conn.execute(f"DROP TABLE {changes}")
         return final_rows
+
+    def _swap(self, batch: OpenBatch) -> None:
+        """Put the staged table in the target table's place, in the caller's transaction, keeping what users
+        built on it. A table with views, user indexes, triggers, policies or foreign keys pointing at it is
+        refilled in place (TRUNCATE + INSERT: it keeps its identity, and all of those); otherwise the staged
+        table is renamed into place (no copy) and takes over the old table's grants and comments, its
+        primary key named after the table."""
+        db, name = batch.begin.db, batch.begin.table
+        target, stage = target_table(db, name), batch.stage
+        self.conn.execute(f"CREATE SCHEMA IF NOT EXISTS {qi(db)}")
+        old = self.conn.execute("SELECT to_regclass(%s)::oid", (target,)).fetchone()[0]
+        if old is not None and _has_dependents(self.conn, old):
+            new = self.conn.execute("SELECT to_regclass(%s)::oid", (stage,)).fetchone()[0]
+            if _columns(self.conn, old) != _columns(self.conn, new):
+                raise SinkError(f"{target} has objects that depend on it (views, indexes, triggers, policies or "
+                                f"foreign keys) and its columns changed on the source: drop those objects, load "
+                                f"again, then recreate them (the previous table stays)")
+            cols = ", ".join(qi(n) for n in batch.schema.names)
+            self.conn.execute(f"TRUNCATE {target}")
+            self.conn.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {stage}")
+            self.conn.execute(f"DROP TABLE {stage}")
+            return
+        kept = _grants_and_comments(self.conn, old, target, batch.schema.names) if old is not None else []
+        self.conn.execute(f"DROP TABLE IF EXISTS {target}")
+        self.conn.execute(f"ALTER TABLE {stage} SET SCHEMA {qi(db)}")
+        self.conn.execute(f"ALTER TABLE {qi(db)}.{qi(_stage_name(batch.begin.batch))} RENAME TO {qi(name)}")
+        for constraint, in self.conn.execute(
+                "SELECT conname FROM pg_constraint WHERE conrelid = to_regclass(%s) AND contype = 'p'",
+                (target,)).fetchall():
+            self.conn.execute(f"ALTER TABLE {target} RENAME CONSTRAINT {qi(constraint)} TO {qi(name[:58] + '_pkey')}")
+        for statement in kept:
+            self.conn.execute(statement)
 
     def _merge_window(self, batch: OpenBatch, end: End) -> int:
         """An incremental window: upsert its rows by key (soft-deleted rows are deleted), and move the
@@ -781,6 +808,48 @@ class Sink:
         self.conn.execute(f"UPDATE {self.state}.batches SET state = %s, error = %s, finished_at = clock_timestamp() "
                           "WHERE batch_id = %s", (state, error, batch_id))
         self.finished[batch_id] = state
+
+
+def _has_dependents(conn, table_oid: int) -> bool:
+    """Views, user indexes, triggers, row policies or foreign keys of other tables on this table."""
+    return conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid WHERE d.classid = "
+        "'pg_rewrite'::regclass AND d.refobjid = %(t)s AND r.ev_class <> %(t)s) "
+        "OR EXISTS (SELECT 1 FROM pg_index WHERE indrelid = %(t)s AND NOT indisprimary) "
+        "OR EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = %(t)s AND NOT tgisinternal) "
+        "OR EXISTS (SELECT 1 FROM pg_policy WHERE polrelid = %(t)s) "
+        "OR EXISTS (SELECT 1 FROM pg_constraint WHERE confrelid = %(t)s AND conrelid <> %(t)s)",
+        {"t": table_oid}).fetchone()[0]
+
+
+def _columns(conn, table_oid: int) -> list[tuple]:
+    return conn.execute("SELECT attname, format_type(atttypid, atttypmod), attnotnull FROM pg_attribute WHERE "
+                        "attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (table_oid,)).fetchall()
+
+
+def _grants_and_comments(conn, table_oid: int, target: str, columns: tuple[str, ...]) -> list:
+    """Statements that give a table replacing ``target`` the old table's grants and comments."""
+    from psycopg import sql as pgsql
+
+    out = []
+    for privilege, grantee, grantable in conn.execute(
+            "SELECT a.privilege_type, CASE WHEN a.grantee = 0 THEN NULL ELSE pg_get_userbyid(a.grantee) END, "
+            "a.is_grantable FROM pg_class c, aclexplode(c.relacl) a WHERE c.oid = %s AND a.grantee <> c.relowner",
+            (table_oid,)).fetchall():
+        to = pgsql.SQL("PUBLIC") if grantee is None else pgsql.Identifier(grantee)
+        out.append(pgsql.SQL("GRANT {} ON {} TO {}{}").format(
+            pgsql.SQL(privilege), pgsql.SQL(target), to, pgsql.SQL(" WITH GRANT OPTION" if grantable else "")))
+    comment = conn.execute("SELECT obj_description(%s, 'pg_class')", (table_oid,)).fetchone()[0]
+    if comment is not None:
+        out.append(pgsql.SQL("COMMENT ON TABLE {} IS {}").format(pgsql.SQL(target), pgsql.Literal(comment)))
+    for column, text in conn.execute("SELECT attname, col_description(attrelid, attnum) FROM pg_attribute WHERE "
+                                     "attrelid = %s AND attnum > 0 AND NOT attisdropped AND "
+                                     "col_description(attrelid, attnum) IS NOT NULL", (table_oid,)).fetchall():
+        if column not in columns:
+            continue  # dropped on the source
+        out.append(pgsql.SQL("COMMENT ON COLUMN {}.{} IS {}").format(
+            pgsql.SQL(target), pgsql.Identifier(column), pgsql.Literal(text)))
+    return out
 
 
 def _flagged_sql(column: str) -> str:
