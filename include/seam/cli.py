@@ -203,6 +203,31 @@ def cmd_sink(args, stack: EmbeddedStack) -> int:
     return 0
 
 
+def cmd_kafka(args, stack: EmbeddedStack) -> int:
+    """`seam kafka topics` and `seam kafka tail TOPIC`: what is on the broker, without kcat (which cannot
+    talk to the embedded broker)."""
+    import signal
+    from seam.topics import list_topics, tail
+    pipeline = _pipeline(args)
+    if args.action == "topics":
+        ours = {f"{pipeline.kafka.topic_prefix}."}
+        for name, partitions in list_topics(pipeline):
+            mine = "  (this pipeline)" if any(name.startswith(p) for p in ours) else ""
+            print(f"{name}  partitions={partitions}{mine}")
+        return 0
+    if not args.topic:
+        raise ConfigError("kafka", "name the topic to tail: seam kafka tail TOPIC (`seam kafka topics` lists them)")
+    stopping: list[bool] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    for offset, key, control, value in tail(pipeline, args.topic, args.n, args.follow, lambda: bool(stopping)):
+        text = value.decode("utf-8", "replace") if value is not None else "null"
+        if not args.full and len(text) > 300:
+            text = text[:299] + "…"
+        kind = "CONTROL" if control else "record"
+        print(f"{offset:>10} {kind:7} key={key.decode('utf-8', 'replace') if key else '-'} {text}", flush=True)
+    return 0
+
+
 STREAM_PARTS = ("stream-reader", "stream-sink")
 
 
@@ -568,6 +593,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=600, help="start: seconds to wait for the parts' heartbeats; "
                    "wait: seconds to wait for lag 0")
     p.set_defaults(func=cmd_stream)
+
+    p = sub.add_parser("kafka", parents=[common], help="the broker: `seam kafka topics`, `seam kafka tail TOPIC`")
+    p.add_argument("action", choices=["topics", "tail"])
+    p.add_argument("topic", nargs="?", help="tail: the topic (`seam kafka topics` lists them)")
+    p.add_argument("-n", type=int, default=10, help="tail: how many of the last messages (default 10)")
+    p.add_argument("--follow", "-f", action="store_true", help="tail: keep printing new messages until Ctrl-C")
+    p.add_argument("--full", action="store_true", help="tail: print whole values (default: 300 characters)")
+    p.set_defaults(func=cmd_kafka)
 
     p = sub.add_parser("trigger", parents=[common], help="trigger an Airflow DAG run on the stack's Airflow")
     p.add_argument("dag_id")

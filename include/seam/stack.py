@@ -124,6 +124,8 @@ class EmbeddedStack:
             "SEAM_TARGET_USER": TARGET_ADMIN,
             "SEAM_TARGET_PASSWORD": pg_pw,
             "SEAM_TARGET_URL": f"postgresql+psycopg://{TARGET_ADMIN}:{pg_pw}@{HOST}:{p['postgres']}/{TARGET_DB}",
+            # libpq's form, for psql and other PostgreSQL clients (SEAM_TARGET_URL is SQLAlchemy's)
+            "SEAM_TARGET_PSQL_URL": f"postgresql://{TARGET_ADMIN}:{pg_pw}@{HOST}:{p['postgres']}/{TARGET_DB}",
             "SEAM_AIRFLOW_URL": f"http://{HOST}:{p['airflow']}",
             "SEAM_AIRFLOW_USER": AIRFLOW_USER,
             "SEAM_AIRFLOW_PASSWORD": s["airflow_admin_password"],
@@ -178,8 +180,8 @@ class EmbeddedStack:
         env = self.env()
         connect = {
             "mysql": f"mariadb -h {HOST} -P {env['SEAM_MYSQL_PORT']} -u root -p  (or $SEAM_MYSQL_URL)",
-            "kafka": f"kcat -b {env['SEAM_KAFKA_BOOTSTRAP']} -L",
-            "postgres": f"psql \"$SEAM_TARGET_URL\"  (host {HOST} port {env['SEAM_TARGET_PORT']} db {TARGET_DB})",
+            "kafka": f"seam kafka topics; seam kafka tail TOPIC  (bootstrap {env['SEAM_KAFKA_BOOTSTRAP']})",
+            "postgres": f"psql \"$SEAM_TARGET_PSQL_URL\"  (host {HOST} port {env['SEAM_TARGET_PORT']} db {TARGET_DB})",
             "airflow": f"{env['SEAM_AIRFLOW_URL']}  (user {AIRFLOW_USER}, password: `seam env`)",
         }
         out = []

@@ -189,3 +189,61 @@ class Publisher:
         if publisher is None or publisher.fatal:
             publisher = cls._per_process[pipeline.kafka.bootstrap] = cls(pipeline)
         return publisher
+
+
+def list_topics(pipeline: Pipeline, timeout: float = 15.0) -> list[tuple[str, int]]:
+    """(topic, partitions) of every topic on the broker, by name; what `seam kafka topics` prints."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": pipeline.kafka.bootstrap, "logger": _KAFKA_LOG})
+    try:
+        topics = admin.list_topics(timeout=timeout).topics
+    except KafkaException as exc:
+        raise BrokerError(f"Kafka broker at {pipeline.kafka.bootstrap} is unreachable ({exc.args[0].str()}): "
+                          "start it (`seam up kafka`) or fix kafka.bootstrap in the pipeline") from None
+    return sorted((name, len(t.partitions)) for name, t in topics.items() if not name.startswith("__"))
+
+
+def tail(pipeline: Pipeline, topic: str, last: int, follow: bool, should_stop=lambda: False):
+    """Yield (offset, key, is_control, value) of the last ``last`` messages of partition 0, then, with
+    ``follow``, new ones as they come. No consumer group is joined and nothing is committed."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    if topic not in dict(list_topics(pipeline)):
+        raise BrokerError(f"no topic {topic} on {pipeline.kafka.bootstrap}: `seam kafka topics` lists them")
+    consumer = Consumer({**consumer_config(pipeline), "group.id": "seam-tail", "enable.partition.eof": True,
+                         "auto.offset.reset": "earliest"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        # the embedded broker reports the high watermark as the first offset of the last batch + 1, so read
+        # from a little earlier to the real end and keep the last ``last``
+        start = max(low, high - last - 10_000) if last else high
+        consumer.assign([TopicPartition(topic, 0, start)])
+        recent: list = []
+        at_end = False
+        while not should_stop():
+            message = consumer.poll(0.5)
+            if message is None:
+                if at_end and not follow:
+                    break
+                continue
+            if message.error():
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    if not at_end:
+                        at_end = True
+                        yield from recent[-last:] if last else []
+                        recent = []
+                    if not follow:
+                        break
+                    continue
+                raise BrokerError(f"Kafka error on {topic}: {message.error().str()}")
+            item = (message.offset(), message.key(), bool(message.headers()), message.value())
+            if at_end:
+                yield item
+            else:
+                recent.append(item)
+                if len(recent) > 2 * max(last, 1):
+                    del recent[:len(recent) - max(last, 1)]
+    finally:
+        consumer.close()
