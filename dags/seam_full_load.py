@@ -8,7 +8,7 @@ import pendulum
 from airflow.sdk import Param, dag, task
 
 from seam_airflow.hooks import SeamHook
-from seam_airflow.operators import SeamFullLoadOperator, SeamValidateOperator
+from seam_airflow.operators import SeamFullLoadOperator, SeamValidateOperator, bad_input_fails_at_once
 
 DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "owner": "seam"}
 
@@ -17,19 +17,22 @@ DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "own
      default_args=DEFAULT_ARGS, tags=["seam", "full-load"], max_active_runs=1, doc_md=__doc__,
      params={"tables": Param([], type="array", items={"type": "string"},
                              description="db.table names; empty loads every table of the pipeline"),
-             "pipeline": Param("", type="string", description="pipeline YAML path; empty: the default")})
+             "pipeline": Param(None, type=["null", "string"],
+                               description="pipeline YAML path (absolute, or relative to the project); "
+                                           "empty: the default")})
 def seam_full_load():
-    @task
-    def tables(params=None) -> list[str]:
-        pipeline = SeamHook().load_pipeline(params.get("pipeline") or None)
-        wanted = params.get("tables") or [t.name for t in pipeline.tables]
-        return [pipeline.table(name).name for name in wanted]  # unknown names fail here, before any load
+    @task(retries=0)
+    def tables(params=None) -> list[dict]:
+        with bad_input_fails_at_once():  # a typo in a Param: one line, no retry, before any load
+            pipeline = SeamHook().load_pipeline(params.get("pipeline") or None)
+            wanted = params.get("tables") or [t.name for t in pipeline.tables]
+            return [{"table": pipeline.table(name).name, "pipeline": pipeline.path} for name in wanted]
 
-    names = tables()
-    loads = SeamFullLoadOperator.partial(task_id="full_load", pipeline="{{ params.pipeline }}",
-                                         max_active_tis_per_dagrun=2).expand(table=names)
-    checks = SeamValidateOperator.partial(task_id="validate", pipeline="{{ params.pipeline }}",
-                                          max_active_tis_per_dagrun=2).expand(table=names)
+    planned = tables()
+    loads = SeamFullLoadOperator.partial(task_id="full_load", max_active_tis_per_dagrun=2,
+                                         map_index_template="{{ task.table }}").expand_kwargs(planned)
+    checks = SeamValidateOperator.partial(task_id="validate", max_active_tis_per_dagrun=2,
+                                          map_index_template="{{ task.table }}").expand_kwargs(planned)
     loads >> checks
 
 

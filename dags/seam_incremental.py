@@ -14,7 +14,7 @@ from airflow.sdk import Param, dag, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from seam_airflow.hooks import SeamHook
-from seam_airflow.operators import SeamIncrementalLoadOperator, SeamValidateOperator
+from seam_airflow.operators import SeamIncrementalLoadOperator, SeamValidateOperator, bad_input_fails_at_once
 
 DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "owner": "seam"}
 
@@ -25,24 +25,28 @@ DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "own
      default_args=DEFAULT_ARGS, tags=["seam", "incremental"], max_active_runs=1, doc_md=__doc__,
      params={"tables": Param([], type="array", items={"type": "string"},
                              description="db.table names; empty: every incremental table of the pipeline"),
-             "start": Param("", type="string", description="window start (exclusive); empty: the data interval"),
-             "end": Param("", type="string", description="window end (inclusive); empty: the data interval"),
-             "pipeline": Param("", type="string", description="pipeline YAML path; empty: the default")})
+             "start": Param(None, type=["null", "string"],
+                            description="window start (exclusive); empty: the data interval"),
+             "end": Param(None, type=["null", "string"], description="window end (inclusive); empty: the data interval"),
+             "pipeline": Param(None, type=["null", "string"],
+                               description="pipeline YAML path (absolute, or relative to the project); "
+                                           "empty: the default")})
 def seam_incremental():
-    @task
+    @task(retries=0)
     def windows(params=None, data_interval_start=None, data_interval_end=None) -> list[dict]:
-        pipeline = SeamHook().load_pipeline(params.get("pipeline") or None)
-        wanted = params.get("tables") or [t.name for t in pipeline.tables if t.incremental]
-        names = [pipeline.table(name).name for name in wanted]  # unknown names fail here, before any load
+        with bad_input_fails_at_once():  # a typo in a Param: one line, no retry, before any load
+            pipeline = SeamHook().load_pipeline(params.get("pipeline") or None)
+            wanted = params.get("tables") or [t.name for t in pipeline.tables if t.sync == "windows"]
+            names = [pipeline.table(name).name for name in wanted]
         start = params.get("start") or (data_interval_start and data_interval_start.isoformat())
         end = params.get("end") or (data_interval_end and data_interval_end.isoformat())
-        return [{"table": name, "start": start, "end": end} for name in names]
+        return [{"table": name, "start": start, "end": end, "pipeline": pipeline.path} for name in names]
 
     planned = windows()
-    loads = SeamIncrementalLoadOperator.partial(task_id="incremental_load", pipeline="{{ params.pipeline }}",
-                                                max_active_tis_per_dagrun=2).expand_kwargs(planned)
-    checks = SeamValidateOperator.partial(task_id="validate", pipeline="{{ params.pipeline }}",
-                                          max_active_tis_per_dagrun=2).expand_kwargs(planned)
+    loads = SeamIncrementalLoadOperator.partial(task_id="incremental_load", max_active_tis_per_dagrun=2,
+                                                map_index_template="{{ task.table }}").expand_kwargs(planned)
+    checks = SeamValidateOperator.partial(task_id="validate", max_active_tis_per_dagrun=2,
+                                          map_index_template="{{ task.table }}").expand_kwargs(planned)
     loads >> checks
 
 

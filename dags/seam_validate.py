@@ -10,7 +10,7 @@ from airflow.sdk import Param, dag, task
 from airflow.timetables.trigger import CronTriggerTimetable
 
 from seam_airflow.hooks import SeamHook
-from seam_airflow.operators import SeamValidateOperator
+from seam_airflow.operators import SeamValidateOperator, bad_input_fails_at_once
 
 DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "owner": "seam"}
 
@@ -19,18 +19,21 @@ DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "own
      catchup=False, default_args=DEFAULT_ARGS, tags=["seam", "validation"], max_active_runs=1, doc_md=__doc__,
      params={"tables": Param([], type="array", items={"type": "string"},
                              description="db.table names; empty: every table of the pipeline loaded so far"),
-             "pipeline": Param("", type="string", description="pipeline YAML path; empty: the default")})
+             "pipeline": Param(None, type=["null", "string"],
+                               description="pipeline YAML path (absolute, or relative to the project); "
+                                           "empty: the default")})
 def seam_validate():
-    @task
-    def tables(params=None) -> list[str]:
+    @task(retries=0)
+    def tables(params=None) -> list[dict]:
         from seam.validation import loaded_tables
-        pipeline = SeamHook().load_pipeline(params.get("pipeline") or None)
-        if params.get("tables"):
-            return [pipeline.table(name).name for name in params["tables"]]
-        return [t.name for t in loaded_tables(pipeline)]
+        with bad_input_fails_at_once():  # a typo in a Param: one line, no retry
+            pipeline = SeamHook().load_pipeline(params.get("pipeline") or None)
+            names = ([pipeline.table(name).name for name in params["tables"]] if params.get("tables")
+                     else [t.name for t in loaded_tables(pipeline)])
+        return [{"table": name, "pipeline": pipeline.path} for name in names]
 
-    SeamValidateOperator.partial(task_id="validate", pipeline="{{ params.pipeline }}",
-                                 max_active_tis_per_dagrun=2).expand(table=tables())
+    SeamValidateOperator.partial(task_id="validate", max_active_tis_per_dagrun=2,
+                                 map_index_template="{{ task.table }}").expand_kwargs(tables())
 
 
 seam_validate()

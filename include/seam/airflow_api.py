@@ -76,8 +76,9 @@ class AirflowClient:
 
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
         tis = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.request.quote(run_id)}/taskInstances")
-        return {f"{t['task_id']}[{t['map_index']}]" if t.get("map_index", -1) >= 0 else t["task_id"]: t["state"]
-                for t in tis["task_instances"]}
+        # a mapped task by its label (the table, from map_index_template), else by its index
+        return {f"{t['task_id']}[{t.get('rendered_map_index') or t['map_index']}]" if t.get("map_index", -1) >= 0
+                else t["task_id"]: t["state"] for t in tis["task_instances"]}
 
     def wait(self, dag_id: str, run_id: str, timeout: float = 600,
              progress: Callable[[str], None] | None = None) -> str:

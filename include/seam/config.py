@@ -267,6 +267,8 @@ _NOTIFY = ("email", "webhook")
 def load_pipeline(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None) -> Pipeline:
     """Read and validate a pipeline file; raise ``ConfigError`` on the first fault."""
     path = Path(path) if path else DEFAULT_PIPELINE
+    if not path.is_absolute() and not path.is_file() and (PROJECT_ROOT / path).is_file():
+        path = PROJECT_ROOT / path  # a path relative to the project, from wherever it runs (an Airflow task)
     source = str(path)
     if not path.is_file():
         raise ConfigError("pipeline", f"file not found: {path}", None)

@@ -11,10 +11,13 @@ Progress is the ledger's staged row count, i.e. rows safely in PostgreSQL.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -37,7 +40,9 @@ def spark_submit_command(pipeline: Pipeline, job: str, args: list[str], script: 
     submit = Path(sys.executable).with_name("spark-submit")
     return [str(submit if submit.exists() else "spark-submit"), "--master", pipeline.spark.master,
             "--jars", pipeline.spark.jdbc_jar, "--name", f"seam-{job}", "--conf", "spark.log.level=WARN",
-            "--conf", "spark.ui.enabled=false", str(script or PROJECT_ROOT / "spark_jobs" / f"{job}.py"), *args]
+            "--conf", "spark.ui.enabled=false",
+            # a busy machine delays the executor's heartbeats: wait longer rather than log a timeout trace
+            "--conf", "spark.executor.heartbeatInterval=30s", "--conf", "spark.network.timeout=600s", str(script or PROJECT_ROOT / "spark_jobs" / f"{job}.py"), *args]
 
 
 def job_env() -> dict[str, str]:
@@ -56,7 +61,7 @@ def _sink_running(conn, topic: str) -> bool:
 
 def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: str | None = None,
               say: Callable[[str], None] = print, timeout: float = 3600, progress_every: float = 3.0,
-              stall_after: float = 300.0, rejected_retries: int = 1) -> list[dict]:
+              stall_after: float = 300.0, rejected_retries: int = 1, log: logging.Logger | None = None) -> list[dict]:
     """Load each table fully; returns one summary per table. Raises LoadError if any batch did not commit.
     A rejected batch (its END disagrees with what reached the sink) is loaded again ``rejected_retries`` times."""
     for table in tables:  # every check before anything is published: a bad table changes nothing
@@ -67,7 +72,8 @@ def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: s
         batches = {t.name: new_batch_id() for t in todo}
         job_args = [a for t in todo for a in ("--table", t.name, "--batch", batches[t.name])]
         results.update(_run_batches(pipeline, todo, batches, "full_load", job_args, pipeline_path=pipeline_path,
-                                    say=say, timeout=timeout, progress_every=progress_every, stall_after=stall_after))
+                                    say=say, timeout=timeout, progress_every=progress_every, stall_after=stall_after,
+                                    log=log))
         # a batch whose END disagrees with what reached the sink lost messages on the way (a broker that lost
         # data): it was rejected, nothing of it is visible, and a new batch is the remedy
         todo = [t for t in todo if results[t.name]["state"] == "rejected"]
@@ -92,7 +98,7 @@ def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: s
 
 def incremental_load(pipeline: Pipeline, tables: list[TableConfig], *, start: str | None = None,
                      end: str | None = None, pipeline_path: str | None = None, say: Callable[[str], None] = print,
-                     timeout: float = 3600, progress_every: float = 3.0) -> list[dict]:
+                     timeout: float = 3600, progress_every: float = 3.0, log: logging.Logger | None = None) -> list[dict]:
     """Load one window per table (see ``seam.incremental``); returns one summary per table. Windows of the same
     table are serialised (an advisory lock per table in the target), whoever starts them."""
     conn = connect_target(pipeline)
@@ -105,13 +111,13 @@ def incremental_load(pipeline: Pipeline, tables: list[TableConfig], *, start: st
             conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 54011))", (table.name,))
     try:
         return _incremental_locked(pipeline, tables, conn, start=start, end=end, pipeline_path=pipeline_path,
-                                   say=say, timeout=timeout, progress_every=progress_every)
+                                   say=say, timeout=timeout, progress_every=progress_every, log=log)
     finally:
         conn.close()  # releases the table locks
 
 
 def _incremental_locked(pipeline: Pipeline, tables: list[TableConfig], conn, *, start, end, pipeline_path, say,
-                        timeout, progress_every) -> list[dict]:
+                        timeout, progress_every, log) -> list[dict]:
     from seam.incremental import plan_window
 
     windows = {}
@@ -128,7 +134,7 @@ def _incremental_locked(pipeline: Pipeline, tables: list[TableConfig], conn, *, 
     job_args = [a for t in tables for a in ("--table", t.name, "--batch", batches[t.name],
                                             "--window", json.dumps(windows[t.name].__dict__))]
     results = _run_batches(pipeline, tables, batches, "incremental_load", job_args, pipeline_path=pipeline_path,
-                           say=say, timeout=timeout, progress_every=progress_every, stall_after=300.0)
+                           say=say, timeout=timeout, progress_every=progress_every, stall_after=300.0, log=log)
     failed = []
     for t in tables:
         r = results[t.name]
@@ -146,8 +152,10 @@ def _incremental_locked(pipeline: Pipeline, tables: list[TableConfig], conn, *, 
 
 def _run_batches(pipeline: Pipeline, tables: list[TableConfig], batches: dict[str, str], job: str,
                  job_args: list[str], *, pipeline_path: str | None, say: Callable[[str], None], timeout: float,
-                 progress_every: float, stall_after: float) -> dict[str, dict]:
-    """Run the Spark publishing job and a sink (unless one runs) until every batch is final."""
+                 progress_every: float, stall_after: float, log: logging.Logger | None = None) -> dict[str, dict]:
+    """Run the Spark publishing job and a sink (unless one runs) until every batch is final. With ``log``
+    their output goes to it line by line at each line's own level (else to this process's stdout/stderr)."""
+    output = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace") if log else {}
     topics = [table_topic(pipeline, t) for t in tables]
     ensure_topics(pipeline, topics)
     conn = connect_target(pipeline)
@@ -160,10 +168,14 @@ def _run_batches(pipeline: Pipeline, tables: list[TableConfig], batches: dict[st
         sink_cmd = [sys.executable, "-m", "seam.cli", "sink", *(["--pipeline", pipeline_path] if pipeline_path else []),
                     *[a for t in tables for a in ("--table", t.name)],
                     *[a for b in batches.values() for a in ("--until-batch", b)], "--timeout", str(timeout)]
-        sink = subprocess.Popen(sink_cmd, env=job_env(), start_new_session=True)
+        sink = subprocess.Popen(sink_cmd, env=job_env(), start_new_session=True, **output)
+        if log:
+            relay_output(sink, log)
     job_args = [*(["--pipeline", pipeline_path] if pipeline_path else []), *job_args]
     spark = subprocess.Popen(spark_submit_command(pipeline, job, job_args), env=job_env(),
-                             start_new_session=True)
+                             start_new_session=True, **output)
+    if log:
+        relay_output(spark, log)
     say(f"spark job pid {spark.pid}" + (f", sink pid {sink.pid}" if sink else ", applied by the running sink"))
 
     results: dict[str, dict] = {}
@@ -222,3 +234,32 @@ def _run_batches(pipeline: Pipeline, tables: list[TableConfig], batches: dict[st
         r["seconds"] = round(seconds, 2)
         r["rows_per_s"] = round((r["final_rows"] or 0) / max(seconds, 1e-3))
     return results
+
+
+_LEVEL = re.compile(r"\b(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL|CRITICAL)\b")
+_LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+           "WARNING": logging.WARNING, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL, "CRITICAL": logging.CRITICAL}
+
+
+def relay_output(proc: subprocess.Popen, log: logging.Logger) -> threading.Thread:
+    """Log a child's output line by line at each line's own level: Spark's log4j and Seam's logging name it
+    near the start of a line, a trace's continuation lines keep the level of the line they continue, and
+    anything else (progress lines) is INFO."""
+    def relay():
+        level = logging.INFO
+        for line in proc.stdout:
+            line = line.rstrip()
+            if not line:
+                continue
+            found = _LEVEL.search(line[:80])
+            if line.startswith("seam: error"):
+                level = logging.ERROR
+            elif found:
+                level = _LEVELS[found.group(1)]
+            elif not line[:1].isspace() and not line.startswith(("Caused by", "at ", "...")):
+                level = logging.INFO
+            log.log(level, "%s", line)
+
+    thread = threading.Thread(target=relay, name=f"relay-{proc.pid}", daemon=True)
+    thread.start()
+    return thread

@@ -526,9 +526,10 @@ def validate_tables(pipeline: Pipeline, tables: list[TableConfig], scope: Scope 
 def loaded_tables(pipeline: Pipeline) -> list[TableConfig]:
     """The pipeline's tables that have a committed load in the target (the ones validation can compare)."""
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
-        if conn.execute("SELECT to_regclass(%s)", (f"{qi(pipeline.target.state_schema)}.positions",)).fetchone()[0] is None:
+        if conn.execute("SELECT to_regclass(%s)", (f"{qi(pipeline.target.state_schema)}.batches",)).fetchone()[0] is None:
             return []
-        have = set(conn.execute(f"SELECT db, tbl FROM {qi(pipeline.target.state_schema)}.positions").fetchall())
+        have = set(conn.execute(f"SELECT DISTINCT db, tbl FROM {qi(pipeline.target.state_schema)}.batches "
+                                "WHERE state = 'committed'").fetchall())
     return [t for t in pipeline.tables if (t.db, t.table) in have]
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -11,6 +12,18 @@ from airflow.sdk import BaseOperator
 from seam_airflow.hooks import SeamHook
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def bad_input_fails_at_once():
+    """A bad pipeline, table name or Param is not a glitch: the task fails with its one line, no retry."""
+    from airflow.sdk.exceptions import AirflowFailException
+    from seam.config import ConfigError
+
+    try:
+        yield
+    except ConfigError as exc:
+        raise AirflowFailException(f"bad input: {exc}") from None
 SPARK_JOBS = PROJECT_ROOT / "spark_jobs"
 DEFAULT_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
 
@@ -65,9 +78,11 @@ class SeamFullLoadOperator(BaseOperator):
 
         hook = SeamHook(**self.hook_conn_ids)
         os.environ.update(hook.job_env())  # for the spark-submit and sink processes this task starts
-        pipeline = hook.load_pipeline(self.pipeline)
-        (summary,) = full_load(pipeline, [pipeline.table(self.table)], pipeline_path=self.pipeline or None,
-                               timeout=self.timeout, say=self.log.info)
+        with bad_input_fails_at_once():
+            pipeline = hook.load_pipeline(self.pipeline or None)
+            table = pipeline.table(self.table)
+        (summary,) = full_load(pipeline, [table], pipeline_path=pipeline.path, timeout=self.timeout,
+                               say=self.log.info, log=self.log)
         return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in summary.items()}
 
 
@@ -93,10 +108,12 @@ class SeamIncrementalLoadOperator(BaseOperator):
 
         hook = SeamHook(**self.hook_conn_ids)
         os.environ.update(hook.job_env())
-        pipeline = hook.load_pipeline(self.pipeline)
-        (summary,) = incremental_load(pipeline, [pipeline.table(self.table)], start=self.start or None,
-                                      end=self.end or None, pipeline_path=self.pipeline or None,
-                                      timeout=self.timeout, say=self.log.info)
+        with bad_input_fails_at_once():
+            pipeline = hook.load_pipeline(self.pipeline or None)
+            table = pipeline.table(self.table)
+        (summary,) = incremental_load(pipeline, [table], start=self.start or None, end=self.end or None,
+                                      pipeline_path=pipeline.path, timeout=self.timeout, say=self.log.info,
+                                      log=self.log)
         return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in summary.items()}
 
 
@@ -120,13 +137,14 @@ class SeamValidateOperator(BaseOperator):
                                   target_conn_id=target_conn_id)
 
     def execute(self, context) -> dict:
-        from airflow.exceptions import AirflowFailException
+        from airflow.sdk.exceptions import AirflowFailException
         from seam.validation import Scope, validate_tables
 
         from seam_airflow.notifiers import pipeline_notifiers
 
-        pipeline = SeamHook(**self.hook_conn_ids).load_pipeline(self.pipeline or None)
-        table = pipeline.table(self.table)
+        with bad_input_fails_at_once():
+            pipeline = SeamHook(**self.hook_conn_ids).load_pipeline(self.pipeline or None)
+            table = pipeline.table(self.table)
         window = (self.start, self.end) if self.start and self.end and table.cursor else None
         (report,) = validate_tables(pipeline, [table], Scope(window=window), limit=self.limit, say=self.log.info)
         summary = {k: v for k, v in report.as_dict().items() if k not in ("differences", "buckets")}

@@ -20,11 +20,29 @@ def test_no_import_errors(dagbag):
     assert {"seam_wiring_check", "seam_full_load", "seam_incremental"} <= set(dagbag.dag_ids)
 
 
+PLANNING = {"tables", "windows"}  # they only check the Params: a typo fails at once, no retry
+
+
 def test_dags_are_tagged_and_retry(dagbag):
     for dag_id, dag in dagbag.dags.items():
         assert "seam" in dag.tags, dag_id
         for task in dag.tasks:
-            assert task.retries >= 1, f"{dag_id}.{task.task_id} has no retries"
+            if task.task_id in PLANNING and dag_id != "seam_wiring_check":
+                assert task.retries == 0, f"{dag_id}.{task.task_id} retries a bad Param"
+            else:
+                assert task.retries >= 1, f"{dag_id}.{task.task_id} has no retries"
+
+
+def test_params_with_defaults_are_optional_and_mapped_tasks_named_by_table(dagbag):
+    for dag_id in ("seam_full_load", "seam_incremental", "seam_validate"):
+        dag = dagbag.dags[dag_id]
+        for name, param in dag.params.items():
+            schema = param.schema
+            assert param.value is None or param.value == [] or "null" in schema.get("type", []), (dag_id, name)
+        for task in dag.tasks:
+            if task.task_id not in PLANNING:
+                assert getattr(task, "partial_kwargs", {}).get("map_index_template") == "{{ task.table }}", \
+                    f"{dag_id}.{task.task_id}"
 
 
 def test_parsing_touches_no_network(monkeypatch):
