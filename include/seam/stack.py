@@ -151,7 +151,7 @@ class EmbeddedStack:
             log(f"{name:9} up on {HOST}:{self.port(name)} in {time.monotonic() - started:.1f}s")
 
     def down(self, log: Callable[[str], None] = print) -> None:
-        for name in reversed(SERVICES):
+        for name in ("stream-sink", "stream-reader", *reversed(SERVICES)):  # the stream before what it reads
             pid = self.stop(name)
             if pid:
                 log(f"{name:9} stopped (pid {pid})")
