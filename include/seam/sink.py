@@ -719,7 +719,7 @@ class Sink:
         primary key named after the table."""
         db, name = batch.begin.db, batch.begin.table
         target, stage = target_table(db, name), batch.stage
-        self.conn.execute(f"CREATE SCHEMA IF NOT EXISTS {qi(db)}")
+        _ensure_schema(self.conn, db)
         old = self.conn.execute("SELECT to_regclass(%s)::oid", (target,)).fetchone()[0]
         if old is not None and _has_dependents(self.conn, old):
             new = self.conn.execute("SELECT to_regclass(%s)::oid", (stage,)).fetchone()[0]
@@ -753,7 +753,7 @@ class Sink:
         key = [qi(k) for k in begin.key]
         match = " AND ".join(f"t.{k} = s.{k}" for k in key)
         cols = ", ".join(qi(n) for n in batch.schema.names)
-        self.conn.execute(f"CREATE SCHEMA IF NOT EXISTS {qi(begin.db)}")
+        _ensure_schema(self.conn, begin.db)
         self.conn.execute(create_table_sql(target, batch.schema, tuple(begin.key),
                                            extra=f"PRIMARY KEY ({', '.join(key)})").replace(
             "CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
@@ -808,6 +808,14 @@ class Sink:
         self.conn.execute(f"UPDATE {self.state}.batches SET state = %s, error = %s, finished_at = clock_timestamp() "
                           "WHERE batch_id = %s", (state, error, batch_id))
         self.finished[batch_id] = state
+
+
+def _ensure_schema(conn, name: str) -> None:
+    """CREATE SCHEMA IF NOT EXISTS is not safe against a concurrent one (two sinks committing their first
+    tables of one database at once): serialise the creation."""
+    if conn.execute("SELECT to_regnamespace(%s)", (qi(name),)).fetchone()[0] is None:
+        conn.execute("SELECT pg_advisory_xact_lock(54013)")
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {qi(name)}")
 
 
 def _has_dependents(conn, table_oid: int) -> bool:

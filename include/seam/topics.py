@@ -71,17 +71,25 @@ def consumer_config(pipeline: Pipeline) -> dict:
     }
 
 
-def ensure_topics(pipeline: Pipeline, topics: list[str], timeout: float = 15.0) -> None:
-    """Create missing topics with the pipeline's partition count; a clear error if the broker is down."""
+def _broker_topics(pipeline: Pipeline, timeout: float):
+    """An admin client and the broker's topics (name -> metadata); a clear error if the broker is down."""
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": pipeline.kafka.bootstrap, "logger": _KAFKA_LOG})
     try:
-        existing = admin.list_topics(timeout=timeout).topics
+        return admin, admin.list_topics(timeout=timeout).topics
     except KafkaException as exc:
         raise BrokerError(f"Kafka broker at {pipeline.kafka.bootstrap} is unreachable ({exc.args[0].str()}): "
                           "start it (`seam up kafka`) or fix kafka.bootstrap in the pipeline") from None
+
+
+def ensure_topics(pipeline: Pipeline, topics: list[str], timeout: float = 15.0) -> None:
+    """Create missing topics with the pipeline's partition count; a clear error if the broker is down."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    admin, existing = _broker_topics(pipeline, timeout)
     missing = [t for t in topics if t not in existing]
     if not missing:
         return
@@ -193,15 +201,7 @@ class Publisher:
 
 def list_topics(pipeline: Pipeline, timeout: float = 15.0) -> list[tuple[str, int]]:
     """(topic, partitions) of every topic on the broker, by name; what `seam kafka topics` prints."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": pipeline.kafka.bootstrap, "logger": _KAFKA_LOG})
-    try:
-        topics = admin.list_topics(timeout=timeout).topics
-    except KafkaException as exc:
-        raise BrokerError(f"Kafka broker at {pipeline.kafka.bootstrap} is unreachable ({exc.args[0].str()}): "
-                          "start it (`seam up kafka`) or fix kafka.bootstrap in the pipeline") from None
+    _, topics = _broker_topics(pipeline, timeout)
     return sorted((name, len(t.partitions)) for name, t in topics.items() if not name.startswith("__"))
 
 

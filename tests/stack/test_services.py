@@ -138,6 +138,35 @@ def test_seam_env_and_status(stack):
     for name in ("mysql", "kafka", "postgres"):
         line = next(l for l in status.splitlines() if l.startswith(name))
         assert " up " in line and str(stack.port(name)) in line
+    # the connect hints that `seam status` prints work as printed: psql with the libpq URL, seam kafka
+    assert "SEAM_TARGET_PSQL_URL" in status and "kcat" not in status
+    psql = subprocess.run(["psql", exported["SEAM_TARGET_PSQL_URL"].strip("'"), "-Atc", "SELECT 41 + 1"],
+                          capture_output=True, text=True)
+    assert psql.returncode == 0 and psql.stdout.strip() == "42", psql.stderr
+
+
+def test_seam_kafka_lists_topics_and_tails_one(stack, pipeline):
+    from confluent_kafka import Producer
+    from seam.topics import ensure_topics
+    topic = f"seam.test.tail-{uuid.uuid4().hex[:8]}"
+    ensure_topics(pipeline, [topic])
+    producer = Producer({"bootstrap.servers": pipeline.kafka.bootstrap})
+    for i in range(25):
+        producer.produce(topic, value=f'{{"n": {i}}}'.encode(), key=str(i).encode())
+    producer.flush(30)
+
+    def seam(*args):
+        return subprocess.run([sys.executable, "-m", "seam.cli", "kafka", *args], capture_output=True, text=True,
+                              timeout=120)
+
+    listed = seam("topics")
+    assert listed.returncode == 0 and f"{topic}  partitions=1" in listed.stdout, listed.stderr
+    tailed = seam("tail", topic, "-n", "3")
+    assert tailed.returncode == 0, tailed.stderr
+    lines = tailed.stdout.strip().splitlines()
+    assert [line.split()[0] for line in lines] == ["22", "23", "24"] and 'key=24 {"n": 24}' in lines[-1]
+    missing = seam("tail", "no.such.topic")
+    assert missing.returncode == 2 and "seam kafka topics" in missing.stderr and "Traceback" not in missing.stderr
 
 
 # ----------------------------------------------- lifecycle on a private stack --

@@ -10,14 +10,13 @@ import random
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psycopg
 import pytest
 
 from seam import demo
 from seam.config import load_pipeline
-from seam.validation import Scope, validate
+from seam.validation import validate
 from tests.support.pipelines import pipeline_file
 
 DB = "val_test"
@@ -55,7 +54,7 @@ def path(stack, tmp_path_factory):
     conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     with conn.cursor() as cur:
         cur.execute("SET SESSION sql_mode = ''")  # zero dates
-        cur.execute(f"""CREATE TABLE `odd ``name`` t` (`key col` INT PRIMARY KEY, `select` DOUBLE, `f` FLOAT,
+        cur.execute("""CREATE TABLE `odd ``name`` t` (`key col` INT PRIMARY KEY, `select` DOUBLE, `f` FLOAT,
             `t` TIME(3), `b` VARBINARY(16), `d` DATE, `z` DATETIME, `j` JSON, `dec` DECIMAL(30,10),
             `u` BIGINT UNSIGNED, `c` CHAR(5) CHARACTER SET latin1, `s` SET('a','b c','d'), `e` ENUM('x','y'),
             `bits` BIT(5), `yr` YEAR)""")
@@ -223,3 +222,14 @@ def test_bad_input_gets_one_clear_error(path, tmp_path_factory):
                                                         "checks": {"columns": {"amount": {"average": {}}}}}])
     out = _seam(bad, "validate", f"{DB}.payments")
     assert out.returncode == 2 and "checks.columns.amount.average: unknown key" in out.stderr, out.stderr
+
+
+def test_all_gives_every_table_a_verdict(path, tmp_path):
+    """`--all` goes on past a table it cannot check: each table gets a verdict, and the exit is 1 unless
+    every one is EQUAL."""
+    out = _seam(path, "validate", "--all", "--report-dir", str(tmp_path))
+    assert out.returncode == 1, out.stdout + out.stderr
+    verdicts = out.stdout.split("verdicts: ")[-1].strip()
+    assert f"{DB}.never_loaded NOT LOADED" in verdicts, out.stdout
+    assert all(t["name"] in verdicts for t in TABLES), verdicts
+    assert "Traceback" not in out.stderr

@@ -1,0 +1,58 @@
+"""`seam stream status` tells the truth from the parts' own records in the target (issue 13): running,
+starting, restarting with the count and the last error, stopped, down; exit 1 unless every part runs."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import psycopg
+import pytest
+
+from seam.state import ensure_state, part_beat, part_failed, part_started, part_states, part_stopped
+from tests.support.pipelines import pipeline_file
+
+pytestmark = pytest.mark.stack
+
+
+def test_part_states_follow_heartbeats_failures_and_stops(stack, tmp_path_factory):
+    path = pipeline_file(tmp_path_factory, "parts", [{"name": "demo.audit_log", "key": "none"}], name="parts_test")
+    from seam.config import load_pipeline
+    pipeline = load_pipeline(path)
+    schema = pipeline.target.state_schema
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        ensure_state(conn, schema)
+        conn.execute(f"DELETE FROM {schema}.stream_parts WHERE pipeline = %s", (pipeline.name,))
+
+        def states():
+            return {p: s["state"] for p, s in part_states(conn, schema, pipeline.name).items()}
+
+        def status():
+            return subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "stream", "status"],
+                                  capture_output=True, text=True, timeout=120)
+
+        assert states() == {}
+        never = status()
+        assert never.returncode == 1 and "never started" in never.stdout, never.stdout
+        part_started(conn, schema, pipeline.name, "reader", fresh=True)
+        part_started(conn, schema, pipeline.name, "sink", fresh=True)
+        assert states() == {"reader": "starting", "sink": "starting"}
+        assert "stream: STARTING" in status().stdout
+        part_beat(conn, schema, pipeline.name, "reader", batches=1)
+        part_beat(conn, schema, pipeline.name, "sink", batches=1)
+        assert states() == {"reader": "running", "sink": "running"}
+        running = status()
+        assert running.returncode == 0 and "stream: RUNNING" in running.stdout, running.stdout
+        part_failed(conn, schema, pipeline.name, "sink", "psycopg.OperationalError: the target went away")
+        part_started(conn, schema, pipeline.name, "sink", fresh=False)  # the supervisor restarts it
+        looping = status()
+        assert looping.returncode == 1 and "stream: RESTARTING" in looping.stdout, looping.stdout
+        assert "1 restart(s), last error: psycopg.OperationalError: the target went away" in looping.stdout
+        conn.execute(f"UPDATE {schema}.stream_parts SET beat_at = now() - interval '1 minute' WHERE part = 'reader' "
+                     "AND pipeline = %s", (pipeline.name,))
+        assert states()["reader"] == "down"
+        part_stopped(conn, schema, pipeline.name, "reader")
+        part_stopped(conn, schema, pipeline.name, "sink")
+        stopped = status()
+        assert stopped.returncode == 1 and "stream: STOPPED" in stopped.stdout, stopped.stdout
+        part_started(conn, schema, pipeline.name, "sink", fresh=True)  # `seam stream start`: counts reset
+        assert part_states(conn, schema, pipeline.name)["sink"]["restarts"] == 0
