@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import psycopg
 import pytest
 
+from seam.config import load_pipeline
 from seam.state import ensure_state, part_beat, part_failed, part_started, part_states, part_stopped
 from tests.support.pipelines import pipeline_file
 
@@ -15,9 +17,10 @@ pytestmark = pytest.mark.stack
 
 
 def test_part_states_follow_heartbeats_failures_and_stops(stack, tmp_path_factory):
-    path = pipeline_file(tmp_path_factory, "parts", [{"name": "demo.audit_log", "key": "none"}], name="parts_test")
-    from seam.config import load_pipeline
+    path = pipeline_file(tmp_path_factory, "parts", [{"name": "demo.audit_log", "key": "none"}])
+    Path(path).write_text(Path(path).read_text().replace("name: demo\n", "name: parts_test\n"))
     pipeline = load_pipeline(path)
+    assert pipeline.name == "parts_test"
     schema = pipeline.target.state_schema
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
         ensure_state(conn, schema)
