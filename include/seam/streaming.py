@@ -337,7 +337,9 @@ class ChangeReader:
                     stats["changes"] += self._publish(publisher, pending, commit, event.timestamp)
                     stats["transactions"] += 1
                     pending, boundary = [], True
-                elif isinstance(event, QueryEvent) and event.query.strip().upper() != "BEGIN":
+                elif isinstance(event, QueryEvent) and query_kind(event.query) == "savepoint":
+                    pass  # inside the transaction: rows rolled back to a savepoint were never logged
+                elif isinstance(event, QueryEvent) and query_kind(event.query) != "begin":
                     self._ddl(publisher, event, Position.through(stream.log_file, event.packet.log_pos))
                     pending, boundary = [], True
                 elif isinstance(event, HeartbeatLogEvent):
@@ -514,6 +516,23 @@ class ChangeReader:
             defaults[name] = None if default is None else normalize(column, default)
             columns.append(asdict(column))
         return SchemaChange(position, followed.published, columns, defaults, ddl.strip()[:1000])
+
+
+_SAVEPOINT = re.compile(r"(SAVEPOINT|RELEASE\s+SAVEPOINT|ROLLBACK\s+(WORK\s+)?TO\s+(SAVEPOINT\s+)?)\s*\S", re.I)
+
+
+def query_kind(query: str) -> str:
+    """What a binlog query event is to the reader: begin, commit, savepoint (SAVEPOINT, RELEASE SAVEPOINT,
+    ROLLBACK TO SAVEPOINT: inside a transaction, as ORMs nest them), or other (DDL and the rest)."""
+    q = re.sub(r"/\*.*?\*/", " ", query, flags=re.S).strip().rstrip(";").strip()
+    upper = q.upper()
+    if upper in ("BEGIN", "START TRANSACTION"):
+        return "begin"
+    if upper == "COMMIT":
+        return "commit"
+    if _SAVEPOINT.match(q):
+        return "savepoint"
+    return "other"
 
 
 _COMPUTED = object()

@@ -161,3 +161,34 @@ def test_modes_and_every_switch_between_them(path, tmp_path_factory):
     out = _seam(path, "validate", "--all")
     assert f"{DB}.payments EQUAL" in out.stdout and f"{DB}.audit_log EQUAL" in out.stdout, out.stdout
     assert f"{DB}.accounts" in out.stdout.split("verdicts:")[-1], out.stdout
+
+
+def test_transactions_with_savepoints_stream_whole(path):
+    """ORMs nest transactions with savepoints (Django atomic, SQLAlchemy begin_nested): SAVEPOINT, RELEASE
+    SAVEPOINT and ROLLBACK TO SAVEPOINT are logged inside the transaction; the changes before and after them
+    arrive, the rolled-back ones never existed."""
+    pipeline = load_pipeline(path)
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    try:
+        conn.autocommit(False)
+        with conn.cursor() as cur:
+            cur.execute("UPDATE payments SET memo = 'before the savepoint' WHERE id = 11")
+            cur.execute("SAVEPOINT s1")
+            cur.execute("UPDATE payments SET memo = 'rolled back' WHERE id = 12")
+            cur.execute("ROLLBACK TO SAVEPOINT s1")
+            cur.execute("UPDATE payments SET memo = 'after the rollback' WHERE id = 13")
+            cur.execute("SAVEPOINT s2")
+            cur.execute("INSERT INTO audit_log VALUES (NOW(6), 3, 'savepoint', 'released')")
+            cur.execute("RELEASE SAVEPOINT s2")
+            cur.execute("DELETE FROM payments WHERE id = 14")
+        conn.commit()
+    finally:
+        conn.close()
+    _stream_once(pipeline)
+    memos = dict(_target(pipeline, f'SELECT id, memo FROM "{DB}".payments WHERE id IN (11, 12, 13, 14)'))
+    assert memos.get(11) == "before the savepoint" and memos.get(13) == "after the rollback", memos
+    assert memos.get(12) != "rolled back" and 14 not in memos, memos
+    src, schema = source_rows(pipeline, DB, "payments")
+    assert target_rows(pipeline, schema) == _live(src), diff(_live(src), target_rows(pipeline, schema))
+    audit, audit_schema = source_rows(pipeline, DB, "audit_log")
+    assert target_rows(pipeline, audit_schema) == audit

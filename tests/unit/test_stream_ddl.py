@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from seam.streaming import _COMPUTED, ddl_effect, literal_default
+from seam.streaming import _COMPUTED, ddl_effect, literal_default, query_kind
 
 
 @pytest.mark.parametrize("query, effect", [
@@ -36,3 +36,12 @@ def test_literal_defaults():
     assert literal_default("'it''s'") == "it's"
     assert literal_default("3") == "3" and literal_default("-1.50") == "-1.50"
     assert literal_default("current_timestamp()") is _COMPUTED
+
+
+@pytest.mark.parametrize("query, kind", [
+    ("BEGIN", "begin"), ("COMMIT", "commit"), ("SAVEPOINT `s1`", "savepoint"), ("RELEASE SAVEPOINT s1", "savepoint"),
+    ("ROLLBACK TO SAVEPOINT `sa_savepoint_1`", "savepoint"), ("ROLLBACK WORK TO s1", "savepoint"),
+    ("/* app */ SAVEPOINT s2", "savepoint"), ("ALTER TABLE t ADD COLUMN x INT", "other"),
+    ("ROLLBACK", "other"), ("XA END 'x'", "other")])
+def test_query_kinds_keep_savepoints_inside_the_transaction(query, kind):
+    assert query_kind(query) == kind
