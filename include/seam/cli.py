@@ -64,12 +64,9 @@ def cmd_status(args, stack: EmbeddedStack) -> int:
 
 def _table_status(pipeline, tables) -> int:
     """Per table: watermark and last window (incremental), last batches from the ledger, stream position."""
-    from seam.sink import connect_target
-    from seam.state import ensure_state
+    from seam.sink import connect_state
     from seam.target import qi
-    conn = connect_target(pipeline)
-    conn.autocommit = True
-    ensure_state(conn, pipeline.target.state_schema)
+    conn = connect_state(pipeline)
     state = qi(pipeline.target.state_schema)
     for t in tables:
         print(f"{t.name}  (target {qi(t.db)}.{qi(t.table)}; " + (f"incremental on {t.cursor}, safety delay "
@@ -266,11 +263,9 @@ def cmd_stream(args, stack: EmbeddedStack) -> int:
 
 def _await_parts(pipeline, stack: EmbeddedStack, timeout: float) -> None:
     """Until both parts have recorded a heartbeat in the target; a part that exits fails with its last line."""
-    from seam.sink import connect_target
-    from seam.state import ensure_state, part_states
-    conn = connect_target(pipeline)
-    conn.autocommit = True
-    ensure_state(conn, pipeline.target.state_schema)
+    from seam.sink import connect_state
+    from seam.state import part_states
+    conn = connect_state(pipeline)
     deadline = time.monotonic() + timeout
     try:
         while True:
@@ -295,8 +290,7 @@ def _stream_wait(pipeline, tables, timeout: float) -> int:
     exit 1 at the timeout or when a table stops."""
     import pymysql
     from seam.records import Position
-    from seam.sink import connect_target
-    from seam.state import ensure_state
+    from seam.sink import connect_state
     from seam.streaming import source_head
     from seam.target import qi
     source = pymysql.connect(**pipeline.source.pymysql_kwargs())
@@ -304,9 +298,7 @@ def _stream_wait(pipeline, tables, timeout: float) -> int:
         goal = source_head(source)
     finally:
         source.close()
-    conn = connect_target(pipeline)
-    conn.autocommit = True
-    ensure_state(conn, pipeline.target.state_schema)
+    conn = connect_state(pipeline)
     streamed = [t for t in tables if t.sync == "stream"]
     started = last_said = time.monotonic()
     try:
@@ -365,15 +357,13 @@ def _stream_sink(pipeline, table_args: list[str]) -> int:
     import signal
     import subprocess
     from seam.loads import job_env, spark_submit_command
-    from seam.sink import connect_target
-    from seam.state import ensure_state, part_beat, part_failed, part_started, part_stopped
+    from seam.sink import connect_state
+    from seam.state import part_beat, part_failed, part_started, part_stopped
     _logging()
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     cmd = spark_submit_command(pipeline, "stream_sink", ["--pipeline", pipeline.path, *table_args])
-    conn = connect_target(pipeline)
-    conn.autocommit = True
-    ensure_state(conn, pipeline.target.state_schema)
+    conn = connect_state(pipeline)
     part = (conn, pipeline.target.state_schema, pipeline.name, "sink")
     fresh, delay = True, 5.0
     try:

@@ -25,8 +25,7 @@ from typing import Callable
 from seam.boundary import new_batch_id
 from seam.config import PROJECT_ROOT, Pipeline, TableConfig
 from seam.full_load import prepare
-from seam.sink import batch_status, connect_target
-from seam.state import ensure_state
+from seam.sink import batch_status, connect_state
 from seam.target import qi
 from seam.topics import ensure_topics, table_topic
 
@@ -101,9 +100,7 @@ def incremental_load(pipeline: Pipeline, tables: list[TableConfig], *, start: st
                      timeout: float = 3600, progress_every: float = 3.0, log: logging.Logger | None = None) -> list[dict]:
     """Load one window per table (see ``seam.incremental``); returns one summary per table. Windows of the same
     table are serialised (an advisory lock per table in the target), whoever starts them."""
-    conn = connect_target(pipeline)
-    conn.autocommit = True
-    ensure_state(conn, pipeline.target.state_schema)
+    conn = connect_state(pipeline)
     for table in sorted(tables, key=lambda t: t.name):  # windows of one table never run at once: wait our turn
         got = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 54011))", (table.name,)).fetchone()[0]
         if not got:
@@ -158,9 +155,7 @@ def _run_batches(pipeline: Pipeline, tables: list[TableConfig], batches: dict[st
     output = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace") if log else {}
     topics = [table_topic(pipeline, t) for t in tables]
     ensure_topics(pipeline, topics)
-    conn = connect_target(pipeline)
-    conn.autocommit = True
-    ensure_state(conn, pipeline.target.state_schema)
+    conn = connect_state(pipeline)
     started = time.time()
 
     sink = None

@@ -87,6 +87,14 @@ def connect_target(pipeline: Pipeline) -> psycopg.Connection:
                         "start it (`seam up postgres`) or fix the pipeline's target") from None
 
 
+def connect_state(pipeline: Pipeline) -> psycopg.Connection:
+    """An autocommit connection to the target whose state schema exists (what every reader of it needs)."""
+    conn = connect_target(pipeline)
+    conn.autocommit = True
+    ensure_state(conn, pipeline.target.state_schema)
+    return conn
+
+
 @dataclass
 class OpenBatch:
     begin: Begin

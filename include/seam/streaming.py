@@ -52,7 +52,7 @@ from seam.config import Pipeline, TableConfig
 from seam.records import Position, Record, binlog_values, key_of, normalize, normalize_row
 from seam.schema import Column, TableSchema
 from seam.snapshot import binlog_files
-from seam.sink import connect_target
+from seam.sink import connect_state, connect_target
 from seam.state import ensure_state, part_beat, part_failed, part_started, part_stopped
 from seam.target import qi
 from seam.topics import Publisher, ensure_topics, table_topic, topic_ids
@@ -126,9 +126,7 @@ class ChangeReader:
         self._pause_began: float | None = None
         self._told_waiting: set[tuple[str, str]] = set()
         self._stopped_batch: dict[tuple[str, str], str | None] = {}  # stopped tables: the load they stopped in
-        self._target = connect_target(pipeline)
-        self._target.autocommit = True
-        ensure_state(self._target, pipeline.target.state_schema)
+        self._target = connect_state(pipeline)
         self._rewound_at = self._target.execute("SELECT now()").fetchone()[0]
         self._follow_from_target(reset=True)
         if self.followed:
@@ -647,7 +645,7 @@ def source_head(conn) -> Position:
     return Position.through(file, int(pos))
 
 
-def _events_between(pipeline: Pipeline, files: list[str], db: str, table: str, start: Position,
+def table_events_between(pipeline: Pipeline, files: list[str], db: str, table: str, start: Position,
                     head: Position) -> int:
     """Row events of ``db.table`` in the binlog after ``start`` up to ``head`` (each is preceded by a
     Table_map event naming the table), counted on the source without reading row data."""
@@ -710,7 +708,7 @@ def stream_lag(pipeline: Pipeline, tables: list[TableConfig], sample_s: float = 
                 sizes = _binlog_sizes(source)
                 names = files[files.index(applied.file):] if applied.file in files else []
                 behind_bytes = sum(sizes.get(f, 0) for f in names) - applied.pos if names else None
-            events = _events_between(pipeline, files, t.db, t.table, applied, head) \
+            events = table_events_between(pipeline, files, t.db, t.table, applied, head) \
                 if behind_bytes else 0
             seconds = 0.0 if not events else (max(0.0, (now_ms - source_ms) / 1000) if source_ms else None)
             before = first.get((t.db, t.table))

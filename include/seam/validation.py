@@ -443,7 +443,7 @@ def _staleness(pipeline: Pipeline, src, table: TableConfig, applied, target_at: 
                source_at: Position | None) -> str | None:
     """Why a streamed table's target is behind its source: its stream stopped, or it misses changes of the
     table that the source committed more than ``STALE_AFTER_S`` ago. None when it is current."""
-    from seam.streaming import _events_between
+    from seam.streaming import table_events_between
 
     if applied[4]:
         return f"its stream is stopped ({applied[4][:200]})"
@@ -453,7 +453,7 @@ def _staleness(pipeline: Pipeline, src, table: TableConfig, applied, target_at: 
     behind_s = time.time() - current_ms / 1000
     if behind_s <= STALE_AFTER_S:
         return None
-    events = _events_between(pipeline, binlog_files(src), table.db, table.table, target_at, source_at)
+    events = table_events_between(pipeline, binlog_files(src), table.db, table.table, target_at, source_at)
     if not events:
         return None  # nothing of this table happened since: current, however long ago the stream ran
     return (f"{events:,} binlog event(s) of the table after {target_at} are not applied, the oldest up to "
