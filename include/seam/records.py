@@ -228,7 +228,7 @@ def normalize(column: Column, value: Any) -> Any:
         if isinstance(value, str):  # python-mysql-replication renders BIT as a string of 0/1
             return int(value, 2) if value else 0
         return int(value)
-    if t == "set":
+    if t == "set":  # members exactly as defined (their case too), in definition order
         members = set(value.split(",")) if isinstance(value, str) else {_text(m) for m in value}
         members.discard("")
         return ",".join(m for m in column.members if m in members)

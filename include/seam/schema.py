@@ -17,14 +17,14 @@ class SchemaError(LookupError):
 class Column:
     name: str
     data_type: str          # lower-case MySQL DATA_TYPE: int, decimal, datetime, set, ...
-    column_type: str        # full COLUMN_TYPE: "bigint(20) unsigned", "set('a','b')"
+    column_type: str        # COLUMN_TYPE as the server spells it: "bigint(20) unsigned", "set('Trailers','b')"
     nullable: bool
     numeric_scale: int | None = None
     datetime_precision: int | None = None
 
     @property
     def unsigned(self) -> bool:
-        return "unsigned" in self.column_type
+        return "unsigned" in self.column_type.lower()
 
     @property
     def members(self) -> tuple[str, ...]:
@@ -64,6 +64,6 @@ def read_schema(conn, db: str, table: str) -> TableSchema:
         cur.execute("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "
                     "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION", (db, table))
         pk = tuple(r[0] for r in cur.fetchall())
-    columns = tuple(Column(name=r[0], data_type=r[1].lower(), column_type=r[2].lower(), nullable=r[3] == "YES",
+    columns = tuple(Column(name=r[0], data_type=r[1].lower(), column_type=r[2], nullable=r[3] == "YES",
                            numeric_scale=r[4], datetime_precision=r[5]) for r in rows)
     return TableSchema(db=db, table=table, columns=columns, primary_key=pk)

@@ -32,11 +32,10 @@ from __future__ import annotations
 
 import bisect
 import json
-import random
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from seam.records import Position, Record, binlog_values, key_of, normalize_row
+from seam.records import Position, Record, key_of, normalize_row
 from seam.schema import Column, TableSchema
 
 _INTEGER_KEY = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
@@ -263,42 +262,43 @@ def reconcile(source, schema: TableSchema, key: tuple[str, ...], plan: ChunkPlan
               positions: dict[int, Position], target: Position, batch: str) -> Iterator[Record]:
     """Binlog changes that bring each chunk from its own snapshot Pi to ``target`` = max(Pi).
 
-    A change is emitted for chunk i when it ends after Pi and at or before the
-    target. An update that moves a row between chunks is split into a delete
+    A change is emitted for chunk i when its transaction commits after Pi and at
+    or before the target (whole committed transactions from ``seam.binlog``: an
+    XA transaction prepared before Pi and committed after it counts, rolled-back
+    work never does; the snapshot is InnoDB's, so a ROLLBACK undid its rows). An update that moves a row between chunks is split into a delete
     (old chunk) and an insert (new chunk), each subject to its own chunk's Pi.
     """
     start = min(positions.values())
     if not target.after(start):
         return
-    from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+    from seam.binlog import BinlogReader, LostTransaction, Statement, Transaction, ddl_effect
 
-    stream = BinLogStreamReader(
-        connection_settings={"host": source.host, "port": source.port, "user": source.user,
-                             "passwd": source.password.reveal()},
-        server_id=random.randint(1 << 20, (1 << 31) - 1),  # a replica id no other reader uses
-        log_file=start.file, log_pos=start.pos, resume_stream=True, is_mariadb=False, blocking=False,
-        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
-        only_schemas=[schema.db], only_tables=[schema.table])
-
-    def needed(image: dict, at: Position) -> bool:
-        return at.after(positions[plan.chunk_of(image[plan.column])] if plan.column else start)
+    def needed(image: dict, commit: Position) -> bool:  # chunk i's snapshot holds what committed up to Pi
+        return commit.after(positions[plan.chunk_of(image[plan.column])] if plan.column else start)
 
     def record(op: str, before: dict | None, after: dict | None, at: Position) -> Record:
         return Record(op=op, db=schema.db, table=schema.table, key=key_of(schema, key, after or before),
                       before=before, after=after, position=at, snapshot=False, batch=batch)
 
+    reader = BinlogReader(source, start, [schema.db], tables={(schema.db, schema.table)}, end=target)
     try:
-        for event in stream:
-            end = Position(stream.log_file, event.packet.log_pos)
-            if end.after(target):
-                break
-            for i, row in enumerate(event.rows):
-                at = Position(stream.log_file, event.packet.log_pos, i)
-                if isinstance(event, UpdateRowsEvent):
-                    before = normalize_row(schema, binlog_values(row["before_values"], row.get("before_none_sources")))
-                    after = normalize_row(schema, binlog_values(row["after_values"], row.get("after_none_sources")))
-                    old, new = needed(before, at), needed(after, at)
+        for item in reader:
+            if isinstance(item, Statement) and ddl_effect(item.query, item.schema, schema.db, schema.table):
+                raise SnapshotError(f"{schema.db}.{schema.table} changed shape while it was read ({item.query[:200]!r} "
+                                    f"at {item.position}): run the full load again")
+            if isinstance(item, LostTransaction):
+                raise SnapshotError(f"{schema.db}.{schema.table}: the binlog between the chunks' snapshots cannot be "
+                                    f"replayed exactly ({item.reason}); run the full load again")
+            if not isinstance(item, Transaction):
+                continue
+            if item.errors:
+                raise SnapshotError(f"{schema.db}.{schema.table}: binlog rows at {item.commit} cannot be decoded "
+                                    f"({next(iter(item.errors.values()))}); run the full load again")
+            for change in item.changes:
+                at = change.position
+                if change.op == "u":
+                    before, after = normalize_row(schema, change.before), normalize_row(schema, change.after)
+                    old, new = needed(before, item.commit), needed(after, item.commit)
                     if old and new:
                         yield record("u", before, after, at)
                     elif old:
@@ -306,9 +306,8 @@ def reconcile(source, schema: TableSchema, key: tuple[str, ...], plan: ChunkPlan
                     elif new:
                         yield record("c", None, after, at)
                 else:
-                    image = normalize_row(schema, binlog_values(row["values"], row.get("none_sources")))
-                    if needed(image, at):
-                        yield (record("c", None, image, at) if isinstance(event, WriteRowsEvent)
-                               else record("d", image, None, at))
+                    image = normalize_row(schema, change.after if change.op == "c" else change.before)
+                    if needed(image, item.commit):
+                        yield (record("c", None, image, at) if change.op == "c" else record("d", image, None, at))
     finally:
-        stream.close()
+        reader.close()

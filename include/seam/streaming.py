@@ -3,9 +3,9 @@ position of their last committed full load.
 
 Positions and chains. The reader starts each table at the position the
 target has applied (``seam.positions``, written by the sink in the same
-transaction as the data), always a source transaction boundary. It buffers
-each source transaction and publishes its changes once the commit (XID)
-event has been read; each record carries the commit position
+transaction as the data), always a source transaction boundary. It reads
+whole committed transactions from ``seam.binlog`` (which owns BEGIN/COMMIT,
+savepoints, ROLLBACK, XA and GTIDs) and publishes each at its commit; each record carries the commit position
 (``source.txn``), ``source.last`` on the table's last change of the
 transaction, and ``source.prev``: the table's previously published position.
 Between transactions HEARTBEAT messages (with their own ``prev``) tell the
@@ -29,8 +29,10 @@ bound. One reader serves all its tables, so a stalled table pauses them all.
 DDL. ``ALTER TABLE ... ADD COLUMN`` on a followed table publishes a SCHEMA
 message (the sink adds the column) and the stream goes on. Any other DDL
 that changes a followed table's rows or shape (DROP, MODIFY, CHANGE,
-RENAME, TRUNCATE, CREATE OR REPLACE) publishes STOP: that table's stream
-stops with an error naming the statement and the remedy (a new full load);
+RENAME, TRUNCATE, CREATE OR REPLACE), a change to it logged as a statement
+rather than as rows, rows that cannot be decoded with its columns, and an
+XA commit whose prepared rows were purged publish STOP: that table's stream
+stops with an error naming the cause and the remedy (a new full load);
 other tables go on. Index and table-option changes are ignored.
 
 Delivery guarantee: at-least-once into Kafka, whole source transactions in
@@ -47,9 +49,10 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
 from seam.alerts import alert
+from seam.binlog import BinlogReader, LostTransaction, RolledBack, Statement, Tick, Transaction, ddl_effect
 from seam.boundary import CONTROL_HEADER, Heartbeat, SchemaChange, StreamStop
 from seam.config import Pipeline, TableConfig
-from seam.records import Position, Record, binlog_values, key_of, normalize, normalize_row
+from seam.records import Position, Record, key_of, normalize, normalize_row
 from seam.schema import Column, TableSchema
 from seam.snapshot import binlog_files
 from seam.sink import connect_state, connect_target
@@ -301,62 +304,48 @@ class ChangeReader:
         return stats
 
     def _read(self, publisher: Publisher, start: Position, stats: dict, should_stop, until_idle: bool) -> None:
-        from pymysqlreplication import BinLogStreamReader
-        from pymysqlreplication.event import HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, XidEvent
-        from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
-
         src = self.pipeline.source
-        stream = BinLogStreamReader(
-            connection_settings={"host": src.host, "port": src.port, "user": src.user,
-                                 "passwd": src.password.reveal()},
-            server_id=src.server_id, log_file=start.file, log_pos=start.pos, resume_stream=True,
-            is_mariadb=False, blocking=not until_idle, slave_heartbeat=1.0,
-            only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent,
-                         MariadbGtidEvent, HeartbeatLogEvent],
-            only_schemas=sorted({db for db, _ in self.tables}))
+        reader = BinlogReader(src, start, {db for db, _ in self.tables}, tables=set(self.tables),
+                              blocking=not until_idle, server_id=src.server_id, heartbeat_s=1.0)
         ids = topic_ids(self.pipeline, sorted({f.topic for f in self.followed.values()}))
         log.info("reading the binlog from %s for %s", start, ", ".join(sorted(f.table.name for f in
                                                                              self.followed.values())))
-        pending: list[tuple[Followed, Record]] = []
-        gtid, boundary = None, True
         last_beat = last_poll = time.monotonic()
         try:
-            for event in stream:
-                if isinstance(event, MariadbGtidEvent):
-                    gtid, pending, boundary = event.gtid, [], False
-                elif isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
-                    followed = self.followed.get((event.schema, event.table))
-                    if followed is not None and Position(stream.log_file, event.packet.log_pos).after(
-                            followed.published):  # (before it: published already, maybe with other columns)
-                        pending.extend((followed, r) for r in self._records(followed, event, stream.log_file, gtid))
-                elif isinstance(event, XidEvent) or (isinstance(event, QueryEvent)
-                                                     and event.query.strip().upper() == "COMMIT"):
-                    commit = Position.through(stream.log_file, event.packet.log_pos)
-                    stats["changes"] += self._publish(publisher, pending, commit, event.timestamp)
+            for item in reader:
+                between = True
+                if isinstance(item, Transaction):
+                    records, failed = self._records(item)
+                    stats["changes"] += self._publish(publisher, records, item.commit, item.timestamp)
                     stats["transactions"] += 1
-                    pending, boundary = [], True
-                elif isinstance(event, QueryEvent) and query_kind(event.query) == "savepoint":
-                    pass  # inside the transaction: rows rolled back to a savepoint were never logged
-                elif isinstance(event, QueryEvent) and query_kind(event.query) != "begin":
-                    self._ddl(publisher, event, Position.through(stream.log_file, event.packet.log_pos))
-                    pending, boundary = [], True
-                elif isinstance(event, HeartbeatLogEvent):
-                    boundary = not pending
+                    for followed, error in failed.values():
+                        self._stop(publisher, followed, item.commit, f"a change at {item.commit} cannot be read "
+                                   f"with the table's columns ({error})")
+                elif isinstance(item, Statement):
+                    self._statement(publisher, item)
+                    between = not item.in_transaction
+                elif isinstance(item, RolledBack):
+                    self._rolled_back(publisher, item)
+                elif isinstance(item, LostTransaction):
+                    for followed in list(self.followed.values()):
+                        self._stop(publisher, followed, item.position, item.reason)
+                elif isinstance(item, Tick):
+                    between = item.between
                 now = time.monotonic()
-                if boundary and now - last_beat > HEARTBEAT_EVERY_S and stream.log_file:
-                    self._heartbeats(publisher, Position.through(stream.log_file, stream.log_pos))
+                here = reader.here
+                if between and here and now - last_beat > HEARTBEAT_EVERY_S:
+                    self._heartbeats(publisher, here)
                     publisher.flush()
                     last_beat = now
                 if now - last_poll > POLL_EVERY_S or self._over_bound:
                     publisher.flush()
-                    here = Position.through(stream.log_file, stream.log_pos) if stream.log_file else None
                     self._poll(here, ids)
                     self._hold_back(publisher, here, ids, should_stop)
                     last_poll = time.monotonic()
                 if should_stop():
                     break
         finally:
-            stream.close()
+            reader.close()
         publisher.flush()
 
     def _hold_back(self, publisher: Publisher, here: Position | None, ids: dict, should_stop) -> None:
@@ -396,24 +385,30 @@ class ChangeReader:
 
     # ------------------------------------------------------------ publishing
 
-    def _records(self, followed: Followed, event, log_file: str, gtid: str | None) -> list[Record]:
-        from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
-
-        schema, key = followed.schema, followed.table.key
-        out = []
-        ts_ms = event.timestamp * 1000
-        for i, row in enumerate(event.rows):
-            at = Position(log_file, event.packet.log_pos, i)
-            if isinstance(event, UpdateRowsEvent):
-                before = normalize_row(schema, binlog_values(row["before_values"], row.get("before_none_sources")))
-                after = normalize_row(schema, binlog_values(row["after_values"], row.get("after_none_sources")))
-                op = "u"
-            else:
-                image = normalize_row(schema, binlog_values(row["values"], row.get("none_sources")))
-                op, before, after = ("c", None, image) if isinstance(event, WriteRowsEvent) else ("d", image, None)
-            out.append(Record(op=op, db=schema.db, table=schema.table, key=key_of(schema, key, after or before),
-                              before=before, after=after, position=at, gtid=gtid, ts_ms=ts_ms))
-        return out
+    def _records(self, txn: Transaction) -> tuple[list[tuple[Followed, Record]], dict[str, tuple[Followed, str]]]:
+        """The transaction's changes of followed tables not yet published, as records, and the tables whose
+        rows cannot be decoded or normalised with their schema (to be stopped, never skipped)."""
+        out, failed = [], {}
+        for (db, table), error in txn.errors.items():
+            followed = self.followed.get((db, table))
+            if followed is not None and txn.commit.after(followed.published):
+                failed[followed.table.name] = (followed, error)
+        for change in txn.changes:
+            followed = self.followed.get((change.db, change.table))
+            if followed is None or not txn.commit.after(followed.published) or followed.table.name in failed:
+                continue
+            schema = followed.schema
+            try:
+                before = None if change.before is None else normalize_row(schema, change.before)
+                after = None if change.after is None else normalize_row(schema, change.after)
+            except Exception as exc:  # noqa: BLE001 - named in the stop
+                failed[followed.table.name] = (followed, f"{type(exc).__name__}: {exc}")
+                continue
+            out.append((followed, Record(op=change.op, db=schema.db, table=schema.table,
+                                         key=key_of(schema, followed.table.key, after or before), before=before,
+                                         after=after, position=change.position, gtid=txn.gtid,
+                                         ts_ms=txn.timestamp * 1000)))
+        return [(f, r) for f, r in out if f.table.name not in failed], failed
 
     def _publish(self, publisher: Publisher, pending: list[tuple[Followed, Record]], commit: Position,
                  timestamp: int) -> int:
@@ -460,29 +455,64 @@ class ChangeReader:
 
     # ------------------------------------------------------------ DDL
 
-    def _ddl(self, publisher: Publisher, event, position: Position) -> None:
+    def _stop(self, publisher: Publisher, followed: Followed, position: Position, reason: str) -> None:
+        """Stop one table's stream at ``position`` loudly: a STOP message, an alert, and the remedy."""
+        if not position.after(followed.published):
+            return
+        reason = f"{reason}; re-run `seam load full {followed.table.name}` to sync the table again"
+        self._control(publisher, followed, StreamStop(position, followed.published, reason))
+        key = (followed.table.db, followed.table.table)
+        del self.followed[key]
+        self.stopped[followed.table.name] = reason
+        self._stopped_batch[key] = followed.batch
+        alert(self.pipeline, followed.table.name, "stream stopped", reason)
+
+    def _statement(self, publisher: Publisher, statement: Statement) -> None:
+        """A query event outside the transaction grammar: DDL, or a statement the stream cannot follow."""
         for (db, table), followed in list(self.followed.items()):
-            effect = ddl_effect(event.query, event.schema.decode() if isinstance(event.schema, bytes)
-                                else event.schema, db, table)
-            if effect is None or not position.after(followed.published):
+            effect = ddl_effect(statement.query, statement.schema, db, table)
+            if effect is None:
                 continue
             kind, detail = effect
-            if kind == "add":
-                change = self._added_columns(followed, detail, event.query, position)
+            if kind == "add" and not statement.in_transaction:
+                change = self._added_columns(followed, detail, statement.query, statement.position)
                 if isinstance(change, SchemaChange):
-                    self._control(publisher, followed, change)
-                    followed.schema = replace(followed.schema, columns=tuple(Column(**c) for c in change.columns))
-                    log.info("%s: columns %s added at %s; the stream goes on", followed.table.name,
-                             ", ".join(detail), position)
+                    if statement.position.after(followed.published):
+                        self._control(publisher, followed, change)
+                        followed.schema = replace(followed.schema, columns=tuple(Column(**c) for c in change.columns))
+                        log.info("%s: columns %s added at %s; the stream goes on", followed.table.name,
+                                 ", ".join(detail), statement.position)
                     continue
                 detail = change
-            reason = (f"DDL at {position} that the stream cannot follow: {event.query.strip()[:300]!r} ({detail}); "
-                      f"re-run `seam load full {followed.table.name}` to sync the table again")
-            self._control(publisher, followed, StreamStop(position, followed.published, reason))
-            del self.followed[(db, table)]
-            self.stopped[followed.table.name] = reason
-            self._stopped_batch[(db, table)] = followed.batch
-            alert(self.pipeline, followed.table.name, "stream stopped", reason)
+            self._stop(publisher, followed, statement.position, f"a statement at {statement.position} that the "
+                       f"stream cannot follow: {statement.query.strip()[:300]!r} ({detail})")
+
+    def _rolled_back(self, publisher: Publisher, rolled: RolledBack) -> None:
+        """A ROLLBACK logged with rows: undone in transactional tables; a non-transactional table kept them, and
+        the stream cannot tell which of them persisted in order, so that table stops."""
+        touched = {(c.db, c.table) for c in rolled.changes} | set(rolled.errors)
+        for key in touched:
+            followed = self.followed.get(key)
+            if followed is None:
+                continue
+            engine = self._engine(*key)
+            if engine.lower() in _TRANSACTIONAL:
+                continue
+            self._stop(publisher, followed, rolled.position, f"a rolled-back transaction at {rolled.position} "
+                       f"changed it, and its engine {engine} does not roll back")
+
+    def _engine(self, db: str, table: str) -> str:
+        import pymysql
+
+        conn = pymysql.connect(**self.pipeline.source.pymysql_kwargs())
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
+                            "TABLE_NAME = %s", (db, table))
+                row = cur.fetchone()
+        finally:
+            conn.close()
+        return str(row[0]) if row and row[0] else "unknown"
 
     def _added_columns(self, followed: Followed, names: list[str], ddl: str, position: Position):
         """The table's columns after ADD COLUMN, from the source's current definition of the added ones;
@@ -503,7 +533,7 @@ class ChangeReader:
             r = found.get(name)
             if r is None:
                 return f"column {name} is no longer on the source"
-            column = Column(name=r[0], data_type=r[1].lower(), column_type=r[2].lower(), nullable=r[3] == "YES",
+            column = Column(name=r[0], data_type=r[1].lower(), column_type=r[2], nullable=r[3] == "YES",
                             numeric_scale=r[4], datetime_precision=r[5])
             default = literal_default(r[6])
             if default is _COMPUTED or (default is None and not column.nullable):
@@ -516,30 +546,10 @@ class ChangeReader:
         return SchemaChange(position, followed.published, columns, defaults, ddl.strip()[:1000])
 
 
-_SAVEPOINT = re.compile(r"(SAVEPOINT|RELEASE\s+SAVEPOINT|ROLLBACK\s+(WORK\s+)?TO\s+(SAVEPOINT\s+)?)\s*\S", re.I)
-
-
-def query_kind(query: str) -> str:
-    """What a binlog query event is to the reader: begin, commit, savepoint (SAVEPOINT, RELEASE SAVEPOINT,
-    ROLLBACK TO SAVEPOINT: inside a transaction, as ORMs nest them), or other (DDL and the rest)."""
-    q = re.sub(r"/\*.*?\*/", " ", query, flags=re.S).strip().rstrip(";").strip()
-    upper = q.upper()
-    if upper in ("BEGIN", "START TRANSACTION"):
-        return "begin"
-    if upper == "COMMIT":
-        return "commit"
-    if _SAVEPOINT.match(q):
-        return "savepoint"
-    return "other"
+_TRANSACTIONAL = {"innodb", "xtradb", "rocksdb", "tokudb", "ndbcluster", "ndb"}
 
 
 _COMPUTED = object()
-_NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
-_QUALIFIED = re.compile(rf"\s*(?:({_NAME})\s*\.\s*)?({_NAME})", re.S)
-
-
-def _unquote(name: str) -> str:
-    return name[1:-1].replace("``", "`") if name.startswith("`") else name
 
 
 def literal_default(value):
@@ -551,72 +561,6 @@ def literal_default(value):
     if re.fullmatch(r"-?\d+(\.\d+)?", value):
         return value
     return _COMPUTED
-
-
-def _split_clauses(text: str) -> list[str]:
-    """Top-level comma-separated clauses (commas inside parentheses or quotes do not split)."""
-    clauses, depth, quote, current = [], 0, None, []
-    for ch in text:
-        if quote:
-            quote = None if ch == quote else quote
-        elif ch in "'\"`":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            clauses.append("".join(current).strip())
-            current = []
-            continue
-        current.append(ch)
-    clauses.append("".join(current).strip())
-    return [c for c in clauses if c]
-
-
-_HARMLESS = re.compile(r"^(ADD\s+(INDEX|KEY|UNIQUE|FULLTEXT|SPATIAL|CONSTRAINT|FOREIGN)\b|DROP\s+(INDEX|KEY|FOREIGN"
-                       r"|CONSTRAINT)\b|ALGORITHM\b|LOCK\b|COMMENT\b|FORCE$|ENGINE\b|RENAME\s+(INDEX|KEY)\b)", re.I)
-_ADD_COLUMN = re.compile(rf"^ADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?({_NAME})\s", re.I)
-
-
-def ddl_effect(query: str, default_db: str | None, db: str, table: str) -> tuple[str, object] | None:
-    """What a DDL statement does to ``db.table``: None (nothing, or not that table), ("add", [columns]) for
-    ADD COLUMN, ("stop", what) for anything else that changes its rows or shape."""
-    q = re.sub(r"/\*.*?\*/|--[^\n]*|#[^\n]*", " ", query, flags=re.S).strip()
-
-    def names_at(text: str) -> list[tuple[str, str]]:
-        out = []
-        for part in _split_clauses(text):
-            m = _QUALIFIED.match(part)
-            if m:
-                out.append((_unquote(m.group(1)) if m.group(1) else default_db, _unquote(m.group(2))))
-        return out
-
-    m = re.match(r"ALTER\s+(?:ONLINE\s+)?(?:IGNORE\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?", q, re.I)
-    if m:
-        target = _QUALIFIED.match(q, m.end())
-        if not target or (_unquote(target.group(1)) if target.group(1) else default_db,
-                          _unquote(target.group(2))) != (db, table):
-            return None
-        added, other = [], []
-        for clause in _split_clauses(q[target.end():]):
-            add = _ADD_COLUMN.match(clause + " ")
-            if add and not _HARMLESS.match(clause):
-                added.append(_unquote(add.group(1)))
-            elif not _HARMLESS.match(clause):
-                other.append(clause.split()[0].upper() + " " + (clause.split() + [""])[1])
-        if other:
-            return ("stop", "ALTER TABLE " + ", ".join(other))
-        return ("add", added) if added else None
-    m = re.match(r"(DROP\s+(?:TEMPORARY\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?|TRUNCATE\s+(?:TABLE\s+)?|RENAME\s+TABLE\s+"
-                 r"|CREATE\s+OR\s+REPLACE\s+TABLE\s+)", q, re.I)
-    if m:
-        rest = q[m.end():]
-        if m.group(1).upper().startswith("RENAME"):
-            rest = ",".join(re.split(r"\s+TO\s+", c, flags=re.I)[0] for c in _split_clauses(rest))
-        if (db, table) in names_at(rest):
-            return ("stop", " ".join(m.group(1).split()).upper())
-    return None
 
 
 # ------------------------------------------------------------------ lag ----

@@ -54,6 +54,8 @@ def target_table(db: str, table: str) -> str:
 
 
 def pg_type(column: Column) -> str:
+    """The PostgreSQL type for a MySQL column. Column definitions arrive in Kafka messages, so every number
+    pasted into the DDL is checked to be a small integer first (``_small``)."""
     t, unsigned = column.data_type, column.unsigned
     if t == "tinyint":
         return "smallint"
@@ -65,22 +67,22 @@ def pg_type(column: Column) -> str:
         return "numeric(20,0)" if unsigned else "bigint"
     if t == "decimal":
         precision = column.column_type.split("(")[1].split(",")[0].rstrip(")") if "(" in column.column_type else "10"
-        return f"numeric({precision},{column.numeric_scale or 0})"
+        return f"numeric({_small(column, precision, 65)},{_small(column, column.numeric_scale or 0, 30)})"
     if t == "float":
         return "real"
     if t in ("double", "real"):
         return "double precision"
     if t == "bit":
-        bits = int(column.column_type.split("(")[1].rstrip(")")) if "(" in column.column_type else 1
+        bits = _small(column, column.column_type.split("(")[1].rstrip(")") if "(" in column.column_type else 1, 64)
         return "numeric(20,0)" if bits > 63 else "bigint"
     if t == "year":
         return "smallint"
     if t == "date":
         return "date"
     if t == "datetime":
-        return f"timestamp({column.datetime_precision or 0})"
+        return f"timestamp({_small(column, column.datetime_precision or 0, 6)})"
     if t == "timestamp":
-        return f"timestamptz({column.datetime_precision or 0})"
+        return f"timestamptz({_small(column, column.datetime_precision or 0, 6)})"
     if t == "time":
         return "interval"
     if t == "json":
@@ -90,6 +92,14 @@ def pg_type(column: Column) -> str:
     if t in ("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"):
         return "text"
     raise TargetError(f"column {column.name!r} has MySQL type {column.column_type}, which Seam does not map")
+
+
+def _small(column: Column, value, most: int) -> int:
+    text = str(value).strip()
+    if not text.isdigit() or int(text) > most:
+        raise TargetError(f"column {column.name!r}: {text!r} in its type {column.column_type!r} is not a number "
+                          f"from 0 to {most}; the message that carried it is not Seam's: check the topic")
+    return int(text)
 
 
 def column_ddl(column: Column, key: tuple[str, ...]) -> str:

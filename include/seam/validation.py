@@ -44,7 +44,6 @@ import html
 import json
 import math
 import os
-import random
 import struct
 import time
 import uuid
@@ -60,7 +59,7 @@ import pymysql
 from seam import canonical
 from seam.config import PROJECT_ROOT, Pipeline, TableConfig
 from seam.incremental import _FORMAT, IncrementalError, Window, _parse_time, window_condition
-from seam.records import Position, binlog_values, normalize_row
+from seam.records import Position, normalize_row
 from seam.schema import Column, SchemaError, TableSchema, read_schema
 from seam.snapshot import binlog_files, quote
 from seam.target import normalize_target, qi
@@ -574,40 +573,37 @@ def _changes_since(pipeline: Pipeline, conn, schema: TableSchema, table: TableCo
         raise ValidationError(f"{table.name}: the binlog at the target's position {start} has been purged (oldest "
                               f"is {files[0] if files else 'none'}), so the table cannot be compared at that "
                               "position; run `seam load full` and validate soon after, or stream the table")
-    from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+    from seam.binlog import BinlogReader, LostTransaction, Transaction
 
-    s = pipeline.source
-    stream = BinLogStreamReader(
-        connection_settings={"host": s.host, "port": s.port, "user": s.user, "passwd": s.password.reveal()},
-        server_id=random.randint(1 << 20, (1 << 31) - 1), log_file=start.file, log_pos=start.pos,
-        resume_stream=True, blocking=False, only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
-        only_schemas=[schema.db], only_tables=[schema.table])
+    reader = BinlogReader(pipeline.source, start, [schema.db], tables={(schema.db, schema.table)}, end=end)
     out: list[tuple[dict | None, dict | None]] = []
     try:
-        for event in _decoded(stream, table, start):
-            if Position(stream.log_file, event.packet.log_pos).after(end):
-                break
-            for row in event.rows:
-                if isinstance(event, UpdateRowsEvent):
-                    out.append((normalize_row(schema, binlog_values(row["before_values"], row.get("before_none_sources"))),
-                                normalize_row(schema, binlog_values(row["after_values"], row.get("after_none_sources")))))
-                elif isinstance(event, WriteRowsEvent):
-                    out.append((None, normalize_row(schema, binlog_values(row["values"], row.get("none_sources")))))
-                else:
-                    out.append((normalize_row(schema, binlog_values(row["values"], row.get("none_sources"))), None))
+        for item in _decoded(reader, table, start):
+            if isinstance(item, LostTransaction):
+                raise ValidationError(f"{table.name}: {item.reason}; run `seam load full` and validate again")
+            if not isinstance(item, Transaction):
+                continue
+            if item.errors:
+                raise _undecodable(table, start, next(iter(item.errors.values())))
+            for change in item.changes:
+                out.append((None if change.before is None else normalize_row(schema, change.before),
+                            None if change.after is None else normalize_row(schema, change.after)))
     finally:
-        stream.close()
+        reader.close()
     return out
+
+
+def _undecodable(table: TableConfig, start: Position, problem: str) -> ValidationError:
+    return ValidationError(f"{table.name}: the binlog after the target's position {start} cannot be decoded with "
+                           f"the table's current definition ({problem}); was the table recreated or altered since "
+                           "its load? Run `seam load full` and validate again")
 
 
 def _decoded(stream, table: TableConfig, start: Position):
     try:
         yield from stream
     except (UnicodeDecodeError, KeyError, IndexError, struct.error) as exc:
-        raise ValidationError(f"{table.name}: the binlog after the target's position {start} cannot be decoded with "
-                              f"the table's current definition ({type(exc).__name__}: {exc}); was the table "
-                              "recreated or altered since its load? Run `seam load full` and validate again") from None
+        raise _undecodable(table, start, f"{type(exc).__name__}: {exc}") from None
 
 
 def _images_at(schema: TableSchema, table: TableConfig, changes) -> dict[tuple[str, ...], dict | None]:

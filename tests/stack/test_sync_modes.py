@@ -19,11 +19,9 @@ import pytest
 
 from seam import demo
 from seam.config import load_pipeline
-from seam.sink import Sink
-from seam.streaming import ChangeReader
 from seam.validation import validate
 from tests.support.compare import diff, source_rows, target_rows
-from tests.support.pipelines import pipeline_file
+from tests.support.pipelines import pipeline_file, stream_once
 
 DB = "modes_test"
 pytestmark = pytest.mark.stack
@@ -53,20 +51,6 @@ def _target(pipeline, sql: str, *params):
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
         cur = conn.execute(sql, params)
         return cur.fetchall() if cur.description else None
-
-
-def _stream_once(pipeline) -> None:
-    """The change reader up to the binlog's end, then the sink until idle (both in this process)."""
-    reader = ChangeReader(pipeline)
-    try:
-        reader.run(until_idle=True)
-    finally:
-        reader.close()
-    sink = Sink(pipeline)
-    try:
-        sink.run(idle_exit=3)
-    finally:
-        sink.close()
 
 
 def _live(rows: collections.Counter) -> collections.Counter:
@@ -106,7 +90,7 @@ def test_modes_and_every_switch_between_them(path, tmp_path_factory):
     _source("INSERT INTO audit_log VALUES (NOW(6), 1, 'modes', 'one')")
     _source("UPDATE accounts SET balance = balance + 1 WHERE id = 1")  # a windows table: not streamed
     accounts_before = target_rows(pipeline, source_rows(pipeline, DB, "accounts")[1])
-    _stream_once(pipeline)
+    stream_once(pipeline)
     src, schema = source_rows(pipeline, DB, "payments")
     assert target_rows(pipeline, schema) == _live(src), diff(_live(src), target_rows(pipeline, schema))
     assert _stopped(pipeline, "payments") is None
@@ -117,12 +101,12 @@ def test_modes_and_every_switch_between_them(path, tmp_path_factory):
     _target(pipeline, f'DELETE FROM "{DB}".payments WHERE id = %s', victim)
     _source("DELETE FROM payments WHERE id = %s", victim)
     _source("INSERT INTO audit_log VALUES (NOW(6), 2, 'modes', 'two')")
-    _stream_once(pipeline)  # the sink does not raise
+    stream_once(pipeline)  # the sink does not raise
     assert "diverged" in _stopped(pipeline, "payments") and "seam load full" in _stopped(pipeline, "payments")
     audit, audit_schema = source_rows(pipeline, DB, "audit_log")
     assert target_rows(pipeline, audit_schema) == audit
     _source("UPDATE payments SET memo = 'while stopped' WHERE id = 5")
-    _stream_once(pipeline)
+    stream_once(pipeline)
     assert _target(pipeline, f'SELECT memo FROM "{DB}".payments WHERE id = 5')[0][0] != "while stopped"
     status = _seam(path, "stream", "status", timeout=60)
     assert status.returncode == 1 and "STOPPED" in status.stdout, status.stdout
@@ -132,14 +116,14 @@ def test_modes_and_every_switch_between_them(path, tmp_path_factory):
     assert reloaded.returncode == 0, reloaded.stdout + reloaded.stderr
     assert _stopped(pipeline, "payments") is None
     _source("UPDATE payments SET memo = 'after the reload' WHERE id = 6")
-    _stream_once(pipeline)
+    stream_once(pipeline)
     src, schema = source_rows(pipeline, DB, "payments")
     assert target_rows(pipeline, schema) == _live(src), diff(_live(src), target_rows(pipeline, schema))
     assert validate(pipeline, pipeline.table(f"{DB}.payments"), say=lambda m: None).verdict == "equal"
 
     # DDL the stream cannot follow: the table is STOPPED and validates STALE, not EQUAL
     _source("ALTER TABLE payments MODIFY memo VARCHAR(300) NULL")
-    _stream_once(pipeline)
+    stream_once(pipeline)
     report = validate(pipeline, pipeline.table(f"{DB}.payments"), say=lambda m: None)
     assert report.verdict == "stale" and "stream is stopped" in report.summary(), report.summary()
 
@@ -148,12 +132,12 @@ def test_modes_and_every_switch_between_them(path, tmp_path_factory):
     window = _seam(windows_file, "load", "incremental", f"{DB}.payments")
     assert window.returncode == 0, window.stdout + window.stderr
     _source("UPDATE payments SET memo = 'after the window' WHERE id = 7")
-    _stream_once(pipeline)  # the streaming config again: its last load was a window, so it is not followed
+    stream_once(pipeline)  # the streaming config again: its last load was a window, so it is not followed
     assert _target(pipeline, f'SELECT memo FROM "{DB}".payments WHERE id = 7')[0][0] != "after the window"
     # ... until a full load gives the stream an exact position again
     assert _seam(path, "load", "full", f"{DB}.payments").returncode == 0
     _source("UPDATE payments SET memo = 'streamed again' WHERE id = 8")
-    _stream_once(pipeline)
+    stream_once(pipeline)
     src, schema = source_rows(pipeline, DB, "payments")
     assert target_rows(pipeline, schema) == _live(src), diff(_live(src), target_rows(pipeline, schema))
 
@@ -184,7 +168,7 @@ def test_transactions_with_savepoints_stream_whole(path):
         conn.commit()
     finally:
         conn.close()
-    _stream_once(pipeline)
+    stream_once(pipeline)
     memos = dict(_target(pipeline, f'SELECT id, memo FROM "{DB}".payments WHERE id IN (11, 12, 13, 14)'))
     assert memos.get(11) == "before the savepoint" and memos.get(13) == "after the rollback", memos
     assert memos.get(12) != "rolled back" and 14 not in memos, memos

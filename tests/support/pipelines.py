@@ -15,3 +15,20 @@ def pipeline_file(tmp_path_factory, name: str, tables: list[dict], **top) -> str
     path = tmp_path_factory.mktemp(name) / "pipeline.yaml"
     path.write_text(yaml.safe_dump(doc))
     return str(path)
+
+
+def stream_once(pipeline) -> None:
+    """The change reader up to the binlog's end, then the sink until idle (both in this process)."""
+    from seam.sink import Sink
+    from seam.streaming import ChangeReader
+
+    reader = ChangeReader(pipeline)
+    try:
+        reader.run(until_idle=True)
+    finally:
+        reader.close()
+    sink = Sink(pipeline)
+    try:
+        sink.run(idle_exit=3)
+    finally:
+        sink.close()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from seam.streaming import _COMPUTED, ddl_effect, literal_default, query_kind
+from seam.binlog import ddl_effect, query_kind, xid_text
+from seam.streaming import _COMPUTED, literal_default
 
 
 @pytest.mark.parametrize("query, effect", [
@@ -26,6 +27,11 @@ from seam.streaming import _COMPUTED, ddl_effect, literal_default, query_kind
     ("ALTER TABLE other.payments DROP COLUMN memo", None),
     ("RENAME TABLE x TO payments", None),
     ("CREATE TABLE payments2 LIKE payments", None),
+    ("INSERT INTO payments VALUES (1)", ("stop", "INSERT logged as a statement, not as rows")),
+    ("delete from shop.payments where id = 1", ("stop", "DELETE logged as a statement, not as rows")),
+    ("UPDATE payments_archive SET a = 1", None),
+    ("INSERT INTO other.t VALUES (1)", None),
+    ("GRANT SELECT ON shop.payments TO x", None),
 ])
 def test_ddl_effect(query, effect):
     assert ddl_effect(query, "shop", "shop", "payments") == effect
@@ -42,6 +48,16 @@ def test_literal_defaults():
     ("BEGIN", "begin"), ("COMMIT", "commit"), ("SAVEPOINT `s1`", "savepoint"), ("RELEASE SAVEPOINT s1", "savepoint"),
     ("ROLLBACK TO SAVEPOINT `sa_savepoint_1`", "savepoint"), ("ROLLBACK WORK TO s1", "savepoint"),
     ("/* app */ SAVEPOINT s2", "savepoint"), ("ALTER TABLE t ADD COLUMN x INT", "other"),
-    ("ROLLBACK", "other"), ("XA END 'x'", "other")])
-def test_query_kinds_keep_savepoints_inside_the_transaction(query, kind):
-    assert query_kind(query) == kind
+    ("ROLLBACK", "rollback"), ("rollback work", "rollback"), ("START TRANSACTION", "begin"),
+    ("XA START X'7831',X'',1", "xa_start"), ("XA END X'7831',X'',1", "xa_end"), ("XA PREPARE 'x'", "xa_prepare"),
+    ("XA COMMIT X'7831',X'',1", "xa_commit"), ("XA ROLLBACK X'7831',X'',1", "xa_rollback"),
+    ("XA COMMIT 'x' ONE PHASE", "xa_commit_one_phase"), ("INSERT INTO t VALUES (1)", "other")])
+def test_query_kinds(query, kind):
+    assert query_kind(query)[0] == kind
+
+
+def test_xids_have_one_spelling():
+    """The session writes 'x1'; the binlog logs X'7831',X'',1: both name one transaction."""
+    assert xid_text("'x1'") == xid_text("X'7831',X'',1") == "X'7831',X'',1"
+    assert xid_text("'g', 'b', 7") == "X'67',X'62',7"
+    assert query_kind("XA COMMIT 'x1'")[1] == query_kind("XA END X'7831',X'',1")[1]

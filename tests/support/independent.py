@@ -1,0 +1,108 @@
+"""An independent comparer: source table against target table, row by row, sharing no code with Seam.
+
+It reads the source's column types from information_schema itself, reads both sides with the plain drivers
+(PyMySQL and psycopg, no Seam normalisation, no Seam SQL) and turns each value into a Python value with its
+own small rules, written from the databases' documentation rather than from Seam's record format:
+
+- integers, YEAR, BIT: ``int``; DECIMAL: ``Decimal``; FLOAT: compared as 32-bit floats; DOUBLE: ``float``;
+- DATE, DATETIME: ``date`` / naive ``datetime``; TIMESTAMP: naive UTC (the source session runs in UTC, the
+  target's timestamptz is converted); zero dates: ``None`` (PostgreSQL cannot hold them; Seam's documented
+  mapping); TIME: ``timedelta``;
+- SET: a frozenset of members; ENUM and text: ``str``; binary: ``bytes``; JSON: the parsed document.
+
+A mismatch lists up to five rows missing in the target and five extra, as the comparer read them.
+"""
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import json
+import struct
+from decimal import Decimal
+
+import psycopg
+import pymysql
+
+_INTS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
+_BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
+
+
+def _f32(value) -> float:
+    return struct.unpack("<f", struct.pack("<f", float(value)))[0]
+
+
+def _zero_date(value) -> bool:
+    return isinstance(value, str) and (value.startswith("0000") or "-00" in value[:10])
+
+
+def _value(kind: str, value, side: str):
+    if value is None:
+        return None
+    if kind in _INTS:
+        return int(value)
+    if kind == "bit":
+        return int.from_bytes(value, "big") if isinstance(value, (bytes, bytearray)) else int(value)
+    if kind == "decimal":
+        return Decimal(value).normalize()
+    if kind == "float":
+        return _f32(value)
+    if kind in ("double", "real"):
+        return float(value)
+    if kind in ("date", "datetime", "timestamp"):
+        if _zero_date(value):
+            return None
+        if isinstance(value, dt.datetime) and value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return value
+    if kind == "time":
+        return value if isinstance(value, dt.timedelta) else dt.timedelta(hours=value.hour, minutes=value.minute,
+                                                                          seconds=value.second,
+                                                                          microseconds=value.microsecond)
+    if kind == "set":
+        if isinstance(value, (set, frozenset)):
+            return frozenset(value)
+        return frozenset(m for m in str(value).split(",") if m)
+    if kind == "json":
+        return json.dumps(json.loads(value) if isinstance(value, (str, bytes)) else value, sort_keys=True)
+    if kind in _BINARY:
+        return bytes(value)
+    return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def _canon(row: tuple) -> str:
+    return repr(row)
+
+
+def source_table(mysql_kwargs: dict, db: str, table: str, where: str = "1 = 1"):
+    conn = pymysql.connect(**mysql_kwargs, init_command="SET time_zone = '+00:00'")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                        "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (db, table))
+            columns = [(r[0], r[1].lower()) for r in cur.fetchall()]
+            names = ", ".join("`" + c.replace("`", "``") + "`" for c, _ in columns)
+            cur.execute(f"SELECT {names} FROM `{db}`.`{table}` WHERE {where}")
+            rows = collections.Counter(_canon(tuple(_value(k, v, "source") for (_, k), v in zip(columns, r)))
+                                       for r in cur.fetchall())
+    finally:
+        conn.close()
+    return columns, rows
+
+
+def target_table(conninfo: dict, db: str, table: str, columns):
+    names = ", ".join('"' + c.replace('"', '""') + '"' for c, _ in columns)
+    with psycopg.connect(**conninfo) as conn:
+        cur = conn.execute(f'SELECT {names} FROM "{db}"."{table}"')
+        return collections.Counter(_canon(tuple(_value(k, v, "target") for (_, k), v in zip(columns, r)))
+                                   for r in cur)
+
+
+def compare(mysql_kwargs: dict, conninfo: dict, db: str, table: str, where: str = "1 = 1") -> str | None:
+    """None when the target table holds exactly the source's rows (those matching ``where``); else why not."""
+    columns, source = source_table(mysql_kwargs, db, table, where)
+    target = target_table(conninfo, db, table, columns)
+    if source == target:
+        return None
+    missing, extra = source - target, target - source
+    return (f"{db}.{table}: {sum(missing.values())} row(s) missing in the target, {sum(extra.values())} extra; "
+            f"missing e.g. {list(missing)[:5]}; extra e.g. {list(extra)[:5]}")
