@@ -11,6 +11,12 @@ Shape (JSON, versioned ``"v": 1``)::
                 "part": 0, "attempt": 7}}
                 (txn/last/prev: change events only; part/attempt: batch records only)
 
+A foreign-key cascade (MySQL applies it inside the storage engine, so the
+binlog has no rows for it) is published on the child table's topic, in the
+parent's transaction at the parent's change, as ``"op": "x"`` with
+``"cascade": {"action": "delete"|"set_null"|"update", "parent": "db.table",
+"columns": [child FK columns], "old": [values], "new": [values]|null}``.
+
 ``txn`` is where the source transaction commits; ``last`` marks the table's
 last change in it, so a sink can apply whole source transactions only. ``prev`` is the
 table's previously published position: a sink that has not applied it has
@@ -61,7 +67,7 @@ from typing import Any
 from seam.schema import Column, TableSchema
 
 FORMAT_VERSION = 1
-OPS = ("r", "c", "u", "d")
+OPS = ("r", "c", "u", "d", "x")  # x: a foreign-key cascade (``cascade``), change events only
 THROUGH = 2**31 - 1  # row index meaning "every row of the event"
 
 _TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}
@@ -123,6 +129,7 @@ class Record:
     prev: Position | None = None  # change events: the table's previous published position (the chain)
     part: int | None = None      # batch records: the chunk (RECONCILE_PART for reconciliation changes)
     attempt: int | None = None   # batch records: the Spark task attempt that published it
+    cascade: dict | None = None  # op x: {"action": delete|set_null|update, "columns", "old", "new", "parent"}
 
     def __post_init__(self):
         if self.op not in OPS:
@@ -131,7 +138,7 @@ class Record:
     def to_json(self) -> bytes:
         return record_json(self.op, self.db, self.table, self.key, self.before, self.after, self.position,
                            self.snapshot, self.batch, self.gtid, self.ts_ms, self.txn, self.last, self.prev, self.part,
-                           self.attempt)
+                           self.attempt, self.cascade)
 
     def kafka_key(self) -> bytes:
         return kafka_key(self.key)
@@ -147,13 +154,14 @@ class Record:
         return cls(op=doc["op"], db=s["db"], table=s["table"], key=doc["key"], before=doc["before"],
                    after=doc["after"], position=Position(s["file"], s["pos"], s["row"]),
                    snapshot=s["snapshot"], batch=s["batch"], gtid=s["gtid"], ts_ms=doc["ts_ms"], txn=txn,
-                   last=s.get("last", False), prev=prev, part=s.get("part"), attempt=s.get("attempt"))
+                   last=s.get("last", False), prev=prev, part=s.get("part"), attempt=s.get("attempt"),
+                   cascade=doc.get("cascade"))
 
 
 def record_json(op: str, db: str, table: str, key: dict, before: dict | None, after: dict | None,
                 position: Position, snapshot: bool, batch: str | None, gtid: str | None, ts_ms: int,
                 txn: Position | None = None, last: bool = False, prev: Position | None = None,
-                part: int | None = None, attempt: int | None = None) -> bytes:
+                part: int | None = None, attempt: int | None = None, cascade: dict | None = None) -> bytes:
     """The serialised record (the one place that defines the wire form)."""
     source = {"db": db, "table": table, "snapshot": snapshot, "batch": batch,
               "file": position.file, "pos": position.pos, "row": position.row, "gtid": gtid}
@@ -163,8 +171,11 @@ def record_json(op: str, db: str, table: str, key: dict, before: dict | None, af
         source["prev"] = None if prev is None else {"file": prev.file, "pos": prev.pos, "row": prev.row}
     if part is not None:
         source["part"], source["attempt"] = part, attempt
-    return json.dumps({"v": FORMAT_VERSION, "op": op, "ts_ms": ts_ms, "key": key, "before": before,
-                       "after": after, "source": source}, ensure_ascii=False, separators=(",", ":")).encode()
+    doc = {"v": FORMAT_VERSION, "op": op, "ts_ms": ts_ms, "key": key, "before": before, "after": after,
+           "source": source}
+    if cascade is not None:
+        doc["cascade"] = cascade
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def kafka_key(key: dict[str, Any]) -> bytes:

@@ -67,3 +67,58 @@ def read_schema(conn, db: str, table: str) -> TableSchema:
     columns = tuple(Column(name=r[0], data_type=r[1].lower(), column_type=r[2], nullable=r[3] == "YES",
                            numeric_scale=r[4], datetime_precision=r[5]) for r in rows)
     return TableSchema(db=db, table=table, columns=columns, primary_key=pk)
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    """A child table's foreign key: ``columns`` reference ``parent``'s ``referenced`` columns."""
+
+    child: tuple[str, str]
+    columns: tuple[str, ...]
+    parent: tuple[str, str]
+    referenced: tuple[str, ...]
+    on_delete: str  # CASCADE, SET NULL, RESTRICT, NO ACTION, SET DEFAULT
+    on_update: str
+
+
+def read_foreign_keys(conn, dbs) -> list[ForeignKey]:
+    """The foreign keys of the tables in ``dbs`` whose parent is in ``dbs`` too. Columns come from
+    KEY_COLUMN_USAGE; the ON DELETE / ON UPDATE rules from SHOW CREATE TABLE, because MariaDB shows
+    REFERENTIAL_CONSTRAINTS only to users with more than SELECT on the table."""
+    dbs = sorted(set(dbs))
+    if not dbs:
+        return []
+    marks = ", ".join(["%s"] * len(dbs))
+    with conn.cursor() as cur:
+        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, CONSTRAINT_NAME, COLUMN_NAME, REFERENCED_TABLE_SCHEMA, "
+                    "REFERENCED_TABLE_NAME, REFERENCED_COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE "
+                    f"WHERE TABLE_SCHEMA IN ({marks}) AND REFERENCED_TABLE_SCHEMA IN ({marks}) "
+                    "ORDER BY TABLE_SCHEMA, TABLE_NAME, CONSTRAINT_NAME, ORDINAL_POSITION", (*dbs, *dbs))
+        grouped: dict[tuple, list] = {}
+        for db, table, name, column, pdb, ptable, pcolumn in cur.fetchall():
+            grouped.setdefault((db, table, name, pdb, ptable), []).append((column, pcolumn))
+        rules: dict[tuple, dict] = {}
+        for db, table in {(k[0], k[1]) for k in grouped}:
+            cur.execute(f"SHOW CREATE TABLE `{db.replace('`', '``')}`.`{table.replace('`', '``')}`")
+            rules[(db, table)] = _fk_rules(cur.fetchone()[1])
+    out = []
+    for (db, table, name, pdb, ptable), cols in grouped.items():
+        on_delete, on_update = rules[(db, table)].get(name, ("RESTRICT", "RESTRICT"))
+        out.append(ForeignKey((db, table), tuple(c for c, _ in cols), (pdb, ptable), tuple(p for _, p in cols),
+                              on_delete, on_update))
+    return out
+
+
+_FK_CLAUSE = re.compile(r"CONSTRAINT\s+`((?:[^`]|``)+)`\s+FOREIGN\s+KEY\s*\([^)]*\)\s*REFERENCES\s+[^(]+\([^)]*\)"
+                        r"((?:\s+ON\s+(?:DELETE|UPDATE)\s+(?:CASCADE|SET\s+NULL|SET\s+DEFAULT|RESTRICT|NO\s+ACTION))*)",
+                        re.I)
+_FK_RULE = re.compile(r"ON\s+(DELETE|UPDATE)\s+(CASCADE|SET\s+NULL|SET\s+DEFAULT|RESTRICT|NO\s+ACTION)", re.I)
+
+
+def _fk_rules(create_table: str) -> dict[str, tuple[str, str]]:
+    """Constraint name -> (ON DELETE, ON UPDATE) from a SHOW CREATE TABLE text (absent: RESTRICT)."""
+    out = {}
+    for m in _FK_CLAUSE.finditer(create_table):
+        found = {verb.upper(): " ".join(rule.upper().split()) for verb, rule in _FK_RULE.findall(m.group(2))}
+        out[m.group(1).replace("``", "`")] = (found.get("DELETE", "RESTRICT"), found.get("UPDATE", "RESTRICT"))
+    return out

@@ -65,7 +65,7 @@ def record_decoder(schema: TableSchema, batch_rows: bool = False) -> msgspec.jso
     source = msgspec.defstruct("Source", fields, gc=False)  # other fields are skipped
     wire = [("op", str), ("before", Optional[row]), ("after", Optional[row]), ("source", source)]
     if not batch_rows:
-        wire.append(("ts_ms", int, 0))
+        wire += [("ts_ms", int, 0), ("cascade", Optional[dict], None)]
     return msgspec.json.Decoder(msgspec.defstruct("Wire", wire, gc=False))
 
 
@@ -145,6 +145,7 @@ class StreamTable:
     def use(self, schema: TableSchema) -> None:
         """(Re)build decoder, converter and statements for the table's columns."""
         self.schema, key = schema, self.key
+        self._cascade_sql: dict[tuple, str] = {}
         self.decode, self.convert = record_decoder(schema).decode, row_converter(schema)
         self.target = target_table(schema.db, schema.table)
         types = {c.name: pg_type(c) for c in schema.columns}
@@ -167,6 +168,28 @@ class StreamTable:
 
     def key_of(self, values: tuple) -> tuple:
         return tuple(values[i] for i in self.key_index)
+
+    def cascade(self, cascade: dict) -> tuple[str, list]:
+        """The statement and parameters that do what the source's ON DELETE/UPDATE rule did to this table.
+        Column names come from the message: each must be one of the table's; values are parameters."""
+        action, columns = cascade.get("action"), tuple(cascade.get("columns") or ())
+        old, new = list(cascade.get("old") or ()), list(cascade.get("new") or ())
+        if action not in ("delete", "set_null", "update") or not columns or len(old) != len(columns) or \
+                not set(columns) <= set(self.schema.names) or (action == "update" and len(new) != len(columns)):
+            raise SinkError(f"a cascade message for {self.target} is not Seam's: {str(cascade)[:200]}")
+        sql = self._cascade_sql.get((action, columns))
+        if sql is None:
+            types = {c.name: pg_type(c) for c in self.schema.columns}
+            match = " AND ".join(f"{qi(c)} = %s::{types[c]}" for c in columns)
+            if action == "delete":
+                sql = f"DELETE FROM {self.target} WHERE {match}"
+            elif action == "set_null":
+                sql = f"UPDATE {self.target} SET {', '.join(f'{qi(c)} = NULL' for c in columns)} WHERE {match}"
+            else:
+                sql = (f"UPDATE {self.target} SET {', '.join(f'{qi(c)} = %s::{types[c]}' for c in columns)} "
+                       f"WHERE {match}")
+            self._cascade_sql[(action, columns)] = sql
+        return sql, (new + old if action == "update" else old)
 
     def removed(self, values: tuple | None) -> bool:
         """The row is flagged deleted: Seam keeps it out of the target."""
@@ -444,8 +467,20 @@ class Sink:
         return False
 
     def _queue_transaction(self, stream: StreamTable, docs: list) -> None:
-        ops = self._ops
+        ops: list = []
+        try:
+            self._transaction_ops(stream, docs, ops)
+        except SinkError as exc:
+            self.stop_table(stream, str(exc))
+            return
+        self._ops.extend(ops)
+
+    def _transaction_ops(self, stream: StreamTable, docs: list, ops: list) -> None:
         for doc in docs:
+            if doc.op == "x":  # a foreign-key cascade: a predicate on the child's key columns, 0..n rows
+                sql, params = stream.cascade(doc.cascade)
+                ops.append((stream, sql, params, False))
+                continue
             before = stream.convert(doc.before) if doc.before is not None else None
             after = stream.convert(doc.after) if doc.after is not None else None
             after_removed = stream.removed(after)

@@ -280,9 +280,17 @@ def reconcile(source, schema: TableSchema, key: tuple[str, ...], plan: ChunkPlan
         return Record(op=op, db=schema.db, table=schema.table, key=key_of(schema, key, after or before),
                       before=before, after=after, position=at, snapshot=False, batch=batch)
 
-    reader = BinlogReader(source, start, [schema.db], tables={(schema.db, schema.table)}, end=target)
+    cascading = _cascading_keys(source, schema)
+    parents = {fk.parent for fk in cascading}
+    reader = BinlogReader(source, start, [schema.db] + [p[0] for p in parents],
+                          tables={(schema.db, schema.table), *parents}, end=target)
     try:
         for item in reader:
+            if isinstance(item, Transaction) and any(_cascades(fk, c) for c in item.changes for fk in cascading):
+                raise SnapshotError(f"{schema.db}.{schema.table}: a parent of a cascading foreign key changed at "
+                                    f"{item.commit} while the table's chunks were read, which the binlog does not "
+                                    "show for this table: run the full load again (or with spark.partitions: 1, "
+                                    "one snapshot, nothing to replay)")
             if isinstance(item, Statement) and ddl_effect(item.query, item.schema, schema.db, schema.table):
                 raise SnapshotError(f"{schema.db}.{schema.table} changed shape while it was read ({item.query[:200]!r} "
                                     f"at {item.position}): run the full load again")
@@ -311,3 +319,28 @@ def reconcile(source, schema: TableSchema, key: tuple[str, ...], plan: ChunkPlan
                         yield (record("c", None, image, at) if change.op == "c" else record("d", image, None, at))
     finally:
         reader.close()
+
+
+def _cascading_keys(source, schema: TableSchema) -> list:
+    """This table's foreign keys whose CASCADE / SET NULL rule changes its rows when the parent changes."""
+    import pymysql
+
+    from seam.schema import read_foreign_keys
+
+    conn = pymysql.connect(**source.pymysql_kwargs())
+    try:
+        keys = read_foreign_keys(conn, [schema.db])
+    finally:
+        conn.close()
+    return [fk for fk in keys if fk.child == (schema.db, schema.table)
+            and {fk.on_delete, fk.on_update} & {"CASCADE", "SET NULL"}]
+
+
+def _cascades(fk, change) -> bool:
+    """The parent's change triggers the rule: a delete, or an update of the referenced columns."""
+    if (change.db, change.table) != fk.parent:
+        return False
+    if change.op == "d":
+        return fk.on_delete in ("CASCADE", "SET NULL")
+    return change.op == "u" and fk.on_update in ("CASCADE", "SET NULL") and \
+        any(change.before.get(c) != change.after.get(c) for c in fk.referenced)

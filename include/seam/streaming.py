@@ -128,6 +128,7 @@ class ChangeReader:
         self._over_bound = False
         self._pause_began: float | None = None
         self._told_waiting: set[tuple[str, str]] = set()
+        self._cascades: dict[tuple[str, str], list] = {}
         self._stopped_batch: dict[tuple[str, str], str | None] = {}  # stopped tables: the load they stopped in
         self._target = connect_state(pipeline)
         self._rewound_at = self._target.execute("SELECT now()").fetchone()[0]
@@ -305,8 +306,10 @@ class ChangeReader:
 
     def _read(self, publisher: Publisher, start: Position, stats: dict, should_stop, until_idle: bool) -> None:
         src = self.pipeline.source
-        reader = BinlogReader(src, start, {db for db, _ in self.tables}, tables=set(self.tables),
-                              blocking=not until_idle, server_id=src.server_id, heartbeat_s=1.0)
+        self._cascades = self._load_cascades()
+        reader = BinlogReader(src, start, {db for db, _ in self.tables} | {p[0] for p in self._cascades},
+                              tables=set(self.tables) | set(self._cascades), blocking=not until_idle,
+                              server_id=src.server_id, heartbeat_s=1.0)
         ids = topic_ids(self.pipeline, sorted({f.topic for f in self.followed.values()}))
         log.info("reading the binlog from %s for %s", start, ", ".join(sorted(f.table.name for f in
                                                                              self.followed.values())))
@@ -394,6 +397,8 @@ class ChangeReader:
             if followed is not None and txn.commit.after(followed.published):
                 failed[followed.table.name] = (followed, error)
         for change in txn.changes:
+            if (change.db, change.table) in self._cascades:
+                out.extend(self._cascaded(change, txn, failed))
             followed = self.followed.get((change.db, change.table))
             if followed is None or not txn.commit.after(followed.published) or followed.table.name in failed:
                 continue
@@ -409,6 +414,73 @@ class ChangeReader:
                                          after=after, position=change.position, gtid=txn.gtid,
                                          ts_ms=txn.timestamp * 1000)))
         return [(f, r) for f, r in out if f.table.name not in failed], failed
+
+    def _load_cascades(self) -> dict[tuple[str, str], list]:
+        """Per parent table: its foreign keys into streamed tables whose rule the storage engine applies
+        without logging rows (ON DELETE / ON UPDATE CASCADE or SET NULL), with the parent's schema."""
+        import pymysql
+
+        from seam.schema import read_foreign_keys, read_schema
+
+        conn = pymysql.connect(**self.pipeline.source.pymysql_kwargs())
+        try:
+            out: dict[tuple[str, str], list] = {}
+            schemas: dict[tuple[str, str], TableSchema] = {}
+            for fk in read_foreign_keys(conn, {db for db, _ in self.tables}):
+                if fk.child not in self.tables or not ({fk.on_delete, fk.on_update} & _FOLLOWED_RULES):
+                    continue
+                if fk.parent not in schemas:
+                    schemas[fk.parent] = read_schema(conn, *fk.parent)
+                out.setdefault(fk.parent, []).append((fk, schemas[fk.parent]))
+        finally:
+            conn.close()
+        for parent, fks in out.items():
+            log.info("following cascades of %s.%s into %s", *parent, ", ".join(
+                f"{fk.child[0]}.{fk.child[1]} (ON DELETE {fk.on_delete}, ON UPDATE {fk.on_update})" for fk, _ in fks))
+        return out
+
+    def _cascaded(self, change, txn: Transaction, failed: dict) -> list[tuple[Followed, Record]]:
+        """What the storage engine did to streamed child tables because of a parent's change (not in the
+        binlog): one ``x`` record per child foreign key, at the parent's change. A cascade that reaches a
+        grandchild (a child's own cascading key) stops the grandchild: Seam does not follow two levels yet."""
+        out = []
+        for fk, parent in self._cascades[(change.db, change.table)]:
+            child = self.followed.get(fk.child)
+            if child is None or not txn.commit.after(child.published) or child.table.name in failed:
+                continue
+            try:
+                old = [normalize(parent.column(c), change.before[c]) for c in fk.referenced] \
+                    if change.before is not None else None
+                new = [normalize(parent.column(c), change.after[c]) for c in fk.referenced] \
+                    if change.after is not None else None
+            except Exception as exc:  # noqa: BLE001 - named in the stop
+                failed[child.table.name] = (child, f"the cascade from {fk.parent[0]}.{fk.parent[1]} cannot be read "
+                                                   f"({type(exc).__name__}: {exc})")
+                continue
+            if old is None or any(v is None for v in old):
+                continue  # an insert, or a parent key with NULLs: nothing references it
+            if change.op == "d":
+                rule = fk.on_delete
+                action = {"CASCADE": "delete", "SET NULL": "set_null"}.get(rule)
+            elif new != old:
+                rule = fk.on_update
+                action = {"CASCADE": "update", "SET NULL": "set_null"}.get(rule)
+            else:
+                action = None
+            if action is None:
+                continue
+            for grandchild, _ in self._cascades.get(fk.child, []):
+                deeper = self.followed.get(grandchild.child)
+                if deeper is not None and txn.commit.after(deeper.published):
+                    failed[deeper.table.name] = (deeper, f"a cascade from {fk.parent[0]}.{fk.parent[1]} through "
+                                                         f"{fk.child[0]}.{fk.child[1]} reaches it at {txn.commit} "
+                                                         "(two levels of cascades are not followed yet)")
+            cascade = {"action": action, "parent": f"{fk.parent[0]}.{fk.parent[1]}", "columns": list(fk.columns),
+                       "old": old, "new": new if action == "update" else None}
+            out.append((child, Record(op="x", db=child.schema.db, table=child.schema.table, key={}, before=None,
+                                      after=None, position=change.position, gtid=txn.gtid,
+                                      ts_ms=txn.timestamp * 1000, cascade=cascade)))
+        return out
 
     def _publish(self, publisher: Publisher, pending: list[tuple[Followed, Record]], commit: Position,
                  timestamp: int) -> int:
@@ -546,6 +618,7 @@ class ChangeReader:
         return SchemaChange(position, followed.published, columns, defaults, ddl.strip()[:1000])
 
 
+_FOLLOWED_RULES = {"CASCADE", "SET NULL"}
 _TRANSACTIONAL = {"innodb", "xtradb", "rocksdb", "tokudb", "ndbcluster", "ndb"}
 
 

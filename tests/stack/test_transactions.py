@@ -137,3 +137,54 @@ def test_a_statement_the_stream_cannot_follow_stops_the_table(path):
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as c:
         stopped = c.execute("SELECT stopped FROM seam.positions WHERE db = %s AND tbl = 'films'", (DB,)).fetchone()[0]
     assert stopped and "logged as a statement" in stopped and "seam load full" in stopped, stopped
+
+
+def test_foreign_key_cascades_reach_the_children(stack, tmp_path_factory):
+    """ON DELETE CASCADE, ON UPDATE CASCADE and ON DELETE SET NULL act inside InnoDB: the binlog has rows for the
+    parent only. The children in the target must change all the same, in order with their own changes (a child
+    row inserted and then cascaded away in one transaction is gone)."""
+    db = "cascade_test"
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], None)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {db}")
+            cur.execute(f"CREATE DATABASE {db}")
+            cur.execute(f"USE {db}")
+            cur.execute("CREATE TABLE customers (id INT PRIMARY KEY, code VARCHAR(10) NOT NULL UNIQUE, name TEXT)")
+            cur.execute("CREATE TABLE orders (id INT PRIMARY KEY, customer_code VARCHAR(10) NOT NULL, amount "
+                        "DECIMAL(10,2), FOREIGN KEY (customer_code) REFERENCES customers (code) ON DELETE CASCADE "
+                        "ON UPDATE CASCADE)")
+            cur.execute("CREATE TABLE tickets (id INT PRIMARY KEY, customer_id INT NULL, text TEXT, "
+                        "FOREIGN KEY (customer_id) REFERENCES customers (id) ON DELETE SET NULL)")
+            cur.execute("INSERT INTO customers VALUES (1, 'C1', 'one'), (2, 'C2', 'two'), (3, 'C3', 'three')")
+            cur.execute("INSERT INTO orders VALUES (10, 'C1', 1.50), (11, 'C1', 2.50), (20, 'C2', 3.00), "
+                        "(30, 'C3', 4.00)")
+            cur.execute("INSERT INTO tickets VALUES (100, 1, 'a'), (200, 2, 'b'), (300, 3, 'c')")
+        conn.commit()
+    finally:
+        conn.close()
+    tables = [{"name": f"{db}.{t}", "key": ["id"], "sync": "stream"} for t in ("customers", "orders", "tickets")]
+    path = pipeline_file(tmp_path_factory, "cascade", tables)
+    pipeline = load_pipeline(path)
+    load = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full",
+                           *(t["name"] for t in tables)], capture_output=True, text=True, timeout=600)
+    assert load.returncode == 0, load.stdout + load.stderr
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
+    try:
+        conn.autocommit(False)
+        with conn.cursor() as cur:
+            cur.execute("INSERT INTO orders VALUES (21, 'C2', 9.99)")  # then cascaded away in the same transaction
+            cur.execute("DELETE FROM customers WHERE id = 2")          # orders 20, 21 deleted; ticket 200 set NULL
+            cur.execute("UPDATE customers SET code = 'C1-NEW' WHERE id = 1")  # orders 10, 11 follow the new code
+            cur.execute("INSERT INTO orders VALUES (12, 'C1-NEW', 5.00)")
+        conn.commit()
+    finally:
+        conn.close()
+    stream_once(pipeline)
+    for table in ("customers", "orders", "tickets"):
+        assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, table) is None
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as c:
+        orders = dict(c.execute(f'SELECT id, customer_code FROM "{db}".orders').fetchall())
+        tickets = dict(c.execute(f'SELECT id, customer_id FROM "{db}".tickets').fetchall())
+    assert orders == {10: "C1-NEW", 11: "C1-NEW", 12: "C1-NEW", 30: "C3"}, orders
+    assert tickets == {100: 1, 200: None, 300: 3}, tickets

@@ -61,3 +61,20 @@ def test_xids_have_one_spelling():
     assert xid_text("'x1'") == xid_text("X'7831',X'',1") == "X'7831',X'',1"
     assert xid_text("'g', 'b', 7") == "X'67',X'62',7"
     assert query_kind("XA COMMIT 'x1'")[1] == query_kind("XA END X'7831',X'',1")[1]
+
+
+def test_foreign_key_rules_from_show_create_table():
+    from seam.schema import _fk_rules
+
+    text = """CREATE TABLE `orders` (
+  `id` int(11) NOT NULL,
+  `cc` varchar(10) NOT NULL,
+  `t` int(11) DEFAULT NULL,
+  `u` int(11) DEFAULT NULL,
+  PRIMARY KEY (`id`),
+  CONSTRAINT `orders_ibfk_1` FOREIGN KEY (`cc`) REFERENCES `customers` (`code`) ON DELETE CASCADE ON UPDATE CASCADE,
+  CONSTRAINT `odd``name` FOREIGN KEY (`t`) REFERENCES `other`.`t` (`id`) ON DELETE SET NULL,
+  CONSTRAINT `plain` FOREIGN KEY (`u`, `t`) REFERENCES `u` (`a`, `b`)
+) ENGINE=InnoDB"""
+    assert _fk_rules(text) == {"orders_ibfk_1": ("CASCADE", "CASCADE"), "odd`name": ("SET NULL", "RESTRICT"),
+                               "plain": ("RESTRICT", "RESTRICT")}
