@@ -58,6 +58,30 @@ def _sink_running(conn, topic: str) -> bool:
     return not got
 
 
+def cascades_followed(pipeline: Pipeline, tables: list[TableConfig]) -> list[str]:
+    """One line per foreign-key rule the stream will apply to a loaded table (or from one), so that a user
+    sees which deletes and key updates reach which synced children."""
+    import pymysql
+
+    from seam.schema import read_foreign_keys
+
+    streamed = {(t.db, t.table) for t in pipeline.tables if t.sync == "stream"}
+    loaded = {(t.db, t.table) for t in tables}
+    conn = pymysql.connect(**pipeline.source.pymysql_kwargs())
+    try:
+        keys = read_foreign_keys(conn, {t.db for t in pipeline.tables})
+    finally:
+        conn.close()
+    lines = []
+    for fk in keys:
+        rules = [f"ON {verb} {rule}" for verb, rule in (("DELETE", fk.on_delete), ("UPDATE", fk.on_update))
+                 if rule in ("CASCADE", "SET NULL")]
+        if rules and fk.child in streamed and (fk.child in loaded or fk.parent in loaded):
+            lines.append(f"cascade followed by the stream: {'.'.join(fk.parent)} -> {'.'.join(fk.child)} "
+                         f"({', '.join(fk.columns)}; {', '.join(rules)})")
+    return lines
+
+
 def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: str | None = None,
               say: Callable[[str], None] = print, timeout: float = 3600, progress_every: float = 3.0,
               stall_after: float = 300.0, rejected_retries: int = 1, log: logging.Logger | None = None) -> list[dict]:
@@ -65,6 +89,8 @@ def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: s
     A rejected batch (its END disagrees with what reached the sink) is loaded again ``rejected_retries`` times."""
     for table in tables:  # every check before anything is published: a bad table changes nothing
         prepare(pipeline, table)
+    for line in cascades_followed(pipeline, tables):
+        say(line)
     results: dict[str, dict] = {}
     todo = list(tables)
     for attempt in range(1 + rejected_retries):

@@ -169,6 +169,9 @@ def test_foreign_key_cascades_reach_the_children(stack, tmp_path_factory):
     load = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full",
                            *(t["name"] for t in tables)], capture_output=True, text=True, timeout=600)
     assert load.returncode == 0, load.stdout + load.stderr
+    assert f"cascade followed by the stream: {db}.customers -> {db}.orders (customer_code; ON DELETE CASCADE, " \
+           "ON UPDATE CASCADE)" in load.stdout, load.stdout
+    assert f"{db}.customers -> {db}.tickets (customer_id; ON DELETE SET NULL)" in load.stdout, load.stdout
     conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
     try:
         conn.autocommit(False)

@@ -1,0 +1,262 @@
+"""A seeded workload that writes what applications write (issue 14): multi-table transactions, savepoints
+and rollbacks to them, XA (committed later by another session, or rolled back), whole rolled-back
+transactions, INSERT ... ON DUPLICATE KEY UPDATE, REPLACE, primary-key moves, DELETE ... LIMIT, cascading
+parent deletes and key updates, edge values of every type family, keyed and keyless tables.
+
+It shares no code with Seam: plain PyMySQL, its own schema. ``Workload(seed).run(seconds)`` is reproducible
+for a seed up to the interleaving with the clock. Counts of what it did are in ``stats``.
+"""
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import json
+import random
+import time
+from decimal import Decimal
+
+import pymysql
+
+DB = "torture"
+
+SCHEMA = [
+    """CREATE TABLE owners (
+      id INT PRIMARY KEY, code VARCHAR(16) NOT NULL UNIQUE, name VARCHAR(60) CHARACTER SET utf8mb4 NOT NULL,
+      tags SET('Gold','Silver','VIP Client','Größe','') NULL, kind ENUM('Retail','Corporate','Bank Ünion') NOT NULL,
+      balance DECIMAL(18,4) NOT NULL, ratio FLOAT NULL, score DOUBLE NULL, born DATE NULL, seen DATETIME(6) NULL,
+      stamp TIMESTAMP(3) NULL, span TIME(3) NULL, yr YEAR NULL, flags BIT(10) NULL, doc JSON NULL,
+      raw VARBINARY(16) NULL, legacy VARCHAR(20) CHARACTER SET latin1 NULL) ENGINE=InnoDB""",
+    """CREATE TABLE entries (
+      id BIGINT PRIMARY KEY, owner_code VARCHAR(16) NOT NULL, amount DECIMAL(12,2) NOT NULL, memo TEXT NULL,
+      FOREIGN KEY (owner_code) REFERENCES owners (code) ON DELETE CASCADE ON UPDATE CASCADE) ENGINE=InnoDB""",
+    """CREATE TABLE notes (
+      id INT PRIMARY KEY, owner_id INT NULL, body VARCHAR(100) NULL,
+      FOREIGN KEY (owner_id) REFERENCES owners (id) ON DELETE SET NULL) ENGINE=InnoDB""",
+    """CREATE TABLE events (at DATETIME(6) NOT NULL, kind VARCHAR(12) NOT NULL, n INT NULL) ENGINE=InnoDB""",
+]
+TABLES = ("owners", "entries", "notes", "events")
+
+
+class Workload:
+    def __init__(self, mysql_kwargs: dict, seed: int):
+        self.kwargs, self.rng, self.seed = mysql_kwargs, random.Random(seed), seed
+        self.stats: collections.Counter = collections.Counter()
+        self._ids = collections.defaultdict(int)
+        self._xa_open: list[str] = []
+
+    def connect(self, db: str | None = DB) -> pymysql.Connection:
+        return pymysql.connect(**self.kwargs, database=db, autocommit=True, init_command="SET time_zone = '+00:00', innodb_lock_wait_timeout = 2")
+
+    def create(self, owners: int = 200) -> None:
+        conn = self.connect(None)
+        with conn.cursor() as cur:
+            cur.execute("XA RECOVER")
+            for row in cur.fetchall():
+                data = row[3].decode() if isinstance(row[3], bytes) else row[3]
+                if data.startswith("tt-"):
+                    cur.execute("XA ROLLBACK %s", (data,))
+            cur.execute(f"DROP DATABASE IF EXISTS {DB}")
+            cur.execute(f"CREATE DATABASE {DB} CHARACTER SET utf8mb4")
+            cur.execute(f"USE {DB}")
+            for sql in SCHEMA:
+                cur.execute(sql)
+            for _ in range(owners):
+                self._new_owner(cur)
+            for _ in range(owners * 3):
+                self._new_entry(cur)
+        conn.close()
+
+    # ------------------------------------------------------------ values
+
+    def _edge(self, kind: str):
+        r = self.rng
+        if r.random() < 0.1:
+            return None
+        if kind == "tags":
+            return ",".join(r.sample(["Gold", "Silver", "VIP Client", "Größe"], r.randint(0, 3)))
+        if kind == "ratio":
+            return r.choice([0.0, -0.0, 1.1, 3.4028234e38, -1.17549435e-38, 1e-45, r.uniform(-1e6, 1e6)])
+        if kind == "score":
+            return r.choice([0.1, 1.7976931348623157e308, 5e-324, -2.5e-300, r.uniform(-1e12, 1e12)])
+        if kind == "born":
+            return r.choice(["0000-00-00", "1000-01-01", "9999-12-31", "2024-02-29", "1970-01-01"])
+        if kind == "seen":
+            return r.choice(["1000-01-01 00:00:00.000000", "9999-12-31 23:59:59.999999", "2024-06-30 12:00:00.5",
+                             f"20{r.randint(10, 30)}-0{r.randint(1, 9)}-1{r.randint(0, 9)} 0{r.randint(0, 9)}:00:01"])
+        if kind == "stamp":
+            return r.choice(["1970-01-01 00:00:01.000", "2038-01-19 03:14:07.999", "2024-03-31 01:30:00.123"])
+        if kind == "span":
+            return r.choice(["-838:59:59.000", "838:59:59.000", "00:00:00.001", "-00:00:01.500", "25:00:00"])
+        if kind == "yr":
+            return r.choice([1901, 2155, 2000, 0])
+        if kind == "flags":
+            return r.randint(0, 1023)
+        if kind == "doc":
+            return json.dumps(r.choice([{"a": 1, "b": [1, 2.5, "x"]}, {"ü": "\u00e9\u4e2d", "n": None}, [], {},
+                                        {"k": "quote\" back\\slash"}, "just a string", 12345678901234]),
+                              ensure_ascii=r.random() < 0.5)
+        if kind == "raw":
+            return bytes(r.randint(0, 255) for _ in range(r.randint(0, 16)))
+        if kind == "legacy":
+            return r.choice(["café", "naïve", "plain", ""])
+        raise ValueError(kind)
+
+    def _owner_values(self, i: int) -> tuple:
+        r = self.rng
+        return (i, f"C{i}-{r.randint(0, 999)}", r.choice(["Ann", "Björn", "李雷", "O'Brien", "  spaced  "]),
+                self._edge("tags"), r.choice(["Retail", "Corporate", "Bank Ünion"]),
+                Decimal(r.randint(-10**9, 10**9)) / 10000, self._edge("ratio"), self._edge("score"), self._edge("born"),
+                self._edge("seen"), self._edge("stamp"), self._edge("span"), self._edge("yr"), self._edge("flags"),
+                self._edge("doc"), self._edge("raw"), self._edge("legacy"))
+
+    def _new_owner(self, cur) -> None:
+        self._ids["owners"] += 1
+        cur.execute("INSERT INTO owners VALUES (" + ", ".join(["%s"] * 17) + ")", self._owner_values(self._ids["owners"]))
+
+    def _owner(self, cur, column: str = "id"):
+        cur.execute(f"SELECT {column} FROM owners ORDER BY RAND({self.rng.randint(0, 10**6)}) LIMIT 1")
+        row = cur.fetchone()
+        return row[0] if row else None
+
+    def _new_entry(self, cur) -> None:
+        code = self._owner(cur, "code")
+        if code is None:
+            return
+        self._ids["entries"] += 1
+        cur.execute("INSERT INTO entries VALUES (%s, %s, %s, %s)",
+                    (self._ids["entries"], code, Decimal(self.rng.randint(-99999, 99999)) / 100,
+                     self.rng.choice([None, "", "memo", "ünïcode ✓"])))
+
+    # ------------------------------------------------------------ statements
+
+    def _statement(self, cur) -> None:
+        r, s = self.rng, self.stats
+        kind = r.choices(["owner", "entry", "note", "event", "update", "upsert", "replace", "move", "delete_limit",
+                          "cascade_delete", "cascade_update", "keyless_delete"],
+                         [4, 8, 3, 5, 8, 3, 2, 1, 1, 1, 1, 2])[0]
+        if kind == "owner":
+            self._new_owner(cur)
+        elif kind == "entry":
+            self._new_entry(cur)
+        elif kind == "note":
+            self._ids["notes"] += 1
+            cur.execute("INSERT INTO notes VALUES (%s, %s, %s)", (self._ids["notes"], self._owner(cur), "n"))
+        elif kind == "event":
+            cur.execute("INSERT INTO events VALUES (NOW(6), %s, %s)", (r.choice(["a", "b", "b"]), r.choice([1, 1, None])))
+        elif kind == "update":
+            values = self._owner_values(0)
+            cur.execute("UPDATE owners SET tags = %s, balance = %s, ratio = %s, doc = %s, raw = %s, span = %s "
+                        "WHERE id = %s", (values[3], values[5], values[6], values[14], values[15], values[11],
+                                          self._owner(cur)))
+        elif kind == "upsert":
+            i = r.randint(1, max(1, self._ids["entries"]))
+            code = self._owner(cur, "code")
+            if code:
+                cur.execute("INSERT INTO entries VALUES (%s, %s, 1.00, 'upsert') ON DUPLICATE KEY UPDATE "
+                            "amount = amount + 1, memo = 'upserted'", (i, code))
+        elif kind == "replace":
+            code = self._owner(cur, "code")
+            if code:
+                cur.execute("REPLACE INTO entries VALUES (%s, %s, 2.00, 'replaced')",
+                            (r.randint(1, max(1, self._ids["entries"])), code))
+        elif kind == "move":  # a primary-key move
+            self._ids["entries"] += 1
+            cur.execute("UPDATE entries SET id = %s WHERE id = %s", (self._ids["entries"],
+                                                                    r.randint(1, self._ids["entries"] - 1)))
+        elif kind == "delete_limit":
+            cur.execute("DELETE FROM entries WHERE amount < 0 ORDER BY id LIMIT 3")
+        elif kind == "cascade_delete":
+            cur.execute("DELETE FROM owners WHERE id = %s", (self._owner(cur),))
+        elif kind == "cascade_update":
+            cur.execute("UPDATE owners SET code = CONCAT(code, 'x') WHERE id = %s AND LENGTH(code) < 15",
+                        (self._owner(cur),))
+        elif kind == "keyless_delete":
+            cur.execute("DELETE FROM events WHERE kind = 'b' LIMIT 1")
+        s[kind] += 1
+
+    def transaction(self, conn) -> None:
+        """One unit of work, in one of the shapes applications use."""
+        r, s = self.rng, self.stats
+        shape = r.choices(["plain", "savepoints", "rollback", "xa", "xa_rollback", "autocommit"], [6, 3, 1, 1, 1, 2])[0]
+        with conn.cursor() as cur:
+            try:
+                if shape == "autocommit":
+                    self._statement(cur)
+                elif shape in ("xa", "xa_rollback"):
+                    self._xa(shape == "xa")
+                else:
+                    cur.execute("BEGIN")
+                    for _ in range(r.randint(1, 6)):
+                        self._statement(cur)
+                        if shape == "savepoints" and r.random() < 0.5:
+                            cur.execute("SAVEPOINT sp")
+                            self._statement(cur)
+                            cur.execute(r.choice(["ROLLBACK TO SAVEPOINT sp", "RELEASE SAVEPOINT sp"]))
+                    cur.execute("ROLLBACK" if shape == "rollback" else "COMMIT")
+                s[shape] += 1
+            except pymysql.err.MySQLError as exc:  # a lock wait, a duplicate: what applications see too
+                s["errors"] += 1
+                s[f"error {exc.args[0]}"] += 1
+                try:
+                    cur.execute("ROLLBACK")
+                except pymysql.err.MySQLError:
+                    pass
+        self._resolve_xa(r.random() < 0.5)
+
+    def _xa(self, commit: bool) -> None:
+        """An XA transaction prepared in a session of its own that then disconnects (MariaDB lets another
+        session commit a prepared transaction only once its own session is gone)."""
+        xid = f"tt-{self.seed}-{self.stats['xa_started']}"
+        self.stats["xa_started"] += 1
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("XA START %s", (xid,))
+                try:
+                    for _ in range(self.rng.randint(1, 4)):
+                        self._statement(cur)
+                except pymysql.err.MySQLError:
+                    cur.execute("XA END %s", (xid,))
+                    cur.execute("XA ROLLBACK %s", (xid,))
+                    raise
+                cur.execute("XA END %s", (xid,))
+                cur.execute("XA PREPARE %s", (xid,))
+                self._xa_open.append((xid, commit))
+        finally:
+            conn.close()
+
+    def _resolve_xa(self, now: bool) -> None:
+        """Prepared XA transactions are committed (or rolled back) later, from another session."""
+        if not self._xa_open or not now:
+            return
+        xid, commit = self._xa_open.pop(0)
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(("XA COMMIT %s" if commit else "XA ROLLBACK %s"), (xid,))
+        finally:
+            conn.close()
+
+    def big_transaction(self, rows: int = 100_000) -> None:
+        conn = self.connect()
+        with conn.cursor() as cur:
+            cur.execute("BEGIN")
+            at = dt.datetime(2030, 1, 1)
+            for start in range(0, rows, 5000):
+                cur.executemany("INSERT INTO events VALUES (%s, 'big', %s)",
+                                [(at + dt.timedelta(microseconds=i), i) for i in range(start, min(rows, start + 5000))])
+            cur.execute("COMMIT")
+        conn.close()
+        self.stats["big rows"] += rows
+
+    def run(self, seconds: float, should_stop=lambda: False) -> collections.Counter:
+        conn = self.connect()
+        end = time.monotonic() + seconds
+        try:
+            while time.monotonic() < end and not should_stop():
+                self.transaction(conn)
+            while self._xa_open:
+                self._resolve_xa(True)
+        finally:
+            conn.close()
+        return self.stats
