@@ -219,6 +219,9 @@ def normalize(column: Column, value: Any) -> Any:
     if t == "decimal":
         scale = column.numeric_scale or 0
         return f"{Decimal(str(value)):.{scale}f}"
+    if t == "year":  # YEAR holds 1901-2155 or 0000; the binlog decoder turns the stored 0 into 1900
+        number = int(value)
+        return 0 if number == 1900 else number
     if t in _INTS:
         number = int(value)
         if t == "bigint" and column.unsigned:

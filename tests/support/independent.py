@@ -80,7 +80,9 @@ def source_table(mysql_kwargs: dict, db: str, table: str, where: str = "1 = 1"):
             cur.execute("SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
                         "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (db, table))
             columns = [(r[0], r[1].lower()) for r in cur.fetchall()]
-            names = ", ".join("`" + c.replace("`", "``") + "`" for c, _ in columns)
+            # FLOAT as DOUBLE: the text protocol prints FLOAT with 6 digits, which is not the stored value
+            names = ", ".join(("CAST(`{}` AS DOUBLE)" if k == "float" else "`{}`").format(c.replace("`", "``"))
+                              for c, k in columns)
             cur.execute(f"SELECT {names} FROM `{db}`.`{table}` WHERE {where}")
             rows = collections.Counter(_canon(tuple(_value(k, v, "source") for (_, k), v in zip(columns, r)))
                                        for r in cur.fetchall())
