@@ -142,7 +142,6 @@ def prepared_xid(event) -> str:
 
 
 _MARIADB_FL_STANDALONE = 1
-_MARIADB_FL_PREPARED_XA = 64
 _MARIADB_FL_COMPLETED_XA = 128
 
 

@@ -74,8 +74,7 @@ def cascades_followed(pipeline: Pipeline, tables: list[TableConfig]) -> list[str
         conn.close()
     lines = []
     for fk in keys:
-        rules = [f"ON {verb} {rule}" for verb, rule in (("DELETE", fk.on_delete), ("UPDATE", fk.on_update))
-                 if rule in ("CASCADE", "SET NULL")]
+        rules = fk.rules_followed()
         if rules and fk.child in streamed and (fk.child in loaded or fk.parent in loaded):
             lines.append(f"cascade followed by the stream: {'.'.join(fk.parent)} -> {'.'.join(fk.child)} "
                          f"({', '.join(fk.columns)}; {', '.join(rules)})")

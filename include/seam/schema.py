@@ -80,6 +80,33 @@ class ForeignKey:
     on_delete: str  # CASCADE, SET NULL, RESTRICT, NO ACTION, SET DEFAULT
     on_update: str
 
+    # The rules InnoDB applies to the child without logging its rows; RESTRICT / NO ACTION change nothing
+    # (SET DEFAULT is refused by InnoDB).
+    _ACTIONS = {"CASCADE": {"d": "delete", "u": "update"}, "SET NULL": {"d": "set_null", "u": "set_null"}}
+
+    def follows(self) -> bool:
+        """A parent's delete or key update changes the child's rows without a row event for them."""
+        return self.on_delete in self._ACTIONS or self.on_update in self._ACTIONS
+
+    def rules_followed(self) -> list[str]:
+        return [f"ON {verb} {rule}" for verb, rule in (("DELETE", self.on_delete), ("UPDATE", self.on_update))
+                if rule in self._ACTIONS]
+
+    def action_for(self, op: str, old: list | None, new: list | None) -> str | None:
+        """What a parent row's change does to the children that reference it: ``delete``, ``update``,
+        ``set_null`` or None. ``old``/``new`` are the parent's referenced values before and after; a parent
+        key with a NULL is referenced by no row."""
+        if old is None or any(v is None for v in old):
+            return None
+        if op == "d":
+            return self._ACTIONS.get(self.on_delete, {}).get("d")
+        if op == "u" and new != old:
+            return self._ACTIONS.get(self.on_update, {}).get("u")
+        return None
+
+    def referenced_values(self, image: dict | None) -> list | None:
+        return None if image is None else [image[c] for c in self.referenced]
+
 
 def read_foreign_keys(conn, dbs) -> list[ForeignKey]:
     """The foreign keys of the tables in ``dbs`` whose parent is in ``dbs`` too. Columns come from

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from seam.records import Position, Record, key_of, normalize_row
-from seam.schema import Column, TableSchema
+from seam.schema import Column, TableSchema, read_foreign_keys
 
 _INTEGER_KEY = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 _BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
@@ -258,9 +258,10 @@ def binlog_files(conn) -> list[str]:
         return [r[0] for r in cur.fetchall()]
 
 
-def reconcile(source, schema: TableSchema, key: tuple[str, ...], plan: ChunkPlan,
+def reconcile(conn, source, schema: TableSchema, key: tuple[str, ...], plan: ChunkPlan,
               positions: dict[int, Position], target: Position, batch: str) -> Iterator[Record]:
-    """Binlog changes that bring each chunk from its own snapshot Pi to ``target`` = max(Pi).
+    """Binlog changes that bring each chunk from its own snapshot Pi to ``target`` = max(Pi); ``conn`` is a
+    source connection (for the table's foreign keys).
 
     A change is emitted for chunk i when its transaction commits after Pi and at
     or before the target (whole committed transactions from ``seam.binlog``: an
@@ -280,13 +281,17 @@ def reconcile(source, schema: TableSchema, key: tuple[str, ...], plan: ChunkPlan
         return Record(op=op, db=schema.db, table=schema.table, key=key_of(schema, key, after or before),
                       before=before, after=after, position=at, snapshot=False, batch=batch)
 
-    cascading = _cascading_keys(source, schema)
+    cascading = [fk for fk in read_foreign_keys(conn, [schema.db])
+                 if fk.child == (schema.db, schema.table) and fk.follows()]
     parents = {fk.parent for fk in cascading}
     reader = BinlogReader(source, start, [schema.db] + [p[0] for p in parents],
                           tables={(schema.db, schema.table), *parents}, end=target)
     try:
         for item in reader:
-            if isinstance(item, Transaction) and any(_cascades(fk, c) for c in item.changes for fk in cascading):
+            if isinstance(item, Transaction) and any(
+                    (c.db, c.table) == fk.parent and fk.action_for(c.op, fk.referenced_values(c.before),
+                                                                   fk.referenced_values(c.after))
+                    for c in item.changes for fk in cascading):
                 raise SnapshotError(f"{schema.db}.{schema.table}: a parent of a cascading foreign key changed at "
                                     f"{item.commit} while the table's chunks were read, which the binlog does not "
                                     "show for this table: run the full load again (or with spark.partitions: 1, "
@@ -319,28 +324,3 @@ def reconcile(source, schema: TableSchema, key: tuple[str, ...], plan: ChunkPlan
                         yield (record("c", None, image, at) if change.op == "c" else record("d", image, None, at))
     finally:
         reader.close()
-
-
-def _cascading_keys(source, schema: TableSchema) -> list:
-    """This table's foreign keys whose CASCADE / SET NULL rule changes its rows when the parent changes."""
-    import pymysql
-
-    from seam.schema import read_foreign_keys
-
-    conn = pymysql.connect(**source.pymysql_kwargs())
-    try:
-        keys = read_foreign_keys(conn, [schema.db])
-    finally:
-        conn.close()
-    return [fk for fk in keys if fk.child == (schema.db, schema.table)
-            and {fk.on_delete, fk.on_update} & {"CASCADE", "SET NULL"}]
-
-
-def _cascades(fk, change) -> bool:
-    """The parent's change triggers the rule: a delete, or an update of the referenced columns."""
-    if (change.db, change.table) != fk.parent:
-        return False
-    if change.op == "d":
-        return fk.on_delete in ("CASCADE", "SET NULL")
-    return change.op == "u" and fk.on_update in ("CASCADE", "SET NULL") and \
-        any(change.before.get(c) != change.after.get(c) for c in fk.referenced)

@@ -128,7 +128,8 @@ class ChangeReader:
         self._over_bound = False
         self._pause_began: float | None = None
         self._told_waiting: set[tuple[str, str]] = set()
-        self._cascades: dict[tuple[str, str], list] = {}
+        self._cascades: dict[tuple[str, str], list] | None = None  # read at the first pass and after DDL
+        self._source_conn = None
         self._stopped_batch: dict[tuple[str, str], str | None] = {}  # stopped tables: the load they stopped in
         self._target = connect_state(pipeline)
         self._rewound_at = self._target.execute("SELECT now()").fetchone()[0]
@@ -138,6 +139,18 @@ class ChangeReader:
 
     def close(self) -> None:
         self._target.close()
+        if self._source_conn is not None:
+            self._source_conn.close()
+
+    def _source(self):
+        """The reader's one source connection for catalog reads (foreign keys, engines, added columns)."""
+        import pymysql
+
+        if self._source_conn is None:
+            self._source_conn = pymysql.connect(**self.pipeline.source.pymysql_kwargs(), autocommit=True)
+        else:
+            self._source_conn.ping(reconnect=True)
+        return self._source_conn
 
     # ------------------------------------------------------------ target state
 
@@ -306,7 +319,8 @@ class ChangeReader:
 
     def _read(self, publisher: Publisher, start: Position, stats: dict, should_stop, until_idle: bool) -> None:
         src = self.pipeline.source
-        self._cascades = self._load_cascades()
+        if self._cascades is None:
+            self._cascades = self._load_cascades()
         reader = BinlogReader(src, start, {db for db, _ in self.tables} | {p[0] for p in self._cascades},
                               tables=set(self.tables) | set(self._cascades), blocking=not until_idle,
                               server_id=src.server_id, heartbeat_s=1.0)
@@ -418,25 +432,19 @@ class ChangeReader:
     def _load_cascades(self) -> dict[tuple[str, str], list]:
         """Per parent table: its foreign keys into streamed tables whose rule the storage engine applies
         without logging rows (ON DELETE / ON UPDATE CASCADE or SET NULL), with the parent's schema."""
-        import pymysql
-
         from seam.schema import read_foreign_keys, read_schema
 
-        conn = pymysql.connect(**self.pipeline.source.pymysql_kwargs())
-        try:
-            out: dict[tuple[str, str], list] = {}
-            schemas: dict[tuple[str, str], TableSchema] = {}
-            for fk in read_foreign_keys(conn, {db for db, _ in self.tables}):
-                if fk.child not in self.tables or not ({fk.on_delete, fk.on_update} & _FOLLOWED_RULES):
-                    continue
+        conn = self._source()
+        out: dict[tuple[str, str], list] = {}
+        schemas: dict[tuple[str, str], TableSchema] = {}
+        for fk in read_foreign_keys(conn, {db for db, _ in self.tables}):
+            if fk.child in self.tables and fk.follows():
                 if fk.parent not in schemas:
                     schemas[fk.parent] = read_schema(conn, *fk.parent)
                 out.setdefault(fk.parent, []).append((fk, schemas[fk.parent]))
-        finally:
-            conn.close()
         for parent, fks in out.items():
             log.info("following cascades of %s.%s into %s", *parent, ", ".join(
-                f"{fk.child[0]}.{fk.child[1]} (ON DELETE {fk.on_delete}, ON UPDATE {fk.on_update})" for fk, _ in fks))
+                f"{fk.child[0]}.{fk.child[1]} ({', '.join(fk.rules_followed())})" for fk, _ in fks))
         return out
 
     def _cascaded(self, change, txn: Transaction, failed: dict) -> list[tuple[Followed, Record]]:
@@ -457,16 +465,7 @@ class ChangeReader:
                 failed[child.table.name] = (child, f"the cascade from {fk.parent[0]}.{fk.parent[1]} cannot be read "
                                                    f"({type(exc).__name__}: {exc})")
                 continue
-            if old is None or any(v is None for v in old):
-                continue  # an insert, or a parent key with NULLs: nothing references it
-            if change.op == "d":
-                rule = fk.on_delete
-                action = {"CASCADE": "delete", "SET NULL": "set_null"}.get(rule)
-            elif new != old:
-                rule = fk.on_update
-                action = {"CASCADE": "update", "SET NULL": "set_null"}.get(rule)
-            else:
-                action = None
+            action = fk.action_for(change.op, old, new)
             if action is None:
                 continue
             for grandchild, _ in self._cascades.get(fk.child, []):
@@ -541,6 +540,13 @@ class ChangeReader:
 
     def _statement(self, publisher: Publisher, statement: Statement) -> None:
         """A query event outside the transaction grammar: DDL, or a statement the stream cannot follow."""
+        if _MAY_CHANGE_KEYS.search(statement.query):
+            cascades = self._load_cascades()
+            grown = set(cascades) - set(self._cascades or {})
+            self._cascades = cascades
+            if grown:  # the reader must decode the new parents' rows from here on
+                raise _Rewind(f"a foreign key from {', '.join('.'.join(p) for p in sorted(grown))} now cascades "
+                              f"into a streamed table ({statement.position})", reset=False)
         for (db, table), followed in list(self.followed.items()):
             effect = ddl_effect(statement.query, statement.schema, db, table)
             if effect is None:
@@ -574,32 +580,20 @@ class ChangeReader:
                        f"changed it, and its engine {engine} does not roll back")
 
     def _engine(self, db: str, table: str) -> str:
-        import pymysql
-
-        conn = pymysql.connect(**self.pipeline.source.pymysql_kwargs())
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
-                            "TABLE_NAME = %s", (db, table))
-                row = cur.fetchone()
-        finally:
-            conn.close()
+        with self._source().cursor() as cur:
+            cur.execute("SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
+                        "TABLE_NAME = %s", (db, table))
+            row = cur.fetchone()
         return str(row[0]) if row and row[0] else "unknown"
 
     def _added_columns(self, followed: Followed, names: list[str], ddl: str, position: Position):
         """The table's columns after ADD COLUMN, from the source's current definition of the added ones;
         a string (the reason) when that cannot be done exactly."""
-        import pymysql
-
-        conn = pymysql.connect(**self.pipeline.source.pymysql_kwargs())
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_SCALE, "
-                            "DATETIME_PRECISION, COLUMN_DEFAULT FROM information_schema.COLUMNS "
-                            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (followed.table.db, followed.table.table))
-                found = {r[0]: r for r in cur.fetchall()}
-        finally:
-            conn.close()
+        with self._source().cursor() as cur:
+            cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_SCALE, "
+                        "DATETIME_PRECISION, COLUMN_DEFAULT FROM information_schema.COLUMNS "
+                        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (followed.table.db, followed.table.table))
+            found = {r[0]: r for r in cur.fetchall()}
         columns, defaults = [asdict(c) for c in followed.schema.columns], {}
         for name in names:
             r = found.get(name)
@@ -618,7 +612,7 @@ class ChangeReader:
         return SchemaChange(position, followed.published, columns, defaults, ddl.strip()[:1000])
 
 
-_FOLLOWED_RULES = {"CASCADE", "SET NULL"}
+_MAY_CHANGE_KEYS = re.compile(r"\bFOREIGN\b|\bCONSTRAINT\b|^\s*(CREATE|DROP|RENAME)\b", re.I)
 _TRANSACTIONAL = {"innodb", "xtradb", "rocksdb", "tokudb", "ndbcluster", "ndb"}
 
 

@@ -191,3 +191,14 @@ def test_foreign_key_cascades_reach_the_children(stack, tmp_path_factory):
         tickets = dict(c.execute(f'SELECT id, customer_id FROM "{db}".tickets').fetchall())
     assert orders == {10: "C1-NEW", 11: "C1-NEW", 12: "C1-NEW", 30: "C3"}, orders
     assert tickets == {100: 1, 200: None, 300: 3}, tickets
+    # a cascading key added after the load, from a parent the pipeline does not sync: its deletes reach the child
+    _run(f"CREATE TABLE {db}.agents (id INT PRIMARY KEY)", f"INSERT INTO {db}.agents VALUES (5), (6)",
+         f"ALTER TABLE {db}.tickets ADD COLUMN agent_id INT NULL",
+         f"UPDATE {db}.tickets SET agent_id = 5 WHERE id IN (100, 300)",
+         f"ALTER TABLE {db}.tickets ADD CONSTRAINT to_agent FOREIGN KEY (agent_id) REFERENCES {db}.agents (id) "
+         "ON DELETE SET NULL", f"DELETE FROM {db}.agents WHERE id = 5")
+    stream_once(pipeline)
+    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "tickets") is None
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as c:
+        agents = dict(c.execute(f'SELECT id, agent_id FROM "{db}".tickets').fetchall())
+    assert agents == {100: None, 200: None, 300: None}, agents

@@ -78,3 +78,22 @@ def test_foreign_key_rules_from_show_create_table():
 ) ENGINE=InnoDB"""
     assert _fk_rules(text) == {"orders_ibfk_1": ("CASCADE", "CASCADE"), "odd`name": ("SET NULL", "RESTRICT"),
                                "plain": ("RESTRICT", "RESTRICT")}
+
+
+def test_what_a_parent_change_does_to_its_children():
+    from seam.schema import ForeignKey
+
+    def fk(on_delete, on_update):
+        return ForeignKey(("d", "child"), ("pid",), ("d", "parent"), ("id",), on_delete, on_update)
+
+    both = fk("CASCADE", "SET NULL")
+    assert both.follows() and both.rules_followed() == ["ON DELETE CASCADE", "ON UPDATE SET NULL"]
+    assert both.action_for("d", [1], None) == "delete"
+    assert both.action_for("u", [1], [2]) == "set_null"
+    assert both.action_for("u", [1], [1]) is None  # the referenced columns did not change
+    assert both.action_for("d", [None], None) is None  # no child references a NULL key
+    assert both.action_for("c", None, [1]) is None
+    assert fk("SET NULL", "CASCADE").action_for("u", [1], [2]) == "update"
+    restrict = fk("RESTRICT", "NO ACTION")
+    assert not restrict.follows() and restrict.action_for("d", [1], None) is None
+    assert both.referenced_values({"id": 7, "x": 1}) == [7] and both.referenced_values(None) is None
