@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SEAM := .venv/bin/seam
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test bench bench-stream bench-validate up down status lock clean
+.PHONY: setup demo test torture bench bench-stream bench-validate up down status lock clean
 SCALE ?= 0.5
 TABLE ?= orders
 
@@ -15,6 +15,11 @@ demo: setup       ## start the embedded stack, seed demo data, run the demo DAG
 
 test: setup       ## the whole test suite against the real embedded services
 	@bash scripts/test.sh $(PYTEST_ARGS)
+
+SEED ?= 1
+DURATION ?= 120
+torture: setup    ## randomized differential test: workload, loads, kills, independent compare (SEED=1 DURATION=120)
+	@bash scripts/torture.sh --seed $(SEED) --duration $(DURATION)
 
 bench: setup      ## full load of TPC-H orders (TABLE=lineitem) vs a raw Spark JDBC->Parquet read (SCALE=0.5)
 	@.venv/bin/python benchmarks/full_load_tpch.py --table $(TABLE) --scale $(SCALE)

@@ -1,17 +1,7 @@
 #!/usr/bin/env bash
-# The whole suite against the real embedded services, on a stack of its own:
-# its own state dir (.seam-test), ports, databases and Airflow home, so a
-# user's stack (`make demo`, `seam up`) and its data, topics and DAG states
-# are never touched. The fixtures start what is not running and stop, at
-# the end, only what they started.
+# The whole suite against the real embedded services, on a stack of its own (scripts/test-env.sh). The
+# fixtures start what is not running and stop, at the end, only what they started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PYTHONUNBUFFERED=1
-# a shell that ran `eval "$(seam env)"` carries the user's stack: none of it may reach the tests
-for var in $(compgen -e | grep -E '^(SEAM_|AIRFLOW_)' || true); do unset "$var"; done
-export SEAM_STATE_DIR="${SEAM_TEST_STATE_DIR:-$PWD/.seam-test}"
-export SEAM_MYSQL_PORT="${SEAM_TEST_MYSQL_PORT:-43306}"
-export SEAM_KAFKA_PORT="${SEAM_TEST_KAFKA_PORT:-49092}"
-export SEAM_TARGET_PORT="${SEAM_TEST_TARGET_PORT:-45432}"
-export SEAM_AIRFLOW_PORT="${SEAM_TEST_AIRFLOW_PORT:-48080}"
+source scripts/test-env.sh
 exec .venv/bin/python -m pytest "$@"

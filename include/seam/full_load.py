@@ -30,7 +30,7 @@ import pymysql
 from seam.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally
 from seam.config import Pipeline, TableConfig
 from seam.records import Position, no_cyclic_gc, record_json
-from seam.schema import SchemaError, TableSchema, read_schema
+from seam.schema import SchemaError, TableSchema, read_foreign_keys, read_schema
 from seam.snapshot import (ChunkPlan, ChunkRead, SnapshotError, binlog_files, canonical_json_columns, check_source,
                            chunk_sql, plan_chunks, read_chunk, reconcile, snapshot_position)
 from seam.topics import Publisher, ensure_topics, table_topic
@@ -53,7 +53,11 @@ def prepare(pipeline: Pipeline, table: TableConfig) -> tuple[TableSchema, ChunkP
             raise SchemaError(f"{table.name}: key column(s) {', '.join(missing)} are not in the table "
                               f"(columns: {', '.join(schema.names)}); fix tables[].key in the pipeline")
         check_source(conn, schema)
-        return schema, plan_chunks(conn, schema, table.key, pipeline.spark.partitions)
+        # InnoDB's cascades into this table are not in the binlog, so chunks read at different positions could
+        # not be reconciled: a child of a cascading key is read in one consistent snapshot
+        cascaded = any(fk.child == (table.db, table.table) and fk.follows()
+                       for fk in read_foreign_keys(conn, [table.db]))
+        return schema, plan_chunks(conn, schema, table.key, 1 if cascaded else pipeline.spark.partitions)
     finally:
         conn.close()
 
@@ -65,7 +69,8 @@ def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
     topic = table_topic(pipeline, table)
     ensure_topics(pipeline, [topic])
     say(f"{table.name}: batch {batch}, {len(plan.chunks)} chunk(s)"
-        + (f" on {plan.column}" if plan.column else " (no integer key: one consistent chunk)"))
+        + (f" on {plan.column}" if plan.column else " (one consistent chunk: no integer key, or a child of a "
+                                                     "cascading foreign key)"))
     driver = Publisher(pipeline)
     begin = Begin(batch=batch, db=table.db, table=table.table, mode="full",
                   columns=[asdict(c) for c in schema.columns], key=list(table.key), soft_delete=table.soft_delete)

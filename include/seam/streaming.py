@@ -442,9 +442,10 @@ class ChangeReader:
                 if fk.parent not in schemas:
                     schemas[fk.parent] = read_schema(conn, *fk.parent)
                 out.setdefault(fk.parent, []).append((fk, schemas[fk.parent]))
-        for parent, fks in out.items():
-            log.info("following cascades of %s.%s into %s", *parent, ", ".join(
-                f"{fk.child[0]}.{fk.child[1]} ({', '.join(fk.rules_followed())})" for fk, _ in fks))
+        if out != self._cascades:
+            for parent, fks in out.items():
+                log.info("following cascades of %s.%s into %s", *parent, ", ".join(
+                    f"{fk.child[0]}.{fk.child[1]} ({', '.join(fk.rules_followed())})" for fk, _ in fks))
         return out
 
     def _cascaded(self, change, txn: Transaction, failed: dict) -> list[tuple[Followed, Record]]:

@@ -55,8 +55,13 @@ def test_full_load_then_stream_converges_exactly(pipeline_path):
     load = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "load", "full",
                            *[f"{DB}.{t}" for t in TABLES]], capture_output=True, text=True, timeout=600)
     assert load.returncode == 0, load.stderr + load.stdout
-    first = _stream_once(pipeline)  # while the writer still runs
+    after = {}  # writes that surely follow the load, however long it took on a busy machine
+    late = threading.Thread(target=lambda: after.update(demo.run_writer(
+        os.environ["SEAM_MYSQL_URL"], rate=300, seconds=10, threads=1, seed=12, database=DB)))
+    late.start()
+    first = _stream_once(pipeline)  # while the writers still run
     writer.join()
+    late.join()
     second = _stream_once(pipeline)  # after it stopped: drain
     print(stats, first, second)
     assert stats["transactions"] > 500 and first["changes"] + second["changes"] > 0

@@ -49,6 +49,8 @@ def path(stack, tmp_path_factory):
 def test_views_indexes_grants_and_comments_survive_a_reload(path):
     pipeline = load_pipeline(path)
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'swap_reader'").fetchone():  # an earlier run's
+            conn.execute("DROP OWNED BY swap_reader")
         conn.execute("DROP ROLE IF EXISTS swap_reader")
         conn.execute("CREATE ROLE swap_reader")
         conn.execute(f'CREATE VIEW "{DB}".big AS SELECT id, amount FROM "{DB}".viewed WHERE amount > 2')

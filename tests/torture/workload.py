@@ -38,26 +38,26 @@ TABLES = ("owners", "entries", "notes", "events")
 
 
 class Workload:
-    def __init__(self, mysql_kwargs: dict, seed: int):
-        self.kwargs, self.rng, self.seed = mysql_kwargs, random.Random(seed), seed
+    def __init__(self, mysql_kwargs: dict, seed: int, db: str = DB):
+        self.kwargs, self.rng, self.seed, self.db = mysql_kwargs, random.Random(seed), seed, db
         self.stats: collections.Counter = collections.Counter()
         self._ids = collections.defaultdict(int)
         self._xa_open: list[str] = []
 
-    def connect(self, db: str | None = DB) -> pymysql.Connection:
-        return pymysql.connect(**self.kwargs, database=db, autocommit=True, init_command="SET time_zone = '+00:00', innodb_lock_wait_timeout = 2")
+    def connect(self, in_db: bool = True) -> pymysql.Connection:
+        return pymysql.connect(**self.kwargs, database=self.db if in_db else None, autocommit=True, init_command="SET time_zone = '+00:00', innodb_lock_wait_timeout = 2")
 
     def create(self, owners: int = 200) -> None:
-        conn = self.connect(None)
+        conn = self.connect(in_db=False)
         with conn.cursor() as cur:
             cur.execute("XA RECOVER")
             for row in cur.fetchall():
                 data = row[3].decode() if isinstance(row[3], bytes) else row[3]
                 if data.startswith("tt-"):
                     cur.execute("XA ROLLBACK %s", (data,))
-            cur.execute(f"DROP DATABASE IF EXISTS {DB}")
-            cur.execute(f"CREATE DATABASE {DB} CHARACTER SET utf8mb4")
-            cur.execute(f"USE {DB}")
+            cur.execute(f"DROP DATABASE IF EXISTS `{self.db}`")
+            cur.execute(f"CREATE DATABASE `{self.db}` CHARACTER SET utf8mb4")
+            cur.execute(f"USE `{self.db}`")
             for sql in SCHEMA:
                 cur.execute(sql)
             for _ in range(owners):

@@ -1,0 +1,11 @@
+# Sourced by test.sh and torture.sh: the test stack's own state dir (.seam-test), ports, databases and
+# Airflow home, so a user's stack (`make demo`, `seam up`) and its data, topics and DAG states are never
+# touched.
+export PYTHONUNBUFFERED=1
+# a shell that ran `eval "$(seam env)"` carries the user's stack: none of it may reach the tests
+for var in $(compgen -e | grep -E '^(SEAM_|AIRFLOW_)' || true); do unset "$var"; done
+export SEAM_STATE_DIR="${SEAM_TEST_STATE_DIR:-$PWD/.seam-test}"
+export SEAM_MYSQL_PORT="${SEAM_TEST_MYSQL_PORT:-43306}"
+export SEAM_KAFKA_PORT="${SEAM_TEST_KAFKA_PORT:-49092}"
+export SEAM_TARGET_PORT="${SEAM_TEST_TARGET_PORT:-45432}"
+export SEAM_AIRFLOW_PORT="${SEAM_TEST_AIRFLOW_PORT:-48080}"

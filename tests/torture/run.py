@@ -1,0 +1,237 @@
+"""`make torture`: the randomized differential test (issue 14, item 5).
+
+While the seeded workload (``tests/torture/workload.py``) writes from before the first full load until
+``--duration`` seconds after it and then commits one transaction of ``--big-rows`` rows, Seam runs as a user runs it: the stream is started before the first
+full load, all tables are loaded, one table is loaded again mid-run, and the change reader, the sink and
+the broker are SIGKILLed at moments drawn from the seed and started again. When the workload is done and the
+stream has drained, the independent comparer (``tests/support/independent.py``, no Seam code) must find
+every table equal to its source, row by row. A table the stream stopped fails the run with its reason.
+
+    python -m tests.torture.run --seed 7 --duration 600      (make torture SEED=7 DURATION=600)
+
+Runs on the test stack (``scripts/test-env.sh``): it starts what is not running and stops what it started.
+The last lines are the report: seed, transactions by shape, row changes applied, kills, loads, result.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import psycopg
+import yaml
+
+from seam.config import load_pipeline
+from seam.stack import EmbeddedStack
+from tests.support.independent import compare
+from tests.torture.workload import TABLES, Workload
+
+KEYS = {"owners": ["id"], "entries": ["id"], "notes": ["id"], "events": "none"}
+
+
+def _pipeline_file(workdir: str, db: str) -> str:
+    doc = yaml.safe_load(open(load_pipeline().path))
+    doc["tables"] = [{"name": f"{db}.{t}", "key": KEYS[t], "sync": "stream"} for t in TABLES]
+    doc["kafka"]["topic_prefix"] = f"seam.{db}"
+    path = os.path.join(workdir, "torture.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(doc, f)
+    return path
+
+
+def _seam(path: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True,
+                          text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise TortureFailed(f"seam {' '.join(args)} failed ({done.returncode}): "
+                            f"{(done.stderr or done.stdout).strip()[-1500:]}")
+    return done
+
+
+def _kill_group(pid: int | None) -> None:
+    if pid:
+        try:
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _kill(stack: EmbeddedStack, path: str, victim: str, rng: random.Random) -> None:
+    """SIGKILL one part and start it again as a user (or a supervisor) would."""
+    if victim == "broker":
+        _kill_group(stack.running("kafka"))
+        time.sleep(rng.uniform(0, 2))
+        stack.up(("kafka",), timeout=120, log=lambda m: None)
+    else:
+        _kill_group(stack.running(f"stream-{victim}"))
+        time.sleep(rng.uniform(0, 2))
+    _seam(path, "stream", "start", timeout=180)  # idempotent: starts what is down
+
+
+class TortureFailed(AssertionError):
+    pass
+
+
+def _stopped(pipeline, db: str) -> dict[str, str]:
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        rows = conn.execute("SELECT tbl, stopped FROM seam.positions WHERE db = %s AND stopped IS NOT NULL",
+                            (db,)).fetchall()
+    return dict(rows)
+
+
+def _applied(pipeline, db: str) -> int:
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        return int(conn.execute("SELECT coalesce(sum(changes), 0) FROM seam.positions WHERE db = %s",
+                                (db,)).fetchone()[0])
+
+
+def _converge(pipeline, db: str, mysql_kwargs: dict, limit_s: float, say) -> dict[str, str | None]:
+    """Compare every table until all are equal, a table stops, or ``limit_s`` passes in which neither more
+    tables became equal nor more changes were applied."""
+    started = last_progress = time.monotonic()
+    best = (len(TABLES) + 1, -1)
+    while True:
+        stopped = _stopped(pipeline, db)
+        if stopped:
+            raise TortureFailed("the stream stopped " + "; ".join(f"{t}: {why}" for t, why in stopped.items()))
+        differences = {t: compare(mysql_kwargs, pipeline.target.conninfo(), db, t) for t in TABLES}
+        unequal = [t for t, d in differences.items() if d]
+        if not unequal:
+            say(f"all {len(TABLES)} tables equal after {time.monotonic() - started:.0f} s of draining")
+            return differences
+        applied = _applied(pipeline, db)
+        if len(unequal) < best[0] or applied > best[1]:
+            best, last_progress = (min(best[0], len(unequal)), max(best[1], applied)), time.monotonic()
+        if time.monotonic() - last_progress > limit_s:
+            return differences
+        say(f"draining: {', '.join(unequal)} not equal yet ({applied:,} changes applied)")
+        time.sleep(3)
+
+
+def torture(seed: int, duration: float, big_rows: int = 100_000, owners: int = 300, say=print) -> dict:
+    """One run; returns the report, raises TortureFailed when a table differs or stopped."""
+    mysql_kwargs = _root_kwargs()
+    stack = EmbeddedStack()
+    rng = random.Random(seed)
+    db = f"torture_{seed}_{int(time.time())}"  # a run of its own: no target state or topic of an earlier run
+    workload = Workload(mysql_kwargs, seed, db)
+    workload.create(owners=owners)
+    workdir = tempfile.mkdtemp(prefix="seam-torture-")
+    path = _pipeline_file(workdir, db)
+    pipeline = load_pipeline(path)
+    report: dict = {"seed": seed, "database": db, "duration_s": duration, "big_rows": big_rows,
+                    "kills": {"reader": 0, "sink": 0, "broker": 0}, "loads": []}
+    began = time.monotonic()
+    say(f"torture seed {seed}: workload from before the first load until {duration:.0f} s after it, then a "
+        f"{big_rows:,}-row transaction; pipeline {path}")
+    _seam(path, "stream", "start", timeout=180)  # before the first load: it waits for the tables
+    failure: list[BaseException] = []
+    stop_writing = threading.Event()
+
+    def write() -> None:  # from before the first load until ``duration`` seconds after it
+        try:
+            workload.run(24 * 3600, should_stop=stop_writing.is_set)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            failure.append(exc)
+
+    writer = threading.Thread(target=write, name="torture-workload")
+    writer.start()
+    try:
+        _seam(path, "load", "full", *[f"{db}.{t}" for t in TABLES])
+        report["loads"].append(f"all tables at {time.monotonic() - began:.0f} s")
+        say(f"full load of {', '.join(TABLES)} done at {time.monotonic() - began:.0f} s, under the workload")
+        deadline = time.monotonic() + duration
+        reload_at = time.monotonic() + duration * rng.uniform(0.3, 0.7)
+        victims = ["reader", "sink", "broker"] * max(1, int(duration // 30))
+        rng.shuffle(victims)
+        for victim in victims:
+            time.sleep(rng.uniform(2, 8))
+            if time.monotonic() > deadline or failure:
+                break
+            if reload_at and time.monotonic() > reload_at:
+                table = rng.choice(TABLES)
+                _seam(path, "load", "full", f"{db}.{table}")
+                report["loads"].append(f"{table} again at {time.monotonic() - began:.0f} s")
+                say(f"{table} loaded again at {time.monotonic() - began:.0f} s, under the workload and the stream")
+                reload_at = 0
+            _kill(stack, path, victim, rng)
+            report["kills"][victim] += 1
+            say(f"killed the {victim} at {time.monotonic() - began:.0f} s and started it again")
+        time.sleep(max(0.0, deadline - time.monotonic()))
+        stop_writing.set()
+        writer.join()
+        if failure:
+            raise TortureFailed(f"the workload failed: {failure[0]!r}")
+        workload.big_transaction(big_rows)
+        for victim in ("reader", "sink"):  # while the big transaction is on its way
+            time.sleep(rng.uniform(0.5, 4))
+            _kill(stack, path, victim, rng)
+            report["kills"][victim] += 1
+            say(f"killed the {victim} after the {big_rows:,}-row transaction and started it again")
+        say(f"workload done at {time.monotonic() - began:.0f} s: {_shapes(workload.stats)}")
+        differences = _converge(pipeline, db, mysql_kwargs, limit_s=max(300.0, big_rows / 500), say=say)
+    finally:
+        stop_writing.set()
+        writer.join()
+        subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "stream", "stop"], capture_output=True,
+                       timeout=180)
+    report.update(transactions=_shapes(workload.stats), workload=dict(workload.stats),
+                  changes_applied=_applied(pipeline, db), seconds=round(time.monotonic() - began),
+                  result="equal" if not any(differences.values()) else "DIFFERENT",
+                  differences={t: d for t, d in differences.items() if d})
+    say("report: " + json.dumps(report, sort_keys=True, default=str))
+    if report["differences"]:
+        raise TortureFailed("source and target differ:\n" + "\n".join(f"{t}: {d}" for t, d in
+                                                                       report["differences"].items()))
+    return report
+
+
+def _shapes(stats) -> dict:
+    shapes = ("plain", "savepoints", "rollback", "xa", "xa_rollback", "autocommit")
+    return {s: stats[s] for s in shapes} | {"in all": sum(stats[s] for s in shapes)}
+
+
+def _root_kwargs() -> dict:
+    from sqlalchemy.engine import make_url
+
+    url = make_url(os.environ["SEAM_MYSQL_URL"])
+    return dict(host=url.host or "127.0.0.1", port=url.port or 3306, user=url.username, password=url.password or "",
+                charset="utf8mb4")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--duration", type=float, default=120, help="seconds of workload after the first load (default 120)")
+    parser.add_argument("--big-rows", type=int, default=100_000, help="rows of the one big transaction")
+    args = parser.parse_args(argv)
+    from seam.cli import _inject_stack_env
+
+    stack = EmbeddedStack()
+    stack.settings(create=True)
+    started = [name for name in ("mysql", "kafka", "postgres") if not stack._alive_pid(name)]
+    for name in started:
+        stack.up((name,), timeout=240, log=print)
+    _inject_stack_env(stack)
+    try:
+        torture(args.seed, args.duration, args.big_rows, say=lambda m: print(f"[torture] {m}", flush=True))
+    except TortureFailed as exc:
+        print(f"torture FAILED (seed {args.seed}): {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if os.environ.get("SEAM_TEST_KEEP_STACK") != "1":
+            for name in reversed(started):
+                stack.stop(name)
+    print(f"torture passed (seed {args.seed})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
