@@ -91,15 +91,16 @@ def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
     if len(set(positions.values())) > 1:
         conn = pymysql.connect(**pipeline.source.pymysql_kwargs())
         try:
-            if min(positions.values()).file not in binlog_files(conn):
-                raise SnapshotError(f"binlog {min(positions.values()).file} was purged during the load; re-run it "
-                                    "and keep binlogs longer (binlog_expire_logs_seconds)")
-            for record in reconcile(conn, pipeline.source, schema, table.key, plan, positions, target, batch):
-                value = replace(record, part=RECONCILE_PART, attempt=0).to_json()
-                driver.send(topic, value, record.kafka_key())
-                changes.add(value)
+            files = binlog_files(conn)
         finally:
             conn.close()
+        if min(positions.values()).file not in files:
+            raise SnapshotError(f"binlog {min(positions.values()).file} was purged during the load; re-run it "
+                                "and keep binlogs longer (binlog_expire_logs_seconds)")
+        for record in reconcile(pipeline.source, schema, table.key, plan, positions, target, batch):
+            value = replace(record, part=RECONCILE_PART, attempt=0).to_json()
+            driver.send(topic, value, record.kafka_key())
+            changes.add(value)
     parts.append(Part(RECONCILE_PART, 0, changes.rows, changes.checksum))
     total = functools.reduce(Tally.merge, (Tally(p.rows, p.checksum) for p in parts), Tally())
     end = End(batch=batch, db=table.db, table=table.table, mode="full", position=target, parts=parts,

@@ -104,8 +104,6 @@ class ForeignKey:
             return self._ACTIONS.get(self.on_update, {}).get("u")
         return None
 
-    def referenced_values(self, image: dict | None) -> list | None:
-        return None if image is None else [image[c] for c in self.referenced]
 
 
 def read_foreign_keys(conn, dbs) -> list[ForeignKey]:

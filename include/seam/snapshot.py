@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from seam.records import Position, Record, key_of, normalize_row
-from seam.schema import Column, TableSchema, read_foreign_keys
+from seam.schema import Column, TableSchema
 
 _INTEGER_KEY = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 _BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
@@ -258,10 +258,10 @@ def binlog_files(conn) -> list[str]:
         return [r[0] for r in cur.fetchall()]
 
 
-def reconcile(conn, source, schema: TableSchema, key: tuple[str, ...], plan: ChunkPlan,
+def reconcile(source, schema: TableSchema, key: tuple[str, ...], plan: ChunkPlan,
               positions: dict[int, Position], target: Position, batch: str) -> Iterator[Record]:
-    """Binlog changes that bring each chunk from its own snapshot Pi to ``target`` = max(Pi); ``conn`` is a
-    source connection (for the table's foreign keys).
+    """Binlog changes that bring each chunk from its own snapshot Pi to ``target`` = max(Pi). A child of a
+    cascading foreign key is never reconciled: ``full_load.prepare`` reads it in one chunk.
 
     A change is emitted for chunk i when its transaction commits after Pi and at
     or before the target (whole committed transactions from ``seam.binlog``: an
@@ -281,21 +281,9 @@ def reconcile(conn, source, schema: TableSchema, key: tuple[str, ...], plan: Chu
         return Record(op=op, db=schema.db, table=schema.table, key=key_of(schema, key, after or before),
                       before=before, after=after, position=at, snapshot=False, batch=batch)
 
-    cascading = [fk for fk in read_foreign_keys(conn, [schema.db])
-                 if fk.child == (schema.db, schema.table) and fk.follows()]
-    parents = {fk.parent for fk in cascading}
-    reader = BinlogReader(source, start, [schema.db] + [p[0] for p in parents],
-                          tables={(schema.db, schema.table), *parents}, end=target)
+    reader = BinlogReader(source, start, [schema.db], tables={(schema.db, schema.table)}, end=target)
     try:
         for item in reader:
-            if isinstance(item, Transaction) and any(
-                    (c.db, c.table) == fk.parent and fk.action_for(c.op, fk.referenced_values(c.before),
-                                                                   fk.referenced_values(c.after))
-                    for c in item.changes for fk in cascading):
-                raise SnapshotError(f"{schema.db}.{schema.table}: a parent of a cascading foreign key changed at "
-                                    f"{item.commit} while the table's chunks were read, which the binlog does not "
-                                    "show for this table: run the full load again (or with spark.partitions: 1, "
-                                    "one snapshot, nothing to replay)")
             if isinstance(item, Statement) and ddl_effect(item.query, item.schema, schema.db, schema.table):
                 raise SnapshotError(f"{schema.db}.{schema.table} changed shape while it was read ({item.query[:200]!r} "
                                     f"at {item.position}): run the full load again")
