@@ -151,12 +151,14 @@ class BinlogReader:
     LostTransaction and Tick items. ``server_id`` must be unique among the source's replicas."""
 
     def __init__(self, source, start: Position, schemas, tables=None, end: Position | None = None,
-                 blocking: bool = False, server_id: int | None = None, heartbeat_s: float | None = None):
+                 blocking: bool = False, server_id: int | None = None, heartbeat_s: float | None = None,
+                 report_as: str | None = None):
         self.source, self.start, self.end = source, start, end
         self.schemas = sorted(set(schemas))
         self.tables = None if tables is None else set(tables)
         self.blocking, self.heartbeat_s = blocking, heartbeat_s
         self.server_id = server_id or random.randint(1 << 20, (1 << 31) - 1)
+        self.report_as = report_as  # the host name SHOW SLAVE HOSTS lists for this reader (see replica_clash)
         self._stream = None
 
     def close(self) -> None:
@@ -176,6 +178,8 @@ class BinlogReader:
 
         s = self.source
         extra = {"slave_heartbeat": self.heartbeat_s} if self.heartbeat_s else {}
+        if self.report_as:
+            extra["report_slave"] = self.report_as
         return BinLogStreamReader(
             connection_settings={"host": s.host, "port": s.port, "user": s.user, "passwd": s.password.reveal()},
             server_id=self.server_id, log_file=file, log_pos=pos, resume_stream=True, is_mariadb=False,
@@ -322,6 +326,31 @@ class BinlogReader:
             rows_seen += 1
             if rows_seen % 2000 == 0:
                 yield Tick(Position.through(stream.log_file, event.packet.log_pos), False)
+
+
+SAME_SERVER_ID = 4052  # MariaDB's ER_SLAVE_SAME_ID: another reader connected with this reader's server_id
+
+
+def replica_clash(conn, server_id: int, report_as: str) -> str | None:
+    """The host another registered replica or reader with ``server_id`` reports, when it is not ``report_as``
+    (this pipeline's own name: an earlier run of it, or its ghost after a kill, is replaced, not a clash).
+    None when there is none, or when the account may not list replicas (the server then sorts it out)."""
+    import pymysql
+
+    for statement in ("SHOW REPLICAS", "SHOW SLAVE HOSTS"):
+        try:
+            with conn.cursor(pymysql.cursors.DictCursor) as cur:
+                cur.execute(statement)
+                rows = cur.fetchall()
+            break
+        except pymysql.MySQLError:
+            continue
+    else:
+        return None
+    for row in rows:
+        if int(row.get("Server_id") or row.get("Server_Id") or 0) == server_id and row.get("Host") != report_as:
+            return row.get("Host") or "(a replica that reports no host)"
+    return None
 
 
 @dataclass(frozen=True)

@@ -266,7 +266,8 @@ def _await_parts(pipeline, stack: EmbeddedStack, timeout: float) -> None:
     from seam.sink import connect_state
     from seam.state import part_states
     conn = connect_state(pipeline)
-    deadline = time.monotonic() + timeout
+    began = time.monotonic()
+    deadline = began + timeout
     try:
         while True:
             for part in STREAM_PARTS:
@@ -275,7 +276,7 @@ def _await_parts(pipeline, stack: EmbeddedStack, timeout: float) -> None:
                     tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
                     raise StackError(f"{part} stopped at once: {tail[0] if tail else 'see ' + str(log)}")
             states = part_states(conn, pipeline.target.state_schema, pipeline.name)
-            if all(states.get(p.split("-")[1], {}).get("state") in ("starting", "running") for p in STREAM_PARTS):
+            if all(_beating(states.get(p.split("-")[1], {}), time.monotonic() - began) for p in STREAM_PARTS):
                 return
             if time.monotonic() > deadline:
                 raise StackError(f"the stream's parts recorded no heartbeat within {timeout:.0f}s; see "
@@ -283,6 +284,16 @@ def _await_parts(pipeline, stack: EmbeddedStack, timeout: float) -> None:
             time.sleep(0.5)
     finally:
         conn.close()
+
+
+def _beating(state: dict, waited_s: float) -> bool:
+    """A part is up when it runs or starts, or when it failed in the last minutes (say, a sink that found a
+    full load's sink on its topic and was restarted) but has beaten since this command began and since it failed."""
+    if state.get("state") in ("starting", "running"):
+        return True
+    failed_age = state.get("failed_age")
+    return (state.get("state") == "restarting" and state["beat_age"] < waited_s
+            and (failed_age is None or state["beat_age"] < failed_age))
 
 
 def _stream_wait(pipeline, tables, timeout: float) -> int:

@@ -124,5 +124,6 @@ def part_states(conn, schema: str, pipeline: str) -> dict[str, dict]:
         else:
             state = "running"
         out[part] = dict(state=state, host=host, pid=pid, batches=batches, restarts=restarts, last_error=error,
-                         beat_age=float(beat_age), up_s=float(up_s))
+                         beat_age=float(beat_age), up_s=float(up_s),
+                         failed_age=None if failed_age is None else float(failed_age))
     return out

@@ -48,8 +48,11 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
+import pymysql
+
 from seam.alerts import alert
-from seam.binlog import BinlogReader, LostTransaction, RolledBack, Statement, Tick, Transaction, ddl_effect
+from seam.binlog import (SAME_SERVER_ID, BinlogReader, LostTransaction, RolledBack, Statement, Tick, Transaction,
+                         ddl_effect, replica_clash)
 from seam.boundary import CONTROL_HEADER, Heartbeat, SchemaChange, StreamStop
 from seam.config import Pipeline, TableConfig
 from seam.records import Position, Record, key_of, normalize, normalize_row
@@ -321,9 +324,13 @@ class ChangeReader:
         src = self.pipeline.source
         if self._cascades is None:
             self._cascades = self._load_cascades()
+        me = f"seam:{self.pipeline.name}"[:60]
+        other = replica_clash(self._source(), src.server_id, me)
+        if other is not None:
+            raise StreamError(_clash(src.server_id, f"a replica that reports itself as {other}"))
         reader = BinlogReader(src, start, {db for db, _ in self.tables} | {p[0] for p in self._cascades},
                               tables=set(self.tables) | set(self._cascades), blocking=not until_idle,
-                              server_id=src.server_id, heartbeat_s=1.0)
+                              server_id=src.server_id, heartbeat_s=1.0, report_as=me)
         ids = topic_ids(self.pipeline, sorted({f.topic for f in self.followed.values()}))
         log.info("reading the binlog from %s for %s", start, ", ".join(sorted(f.table.name for f in
                                                                              self.followed.values())))
@@ -361,6 +368,11 @@ class ChangeReader:
                     last_poll = time.monotonic()
                 if should_stop():
                     break
+        except pymysql.err.OperationalError as exc:
+            if exc.args and exc.args[0] == SAME_SERVER_ID:
+                raise StreamError(_clash(src.server_id, "another binlog reader (it took over this one's "
+                                                        "connection)")) from None
+            raise
         finally:
             reader.close()
         publisher.flush()
@@ -618,6 +630,11 @@ _TRANSACTIONAL = {"innodb", "xtradb", "rocksdb", "tokudb", "ndbcluster", "ndb"}
 
 
 _COMPUTED = object()
+
+
+def _clash(server_id: int, who: str) -> str:
+    return (f"server_id {server_id} is used by {who}: each binlog reader needs its own; give this pipeline a "
+            f"source.server_id of its own in the pipeline file (or stop the other `seam stream` of this pipeline)")
 
 
 def literal_default(value):

@@ -7,12 +7,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 
 import psycopg
 import pytest
 
 from seam import demo
+from seam.binlog import BinlogReader
 from seam.config import load_pipeline
+from seam.streaming import ChangeReader, StreamError, source_head
 from tests.support.compare import diff, source_rows, target_rows
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file, stream_once
@@ -120,6 +124,56 @@ def test_xa_and_rollbacks_stream_exactly(path):
     src, schema = source_rows(pipeline, DB, "films")
     assert target_rows(pipeline, schema) == src, diff(src, target_rows(pipeline, schema))
     assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "films") is None
+
+
+def test_a_reader_with_the_same_server_id_is_named_not_retried(path):
+    """Two binlog readers with one server_id knock each other off the source. The reader knocked off stops with
+    a line that names the server_id and the remedy, instead of taking the connection back forever."""
+    pipeline = load_pipeline(path)
+    before = _dump_threads()
+    reader, failures, stop = ChangeReader(pipeline), [], threading.Event()
+
+    def serve() -> None:
+        try:
+            reader.serve(should_stop=stop.is_set)
+        except StreamError as exc:
+            failures.append(str(exc))
+
+    serving = threading.Thread(target=serve)
+    serving.start()
+    try:
+        deadline = time.monotonic() + 120
+        while _dump_threads() <= before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _dump_threads() > before, "the change reader never connected to the binlog"
+        conn = _connect()
+        try:
+            head = source_head(conn)
+        finally:
+            conn.close()
+        other = BinlogReader(pipeline.source, head, [DB], server_id=pipeline.source.server_id, report_as="another-tool")
+        try:
+            next(iter(other), None)  # connects with the same server_id: the source drops the first reader
+        finally:
+            other.close()
+        serving.join(timeout=60)
+        assert not serving.is_alive(), "the knocked-off reader kept going"
+    finally:
+        stop.set()
+        serving.join(timeout=60)
+        reader.close()
+    assert len(failures) == 1 and f"server_id {pipeline.source.server_id} is used by" in failures[0], failures
+    assert "source.server_id" in failures[0]
+
+
+def _dump_threads() -> int:
+    conn = _connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT count(*) FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+            return cur.fetchone()[0]
+    finally:
+        conn.close()
 
 
 def test_a_statement_the_stream_cannot_follow_stops_the_table(path):
