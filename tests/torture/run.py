@@ -15,6 +15,7 @@ The last lines are the report: seed, transactions by shape, row changes applied,
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -149,18 +150,19 @@ def torture(seed: int, duration: float, big_rows: int = 100_000, owners: int = 3
         say(f"full load of {', '.join(TABLES)} done at {time.monotonic() - began:.0f} s, under the workload")
         deadline = time.monotonic() + duration
         reload_at = time.monotonic() + duration * rng.uniform(0.3, 0.7)
-        victims = ["reader", "sink", "broker"] * max(1, int(duration // 30))
+        victims = ["reader", "sink", "broker"]
         rng.shuffle(victims)
-        for victim in victims:
+        reloaded = False
+        for victim in itertools.cycle(victims):  # until the deadline: kills every few seconds, one reload
             time.sleep(rng.uniform(2, 8))
             if time.monotonic() > deadline or failure:
                 break
-            if reload_at and time.monotonic() > reload_at:
+            if not reloaded and time.monotonic() > reload_at:
                 table = rng.choice(TABLES)
                 _seam(path, "load", "full", f"{db}.{table}")
                 report["loads"].append(f"{table} again at {time.monotonic() - began:.0f} s")
                 say(f"{table} loaded again at {time.monotonic() - began:.0f} s, under the workload and the stream")
-                reload_at = 0
+                reloaded = True
             _kill(stack, path, victim, rng)
             report["kills"][victim] += 1
             say(f"killed the {victim} at {time.monotonic() - began:.0f} s and started it again")
