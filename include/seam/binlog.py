@@ -170,7 +170,7 @@ class BinlogReader:
         s = self._stream
         return Position.through(s.log_file, s.log_pos) if s is not None and s.log_file else None
 
-    def _open(self, file: str, pos: int, blocking: bool):
+    def _open(self, file: str, pos: int, blocking: bool, server_id: int | None = None):
         from pymysqlreplication import BinLogStreamReader
         from pymysqlreplication.event import (GtidEvent, HeartbeatLogEvent, MariadbGtidEvent, QueryEvent,
                                               XAPrepareEvent, XidEvent)
@@ -182,7 +182,7 @@ class BinlogReader:
             extra["report_slave"] = self.report_as
         return BinLogStreamReader(
             connection_settings={"host": s.host, "port": s.port, "user": s.user, "passwd": s.password.reveal()},
-            server_id=self.server_id, log_file=file, log_pos=pos, resume_stream=True, is_mariadb=False,
+            server_id=server_id or self.server_id, log_file=file, log_pos=pos, resume_stream=True, is_mariadb=False,
             blocking=blocking, only_schemas=self.schemas, **extra,
             only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent, MariadbGtidEvent,
                          GtidEvent, XAPrepareEvent, HeartbeatLogEvent])
@@ -223,7 +223,8 @@ class BinlogReader:
         if self.start.file not in files:
             return None
         for first in reversed(files[:files.index(self.start.file) + 1]):
-            stream = self._open(first, 4, blocking=False)
+            # a server_id of its own: the source would drop the open stream for a second reader with its id
+            stream = self._open(first, 4, blocking=False, server_id=random.randint(1 << 20, (1 << 31) - 1))
             held: dict[str, Transaction] = {}
             try:
                 for item in self._grammar(stream, held, Position.through(self.start.file, self.start.pos)):

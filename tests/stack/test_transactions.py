@@ -127,9 +127,15 @@ def test_xa_and_rollbacks_stream_exactly(path):
 
 
 def test_a_reader_with_the_same_server_id_is_named_not_retried(path):
-    """Two binlog readers with one server_id knock each other off the source. The reader knocked off stops with
-    a line that names the server_id and the remedy, instead of taking the connection back forever."""
+    """A served (blocking) reader meets an XA COMMIT of a transaction prepared before its start and looks for the
+    rows with a second binlog connection, which must not take the stream's server_id. Two readers that do share
+    one knock each other off the source: the one knocked off stops with a line that names the server_id and the
+    remedy, instead of taking the connection back forever."""
     pipeline = load_pipeline(path)
+    _run("XA START 'txn_test_late'", "INSERT INTO films VALUES (20, 'LATE XA', 'Trailers', 'G')",
+         "XA END 'txn_test_late'", "XA PREPARE 'txn_test_late'")
+    _run("UPDATE films SET title = 'AFTER PREPARE' WHERE id = 2")
+    stream_once(pipeline)  # the table's position is now past the PREPARE
     before = _dump_threads()
     reader, failures, stop = ChangeReader(pipeline), [], threading.Event()
 
@@ -146,6 +152,11 @@ def test_a_reader_with_the_same_server_id_is_named_not_retried(path):
         while _dump_threads() <= before and time.monotonic() < deadline:
             time.sleep(0.2)
         assert _dump_threads() > before, "the change reader never connected to the binlog"
+        published = reader.followed[(DB, "films")].published
+        _run("XA COMMIT 'txn_test_late'")
+        while reader.followed[(DB, "films")].published == published and not failures and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not failures and reader.followed[(DB, "films")].published != published, failures
         conn = _connect()
         try:
             head = source_head(conn)
@@ -164,6 +175,8 @@ def test_a_reader_with_the_same_server_id_is_named_not_retried(path):
         reader.close()
     assert len(failures) == 1 and f"server_id {pipeline.source.server_id} is used by" in failures[0], failures
     assert "source.server_id" in failures[0]
+    stream_once(pipeline)
+    assert _target(pipeline)[20] == ("LATE XA", "Trailers", "G")
 
 
 def _dump_threads() -> int:
