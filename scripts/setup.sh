@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(mariadb-server mariadb-client libmariadb-java postgresql postgresql-client kcat
+APT_PACKAGES=(mariadb-server mariadb-client libmariadb-java postgresql postgresql-client postgresql-15-postgis-3 kcat
               pkg-config default-libmysqlclient-dev docker-compose openjdk-17-jre-headless)
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -3,7 +3,7 @@
 # touched.
 export PYTHONUNBUFFERED=1
 # a shell that ran `eval "$(seam env)"` carries the user's stack: none of it may reach the tests
-for var in $(compgen -e | grep -E '^(SEAM_|AIRFLOW_)' || true); do unset "$var"; done
+for var in $(compgen -e | grep -E '^(SEAM_|AIRFLOW_)' | grep -v '^SEAM_TEST_' || true); do unset "$var"; done
 export SEAM_STATE_DIR="${SEAM_TEST_STATE_DIR:-$PWD/.seam-test}"
 export SEAM_MYSQL_PORT="${SEAM_TEST_MYSQL_PORT:-43306}"
 export SEAM_KAFKA_PORT="${SEAM_TEST_KAFKA_PORT:-49092}"

@@ -13,77 +13,35 @@ state schema (``pg_functions``) that print PostgreSQL values the same way:
 - DATE ``YYYY-MM-DD``; DATETIME ``YYYY-MM-DD HH:MM:SS.ffffff``; TIMESTAMP the
   same in UTC; zero dates NULL; TIME ``[-]HH:MM:SS.ffffff`` (hours may exceed 99);
 - text, ENUM, SET (members comma-joined in definition order): UTF-8 text;
-- JSON: MariaDB's ``JSON_NORMALIZE`` form (keys sorted, numbers as ``1.0E0``);
+- JSON: MariaDB's ``JSON_NORMALIZE`` form (keys sorted, numbers as ``1.0E0``), string escapes decoded;
 - BINARY/BLOB: lower-case hex.
 
 A row's text joins its columns with U+001F, NULL as U+001E; its hash is the
 first 64 bits of the MD5 of that text. A sum of hashes mod 2^64 is
 order-independent and additive, so key ranges can be summed and split freely.
 
-Where the two printers could still disagree for equal data (a JSON string
-written with ``\\u`` escapes in the source), validation sees a checksum
-mismatch, compares those rows value by value and finds them equal: slower,
-never a wrong verdict.
+Each type family's text is defined in ``seam.codecs`` next to its other renderings.
 
 Delivery guarantee: none (expressions only).
 """
 from __future__ import annotations
 
+from seam.codecs import codec
 from seam.schema import Column
 from seam.snapshot import quote
 from seam.target import qi
 
 MOD = 2 ** 64
-_INTS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year", "bit"}
-_TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"}
-_BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
 
 
 def mysql_text(column: Column, alias: str = "x") -> str:
     """The column's canonical text in MariaDB/MySQL (session time_zone '+00:00')."""
-    x, t = f"{alias}.{quote(column.name)}", column.data_type
-    zero = f"(YEAR({x}) = 0 OR MONTH({x}) = 0 OR DAYOFMONTH({x}) = 0)"
-    if t in _INTS:
-        return f"CAST({x} + 0 AS CHAR)"
-    if t == "decimal":
-        return f"CAST({x} AS CHAR)"
-    if t == "double" or t == "real":
-        return f"CAST({x} AS CHAR)"
-    if t == "float":
-        return f"CAST(CAST({x} AS DOUBLE) AS CHAR)"
-    if t == "date":
-        return f"IF({zero}, NULL, DATE_FORMAT({x}, '%Y-%m-%d'))"
-    if t in ("datetime", "timestamp"):
-        return f"IF({zero}, NULL, DATE_FORMAT({x}, '%Y-%m-%d %H:%i:%s.%f'))"
-    if t == "time":
-        return f"TIME_FORMAT({x}, '%H:%i:%s.%f')"
-    if t == "json":
-        return f"JSON_NORMALIZE({x})"
-    if t in _BINARY:
-        return f"LOWER(HEX({x}))"
-    return f"CONVERT({x} USING utf8mb4)"
+    return codec(column).check_mysql(column, f"{alias}.{quote(column.name)}")
 
 
 def pg_text(column: Column, state: str, alias: str = "x") -> str:
-    """The same text for the column as Seam maps it into PostgreSQL (``seam.target.pg_type``)."""
-    x, t, s = f"{alias}.{qi(column.name)}", column.data_type, qi(state)
-    if t in _INTS or t == "decimal":
-        return f"({x})::text"
-    if t in ("float", "double", "real"):
-        return f"{s}.mariadb_double(({x})::float8)"
-    if t == "date":
-        return f"to_char({x}, 'YYYY-MM-DD')"
-    if t == "datetime":
-        return f"to_char({x}, 'YYYY-MM-DD HH24:MI:SS.US')"
-    if t == "timestamp":
-        return f"to_char({x} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')"
-    if t == "time":
-        return f"{s}.mariadb_time({x})"
-    if t == "json":
-        return f"{s}.mariadb_json({x})"
-    if t in _BINARY:
-        return f"encode({x}, 'hex')"
-    return f"({x})::text"
+    """The same text for the column as Seam maps it into PostgreSQL (``seam.codecs``)."""
+    return codec(column).check_pg(column, f"{alias}.{qi(column.name)}", qi(state))
 
 
 def mysql_row_text(columns, alias: str = "x") -> str:
@@ -192,3 +150,21 @@ def pg_functions(state: str) -> list[str]:
         $$""",
     ]
 
+
+def pg_geometry_functions(state: str) -> list[str]:
+    """``mysql_geometry``: a geometry as MySQL stores it (SRID little-endian, then little-endian WKB) in hex. The
+    fallback's bytea holds exactly that; with PostGIS (which a sink may install after the first validation, so
+    these run every time) the geometry overload prints it."""
+    s = qi(state)
+    return [
+        f"""CREATE OR REPLACE FUNCTION {s}.mysql_geometry(v bytea) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        AS $$ SELECT encode(v, 'hex') $$""",
+        f"""DO $do$ BEGIN
+          IF to_regtype('geometry') IS NOT NULL THEN
+            EXECUTE $f$CREATE OR REPLACE FUNCTION {s}.mysql_geometry(v geometry) RETURNS text LANGUAGE sql IMMUTABLE
+              PARALLEL SAFE AS $b$ SELECT lpad(to_hex(ST_SRID(v) & 255), 2, '0') || lpad(to_hex(ST_SRID(v) >> 8 & 255), 2, '0')
+                || lpad(to_hex(ST_SRID(v) >> 16 & 255), 2, '0') || lpad(to_hex(ST_SRID(v) >> 24 & 255), 2, '0')
+                || encode(ST_AsBinary(v, 'NDR'), 'hex') $b$$f$;
+          END IF;
+        END $do$""",
+    ]

@@ -168,10 +168,17 @@ def window_condition(schema: TableSchema, window: Window) -> str:
     column = "x." + quote(window.cursor)
     if schema.column(window.cursor).data_type in _INT_TYPES:
         return f"{column} > {int(window.start)} AND {column} <= {int(window.end)}"
-    for value in (window.start, window.end):  # only ever our own formatted timestamps reach the SQL
-        if not re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}", value):
-            raise IncrementalError(f"bad window bound {value!r}")
+    check_time_bounds(window)
     return f"{column} > '{window.start}' AND {column} <= '{window.end}'"
+
+
+def check_time_bounds(window: Window) -> None:
+    """Only our own formatted timestamps reach SQL (MySQL's or PostgreSQL's): a bound may come back from the
+    target's stored watermarks, which a message wrote."""
+    for value in (window.start, window.end):
+        if not re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}", value):
+            raise IncrementalError(f"bad window bound {value!r}: expected YYYY-MM-DD HH:MM:SS.ffffff; if it is a "
+                                   "stored watermark, check seam.watermarks")
 
 
 def publish_window(spark, pipeline: Pipeline, table: TableConfig, batch: str, window: Window,

@@ -28,52 +28,29 @@ Why JSON, not Avro: any Kafka consumer (kcat, a shell script, another
 language) can read it without a schema registry, which the embedded broker
 does not run; the version field lets the format evolve.
 
-Normalisation rules (``normalize``), one per MySQL type family:
-
-- DECIMAL: string with exactly the declared scale ("-0.000001"), never float.
-- BIGINT UNSIGNED: decimal string (JSON numbers lose precision past 2^53).
-  Other integers (incl. TINYINT(1), YEAR): JSON numbers.
-- FLOAT: JSON number, the shortest decimal that round-trips in 32 bits
-  (1.1, not 1.100000023841858). DOUBLE: JSON number (repr round-trips).
-- DATETIME(p): "YYYY-MM-DDTHH:MM:SS.ffffff", always 6 fraction digits.
-- TIMESTAMP(p): the same, in UTC with a trailing "Z" (sessions run in UTC).
-- DATE: "YYYY-MM-DD". TIME: "[-]H...H:MM:SS.ffffff" (TIME spans +-838 h).
-- Zero and partial-zero dates ("0000-00-00", "2024-00-10"), and a zero
-  TIMESTAMP (which the binlog carries as epoch 0): null. MySQL
-  cannot store them in PostgreSQL's types; null is what JDBC's
-  zeroDateTimeBehavior=convertToNull and Debezium do, and it is the same on
-  every path, so validation stays exact.
-- BIT(n): the integer value. SET: members comma-joined in definition order.
-  ENUM: the member string.
-- JSON: canonical text (keys sorted, compact, UTF-8 kept).
-- BLOB/BINARY: base64. Text: str.
+Values: one canonical form per MySQL type family, defined with all its renderings
+in ``seam.codecs`` (its docstring and the README list what each type looks like).
 
 Delivery guarantee: none by itself (a value format); positions defined here
 are what the sinks use to apply each change exactly once.
 """
 from __future__ import annotations
 
-import base64
 import contextlib
 import functools
 import gc
-import datetime as dt
 import json
 import time
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
+from seam.codecs import record_value
 from seam.schema import Column, TableSchema
 
 FORMAT_VERSION = 1
 OPS = ("r", "c", "u", "d", "x")  # x: a foreign-key cascade (``cascade``), change events only
 THROUGH = 2**31 - 1  # row index meaning "every row of the event"
 
-_TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}
-_BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
-_EPOCH = dt.datetime(1970, 1, 1)
-_INTS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
 
 
 @functools.total_ordering
@@ -212,106 +189,8 @@ def binlog_values(values: dict[str, Any], none_sources: dict[str, str] | None) -
 
 
 def normalize(column: Column, value: Any) -> Any:
-    """A source value (from a SELECT or from a binlog event) in Seam's canonical form."""
-    if value is None:
-        return None
-    t = column.data_type
-    if t == "decimal":
-        scale = column.numeric_scale or 0
-        return f"{Decimal(str(value)):.{scale}f}"
-    if t == "year":  # YEAR holds 1901-2155 or 0000; the binlog decoder turns the stored 0 into 1900
-        number = int(value)
-        return 0 if number == 1900 else number
-    if t in _INTS:
-        number = int(value)
-        if t == "bigint" and column.unsigned:
-            return str(number if number >= 0 else number + 2**64)
-        return number
-    if t == "float":  # single precision: the shortest text that round-trips in 32 bits, as PostgreSQL prints it
-        import numpy
-        return float(str(numpy.float32(value)))
-    if t in ("double", "real"):
-        return float(value)
-    if t in ("datetime", "timestamp", "date"):
-        return _temporal(t, value)
-    if t == "time":
-        return _time(value)
-    if t == "bit":
-        if isinstance(value, (bytes, bytearray)):
-            return int.from_bytes(value, "big")
-        if isinstance(value, str):  # python-mysql-replication renders BIT as a string of 0/1
-            return int(value, 2) if value else 0
-        return int(value)
-    if t == "set":  # members exactly as defined (their case too), in definition order
-        members = set(value.split(",")) if isinstance(value, str) else {_text(m) for m in value}
-        members.discard("")
-        return ",".join(m for m in column.members if m in members)
-    if t == "enum":
-        if isinstance(value, int):  # an index, when the binlog lacks metadata
-            return column.members[value - 1] if value else ""
-        return _text(value)
-    if t == "json":
-        if isinstance(value, (bytes, bytearray, str)):
-            value = json.loads(value) if value not in ("", b"") else None
-        return json.dumps(_json_text(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    if t in _BINARY:  # the binlog reader hands an empty binary value back as ''
-        return base64.b64encode(value.encode() if isinstance(value, str) else bytes(value)).decode()
-    if t in _TEXT:
-        return _text(value)
-    return _text(value) if isinstance(value, (bytes, str)) else value
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8") if isinstance(value, (bytes, bytearray)) else str(value)
-
-
-def _json_text(value: Any) -> Any:
-    """MySQL 8's binary JSON arrives with bytes keys/strings from the binlog."""
-    if isinstance(value, dict):
-        return {_text(k): _json_text(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_text(v) for v in value]
-    if isinstance(value, (bytes, bytearray)):
-        return value.decode("utf-8")
-    return value
-
-
-def _temporal(kind: str, value: Any) -> str | None:
-    if isinstance(value, (str, bytes)):  # drivers hand back invalid (zero) dates as text
-        text = _text(value)
-        if text.startswith("0000") or "-00" in text[:10]:
-            return None
-        value = dt.datetime.fromisoformat(text) if kind != "date" else dt.date.fromisoformat(text)
-    if kind == "date":
-        return (value.date() if isinstance(value, dt.datetime) else value).isoformat()
-    if not isinstance(value, dt.datetime):
-        value = dt.datetime.combine(value, dt.time())
-    if value.tzinfo is not None:
-        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    if kind == "timestamp" and value == _EPOCH:
-        return None  # the binlog's form of a zero TIMESTAMP (valid ones start at 00:00:01)
-    text = value.strftime("%Y-%m-%dT%H:%M:%S.%f")
-    return text + "Z" if kind == "timestamp" else text
-
-
-def _time(value: Any) -> str:
-    if isinstance(value, (str, bytes)):
-        return _time_text(_text(value))
-    if isinstance(value, dt.time):
-        value = dt.timedelta(hours=value.hour, minutes=value.minute, seconds=value.second,
-                             microseconds=value.microsecond)
-    micros = value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds
-    sign = "-" if micros < 0 else ""
-    micros = abs(micros)
-    seconds, frac = divmod(micros, 1_000_000)
-    return f"{sign}{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}.{frac:06d}"
-
-
-def _time_text(text: str) -> str:
-    sign = "-" if text.startswith("-") else ""
-    hms, _, frac = text.lstrip("-").partition(".")
-    h, m, s = hms.split(":")
-    return f"{sign}{int(h):02d}:{int(m):02d}:{int(s):02d}.{frac.ljust(6, '0')[:6]}"
+    """A source value (from a SELECT or from a binlog event) in Seam's canonical form (``seam.codecs``)."""
+    return record_value(column, value)
 
 
 @contextlib.contextmanager

@@ -43,7 +43,7 @@ from seam.config import Pipeline, TableConfig
 from seam.records import Position, no_cyclic_gc
 from seam.schema import Column, TableSchema
 from seam.state import ensure_state, part_beat
-from seam.target import create_table_sql, pg_type, qi, row_converter, target_table
+from seam.target import create_table_sql, ensure_postgis, has_spatial, pg_type, qi, row_converter, target_table
 from seam.topics import consumer_config, ensure_topics, table_topic, topic_ids
 
 log = logging.getLogger("seam.sink")
@@ -132,8 +132,9 @@ class StreamTable:
     """A table that receives change events: its schema, applied position, statements and open transaction."""
 
     def __init__(self, topic: str, schema: TableSchema, key: tuple[str, ...], applied: Position,
-                 source_ms: int | None, soft_delete: str | None):
+                 source_ms: int | None, soft_delete: str | None, postgis: bool = True):
         self.topic, self.key, self.applied, self.source_ms, self.soft_delete = topic, key, applied, source_ms, soft_delete
+        self.postgis = postgis  # spatial columns are PostGIS geometry (else bytea)
         self.buffer: list[tuple[int, object]] = []  # (offset, record) of the transaction being received
         self.buffer_txn: Position | None = None
         self.buffer_at: Position | None = None
@@ -146,9 +147,9 @@ class StreamTable:
         """(Re)build decoder, converter and statements for the table's columns."""
         self.schema, key = schema, self.key
         self._cascade_sql: dict[tuple, str] = {}
-        self.decode, self.convert = record_decoder(schema).decode, row_converter(schema)
+        self.decode, self.convert = record_decoder(schema).decode, row_converter(schema, self.postgis)
         self.target = target_table(schema.db, schema.table)
-        types = {c.name: pg_type(c) for c in schema.columns}
+        types = {c.name: pg_type(c, self.postgis) for c in schema.columns}
         names = schema.names
         self.key_index = [names.index(k) for k in key]
         self.soft_index = names.index(self.soft_delete) if self.soft_delete in names else None
@@ -179,7 +180,7 @@ class StreamTable:
             raise SinkError(f"a cascade message for {self.target} is not Seam's: {str(cascade)[:200]}")
         sql = self._cascade_sql.get((action, columns))
         if sql is None:
-            types = {c.name: pg_type(c) for c in self.schema.columns}
+            types = {c.name: pg_type(c, self.postgis) for c in self.schema.columns}
             match = " AND ".join(f"{qi(c)} = %s::{types[c]}" for c in columns)
             if action == "delete":
                 sql = f"DELETE FROM {self.target} WHERE {match}"
@@ -217,6 +218,7 @@ class Sink:
                 raise SinkError(f"another Seam sink is already applying topic {topic}; stop it first "
                                 "(or let it apply this batch)")
         self.conn.autocommit = False
+        self._postgis: bool | None = None  # whether spatial columns land as geometry: asked when first needed
         self.open: dict[str, OpenBatch | None] = {topic: self._load_open(topic) for topic in self.tables}
         self.finished: dict[str, str] = {}  # batch id -> final state, for callers waiting on a batch
         self.streams: dict[str, StreamTable] = {}  # topic -> change-event state, loaded on first use
@@ -572,9 +574,10 @@ class Sink:
             if column.name in stream.schema.names:
                 continue
             default = change.defaults.get(column.name)
-            ddl = f"ALTER TABLE {stream.target} ADD COLUMN {qi(column.name)} {pg_type(column)}"
+            ddl = f"ALTER TABLE {stream.target} ADD COLUMN {qi(column.name)} {pg_type(column, stream.postgis)}"
             if default is not None:
-                value = row_converter(replace(schema, columns=(column,)))(msgspec.defstruct("One", [("v", Any)])(default))[0]
+                value = row_converter(replace(schema, columns=(column,)), stream.postgis)(
+                    msgspec.defstruct("One", [("v", Any)])(default))[0]
                 self.conn.execute(pgsql.SQL(ddl + " DEFAULT {}").format(pgsql.Literal(value)))
                 self.conn.execute(f"ALTER TABLE {stream.target} ALTER COLUMN {qi(column.name)} DROP DEFAULT")
             else:
@@ -618,7 +621,7 @@ class Sink:
             return None
         schema = schema_from_begin(Begin(batch="", db=row[0], table=row[1], mode="full", columns=row[2], key=row[3]))
         stream = self.streams[topic] = StreamTable(topic, schema, tuple(row[3]), Position(row[4], row[5], row[6]),
-                                                   row[7], config.soft_delete)
+                                                   row[7], config.soft_delete, self._spatial_as_geometry(schema))
         return stream
 
     def _copy(self, batch: OpenBatch, stage_rows: list, change_rows: list) -> None:
@@ -665,9 +668,10 @@ class Sink:
                         begin.db, begin.table, begin.batch)
         batch = self._open_batch(begin)
         schema, key = batch.schema, tuple(begin.key)
-        self.conn.execute(create_table_sql(batch.stage, schema, key,
+        postgis = self._spatial_as_geometry(schema)
+        self.conn.execute(create_table_sql(batch.stage, schema, key, postgis=postgis,
                                            extra="_seam_part integer NOT NULL, _seam_attempt bigint NOT NULL"))
-        self.conn.execute(create_table_sql(batch.changes, schema, key,
+        self.conn.execute(create_table_sql(batch.changes, schema, key, postgis=postgis,
                                            extra="_seam_seq bigint NOT NULL, _seam_deleted boolean NOT NULL"))
         self.conn.execute(
             f"INSERT INTO {self.state}.batches (batch_id, db, tbl, mode, state, topic, begin_offset, window_start, "
@@ -797,8 +801,8 @@ class Sink:
         match = " AND ".join(f"t.{k} = s.{k}" for k in key)
         cols = ", ".join(qi(n) for n in batch.schema.names)
         _ensure_schema(self.conn, begin.db)
-        self.conn.execute(create_table_sql(target, batch.schema, tuple(begin.key),
-                                           extra=f"PRIMARY KEY ({', '.join(key)})").replace(
+        self.conn.execute(create_table_sql(target, batch.schema, tuple(begin.key), postgis=self._spatial_as_geometry(
+                                           batch.schema), extra=f"PRIMARY KEY ({', '.join(key)})").replace(
             "CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
         self.conn.execute(f"DELETE FROM {target} t USING {stage} s WHERE {match}")
         keep = f"WHERE NOT {_flagged_sql(begin.soft_delete)}" if begin.soft_delete else ""
@@ -824,7 +828,17 @@ class Sink:
         return OpenBatch(begin=begin, schema=schema,
                          stage=f"{self.state}.{qi(_stage_name(begin.batch))}",
                          changes=f"{self.state}.{qi('changes_' + begin.batch)}",
-                         convert=row_converter(schema), decode=record_decoder(schema, batch_rows=True).decode)
+                         convert=row_converter(schema, self._spatial_as_geometry(schema)),
+                         decode=record_decoder(schema, batch_rows=True).decode)
+
+    def _spatial_as_geometry(self, schema: TableSchema) -> bool:
+        """PostGIS geometry for the table's spatial columns, or bytea (``seam.target.ensure_postgis``); asked of
+        the target once, when the first table with spatial columns arrives."""
+        if not has_spatial(schema):
+            return True
+        if self._postgis is None:
+            self._postgis = ensure_postgis(self.conn)
+        return self._postgis
 
     def _load_open(self, topic: str) -> OpenBatch | None:
         with self.conn.transaction():

@@ -36,11 +36,10 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from seam.records import Position, Record, key_of, normalize_row
+from seam.codecs import codec
 from seam.schema import Column, TableSchema
 
 _INTEGER_KEY = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
-_BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
-_AS_NUMBER = {"bit", "year"}  # BIT as its integer value, YEAR as a number (JDBC makes it a date)
 _SNAPSHOT_FILE = ("(SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS "
                   "WHERE VARIABLE_NAME = 'BINLOG_SNAPSHOT_FILE')")
 _SNAPSHOT_POS = ("(SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS "
@@ -104,12 +103,8 @@ def check_source(conn, schema: TableSchema) -> None:
         if readable != schema.names:
             raise SnapshotError(f"{schema.db}.{schema.table}: the Seam user sees columns {readable}, the table has "
                                 f"{schema.names}; GRANT SELECT ON `{schema.db}`.* TO the Seam user")
-    unsupported = [c for c in schema.columns if c.data_type in ("geometry", "point", "linestring", "polygon",
-                                                                 "multipoint", "multilinestring",
-                                                                 "multipolygon", "geometrycollection")]
-    if unsupported:
-        raise SnapshotError(f"{schema.db}.{schema.table}: column(s) {', '.join(c.name for c in unsupported)} "
-                            "have spatial types Seam does not sync; exclude the table or convert the columns")
+    for column in schema.columns:
+        codec(column)  # a type Seam cannot map stops the table now, with its name
 
 
 def plan_chunks(conn, schema: TableSchema, key: tuple[str, ...], partitions: int) -> ChunkPlan:
@@ -129,38 +124,14 @@ def plan_chunks(conn, schema: TableSchema, key: tuple[str, ...], partitions: int
 
 
 def json_sql(column: Column) -> str:
-    """The column as JSON text in the record shape's canonical form (``seam.records`` rules), computed by the
-    source; NULL becomes ``null``. The Spark task then only adds the record's envelope: no per-value Python on
-    the hot path. MySQL 8's JSON columns are the exception (keys must be sorted): ``canonical_json_columns``.
-    """
-    x, t = "x." + quote(column.name), column.data_type
-    zero = f"YEAR({x}) = 0 OR MONTH({x}) = 0 OR DAYOFMONTH({x}) = 0"  # zero dates -> null, by rule
-
-    def text(expr: str) -> str:
-        return f"CONCAT('\"', {expr}, '\"')"  # only for values that never need escaping
-
-    formats = {"date": "%Y-%m-%d", "datetime": "%Y-%m-%dT%H:%i:%s.%f",
-               "timestamp": "%Y-%m-%dT%H:%i:%s.%fZ"}  # TIMESTAMP: the session runs in UTC (JDBC sessionVariables)
-    if t == "decimal" or (t == "bigint" and column.unsigned):
-        expr = text(f"CAST({x} AS CHAR)")  # exact, as a string
-    elif t in formats:
-        expr = "IF({}, NULL, {})".format(zero, text(f"DATE_FORMAT({x}, '{formats[t]}')"))
-    elif t == "time":
-        expr = text(f"TIME_FORMAT({x}, '%H:%i:%s.%f')")
-    elif t == "float":  # widened exactly to DOUBLE; MariaDB prints doubles so that they round-trip
-        expr = f"CAST(CAST({x} AS DOUBLE) AS CHAR)"
-    elif t in ("double", "real"):
-        expr = f"CAST({x} AS CHAR)"
-    elif t in _INTEGER_KEY:
-        expr = x  # its decimal text (TINYINT(1) too: not a boolean here)
-    elif t in _AS_NUMBER:
-        expr = f"{x} + 0"  # BIT as its integer, YEAR as a number
-    elif t in _BINARY:
-        expr = text(f"REPLACE(TO_BASE64({x}), CHAR(10), '')")
-    else:  # text, ENUM, SET (members in definition order); MySQL's JSON as text, keys sorted later. JSON_QUOTE
-        expr = f"JSON_QUOTE({x})"  # converts any character set to utf8mb4
+    """The column as JSON text in the record's canonical form (``seam.codecs``), computed by the source; NULL
+    becomes ``null``. The Spark task then only adds the record's envelope: no per-value Python on the hot path.
+    MySQL 8's JSON columns are the exception (keys must be sorted): ``canonical_json_columns``."""
+    x = "x." + quote(column.name)
+    expr = codec(column).snapshot_sql(column, x)
     # a zero date turns NULL even in a NOT NULL column; otherwise only nullable columns pay for the check
-    return f"IFNULL({expr}, 'null')" if column.nullable or t in formats else expr
+    return f"IFNULL({expr}, 'null')" if column.nullable or column.data_type in ("date", "datetime", "timestamp") \
+        else expr
 
 
 def object_sql(schema: TableSchema, names) -> str:

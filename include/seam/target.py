@@ -21,6 +21,8 @@ CHAR, VARCHAR, TEXT    text (character semantics as in MySQL)
 ENUM, SET              text (SET members comma-joined, definition order)
 JSON                   jsonb
 BINARY, BLOB           bytea
+GEOMETRY, POINT, ...   geometry with its SRID (PostGIS); bytea holding
+                       MySQL's stored value when the target has no PostGIS
 =====================  ===========================================
 
 Temporal columns are nullable in the target even when NOT NULL in the source,
@@ -30,12 +32,14 @@ Delivery guarantee: none (DDL and conversion only).
 """
 from __future__ import annotations
 
-import base64
+import logging
 
+from seam.codecs import Spatial, codec
 from seam.schema import Column, TableSchema
 
+log = logging.getLogger("seam.target")
+
 _TEMPORAL = {"date", "datetime", "timestamp", "time"}
-_BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
 
 
 class TargetError(RuntimeError):
@@ -53,91 +57,72 @@ def target_table(db: str, table: str) -> str:
     return f"{qi(db)}.{qi(table)}"
 
 
-def pg_type(column: Column) -> str:
-    """The PostgreSQL type for a MySQL column. Column definitions arrive in Kafka messages, so every number
-    pasted into the DDL is checked to be a small integer first (``_small``)."""
-    t, unsigned = column.data_type, column.unsigned
-    if t == "tinyint":
-        return "smallint"
-    if t == "smallint":
-        return "integer" if unsigned else "smallint"
-    if t in ("mediumint", "int", "integer"):
-        return "bigint" if (unsigned and t != "mediumint") else "integer"
-    if t == "bigint":
-        return "numeric(20,0)" if unsigned else "bigint"
-    if t == "decimal":
-        precision = column.column_type.split("(")[1].split(",")[0].rstrip(")") if "(" in column.column_type else "10"
-        return f"numeric({_small(column, precision, 65)},{_small(column, column.numeric_scale or 0, 30)})"
-    if t == "float":
-        return "real"
-    if t in ("double", "real"):
-        return "double precision"
-    if t == "bit":
-        bits = _small(column, column.column_type.split("(")[1].rstrip(")") if "(" in column.column_type else 1, 64)
-        return "numeric(20,0)" if bits > 63 else "bigint"
-    if t == "year":
-        return "smallint"
-    if t == "date":
-        return "date"
-    if t == "datetime":
-        return f"timestamp({_small(column, column.datetime_precision or 0, 6)})"
-    if t == "timestamp":
-        return f"timestamptz({_small(column, column.datetime_precision or 0, 6)})"
-    if t == "time":
-        return "interval"
-    if t == "json":
-        return "jsonb"
-    if t in _BINARY:
-        return "bytea"
-    if t in ("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"):
-        return "text"
-    raise TargetError(f"column {column.name!r} has MySQL type {column.column_type}, which Seam does not map")
+def pg_type(column: Column, postgis: bool = True) -> str:
+    """The PostgreSQL type for a MySQL column (``seam.codecs``). Column definitions arrive in Kafka messages:
+    every number pasted into the DDL is checked to be a small integer first. ``postgis``: the target has
+    PostGIS (spatial columns become ``geometry``; without it ``bytea``)."""
+    return codec(column).pg_type(column, postgis)
 
 
-def _small(column: Column, value, most: int) -> int:
-    text = str(value).strip()
-    if not text.isdigit() or int(text) > most:
-        raise TargetError(f"column {column.name!r}: {text!r} in its type {column.column_type!r} is not a number "
-                          f"from 0 to {most}; the message that carried it is not Seam's: check the topic")
-    return int(text)
+def has_spatial(schema: TableSchema) -> bool:
+    return any(isinstance(codec(c), Spatial) for c in schema.columns)
 
 
-def column_ddl(column: Column, key: tuple[str, ...]) -> str:
+def ensure_postgis(conn) -> bool:
+    """Whether the target can hold ``geometry`` columns: PostGIS is there, or is available and may be created
+    (in a savepoint of the caller's transaction). Otherwise spatial columns land as ``bytea`` holding MySQL's
+    stored value (SRID, then WKB); a table loaded that way keeps it until it is loaded again."""
+    import psycopg
+
+    if conn.execute("SELECT to_regtype('geometry') IS NOT NULL").fetchone()[0]:
+        return True
+    why = "PostGIS is not installed on the target's server"
+    if conn.execute("SELECT count(*) FROM pg_available_extensions WHERE name = 'postgis'").fetchone()[0]:
+        try:
+            with conn.transaction():
+                conn.execute("CREATE EXTENSION IF NOT EXISTS postgis")
+            log.info("created the postgis extension in the target: spatial columns land as geometry")
+            return True
+        except psycopg.Error as exc:
+            why = f"CREATE EXTENSION postgis failed ({str(exc).strip().splitlines()[0]})"
+    log.warning("%s: spatial columns land as bytea holding MySQL's stored value (4-byte SRID, then WKB); "
+                "install PostGIS (or let a superuser CREATE EXTENSION postgis) and load them again for geometry", why)
+    return False
+
+
+def column_ddl(column: Column, key: tuple[str, ...], postgis: bool = True) -> str:
     not_null = (not column.nullable or column.name in key) and column.data_type not in _TEMPORAL
-    return f"{qi(column.name)} {pg_type(column)}" + (" NOT NULL" if not_null else "")
+    return f"{qi(column.name)} {pg_type(column, postgis)}" + (" NOT NULL" if not_null else "")
 
 
 def create_table_sql(qualified: str, schema: TableSchema, key: tuple[str, ...], extra: str = "",
-                     unlogged: bool = False) -> str:
-    cols = [column_ddl(c, key) for c in schema.columns]
+                     unlogged: bool = False, postgis: bool = True) -> str:
+    cols = [column_ddl(c, key, postgis) for c in schema.columns]
     if extra:
         cols.append(extra)
     return f"CREATE {'UNLOGGED ' if unlogged else ''}TABLE {qualified} ({', '.join(cols)})"
 
 
-def row_converter(schema: TableSchema):
-    """A function from a decoded row image (``sink.record_decoder``) to a COPY tuple (BLOBs back to bytes)."""
+def row_converter(schema: TableSchema, postgis: bool = True):
+    """A function from a decoded row image (``sink.record_decoder``) to a COPY tuple (BLOBs back to bytes,
+    geometries to what their column takes)."""
     import msgspec
 
     astuple = msgspec.structs.astuple
-    binary = [i for i, c in enumerate(schema.columns) if c.data_type in _BINARY]
-    if not binary:
+    converters = [(i, codec(c).to_copy(postgis)) for i, c in enumerate(schema.columns)]
+    converters = [(i, f) for i, f in converters if f is not None]
+    if not converters:
         return astuple
 
     def convert(image) -> tuple:
         values = list(astuple(image))
-        for i in binary:
+        for i, to_copy in converters:
             if values[i] is not None:
-                values[i] = base64.b64decode(values[i])
+                values[i] = to_copy(values[i])
         return tuple(values)
     return convert
 
 
 def normalize_target(column: Column, value):
-    """A value read back from PostgreSQL (psycopg) in the record shape's canonical form."""
-    from seam.records import normalize
-
-    if column.data_type == "json" and value is not None:
-        import json
-        return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return normalize(column, value)
+    """A value read back from PostgreSQL (psycopg) in the record's canonical form."""
+    return None if value is None else codec(column).from_target(column, value)

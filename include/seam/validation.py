@@ -58,10 +58,11 @@ import pymysql
 
 from seam import canonical
 from seam.config import PROJECT_ROOT, Pipeline, TableConfig
-from seam.incremental import _FORMAT, IncrementalError, Window, _parse_time, window_condition
+from seam.incremental import _FORMAT, IncrementalError, Window, _parse_time, check_time_bounds, window_condition
 from seam.records import Position, normalize_row
 from seam.schema import Column, SchemaError, TableSchema, read_schema
 from seam.snapshot import binlog_files, quote
+from seam.codecs import codec
 from seam.target import normalize_target, qi
 
 _INTEGER = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
@@ -241,6 +242,9 @@ class _Side:
         my = kind == "mysql"
         self.ref = f"{quote(schema.db)}.{quote(schema.table)}" if my else f"{qi(schema.db)}.{qi(schema.table)}"
         self.col = (lambda name: f"x.{quote(name)}") if my else (lambda name: f"x.{qi(name)}")
+        # the columns' values as a driver reads them exactly (FLOAT as its widened double, not 6 printed digits)
+        self.values_sql = ", ".join(codec(c).read_mysql(c, self.col(c.name)) if my else self.col(c.name)
+                                    for c in schema.columns)
         self.text = (lambda c: canonical.mysql_text(c)) if my else (lambda c: canonical.pg_text(c, state))
         row = canonical.mysql_row_text if my else (lambda cols: canonical.pg_row_text(cols, state))
         self.row_text = row(schema.columns)
@@ -276,6 +280,7 @@ class _Side:
         x = self.col(w.cursor)
         if column.data_type in _INTEGER:
             return f"{x} > {int(w.start)} AND {x} <= {int(w.end)}"
+        check_time_bounds(w)
         kind = {"date": "date", "datetime": "timestamp"}.get(column.data_type)
         if kind is None:  # TIMESTAMP: timestamptz in the target, compared in UTC as on the source
             return (f"{x} > ('{w.start}'::timestamp AT TIME ZONE 'UTC') AND "
@@ -317,9 +322,8 @@ class _Side:
 
     def all_values(self) -> list[dict]:
         """Every row in scope, normalised (record-shape values)."""
-        names = ", ".join(self.col(c.name) for c in self.schema.columns)
         return [self._normalised(dict(zip(self.schema.names, r)))
-                for r in self.run(f"SELECT {names} FROM {self.ref} x WHERE {self.where()}")]
+                for r in self.run(f"SELECT {self.values_sql} FROM {self.ref} x WHERE {self.where()}")]
 
     def _normalised(self, values: dict) -> dict:
         if self.kind == "mysql":
@@ -331,7 +335,7 @@ class _Side:
         if not keys:
             return {}
         out: dict[tuple[str, ...], dict] = {}
-        names = ", ".join(self.col(c.name) for c in self.schema.columns)
+        names = self.values_sql
         key_texts = ", ".join(self.text(c) for c in self.key_cols)
         for i in range(0, len(keys), 1000):
             chunk = keys[i:i + 1000]
@@ -542,6 +546,8 @@ def _ensure_functions(conn, state: str) -> None:
         if have < 4:
             for sql in canonical.pg_functions(state):
                 conn.execute(sql.replace("AS $$", f"AS $$ /* {_FUNCTIONS_VERSION} */", 1))
+        for sql in canonical.pg_geometry_functions(state):
+            conn.execute(sql)
         conn.execute(f"""CREATE TABLE IF NOT EXISTS {qi(state)}.validations (
             id text PRIMARY KEY, db text NOT NULL, tbl text NOT NULL, verdict text NOT NULL, mode text NOT NULL,
             scope text NOT NULL, target_position text, source_position text, source_rows bigint, target_rows bigint,
@@ -623,15 +629,7 @@ def _key_texts(schema: TableSchema, table: TableConfig, image: dict) -> tuple[st
 
 
 def _value_text(column: Column, value: Any) -> str | None:
-    if value is None:
-        return None
-    t = column.data_type
-    if t in ("date", "datetime", "timestamp"):
-        return str(value).replace("T", " ").rstrip("Z")
-    if t in ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"):
-        import base64
-        return base64.b64decode(value).hex()
-    return str(value)
+    return None if value is None else codec(column).check_text(column, value)
 
 
 def _in_scope(schema: TableSchema, table: TableConfig, scope: Scope, image: dict | None, soft: bool) -> bool:

@@ -231,6 +231,6 @@ def test_all_gives_every_table_a_verdict(path, tmp_path):
     out = _seam(path, "validate", "--all", "--report-dir", str(tmp_path))
     assert out.returncode == 1, out.stdout + out.stderr
     verdicts = out.stdout.split("verdicts: ")[-1].strip()
-    assert f"{DB}.never_loaded NOT LOADED" in verdicts, out.stdout
+    assert f"{DB}.never_loaded NOT LOADED" in verdicts, out.stdout + out.stderr
     assert all(t["name"] in verdicts for t in TABLES), verdicts
     assert "Traceback" not in out.stderr

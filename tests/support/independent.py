@@ -8,7 +8,9 @@ own small rules, written from the databases' documentation rather than from Seam
 - DATE, DATETIME: ``date`` / naive ``datetime``; TIMESTAMP: naive UTC (the source session runs in UTC, the
   target's timestamptz is converted); zero dates: ``None`` (PostgreSQL cannot hold them; Seam's documented
   mapping); TIME: ``timedelta``;
-- SET: a frozenset of members; ENUM and text: ``str``; binary: ``bytes``; JSON: the parsed document.
+- SET: a frozenset of members; ENUM and text: ``str``; binary: ``bytes``; JSON: the parsed document;
+- spatial: ``SRID:WKB`` (hex of the OGC WKB, little-endian) as each database's own ST_SRID and ST_AsBinary
+  print them (PostGIS ``geometry``; a ``bytea`` holds MySQL's stored value: 4-byte SRID, then WKB).
 
 A mismatch lists up to five rows missing in the target and five extra, as the comparer read them.
 """
@@ -25,6 +27,8 @@ import pymysql
 
 _INTS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
 _BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
+_SPATIAL = {"geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
+            "geometrycollection"}
 
 
 def _f32(value) -> float:
@@ -66,6 +70,10 @@ def _value(kind: str, value, side: str):
         return json.dumps(json.loads(value) if isinstance(value, (str, bytes)) else value, sort_keys=True)
     if kind in _BINARY:
         return bytes(value)
+    if kind in _SPATIAL:
+        if isinstance(value, (bytes, bytearray)):  # a bytea target: MySQL's stored value
+            return f"{int.from_bytes(value[:4], 'little')}:{bytes(value[4:]).hex().upper()}"
+        return value.upper()
     return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
 
 
@@ -81,8 +89,7 @@ def source_table(mysql_kwargs: dict, db: str, table: str, where: str = "1 = 1"):
                         "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (db, table))
             columns = [(r[0], r[1].lower()) for r in cur.fetchall()]
             # FLOAT as DOUBLE: the text protocol prints FLOAT with 6 digits, which is not the stored value
-            names = ", ".join(("CAST(`{}` AS DOUBLE)" if k == "float" else "`{}`").format(c.replace("`", "``"))
-                              for c, k in columns)
+            names = ", ".join(_source_column(c.replace("`", "``"), k) for c, k in columns)
             cur.execute(f"SELECT {names} FROM `{db}`.`{table}` WHERE {where}")
             rows = collections.Counter(_canon(tuple(_value(k, v, "source") for (_, k), v in zip(columns, r)))
                                        for r in cur.fetchall())
@@ -91,12 +98,28 @@ def source_table(mysql_kwargs: dict, db: str, table: str, where: str = "1 = 1"):
     return columns, rows
 
 
+def _source_column(name: str, kind: str) -> str:
+    if kind == "float":
+        return f"CAST(`{name}` AS DOUBLE)"
+    if kind in _SPATIAL:
+        return f"CONCAT(ST_SRID(`{name}`), ':', HEX(ST_AsBinary(`{name}`)))"
+    return f"`{name}`"
+
+
 def target_table(conninfo: dict, db: str, table: str, columns):
-    names = ", ".join('"' + c.replace('"', '""') + '"' for c, _ in columns)
     with psycopg.connect(**conninfo) as conn:
+        udt = dict(conn.execute("SELECT column_name, udt_name FROM information_schema.columns WHERE table_schema = %s "
+                                "AND table_name = %s", (db, table)).fetchall())
+        names = ", ".join(_target_column('"' + c.replace('"', '""') + '"', udt.get(c)) for c, _ in columns)
         cur = conn.execute(f'SELECT {names} FROM "{db}"."{table}"')
         return collections.Counter(_canon(tuple(_value(k, v, "target") for (_, k), v in zip(columns, r)))
                                    for r in cur)
+
+
+def _target_column(name: str, udt: str | None) -> str:
+    if udt == "geometry":
+        return f"ST_SRID({name}) || ':' || encode(ST_AsBinary({name}, 'NDR'), 'hex')"
+    return name
 
 
 def compare(mysql_kwargs: dict, conninfo: dict, db: str, table: str, where: str = "1 = 1") -> str | None:

@@ -16,3 +16,40 @@ def test_set_members_keep_their_case():
     assert normalize(features, "") == ""
     rating = Column("r", "enum", "enum('G','NC-17','Ünrated')", False)
     assert normalize(rating, 3) == "Ünrated" and normalize(rating, "NC-17") == "NC-17"
+
+
+def test_float_is_the_stored_single_precision_value_from_text_or_binlog():
+    f = Column("f", "float", "float", True)
+    assert normalize(f, 0.1) == normalize(f, "0.1") == 0.10000000149011612  # a driver's text, the binlog's float32
+    assert normalize(f, 16777217) == 16777216.0
+
+
+def test_spatial_values_and_postgis_ewkb_round_trip():
+    from seam.codecs import _ewkb_hex, _ewkb_to_record, _stored
+
+    g = Column("g", "point", "point", True)
+    stored = bytes.fromhex("e6100000" + "0101000000" + "000000000000f83f" + "00000000000000c0")  # SRID 4326, (1.5 -2)
+    value = normalize(g, stored)
+    assert value == {"wkb": "AQEAAAAAAAAAAAD4PwAAAAAAAADA", "srid": 4326}
+    assert _ewkb_hex(value) == "0101000020e6100000000000000000f83f00000000000000c0"  # PostGIS's EWKB for it
+    assert _ewkb_to_record(bytes.fromhex(_ewkb_hex(value))) == value and _stored(value) == stored
+
+
+def test_window_bounds_reach_sql_only_as_formatted_timestamps():
+    import pytest
+
+    from seam.incremental import IncrementalError, Window, check_time_bounds
+
+    check_time_bounds(Window("c", "2026-11-21 00:00:00.000000", "2026-11-22 00:00:00.000000", "x", False))
+    with pytest.raises(IncrementalError, match="bad window bound"):
+        check_time_bounds(Window("c", "2026-11-21 00:00:00.000000", "2026-11-22' OR 1=1 --", "x", False))
+
+
+def test_a_type_seam_cannot_map_names_the_column():
+    import pytest
+
+    from seam.codecs import codec
+    from seam.target import TargetError
+
+    with pytest.raises(TargetError, match="column 'v' has MySQL type vector.*does not map"):
+        codec(Column("v", "vector", "vector(3)", True))

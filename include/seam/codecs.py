@@ -1,0 +1,500 @@
+"""One codec per MySQL type family: the canonical value of a column, defined once, with every rendering of it
+next to the others.
+
+- ``record(column, value)``: a value as the binlog decoder or a driver's SELECT hands it over -> the record's
+  JSON value (the stream and reconciliation compute it in Python).
+- ``snapshot_sql(column, x)``: MySQL SQL that computes the same JSON text in the source (the full load's hot
+  path: no per-value Python); ``read_mysql(column, x)``: the column in a plain SELECT, read exactly.
+- ``check_mysql(column, x)`` / ``check_pg(column, x, state)``: the text validation hashes, computed inside each
+  database (MariaDB's notation; ``pg_functions`` prints PostgreSQL values the same way).
+- ``check_text(column, value)``: that text from a record value (validation's keys of differing rows).
+- ``pg_type(column, postgis)``: the PostgreSQL column; ``to_copy(value)``: a record value as COPY takes it;
+  ``from_target(column, value)``: a value psycopg read back, as a record value.
+
+The families and their record values (the README's table of types shows the same):
+
+=====================  ==================================================================================
+Family (MySQL types)   Record value
+=====================  ==================================================================================
+Integer                JSON number; BIGINT UNSIGNED as a decimal string (JSON numbers lose precision
+                       past 2^53). TINYINT(1) is a number, not a boolean.
+Bit                    the integer value
+Year                   the year as a number (0 for YEAR 0000)
+Decimal                a string with exactly the declared scale ("-0.000001"), never a float
+Float                  the stored single-precision value widened exactly to double (0.1 is stored as
+                       0.10000000149011612): the same from a SELECT, the binlog and the source's SQL
+Double                 JSON number (the shortest text that round-trips)
+Date, DateTime         "YYYY-MM-DD"; "YYYY-MM-DDTHH:MM:SS.ffffff" (always 6 fraction digits);
+                       TIMESTAMP the same in UTC with "Z". Zero and partial-zero dates, and a zero
+                       TIMESTAMP: null (what zeroDateTimeBehavior=convertToNull and Debezium do)
+Time                   "[-]HH:MM:SS.ffffff" (TIME spans -838..838 hours)
+Text                   the string (any character set, as UTF-8)
+Enum, Set              the member as defined (its case too); SET: members comma-joined in definition
+                       order, "" for the empty set. An ENUM that arrives as an index is its member
+Json                   canonical text: keys sorted, compact, UTF-8 kept
+Binary                 base64
+Spatial                {"wkb": base64 of the OGC WKB, "srid": n}: MySQL's stored value (4-byte SRID,
+                       then WKB), as Debezium records it. PostgreSQL: PostGIS ``geometry`` with its SRID,
+                       or, without PostGIS, ``bytea`` holding MySQL's stored value
+=====================  ==================================================================================
+
+Delivery guarantee: none (conversions only).
+"""
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from decimal import Decimal
+from typing import Any
+
+from seam.schema import Column
+
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def _zero_date(x: str) -> str:
+    return f"(YEAR({x}) = 0 OR MONTH({x}) = 0 OR DAYOFMONTH({x}) = 0)"
+
+
+def _quoted(expr: str) -> str:
+    return f"CONCAT('\"', {expr}, '\"')"  # only for values that never need escaping
+
+
+def _small(column: Column, value, most: int) -> int:
+    """A number from a column definition, which may have arrived in a Kafka message: checked before it is
+    pasted into DDL."""
+    text = str(value).strip()
+    if not text.isdigit() or int(text) > most:
+        from seam.target import TargetError
+        raise TargetError(f"column {column.name!r}: {text!r} in its type {column.column_type!r} is not a number "
+                          f"from 0 to {most}; the message that carried it is not Seam's: check the topic")
+    return int(text)
+
+
+def _type_argument(column: Column, default: str) -> str:
+    t = column.column_type
+    return t.split("(")[1].split(",")[0].split(")")[0] if "(" in t else default
+
+
+class Codec:
+    """The defaults: a value that is its own JSON, checked as text."""
+
+    types: tuple[str, ...] = ()
+
+    def record(self, column: Column, value: Any) -> Any:
+        return value
+
+    def snapshot_sql(self, column: Column, x: str) -> str:
+        return f"JSON_QUOTE({x})"
+
+    def read_mysql(self, column: Column, x: str) -> str:
+        """The column in a SELECT whose driver value ``record`` turns into the exact record value."""
+        return x
+
+    def check_mysql(self, column: Column, x: str) -> str:
+        return f"CONVERT({x} USING utf8mb4)"
+
+    def check_pg(self, column: Column, x: str, state: str) -> str:
+        return f"({x})::text"
+
+    def check_text(self, column: Column, value: Any) -> str:
+        return str(value)
+
+    def pg_type(self, column: Column, postgis: bool = True) -> str:
+        return "text"
+
+    def to_copy(self, postgis: bool):
+        """A function from a record value to what COPY takes, or None when they are the same."""
+        return None
+
+    def from_target(self, column: Column, value: Any) -> Any:
+        return self.record(column, value)
+
+
+class Integer(Codec):
+    types = ("tinyint", "smallint", "mediumint", "int", "integer", "bigint")
+
+    def record(self, column, value):
+        number = int(value)
+        if column.data_type == "bigint" and column.unsigned:
+            return str(number if number >= 0 else number + 2**64)
+        return number
+
+    def snapshot_sql(self, column, x):
+        return _quoted(f"CAST({x} AS CHAR)") if column.data_type == "bigint" and column.unsigned else x
+
+    def check_mysql(self, column, x):
+        return f"CAST({x} + 0 AS CHAR)"
+
+    def pg_type(self, column, postgis=True):
+        t, unsigned = column.data_type, column.unsigned
+        if t == "tinyint":
+            return "smallint"
+        if t == "smallint":
+            return "integer" if unsigned else "smallint"
+        if t == "bigint":
+            return "numeric(20,0)" if unsigned else "bigint"
+        return "bigint" if unsigned and t != "mediumint" else "integer"
+
+
+class Bit(Codec):
+    types = ("bit",)
+
+    def record(self, column, value):
+        if isinstance(value, (bytes, bytearray)):
+            return int.from_bytes(value, "big")
+        if isinstance(value, str):  # python-mysql-replication renders BIT as a string of 0/1
+            return int(value, 2) if value else 0
+        return int(value)
+
+    def snapshot_sql(self, column, x):
+        return f"{x} + 0"
+
+    def check_mysql(self, column, x):
+        return f"CAST({x} + 0 AS CHAR)"
+
+    def pg_type(self, column, postgis=True):
+        return "numeric(20,0)" if _small(column, _type_argument(column, "1"), 64) > 63 else "bigint"
+
+
+class Year(Codec):
+    types = ("year",)
+
+    def record(self, column, value):  # YEAR holds 1901-2155 or 0000; the binlog decoder turns a stored 0 into 1900
+        number = int(value)
+        return 0 if number == 1900 else number
+
+    def snapshot_sql(self, column, x):
+        return f"{x} + 0"  # a number (JDBC would make it a date)
+
+    def check_mysql(self, column, x):
+        return f"CAST({x} + 0 AS CHAR)"
+
+    def pg_type(self, column, postgis=True):
+        return "smallint"
+
+
+class Decimal_(Codec):
+    types = ("decimal",)
+
+    def record(self, column, value):
+        return f"{Decimal(str(value)):.{column.numeric_scale or 0}f}"
+
+    def snapshot_sql(self, column, x):
+        return _quoted(f"CAST({x} AS CHAR)")
+
+    def check_mysql(self, column, x):
+        return f"CAST({x} AS CHAR)"
+
+    def pg_type(self, column, postgis=True):
+        precision = _type_argument(column, "10")
+        return f"numeric({_small(column, precision, 65)},{_small(column, column.numeric_scale or 0, 30)})"
+
+
+class Float(Codec):
+    types = ("float",)
+
+    def record(self, column, value):
+        import numpy  # a driver's text ("0.1") and the binlog's float32 both land on the stored value
+        return float(numpy.float32(value))
+
+    def snapshot_sql(self, column, x):
+        return f"CAST(CAST({x} AS DOUBLE) AS CHAR)"  # widened exactly; MariaDB prints doubles that round-trip
+
+    def read_mysql(self, column, x):
+        return f"CAST({x} AS DOUBLE)"  # the text protocol prints FLOAT with 6 digits, not the stored value
+
+    def check_mysql(self, column, x):
+        return f"CAST(CAST({x} AS DOUBLE) AS CHAR)"
+
+    def check_pg(self, column, x, state):
+        return f"{state}.mariadb_double(({x})::float8)"
+
+    def pg_type(self, column, postgis=True):
+        return "real"
+
+
+class Double(Codec):
+    types = ("double", "real")
+
+    def record(self, column, value):
+        return float(value)
+
+    def snapshot_sql(self, column, x):
+        return f"CAST({x} AS CHAR)"
+
+    def check_mysql(self, column, x):
+        return f"CAST({x} AS CHAR)"
+
+    def check_pg(self, column, x, state):
+        return f"{state}.mariadb_double(({x})::float8)"
+
+    def pg_type(self, column, postgis=True):
+        return "double precision"
+
+
+class Date(Codec):
+    """DATE, DATETIME and TIMESTAMP (sessions run in UTC: TIMESTAMP values are UTC)."""
+
+    types = ("date", "datetime", "timestamp")
+    _JSON = {"date": "%Y-%m-%d", "datetime": "%Y-%m-%dT%H:%i:%s.%f", "timestamp": "%Y-%m-%dT%H:%i:%s.%fZ"}
+    _CHECK = {"date": "%Y-%m-%d", "datetime": "%Y-%m-%d %H:%i:%s.%f", "timestamp": "%Y-%m-%d %H:%i:%s.%f"}
+
+    def record(self, column, value):
+        kind = column.data_type
+        if isinstance(value, (str, bytes)):  # drivers hand back invalid (zero) dates as text
+            text = _text(value)
+            if text.startswith("0000") or "-00" in text[:10]:
+                return None
+            value = dt.datetime.fromisoformat(text) if kind != "date" else dt.date.fromisoformat(text)
+        if kind == "date":
+            return (value.date() if isinstance(value, dt.datetime) else value).isoformat()
+        if not isinstance(value, dt.datetime):
+            value = dt.datetime.combine(value, dt.time())
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        if kind == "timestamp" and value == _EPOCH:
+            return None  # the binlog's form of a zero TIMESTAMP (valid ones start at 00:00:01)
+        text = value.strftime("%Y-%m-%dT%H:%M:%S.%f")
+        return text + "Z" if kind == "timestamp" else text
+
+    def snapshot_sql(self, column, x):
+        formatted = f"DATE_FORMAT({x}, '{self._JSON[column.data_type]}')"
+        return f"IF({_zero_date(x)}, NULL, {_quoted(formatted)})"
+
+    def check_mysql(self, column, x):
+        return f"IF({_zero_date(x)}, NULL, DATE_FORMAT({x}, '{self._CHECK[column.data_type]}'))"
+
+    def check_pg(self, column, x, state):
+        t = column.data_type
+        if t == "date":
+            return f"to_char({x}, 'YYYY-MM-DD')"
+        utc = " AT TIME ZONE 'UTC'" if t == "timestamp" else ""
+        return f"to_char({x}{utc}, 'YYYY-MM-DD HH24:MI:SS.US')"
+
+    def check_text(self, column, value):
+        return str(value).replace("T", " ").rstrip("Z")
+
+    def pg_type(self, column, postgis=True):
+        t = column.data_type
+        if t == "date":
+            return "date"
+        precision = _small(column, column.datetime_precision or 0, 6)
+        return f"timestamp({precision})" if t == "datetime" else f"timestamptz({precision})"
+
+
+class Time(Codec):
+    types = ("time",)
+
+    def record(self, column, value):
+        if isinstance(value, (str, bytes)):
+            sign = "-" if _text(value).startswith("-") else ""
+            hms, _, frac = _text(value).lstrip("-").partition(".")
+            h, m, s = hms.split(":")
+            return f"{sign}{int(h):02d}:{int(m):02d}:{int(s):02d}.{frac.ljust(6, '0')[:6]}"
+        if isinstance(value, dt.time):
+            value = dt.timedelta(hours=value.hour, minutes=value.minute, seconds=value.second,
+                                 microseconds=value.microsecond)
+        micros = value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds
+        sign = "-" if micros < 0 else ""
+        seconds, frac = divmod(abs(micros), 1_000_000)
+        return f"{sign}{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}.{frac:06d}"
+
+    def snapshot_sql(self, column, x):
+        return _quoted(f"TIME_FORMAT({x}, '%H:%i:%s.%f')")
+
+    def check_mysql(self, column, x):
+        return f"TIME_FORMAT({x}, '%H:%i:%s.%f')"
+
+    def check_pg(self, column, x, state):
+        return f"{state}.mariadb_time({x})"
+
+    def pg_type(self, column, postgis=True):
+        return "interval"
+
+
+class Text(Codec):
+    types = ("char", "varchar", "tinytext", "text", "mediumtext", "longtext")
+
+    def record(self, column, value):
+        return _text(value)
+
+
+class Enum(Codec):
+    types = ("enum",)
+
+    def record(self, column, value):
+        if isinstance(value, int):  # an index, when the binlog lacks metadata
+            return column.members[value - 1] if value else ""
+        return _text(value)
+
+
+class Set(Codec):
+    types = ("set",)
+
+    def record(self, column, value):  # members exactly as defined (their case too), in definition order
+        members = set(value.split(",")) if isinstance(value, str) else {_text(m) for m in value}
+        members.discard("")
+        return ",".join(m for m in column.members if m in members)
+
+
+class Json(Codec):
+    types = ("json",)
+
+    def record(self, column, value):
+        if isinstance(value, (bytes, bytearray, str)):
+            value = json.loads(value) if value not in ("", b"") else None
+        return json.dumps(_json_text(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+    def snapshot_sql(self, column, x):
+        return f"JSON_QUOTE({x})"  # MySQL 8 keeps keys in its own order: sorted later (canonical_json_columns)
+
+    # The checksum text is the normalised document with every string escape decoded, so that "\u00e9" or "\/"
+    # in the source hash like PostgreSQL's decoded jsonb: escaped backslashes and quotes, and the document's own
+    # quotes, first become private-use characters (U+E001..U+E003), then the whole text is unquoted as one JSON
+    # string by each database's own decoder.
+    def check_mysql(self, column, x):
+        text = f"JSON_NORMALIZE({x})"
+        for escaped, mark in (("5c5c", "EE8081"), ("5c22", "EE8082"), ("22", "EE8083")):
+            text = f"REPLACE({text}, _utf8mb4 X'{escaped}', _utf8mb4 X'{mark}')"
+        return f"JSON_UNQUOTE(CONCAT(_utf8mb4 X'22', {text}, _utf8mb4 X'22'))"
+
+    def check_pg(self, column, x, state):
+        text = f"{state}.mariadb_json({x})"
+        for escaped, mark in (("chr(92) || chr(92)", 57345), ("chr(92) || chr(34)", 57346), ("chr(34)", 57347)):
+            text = f"replace({text}, {escaped}, chr({mark}))"
+        return f"((chr(34) || {text} || chr(34))::jsonb #>> '{{}}')"
+
+    def pg_type(self, column, postgis=True):
+        return "jsonb"
+
+    def from_target(self, column, value):
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _json_text(value: Any) -> Any:
+    """MySQL 8's binary JSON arrives with bytes keys/strings from the binlog."""
+    if isinstance(value, dict):
+        return {_text(k): _json_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_text(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return value.decode("utf-8")
+    return value
+
+
+class Binary(Codec):
+    types = ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob")
+
+    def record(self, column, value):  # the binlog reader hands an empty binary value back as ''
+        return base64.b64encode(value.encode() if isinstance(value, str) else bytes(value)).decode()
+
+    def snapshot_sql(self, column, x):
+        return _quoted(f"REPLACE(TO_BASE64({x}), CHAR(10), '')")
+
+    def check_mysql(self, column, x):
+        return f"LOWER(HEX({x}))"
+
+    def check_pg(self, column, x, state):
+        return f"encode({x}, 'hex')"
+
+    def check_text(self, column, value):
+        return base64.b64decode(value).hex()
+
+    def pg_type(self, column, postgis=True):
+        return "bytea"
+
+    def to_copy(self, postgis):
+        return base64.b64decode
+
+    def from_target(self, column, value):
+        return self.record(column, value)
+
+
+class Spatial(Codec):
+    """MySQL stores a geometry as its SRID (4 bytes, little-endian) followed by the OGC WKB (little-endian);
+    the binlog and a SELECT hand over those bytes. Validation hashes them as lower-case hex."""
+
+    types = ("geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
+             "geometrycollection")
+
+    def record(self, column, value):
+        stored = value.encode("latin-1") if isinstance(value, str) else bytes(value)
+        return {"wkb": base64.b64encode(stored[4:]).decode(), "srid": int.from_bytes(stored[:4], "little")}
+
+    def snapshot_sql(self, column, x):
+        stored = f"CAST({x} AS BINARY)"
+        return (f"CONCAT('{{\"wkb\":\"', REPLACE(TO_BASE64(SUBSTRING({stored}, 5)), CHAR(10), ''), '\",\"srid\":', "
+                f"CAST(CONV(HEX(REVERSE(LEFT({stored}, 4))), 16, 10) AS CHAR), '}}')")
+
+    def check_mysql(self, column, x):
+        return f"LOWER(HEX(CAST({x} AS BINARY)))"
+
+    def check_pg(self, column, x, state):
+        return f"{state}.mysql_geometry({x})"  # overloaded: PostGIS geometry, or the fallback's bytea
+
+    def check_text(self, column, value):
+        return (value["srid"].to_bytes(4, "little") + base64.b64decode(value["wkb"])).hex()
+
+    def pg_type(self, column, postgis=True):
+        return "geometry" if postgis else "bytea"
+
+    def to_copy(self, postgis):
+        return _ewkb_hex if postgis else _stored
+
+
+    def from_target(self, column, value):
+        if isinstance(value, str):  # PostGIS geometry as psycopg reads it: hex EWKB
+            return _ewkb_to_record(bytes.fromhex(value))
+        return self.record(column, value)
+
+
+def _stored(value: dict) -> bytes:
+    """The record value as MySQL stores it (the fallback's bytea)."""
+    return value["srid"].to_bytes(4, "little") + base64.b64decode(value["wkb"])
+
+
+def _ewkb_hex(value: dict) -> str:
+    """The record value as PostGIS's extended WKB in hex, which ``geometry`` input reads with its SRID."""
+    wkb = base64.b64decode(value["wkb"])
+    order = "little" if wkb[0] == 1 else "big"
+    kind = int.from_bytes(wkb[1:5], order) | 0x20000000
+    return (wkb[:1] + kind.to_bytes(4, order) + value["srid"].to_bytes(4, order) + wkb[5:]).hex()
+
+
+def _ewkb_to_record(ewkb: bytes) -> dict:
+    """PostGIS's extended WKB (an SRID flag and the SRID after the top-level type) -> the record value."""
+    order = "little" if ewkb[0] == 1 else "big"
+    kind = int.from_bytes(ewkb[1:5], order)
+    srid = 0
+    body = ewkb[5:]
+    if kind & 0x20000000:
+        srid, body = int.from_bytes(ewkb[5:9], order), ewkb[9:]
+    if order == "big":
+        raise ValueError("a big-endian geometry read back from PostGIS: expected little-endian")
+    wkb = ewkb[:1] + (kind & ~0x20000000).to_bytes(4, order) + body
+    return {"wkb": base64.b64encode(wkb).decode(), "srid": srid}
+
+
+_BY_TYPE: dict[str, Codec] = {t: codec for codec in (Integer(), Bit(), Year(), Decimal_(), Float(), Double(), Date(),
+                                                     Time(), Text(), Enum(), Set(), Json(), Binary(), Spatial())
+                              for t in codec.types}
+SUPPORTED = tuple(sorted(_BY_TYPE))
+
+
+def codec(column: Column) -> Codec:
+    found = _BY_TYPE.get(column.data_type)
+    if found is None:
+        from seam.target import TargetError
+        raise TargetError(f"column {column.name!r} has MySQL type {column.column_type}, which Seam does not map")
+    return found
+
+
+def record_value(column: Column, value: Any) -> Any:
+    """A source value (from a SELECT or from a binlog event) as the record holds it."""
+    return None if value is None else codec(column).record(column, value)
