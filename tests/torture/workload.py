@@ -30,7 +30,7 @@ SCHEMA = [
       id BIGINT PRIMARY KEY, owner_code VARCHAR(16) NOT NULL, amount DECIMAL(12,2) NOT NULL, memo TEXT NULL,
       FOREIGN KEY (owner_code) REFERENCES owners (code) ON DELETE CASCADE ON UPDATE CASCADE) ENGINE=InnoDB""",
     """CREATE TABLE notes (
-      id INT PRIMARY KEY, owner_id INT NULL, body VARCHAR(100) NULL,
+      id INT PRIMARY KEY, owner_id INT NULL, body VARCHAR(100) NULL, spot GEOMETRY NULL,
       FOREIGN KEY (owner_id) REFERENCES owners (id) ON DELETE SET NULL) ENGINE=InnoDB""",
     """CREATE TABLE events (at DATETIME(6) NOT NULL, kind VARCHAR(12) NOT NULL, n INT NULL) ENGINE=InnoDB""",
 ]
@@ -67,6 +67,14 @@ class Workload:
         conn.close()
 
     # ------------------------------------------------------------ values
+
+    def _shape(self) -> tuple[str | None, int]:
+        """A random geometry as WKT with its SRID (or NULL)."""
+        r = self.rng
+        x, y = round(r.uniform(-180, 180), r.randint(0, 9)), round(r.uniform(-90, 90), r.randint(0, 9))
+        return r.choice([(None, 0), (f"POINT({x} {y})", r.choice([0, 4326])),
+                         (f"LINESTRING({x} {y},{y} {x},0 0)", 0), (f"POLYGON((0 0,{abs(x) + 1} 0,0 {abs(y) + 1},0 0))", 3857),
+                         (f"GEOMETRYCOLLECTION(POINT({x} {y}),LINESTRING(0 0,1 1))", 4326)])
 
     def _edge(self, kind: str):
         r = self.rng
@@ -140,7 +148,9 @@ class Workload:
             self._new_entry(cur)
         elif kind == "note":
             self._ids["notes"] += 1
-            cur.execute("INSERT INTO notes VALUES (%s, %s, %s)", (self._ids["notes"], self._owner(cur), "n"))
+            wkt, srid = self._shape()
+            cur.execute("INSERT INTO notes VALUES (%s, %s, %s, ST_GeomFromText(%s, %s))",
+                        (self._ids["notes"], self._owner(cur), "n", wkt, srid))
         elif kind == "event":
             cur.execute("INSERT INTO events VALUES (NOW(6), %s, %s)", (r.choice(["a", "b", "b"]), r.choice([1, 1, None])))
         elif kind == "update":
