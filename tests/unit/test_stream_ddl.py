@@ -96,3 +96,15 @@ def test_what_a_parent_change_does_to_its_children():
     assert fk("SET NULL", "CASCADE").action_for("u", [1], [2]) == "update"
     restrict = fk("RESTRICT", "NO ACTION")
     assert not restrict.follows() and restrict.action_for("d", [1], None) is None
+
+
+def test_stream_start_waits_for_a_part_that_beats_since_it_failed():
+    """`seam stream start` returns when each part beats: a part that failed minutes ago (a sink that met a full
+    load's sink on its topic) counts once it has beaten since this command began and since it failed."""
+    from seam.cli import _beating
+
+    assert _beating({"state": "running", "beat_age": 1.0}, waited_s=0.5)
+    assert _beating({"state": "restarting", "beat_age": 2.0, "failed_age": 30.0}, waited_s=5.0)
+    assert not _beating({"state": "restarting", "beat_age": 2.0, "failed_age": 1.0}, waited_s=5.0)  # failed since
+    assert not _beating({"state": "restarting", "beat_age": 9.0, "failed_age": 30.0}, waited_s=5.0)  # not since start
+    assert not _beating({"state": "down", "beat_age": 1.0}, waited_s=5.0) and not _beating({}, waited_s=5.0)
