@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from seam.boundary import new_batch_id
+from seam.cli import operational_errors
 from seam.config import load_pipeline
 from seam.full_load import publish_full_load
 from seam.spark import spark_session
@@ -28,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
             end = publish_full_load(spark, pipeline, table, batch, say=lambda line: print(line, flush=True))
             print(f"SEAM_RESULT table={table.name} batch={end.batch} messages={end.rows} position={end.position}",
                   flush=True)
+    except operational_errors() as exc:  # one line for the log and the caller, never a traceback
+        print(f"seam: error: {exc}", file=sys.stderr, flush=True)
+        return 1
     finally:
         spark.stop()
     return 0

@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 
+from seam.cli import operational_errors
 from seam.config import load_pipeline
 from seam.incremental import Window, publish_window
 from seam.spark import spark_session
@@ -27,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
             end = publish_window(spark, pipeline, pipeline.table(name), batch, Window(**json.loads(window)),
                                  say=lambda line: print(line, flush=True))
             print(f"SEAM_RESULT table={name} batch={end.batch} messages={end.rows} window={end.window}", flush=True)
+    except operational_errors() as exc:  # one line for the log and the caller, never a traceback
+        print(f"seam: error: {exc}", file=sys.stderr, flush=True)
+        return 1
     finally:
         spark.stop()
     return 0

@@ -612,7 +612,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _operational_errors() -> tuple[type[Exception], ...]:
+def operational_errors() -> tuple[type[Exception], ...]:
     """Errors that mean "the world is not as needed": reported as one line, no traceback."""
     from seam.incremental import IncrementalError
     from seam.loads import LoadError
@@ -642,7 +642,7 @@ def main(argv: list[str] | None = None) -> int:
         if explicit:
             _pipeline(args)  # a broken pipeline fails every command, before it does anything
         return args.func(args, stack)
-    except (ConfigError, StackError, *_operational_errors()) as exc:
+    except (ConfigError, StackError, *operational_errors()) as exc:
         print(f"seam: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -872,7 +872,11 @@ def _ensure_schema(conn, name: str) -> None:
     tables of one database at once): serialise the creation."""
     if conn.execute("SELECT to_regnamespace(%s)", (qi(name),)).fetchone()[0] is None:
         conn.execute("SELECT pg_advisory_xact_lock(54013)")
-        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {qi(name)}")
+        try:  # the other sink's schema is committed now, yet this session's catalog cache may not show it
+            with conn.transaction():
+                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {qi(name)}")
+        except psycopg.errors.UniqueViolation:
+            pass
 
 
 def _has_dependents(conn, table_oid: int) -> bool:

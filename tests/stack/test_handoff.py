@@ -55,12 +55,12 @@ def test_full_load_then_stream_converges_exactly(pipeline_path):
     load = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "load", "full",
                            *[f"{DB}.{t}" for t in TABLES]], capture_output=True, text=True, timeout=600)
     assert load.returncode == 0, load.stderr + load.stdout
+    writer.join()  # one writer at a time: two would pick the same new ids
     after = {}  # writes that surely follow the load, however long it took on a busy machine
     late = threading.Thread(target=lambda: after.update(demo.run_writer(
         os.environ["SEAM_MYSQL_URL"], rate=300, seconds=10, threads=1, seed=12, database=DB)))
     late.start()
-    first = _stream_once(pipeline)  # while the writers still run
-    writer.join()
+    first = _stream_once(pipeline)  # while the late writer still runs
     late.join()
     second = _stream_once(pipeline)  # after it stopped: drain
     print(stats, first, second)
