@@ -157,7 +157,7 @@ class BinlogReader:
         self.schemas = sorted(set(schemas))
         self.tables = None if tables is None else set(tables)
         self.blocking, self.heartbeat_s = blocking, heartbeat_s
-        self.server_id = server_id or random.randint(1 << 20, (1 << 31) - 1)
+        self.server_id = server_id or _private_server_id()
         self.report_as = report_as  # the host name SHOW SLAVE HOSTS lists for this reader (see replica_clash)
         self._stream = None
 
@@ -224,7 +224,7 @@ class BinlogReader:
             return None
         for first in reversed(files[:files.index(self.start.file) + 1]):
             # a server_id of its own: the source would drop the open stream for a second reader with its id
-            stream = self._open(first, 4, blocking=False, server_id=random.randint(1 << 20, (1 << 31) - 1))
+            stream = self._open(first, 4, blocking=False, server_id=_private_server_id())
             held: dict[str, Transaction] = {}
             try:
                 for item in self._grammar(stream, held, Position.through(self.start.file, self.start.pos)):
@@ -327,6 +327,11 @@ class BinlogReader:
             rows_seen += 1
             if rows_seen % 2000 == 0:
                 yield Tick(Position.through(stream.log_file, event.packet.log_pos), False)
+
+
+def _private_server_id() -> int:
+    """A server_id for a short-lived reader, above the range people give replicas."""
+    return random.randint(1 << 20, (1 << 31) - 1)
 
 
 SAME_SERVER_ID = 4052  # MariaDB's ER_SLAVE_SAME_ID: another reader connected with this reader's server_id

@@ -13,7 +13,7 @@ state schema (``pg_functions``) that print PostgreSQL values the same way:
 - DATE ``YYYY-MM-DD``; DATETIME ``YYYY-MM-DD HH:MM:SS.ffffff``; TIMESTAMP the
   same in UTC; zero dates NULL; TIME ``[-]HH:MM:SS.ffffff`` (hours may exceed 99);
 - text, ENUM, SET (members comma-joined in definition order): UTF-8 text;
-- JSON: MariaDB's ``JSON_NORMALIZE`` form (keys sorted, numbers as ``1.0E0``), string escapes decoded;
+- JSON: MariaDB's ``JSON_NORMALIZE`` form (keys sorted, numbers as ``1.0E0``);
 - BINARY/BLOB: lower-case hex.
 
 A row's text joins its columns with U+001F, NULL as U+001E; its hash is the

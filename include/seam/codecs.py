@@ -354,21 +354,11 @@ class Json(Codec):
     def snapshot_sql(self, column, x):
         return f"JSON_QUOTE({x})"  # MySQL 8 keeps keys in its own order: sorted later (canonical_json_columns)
 
-    # The checksum text is the normalised document with every string escape decoded, so that "\u00e9" or "\/"
-    # in the source hash like PostgreSQL's decoded jsonb: escaped backslashes and quotes, and the document's own
-    # quotes, first become private-use characters (U+E001..U+E003), then the whole text is unquoted as one JSON
-    # string by each database's own decoder.
     def check_mysql(self, column, x):
-        text = f"JSON_NORMALIZE({x})"
-        for escaped, mark in (("5c5c", "EE8081"), ("5c22", "EE8082"), ("22", "EE8083")):
-            text = f"REPLACE({text}, _utf8mb4 X'{escaped}', _utf8mb4 X'{mark}')"
-        return f"JSON_UNQUOTE(CONCAT(_utf8mb4 X'22', {text}, _utf8mb4 X'22'))"
+        return f"JSON_NORMALIZE({x})"
 
     def check_pg(self, column, x, state):
-        text = f"{state}.mariadb_json({x})"
-        for escaped, mark in (("chr(92) || chr(92)", 57345), ("chr(92) || chr(34)", 57346), ("chr(34)", 57347)):
-            text = f"replace({text}, {escaped}, chr({mark}))"
-        return f"((chr(34) || {text} || chr(34))::jsonb #>> '{{}}')"
+        return f"{state}.mariadb_json({x})"
 
     def pg_type(self, column, postgis=True):
         return "jsonb"

@@ -214,6 +214,11 @@ def _run_batches(pipeline: Pipeline, tables: list[TableConfig], batches: dict[st
             if code not in (None, 0):
                 raise LoadError(f"the Spark job failed (exit {code}); nothing of the unfinished batch is visible, "
                                 "the target keeps the previous data; fix the cause above and re-run")
+            if sink is not None and sink.poll() is not None and all(_sink_running(conn, t) for t in topics):
+                # a streaming sink (re)started between the check above and ours, and took the topics first: it
+                # applies the batch as it does when it runs from the start
+                say("a running sink took the topics first: it applies the batch")
+                sink = None
             if sink is not None and sink.poll() is not None:
                 raise LoadError(f"the sink stopped (exit {sink.returncode}) before the batch committed; "
                                 f"run `seam sink {' '.join('--table ' + t.name for t in tables)}` to finish "

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from seam.records import Position, Record, key_of, normalize_row
-from seam.codecs import codec
+from seam.codecs import Date, codec
 from seam.schema import Column, TableSchema
 
 _INTEGER_KEY = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
@@ -127,11 +127,10 @@ def json_sql(column: Column) -> str:
     """The column as JSON text in the record's canonical form (``seam.codecs``), computed by the source; NULL
     becomes ``null``. The Spark task then only adds the record's envelope: no per-value Python on the hot path.
     MySQL 8's JSON columns are the exception (keys must be sorted): ``canonical_json_columns``."""
-    x = "x." + quote(column.name)
-    expr = codec(column).snapshot_sql(column, x)
+    family = codec(column)
+    expr = family.snapshot_sql(column, "x." + quote(column.name))
     # a zero date turns NULL even in a NOT NULL column; otherwise only nullable columns pay for the check
-    return f"IFNULL({expr}, 'null')" if column.nullable or column.data_type in ("date", "datetime", "timestamp") \
-        else expr
+    return f"IFNULL({expr}, 'null')" if column.nullable or isinstance(family, Date) else expr
 
 
 def object_sql(schema: TableSchema, names) -> str:

@@ -133,6 +133,7 @@ class ChangeReader:
         self._told_waiting: set[tuple[str, str]] = set()
         self._cascades: dict[tuple[str, str], list] | None = None  # read at the first pass and after DDL
         self._source_conn = None
+        self._clash_checked = False  # another replica with our server_id, looked for before the first read
         self._stopped_batch: dict[tuple[str, str], str | None] = {}  # stopped tables: the load they stopped in
         self._target = connect_state(pipeline)
         self._rewound_at = self._target.execute("SELECT now()").fetchone()[0]
@@ -325,9 +326,11 @@ class ChangeReader:
         if self._cascades is None:
             self._cascades = self._load_cascades()
         me = f"seam:{self.pipeline.name}"[:60]
-        other = replica_clash(self._source(), src.server_id, me)
-        if other is not None:
-            raise StreamError(_clash(src.server_id, f"a replica that reports itself as {other}"))
+        if not self._clash_checked:  # once: a clash that appears later knocks a reader off (SAME_SERVER_ID)
+            other = replica_clash(self._source(), src.server_id, me)
+            if other is not None:
+                raise StreamError(_clash(src.server_id, f"a replica that reports itself as {other}"))
+            self._clash_checked = True
         reader = BinlogReader(src, start, {db for db, _ in self.tables} | {p[0] for p in self._cascades},
                               tables=set(self.tables) | set(self._cascades), blocking=not until_idle,
                               server_id=src.server_id, heartbeat_s=1.0, report_as=me)

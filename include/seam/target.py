@@ -2,28 +2,9 @@
 conversion of normalised record values into COPY rows.
 
 A source table ``db.t`` lands as ``"db"."t"`` (schema named after the source
-database, names kept exactly, quoted). Type mapping keeps every value exact:
-
-=====================  ===========================================
-MySQL                  PostgreSQL
-=====================  ===========================================
-TINYINT, SMALLINT      smallint (integer when SMALLINT UNSIGNED)
-MEDIUMINT, INT         integer (bigint when INT UNSIGNED)
-BIGINT                 bigint (numeric(20,0) when UNSIGNED)
-DECIMAL(p,s)           numeric(p,s)
-FLOAT / DOUBLE         real / double precision
-BIT(n)                 bigint (numeric(20,0) for n = 64)
-YEAR                   smallint
-DATE / DATETIME(p)     date / timestamp(p)
-TIMESTAMP(p)           timestamptz(p) (values in UTC)
-TIME(p)                interval (MySQL TIME spans -838..838 hours)
-CHAR, VARCHAR, TEXT    text (character semantics as in MySQL)
-ENUM, SET              text (SET members comma-joined, definition order)
-JSON                   jsonb
-BINARY, BLOB           bytea
-GEOMETRY, POINT, ...   geometry with its SRID (PostGIS); bytea holding
-                       MySQL's stored value when the target has no PostGIS
-=====================  ===========================================
+database, names kept exactly, quoted). The PostgreSQL type of each MySQL type
+is defined by its codec (``seam.codecs``; the README's table of types lists
+them all).
 
 Temporal columns are nullable in the target even when NOT NULL in the source,
 because zero dates become NULL (see ``seam.records``).
