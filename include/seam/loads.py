@@ -58,9 +58,11 @@ def _sink_running(conn, topic: str) -> bool:
     return not got
 
 
-def cascades_followed(pipeline: Pipeline, tables: list[TableConfig]) -> list[str]:
+def cascades_followed(pipeline: Pipeline, tables: list[TableConfig]) -> tuple[list[str], list[TableConfig]]:
     """One line per foreign-key rule the stream will apply to a loaded table (or from one), so that a user
-    sees which deletes and key updates reach which synced children."""
+    sees which deletes and key updates reach which synced children; and the tables in the order to load
+    them: a parent before the tables its cascades reach, so that a level below is loaded at a later
+    position than the level above (seam.cascades needs the level above to have applied the change)."""
     import pymysql
 
     from seam.schema import read_foreign_keys
@@ -69,16 +71,31 @@ def cascades_followed(pipeline: Pipeline, tables: list[TableConfig]) -> list[str
     loaded = {(t.db, t.table) for t in tables}
     conn = pymysql.connect(**pipeline.source.pymysql_kwargs())
     try:
-        keys = read_foreign_keys(conn, {t.db for t in pipeline.tables})
+        keys = [fk for fk in read_foreign_keys(conn, {t.db for t in pipeline.tables})
+                if fk.rules_followed() and fk.child in streamed]
     finally:
         conn.close()
     lines = []
     for fk in keys:
-        rules = fk.rules_followed()
-        if rules and fk.child in streamed and (fk.child in loaded or fk.parent in loaded):
+        if fk.child in loaded or fk.parent in loaded:
             lines.append(f"cascade followed by the stream: {'.'.join(fk.parent)} -> {'.'.join(fk.child)} "
-                         f"({', '.join(fk.columns)}; {', '.join(rules)})")
-    return lines
+                         f"({', '.join(fk.columns)}; {', '.join(fk.rules_followed())})")
+    reached = {fk.child for fk in keys if fk.parent != fk.child}
+    for fk in keys:  # a loaded middle level whose lower level is not loaded with it
+        if fk.parent in loaded and fk.parent in reached and fk.child != fk.parent and fk.child not in loaded:
+            lines.append(f"note: cascades through {'.'.join(fk.parent)} continue into {'.'.join(fk.child)}; one "
+                         f"that happens while {'.'.join(fk.parent)} loads stops {'.'.join(fk.child)} until both are "
+                         f"loaded again: load them together (seam load full {'.'.join(fk.parent)} "
+                         f"{'.'.join(fk.child)})")
+    parents = {t: {fk.parent for fk in keys if fk.child == t and fk.parent != t and fk.parent in loaded}
+               for t in loaded}
+    ordered, done = [], set()
+    while len(ordered) < len(tables):
+        ready = [t for t in tables if (t.db, t.table) not in done and parents[(t.db, t.table)] <= done]
+        for t in ready or [t for t in tables if (t.db, t.table) not in done][:1]:  # a cycle: as given
+            ordered.append(t)
+            done.add((t.db, t.table))
+    return lines, ordered
 
 
 def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: str | None = None,
@@ -88,7 +105,8 @@ def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: s
     A rejected batch (its END disagrees with what reached the sink) is loaded again ``rejected_retries`` times."""
     for table in tables:  # every check before anything is published: a bad table changes nothing
         prepare(pipeline, table)
-    for line in cascades_followed(pipeline, tables):
+    lines, tables = cascades_followed(pipeline, tables)
+    for line in lines:
         say(line)
     results: dict[str, dict] = {}
     todo = list(tables)

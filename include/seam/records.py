@@ -7,18 +7,28 @@ Shape (JSON, versioned ``"v": 1``)::
      "key": {...}, "before": {...}|null, "after": {...}|null,
      "source": {"db", "table", "snapshot": bool, "batch": id|null,
                 "file": "mysql-bin.000003", "pos": 1234, "row": 0, "gtid": "0-1-42"|null,
-                "txn": {"file", "pos"}, "last": bool, "prev": {"file", "pos", "row"},
+                "txn": {"file", "pos"}, "last": bool, "prev": {"file", "pos", "row"}, "seq": 0,
                 "part": 0, "attempt": 7}}
-                (txn/last/prev: change events only; part/attempt: batch records only)
+                (txn/last/prev/seq: change events only; part/attempt: batch records only)
 
 A foreign-key cascade (MySQL applies it inside the storage engine, so the
 binlog has no rows for it) is published on the child table's topic, in the
 parent's transaction at the parent's change, as ``"op": "x"`` with
 ``"cascade": {"action": "delete"|"set_null"|"update", "parent": "db.table",
 "columns": [child FK columns], "old": [values], "new": [values]|null}``.
+A level further down (the child's own cascading key into a grandchild) is
+published on the grandchild's topic at the same position as
+``{"via": [db, table], "columns", "referenced", "on_delete", "on_update"}``:
+which child rows the level above changed is known only in the target, so
+the sink applies it with the rows it recorded when it applied that level.
+Either form may carry ``"keep": [columns]`` (record the changed rows' values
+of these columns for the levels below) and ``"self": [rules]`` (the table's
+keys into itself, repeated by the sink until no row changes).
 
 ``txn`` is where the source transaction commits; ``last`` marks the table's
-last change in it, so a sink can apply whole source transactions only. ``prev`` is the
+last change in it and ``seq`` counts the table's changes in it from 0 (a
+cascade shares its parent row's position), so a sink can apply whole source
+transactions only. ``prev`` is the
 table's previously published position: a sink that has not applied it has
 missed something (Kafka lost it) and waits for the reader to republish.
 ``part`` and ``attempt`` say which snapshot chunk and which Spark task attempt
@@ -104,6 +114,7 @@ class Record:
     txn: Position | None = None  # change events: where the source transaction commits (its XID event ends)
     last: bool = False           # change events: the table's last change in that transaction
     prev: Position | None = None  # change events: the table's previous published position (the chain)
+    seq: int | None = None       # change events: the index of this record among the table's in the transaction
     part: int | None = None      # batch records: the chunk (RECONCILE_PART for reconciliation changes)
     attempt: int | None = None   # batch records: the Spark task attempt that published it
     cascade: dict | None = None  # op x: {"action": delete|set_null|update, "columns", "old", "new", "parent"}
@@ -115,7 +126,7 @@ class Record:
     def to_json(self) -> bytes:
         return record_json(self.op, self.db, self.table, self.key, self.before, self.after, self.position,
                            self.snapshot, self.batch, self.gtid, self.ts_ms, self.txn, self.last, self.prev, self.part,
-                           self.attempt, self.cascade)
+                           self.attempt, self.cascade, self.seq)
 
     def kafka_key(self) -> bytes:
         return kafka_key(self.key)
@@ -132,13 +143,14 @@ class Record:
                    after=doc["after"], position=Position(s["file"], s["pos"], s["row"]),
                    snapshot=s["snapshot"], batch=s["batch"], gtid=s["gtid"], ts_ms=doc["ts_ms"], txn=txn,
                    last=s.get("last", False), prev=prev, part=s.get("part"), attempt=s.get("attempt"),
-                   cascade=doc.get("cascade"))
+                   cascade=doc.get("cascade"), seq=s.get("seq"))
 
 
 def record_json(op: str, db: str, table: str, key: dict, before: dict | None, after: dict | None,
                 position: Position, snapshot: bool, batch: str | None, gtid: str | None, ts_ms: int,
                 txn: Position | None = None, last: bool = False, prev: Position | None = None,
-                part: int | None = None, attempt: int | None = None, cascade: dict | None = None) -> bytes:
+                part: int | None = None, attempt: int | None = None, cascade: dict | None = None,
+                seq: int | None = None) -> bytes:
     """The serialised record (the one place that defines the wire form)."""
     source = {"db": db, "table": table, "snapshot": snapshot, "batch": batch,
               "file": position.file, "pos": position.pos, "row": position.row, "gtid": gtid}
@@ -146,6 +158,8 @@ def record_json(op: str, db: str, table: str, key: dict, before: dict | None, af
         source["txn"] = {"file": txn.file, "pos": txn.pos}
         source["last"] = last
         source["prev"] = None if prev is None else {"file": prev.file, "pos": prev.pos, "row": prev.row}
+        if seq is not None:
+            source["seq"] = seq
     if part is not None:
         source["part"], source["attempt"] = part, attempt
     doc = {"v": FORMAT_VERSION, "op": op, "ts_ms": ts_ms, "key": key, "before": before, "after": after,

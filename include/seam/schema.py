@@ -98,11 +98,18 @@ class ForeignKey:
         key with a NULL is referenced by no row."""
         if old is None or any(v is None for v in old):
             return None
-        if op == "d":
-            return self._ACTIONS.get(self.on_delete, {}).get("d")
-        if op == "u" and new != old:
-            return self._ACTIONS.get(self.on_update, {}).get("u")
+        if op == "d" or (op == "u" and new != old):
+            return self.action_on(op)
         return None
+
+    def action_on(self, op: str) -> str | None:
+        """The rule's action when a referenced row is deleted (``d``) or its referenced values change (``u``)."""
+        return self._ACTIONS.get(self.on_delete if op == "d" else self.on_update, {}).get(op)
+
+    def rule(self) -> dict:
+        """The rule as a cascade message carries it for a level below the first (see seam.records)."""
+        return {"columns": list(self.columns), "referenced": list(self.referenced),
+                "on_delete": self.action_on("d"), "on_update": self.action_on("u")}
 
 
 

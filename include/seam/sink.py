@@ -27,6 +27,7 @@ until the END transaction commits, then the whole new batch.
 """
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import time
@@ -37,18 +38,20 @@ from typing import Any, Callable, Optional
 import msgspec
 import psycopg
 
+from seam import cascades
 from seam.boundary import (RECONCILE_PART, Begin, End, Heartbeat, SchemaChange,
                            StreamStop, Tally, parse_control)
 from seam.config import Pipeline, TableConfig
 from seam.records import Position, no_cyclic_gc
 from seam.schema import Column, TableSchema
-from seam.state import ensure_state, part_beat
+from seam.state import ensure_state, forget_cascades, part_beat
 from seam.target import create_table_sql, ensure_postgis, has_spatial, pg_type, qi, row_converter, target_table
 from seam.topics import consumer_config, ensure_topics, table_topic, topic_ids
 
 log = logging.getLogger("seam.sink")
 
 FINAL_STATES = ("committed", "rejected", "superseded")
+_CASCADE = object()  # the statement of a queued foreign-key cascade (seam.cascades applies it)
 
 
 def record_decoder(schema: TableSchema, batch_rows: bool = False) -> msgspec.json.Decoder:
@@ -61,7 +64,8 @@ def record_decoder(schema: TableSchema, batch_rows: bool = False) -> msgspec.jso
     fields = [("batch", Optional[str]), ("part", Optional[int], None), ("attempt", Optional[int], None)]
     if not batch_rows:
         fields += [("txn", Optional[dict], None), ("last", bool, False), ("file", Optional[str], None),
-                   ("pos", Optional[int], None), ("row", int, 0), ("prev", Optional[dict], None)]
+                   ("pos", Optional[int], None), ("row", int, 0), ("prev", Optional[dict], None),
+                   ("seq", Optional[int], None)]
     source = msgspec.defstruct("Source", fields, gc=False)  # other fields are skipped
     wire = [("op", str), ("before", Optional[row]), ("after", Optional[row]), ("source", source)]
     if not batch_rows:
@@ -139,6 +143,10 @@ class StreamTable:
         self.buffer_txn: Position | None = None
         self.buffer_at: Position | None = None
         self.gap_reported_at: Position | None = None
+        self.wait_logged: Position | None = None
+        # complete transactions (and stream controls) behind one whose cascade waits for the level above:
+        # (first offset, commit position, records or control)
+        self.waiting: collections.deque = collections.deque()
         self.applied_changes = 0  # since the last stored position
         self.dirty = False
         self.use(schema)
@@ -146,7 +154,6 @@ class StreamTable:
     def use(self, schema: TableSchema) -> None:
         """(Re)build decoder, converter and statements for the table's columns."""
         self.schema, key = schema, self.key
-        self._cascade_sql: dict[tuple, str] = {}
         self.decode, self.convert = record_decoder(schema).decode, row_converter(schema, self.postgis)
         self.target = target_table(schema.db, schema.table)
         types = {c.name: pg_type(c, self.postgis) for c in schema.columns}
@@ -170,27 +177,12 @@ class StreamTable:
     def key_of(self, values: tuple) -> tuple:
         return tuple(values[i] for i in self.key_index)
 
-    def cascade(self, cascade: dict) -> tuple[str, list]:
-        """The statement and parameters that do what the source's ON DELETE/UPDATE rule did to this table.
-        Column names come from the message: each must be one of the table's; values are parameters."""
-        action, columns = cascade.get("action"), tuple(cascade.get("columns") or ())
-        old, new = list(cascade.get("old") or ()), list(cascade.get("new") or ())
-        if action not in ("delete", "set_null", "update") or not columns or len(old) != len(columns) or \
-                not set(columns) <= set(self.schema.names) or (action == "update" and len(new) != len(columns)):
-            raise SinkError(f"a cascade message for {self.target} is not Seam's: {str(cascade)[:200]}")
-        sql = self._cascade_sql.get((action, columns))
-        if sql is None:
-            types = {c.name: pg_type(c, self.postgis) for c in self.schema.columns}
-            match = " AND ".join(f"{qi(c)} = %s::{types[c]}" for c in columns)
-            if action == "delete":
-                sql = f"DELETE FROM {self.target} WHERE {match}"
-            elif action == "set_null":
-                sql = f"UPDATE {self.target} SET {', '.join(f'{qi(c)} = NULL' for c in columns)} WHERE {match}"
-            else:
-                sql = (f"UPDATE {self.target} SET {', '.join(f'{qi(c)} = %s::{types[c]}' for c in columns)} "
-                       f"WHERE {match}")
-            self._cascade_sql[(action, columns)] = sql
-        return sql, (new + old if action == "update" else old)
+    def resume_offset(self, next_offset: int) -> int:
+        """Where a restarted sink must read this topic from: nothing kept in memory may be skipped."""
+        kept = [self.buffer[0][0]] if self.buffer else []
+        if self.waiting:
+            kept.append(self.waiting[0][0])
+        return min(kept, default=next_offset)
 
     def removed(self, values: tuple | None) -> bool:
         """The row is flagged deleted: Seam keeps it out of the target."""
@@ -225,6 +217,8 @@ class Sink:
         self.topic_ids: dict[str, str] = {}
         self._ops: list[tuple[StreamTable, str, tuple, bool]] = []  # change statements not yet executed
         self._no_stream: set[str] = set()  # topics whose table has no committed load, or a stopped stream
+        self._next_offset: dict[str, int] = {}  # topic -> the offset after the last message consumed
+        self._forgot_at = 0.0  # when recorded cascade rows were last pruned
 
     # ------------------------------------------------------------ running
 
@@ -258,6 +252,9 @@ class Sink:
                     else:
                         raise SinkError(f"Kafka error on {m.topic()}: {m.error().str()}")
                 if not good:
+                    if any(s.waiting for s in self.streams.values()):  # the level above may be another sink's
+                        with self.conn.transaction():
+                            self._release_waiting()
                     if idle_exit is not None and time.monotonic() - last_message > idle_exit:
                         break
                     continue
@@ -307,6 +304,12 @@ class Sink:
         with no_cyclic_gc(), self.conn.transaction():
             for topic, batch in by_topic.items():
                 self._apply(topic, batch)
+            if any(s.waiting for s in self.streams.values()):
+                self._release_waiting()
+            if time.monotonic() - self._forgot_at > 60:  # recorded cascade rows every table is past
+                self._forgot_at = time.monotonic()
+                forget_cascades(self.conn, self.pipeline.target.state_schema,
+                                [(t.db, t.table) for t in self.pipeline.tables])
 
     def _offset_lost(self, consumer, message) -> None:
         """The stored offset is past the log: the broker lost or recreated the topic."""
@@ -378,7 +381,7 @@ class Sink:
                     self._end(topic, control, m.offset())
                     self._replay_held(topic)
                 elif batch is None:  # stream control; while a full load is open its END decides the position
-                    self._stream_control(topic, control)
+                    self._stream_control(topic, control, m.offset())
                 batch = self.open[topic]
                 continue
             value = m.value()
@@ -411,12 +414,17 @@ class Sink:
                 if doc.after is not None:
                     change_rows.append(batch.convert(doc.after) + (seq + 1, False))
         flush()
+        self._next_offset[topic] = messages[-1].offset() + 1
+        self._store_offset(topic)
+
+    def _store_offset(self, topic: str) -> None:
         stream = self.streams.get(topic)
-        resume_at = stream.buffer[0][0] if stream and stream.buffer else messages[-1].offset() + 1
+        next_offset = self._next_offset[topic]
         self.conn.execute(f"INSERT INTO {self.state}.offsets (topic, partition, next_offset, topic_id) "
                           "VALUES (%s, 0, %s, %s) ON CONFLICT (topic, partition) DO UPDATE SET "
                           "next_offset = EXCLUDED.next_offset, topic_id = EXCLUDED.topic_id, updated_at = now()",
-                          (topic, resume_at, self.topic_ids.get(topic)))
+                          (topic, stream.resume_offset(next_offset) if stream else next_offset,
+                           self.topic_ids.get(topic)))
 
     # ------------------------------------------------------------ change events
 
@@ -440,21 +448,58 @@ class Sink:
         commit = Position.through(doc.source.txn["file"], doc.source.txn["pos"])
         if not commit.after(stream.applied):
             return  # its transaction is already in the target (a snapshot or an applied transaction)
-        at = Position(doc.source.file, doc.source.pos, doc.source.row)
-        if stream.buffer and (stream.buffer_txn != commit or not stream.buffer_at < at):
+        at, seq = Position(doc.source.file, doc.source.pos, doc.source.row), doc.source.seq
+        if stream.buffer and (stream.buffer_txn != commit or not (  # records before seq: by position
+                stream.buffer_at < at if seq is None else seq == len(stream.buffer))):
             log.info("%s: incomplete transaction %s dropped (its publisher restarted)", topic, stream.buffer_txn)
             stream.buffer.clear()
+        if seq is not None and seq != len(stream.buffer):
+            return  # the rest of a transaction whose start this sink did not see
         stream.buffer.append((offset, doc))
         stream.buffer_txn, stream.buffer_at = commit, at
         if not doc.source.last:
             return
-        docs = [d for _, d in stream.buffer]
+        first, docs = stream.buffer[0][0], [d for _, d in stream.buffer]
         stream.buffer.clear()
-        if not self._follows_on(stream, doc.source.prev, commit):
-            return
+        if stream.waiting or not self._take_transaction(stream, commit, docs):
+            stream.waiting.append((first, commit, docs))
+
+    def _take_transaction(self, stream: StreamTable, commit: Position, docs: list) -> bool:
+        """Queue a complete transaction if it is new and follows on; False if it must wait (a cascade it
+        carries needs the level above to have applied the same change: see seam.cascades)."""
+        if not commit.after(stream.applied) or not self._follows_on(stream, docs[-1].source.prev, commit):
+            return True
+        verdict = cascades.waits_for(self.conn, self.pipeline.target.state_schema, docs, commit)
+        if verdict is not None and verdict[0] == "wait":
+            if stream.wait_logged != commit:
+                stream.wait_logged = commit
+                log.warning("%s: the transaction at %s waits for %s to apply the cascade it continues (if that "
+                            "table is not loaded, load it)", stream.target, commit, verdict[1])
+            return False
+        if verdict is not None:
+            self.stop_table(stream, verdict[1])
+            return True
         self._queue_transaction(stream, docs)
-        stream.applied, stream.source_ms, stream.dirty = commit, doc.ts_ms, True
+        stream.applied, stream.source_ms, stream.dirty = commit, docs[-1].ts_ms, True
         stream.applied_changes += len(docs)
+        return True
+
+    def _release_waiting(self) -> None:
+        """Apply what waited for a cascade's level above, as far as it can go now (inside the caller's
+        transaction)."""
+        for stream in [s for s in self.streams.values() if s.waiting]:
+            while stream.waiting and self.streams.get(stream.topic) is stream:
+                _, commit, item = stream.waiting[0]
+                if isinstance(item, list):
+                    if not self._take_transaction(stream, commit, item):
+                        break
+                    stream.waiting.popleft()
+                else:
+                    stream.waiting.popleft()
+                    self._stream_control(stream.topic, item, None)
+            self._run_ops()
+            if stream.topic in self._next_offset:
+                self._store_offset(stream.topic)
 
     def _follows_on(self, stream: StreamTable, prev: dict | None, at: Position) -> bool:
         """The chain check: the table's previous published position must be applied already."""
@@ -480,8 +525,12 @@ class Sink:
     def _transaction_ops(self, stream: StreamTable, docs: list, ops: list) -> None:
         for doc in docs:
             if doc.op == "x":  # a foreign-key cascade: a predicate on the child's key columns, 0..n rows
-                sql, params = stream.cascade(doc.cascade)
-                ops.append((stream, sql, params, False))
+                try:
+                    cascade = cascades.parse(doc.cascade, stream.schema.names, stream.target)
+                except cascades.CascadeError as exc:
+                    raise SinkError(str(exc)) from None
+                ops.append((stream, _CASCADE, (cascade, Position(doc.source.file, doc.source.pos, doc.source.row)),
+                            False))
                 continue
             before = stream.convert(doc.before) if doc.before is not None else None
             after = stream.convert(doc.after) if doc.after is not None else None
@@ -519,7 +568,14 @@ class Sink:
         with self.conn.cursor() as cur:
             i = 0
             while i < len(ops):
-                stream, sql, _, must_delete = ops[i]
+                stream, sql, params, must_delete = ops[i]
+                if sql is _CASCADE:
+                    try:
+                        cascades.apply(cur, self.pipeline.target.state_schema, stream, *params)
+                    except cascades.CascadeError as exc:
+                        raise SinkError(str(exc)) from None
+                    i += 1
+                    continue
                 j = i + 1
                 while j < len(ops) and ops[j][1] is sql and ops[j][3] == must_delete:
                     j += 1
@@ -541,12 +597,16 @@ class Sink:
         self._no_stream.add(stream.topic)
         alert(self.pipeline, name, "stream stopped", reason)
 
-    def _stream_control(self, topic: str, control) -> None:
+    def _stream_control(self, topic: str, control, offset: int | None) -> None:
+        """A heartbeat, schema change or stop; ``offset`` None: it waited behind a transaction."""
         stream = self.streams.get(topic) or (None if topic in self._no_stream else self._load_stream(topic))
         if stream is None or not control.position.after(stream.applied):
             return
-        if stream.buffer:  # a transaction cut short: its publisher restarted before finishing it
+        if stream.buffer and offset is not None:  # a transaction cut short: its publisher restarted
             stream.buffer.clear()
+        if stream.waiting and offset is not None:  # in order behind the transaction that waits
+            stream.waiting.append((offset, control.position, control))
+            return
         if not self._follows_on(stream, _pos_dict(control.prev), control.position):
             return
         self._run_ops()

@@ -4,7 +4,8 @@ the stream's parts.
 Tables: ``batches`` (the load ledger), ``batch_parts``, ``offsets`` (Kafka
 offsets stored with the data), ``positions`` (each table's applied source
 position and stream state), ``watermarks``, ``held_changes``, and
-``stream_parts``: one row per pipeline and stream part (reader, sink) with
+``cascade_rows`` (rows changed by a foreign-key cascade, kept until every
+table has applied past them), and ``stream_parts``: one row per pipeline and stream part (reader, sink) with
 its last heartbeat, micro-batches done since it started, restarts and the
 last error. ``seam stream status`` reads the parts from here, so it sees
 them however they were started (the CLI, Airflow, a process supervisor, a
@@ -15,9 +16,11 @@ in the transaction of the data they describe. Heartbeats are best effort.
 """
 from __future__ import annotations
 
+import json
 import os
 import socket
 
+from seam.records import Position
 from seam.target import qi
 
 PART_DEAD_AFTER_S = 20.0  # a part whose last heartbeat is older is down
@@ -63,6 +66,12 @@ def state_ddl(schema: str) -> list[str]:
             updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (db, tbl, cursor_column))""",
         f"""CREATE TABLE IF NOT EXISTS {s}.held_changes (
             topic text NOT NULL, seq bigint NOT NULL, value bytea NOT NULL, PRIMARY KEY (topic, seq))""",
+        # the rows a foreign-key cascade changed in a table at a source position, for the levels below it
+        # (seam.cascades); a record with no rows says the cascade was applied and changed nothing
+        f"""CREATE TABLE IF NOT EXISTS {s}.cascade_rows (
+            db text NOT NULL, tbl text NOT NULL, file text NOT NULL, file_no integer NOT NULL, pos bigint NOT NULL,
+            row_index integer NOT NULL, rows jsonb NOT NULL)""",
+        f"CREATE INDEX IF NOT EXISTS cascade_rows_at_idx ON {s}.cascade_rows (db, tbl, file_no, pos, row_index)",
         f"""CREATE TABLE IF NOT EXISTS {s}.stream_parts (
             pipeline text NOT NULL, part text NOT NULL, host text NOT NULL, pid integer NOT NULL,
             started_at timestamptz NOT NULL, beat_at timestamptz NOT NULL, batches bigint NOT NULL DEFAULT 0,
@@ -77,6 +86,37 @@ def ensure_state(conn, schema: str) -> None:
         for stmt in state_ddl(schema):
             conn.execute(stmt)
 
+
+
+def table_state(conn, schema: str, db: str, table: str) -> tuple[Position, str | None] | None:
+    """A table's applied source position and why its stream stopped (None: running), or None if never loaded."""
+    row = conn.execute(f"SELECT file, pos, row_index, stopped FROM {qi(schema)}.positions WHERE db = %s AND tbl = %s",
+                       (db, table)).fetchone()
+    return None if row is None else (Position(row[0], row[1], row[2]), row[3])
+
+
+def record_cascade(conn, schema: str, db: str, table: str, at: Position, rows: list) -> None:
+    """What a cascade at ``at`` changed in a table: ``[deleted, old, new]`` per row (column -> text)."""
+    conn.execute(f"INSERT INTO {qi(schema)}.cascade_rows (db, tbl, file, file_no, pos, row_index, rows) "
+                 "VALUES (%s, %s, %s, %s, %s, %s, %s)", (db, table, at.file, *at.sort_key, json.dumps(rows)))
+
+
+def recorded_cascade(conn, schema: str, db: str, table: str, at: Position) -> list | None:
+    """The rows cascades at ``at`` changed in a table, or None if no cascade there was applied to it."""
+    found = conn.execute(f"SELECT rows FROM {qi(schema)}.cascade_rows WHERE db = %s AND tbl = %s AND file_no = %s "
+                         "AND pos = %s AND row_index = %s", (db, table, *at.sort_key)).fetchall()
+    return None if not found else [row for (rows,) in found for row in rows]
+
+
+def forget_cascades(conn, schema: str, tables: list[tuple[str, str]]) -> None:
+    """Drop recorded cascade rows that every running table of ``tables`` has applied past."""
+    s = qi(schema)
+    rows = conn.execute(f"SELECT file, pos FROM {s}.positions WHERE stopped IS NULL AND (db, tbl) IN "
+                        "(SELECT * FROM unnest(%s::text[], %s::text[]))",
+                        ([db for db, _ in tables], [t for _, t in tables])).fetchall()
+    if rows:
+        low = min(Position.through(file, pos) for file, pos in rows)
+        conn.execute(f"DELETE FROM {s}.cascade_rows WHERE (file_no, pos) < (%s, %s)", low.sort_key[:2])
 
 
 def part_started(conn, schema: str, pipeline: str, part: str, fresh: bool) -> None:

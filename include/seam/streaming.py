@@ -132,6 +132,8 @@ class ChangeReader:
         self._pause_began: float | None = None
         self._told_waiting: set[tuple[str, str]] = set()
         self._cascades: dict[tuple[str, str], list] | None = None  # read at the first pass and after DDL
+        self._cycles: set[tuple[str, str]] = set()
+        self._cycles_of: dict | None = None  # the cascades _cycles was computed from
         self._source_conn = None
         self._clash_checked = False  # another replica with our server_id, looked for before the first read
         self._stopped_batch: dict[tuple[str, str], str | None] = {}  # stopped tables: the load they stopped in
@@ -426,10 +428,10 @@ class ChangeReader:
             if followed is not None and txn.commit.after(followed.published):
                 failed[followed.table.name] = (followed, error)
         for change in txn.changes:
-            if (change.db, change.table) in self._cascades:
-                out.extend(self._cascaded(change, txn, failed))
+            cascaded = self._cascaded(change, txn, failed) if (change.db, change.table) in self._cascades else []
             followed = self.followed.get((change.db, change.table))
             if followed is None or not txn.commit.after(followed.published) or followed.table.name in failed:
+                out.extend(cascaded)
                 continue
             schema = followed.schema
             try:
@@ -442,6 +444,7 @@ class ChangeReader:
                                          key=key_of(schema, followed.table.key, after or before), before=before,
                                          after=after, position=change.position, gtid=txn.gtid,
                                          ts_ms=txn.timestamp * 1000)))
+            out.extend(cascaded)  # after the row itself: in a tree, the row may reference itself
         return [(f, r) for f, r in out if f.table.name not in failed], failed
 
     def _load_cascades(self) -> dict[tuple[str, str], list]:
@@ -464,38 +467,88 @@ class ChangeReader:
         return out
 
     def _cascaded(self, change, txn: Transaction, failed: dict) -> list[tuple[Followed, Record]]:
-        """What the storage engine did to streamed child tables because of a parent's change (not in the
-        binlog): one ``x`` record per child foreign key, at the parent's change. A cascade that reaches a
-        grandchild (a child's own cascading key) stops the grandchild: Seam does not follow two levels yet."""
-        out = []
-        for fk, parent in self._cascades[(change.db, change.table)]:
+        """What the storage engine did to streamed tables because of a parent's change (not in the binlog),
+        as ``x`` records at the parent's change. The first level names the parent's old (and new) values.
+        A level below names the level above (``via``): which of its rows went is known only in the target,
+        so the sink applies it with the rows it recorded there (see seam.records). A table's keys into
+        itself (a tree) are carried in the record: the sink repeats them until no row changes."""
+        out: list[tuple[Followed, Record]] = []
+        reached: list[tuple[str, str]] = []
+        def publish(fk, cascade: dict) -> None:
+            """Unless this level is published already, or not followed (stopped, not loaded): the levels
+            below go on either way, and the sink stops a level whose level above it cannot use."""
             child = self.followed.get(fk.child)
-            if child is None or not txn.commit.after(child.published) or child.table.name in failed:
-                continue
+            if child is None or child.table.name in failed or not txn.commit.after(child.published):
+                return
+            out.append((child, Record(op="x", db=child.schema.db, table=child.schema.table, key={}, before=None,
+                                      after=None, position=change.position, gtid=txn.gtid,
+                                      ts_ms=txn.timestamp * 1000, cascade={**cascade, **self._below(fk.child)})))
+
+        out: list[tuple[Followed, Record]] = []
+        reached: list[tuple[str, str]] = []
+        for fk, parent in self._cascades[(change.db, change.table)]:
             try:
                 old = [normalize(parent.column(c), change.before[c]) for c in fk.referenced] \
                     if change.before is not None else None
                 new = [normalize(parent.column(c), change.after[c]) for c in fk.referenced] \
                     if change.after is not None else None
             except Exception as exc:  # noqa: BLE001 - named in the stop
-                failed[child.table.name] = (child, f"the cascade from {fk.parent[0]}.{fk.parent[1]} cannot be read "
-                                                   f"({type(exc).__name__}: {exc})")
+                child = self.followed.get(fk.child)
+                if child is not None:
+                    failed[child.table.name] = (child, f"the cascade from {fk.parent[0]}.{fk.parent[1]} cannot be "
+                                                       f"read ({type(exc).__name__}: {exc})")
                 continue
             action = fk.action_for(change.op, old, new)
-            if action is None:
+            if action is not None:
+                publish(fk, {"action": action, "parent": f"{fk.parent[0]}.{fk.parent[1]}", "columns": list(fk.columns),
+                             "old": old, "new": new if action == "update" else None})
+                reached.append(fk.child)
+        expanded = set()
+        while reached:  # breadth first: each table's keys into other tables, once per parent change
+            table = reached.pop(0)
+            if table in expanded:
                 continue
-            for grandchild, _ in self._cascades.get(fk.child, []):
-                deeper = self.followed.get(grandchild.child)
-                if deeper is not None and txn.commit.after(deeper.published):
-                    failed[deeper.table.name] = (deeper, f"a cascade from {fk.parent[0]}.{fk.parent[1]} through "
-                                                         f"{fk.child[0]}.{fk.child[1]} reaches it at {txn.commit} "
-                                                         "(two levels of cascades are not followed yet)")
-            cascade = {"action": action, "parent": f"{fk.parent[0]}.{fk.parent[1]}", "columns": list(fk.columns),
-                       "old": old, "new": new if action == "update" else None}
-            out.append((child, Record(op="x", db=child.schema.db, table=child.schema.table, key={}, before=None,
-                                      after=None, position=change.position, gtid=txn.gtid,
-                                      ts_ms=txn.timestamp * 1000, cascade=cascade)))
+            expanded.add(table)
+            for fk, _ in self._cascades.get(table, []):
+                if fk.child == table:
+                    continue  # the sink repeats a table's keys into itself
+                if fk.child in self._cyclic():
+                    deeper = self.followed.get(fk.child)
+                    if deeper is not None and txn.commit.after(deeper.published):
+                        failed[deeper.table.name] = (deeper, f"a cascade through {'.'.join(table)} reaches it at "
+                                                             f"{txn.commit} along a cycle of foreign keys between "
+                                                             "tables (Seam follows a table's keys into itself, not "
+                                                             "cycles through other tables)")
+                    continue
+                publish(fk, {"via": list(table), **fk.rule()})
+                reached.append(fk.child)
         return out
+
+    def _below(self, table: tuple[str, str]) -> dict:
+        """What a cascaded table's record carries for the levels below it: its keys into itself (``self``),
+        and the columns other streamed tables reference (``keep``: the sink records the changed rows)."""
+        fks = [fk for fk, _ in self._cascades.get(table, []) if fk.child in self.followed]
+        own = [fk.rule() for fk in fks if fk.child == table]
+        keep = sorted({c for fk in fks if fk.child != table for c in fk.referenced})
+        return {**({"self": own} if own else {}), **({"keep": keep} if keep else {})}
+
+    def _cyclic(self) -> set[tuple[str, str]]:
+        """Tables on a cycle of cascading keys through other tables (a table's keys into itself excepted)."""
+        if self._cycles_of is not self._cascades:
+            edges = {p: {fk.child for fk, _ in fks if fk.child != p} for p, fks in self._cascades.items()}
+
+            def reaches(start, goal):
+                seen, todo = set(), list(edges.get(start, ()))
+                while todo:
+                    t = todo.pop()
+                    if t == goal:
+                        return True
+                    if t not in seen:
+                        seen.add(t)
+                        todo.extend(edges.get(t, ()))
+                return False
+            self._cycles, self._cycles_of = {t for t in edges if reaches(t, t)}, self._cascades
+        return self._cycles
 
     def _publish(self, publisher: Publisher, pending: list[tuple[Followed, Record]], commit: Position,
                  timestamp: int) -> int:
@@ -508,7 +561,7 @@ class ChangeReader:
         for followed, records in by_table.values():
             size = 0
             for i, r in enumerate(records):
-                value = replace(r, txn=commit, last=i == len(records) - 1, prev=followed.published).to_json()
+                value = replace(r, txn=commit, last=i == len(records) - 1, prev=followed.published, seq=i).to_json()
                 publisher.send(followed.topic, value, r.kafka_key())
                 size += len(value)
             self._advance(followed, commit, len(records), size)

@@ -1,7 +1,7 @@
 """A seeded workload that writes what applications write (issue 14): multi-table transactions, savepoints
 and rollbacks to them, XA (committed later by another session, or rolled back), whole rolled-back
 transactions, INSERT ... ON DUPLICATE KEY UPDATE, REPLACE, primary-key moves, DELETE ... LIMIT, cascading
-parent deletes and key updates, edge values of every type family, keyed and keyless tables.
+parent deletes and key updates (two levels deep, and down a tree), edge values of every type family, keyed and keyless tables.
 
 It shares no code with Seam: plain PyMySQL, its own schema. ``Workload(seed).run(seconds)`` is reproducible
 for a seed up to the interleaving with the clock. Counts of what it did are in ``stats``.
@@ -33,8 +33,14 @@ SCHEMA = [
       id INT PRIMARY KEY, owner_id INT NULL, body VARCHAR(100) NULL, spot GEOMETRY NULL,
       FOREIGN KEY (owner_id) REFERENCES owners (id) ON DELETE SET NULL) ENGINE=InnoDB""",
     """CREATE TABLE events (at DATETIME(6) NOT NULL, kind VARCHAR(12) NOT NULL, n INT NULL) ENGINE=InnoDB""",
+    # two levels below owners (owners -> entries -> postings), and a tree: a posting's replies go with it
+    """CREATE TABLE postings (
+      id BIGINT PRIMARY KEY, entry_id BIGINT NOT NULL, parent_id BIGINT NULL, amount DECIMAL(12,2) NOT NULL,
+      FOREIGN KEY (entry_id) REFERENCES entries (id) ON DELETE CASCADE ON UPDATE CASCADE,
+      FOREIGN KEY (parent_id) REFERENCES postings (id) ON DELETE CASCADE) ENGINE=InnoDB""",
 ]
-TABLES = ("owners", "entries", "notes", "events")
+TABLES = ("owners", "entries", "notes", "events", "postings")
+BELOW = {"entries": ("postings",)}  # a middle level of cascades is loaded again with the levels below it
 
 
 class Workload:
@@ -64,6 +70,8 @@ class Workload:
                 self._new_owner(cur)
             for _ in range(owners * 3):
                 self._new_entry(cur)
+            for _ in range(owners * 3):
+                self._new_posting(cur)
         conn.close()
 
     # ------------------------------------------------------------ values
@@ -135,13 +143,27 @@ class Workload:
                     (self._ids["entries"], code, Decimal(self.rng.randint(-99999, 99999)) / 100,
                      self.rng.choice([None, "", "memo", "ünïcode ✓"])))
 
+    def _new_posting(self, cur) -> None:
+        """Under a recent entry; half of them replies to a recent posting (of any entry), so threads grow deep."""
+        r = self.rng
+        cur.execute("SELECT id FROM entries ORDER BY id DESC LIMIT 1 OFFSET %s", (r.randint(0, 40),))
+        entry = cur.fetchone()
+        parent = None
+        if r.random() < 0.5:
+            cur.execute("SELECT id FROM postings ORDER BY id DESC LIMIT 1 OFFSET %s", (r.randint(0, 15),))
+            parent = cur.fetchone()
+        if entry:
+            self._ids["postings"] += 1
+            cur.execute("INSERT INTO postings VALUES (%s, %s, %s, %s)", (self._ids["postings"], entry[0],
+                        parent[0] if parent else None, Decimal(r.randint(-9999, 9999)) / 100))
+
     # ------------------------------------------------------------ statements
 
     def _statement(self, cur) -> None:
         r, s = self.rng, self.stats
         kind = r.choices(["owner", "entry", "note", "event", "update", "upsert", "replace", "move", "delete_limit",
-                          "cascade_delete", "cascade_update", "keyless_delete"],
-                         [4, 8, 3, 5, 8, 3, 2, 1, 1, 1, 1, 2])[0]
+                          "cascade_delete", "cascade_update", "keyless_delete", "posting", "thread_delete"],
+                         [4, 8, 3, 5, 8, 3, 2, 1, 1, 1, 1, 2, 6, 1])[0]
         if kind == "owner":
             self._new_owner(cur)
         elif kind == "entry":
@@ -176,12 +198,23 @@ class Workload:
         elif kind == "delete_limit":
             cur.execute("DELETE FROM entries WHERE amount < 0 ORDER BY id LIMIT 3")
         elif kind == "cascade_delete":
-            cur.execute("DELETE FROM owners WHERE id = %s", (self._owner(cur),))
+            owner = self._owner(cur)
+            cur.execute("SELECT COUNT(*) FROM postings p JOIN entries e ON e.id = p.entry_id JOIN owners o ON "
+                        "o.code = e.owner_code WHERE o.id = %s", (owner,))
+            s["postings two levels below a deleted owner"] += cur.fetchone()[0]
+            cur.execute("DELETE FROM owners WHERE id = %s", (owner,))
         elif kind == "cascade_update":
             cur.execute("UPDATE owners SET code = CONCAT(code, 'x') WHERE id = %s AND LENGTH(code) < 15",
                         (self._owner(cur),))
         elif kind == "keyless_delete":
             cur.execute("DELETE FROM events WHERE kind = 'b' LIMIT 1")
+        elif kind == "posting":
+            self._new_posting(cur)
+        elif kind == "thread_delete":  # a posting and, through the tree, every reply below it
+            posting = r.randint(1, max(1, self._ids["postings"]))
+            cur.execute("SELECT COUNT(*) FROM postings WHERE parent_id = %s", (posting,))
+            s["replies under a deleted posting"] += cur.fetchone()[0]
+            cur.execute("DELETE FROM postings WHERE id = %s", (posting,))
         s[kind] += 1
 
     def transaction(self, conn) -> None:
