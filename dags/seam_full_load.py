@@ -1,7 +1,8 @@
 """Full load: a consistent snapshot of each table (at one binlog position)
 replaces its target table atomically. Trigger from the UI with the tables to
-load (empty: every table of the pipeline); each table is its own mapped task,
-and each is validated after the loads (a mismatch fails the run and notifies)."""
+load (empty: every table of the pipeline); each table is its own mapped task
+(a table that a cascade reaches through another loaded table shares its
+task, loaded after it), and each is validated after the loads (a mismatch fails the run and notifies)."""
 from __future__ import annotations
 
 import pendulum
@@ -28,9 +29,23 @@ def seam_full_load():
             wanted = params.get("tables") or [t.name for t in pipeline.tables]
             return [{"table": pipeline.table(name).name, "pipeline": pipeline.path} for name in wanted]
 
+    @task(retries=0)
+    def load_groups(planned: list[dict]) -> list[dict]:
+        """A table that a cascade reaches through another loaded table loads in one task with it, parents
+        first: the level below must be loaded at or after the level above (seam.cascades)."""
+        from seam.loads import cascade_groups
+
+        if not planned:
+            return []
+        with bad_input_fails_at_once():
+            pipeline = SeamHook().load_pipeline(planned[0]["pipeline"])
+            groups = cascade_groups(pipeline, [pipeline.table(p["table"]) for p in planned])
+        return [{"table": g[0].name, "with_tables": [t.name for t in g[1:]], "pipeline": pipeline.path}
+                for g in groups]
+
     planned = tables()
     loads = SeamFullLoadOperator.partial(task_id="full_load", max_active_tis_per_dagrun=2,
-                                         map_index_template="{{ task.table }}").expand_kwargs(planned)
+                                         map_index_template="{{ task.table }}").expand_kwargs(load_groups(planned))
     checks = SeamValidateOperator.partial(task_id="validate", max_active_tis_per_dagrun=2,
                                           map_index_template="{{ task.table }}").expand_kwargs(planned)
     loads >> checks

@@ -58,23 +58,14 @@ def _sink_running(conn, topic: str) -> bool:
     return not got
 
 
-def cascades_followed(pipeline: Pipeline, tables: list[TableConfig]) -> tuple[list[str], list[TableConfig]]:
+def cascades_followed(pipeline: Pipeline, tables: list[TableConfig]) -> tuple[list[str], list[TableConfig], dict]:
     """One line per foreign-key rule the stream will apply to a loaded table (or from one), so that a user
     sees which deletes and key updates reach which synced children; and the tables in the order to load
     them: a parent before the tables its cascades reach, so that a level below is loaded at a later
-    position than the level above (seam.cascades needs the level above to have applied the change)."""
-    import pymysql
-
-    from seam.schema import read_foreign_keys
-
-    streamed = {(t.db, t.table) for t in pipeline.tables if t.sync == "stream"}
+    position than the level above (seam.cascades needs the level above to have applied the change); and
+    per table, the tables of the list its cascades reach (loaded again with it if its batch is rejected)."""
+    keys = _cascading_keys(pipeline)
     loaded = {(t.db, t.table) for t in tables}
-    conn = pymysql.connect(**pipeline.source.pymysql_kwargs())
-    try:
-        keys = [fk for fk in read_foreign_keys(conn, {t.db for t in pipeline.tables})
-                if fk.rules_followed() and fk.child in streamed]
-    finally:
-        conn.close()
     lines = []
     for fk in keys:
         if fk.child in loaded or fk.parent in loaded:
@@ -95,7 +86,53 @@ def cascades_followed(pipeline: Pipeline, tables: list[TableConfig]) -> tuple[li
         for t in ready or [t for t in tables if (t.db, t.table) not in done][:1]:  # a cycle: as given
             ordered.append(t)
             done.add((t.db, t.table))
-    return lines, ordered
+    reach = {}
+    for t in tables:
+        todo, seen = [(t.db, t.table)], set()
+        while todo:
+            here = todo.pop()
+            for fk in keys:
+                if fk.parent == here and fk.child in loaded and fk.child not in seen and fk.child != (t.db, t.table):
+                    seen.add(fk.child)
+                    todo.append(fk.child)
+        reach[t.name] = {f"{db}.{table}" for db, table in seen}
+    return lines, ordered, reach
+
+
+def _cascading_keys(pipeline: Pipeline) -> list:
+    """The foreign keys whose rules the stream follows into the pipeline's streamed tables."""
+    import pymysql
+
+    from seam.schema import read_foreign_keys
+
+    streamed = {(t.db, t.table) for t in pipeline.tables if t.sync == "stream"}
+    conn = pymysql.connect(**pipeline.source.pymysql_kwargs())
+    try:
+        return [fk for fk in read_foreign_keys(conn, {t.db for t in pipeline.tables})
+                if fk.rules_followed() and fk.child in streamed]
+    finally:
+        conn.close()
+
+
+def cascade_groups(pipeline: Pipeline, tables: list[TableConfig]) -> list[list[TableConfig]]:
+    """The tables split into groups that can load independently (for example in parallel): a table that
+    a cascade reaches through another table of the list (a middle level) loads in one ``full_load`` with
+    it, which orders them parents first (see seam.cascades). Other tables are groups of their own."""
+    keys = _cascading_keys(pipeline)
+    wanted = {(t.db, t.table): t for t in tables}
+    middle = {fk.child for fk in keys if fk.child != fk.parent}
+    group = {name: {name} for name in wanted}
+    for fk in keys:
+        if fk.parent in middle and fk.parent != fk.child and fk.parent in wanted and fk.child in wanted:
+            merged = group[fk.parent] | group[fk.child]
+            for name in merged:
+                group[name] = merged
+    out, seen = [], set()
+    for name in wanted:
+        if name not in seen:
+            seen |= group[name]
+            out.append([wanted[n] for n in wanted if n in group[name]])
+    return out
 
 
 def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: str | None = None,
@@ -105,7 +142,7 @@ def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: s
     A rejected batch (its END disagrees with what reached the sink) is loaded again ``rejected_retries`` times."""
     for table in tables:  # every check before anything is published: a bad table changes nothing
         prepare(pipeline, table)
-    lines, tables = cascades_followed(pipeline, tables)
+    lines, tables, reach = cascades_followed(pipeline, tables)
     for line in lines:
         say(line)
     results: dict[str, dict] = {}
@@ -118,12 +155,14 @@ def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: s
                                     log=log))
         # a batch whose END disagrees with what reached the sink lost messages on the way (a broker that lost
         # data): it was rejected, nothing of it is visible, and a new batch is the remedy
-        todo = [t for t in todo if results[t.name]["state"] == "rejected"]
-        if not todo or attempt == rejected_retries:
+        rejected = [t for t in todo if results[t.name]["state"] == "rejected"]
+        if not rejected or attempt == rejected_retries:
             break
-        for t in todo:
+        for t in rejected:
             say(f"{t.name}: batch {results[t.name]['batch']} was REJECTED ({results[t.name]['error']}); the target "
                 "keeps its previous data; loading it again with a new batch")
+        again = {t.name for t in rejected} | {n for t in rejected for n in reach[t.name]}  # and the levels below
+        todo = [t for t in tables if t.name in again]
     failed = []
     for t in tables:
         r = results[t.name]

@@ -57,17 +57,20 @@ class SeamSparkJobOperator(SparkSubmitOperator):
 
 class SeamFullLoadOperator(BaseOperator):
     """Full load of one pipeline table (``seam load full``): Spark snapshot -> Kafka -> sink -> PostgreSQL.
+    ``with_tables`` load in the same run, ordered parents first (the levels below a cascade's middle level).
 
-    Fails unless the batch commits; returns the ledger summary (batch, rows, binlog position) as XCom.
+    Fails unless every batch commits; returns the ledger summary (batch, rows, binlog position) as XCom, a
+    list of them with ``with_tables``.
     """
 
-    template_fields: Sequence[str] = ("table", "pipeline")
+    template_fields: Sequence[str] = ("table", "with_tables", "pipeline")
 
-    def __init__(self, *, table: str, pipeline: str | None = None, mysql_conn_id: str = "seam_mysql",
-                 kafka_conn_id: str = "seam_kafka", target_conn_id: str = "seam_target",
-                 timeout: float = 3600, **kwargs: Any) -> None:
+    def __init__(self, *, table: str, with_tables: Sequence[str] = (), pipeline: str | None = None,
+                 mysql_conn_id: str = "seam_mysql", kafka_conn_id: str = "seam_kafka",
+                 target_conn_id: str = "seam_target", timeout: float = 3600, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.table = table
+        self.with_tables = list(with_tables)  # loaded in the same run (levels below ``table``'s cascades)
         self.pipeline = pipeline
         self.timeout = timeout
         self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
@@ -80,10 +83,11 @@ class SeamFullLoadOperator(BaseOperator):
         os.environ.update(hook.job_env())  # for the spark-submit and sink processes this task starts
         with bad_input_fails_at_once():
             pipeline = hook.load_pipeline(self.pipeline or None)
-            table = pipeline.table(self.table)
-        (summary,) = full_load(pipeline, [table], pipeline_path=pipeline.path, timeout=self.timeout,
-                               say=self.log.info, log=self.log)
-        return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in summary.items()}
+            tables = [pipeline.table(name) for name in (self.table, *self.with_tables)]
+        summaries = full_load(pipeline, tables, pipeline_path=pipeline.path, timeout=self.timeout,
+                              say=self.log.info, log=self.log)
+        plain = [{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in s.items()} for s in summaries]
+        return plain[0] if len(plain) == 1 else plain
 
 
 class SeamIncrementalLoadOperator(BaseOperator):

@@ -193,3 +193,13 @@ def test_a_level_above_loaded_past_the_change_stops_the_level_below(pipeline):
     assert load.returncode == 0, load.stdout + load.stderr
     stream_once(pipeline)
     _equal(pipeline)
+
+
+def test_tables_under_a_middle_level_load_with_it(pipeline):
+    """What the full-load DAG maps: a table that a cascade reaches through another loaded table shares its
+    task; a table only reached from a top-level parent loads on its own."""
+    from seam.loads import cascade_groups
+
+    groups = cascade_groups(pipeline, [pipeline.table(f"{DB}.{t}") for t in TABLES])
+    assert sorted(sorted(t.table for t in g) for g in groups) == [
+        ["accounts", "statements"], ["comments", "order_lines", "orders", "reactions"], ["customers"]], groups
