@@ -309,7 +309,7 @@ class Sink:
             if time.monotonic() - self._forgot_at > 60:  # recorded cascade rows every table is past
                 self._forgot_at = time.monotonic()
                 forget_cascades(self.conn, self.pipeline.target.state_schema,
-                                [(t.db, t.table) for t in self.pipeline.tables])
+                                [(t.db, t.table) for t in self.pipeline.tables if t.sync == "stream"])
 
     def _offset_lost(self, consumer, message) -> None:
         """The stored offset is past the log: the broker lost or recreated the topic."""
