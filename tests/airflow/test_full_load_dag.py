@@ -23,7 +23,7 @@ def test_full_load_dag_loads_the_chosen_tables(airflow_stack, pipeline, seeded):
     state = client.wait("seam_full_load", run["dag_run_id"], timeout=900)
     tasks = client.task_states("seam_full_load", run["dag_run_id"])
     assert state == "success", tasks
-    assert sorted(tasks) == ["full_load[demo.accounts]", "full_load[demo.type_zoo]", "tables",
+    assert sorted(tasks) == ["full_load[demo.accounts]", "full_load[demo.type_zoo]", "load_groups", "tables",
                              "validate[demo.accounts]", "validate[demo.type_zoo]"]  # labelled by table
     assert {tasks["validate[demo.accounts]"], tasks["validate[demo.type_zoo]"]} == {"success"}  # validated equal
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
