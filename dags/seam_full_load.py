@@ -29,7 +29,7 @@ def seam_full_load():
             wanted = params.get("tables") or [t.name for t in pipeline.tables]
             return [{"table": pipeline.table(name).name, "pipeline": pipeline.path} for name in wanted]
 
-    @task(retries=0)
+    @task
     def load_groups(planned: list[dict]) -> list[dict]:
         """A table that a cascade reaches through another loaded table loads in one task with it, parents
         first: the level below must be loaded at or after the level above (seam.cascades)."""
