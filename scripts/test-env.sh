@@ -9,3 +9,5 @@ export SEAM_MYSQL_PORT="${SEAM_TEST_MYSQL_PORT:-43306}"
 export SEAM_KAFKA_PORT="${SEAM_TEST_KAFKA_PORT:-49092}"
 export SEAM_TARGET_PORT="${SEAM_TEST_TARGET_PORT:-45432}"
 export SEAM_AIRFLOW_PORT="${SEAM_TEST_AIRFLOW_PORT:-48080}"
+# SEAM_TEST_SNAPSHOT=portable runs the suite with the portable snapshot method forced (seam/snapshot.py)
+if [ -n "${SEAM_TEST_SNAPSHOT:-}" ]; then export SEAM_SNAPSHOT="$SEAM_TEST_SNAPSHOT"; fi

@@ -302,7 +302,7 @@ def _stream_wait(pipeline, tables, timeout: float) -> int:
     import pymysql
     from seam.records import Position
     from seam.sink import connect_state
-    from seam.streaming import source_head
+    from seam.snapshot import source_head
     from seam.target import qi
     source = pymysql.connect(**pipeline.source.pymysql_kwargs())
     try:

@@ -69,6 +69,7 @@ class MySQLSource:
     user: str
     password: Secret
     server_id: int = 5401
+    snapshot: str = "auto"  # how full loads and validation take a snapshot's position: see seam.snapshot
 
     def pymysql_kwargs(self) -> dict[str, Any]:
         return dict(host=self.host, port=self.port, user=self.user,
@@ -251,8 +252,9 @@ def parse_duration(value: Any) -> float:
     return number * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
 
 
+SNAPSHOT_METHODS = ("auto", "mariadb", "portable")
 _TOP = ("version", "name", "source", "kafka", "target", "spark", "defaults", "tables", "notify")
-_SOURCE = ("type", "host", "port", "user", "password", "server_id")
+_SOURCE = ("type", "host", "port", "user", "password", "server_id", "snapshot")
 _KAFKA = ("bootstrap", "topic_prefix", "partitions", "max_unapplied_events", "max_unapplied_bytes")
 _TARGET = ("type", "host", "port", "database", "user", "password", "state_schema")
 _SPARK = ("master", "jdbc_jar", "jdbc_driver", "partitions")
@@ -297,7 +299,11 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
         user=r.string(src, "user", "source"),
         password=r.secret(src, "password", "source"),
         server_id=r.integer(src, "server_id", "source", 5401, 1, 2**32 - 1, "a server id"),
+        snapshot=r.string(src, "snapshot", "source", "auto"),
     )
+    if mysql.snapshot not in SNAPSHOT_METHODS:
+        raise r.fail("source.snapshot", f"'{mysql.snapshot}' is not one of {', '.join(SNAPSHOT_METHODS)} (auto: "
+                     "mariadb on MariaDB, portable elsewhere)")
 
     kaf = r.mapping(top["kafka"], "kafka", _KAFKA, required=("bootstrap",))
     bootstrap = r.string(kaf, "bootstrap", "kafka")

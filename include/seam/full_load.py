@@ -30,16 +30,18 @@ import pymysql
 from seam.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally
 from seam.config import Pipeline, TableConfig
 from seam.records import Position, no_cyclic_gc, record_json
-from seam.schema import SchemaError, TableSchema, read_foreign_keys, read_schema
-from seam.snapshot import (ChunkPlan, ChunkRead, SnapshotError, binlog_files, canonical_json_columns, check_source,
-                           chunk_sql, plan_chunks, read_chunk, reconcile, snapshot_position)
+from seam.schema import SchemaError, TableSchema, read_schema
+from seam.snapshot import (ChunkPlan, ChunkRead, Opening, SnapshotError, binlog_files, canonical_json_columns,
+                           check_source, chunk_sql, plan_chunks, read_chunk, reconcile, snapshot_opening,
+                           snapshot_position, source_head)
 from seam.topics import Publisher, ensure_topics, table_topic
 
 CONTROL = [(CONTROL_HEADER, b"1")]
 
 
-def prepare(pipeline: Pipeline, table: TableConfig) -> tuple[TableSchema, ChunkPlan]:
-    """Read and check the source table: schema, configured key, binlog settings, privileges, chunks."""
+def prepare(pipeline: Pipeline, table: TableConfig) -> tuple[TableSchema, ChunkPlan, Opening]:
+    """Read and check the source table: schema, configured key, binlog settings, privileges, chunks, and how
+    each chunk opens its snapshot (``seam.snapshot``: the method, and what the portable one locks)."""
     try:
         conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), connect_timeout=10)
     except pymysql.err.OperationalError as exc:
@@ -55,9 +57,9 @@ def prepare(pipeline: Pipeline, table: TableConfig) -> tuple[TableSchema, ChunkP
         check_source(conn, schema)
         # InnoDB's cascades into this table are not in the binlog, so chunks read at different positions could
         # not be reconciled: a child of a cascading key is read in one consistent snapshot
-        cascaded = any(fk.child == (table.db, table.table) and fk.follows()
-                       for fk in read_foreign_keys(conn, [table.db]))
-        return schema, plan_chunks(conn, schema, table.key, 1 if cascaded else pipeline.spark.partitions)
+        opening = snapshot_opening(conn, pipeline, table)
+        cascaded = opening.exact and bool(table.key)
+        return schema, plan_chunks(conn, schema, table.key, 1 if cascaded else pipeline.spark.partitions), opening
     finally:
         conn.close()
 
@@ -65,7 +67,7 @@ def prepare(pipeline: Pipeline, table: TableConfig) -> tuple[TableSchema, ChunkP
 def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
                       say: Callable[[str], None] = print) -> End:
     started = time.time()
-    schema, plan = prepare(pipeline, table)
+    schema, plan, opening = prepare(pipeline, table)
     topic = table_topic(pipeline, table)
     ensure_topics(pipeline, [topic])
     say(f"{table.name}: batch {batch}, {len(plan.chunks)} chunk(s)"
@@ -78,22 +80,24 @@ def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
     driver.flush()
 
     parts = publish_chunks(spark, pipeline=pipeline, topic=topic, schema=schema, plan=plan, key=table.key,
-                           batch=batch, ts_ms=int(started * 1000))
+                           batch=batch, ts_ms=int(started * 1000), opening=opening)
     read_done = time.time()
     if sorted(p.part for p in parts) != [c.index for c in plan.chunks]:
         raise SnapshotError(f"chunks reported {sorted(p.part for p in parts)}, expected one per chunk")
     positions = {p.part: snapshot_position(p.file, p.pos, schema) for p in parts}
-    target = max(positions.values())
-    say(f"{table.name}: {sum(p.rows for p in parts):,} rows read in {read_done - started:.1f}s; chunk positions "
-        + ", ".join(str(positions[i]) for i in sorted(positions)) + f"; batch position {target}")
+    conn = pymysql.connect(**pipeline.source.pymysql_kwargs())
+    try:
+        files = binlog_files(conn)
+        # low watermarks: the batch's position is the head now, after every chunk's snapshot opened
+        target = max(positions.values()) if opening.exact or opening.method == "mariadb" else source_head(conn)
+    finally:
+        conn.close()
+    say(f"{table.name}: {sum(p.rows for p in parts):,} rows read in {read_done - started:.1f}s ({opening.method} "
+        f"snapshot); chunk positions " + ", ".join(str(positions[i]) for i in sorted(positions))
+        + f"; batch position {target}")
 
     changes = Tally()
-    if len(set(positions.values())) > 1:
-        conn = pymysql.connect(**pipeline.source.pymysql_kwargs())
-        try:
-            files = binlog_files(conn)
-        finally:
-            conn.close()
+    if any(target.after(p) for p in positions.values()):
         if min(positions.values()).file not in files:
             raise SnapshotError(f"binlog {min(positions.values()).file} was purged during the load; re-run it "
                                 "and keep binlogs longer (binlog_expire_logs_seconds)")
@@ -116,9 +120,10 @@ def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
 
 def publish_chunks(spark, *, pipeline: Pipeline, topic: str, schema: TableSchema, plan: ChunkPlan,
                    key: tuple[str, ...], batch: str, ts_ms: int, window: str | None = None,
-                   snapshot: bool = True) -> list[Part]:
-    """The Spark job: one task per chunk reads it in its own snapshot and publishes its rows; one Part each."""
-    reads = [ChunkRead(c.index, chunk_sql(schema, plan, c, key, window), snapshot) for c in plan.chunks]
+                   opening: Opening | None = None) -> list[Part]:
+    """The Spark job: one task per chunk reads it in its own snapshot and publishes its rows; one Part each.
+    ``opening`` None: no position (an incremental window)."""
+    reads = [ChunkRead(c.index, chunk_sql(schema, plan, c, key, window), opening) for c in plan.chunks]
     task = functools.partial(_publish_chunk, pipeline=pipeline, topic=topic, db=schema.db, table=schema.table,
                              batch=batch, ts_ms=ts_ms, keyed=bool(key), json_columns=canonical_json_columns(schema))
     return spark.sparkContext.parallelize(reads, len(reads)).mapPartitions(task).collect()

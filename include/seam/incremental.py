@@ -203,7 +203,7 @@ def publish_window(spark, pipeline: Pipeline, table: TableConfig, batch: str, wi
     driver.flush()
     parts = publish_chunks(spark, pipeline=pipeline, topic=topic, schema=schema, plan=plan, key=table.key,
                            batch=batch, ts_ms=int(started * 1000), window=window_condition(schema, window),
-                           snapshot=False)
+                           opening=None)
     total = functools.reduce(Tally.merge, (Tally(p.rows, p.checksum) for p in parts), Tally())
     end = End(batch=batch, db=table.db, table=table.table, mode="incremental", position=None, parts=parts,
               rows=total.rows, checksum=total.checksum, window=window.as_dict(),

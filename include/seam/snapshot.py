@@ -1,7 +1,9 @@
-"""Consistent, parallel, lock-free snapshot of a MySQL/MariaDB table at one
-binlog position.
+"""Consistent, parallel snapshot of a MySQL/MariaDB table at one binlog
+position, by one of two methods (``source.snapshot``: ``auto`` picks
+``mariadb`` on MariaDB and ``portable`` elsewhere; tests force ``portable``
+on MariaDB).
 
-Method (exact on MariaDB, no lock):
+Method ``mariadb`` (exact, no lock):
 
 1. Split the table into chunks on an integer key column (``plan_chunks``).
 2. Read every chunk in its own transaction opened with ``START TRANSACTION
@@ -17,12 +19,40 @@ This is Flink CDC's low/high watermark reconciliation with exact watermarks.
 Tables without an integer key (keyless tables, string keys) are read as ONE
 chunk: one snapshot is consistent by itself, at the cost of parallelism.
 
-MySQL 8 does not report a per-transaction snapshot position. There the
-method needs a binlog position read before (LOW) and after (HIGH) each
-chunk's SELECT and reconciliation of (LOW, HIGH] for that chunk, or one
-snapshot taken under a brief ``FLUSH TABLES WITH READ LOCK``. Seam detects
-the missing position and stops with an error rather than load inexactly;
-the MySQL 8 path cannot be tested on the embedded (MariaDB) stack.
+Method ``portable`` (any MySQL-protocol server; MySQL 8.0/8.4 report no
+snapshot position). Each chunk's task takes a low watermark L_i:
+
+1. ``LOCK TABLES t READ``: granted only when no transaction that changed
+   ``t`` is still open (a writer holds the table's metadata lock until its
+   commit has finished, binlog and engine), and it holds new writers back.
+2. L_i = the binlog head (``SHOW BINARY LOG STATUS``, or ``SHOW MASTER
+   STATUS`` before 8.2). Every change to ``t`` logged at or before L_i is
+   committed, so a snapshot opened after this sees it.
+3. ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` (which also ends the table
+   lock, a millisecond after it was taken), and the chunk is read.
+
+The snapshot holds every change to ``t`` up to L_i and perhaps some after it.
+The driver then reads the head P after all chunks, and reconciliation
+replays (L_i, P] into chunk i, keyed: the sink deletes the staged rows of
+every changed key and inserts each key's last image, so a change the
+snapshot already holds is applied again harmlessly. The known race (a
+transaction in the binlog before L_i whose engine commit the snapshot does
+not see yet) cannot happen to ``t``: step 1 waited for it. It needs no
+server setting (not ``binlog_order_commits``, not GTIDs), only the LOCK
+TABLES privilege, and writers of ``t`` pause for the length of two
+statements per chunk.
+
+Keyless tables and children of cascading keys (whose cascaded rows are not
+in the binlog) cannot be replayed idempotently: they need the exact
+position. There the task also locks the parents whose cascades reach the
+table, reads the head again (H) right after the snapshot opened, and keeps
+the snapshot only if the binlog (L, H] has no change to any locked table:
+then the snapshot is exactly the table at H. Otherwise it tries again; after
+``EXACT_ATTEMPTS`` tries (a table written all the time) it takes the
+position as mysqldump does: ``FLUSH TABLES WITH READ LOCK`` (every commit on
+the server waits), the snapshot and the head, ``UNLOCK TABLES``, at most
+``GLOBAL_LOCK_WAIT_S`` of waiting for the lock (a long query holds it up),
+or it stops naming the cause.
 
 Delivery guarantee: the rows plus the reconciliation changes equal the
 source table at P exactly (no row missing, none doubled), provided the
@@ -32,6 +62,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -46,8 +77,150 @@ _SNAPSHOT_POS = ("(SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS 
                  "WHERE VARIABLE_NAME = 'BINLOG_SNAPSHOT_POSITION')")
 
 
+EXACT_ATTEMPTS = 8
+LOCK_WAIT_S = 30
+GLOBAL_LOCK_WAIT_S = 10
+
+
 class SnapshotError(RuntimeError):
     """The source cannot give a consistent snapshot as configured; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Opening:
+    """How a task opens its snapshot (a plain value, sent to Spark executors): ``method`` mariadb or
+    portable; ``tables`` locked for the portable watermark (the table, and for an exact position the
+    parents whose cascades reach it); ``exact``: the position must be the snapshot's own."""
+
+    method: str
+    tables: tuple[tuple[str, str], ...]
+    exact: bool
+
+
+def snapshot_method(conn, configured: str) -> str:
+    """``auto``: MariaDB reports each snapshot's position; any other server gets the portable method."""
+    if configured != "auto":
+        return configured
+    with conn.cursor() as cur:
+        cur.execute("SELECT VERSION()")
+        return "mariadb" if "mariadb" in str(cur.fetchone()[0]).lower() else "portable"
+
+
+def snapshot_opening(conn, pipeline, table) -> Opening:
+    """How a snapshot of ``table`` (a TableConfig) opens: the pipeline's method, and for the portable one the
+    tables it locks and whether the position must be exact (a keyless table; a table that cascades reach,
+    whose cascaded rows are not in the binlog: it locks every table whose cascades reach it)."""
+    from seam.schema import read_foreign_keys
+
+    keys = [fk for fk in read_foreign_keys(conn, {t.db for t in pipeline.tables} | {table.db}) if fk.follows()]
+    me = (table.db, table.table)
+    above, todo = set(), [me]
+    while todo:  # every table whose cascades reach this one, however many levels up
+        here = todo.pop()
+        for fk in keys:
+            if fk.child == here and fk.parent not in above and fk.parent != me:
+                above.add(fk.parent)
+                todo.append(fk.parent)
+    cascaded = bool(above) or any(fk.child == me for fk in keys)  # a table's keys into itself count
+    exact = not table.key or cascaded
+    return Opening(snapshot_method(conn, pipeline.source.snapshot), (me, *sorted(above)) if exact else (me,), exact)
+
+
+def source_head(conn) -> Position:
+    """The binlog position after the last event written (``SHOW BINARY LOG STATUS`` on MySQL 8.2+, which
+    removed ``SHOW MASTER STATUS`` in 8.4; the old statement elsewhere)."""
+    with conn.cursor() as cur:
+        try:
+            cur.execute("SHOW BINARY LOG STATUS")
+        except Exception:  # noqa: BLE001 - MariaDB and MySQL before 8.2: a syntax error
+            cur.execute("SHOW MASTER STATUS")
+        row = cur.fetchone()
+    if row is None:
+        raise SnapshotError("the source's binary log is off (SHOW MASTER STATUS is empty): start it with --log-bin")
+    return Position.through(row[0], int(row[1]))
+
+
+def open_snapshot(conn, source, opening: Opening, what: str) -> Position:
+    """Start a consistent-snapshot transaction on ``conn`` (PyMySQL or MySQLdb); returns its position: exact
+    (method mariadb, or ``opening.exact``), else the low watermark (see the module docstring)."""
+    cur = conn.cursor()
+    if opening.method == "mariadb":
+        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        cur.execute(f"SELECT {_SNAPSHOT_FILE}, {_SNAPSHOT_POS}")
+        file, pos = cur.fetchone()
+        if not file or pos is None:
+            raise SnapshotError(f"{what}: the source reports no snapshot binlog position (MySQL, not MariaDB?): "
+                                "set source.snapshot: portable (or auto)")
+        return Position.through(file, int(pos))
+    locks = ", ".join(f"{quote(db)}.{quote(t)} READ" for db, t in opening.tables)
+    cur.execute(f"SET SESSION lock_wait_timeout = {LOCK_WAIT_S}")
+    for attempt in range(EXACT_ATTEMPTS):
+        try:
+            cur.execute(f"LOCK TABLES {locks}")
+        except Exception as exc:  # noqa: BLE001 - pymysql and MySQLdb errors alike
+            code = exc.args[0] if exc.args else None
+            if code == 1205:
+                raise SnapshotError(f"{what}: a transaction kept {', '.join('.'.join(t) for t in opening.tables)} "
+                                    f"locked for {LOCK_WAIT_S}s (an open transaction that wrote it, or a prepared "
+                                    "XA transaction): end it, then run the load again") from None
+            if code in (1044, 1142):
+                raise SnapshotError(f"{what}: the portable snapshot needs the LOCK TABLES privilege: GRANT LOCK "
+                                    "TABLES ON the table's database TO the Seam user") from None
+            raise
+        low = source_head(conn)
+        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")  # ends the table locks
+        if not opening.exact:
+            return low
+        high = source_head(conn)
+        if high == low or not _touched(source, low, high, opening.tables):
+            return high
+        conn.rollback()
+        time.sleep(0.01 * (attempt + 1))
+    return _open_under_global_lock(conn, what)
+
+
+def _open_under_global_lock(conn, what: str) -> Position:
+    """mysqldump's way to an exact position: no commit anywhere between the snapshot and the head read."""
+    cur = conn.cursor()
+    cur.execute(f"SET SESSION lock_wait_timeout = {GLOBAL_LOCK_WAIT_S}")
+    try:
+        cur.execute("FLUSH TABLES WITH READ LOCK")
+    except Exception as exc:  # noqa: BLE001 - pymysql and MySQLdb errors alike
+        code = exc.args[0] if exc.args else None
+        if code == 1205:
+            raise SnapshotError(f"{what}: a keyless table, or a child of a cascading key, changes all the time, and "
+                                f"the brief global read lock that gives its exact position waited {GLOBAL_LOCK_WAIT_S}s "
+                                "for a long-running query: load it when that query is done, or give the table a "
+                                "primary key (tables[].key)") from None
+        if code in (1044, 1045, 1227):
+            raise SnapshotError(f"{what}: the exact position of a busy keyless table (or a child of a cascading key) "
+                                "needs the RELOAD privilege: GRANT RELOAD ON *.* TO the Seam user") from None
+        raise
+    try:
+        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")  # keeps the global lock (not LOCK TABLES)
+        return source_head(conn)
+    finally:
+        cur.execute("UNLOCK TABLES")  # ends the global lock; the transaction goes on
+
+
+def _touched(source, low: Position, high: Position, tables) -> bool:
+    """Whether the binlog (low, high] changes any of ``tables`` (rows, DDL, or something unreadable)."""
+    from seam.binlog import BinlogReader, LostTransaction, Statement, Transaction, ddl_effect
+
+    wanted = set(tables)
+    reader = BinlogReader(source, low, {db for db, _ in wanted}, tables=wanted, end=high, server_id=None)
+    try:
+        for item in reader:
+            if isinstance(item, LostTransaction):
+                return True
+            if isinstance(item, Transaction) and (item.errors or any((c.db, c.table) in wanted
+                                                                      for c in item.changes)):
+                return True
+            if isinstance(item, Statement) and any(ddl_effect(item.query, item.schema, db, t) for db, t in wanted):
+                return True
+    finally:
+        reader.close()
+    return False
 
 
 def quote(name: str) -> str:
@@ -154,11 +327,16 @@ def canonical_json_columns(schema: TableSchema) -> list[str]:
 
 @dataclass(frozen=True)
 class ChunkRead:
-    """One Spark task's work: a chunk's SELECT (``chunk_sql``), and whether to read its snapshot position."""
+    """One Spark task's work: a chunk's SELECT (``chunk_sql``), and how to open its snapshot (None: a plain
+    consistent snapshot without a position, for an incremental window)."""
 
     index: int
     sql: str
-    snapshot: bool = True
+    opening: Opening | None
+
+    @property
+    def snapshot(self) -> bool:
+        return self.opening is not None
 
 
 def chunk_sql(schema: TableSchema, plan: ChunkPlan, chunk: Chunk, key: tuple[str, ...],
@@ -196,12 +374,12 @@ def read_chunk(source, read: ChunkRead, fetch: int = 10_000) -> Iterator[tuple[s
         cur = conn.cursor()
         # TIMESTAMPs as UTC text; a slow consumer (Kafka back-pressure) must not time the stream out
         cur.execute("SET SESSION time_zone = '+00:00', net_write_timeout = 3600")
-        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         file = pos = None
-        if read.snapshot:
-            cur.execute(f"SELECT {_SNAPSHOT_FILE}, {_SNAPSHOT_POS}")
-            file, pos = cur.fetchone()
-            pos = int(pos) if pos is not None else None
+        if read.opening is None:
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        else:
+            at = open_snapshot(conn, source, read.opening, f"chunk {read.index}")
+            file, pos = at.file, at.pos
         rows = conn.cursor(MySQLdb.cursors.SSCursor)
         rows.execute(read.sql)
         batch = rows.fetchmany(fetch)
@@ -216,9 +394,7 @@ def read_chunk(source, read: ChunkRead, fetch: int = 10_000) -> Iterator[tuple[s
 
 def snapshot_position(file: str | None, pos: Any, schema: TableSchema) -> Position:
     if not file or pos is None:
-        raise SnapshotError(f"{schema.db}.{schema.table}: the source reports no snapshot binlog position "
-                            "(MySQL, not MariaDB?). Seam's exact snapshot needs MariaDB's BINLOG_SNAPSHOT_*; "
-                            "see the MySQL 8 notes in seam/snapshot.py")
+        raise SnapshotError(f"{schema.db}.{schema.table}: a chunk reported no snapshot binlog position")
     return Position.through(file, int(pos))
 
 

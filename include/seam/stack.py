@@ -265,7 +265,7 @@ class EmbeddedStack:
                 cur.execute("ALTER USER 'root'@%s IDENTIFIED BY %s", (host, root_pw))
             cur.execute("GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION")
             cur.execute("CREATE USER IF NOT EXISTS 'seam'@'%%' IDENTIFIED BY %s", (seam_pw,))
-            cur.execute("GRANT SELECT, RELOAD, REPLICATION CLIENT, REPLICATION SLAVE ON *.* TO 'seam'@'%'")
+            cur.execute("GRANT SELECT, RELOAD, LOCK TABLES, REPLICATION CLIENT, REPLICATION SLAVE ON *.* TO 'seam'@'%'")
         conn.close()
 
     def _start_kafka(self, timeout: float) -> None:

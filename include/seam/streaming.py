@@ -57,7 +57,7 @@ from seam.boundary import CONTROL_HEADER, Heartbeat, SchemaChange, StreamStop
 from seam.config import Pipeline, TableConfig
 from seam.records import Position, Record, key_of, normalize, normalize_row
 from seam.schema import Column, TableSchema
-from seam.snapshot import binlog_files
+from seam.snapshot import binlog_files, source_head
 from seam.sink import connect_state, connect_target
 from seam.state import ensure_state, part_beat, part_failed, part_started, part_stopped
 from seam.target import qi
@@ -718,16 +718,6 @@ class TableLag:
 
 
 EVENT_SCAN_CAP = 200_000
-
-
-def source_head(conn) -> Position:
-    with conn.cursor() as cur:
-        try:
-            cur.execute("SHOW BINARY LOG STATUS")  # MySQL 8.4+
-        except Exception:  # noqa: BLE001 - MariaDB and older MySQL
-            cur.execute("SHOW MASTER STATUS")
-        file, pos = cur.fetchone()[:2]
-    return Position.through(file, int(pos))
 
 
 def table_events_between(pipeline: Pipeline, files: list[str], db: str, table: str, start: Position,

@@ -48,7 +48,7 @@ import struct
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable
@@ -61,7 +61,7 @@ from seam.config import PROJECT_ROOT, Pipeline, TableConfig
 from seam.incremental import _FORMAT, IncrementalError, Window, _parse_time, check_time_bounds, window_condition
 from seam.records import Position, normalize_row
 from seam.schema import Column, SchemaError, TableSchema, read_schema
-from seam.snapshot import binlog_files, quote
+from seam.snapshot import SnapshotError, binlog_files, open_snapshot, quote, snapshot_opening, source_head
 from seam.codecs import codec
 from seam.target import normalize_target, qi
 
@@ -393,13 +393,16 @@ def validate(pipeline: Pipeline, table: TableConfig, scope: Scope = Scope(), *, 
             raise NotLoaded(f"{table.name} has no committed load in the target: run `seam load full "
                                   f"{table.name}` first")
         window_mode = last[0] == "incremental" and mark is not None and (applied is None or last[1] > applied[3])
-        with src.cursor() as cur:
-            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-            cur.execute("SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.SESSION_STATUS "
-                        "WHERE VARIABLE_NAME IN ('BINLOG_SNAPSHOT_FILE', 'BINLOG_SNAPSHOT_POSITION')")
-            snap = dict(cur.fetchall())
-        source_at = (Position.through(snap["BINLOG_SNAPSHOT_FILE"], int(snap["BINLOG_SNAPSHOT_POSITION"]))
-                     if snap.get("BINLOG_SNAPSHOT_FILE") else None)
+        # Q: the source snapshot's position. Portable (MySQL 8): the snapshot holds every change up to its low
+        # watermark and perhaps some after it, so Q is the head read once it is open: a key changed in
+        # between is explained by the binlog (P, Q] like any change after the target's position
+        opening = snapshot_opening(src, pipeline, table)
+        try:
+            source_at = open_snapshot(src, pipeline.source, replace(opening, exact=False), table.name)
+            if opening.method != "mariadb":
+                source_at = source_head(src)
+        except SnapshotError as exc:
+            raise ValidationError(str(exc)) from None
         target_at = Position(applied[0], applied[1], applied[2]) if applied else None
         if window_mode:
             scope = _cap_window(schema, table, scope, mark[0])
@@ -412,9 +415,6 @@ def validate(pipeline: Pipeline, table: TableConfig, scope: Scope = Scope(), *, 
         source = _Side("mysql", src, schema, table, state, scope, soft)
         target = _Side("postgres", tgt, schema, table, state, scope, soft)
 
-        if not window_mode and source_at is None:
-            raise ValidationError("the source reports no snapshot binlog position (MySQL, not MariaDB?); "
-                                  "validate a streamed or loaded table on MariaDB, or at a quiet moment")
 
         def changes() -> list:
             """The table's changes in (P, Q]: read only when some bucket differs (an equal table never pays

@@ -16,7 +16,8 @@ import pytest
 from seam import demo
 from seam.binlog import BinlogReader
 from seam.config import load_pipeline
-from seam.streaming import ChangeReader, StreamError, source_head
+from seam.snapshot import source_head
+from seam.streaming import ChangeReader, StreamError
 from tests.support.compare import diff, source_rows, target_rows
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file, stream_once

@@ -24,7 +24,7 @@ from seam.full_load import _canonical_json_values
 from seam.records import Position, binlog_values
 from seam.schema import read_schema
 from seam.snapshot import canonical_json_columns, object_sql, quote
-from seam.streaming import source_head
+from seam.snapshot import source_head
 from seam.target import normalize_target, qi
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file, stream_once
