@@ -18,8 +18,9 @@ test: setup       ## the whole test suite against the real embedded services
 
 SEED ?= 1
 DURATION ?= 120
-torture: setup    ## randomized differential test: workload, loads, kills, independent compare (SEED=1 DURATION=120)
-	@bash scripts/torture.sh --seed $(SEED) --duration $(DURATION)
+SNAPSHOT ?=
+torture: setup    ## randomized differential test: workload, loads, kills, independent compare (SEED=1 DURATION=120 SNAPSHOT=portable)
+	@SEAM_TEST_SNAPSHOT=$(SNAPSHOT) bash scripts/torture.sh --seed $(SEED) --duration $(DURATION)
 
 bench: setup      ## full load of TPC-H orders (TABLE=lineitem) vs a raw Spark JDBC->Parquet read (SCALE=0.5)
 	@.venv/bin/python benchmarks/full_load_tpch.py --table $(TABLE) --scale $(SCALE)

@@ -153,7 +153,9 @@ def open_snapshot(conn, source, opening: Opening, what: str) -> Position:
                                 "set source.snapshot: portable (or auto)")
         return Position.through(file, int(pos))
     locks = ", ".join(f"{quote(db)}.{quote(t)} READ" for db, t in opening.tables)
-    cur.execute(f"SET SESSION lock_wait_timeout = {LOCK_WAIT_S}")
+    # autocommit on: LOCK TABLES then takes the metadata lock only; with autocommit off InnoDB adds a table
+    # lock, which also waits for the row locks of a prepared XA transaction (not what the method needs)
+    cur.execute(f"SET SESSION lock_wait_timeout = {LOCK_WAIT_S}, autocommit = 1")
     for attempt in range(EXACT_ATTEMPTS):
         try:
             cur.execute(f"LOCK TABLES {locks}")
@@ -162,7 +164,8 @@ def open_snapshot(conn, source, opening: Opening, what: str) -> Position:
             if code == 1205:
                 raise SnapshotError(f"{what}: a transaction kept {', '.join('.'.join(t) for t in opening.tables)} "
                                     f"locked for {LOCK_WAIT_S}s (an open transaction that wrote it, or a prepared "
-                                    "XA transaction): end it, then run the load again") from None
+                                    f"XA transaction): end it, then run the load again{_open_transactions(conn)}"
+                                    ) from None
             if code in (1044, 1142):
                 raise SnapshotError(f"{what}: the portable snapshot needs the LOCK TABLES privilege: GRANT LOCK "
                                     "TABLES ON the table's database TO the Seam user") from None
@@ -177,6 +180,20 @@ def open_snapshot(conn, source, opening: Opening, what: str) -> Position:
         conn.rollback()
         time.sleep(0.01 * (attempt + 1))
     return _open_under_global_lock(conn, what)
+
+
+def _open_transactions(conn) -> str:
+    """The oldest open transactions on the source, to name a blocker (needs the PROCESS privilege)."""
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT t.trx_mysql_thread_id, p.USER, t.trx_state, t.trx_started, LEFT(p.INFO, 120) FROM "
+                    "information_schema.INNODB_TRX t LEFT JOIN information_schema.PROCESSLIST p ON "
+                    "p.ID = t.trx_mysql_thread_id ORDER BY t.trx_started LIMIT 3")
+        rows = cur.fetchall()
+    except Exception:  # noqa: BLE001 - without PROCESS the list is just not shown
+        return ""
+    return "; open transactions: " + "; ".join(f"connection {r[0]} ({r[1]}, {r[2]} since {r[3]}: {r[4]})"
+                                               for r in rows) if rows else ""
 
 
 def _open_under_global_lock(conn, what: str) -> Position:

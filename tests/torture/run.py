@@ -51,8 +51,14 @@ def _seam(path: str, *args: str, timeout: float = 900) -> subprocess.CompletedPr
     done = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True,
                           text=True, timeout=timeout)
     if done.returncode != 0:
-        raise TortureFailed(f"seam {' '.join(args)} failed ({done.returncode}): "
-                            f"{(done.stderr or done.stdout).strip()[-1500:]}")
+        output = done.stdout + done.stderr
+        saved = os.path.join(os.path.dirname(path), f"seam-{int(time.time())}.log")
+        with open(saved, "w") as f:
+            f.write(output)
+        # the Python error, not the JVM's stack under it
+        lines = [line for line in output.splitlines() if not line.startswith(("\tat ", "\t... "))]
+        raise TortureFailed(f"seam {' '.join(args)} failed ({done.returncode}; all of its output in {saved}): "
+                            + "\n".join(lines)[-2500:])
     return done
 
 
@@ -128,7 +134,8 @@ def torture(seed: int, duration: float, big_rows: int = 100_000, owners: int = 3
     path = _pipeline_file(workdir, db)
     pipeline = load_pipeline(path)
     report: dict = {"seed": seed, "database": db, "duration_s": duration, "big_rows": big_rows,
-                    "kills": {"reader": 0, "sink": 0, "broker": 0}, "loads": []}
+                    "kills": {"reader": 0, "sink": 0, "broker": 0}, "loads": [],
+                    "snapshot": os.environ.get("SEAM_SNAPSHOT", "auto")}
     began = time.monotonic()
     say(f"torture seed {seed}: workload from before the first load until {duration:.0f} s after it, then a "
         f"{big_rows:,}-row transaction; pipeline {path}")
