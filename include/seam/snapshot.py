@@ -284,6 +284,11 @@ def check_source(conn, schema: TableSchema) -> None:
             raise SnapshotError(f"the source logs binlog_format={fmt}, binlog_row_image={image}: Seam needs "
                                 "ROW and FULL (SET GLOBAL binlog_format='ROW', binlog_row_image='FULL', "
                                 "or in my.cnf) to reconcile chunks and stream changes")
+        metadata = _variable(cur, "binlog_row_metadata")  # MySQL 8.0.14+, MariaDB 10.5+
+        if metadata is not None and str(metadata).upper() != "FULL":
+            raise SnapshotError(f"the source logs binlog_row_metadata={metadata}: Seam needs FULL (SET GLOBAL "
+                                "binlog_row_metadata='FULL', or in my.cnf), so that binlog rows carry their column "
+                                "names, signedness and character sets instead of being guessed from today's schema")
         try:  # SELECT * : information_schema hides columns the user may not read, a silent loss otherwise
             cur.execute(f"SELECT * FROM {quote(schema.db)}.{quote(schema.table)} LIMIT 0")
             readable = tuple(d[0] for d in cur.description)
@@ -295,6 +300,13 @@ def check_source(conn, schema: TableSchema) -> None:
                                 f"{schema.names}; GRANT SELECT ON `{schema.db}`.* TO the Seam user")
     for column in schema.columns:
         codec(column)  # a type Seam cannot map stops the table now, with its name
+
+
+def _variable(cur, name: str):
+    """A server variable's value, or None where the server has no such variable."""
+    cur.execute("SHOW VARIABLES LIKE %s", (name,))
+    row = cur.fetchone()
+    return None if row is None else row[1]
 
 
 def plan_chunks(conn, schema: TableSchema, key: tuple[str, ...], partitions: int) -> ChunkPlan:
