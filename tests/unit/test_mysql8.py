@@ -7,8 +7,7 @@ import pytest
 
 from seam.config import ConfigError, parse_pipeline
 from seam.records import Position
-from seam.snapshot import SnapshotError, check_source, snapshot_method, source_head
-from seam.schema import Column, TableSchema
+from seam.snapshot import SnapshotError, snapshot_method, source_head
 
 
 class SyntaxError_(Exception):
@@ -28,7 +27,7 @@ class Server:
 
 class Cursor:
     def __init__(self, server: Server):
-        self.server, self.rows, self.description = server, [], ()
+        self.server, self.rows = server, []
 
     def __enter__(self):
         return self
@@ -41,11 +40,7 @@ class Cursor:
         text = sql if params is None else f"{sql} {params[0]}"
         for prefix, rows in self.server.answers.items():
             if text.startswith(prefix):
-                names = None
-                if isinstance(rows, dict):  # rows with column names
-                    rows, names = rows["rows"], rows["names"]
                 self.rows = list(rows)
-                self.description = tuple((n,) for n in names or [f"c{i}" for i in range(len(rows[0]) if rows else 0)])
                 return
         raise SyntaxError_(1064, f"You have an error in your SQL syntax near {sql!r}")
 
@@ -79,22 +74,6 @@ def test_binlog_off_is_one_clear_error():
 def test_auto_picks_the_method_by_server(version, method):
     assert snapshot_method(Server({"SELECT VERSION()": [(version,)]}), "auto") == method
     assert snapshot_method(Server({}), "portable") == "portable"  # forced: the server is not asked
-
-
-SCHEMA = TableSchema("shop", "t", (Column("id", "int", "int(11)", False),), ("id",))
-
-
-def _source(metadata: str | None) -> Server:
-    answers = {"SELECT @@log_bin": [(1, "ROW", "FULL")], "SELECT * FROM `shop`.`t` LIMIT 0": {"rows": [], "names": ["id"]}}
-    answers["SHOW VARIABLES LIKE %s binlog_row_metadata"] = [("binlog_row_metadata", metadata)] if metadata else []
-    return Server(answers)
-
-
-def test_binlog_row_metadata_must_be_full_where_the_server_has_it():
-    check_source(_source("FULL"), SCHEMA)
-    check_source(_source(None), SCHEMA)  # MariaDB before 10.5: no such variable
-    with pytest.raises(SnapshotError, match="binlog_row_metadata=MINIMAL: Seam needs FULL"):
-        check_source(_source("MINIMAL"), SCHEMA)
 
 
 def test_snapshot_method_is_checked_in_the_pipeline():

@@ -12,9 +12,11 @@ SCHEMA = TableSchema("shop", "orders", (Column("id", "bigint", "bigint(20)", Fal
 
 
 class FakeServer:
-    def __init__(self, log_bin=1, fmt="ROW", image="FULL", readable=("id", "note")):
+    def __init__(self, log_bin=1, fmt="ROW", image="FULL", readable=("id", "note"), metadata="FULL"):
         self.answers = (log_bin, fmt, image)
         self.readable = readable
+        self.metadata = metadata  # None: a server without binlog_row_metadata (MariaDB before 10.5)
+        self.sql = ""
 
     def cursor(self):
         return self
@@ -26,9 +28,12 @@ class FakeServer:
         return False
 
     def execute(self, sql, args=None):
+        self.sql = sql
         self.description = [(c,) for c in self.readable]
 
     def fetchone(self):
+        if self.sql.startswith("SHOW VARIABLES"):
+            return None if self.metadata is None else ("binlog_row_metadata", self.metadata)
         return self.answers
 
 
@@ -37,6 +42,7 @@ class FakeServer:
     (FakeServer(fmt="MIXED"), "binlog_format=MIXED, binlog_row_image=FULL: Seam needs ROW and FULL"),
     (FakeServer(image="MINIMAL"), "binlog_row_image=MINIMAL"),
     (FakeServer(readable=("id",)), "the Seam user sees columns ('id',)"),
+    (FakeServer(metadata="MINIMAL"), "binlog_row_metadata=MINIMAL: Seam needs FULL"),
 ])
 def test_source_settings_that_break_exactness_are_refused(server, message):
     with pytest.raises(SnapshotError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -45,6 +51,7 @@ def test_source_settings_that_break_exactness_are_refused(server, message):
 
 def test_a_good_source_passes():
     check_source(FakeServer(), SCHEMA)
+    check_source(FakeServer(metadata=None), SCHEMA)  # no such variable: nothing to check
 
 
 def test_chunks_cover_every_key_once_and_names_are_quoted():
