@@ -72,6 +72,7 @@ def state_ddl(schema: str) -> list[str]:
             db text NOT NULL, tbl text NOT NULL, file text NOT NULL, file_no integer NOT NULL, pos bigint NOT NULL,
             row_index integer NOT NULL, rows jsonb NOT NULL)""",
         f"CREATE INDEX IF NOT EXISTS cascade_rows_at_idx ON {s}.cascade_rows (db, tbl, file_no, pos, row_index)",
+        f"ALTER TABLE {s}.cascade_rows ADD COLUMN IF NOT EXISTS recorded_at timestamptz NOT NULL DEFAULT now()",
         f"""CREATE TABLE IF NOT EXISTS {s}.stream_parts (
             pipeline text NOT NULL, part text NOT NULL, host text NOT NULL, pid integer NOT NULL,
             started_at timestamptz NOT NULL, beat_at timestamptz NOT NULL, batches bigint NOT NULL DEFAULT 0,
@@ -109,14 +110,19 @@ def recorded_cascade(conn, schema: str, db: str, table: str, at: Position) -> li
 
 
 def forget_cascades(conn, schema: str, tables: list[tuple[str, str]]) -> None:
-    """Drop recorded cascade rows that every running table of ``tables`` has applied past."""
-    s = qi(schema)
+    """Drop recorded cascade rows that every running table of ``tables`` has applied past, and that are ten
+    minutes old: a table being loaded may still need them (its snapshot can precede them, and its position
+    is known only at its END), so nothing goes while a load of one of them is open either."""
+    s, names = qi(schema), ([db for db, _ in tables], [t for _, t in tables])
+    if conn.execute(f"SELECT EXISTS (SELECT 1 FROM {s}.batches WHERE state = 'open' AND (db, tbl) IN "
+                    "(SELECT * FROM unnest(%s::text[], %s::text[])))", names).fetchone()[0]:
+        return
     rows = conn.execute(f"SELECT file, pos FROM {s}.positions WHERE stopped IS NULL AND (db, tbl) IN "
-                        "(SELECT * FROM unnest(%s::text[], %s::text[]))",
-                        ([db for db, _ in tables], [t for _, t in tables])).fetchall()
+                        "(SELECT * FROM unnest(%s::text[], %s::text[]))", names).fetchall()
     if rows:
         low = min(Position.through(file, pos) for file, pos in rows)
-        conn.execute(f"DELETE FROM {s}.cascade_rows WHERE (file_no, pos) < (%s, %s)", low.sort_key[:2])
+        conn.execute(f"DELETE FROM {s}.cascade_rows WHERE (file_no, pos) < (%s, %s) AND "
+                     "recorded_at < now() - interval '10 minutes'", low.sort_key[:2])
 
 
 def part_started(conn, schema: str, pipeline: str, part: str, fresh: bool) -> None:

@@ -526,8 +526,10 @@ class ChangeReader:
 
     def _below(self, table: tuple[str, str]) -> dict:
         """What a cascaded table's record carries for the levels below it: its keys into itself (``self``),
-        and the columns other streamed tables reference (``keep``: the sink records the changed rows)."""
-        fks = [fk for fk, _ in self._cascades.get(table, []) if fk.child in self.followed]
+        and the columns other streamed tables reference (``keep``: the sink records the changed rows). Every
+        streamed table below counts, followed yet or not: a table loaded while this change is read gets its
+        level of it when the reader rewinds for it, and then the rows must have been recorded."""
+        fks = [fk for fk, _ in self._cascades.get(table, [])]
         own = [fk.rule() for fk in fks if fk.child == table]
         keep = sorted({c for fk in fks if fk.child != table for c in fk.referenced})
         return {**({"self": own} if own else {}), **({"keep": keep} if keep else {})}
