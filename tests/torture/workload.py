@@ -244,6 +244,8 @@ class Workload:
                     cur.execute("ROLLBACK")
                 except pymysql.err.MySQLError:
                     pass
+                if exc.args[0] == 1205:  # likely a prepared XA transaction's row locks: its coordinator goes on
+                    self._resolve_xa(True)
         self._resolve_xa(r.random() < 0.5)
 
     def _xa(self, commit: bool) -> None:
