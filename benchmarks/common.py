@@ -15,13 +15,16 @@ from seam.config import load_pipeline  # noqa: E402
 from seam.stack import EmbeddedStack  # noqa: E402
 
 
-def bench_pipeline(tables: list[dict], topic_prefix: str | None = None) -> str:
-    """Start MariaDB, the broker and PostgreSQL; return a temporary copy of the demo pipeline with ``tables``."""
+def bench_pipeline(tables: list[dict], topic_prefix: str | None = None, snapshot: str | None = None) -> str:
+    """Start MariaDB, the broker and PostgreSQL; return a temporary copy of the demo pipeline with ``tables``
+    (and ``source.snapshot`` when given)."""
     stack = EmbeddedStack()
     stack.up(("mysql", "kafka", "postgres"))
     _inject_stack_env(stack)
     doc = yaml.safe_load(open(load_pipeline().path))
     doc["tables"] = tables
+    if snapshot:
+        doc["source"]["snapshot"] = snapshot
     if topic_prefix:
         doc["kafka"]["topic_prefix"] = topic_prefix
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
