@@ -26,6 +26,7 @@ from seam.boundary import new_batch_id
 from seam.config import PROJECT_ROOT, Pipeline, TableConfig
 from seam.full_load import prepare
 from seam.sink import batch_status, connect_state
+from seam.schema import reachable
 from seam.target import qi
 from seam.topics import ensure_topics, table_topic
 
@@ -86,16 +87,10 @@ def cascades_followed(pipeline: Pipeline, tables: list[TableConfig]) -> tuple[li
         for t in ready or [t for t in tables if (t.db, t.table) not in done][:1]:  # a cycle: as given
             ordered.append(t)
             done.add((t.db, t.table))
-    reach = {}
-    for t in tables:
-        todo, seen = [(t.db, t.table)], set()
-        while todo:
-            here = todo.pop()
-            for fk in keys:
-                if fk.parent == here and fk.child in loaded and fk.child not in seen and fk.child != (t.db, t.table):
-                    seen.add(fk.child)
-                    todo.append(fk.child)
-        reach[t.name] = {f"{db}.{table}" for db, table in seen}
+    below = {t.name: reachable((t.db, t.table), lambda p: [fk.child for fk in keys if fk.parent == p
+                                                               and fk.child in loaded]) - {(t.db, t.table)}
+             for t in tables}
+    reach = {name: {f"{db}.{table}" for db, table in seen} for name, seen in below.items()}
     return lines, ordered, reach
 
 

@@ -113,6 +113,17 @@ class ForeignKey:
 
 
 
+def reachable(start, step) -> set:
+    """Every node reached from ``start`` by ``step(node) -> neighbours`` (not ``start`` unless on a cycle)."""
+    seen, todo = set(), list(step(start))
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(step(node))
+    return seen
+
+
 def read_foreign_keys(conn, dbs) -> list[ForeignKey]:
     """The foreign keys of the tables in ``dbs`` whose parent is in ``dbs`` too. Columns come from
     KEY_COLUMN_USAGE; the ON DELETE / ON UPDATE rules from SHOW CREATE TABLE, because MariaDB shows

@@ -110,17 +110,12 @@ def snapshot_opening(conn, pipeline, table) -> Opening:
     """How a snapshot of ``table`` (a TableConfig) opens: the pipeline's method, and for the portable one the
     tables it locks and whether the position must be exact (a keyless table; a table that cascades reach,
     whose cascaded rows are not in the binlog: it locks every table whose cascades reach it)."""
-    from seam.schema import read_foreign_keys
+    from seam.schema import reachable, read_foreign_keys
 
     keys = [fk for fk in read_foreign_keys(conn, {t.db for t in pipeline.tables} | {table.db}) if fk.follows()]
     me = (table.db, table.table)
-    above, todo = set(), [me]
-    while todo:  # every table whose cascades reach this one, however many levels up
-        here = todo.pop()
-        for fk in keys:
-            if fk.child == here and fk.parent not in above and fk.parent != me:
-                above.add(fk.parent)
-                todo.append(fk.parent)
+    # every table whose cascades reach this one, however many levels up
+    above = reachable(me, lambda t: [fk.parent for fk in keys if fk.child == t]) - {me}
     cascaded = bool(above) or any(fk.child == me for fk in keys)  # a table's keys into itself count
     exact = not table.key or cascaded
     return Opening(snapshot_method(conn, pipeline.source.snapshot), (me, *sorted(above)) if exact else (me,), exact)

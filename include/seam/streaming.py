@@ -56,7 +56,7 @@ from seam.binlog import (SAME_SERVER_ID, BinlogReader, LostTransaction, RolledBa
 from seam.boundary import CONTROL_HEADER, Heartbeat, SchemaChange, StreamStop
 from seam.config import Pipeline, TableConfig
 from seam.records import Position, Record, key_of, normalize, normalize_row
-from seam.schema import Column, TableSchema
+from seam.schema import Column, TableSchema, reachable
 from seam.snapshot import binlog_files, source_head
 from seam.sink import connect_state, connect_target
 from seam.state import ensure_state, part_beat, part_failed, part_started, part_stopped
@@ -472,8 +472,6 @@ class ChangeReader:
         A level below names the level above (``via``): which of its rows went is known only in the target,
         so the sink applies it with the rows it recorded there (see seam.records). A table's keys into
         itself (a tree) are carried in the record: the sink repeats them until no row changes."""
-        out: list[tuple[Followed, Record]] = []
-        reached: list[tuple[str, str]] = []
         def publish(fk, cascade: dict) -> None:
             """Unless this level is published already, or not followed (stopped, not loaded): the levels
             below go on either way, and the sink stops a level whose level above it cannot use."""
@@ -538,18 +536,8 @@ class ChangeReader:
         """Tables on a cycle of cascading keys through other tables (a table's keys into itself excepted)."""
         if self._cycles_of is not self._cascades:
             edges = {p: {fk.child for fk, _ in fks if fk.child != p} for p, fks in self._cascades.items()}
-
-            def reaches(start, goal):
-                seen, todo = set(), list(edges.get(start, ()))
-                while todo:
-                    t = todo.pop()
-                    if t == goal:
-                        return True
-                    if t not in seen:
-                        seen.add(t)
-                        todo.extend(edges.get(t, ()))
-                return False
-            self._cycles, self._cycles_of = {t for t in edges if reaches(t, t)}, self._cascades
+            self._cycles = {t for t in edges if t in reachable(t, lambda n: edges.get(n, ()))}
+            self._cycles_of = self._cascades
         return self._cycles
 
     def _publish(self, publisher: Publisher, pending: list[tuple[Followed, Record]], commit: Position,
