@@ -41,6 +41,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from seam.gtid import GtidError, GtidSet
 from seam.records import Position, binlog_values
 
 
@@ -152,8 +153,9 @@ class BinlogReader:
 
     def __init__(self, source, start: Position, schemas, tables=None, end: Position | None = None,
                  blocking: bool = False, server_id: int | None = None, heartbeat_s: float | None = None,
-                 report_as: str | None = None):
+                 report_as: str | None = None, gtids: GtidSet | None = None):
         self.source, self.start, self.end = source, start, end
+        self.gtids = gtids  # the set executed through the start: kept up to the last event read
         self.schemas = sorted(set(schemas))
         self.tables = None if tables is None else set(tables)
         self.blocking, self.heartbeat_s = blocking, heartbeat_s
@@ -190,7 +192,7 @@ class BinlogReader:
     def __iter__(self) -> Iterator:
         self._stream = self._open(self.start.file, self.start.pos, self.blocking)
         prepared: dict[str, Transaction] = {}
-        for item in self._grammar(self._stream, prepared, self.end):
+        for item in self._grammar(self._stream, prepared, self.end, self.gtids):
             if isinstance(item, _Resolve):
                 found = prepared.pop(item.xid, None)
                 if found is None and item.commit:
@@ -236,7 +238,8 @@ class BinlogReader:
                 return held[xid]
         return None
 
-    def _grammar(self, stream, prepared: dict[str, Transaction], end: Position | None) -> Iterator:
+    def _grammar(self, stream, prepared: dict[str, Transaction], end: Position | None,
+                 executed: GtidSet | None = None) -> Iterator:
         from pymysqlreplication.event import (GtidEvent, HeartbeatLogEvent, MariadbGtidEvent, QueryEvent,
                                               XAPrepareEvent, XidEvent)
         from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
@@ -250,6 +253,11 @@ class BinlogReader:
                 return
             if isinstance(event, (MariadbGtidEvent, GtidEvent)):
                 gtid = event.gtid
+                if executed is not None:  # a transaction is in the set from its GTID event on, as on the server
+                    if gtid in executed:  # e.g. the library reconnected after a failover, to another server
+                        raise GtidError(f"transaction {gtid} at {at} was read already (the GTID set through here "
+                                        f"is {executed}): the binlog is another server's now; reading again")
+                    executed.add(gtid)
                 # MariaDB's GTID event is the BEGIN (or XA START) unless it flags a standalone statement or the
                 # completion of a prepared XA; MySQL's is followed by a BEGIN (or XA START) query
                 if isinstance(event, MariadbGtidEvent) and not event.flags & (_MARIADB_FL_STANDALONE
@@ -327,6 +335,75 @@ class BinlogReader:
             rows_seen += 1
             if rows_seen % 2000 == 0:
                 yield Tick(Position.through(stream.log_file, event.packet.log_pos), False)
+
+
+def _gtid_stream(source, **where):
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, RotateEvent
+
+    return BinLogStreamReader(
+        connection_settings={"host": source.host, "port": source.port, "user": source.user,
+                             "passwd": source.password.reveal()},
+        server_id=_private_server_id(), blocking=False, only_events=[GtidEvent, MariadbGtidEvent, RotateEvent],
+        **where)
+
+
+def gtids_between(source, start: Position, end: Position) -> list[str]:
+    """The GTIDs of the transactions logged in (start, end], in binlog order."""
+    from pymysqlreplication.event import RotateEvent
+
+    stream = _gtid_stream(source, log_file=start.file, log_pos=start.pos, resume_stream=True)
+    found = []
+    try:
+        for event in stream:
+            if isinstance(event, RotateEvent):
+                continue
+            if Position.through(stream.log_file, event.packet.log_pos).after(end):
+                break
+            found.append(event.gtid)
+    finally:
+        stream.close()
+    return found
+
+
+def locate(source, executed: GtidSet, mariadb: bool) -> Position:
+    """Where ``executed`` ends in this server's binlog: the end of the last event before the first
+    transaction it does not hold (the binlog's end when it holds them all). The server finds it (GTID
+    auto-positioning, as a replica would); one that lacks some of the set's transactions, or purged the
+    binlog after them, refuses with its own message, raised as GtidError. Then every transaction logged
+    after that position must be new to the set, else one position cannot stand for it (GtidError)."""
+    import pymysql
+    from pymysqlreplication.event import RotateEvent
+
+    if not executed.flavour:
+        raise GtidError("an empty GTID set has no position")
+    stream = _gtid_stream(source, auto_position=str(executed), is_mariadb=mariadb)
+    found = None
+    try:
+        for event in stream:
+            if not isinstance(event, RotateEvent):
+                found = Position.through(stream.log_file, event.packet.log_pos - event.packet.event_size)
+                break
+        else:  # it holds every transaction logged: where the server stopped sending
+            found = Position.through(stream.log_file, stream.log_pos) if stream.log_file else None
+    except pymysql.MySQLError as exc:
+        raise GtidError(f"the server cannot start from GTID set {executed}: {exc.args[-1]}") from None
+    finally:
+        stream.close()
+    from seam.gtid import head_gtids
+
+    conn = pymysql.connect(**source.pymysql_kwargs())
+    try:
+        head, _ = head_gtids(conn)
+    finally:
+        conn.close()
+    if found is None:
+        raise GtidError(f"the server sent no position for GTID set {executed}")
+    doubled = [g for g in gtids_between(source, found, head) if g in executed]
+    if doubled:
+        raise GtidError(f"transaction {doubled[0]}, logged after {found}, is already in the set {executed}: this "
+                        "server committed them in another order (MySQL: set replica_preserve_commit_order=ON)")
+    return found
 
 
 def _private_server_id() -> int:

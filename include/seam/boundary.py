@@ -116,6 +116,8 @@ class End:
     checksum: int
     window: dict[str, str] | None = None
     stats: dict[str, Any] = field(default_factory=dict)
+    gtids: str | None = None   # full loads: the GTID set executed through ``position``, and the server's identity
+    server: str | None = None
 
     def to_json(self) -> bytes:
         doc = asdict(self)
@@ -146,10 +148,12 @@ class Heartbeat:
     position: Position
     prev: Position | None = None
     seen_ms: int = 0
+    gtids: str | None = None   # the GTID set executed through ``position`` (seam.gtid), and the server it is on
+    server: str | None = None
 
     def to_json(self) -> bytes:
         return _dump({"control": "HEARTBEAT", "position": _pos(self.position), "prev": _pos(self.prev),
-                      "seen_ms": self.seen_ms})
+                      "seen_ms": self.seen_ms, "gtids": self.gtids, "server": self.server})
 
 
 @dataclass(frozen=True)
@@ -162,10 +166,13 @@ class SchemaChange:
     columns: list[dict[str, Any]]
     defaults: dict[str, Any]
     ddl: str
+    gtids: str | None = None
+    server: str | None = None
 
     def to_json(self) -> bytes:
         return _dump({"control": "SCHEMA", "position": _pos(self.position), "prev": _pos(self.prev),
-                      "columns": self.columns, "defaults": self.defaults, "ddl": self.ddl})
+                      "columns": self.columns, "defaults": self.defaults, "ddl": self.ddl, "gtids": self.gtids,
+                      "server": self.server})
 
 
 @dataclass(frozen=True)
@@ -181,7 +188,23 @@ class StreamStop:
                       "reason": self.reason})
 
 
-def parse_control(value: bytes) -> Begin | End | Heartbeat | SchemaChange | StreamStop:
+@dataclass(frozen=True)
+class Rebase:
+    """The source is another server now (a failover, or a replica): the table's applied position ``prev``, read
+    on the old server, is ``position`` on ``server``, found there by its GTID set ``gtids`` (seam.gtid). A sink
+    takes it only when it has applied exactly ``prev``; else it reports a gap and the reader finds it anew."""
+
+    position: Position
+    prev: Position
+    gtids: str
+    server: str
+
+    def to_json(self) -> bytes:
+        return _dump({"control": "REBASE", "position": _pos(self.position), "prev": _pos(self.prev),
+                      "gtids": self.gtids, "server": self.server})
+
+
+def parse_control(value: bytes) -> Begin | End | Heartbeat | SchemaChange | StreamStop | Rebase:
     doc = json.loads(value)
     if doc.get("v") != FORMAT_VERSION:
         raise ValueError(f"control message version {doc.get('v')!r} is not {FORMAT_VERSION}")
@@ -189,9 +212,9 @@ def parse_control(value: bytes) -> Begin | End | Heartbeat | SchemaChange | Stre
     doc.pop("v")
     if kind == "BEGIN":
         return Begin(**doc)
-    if kind in ("HEARTBEAT", "SCHEMA", "STOP"):
+    if kind in ("HEARTBEAT", "SCHEMA", "STOP", "REBASE"):
         doc["position"], doc["prev"] = _unpos(doc["position"]), _unpos(doc.get("prev"))
-        return {"HEARTBEAT": Heartbeat, "SCHEMA": SchemaChange, "STOP": StreamStop}[kind](**doc)
+        return {"HEARTBEAT": Heartbeat, "SCHEMA": SchemaChange, "STOP": StreamStop, "REBASE": Rebase}[kind](**doc)
     if kind == "END":
         doc["position"] = _unpos(doc["position"])
         doc["checksum"] = int(doc["checksum"])

@@ -304,9 +304,10 @@ def _stream_wait(pipeline, tables, timeout: float) -> int:
     from seam.sink import connect_state
     from seam.snapshot import source_head
     from seam.target import qi
+    from seam.gtid import server_identity
     source = pymysql.connect(**pipeline.source.pymysql_kwargs())
     try:
-        goal = source_head(source)
+        goal, here = source_head(source), server_identity(source)
     finally:
         source.close()
     conn = connect_state(pipeline)
@@ -315,7 +316,7 @@ def _stream_wait(pipeline, tables, timeout: float) -> int:
     try:
         while True:
             rows = {(r[0], r[1]): r[2:] for r in conn.execute(
-                f"SELECT db, tbl, file, pos, row_index, stopped FROM {qi(pipeline.target.state_schema)}.positions"
+                f"SELECT db, tbl, file, pos, row_index, stopped, server FROM {qi(pipeline.target.state_schema)}.positions"
             ).fetchall()}
             behind, stopped = [], []
             for t in streamed:
@@ -324,6 +325,8 @@ def _stream_wait(pipeline, tables, timeout: float) -> int:
                     continue  # never loaded: nothing to follow
                 if row[3]:
                     stopped.append(f"{t.name} STOPPED: {row[3]}")
+                elif row[4] not in (None, here):  # not moved to this server yet (seam.gtid)
+                    behind.append(f"{t.name} at {row[0]}:{row[1]} of {row[4]}")
                 elif goal.after(Position(row[0], row[1], row[2])):
                     behind.append(f"{t.name} at {row[0]}:{row[1]}")
             if stopped:

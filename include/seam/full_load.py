@@ -29,6 +29,7 @@ import pymysql
 
 from seam.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally
 from seam.config import Pipeline, TableConfig
+from seam.gtid import gtids_at, gtids_enabled, head_gtids, server_identity
 from seam.records import Position, no_cyclic_gc, record_json
 from seam.schema import SchemaError, TableSchema, read_schema
 from seam.snapshot import (ChunkPlan, ChunkRead, Opening, SnapshotError, binlog_files, canonical_json_columns,
@@ -89,7 +90,13 @@ def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
     try:
         files = binlog_files(conn)
         # low watermarks: the batch's position is the head now, after every chunk's snapshot opened
-        target = max(positions.values()) if opening.exact or opening.method == "mariadb" else source_head(conn)
+        if opening.exact or opening.method == "mariadb":
+            target = max(positions.values())
+            gtids = gtids_at(conn, target, pipeline.source) if gtids_enabled(conn) else None
+        else:
+            target, gtids = head_gtids(conn)
+            target = target or source_head(conn)  # (which says what is wrong when there is no binlog)
+        server = server_identity(conn)  # with the set, a stream can resume from it on a replica (seam.gtid)
     finally:
         conn.close()
     say(f"{table.name}: {sum(p.rows for p in parts):,} rows read in {read_done - started:.1f}s ({opening.method} "
@@ -108,8 +115,8 @@ def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
     parts.append(Part(RECONCILE_PART, 0, changes.rows, changes.checksum))
     total = functools.reduce(Tally.merge, (Tally(p.rows, p.checksum) for p in parts), Tally())
     end = End(batch=batch, db=table.db, table=table.table, mode="full", position=target, parts=parts,
-              rows=total.rows, checksum=total.checksum,
-              stats={"read_s": round(read_done - started, 3), "reconciled_changes": changes.rows,
+              rows=total.rows, checksum=total.checksum, gtids=str(gtids) if gtids and gtids.flavour else None,
+              server=server, stats={"read_s": round(read_done - started, 3), "reconciled_changes": changes.rows,
                      "publish_s": round(time.time() - started, 3)})
     driver.send(topic, end.to_json(), b"__seam_control__", headers=CONTROL)
     driver.flush()

@@ -8,6 +8,7 @@ Shape (JSON, versioned ``"v": 1``)::
      "source": {"db", "table", "snapshot": bool, "batch": id|null,
                 "file": "mysql-bin.000003", "pos": 1234, "row": 0, "gtid": "0-1-42"|null,
                 "txn": {"file", "pos"}, "last": bool, "prev": {"file", "pos", "row"}, "seq": 0,
+                "gtids": "0-1-42"|"uuid:1-42", "server": "server_id 1"|uuid,
                 "part": 0, "attempt": 7}}
                 (txn/last/prev/seq: change events only; part/attempt: batch records only)
 
@@ -25,6 +26,8 @@ Either form may carry ``"keep": [columns]`` (record the changed rows' values
 of these columns for the levels below) and ``"self": [rules]`` (the table's
 keys into itself, repeated by the sink until no row changes).
 
+``gtids`` (on a table's last change in a transaction) is the GTID set executed
+through the commit and ``server`` the server it was read on (``seam.gtid``).
 ``txn`` is where the source transaction commits; ``last`` marks the table's
 last change in it and ``seq`` counts the table's changes in it from 0 (a
 cascade shares its parent row's position), so a sink can apply whole source
@@ -118,6 +121,8 @@ class Record:
     part: int | None = None      # batch records: the chunk (RECONCILE_PART for reconciliation changes)
     attempt: int | None = None   # batch records: the Spark task attempt that published it
     cascade: dict | None = None  # op x: {"action": delete|set_null|update, "columns", "old", "new", "parent"}
+    gtids: str | None = None     # a table's last change in a transaction: the GTID set executed through its commit
+    server: str | None = None    # ... and the server that is on (seam.gtid)
 
     def __post_init__(self):
         if self.op not in OPS:
@@ -126,7 +131,7 @@ class Record:
     def to_json(self) -> bytes:
         return record_json(self.op, self.db, self.table, self.key, self.before, self.after, self.position,
                            self.snapshot, self.batch, self.gtid, self.ts_ms, self.txn, self.last, self.prev, self.part,
-                           self.attempt, self.cascade, self.seq)
+                           self.attempt, self.cascade, self.seq, self.gtids, self.server)
 
     def kafka_key(self) -> bytes:
         return kafka_key(self.key)
@@ -143,14 +148,14 @@ class Record:
                    after=doc["after"], position=Position(s["file"], s["pos"], s["row"]),
                    snapshot=s["snapshot"], batch=s["batch"], gtid=s["gtid"], ts_ms=doc["ts_ms"], txn=txn,
                    last=s.get("last", False), prev=prev, part=s.get("part"), attempt=s.get("attempt"),
-                   cascade=doc.get("cascade"), seq=s.get("seq"))
+                   cascade=doc.get("cascade"), seq=s.get("seq"), gtids=s.get("gtids"), server=s.get("server"))
 
 
 def record_json(op: str, db: str, table: str, key: dict, before: dict | None, after: dict | None,
                 position: Position, snapshot: bool, batch: str | None, gtid: str | None, ts_ms: int,
                 txn: Position | None = None, last: bool = False, prev: Position | None = None,
                 part: int | None = None, attempt: int | None = None, cascade: dict | None = None,
-                seq: int | None = None) -> bytes:
+                seq: int | None = None, gtids: str | None = None, server: str | None = None) -> bytes:
     """The serialised record (the one place that defines the wire form)."""
     source = {"db": db, "table": table, "snapshot": snapshot, "batch": batch,
               "file": position.file, "pos": position.pos, "row": position.row, "gtid": gtid}
@@ -160,6 +165,8 @@ def record_json(op: str, db: str, table: str, key: dict, before: dict | None, af
         source["prev"] = None if prev is None else {"file": prev.file, "pos": prev.pos, "row": prev.row}
         if seq is not None:
             source["seq"] = seq
+        if server is not None:
+            source["gtids"], source["server"] = gtids, server
     if part is not None:
         source["part"], source["attempt"] = part, attempt
     doc = {"v": FORMAT_VERSION, "op": op, "ts_ms": ts_ms, "key": key, "before": before, "after": after,

@@ -39,7 +39,7 @@ import msgspec
 import psycopg
 
 from seam import cascades
-from seam.boundary import (RECONCILE_PART, Begin, End, Heartbeat, SchemaChange,
+from seam.boundary import (RECONCILE_PART, Begin, End, Heartbeat, Rebase, SchemaChange,
                            StreamStop, Tally, parse_control)
 from seam.config import Pipeline, TableConfig
 from seam.records import Position, no_cyclic_gc
@@ -65,7 +65,7 @@ def record_decoder(schema: TableSchema, batch_rows: bool = False) -> msgspec.jso
     if not batch_rows:
         fields += [("txn", Optional[dict], None), ("last", bool, False), ("file", Optional[str], None),
                    ("pos", Optional[int], None), ("row", int, 0), ("prev", Optional[dict], None),
-                   ("seq", Optional[int], None)]
+                   ("seq", Optional[int], None), ("gtids", Optional[str], None), ("server", Optional[str], None)]
     source = msgspec.defstruct("Source", fields, gc=False)  # other fields are skipped
     wire = [("op", str), ("before", Optional[row]), ("after", Optional[row]), ("source", source)]
     if not batch_rows:
@@ -149,6 +149,8 @@ class StreamTable:
         self.waiting: collections.deque = collections.deque()
         self.applied_changes = 0  # since the last stored position
         self.dirty = False
+        self.gtids: str | None = None   # the GTID set through ``applied`` (None: not known) and its server
+        self.server: str | None = None
         self.use(schema)
 
     def use(self, schema: TableSchema) -> None:
@@ -481,6 +483,7 @@ class Sink:
             return True
         self._queue_transaction(stream, docs)
         stream.applied, stream.source_ms, stream.dirty = commit, docs[-1].ts_ms, True
+        stream.gtids, stream.server = docs[-1].source.gtids, docs[-1].source.server or stream.server
         stream.applied_changes += len(docs)
         return True
 
@@ -505,13 +508,16 @@ class Sink:
         """The chain check: the table's previous published position must be applied already."""
         if prev is None or not Position(**prev).after(stream.applied):
             return True
+        self._report_gap(stream, f"changes between {stream.applied} and {at} are missing (lost by Kafka)")
+        return False
+
+    def _report_gap(self, stream: StreamTable, what: str) -> None:
+        """Ask the change reader to publish again from the target's position (``gap_at``)."""
         if stream.gap_reported_at != stream.applied:  # once per applied position: the reader rewinds once
             stream.gap_reported_at = stream.applied
-            log.warning("%s: changes between %s and %s are missing (lost by Kafka); waiting for the change "
-                        "reader to republish them", stream.target, stream.applied, at)
+            log.warning("%s: %s; waiting for the change reader to republish", stream.target, what)
             self.conn.execute(f"UPDATE {self.state}.positions SET gap_at = now() WHERE db = %s AND tbl = %s",
                               (stream.schema.db, stream.schema.table))
-        return False
 
     def _queue_transaction(self, stream: StreamTable, docs: list) -> None:
         ops: list = []
@@ -598,9 +604,17 @@ class Sink:
         alert(self.pipeline, name, "stream stopped", reason)
 
     def _stream_control(self, topic: str, control, offset: int | None) -> None:
-        """A heartbeat, schema change or stop; ``offset`` None: it waited behind a transaction."""
+        """A heartbeat, schema change, stop or rebase; ``offset`` None: it waited behind a transaction."""
         stream = self.streams.get(topic) or (None if topic in self._no_stream else self._load_stream(topic))
-        if stream is None or not control.position.after(stream.applied):
+        if stream is None:
+            return
+        if isinstance(control, Rebase):
+            if stream.waiting and offset is not None:
+                stream.waiting.append((offset, control.position, control))
+            else:
+                self._rebase(stream, control)
+            return
+        if not control.position.after(stream.applied):
             return
         if stream.buffer and offset is not None:  # a transaction cut short: its publisher restarted
             stream.buffer.clear()
@@ -621,10 +635,26 @@ class Sink:
             del self.streams[topic]
             self._no_stream.add(topic)
         stream.applied, stream.dirty = control.position, True
+        stream.gtids, stream.server = getattr(control, "gtids", None), getattr(control, "server", None) or stream.server
         if isinstance(control, Heartbeat):
             stream.source_ms = control.seen_ms
         if not isinstance(control, StreamStop):
             self._store_position(stream)
+
+    def _rebase(self, stream: StreamTable, rebase: Rebase) -> None:
+        """The source is another server now: the applied position moves to where its GTID set ends there,
+        if it is still the one the reader started from (else the reader looks again: a gap)."""
+        if stream.server == rebase.server and stream.applied == rebase.position:
+            return  # taken already (the reader restarted before it saw that)
+        if stream.applied != rebase.prev:
+            self._report_gap(stream, f"a move to server {rebase.server} was found from {rebase.prev}, not from the "
+                                     f"applied {stream.applied}")
+            return
+        self._run_ops()
+        log.warning("%s: the source is %s now; position %s there continues %s (GTID set %s)", stream.target,
+                    rebase.server, rebase.position, stream.applied, rebase.gtids)
+        stream.applied, stream.gtids, stream.server, stream.dirty = rebase.position, rebase.gtids, rebase.server, True
+        self._store_position(stream)
 
     def _add_columns(self, stream: StreamTable, change: SchemaChange) -> None:
         from psycopg import sql as pgsql
@@ -660,19 +690,20 @@ class Sink:
 
     def _store_position(self, stream: StreamTable) -> None:
         self.conn.execute(
-            f"INSERT INTO {self.state}.positions (db, tbl, file, pos, row_index, batch_id, source_ms, changes) "
-            "VALUES (%s, %s, %s, %s, %s, NULL, %s, %s) ON CONFLICT (db, tbl) DO UPDATE SET file = EXCLUDED.file, "
-            "pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, source_ms = EXCLUDED.source_ms, "
-            "changes = positions.changes + EXCLUDED.changes, updated_at = now()",
+            f"INSERT INTO {self.state}.positions (db, tbl, file, pos, row_index, batch_id, source_ms, changes, gtids, "
+            "server) VALUES (%s, %s, %s, %s, %s, NULL, %s, %s, %s, %s) ON CONFLICT (db, tbl) DO UPDATE SET "
+            "file = EXCLUDED.file, pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, source_ms = EXCLUDED.source_ms, "
+            "changes = positions.changes + EXCLUDED.changes, gtids = EXCLUDED.gtids, server = EXCLUDED.server, "
+            "updated_at = now()",
             (stream.schema.db, stream.schema.table, stream.applied.file, stream.applied.pos, stream.applied.row,
-             stream.source_ms, stream.applied_changes))
+             stream.source_ms, stream.applied_changes, stream.gtids, stream.server))
         stream.applied_changes, stream.dirty = 0, False
 
     def _load_stream(self, topic: str) -> "StreamTable | None":
         config = self.tables[topic]
         row = self.conn.execute(
             f"SELECT b.db, b.tbl, coalesce(p.columns, b.columns), b.key_columns, p.file, p.pos, p.row_index, "
-            f"p.source_ms, b.mode FROM {self.state}.batches b JOIN {self.state}.positions p ON p.db = b.db "
+            f"p.source_ms, b.mode, p.gtids, p.server FROM {self.state}.batches b JOIN {self.state}.positions p ON p.db = b.db "
             "AND p.tbl = b.tbl WHERE b.topic = %s AND b.state = 'committed' AND p.stopped IS NULL "
             "ORDER BY b.finished_at DESC LIMIT 1", (topic,)).fetchone()
         # changes apply only to a streamed table whose last load was a full load (see seam.incremental: modes)
@@ -682,6 +713,7 @@ class Sink:
         schema = schema_from_begin(Begin(batch="", db=row[0], table=row[1], mode="full", columns=row[2], key=row[3]))
         stream = self.streams[topic] = StreamTable(topic, schema, tuple(row[3]), Position(row[4], row[5], row[6]),
                                                    row[7], config.soft_delete, self._spatial_as_geometry(schema))
+        stream.gtids, stream.server = row[9], row[10]
         return stream
 
     def _copy(self, batch: OpenBatch, stage_rows: list, change_rows: list) -> None:
@@ -772,11 +804,13 @@ class Sink:
                 self.open[topic] = None
                 return
             self.conn.execute(
-                f"INSERT INTO {self.state}.positions (db, tbl, file, pos, row_index, batch_id) "
-                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (db, tbl) DO UPDATE SET file = EXCLUDED.file, "
+                f"INSERT INTO {self.state}.positions (db, tbl, file, pos, row_index, batch_id, gtids, server) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (db, tbl) DO UPDATE SET file = EXCLUDED.file, "
                 "pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, batch_id = EXCLUDED.batch_id, updated_at = now(), "
-                "columns = NULL, stopped = NULL, gap_at = NULL, source_ms = NULL, changes = 0",
-                (end.db, end.table, end.position.file, end.position.pos, end.position.row, end.batch))
+                "columns = NULL, stopped = NULL, gap_at = NULL, source_ms = NULL, changes = 0, "
+                "gtids = EXCLUDED.gtids, server = EXCLUDED.server",
+                (end.db, end.table, end.position.file, end.position.pos, end.position.row, end.batch, end.gtids,
+                 end.server))
             log.info("batch %s of %s.%s committed: %s rows at %s", end.batch, end.db, end.table, final_rows,
                      end.position)
         self.open[topic] = None

@@ -60,6 +60,9 @@ def state_ddl(schema: str) -> list[str]:
         f"""ALTER TABLE {s}.positions ADD COLUMN IF NOT EXISTS columns jsonb,
             ADD COLUMN IF NOT EXISTS stopped text, ADD COLUMN IF NOT EXISTS gap_at timestamptz,
             ADD COLUMN IF NOT EXISTS source_ms bigint, ADD COLUMN IF NOT EXISTS changes bigint NOT NULL DEFAULT 0""",
+        # the GTID set executed through the position and the server it was read on (seam.gtid): NULL when
+        # not known, never a set of another position
+        f"ALTER TABLE {s}.positions ADD COLUMN IF NOT EXISTS gtids text, ADD COLUMN IF NOT EXISTS server text",
         f"""CREATE TABLE IF NOT EXISTS {s}.watermarks (
             db text NOT NULL, tbl text NOT NULL, cursor_column text NOT NULL, watermark text NOT NULL,
             batch_id text NOT NULL, window_start text, window_end text, clamped boolean NOT NULL DEFAULT false,

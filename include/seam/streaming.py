@@ -20,6 +20,16 @@ gap, when a table topic was recreated (its topic id changed), when a newly
 loaded table's position lies behind it, and after any error (``serve``
 retries). Republished changes the sink already has are skipped by position.
 
+Another server. A table's last change in a transaction and each heartbeat
+also carry the GTID set executed through their position and the server
+they were read on, which the sink stores with the position. When the source
+is another server at the start of a pass (a failover, or a replica), the
+reader finds each moved table's set in the new server's binlog and publishes
+REBASE first (``seam.gtid``); what it cannot find stops the stream with the
+remedy, before anything is published. A transaction read twice (the binlog
+library reconnected to another server behind the reader's back) restarts
+the pass, which then moves the positions.
+
 Back-pressure. Per table it counts the events and bytes published but not
 yet applied (from the target's positions, not from Kafka). Past 3/4 of the
 bound (``kafka.max_unapplied_events`` / ``_bytes``) it slows down; at the
@@ -52,8 +62,9 @@ import pymysql
 
 from seam.alerts import alert
 from seam.binlog import (SAME_SERVER_ID, BinlogReader, LostTransaction, RolledBack, Statement, Tick, Transaction,
-                         ddl_effect, replica_clash)
-from seam.boundary import CONTROL_HEADER, Heartbeat, SchemaChange, StreamStop
+                         ddl_effect, locate, replica_clash)
+from seam.boundary import CONTROL_HEADER, Heartbeat, Rebase, SchemaChange, StreamStop
+from seam.gtid import GtidError, GtidSet, gtids_at, gtids_enabled, is_mariadb, server_identity
 from seam.config import Pipeline, TableConfig
 from seam.records import Position, Record, key_of, normalize, normalize_row
 from seam.schema import Column, TableSchema, reachable
@@ -94,6 +105,8 @@ class Followed:
     applied_events: int = 0  # ... of which the sink has applied
     applied_bytes: int = 0
     backlog: collections.deque = field(default_factory=collections.deque)  # (position, events, bytes) published
+    gtids: str | None = None   # the GTID set through the applied position it started from, and the server that
+    server: str | None = None  # position was read on (None: not recorded; taken to be this one)
 
     def unapplied(self) -> tuple[int, int]:
         return self.events - self.applied_events, self.bytes - self.applied_bytes
@@ -112,6 +125,8 @@ class TargetState:
     columns: list | None
     key: list | None
     last_load: str | None  # mode of the last committed batch: full or incremental
+    gtids: str | None = None
+    server: str | None = None
 
 
 class ChangeReader:
@@ -139,9 +154,12 @@ class ChangeReader:
         self._stopped_batch: dict[tuple[str, str], str | None] = {}  # stopped tables: the load they stopped in
         self._target = connect_state(pipeline)
         self._rewound_at = self._target.execute("SELECT now()").fetchone()[0]
+        self._here: str | None = server_identity(self._source())  # the source server (seam.gtid), read at each pass
+        self._reading: BinlogReader | None = None
         self._follow_from_target(reset=True)
-        if self.followed:
-            self._check_binlog_has(min(f.published for f in self.followed.values()))
+        here = [f.published for f in self.followed.values() if self._on_this_server(f)]
+        if here:
+            self._check_binlog_has(min(here))
 
     def close(self) -> None:
         self._target.close()
@@ -164,7 +182,7 @@ class ChangeReader:
         state = qi(self.pipeline.target.state_schema)
         rows = self._target.execute(
             f"SELECT p.db, p.tbl, p.file, p.pos, p.row_index, p.batch_id, p.stopped, p.gap_at, "
-            f"coalesce(p.columns, b.columns), b.key_columns, b.mode FROM {state}.positions p "
+            f"coalesce(p.columns, b.columns), b.key_columns, b.mode, p.gtids, p.server FROM {state}.positions p "
             f"LEFT JOIN LATERAL (SELECT columns, key_columns, mode FROM {state}.batches b WHERE b.db = p.db "
             "AND b.tbl = p.tbl AND b.state = 'committed' ORDER BY b.finished_at DESC LIMIT 1) b ON true").fetchall()
         return {(r[0], r[1]): TargetState(Position(r[2], r[3], r[4]), *r[5:]) for r in rows}
@@ -196,7 +214,8 @@ class ChangeReader:
                 continue
             schema = TableSchema(db=table.db, table=table.table, columns=tuple(Column(**c) for c in st.columns),
                                  primary_key=tuple(st.key or ()))
-            followed = Followed(table, schema, table_topic(self.pipeline, table), st.applied, st.batch)
+            followed = Followed(table, schema, table_topic(self.pipeline, table), st.applied, st.batch,
+                                gtids=st.gtids, server=st.server)
             if key not in self.followed:
                 added.append(followed)
             self.followed[key] = followed
@@ -306,6 +325,8 @@ class ChangeReader:
                     self._follow_from_target(reset=False)
                     self._part(part_beat, batches=1)
                     continue
+                self._here = server_identity(self._source())
+                self._rebase(publisher)
                 start = min(f.published for f in self.followed.values())
                 self._check_binlog_has(start)
                 try:
@@ -335,7 +356,8 @@ class ChangeReader:
             self._clash_checked = True
         reader = BinlogReader(src, start, {db for db, _ in self.tables} | {p[0] for p in self._cascades},
                               tables=set(self.tables) | set(self._cascades), blocking=not until_idle,
-                              server_id=src.server_id, heartbeat_s=1.0, report_as=me)
+                              server_id=src.server_id, heartbeat_s=1.0, report_as=me, gtids=self._gtids_at(start))
+        self._reading = reader
         ids = topic_ids(self.pipeline, sorted({f.topic for f in self.followed.values()}))
         log.info("reading the binlog from %s for %s", start, ", ".join(sorted(f.table.name for f in
                                                                              self.followed.values())))
@@ -380,6 +402,7 @@ class ChangeReader:
             raise
         finally:
             reader.close()
+            self._reading = None
         publisher.flush()
 
     def _hold_back(self, publisher: Publisher, here: Position | None, ids: dict, should_stop) -> None:
@@ -551,7 +574,9 @@ class ChangeReader:
         for followed, records in by_table.values():
             size = 0
             for i, r in enumerate(records):
-                value = replace(r, txn=commit, last=i == len(records) - 1, prev=followed.published, seq=i).to_json()
+                last = i == len(records) - 1
+                value = replace(r, txn=commit, last=last, prev=followed.published, seq=i,
+                                **(self._anchor() if last else {})).to_json()
                 publisher.send(followed.topic, value, r.kafka_key())
                 size += len(value)
             self._advance(followed, commit, len(records), size)
@@ -566,19 +591,72 @@ class ChangeReader:
 
     def _advance(self, followed: Followed, position: Position, events: int, size: int) -> None:
         followed.published = position
+        if self._reading is not None:
+            followed.gtids = self._anchor()["gtids"]
         followed.events += events
         followed.bytes += size
         followed.backlog.append((position, followed.events, followed.bytes))
+
+    # ------------------------------------------------------------ servers and GTID sets (seam.gtid)
+
+    def _on_this_server(self, followed: Followed) -> bool:
+        return followed.server is None or self._here is None or followed.server == self._here
+
+    def _anchor(self) -> dict:
+        """What a published position carries besides file and pos: the GTID set through it and the server."""
+        executed = self._reading.gtids if self._reading is not None else None
+        return {"gtids": str(executed) if executed is not None and executed.flavour else None, "server": self._here}
+
+    def _gtids_at(self, start: Position) -> GtidSet | None:
+        """The GTID set through the reader's start: as the target recorded it, else from the server."""
+        for f in self.followed.values():
+            if f.published == start and f.gtids and f.server == self._here:
+                return GtidSet(f.gtids)
+        conn = self._source()
+        if not gtids_enabled(conn):
+            return None
+        return gtids_at(conn, start, self.pipeline.source)
+
+    def _rebase(self, publisher: Publisher) -> None:
+        """Tables whose applied position was read on another server (a failover, or the pipeline pointed at
+        a replica): find each one's GTID set in this server's binlog and move its chain there (REBASE)."""
+        moved = [f for f in self.followed.values() if not self._on_this_server(f)]
+        if not moved:
+            return
+        conn, names = self._source(), " ".join(f.table.name for f in moved)
+        if not gtids_enabled(conn):
+            raise StreamError(f"{names}: their positions were read on {moved[0].server} and the source is "
+                              f"{self._here} now, which logs no GTIDs, so they cannot be found there: set "
+                              f"gtid_mode=ON, or re-run `seam load full {names}`")
+        mariadb = is_mariadb(conn)
+        for f in moved:
+            if not f.gtids:
+                raise StreamError(f"{f.table.name}: its position {f.published} was read on {f.server} without a "
+                                  f"GTID set, so it cannot be found on {self._here}: re-run `seam load full "
+                                  f"{f.table.name}`")
+            try:
+                at = locate(self.pipeline.source, GtidSet(f.gtids), mariadb)
+            except GtidError as exc:
+                raise StreamError(f"{f.table.name}: its position {f.published} (GTID set {f.gtids}, read on "
+                                  f"{f.server}) cannot be found on {self._here}: {exc}; re-run `seam load full "
+                                  f"{f.table.name}`") from None
+            log.warning("%s: the source is %s now, not %s: its GTID set %s ends at %s there; the stream goes on "
+                        "from there", f.table.name, self._here, f.server, f.gtids, at)
+            self._control(publisher, f, Rebase(at, f.published, f.gtids, self._here))
+            f.server = self._here
+        publisher.flush()
 
     def _heartbeats(self, publisher: Publisher, here: Position) -> None:
         seen = int(time.time() * 1000)
         for f in self.followed.values():
             if here.after(f.published):
-                value = Heartbeat(here, prev=f.published, seen_ms=seen).to_json()
+                value = Heartbeat(here, prev=f.published, seen_ms=seen, **self._anchor()).to_json()
                 publisher.send(f.topic, value, CONTROL_KEY, headers=[(CONTROL_HEADER, b"1")])
                 self._advance(f, here, 0, len(value))
 
     def _control(self, publisher: Publisher, followed: Followed, message) -> None:
+        if isinstance(message, SchemaChange):
+            message = replace(message, **self._anchor())
         value = message.to_json()
         publisher.send(followed.topic, value, CONTROL_KEY, headers=[(CONTROL_HEADER, b"1")])
         self._advance(followed, message.position, 1, len(value))
@@ -750,7 +828,8 @@ def stream_lag(pipeline: Pipeline, tables: list[TableConfig], sample_s: float = 
 
     def read() -> dict:
         rows = target.execute(f"SELECT db, tbl, file, pos, row_index, source_ms, changes, stopped, "
-                              f"(extract(epoch FROM clock_timestamp()) * 1000)::bigint FROM {state}.positions").fetchall()
+                              f"(extract(epoch FROM clock_timestamp()) * 1000)::bigint, server FROM {state}.positions"
+                              ).fetchall()
         return {(r[0], r[1]): r[2:] for r in rows}
 
     try:
@@ -759,14 +838,18 @@ def stream_lag(pipeline: Pipeline, tables: list[TableConfig], sample_s: float = 
         second, elapsed = read(), time.monotonic() - began
         head = source_head(source)
         files = binlog_files(source)
+        here = server_identity(source)
         out = []
         for t in tables:
             row = second.get((t.db, t.table))
             if row is None:
                 out.append(TableLag(t.name, None, None, None, None, None, None))
                 continue
-            file, pos, row_index, source_ms, changes, stopped, now_ms = row
+            file, pos, row_index, source_ms, changes, stopped, now_ms, server = row
             applied = Position(file, pos, row_index)
+            if server not in (None, here):  # read on another server; the reader has not moved it here yet
+                out.append(TableLag(t.name, applied, None, None, None, None, stopped))
+                continue
             if applied.file == head.file:
                 behind_bytes = max(0, head.pos - applied.pos)
             else:
