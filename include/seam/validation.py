@@ -59,6 +59,7 @@ import pymysql
 from seam import canonical
 from seam.config import PROJECT_ROOT, Pipeline, TableConfig
 from seam.incremental import _FORMAT, IncrementalError, Window, _parse_time, check_time_bounds, window_condition
+from seam.gtid import server_identity
 from seam.records import Position, normalize_row
 from seam.schema import Column, SchemaError, TableSchema, read_schema
 from seam.snapshot import SnapshotError, binlog_files, open_snapshot, quote, snapshot_opening, source_head
@@ -383,8 +384,12 @@ def validate(pipeline: Pipeline, table: TableConfig, scope: Scope = Scope(), *, 
         tgt.read_only = True
         tgt.autocommit = False
         st = qi(state)
-        applied = tgt.execute(f"SELECT file, pos, row_index, updated_at, stopped, source_ms FROM {st}.positions "
-                              "WHERE db = %s AND tbl = %s", (table.db, table.table)).fetchone()
+        applied = tgt.execute(f"SELECT file, pos, row_index, updated_at, stopped, source_ms, server FROM "
+                              f"{st}.positions WHERE db = %s AND tbl = %s", (table.db, table.table)).fetchone()
+        if applied is not None and applied[6] not in (None, server_identity(src)):
+            raise ValidationError(f"{table.name}: the target's position {applied[0]}:{applied[1]} was read on "
+                                  f"{applied[6]}, not on this source ({server_identity(src)}): start the stream "
+                                  "(`seam stream start`), which moves it here by its GTID set, then validate")
         last = tgt.execute(f"SELECT mode, finished_at FROM {st}.batches WHERE db = %s AND tbl = %s AND "
                            "state = 'committed' ORDER BY finished_at DESC LIMIT 1", (table.db, table.table)).fetchone()
         mark = tgt.execute(f"SELECT watermark FROM {st}.watermarks WHERE db = %s AND tbl = %s AND cursor_column = %s",

@@ -154,6 +154,11 @@ def _stream_once(pipeline) -> dict:
     return stats
 
 
+def _seam(path: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True,
+                          text=True, timeout=600)
+
+
 def _positions(pipeline) -> dict:
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
         rows = conn.execute("SELECT tbl, file, pos, gtids, server, stopped FROM seam.positions WHERE db = %s",
@@ -170,8 +175,7 @@ def _assert_equal(pipeline) -> None:
 
 def _load_and_stream(path: str, primary: Server) -> None:
     demo.seed(load_pipeline(path), rows=3_000, admin_url=primary.admin_url, database=DB, log=lambda m: None)
-    load = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full",
-                           *[f"{DB}.{t}" for t in TABLES]], capture_output=True, text=True, timeout=600)
+    load = _seam(path, "load", "full", *[f"{DB}.{t}" for t in TABLES])
     assert load.returncode == 0, load.stderr + load.stdout
     demo.run_writer(primary.admin_url, rate=200, seconds=4, threads=1, seed=21, database=DB)
     _stream_once(load_pipeline(path))
@@ -195,6 +199,8 @@ def test_stream_resumes_on_the_promoted_replica_by_gtid(servers, tmp_path):
 
     path = _pipeline_file(tmp_path, replica, "failover")
     pipeline = load_pipeline(path)
+    early = _seam(path, "validate", f"{DB}.accounts")
+    assert early.returncode != 0 and "was read on server_id 11, not on this source" in early.stderr, early.stderr
     first = _stream_once(pipeline)
     _stream_once(pipeline)  # what the sink applied after the first reader stopped
     _assert_equal(pipeline)
@@ -207,6 +213,8 @@ def test_stream_resumes_on_the_promoted_replica_by_gtid(servers, tmp_path):
     again = _stream_once(pipeline)  # nothing doubled: a second pass from the stored positions changes nothing
     _assert_equal(pipeline)
     assert again["changes"] == 0
+    validated = _seam(path, "validate", *[f"{DB}.{t}" for t in TABLES])  # at the moved positions
+    assert validated.returncode == 0 and validated.stdout.count(": EQUAL:") == 3, validated.stdout + validated.stderr
 
 
 def test_failover_that_lost_applied_transactions_stops_with_the_remedy(servers, tmp_path):

@@ -223,7 +223,9 @@ def test_sink_killed_mid_batch_keeps_the_old_table_until_the_batch_commits_once(
     assert src == tgt, diff(src, tgt)  # every row once: nothing lost or doubled by the kill
 
 
-def test_spark_killed_mid_publish_is_never_published_and_a_rerun_succeeds(pipeline_path):
+@pytest.mark.parametrize("snapshot", ["auto", "portable"])
+def test_spark_killed_mid_publish_is_never_published_and_a_rerun_succeeds(pipeline_path, snapshot, monkeypatch):
+    monkeypatch.setenv("SEAM_SNAPSHOT", snapshot)  # portable: MySQL 8's method, forced on MariaDB
     pipeline = load_pipeline(pipeline_path)
     before = _target_count(pipeline, "payments")
     _grow_payments(100_000)
@@ -242,6 +244,7 @@ def test_spark_killed_mid_publish_is_never_published_and_a_rerun_succeeds(pipeli
         rerun = _seam(pipeline_path, "load", "full", f"{DB}.payments")
         assert rerun.returncode == 0, rerun.stderr + rerun.stdout
         assert "applied by the running sink" in rerun.stdout
+        assert snapshot != "portable" or "(portable snapshot)" in rerun.stdout, rerun.stdout
     finally:
         os.killpg(sink.pid, signal.SIGTERM)
         sink.wait(timeout=60)

@@ -104,9 +104,12 @@ def test_canonical_text_is_identical_on_both_sides(path):
     assert len(report.buckets) >= 30 and {b.state for b in report.buckets} == {"equal"}
 
 
-def test_equal_tables_validate_equal_while_the_source_changes(path, tmp_path):
+@pytest.mark.parametrize("snapshot", ["auto", "portable"])
+def test_equal_tables_validate_equal_while_the_source_changes(path, tmp_path, snapshot, monkeypatch):
     """A writer changes accounts, payments, audit_log (keyless) and type_zoo during the validation: each is
-    compared as of the target's position, not as of now."""
+    compared as of the target's position, not as of now; with MariaDB's snapshot position and with the
+    portable method's watermarks (MySQL 8's, forced)."""
+    monkeypatch.setenv("SEAM_SNAPSHOT", snapshot)
     writer = subprocess.Popen([sys.executable, "-m", "seam.cli", "writer", "--database", DB, "--seconds", "12",
                                "--rate", "150"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
