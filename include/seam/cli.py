@@ -249,16 +249,44 @@ def cmd_stream(args, stack: EmbeddedStack) -> int:
             pid = stack.start_process(part, cmd)
             print(f"{part} started (pid {pid}); log {stack.log_dir / (part + '.log')}")
         _await_parts(pipeline, stack, timeout=args.timeout)
+        _requested(pipeline, stop=False)
         print("stream started; `seam stream status` shows its state and lag, `seam stream wait` waits for lag 0")
         return 0
     if args.action == "wait":
         return _stream_wait(pipeline, tables, timeout=args.timeout)
     if args.action == "stop":
+        from seam.supervise import stop_part
         for part in STREAM_PARTS:
             pid = stack.stop(part)
             print(f"{part} stopped (pid {pid})" if pid else f"{part} was not running")
+        for part, state in _part_states(pipeline).items():  # parts a supervisor started, on this host
+            done = stop_part(state) if part in ("reader", "sink") else ""
+            if done:
+                print(f"stream-{part}: {done}")
+        _requested(pipeline, stop=True)
         return 0
     return _stream_status(pipeline, tables, stack)
+
+
+def _part_states(pipeline) -> dict:
+    from seam.sink import connect_state
+    from seam.state import part_states
+    conn = connect_state(pipeline)
+    try:
+        return part_states(conn, pipeline.target.state_schema, pipeline.name)
+    finally:
+        conn.close()
+
+
+def _requested(pipeline, stop: bool) -> None:
+    """Tell the stream supervisor (seam_stream) that a person started or stopped the stream."""
+    from seam.sink import connect_state
+    from seam.state import supervisor_ran
+    conn = connect_state(pipeline)
+    try:
+        supervisor_ran(conn, pipeline.target.state_schema, pipeline.name, [], stop)
+    finally:
+        conn.close()
 
 
 def _await_parts(pipeline, stack: EmbeddedStack, timeout: float) -> None:

@@ -107,6 +107,14 @@ class PostgresTarget:
 
 
 @dataclass(frozen=True)
+class StreamConfig:
+    """How the stream is supervised (seam.supervise): the lag that fails the supervisor (and alerts), and
+    where detached stream parts write their output (empty: ``$SEAM_STREAM_LOG_DIR``, else ~/.seam/logs)."""
+    max_lag_seconds: float = 300.0
+    log_dir: str = ""
+
+
+@dataclass(frozen=True)
 class SparkConfig:
     master: str = "local[2]"
     jdbc_jar: str = "/usr/share/java/mariadb-java-client.jar"
@@ -152,6 +160,8 @@ class Pipeline:
     tables: tuple[TableConfig, ...]
     path: str = ""
     notify: Mapping[str, Any] = field(default_factory=dict)
+    stream: StreamConfig = field(default_factory=StreamConfig)
+    settlement: Any = None  # seam.settlement.Settlement: the nightly settlement, if the file has one
 
     def table(self, ref: str) -> TableConfig:
         """Find a table by ``db.table`` or by a table name unique in the pipeline."""
@@ -253,7 +263,9 @@ def parse_duration(value: Any) -> float:
 
 
 SNAPSHOT_METHODS = ("auto", "mariadb", "portable")
-_TOP = ("version", "name", "source", "kafka", "target", "spark", "defaults", "tables", "notify")
+_TOP = ("version", "name", "source", "kafka", "target", "spark", "defaults", "tables", "notify", "stream",
+        "settlement")
+_STREAM = ("max_lag_seconds", "log_dir")
 _SOURCE = ("type", "host", "port", "user", "password", "server_id", "snapshot")
 _KAFKA = ("bootstrap", "topic_prefix", "partitions", "max_unapplied_events", "max_unapplied_bytes")
 _TARGET = ("type", "host", "port", "database", "user", "password", "state_schema")
@@ -401,8 +413,22 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
         notify["email"] = {"to": to, "conn_id": r.string(email, "conn_id", "notify.email", "smtp_default"),
                            "subject": r.string(email, "subject", "notify.email", ""),
                            "from": r.string(email, "from", "notify.email", "seam@localhost")}
-    return Pipeline(name=r.string(top, "name", "", "pipeline"), source=mysql, kafka=kafka,
-                    target=target, spark=spark, tables=tuple(tables), path=source, notify=notify)
+    st = r.mapping(top.get("stream") or {}, "stream", _STREAM)
+    stream = StreamConfig(max_lag_seconds=_duration(r, st, "max_lag_seconds", "stream", StreamConfig.max_lag_seconds),
+                          log_dir=r.string(st, "log_dir", "stream", ""))
+    if stream.max_lag_seconds <= 0:
+        raise r.fail("stream.max_lag_seconds", "must be more than 0 (e.g. 5m)")
+    from seam import settlement as settlement_section
+    settlement = settlement_section.parse(top.get("settlement"), source)
+    pipeline = Pipeline(name=r.string(top, "name", "", "pipeline"), source=mysql, kafka=kafka, target=target,
+                        spark=spark, tables=tuple(tables), path=source, notify=notify, stream=stream,
+                        settlement=settlement)
+    for name in settlement.tables if settlement else ():
+        try:
+            pipeline.table(name)
+        except ConfigError as exc:
+            raise r.fail("settlement.tables", exc.message) from None
+    return pipeline
 
 
 def _checks(r: _Reader, raw: Any, path: str) -> dict[str, Any]:

@@ -35,14 +35,55 @@ class LoadError(RuntimeError):
     """A load did not commit; the message says what happened and what to do."""
 
 
+# a busy machine delays the executor's heartbeats: wait longer rather than log a timeout trace
+SPARK_CONF = {"spark.log.level": "WARN", "spark.ui.enabled": "false", "spark.executor.heartbeatInterval": "30s",
+              "spark.network.timeout": "600s"}
+
+
+def spark_job_script(job: str) -> str:
+    return str(PROJECT_ROOT / "spark_jobs" / f"{job}.py")
+
+
 def spark_submit_command(pipeline: Pipeline, job: str, args: list[str], script: Path | None = None) -> list[str]:
     """spark-submit of ``spark_jobs/<job>.py`` (or of ``script``) on the pipeline's master."""
     submit = Path(sys.executable).with_name("spark-submit")
     return [str(submit if submit.exists() else "spark-submit"), "--master", pipeline.spark.master,
-            "--jars", pipeline.spark.jdbc_jar, "--name", f"seam-{job}", "--conf", "spark.log.level=WARN",
-            "--conf", "spark.ui.enabled=false",
-            # a busy machine delays the executor's heartbeats: wait longer rather than log a timeout trace
-            "--conf", "spark.executor.heartbeatInterval=30s", "--conf", "spark.network.timeout=600s", str(script or PROJECT_ROOT / "spark_jobs" / f"{job}.py"), *args]
+            "--jars", pipeline.spark.jdbc_jar, "--name", f"seam-{job}",
+            *[a for k, v in SPARK_CONF.items() for a in ("--conf", f"{k}={v}")], str(script or spark_job_script(job)),
+            *args]
+
+
+class Child:
+    """A process a load started in its own session (the sink, or spark-submit run from here): stopped as a
+    group, so that a JVM and the Python driver under it go together."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def stop(self, grace_s: float = 30.0) -> None:
+        if self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+        except ProcessLookupError:
+            pass
+
+
+# How a load runs its Spark job: (job, job arguments) -> something with poll() (None while it runs, else its
+# exit code), stop() and pid. The default runs spark-submit here; Airflow's operators pass one that runs it
+# through the apache-spark provider (the ``seam_spark`` connection decides local[*], spark://, yarn, k8s).
+SparkSubmit = Callable[[str, list[str]], object]
 
 
 def job_env() -> dict[str, str]:
@@ -132,9 +173,12 @@ def cascade_groups(pipeline: Pipeline, tables: list[TableConfig]) -> list[list[T
 
 def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: str | None = None,
               say: Callable[[str], None] = print, timeout: float = 3600, progress_every: float = 3.0,
-              stall_after: float = 300.0, rejected_retries: int = 1, log: logging.Logger | None = None) -> list[dict]:
+              stall_after: float = 300.0, rejected_retries: int = 1, log: logging.Logger | None = None,
+              submit: SparkSubmit | None = None, children: list | None = None) -> list[dict]:
     """Load each table fully; returns one summary per table. Raises LoadError if any batch did not commit.
-    A rejected batch (its END disagrees with what reached the sink) is loaded again ``rejected_retries`` times."""
+    A rejected batch (its END disagrees with what reached the sink) is loaded again ``rejected_retries`` times.
+    ``submit`` runs the Spark job (default: spark-submit here); what the load starts is in ``children``
+    while it runs, so that the caller can stop it all (an Airflow task's on_kill)."""
     for table in tables:  # every check before anything is published: a bad table changes nothing
         prepare(pipeline, table)
     lines, tables, reach = cascades_followed(pipeline, tables)
@@ -147,7 +191,7 @@ def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: s
         job_args = [a for t in todo for a in ("--table", t.name, "--batch", batches[t.name])]
         results.update(_run_batches(pipeline, todo, batches, "full_load", job_args, pipeline_path=pipeline_path,
                                     say=say, timeout=timeout, progress_every=progress_every, stall_after=stall_after,
-                                    log=log))
+                                    log=log, submit=submit, children=children))
         # a batch whose END disagrees with what reached the sink lost messages on the way (a broker that lost
         # data): it was rejected, nothing of it is visible, and a new batch is the remedy
         rejected = [t for t in todo if results[t.name]["state"] == "rejected"]
@@ -174,9 +218,11 @@ def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: s
 
 def incremental_load(pipeline: Pipeline, tables: list[TableConfig], *, start: str | None = None,
                      end: str | None = None, pipeline_path: str | None = None, say: Callable[[str], None] = print,
-                     timeout: float = 3600, progress_every: float = 3.0, log: logging.Logger | None = None) -> list[dict]:
+                     timeout: float = 3600, progress_every: float = 3.0, log: logging.Logger | None = None,
+                     submit: SparkSubmit | None = None, children: list | None = None) -> list[dict]:
     """Load one window per table (see ``seam.incremental``); returns one summary per table. Windows of the same
-    table are serialised (an advisory lock per table in the target), whoever starts them."""
+    table are serialised (an advisory lock per table in the target), whoever starts them. ``submit`` and
+    ``children`` as for ``full_load``."""
     conn = connect_state(pipeline)
     for table in sorted(tables, key=lambda t: t.name):  # windows of one table never run at once: wait our turn
         got = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 54011))", (table.name,)).fetchone()[0]
@@ -185,13 +231,14 @@ def incremental_load(pipeline: Pipeline, tables: list[TableConfig], *, start: st
             conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 54011))", (table.name,))
     try:
         return _incremental_locked(pipeline, tables, conn, start=start, end=end, pipeline_path=pipeline_path,
-                                   say=say, timeout=timeout, progress_every=progress_every, log=log)
+                                   say=say, timeout=timeout, progress_every=progress_every, log=log, submit=submit,
+                                   children=children)
     finally:
         conn.close()  # releases the table locks
 
 
 def _incremental_locked(pipeline: Pipeline, tables: list[TableConfig], conn, *, start, end, pipeline_path, say,
-                        timeout, progress_every, log) -> list[dict]:
+                        timeout, progress_every, log, submit=None, children=None) -> list[dict]:
     from seam.incremental import plan_window
 
     windows = {}
@@ -208,7 +255,8 @@ def _incremental_locked(pipeline: Pipeline, tables: list[TableConfig], conn, *, 
     job_args = [a for t in tables for a in ("--table", t.name, "--batch", batches[t.name],
                                             "--window", json.dumps(windows[t.name].__dict__))]
     results = _run_batches(pipeline, tables, batches, "incremental_load", job_args, pipeline_path=pipeline_path,
-                           say=say, timeout=timeout, progress_every=progress_every, stall_after=300.0, log=log)
+                           say=say, timeout=timeout, progress_every=progress_every, stall_after=300.0, log=log,
+                           submit=submit, children=children)
     failed = []
     for t in tables:
         r = results[t.name]
@@ -226,9 +274,11 @@ def _incremental_locked(pipeline: Pipeline, tables: list[TableConfig], conn, *, 
 
 def _run_batches(pipeline: Pipeline, tables: list[TableConfig], batches: dict[str, str], job: str,
                  job_args: list[str], *, pipeline_path: str | None, say: Callable[[str], None], timeout: float,
-                 progress_every: float, stall_after: float, log: logging.Logger | None = None) -> dict[str, dict]:
+                 progress_every: float, stall_after: float, log: logging.Logger | None = None,
+                 submit: SparkSubmit | None = None, children: list | None = None) -> dict[str, dict]:
     """Run the Spark publishing job and a sink (unless one runs) until every batch is final. With ``log``
     their output goes to it line by line at each line's own level (else to this process's stdout/stderr)."""
+    children = [] if children is None else children
     output = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace") if log else {}
     topics = [table_topic(pipeline, t) for t in tables]
     ensure_topics(pipeline, topics)
@@ -236,19 +286,32 @@ def _run_batches(pipeline: Pipeline, tables: list[TableConfig], batches: dict[st
     started = time.time()
 
     sink = None
-    if not all(_sink_running(conn, topic) for topic in topics):
-        sink_cmd = [sys.executable, "-m", "seam.cli", "sink", *(["--pipeline", pipeline_path] if pipeline_path else []),
-                    *[a for t in tables for a in ("--table", t.name)],
-                    *[a for b in batches.values() for a in ("--until-batch", b)], "--timeout", str(timeout)]
-        sink = subprocess.Popen(sink_cmd, env=job_env(), start_new_session=True, **output)
-        if log:
-            relay_output(sink, log)
-    job_args = [*(["--pipeline", pipeline_path] if pipeline_path else []), *job_args]
-    spark = subprocess.Popen(spark_submit_command(pipeline, job, job_args), env=job_env(),
-                             start_new_session=True, **output)
-    if log:
-        relay_output(spark, log)
-    say(f"spark job pid {spark.pid}" + (f", sink pid {sink.pid}" if sink else ", applied by the running sink"))
+    try:
+        if not all(_sink_running(conn, topic) for topic in topics):
+            sink_cmd = [sys.executable, "-m", "seam.cli", "sink",
+                        *(["--pipeline", pipeline_path] if pipeline_path else []),
+                        *[a for t in tables for a in ("--table", t.name)],
+                        *[a for b in batches.values() for a in ("--until-batch", b)], "--timeout", str(timeout)]
+            sink = Child(subprocess.Popen(sink_cmd, env=job_env(), start_new_session=True, **output))
+            children.append(sink)
+            if log:
+                relay_output(sink.proc, log)
+        job_args = [*(["--pipeline", pipeline_path] if pipeline_path else []), *job_args]
+        if submit is None:
+            spark = Child(subprocess.Popen(spark_submit_command(pipeline, job, job_args), env=job_env(),
+                                           start_new_session=True, **output))
+            if log:
+                relay_output(spark.proc, log)
+        else:
+            spark = submit(job, job_args)
+        children.append(spark)
+    except BaseException:  # nothing this load started may outlive it
+        for child in children:
+            child.stop()
+        conn.close()
+        raise
+    say(("spark job started" if submit is not None else f"spark job pid {spark.pid}")
+        + (f", sink pid {sink.pid}" if sink else ", applied by the running sink"))
 
     results: dict[str, dict] = {}
     last_report, last_rows = started, 0
@@ -272,7 +335,7 @@ def _run_batches(pipeline: Pipeline, tables: list[TableConfig], batches: dict[st
                 say("a running sink took the topics first: it applies the batch")
                 sink = None
             if sink is not None and sink.poll() is not None:
-                raise LoadError(f"the sink stopped (exit {sink.returncode}) before the batch committed; "
+                raise LoadError(f"the sink stopped (exit {sink.poll()}) before the batch committed; "
                                 f"run `seam sink {' '.join('--table ' + t.name for t in tables)}` to finish "
                                 "applying it, the target keeps the previous data meanwhile")
             if time.time() - started > timeout:
@@ -294,15 +357,15 @@ def _run_batches(pipeline: Pipeline, tables: list[TableConfig], batches: dict[st
                 if staged != last_rows:
                     last_progress = time.time()
                 last_report, last_rows = time.time(), staged
-        spark.wait(timeout=120)
+        deadline = time.time() + 120
+        while spark.poll() is None and time.time() < deadline:
+            time.sleep(0.2)
     finally:
-        for proc in (spark, sink):
-            if proc is not None and proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
+        for child in (spark, sink):
+            if child is not None:
+                child.stop()
+                if child in children:
+                    children.remove(child)
         conn.close()
 
     elapsed = time.time() - started

@@ -99,6 +99,14 @@ def table_state(conn, schema: str, db: str, table: str) -> tuple[Position, str |
     return None if row is None else (Position(row[0], row[1], row[2]), row[3])
 
 
+def applied_source_time(conn, schema: str, db: str, table: str) -> tuple[int | None, str | None] | None:
+    """When (source time, epoch ms) the table's applied position was written at the source, and why its
+    stream stopped (None: running); None if the target has no position for it."""
+    row = conn.execute(f"SELECT source_ms, stopped FROM {qi(schema)}.positions WHERE db = %s AND tbl = %s",
+                       (db, table)).fetchone()
+    return None if row is None else (row[0], row[1])
+
+
 def record_cascade(conn, schema: str, db: str, table: str, at: Position, rows: list) -> None:
     """What a cascade at ``at`` changed in a table: ``[deleted, old, new]`` per row (column -> text)."""
     conn.execute(f"INSERT INTO {qi(schema)}.cascade_rows (db, tbl, file, file_no, pos, row_index, rows) "
@@ -151,6 +159,20 @@ def part_failed(conn, schema: str, pipeline: str, part: str, error: str) -> None
 def part_stopped(conn, schema: str, pipeline: str, part: str) -> None:
     conn.execute(f"UPDATE {qi(schema)}.stream_parts SET stopped_at = now() WHERE pipeline = %s AND part = %s",
                  (pipeline, part))
+
+
+def supervisor_ran(conn, schema: str, pipeline: str, problems: list[str], stop: bool | None) -> None:
+    """The stream supervisor's own heartbeat (part ``supervisor``) with its problems, if any; ``stop`` True
+    records that the stream was stopped on request (a scheduled supervisor leaves it stopped), False that
+    it was started (None: as it was)."""
+    conn.execute(
+        f"INSERT INTO {qi(schema)}.stream_parts (pipeline, part, host, pid, started_at, beat_at, last_error, "
+        "stopped_at) VALUES (%s, 'supervisor', %s, %s, now(), now(), %s, CASE WHEN %s THEN now() END) "
+        "ON CONFLICT (pipeline, part) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid, beat_at = now(), "
+        "last_error = EXCLUDED.last_error, stopped_at = CASE WHEN %s THEN now() WHEN %s THEN NULL "
+        "ELSE stream_parts.stopped_at END",
+        (pipeline, socket.gethostname(), os.getpid(), "; ".join(problems)[:1000] or None, bool(stop), stop is True,
+         stop is False))
 
 
 def part_states(conn, schema: str, pipeline: str) -> dict[str, dict]:

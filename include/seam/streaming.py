@@ -362,6 +362,7 @@ class ChangeReader:
         log.info("reading the binlog from %s for %s", start, ", ".join(sorted(f.table.name for f in
                                                                              self.followed.values())))
         last_beat = last_poll = time.monotonic()
+        between = True
         try:
             for item in reader:
                 between = True
@@ -395,6 +396,9 @@ class ChangeReader:
                     last_poll = time.monotonic()
                 if should_stop():
                     break
+            else:  # the binlog's end (until_idle): every table is current up to here, say so
+                if between and reader.here:
+                    self._heartbeats(publisher, reader.here)
         except pymysql.err.OperationalError as exc:
             if exc.args and exc.args[0] == SAME_SERVER_ID:
                 raise StreamError(_clash(src.server_id, "another binlog reader (it took over this one's "

@@ -55,6 +55,59 @@ class SeamSparkJobOperator(SparkSubmitOperator):
         return super().execute(context)
 
 
+class ProviderSpark:
+    """A load's Spark job through the apache-spark provider: ``SparkSubmitHook`` with the ``seam_spark``
+    connection (its master: local[*] on the embedded stack, spark:// in docker-compose, yarn, k8s), run in a
+    thread so that the load can watch the ledger meanwhile. A job here is ``seam.loads.SparkSubmit``'s."""
+
+    def __init__(self, conn_id: str, env: dict[str, str]) -> None:
+        self.conn_id, self.env = conn_id, env
+
+    def __call__(self, job: str, args: list[str]) -> "_ProviderJob":
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+        from seam.loads import SPARK_CONF, spark_job_script
+
+        hook = SparkSubmitHook(conn_id=self.conn_id, name=f"seam-{job}", conf=dict(SPARK_CONF),
+                               jars=self.env.get("SEAM_JDBC_JAR", DEFAULT_JDBC_JAR), application_args=args,
+                               env_vars=self.env)
+        return _ProviderJob(hook, spark_job_script(job))
+
+
+class _ProviderJob:
+    def __init__(self, hook, application: str) -> None:
+        import threading
+
+        self.hook, self.error = hook, None
+        self.thread = threading.Thread(target=self._run, args=(application,), name="spark-submit", daemon=True)
+        self.thread.start()
+
+    def _run(self, application: str) -> None:
+        try:
+            # its own session: stop() takes the JVM and the Python driver under it together
+            self.hook.submit(application, start_new_session=True)
+        except Exception as exc:  # noqa: BLE001 - the load reports the failed job; the hook logged its output
+            self.error = exc
+
+    @property
+    def pid(self) -> int | None:
+        proc = getattr(self.hook, "_submit_sp", None)
+        return proc.pid if proc is not None else None
+
+    def poll(self) -> int | None:
+        return None if self.thread.is_alive() else (1 if self.error else 0)
+
+    def stop(self) -> None:
+        import signal
+
+        self.hook.on_kill()  # the provider's own kill (a driver on a cluster, a YARN application)
+        if self.pid is not None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.thread.join(timeout=30)
+
+
 class SeamFullLoadOperator(BaseOperator):
     """Full load of one pipeline table (``seam load full``): Spark snapshot -> Kafka -> sink -> PostgreSQL.
     ``with_tables`` load in the same run, ordered parents first (the levels below a cascade's middle level).
@@ -67,27 +120,41 @@ class SeamFullLoadOperator(BaseOperator):
 
     def __init__(self, *, table: str, with_tables: Sequence[str] = (), pipeline: str | None = None,
                  mysql_conn_id: str = "seam_mysql", kafka_conn_id: str = "seam_kafka",
-                 target_conn_id: str = "seam_target", timeout: float = 3600, **kwargs: Any) -> None:
+                 target_conn_id: str = "seam_target", spark_conn_id: str = "seam_spark", timeout: float = 3600,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.table = table
         self.with_tables = list(with_tables)  # loaded in the same run (levels below ``table``'s cascades)
         self.pipeline = pipeline
         self.timeout = timeout
+        self.spark_conn_id = spark_conn_id
         self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
                                   target_conn_id=target_conn_id)
+        self._started: list = []  # what the running load started (the Spark job, the sink): on_kill stops it
 
     def execute(self, context) -> dict:
-        from seam.loads import full_load
+        from seam.loads import full_load, job_env
 
         hook = SeamHook(**self.hook_conn_ids)
-        os.environ.update(hook.job_env())  # for the spark-submit and sink processes this task starts
+        os.environ.update(hook.job_env())  # for the sink process this task starts
         with bad_input_fails_at_once():
             pipeline = hook.load_pipeline(self.pipeline or None)
             tables = [pipeline.table(name) for name in (self.table, *self.with_tables)]
         summaries = full_load(pipeline, tables, pipeline_path=pipeline.path, timeout=self.timeout,
-                              say=self.log.info, log=self.log)
+                              say=self.log.info, log=self.log, children=self._started,
+                              submit=ProviderSpark(self.spark_conn_id, job_env()))
         plain = [{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in s.items()} for s in summaries]
         return plain[0] if len(plain) == 1 else plain
+
+    def on_kill(self) -> None:
+        stop_started(self._started, self.log)
+
+
+def stop_started(started: list, log) -> None:
+    """Stop what a load started (an Airflow task killed from the UI): its unfinished batch stays invisible."""
+    for child in list(started):
+        log.info("stopping %s (pid %s)", type(child).__name__, getattr(child, "pid", None))
+        child.stop()
 
 
 class SeamIncrementalLoadOperator(BaseOperator):
@@ -101,14 +168,20 @@ class SeamIncrementalLoadOperator(BaseOperator):
 
     def __init__(self, *, table: str, start: str | None = None, end: str | None = None,
                  pipeline: str | None = None, mysql_conn_id: str = "seam_mysql", kafka_conn_id: str = "seam_kafka",
-                 target_conn_id: str = "seam_target", timeout: float = 3600, **kwargs: Any) -> None:
+                 target_conn_id: str = "seam_target", spark_conn_id: str = "seam_spark", timeout: float = 3600,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.table, self.start, self.end, self.pipeline, self.timeout = table, start, end, pipeline, timeout
+        self.spark_conn_id = spark_conn_id
         self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
                                   target_conn_id=target_conn_id)
+        self._started: list = []
+
+    def on_kill(self) -> None:
+        stop_started(self._started, self.log)
 
     def execute(self, context) -> dict:
-        from seam.loads import incremental_load
+        from seam.loads import incremental_load, job_env
 
         hook = SeamHook(**self.hook_conn_ids)
         os.environ.update(hook.job_env())
@@ -117,7 +190,8 @@ class SeamIncrementalLoadOperator(BaseOperator):
             table = pipeline.table(self.table)
         (summary,) = incremental_load(pipeline, [table], start=self.start or None, end=self.end or None,
                                       pipeline_path=pipeline.path, timeout=self.timeout, say=self.log.info,
-                                      log=self.log)
+                                      log=self.log, children=self._started,
+                                      submit=ProviderSpark(self.spark_conn_id, job_env()))
         return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in summary.items()}
 
 
@@ -144,8 +218,6 @@ class SeamValidateOperator(BaseOperator):
         from airflow.sdk.exceptions import AirflowFailException
         from seam.validation import Scope, validate_tables
 
-        from seam_airflow.notifiers import pipeline_notifiers
-
         with bad_input_fails_at_once():
             pipeline = SeamHook(**self.hook_conn_ids).load_pipeline(self.pipeline or None)
             table = pipeline.table(self.table)
@@ -154,16 +226,145 @@ class SeamValidateOperator(BaseOperator):
         summary = {k: v for k, v in report.as_dict().items() if k not in ("differences", "buckets")}
         if report.verdict == "equal":
             return summary
-        ti = context["ti"]
         payload = {"pipeline": pipeline.name, "table": table.name, "problem": f"validation {report.verdict}",
                    "detail": report.summary(), "verdict": report.verdict, "missing": report.missing,
                    "extra": report.extra, "different": report.different, "report": report.html,
-                   "dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id,
                    "keys": [d.key for d in report.differences[:10]]}
-        for notifier in pipeline_notifiers(pipeline.notify, subject=f"Seam: {report.summary()[:150]}",
-                                           payload=payload, html=report.to_html()):
-            try:
-                notifier.notify(context)
-            except Exception as exc:  # one unreachable receiver must not silence the others
-                self.log.error("notifier %s failed: %s", type(notifier).__name__, exc)
+        notify(pipeline, context, subject=f"Seam: {report.summary()[:150]}", payload=payload,
+               html=report.to_html(), log=self.log)
         raise AirflowFailException(report.summary())
+
+
+class SeamStreamOperator(BaseOperator):
+    """Keep a pipeline's stream running (``seam.supervise``): ``action`` ensure (start what is down), start,
+    stop or restart the change reader and the streaming sink, which run detached from the worker. Logs each
+    table's lag; fails without retrying, and notifies the pipeline's notifiers once, when a part did not come
+    up, a table is STOPPED or lags more than ``stream.max_lag_seconds``. Returns parts, actions and lags."""
+
+    template_fields: Sequence[str] = ("action", "tables", "pipeline")
+
+    def __init__(self, *, action: str = "ensure", tables: Sequence[str] = (), pipeline: str | None = None,
+                 mysql_conn_id: str = "seam_mysql", kafka_conn_id: str = "seam_kafka",
+                 target_conn_id: str = "seam_target", start_timeout: float = 180, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.action, self.tables, self.pipeline, self.start_timeout = action, tables, pipeline, start_timeout
+        self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
+                                  target_conn_id=target_conn_id)
+
+    def execute(self, context) -> dict:
+        from airflow.sdk.exceptions import AirflowFailException
+        from seam.config import ConfigError
+        from seam.supervise import ACTIONS, lag_lines, supervise
+
+        hook = SeamHook(**self.hook_conn_ids)
+        with bad_input_fails_at_once():
+            pipeline = hook.load_pipeline(self.pipeline or None)
+            tables = [pipeline.table(name) for name in self.tables or ()]
+            if self.action not in ACTIONS:
+                raise ConfigError("action", f"{self.action!r} is not one of {', '.join(ACTIONS)}")
+        health = supervise(pipeline, action=self.action, tables=tables or None, env=hook.job_env(),
+                           start_timeout=self.start_timeout, say=self.log.info)
+        for part, state in health.parts.items():
+            self.log.info("%s: %s, pid %s on %s, last heartbeat %.0fs ago", part, state["state"].upper(),
+                          state["pid"], state["host"], state["beat_age"])
+        for line in lag_lines(health):
+            self.log.info("%s", line)
+        result = {"actions": health.actions, "problems": health.problems,
+                  "parts": {p: s["state"] for p, s in health.parts.items()},
+                  "lags": [{"table": lag.table, "seconds": lag.behind_seconds, "events": lag.behind_events,
+                            "stopped": lag.stopped} for lag in health.lags]}
+        if health.healthy:
+            return result
+        problem = "; ".join(health.problems)
+        notify(pipeline, context, subject=f"Seam stream {pipeline.name}: {problem[:150]}",
+               payload={"pipeline": pipeline.name, "problem": "stream unhealthy", "detail": problem, **result},
+               log=self.log)
+        raise AirflowFailException(f"stream of {pipeline.name} unhealthy: {problem}")
+
+    def on_kill(self) -> None:
+        # the parts are detached by design (they must outlive this task); only the waiting stops
+        self.log.info("the stream's parts keep running; trigger seam_stream with action=stop to stop them")
+
+
+def notify(pipeline, context, *, subject: str, payload: dict, html: str | None = None, log=None) -> None:
+    """Send ``payload`` to every notifier of the pipeline (``notify:``); one failing must not silence the others."""
+    from seam_airflow.notifiers import pipeline_notifiers
+
+    ti = context["ti"]
+    payload = {**payload, "dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id}
+    for notifier in pipeline_notifiers(pipeline.notify, subject=subject, payload=payload, html=html):
+        try:
+            notifier.notify(context)
+        except Exception as exc:  # noqa: BLE001
+            if log is not None:
+                log.error("notifier %s failed: %s", type(notifier).__name__, exc)
+
+
+class SeamSettlementOperator(BaseOperator):
+    """Settle one table's business day (``seam.settlement``): a table kept current by windows loads the day's
+    window (start, end]; a streamed table must have applied the source past the day's end (else the task
+    fails and retries: the stream may be catching up). Then the day is validated with the table's checks
+    (column sums must agree to the cent): a mismatch fails without retrying and notifies the pipeline's
+    notifiers. Success emits the table's Asset (``seam://<pipeline>/<db>/<table>``) through the
+    ``seam_settlement`` asset alias, for downstream DAGs."""
+
+    template_fields: Sequence[str] = ("table", "day", "start", "end", "day_end", "pipeline")
+    ALIAS = "seam_settlement"
+
+    def __init__(self, *, table: str, day: str, start: str, end: str, day_end: str, pipeline: str | None = None,
+                 mysql_conn_id: str = "seam_mysql", kafka_conn_id: str = "seam_kafka",
+                 target_conn_id: str = "seam_target", spark_conn_id: str = "seam_spark", timeout: float = 3600,
+                 limit: int = 50, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.table, self.day, self.start, self.end, self.day_end = table, day, start, end, day_end
+        self.pipeline, self.timeout, self.limit = pipeline, timeout, limit
+        self.spark_conn_id = spark_conn_id
+        self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
+                                  target_conn_id=target_conn_id)
+        self._started: list = []
+
+    def execute(self, context) -> dict:
+        import datetime as dt
+
+        from airflow.sdk.exceptions import AirflowException, AirflowFailException
+        from seam.loads import incremental_load, job_env
+        from seam.settlement import stream_passed
+        from seam.validation import Scope, validate_tables
+
+        hook = SeamHook(**self.hook_conn_ids)
+        os.environ.update(hook.job_env())
+        with bad_input_fails_at_once():
+            pipeline = hook.load_pipeline(self.pipeline or None)
+            table = pipeline.table(self.table)
+        day, start, end = self.day, self.start, self.end
+        self.log.info("settling %s for business day %s: cursor window (%s, %s]", table.name, day, start, end)
+        if table.sync == "windows":
+            (summary,) = incremental_load(pipeline, [table], start=start, end=end, pipeline_path=pipeline.path,
+                                          timeout=self.timeout, say=self.log.info, log=self.log,
+                                          children=self._started, submit=ProviderSpark(self.spark_conn_id, job_env()))
+            if summary.get("clamped"):
+                raise AirflowException(f"{table.name}: the day's end is within the table's safety delay of the "
+                                       "source's clock; the window was clamped, settlement retries later")
+        else:
+            behind = stream_passed(pipeline, table, dt.datetime.fromisoformat(self.day_end))
+            if behind:
+                raise AirflowException(behind)  # retried: the stream may still be catching up
+        (report,) = validate_tables(pipeline, [table], Scope(window=(start, end) if table.cursor else None),
+                                    limit=self.limit, say=self.log.info)
+        summary = {k: v for k, v in report.as_dict().items() if k not in ("differences", "buckets")}
+        if report.verdict == "equal":
+            from airflow.sdk import Asset, AssetAlias
+
+            self.log.info("%s: business day %s settled: %s", table.name, day, report.summary())
+            context["outlet_events"][AssetAlias(self.ALIAS)].add(
+                Asset(name=f"seam.{pipeline.name}.{table.name}", uri=f"seam://{pipeline.name}/{table.db}/{table.table}"),
+                extra={"day": day})
+            return {"day": day, **summary}
+        notify(pipeline, context, subject=f"Seam settlement {day}: {report.summary()[:150]}",
+               payload={"pipeline": pipeline.name, "table": table.name, "day": day,
+                        "problem": f"settlement {report.verdict}", "detail": report.summary(),
+                        "keys": [d.key for d in report.differences[:10]]}, html=report.to_html(), log=self.log)
+        raise AirflowFailException(f"settlement of {day}: {report.summary()}")
+
+    def on_kill(self) -> None:
+        stop_started(self._started, self.log)

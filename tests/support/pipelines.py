@@ -6,10 +6,13 @@ import yaml
 from seam.config import load_pipeline
 
 
-def pipeline_file(tmp_path_factory, name: str, tables: list[dict], **top) -> str:
-    """A copy of the default pipeline with ``tables``, its own topic prefix, and top-level overrides."""
+def pipeline_file(tmp_path_factory, name: str, tables: list[dict], pipeline_name: str | None = None, **top) -> str:
+    """A copy of the default pipeline with ``tables``, its own topic prefix, and top-level overrides
+    (``pipeline_name``: the pipeline's own name, which keys its stream parts)."""
     doc = yaml.safe_load(open(load_pipeline().path))
     doc["tables"] = tables
+    if pipeline_name:
+        doc["name"] = pipeline_name
     doc["kafka"]["topic_prefix"] = f"seam.{name}"
     doc.update(top)
     path = tmp_path_factory.mktemp(name) / "pipeline.yaml"

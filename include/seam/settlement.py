@@ -1,0 +1,139 @@
+"""Nightly settlement: which business day a run settles and that day's window, from the pipeline file's
+``settlement:`` section::
+
+    settlement:
+      schedule: "0 2 * * *"            # cron, in ``timezone``
+      timezone: Asia/Shanghai          # the settlement time zone: where a business day begins and ends
+      source_timezone: UTC             # how the source's cursor columns (DATETIME) are written
+      business_days: [mon, tue, wed, thu, fri]
+      holidays: ["2026-10-01"]         # not business days
+      tables: [demo.payments, demo.accounts]
+
+A run at time T settles the last business day before T's date (in ``timezone``): a run at 02:00 on a
+Monday settles Friday. Its window is (day 00:00, next day 00:00] in ``timezone``, written in the source's
+time zone for the cursor (the same half-open tiling as the incremental windows: consecutive days neither
+overlap nor leave a gap). The section is read without the pipeline's secrets (``read``), so that the
+``seam_settlement`` DAG can take its schedule from it at parse time.
+
+Delivery guarantee: none of its own; the loads and validations a settlement runs keep theirs.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+
+from seam.config import ConfigError
+
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_KEYS = ("schedule", "timezone", "source_timezone", "business_days", "holidays", "tables")
+
+
+@dataclass(frozen=True)
+class Settlement:
+    schedule: str
+    timezone: str
+    source_timezone: str
+    business_days: tuple[int, ...]  # Monday 0
+    holidays: frozenset[dt.date]
+    tables: tuple[str, ...]
+
+    def settled_day(self, at: dt.datetime) -> dt.date:
+        """The last business day before ``at``'s date in the settlement time zone."""
+        day = at.astimezone(ZoneInfo(self.timezone)).date() - dt.timedelta(days=1)
+        while day.weekday() not in self.business_days or day in self.holidays:
+            day -= dt.timedelta(days=1)
+        return day
+
+    def window(self, day: dt.date) -> tuple[str, str]:
+        """(start, end] of ``day`` for the cursor: midnight to midnight in the settlement time zone, written
+        as naive timestamps in the source's time zone."""
+        zone, source = ZoneInfo(self.timezone), ZoneInfo(self.source_timezone)
+        start = dt.datetime.combine(day, dt.time(), zone)
+        end = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), zone)
+        return tuple(t.astimezone(source).replace(tzinfo=None).isoformat(sep=" ") for t in (start, end))
+
+    def day_end(self, day: dt.date) -> dt.datetime:
+        return dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), ZoneInfo(self.timezone))
+
+
+def parse(raw, path: str = "<pipeline>") -> Settlement | None:
+    """The ``settlement:`` section (None when there is none); a bad field is one ConfigError naming it."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ConfigError("settlement", "must be a mapping (schedule, timezone, tables, ...)", path)
+    unknown = sorted(set(raw) - set(_KEYS))
+    if unknown:
+        raise ConfigError(f"settlement.{unknown[0]}", f"unknown field; known: {', '.join(_KEYS)}", path)
+    schedule = str(raw.get("schedule", "0 2 * * *"))
+    if len(schedule.split()) != 5:
+        raise ConfigError("settlement.schedule", f"{schedule!r} is not a cron expression (e.g. '0 2 * * *')", path)
+    zones = {}
+    for key in ("timezone", "source_timezone"):
+        name = str(raw.get(key, "UTC"))
+        try:
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ConfigError(f"settlement.{key}", f"{name!r} is not a time zone (e.g. Asia/Shanghai, UTC)", path) \
+                from None
+        zones[key] = name
+    days = raw.get("business_days", list(DAYS[:5]))
+    if not isinstance(days, list) or not days or any(str(d).lower()[:3] not in DAYS for d in days):
+        raise ConfigError("settlement.business_days", f"{days!r}: list days as {', '.join(DAYS)}", path)
+    holidays = set()
+    for value in raw.get("holidays") or []:
+        try:
+            holidays.add(value if isinstance(value, dt.date) else dt.date.fromisoformat(str(value)))
+        except ValueError:
+            raise ConfigError("settlement.holidays", f"{value!r} is not a date (YYYY-MM-DD)", path) from None
+    tables = raw.get("tables")
+    if not isinstance(tables, list) or not tables or not all(isinstance(t, str) for t in tables):
+        raise ConfigError("settlement.tables", "list the db.table names to settle", path)
+    return Settlement(schedule=schedule, timezone=zones["timezone"], source_timezone=zones["source_timezone"],
+                      business_days=tuple(sorted({DAYS.index(str(d).lower()[:3]) for d in days})),
+                      holidays=frozenset(holidays), tables=tuple(tables))
+
+
+def read(path: str | Path) -> Settlement | None:
+    """The settlement section of a pipeline file, read without its secrets (for a DAG at parse time)."""
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return None  # the file itself is checked, with a clear error, when a task loads the pipeline
+    return parse((doc or {}).get("settlement"), str(path)) if isinstance(doc, dict) else None
+
+
+def stream_passed(pipeline, table, day_end: dt.datetime) -> str | None:
+    """None when the stream has applied the source past ``day_end`` for ``table``; else why not, one line."""
+    from seam.sink import connect_state
+    from seam.state import applied_source_time
+
+    conn = connect_state(pipeline)
+    try:
+        found = applied_source_time(conn, pipeline.target.state_schema, table.db, table.table)
+    finally:
+        conn.close()
+    if found is None:
+        return f"{table.name} has no committed full load: run `seam load full {table.name}`"
+    source_ms, stopped = found
+    if stopped:
+        return f"{table.name}: its stream is STOPPED ({stopped})"
+    if source_ms is None or source_ms < day_end.timestamp() * 1000:
+        at = "nothing yet" if source_ms is None else \
+            dt.datetime.fromtimestamp(source_ms / 1000, dt.timezone.utc).isoformat(timespec="seconds")
+        return (f"{table.name}: the stream has applied the source up to {at}, not past the day's end "
+                f"{day_end.isoformat()}; is the stream running (seam_stream)?")
+    return None
+
+
+def pipeline_name(path: str | Path) -> str:
+    """A pipeline file's ``name`` (for Asset names at DAG parse time), without reading its secrets."""
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return "pipeline"
+    return str(doc.get("name") or "pipeline") if isinstance(doc, dict) else "pipeline"

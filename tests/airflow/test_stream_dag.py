@@ -1,0 +1,145 @@
+"""The stream supervisor DAG (``seam_stream``) in real Airflow DAG runs (``dag.test`` against the embedded
+stack's Airflow metadata database): it starts the reader and the streaming sink detached, a sink killed
+with SIGKILL is started again by the next run and the stream catches up (validation EQUAL), a table the
+stream had to stop fails the run and alerts once, a stop is kept by later scheduled runs, and a typo in a
+Param fails the task with one line."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import psycopg
+import pytest
+
+from seam import demo
+from seam.config import load_pipeline
+from seam.supervise import _group
+from tests.support.pipelines import pipeline_file
+
+DB = "streamdag_test"
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+RUN_DAG = """
+import json, sys
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder=sys.argv[1])
+dag = bag.get_dag("seam_stream")
+run = dag.test(run_conf=json.loads(sys.argv[2]))
+states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+print("RESULT " + json.dumps({"state": str(run.state), "tasks": states}))
+"""
+
+
+@pytest.fixture()
+def webhook():
+    posts = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self):
+            posts.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    http = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    yield {"url": f"http://127.0.0.1:{http.server_address[1]}/alerts", "posts": posts}
+    http.shutdown()
+
+
+def _run(stack, conf: dict) -> dict:
+    env = {**os.environ, **stack.airflow_env()}
+    dags = str(stack.airflow_env()["AIRFLOW__CORE__DAGS_FOLDER"])
+    out = subprocess.run([sys.executable, "-c", RUN_DAG, dags, json.dumps(conf)], capture_output=True, text=True,
+                         timeout=600, env=env)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, out.stdout[-3000:] + out.stderr[-5000:]
+    return {**json.loads(lines[-1][len("RESULT "):]), "log": out.stdout + out.stderr}
+
+
+def _seam(path: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _parts(pipeline) -> dict:
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        rows = conn.execute("SELECT part, pid, stopped_at IS NOT NULL FROM seam.stream_parts WHERE pipeline = %s",
+                            (pipeline.name,)).fetchall()
+    return {part: (pid, stopped) for part, pid, stopped in rows}
+
+
+def _write(first_id: int, rows: int) -> None:
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO ledger VALUES (%s, %s, %s)", [(i, f"{i}.10", "new") for i in
+                                                                  range(first_id, first_id + rows)])
+        cur.execute("UPDATE ledger SET amount = amount + 1 WHERE id %% 7 = 0")
+        cur.execute("DELETE FROM ledger WHERE id %% 11 = 0")
+    conn.close()
+
+
+def test_supervisor_starts_restarts_alerts_and_stops_the_stream(airflow_stack, tmp_path_factory, webhook):
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"])
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{DB}`")
+        cur.execute(f"CREATE DATABASE `{DB}`")
+        cur.execute(f"CREATE TABLE `{DB}`.ledger (id INT PRIMARY KEY, amount DECIMAL(18,2), note VARCHAR(20))")
+        cur.executemany(f"INSERT INTO `{DB}`.ledger VALUES (%s, %s, %s)", [(i, f"{i}.25", "old") for i in range(1, 301)])
+    conn.close()
+    logs = tmp_path_factory.mktemp("stream-logs")
+    path = pipeline_file(tmp_path_factory, "streamdag", [{"name": f"{DB}.ledger", "key": ["id"]}], pipeline_name="streamdag",
+                         stream={"max_lag_seconds": "10m", "log_dir": str(logs)}, notify={"webhook": webhook["url"]})
+    pipeline = load_pipeline(path)
+    load = _seam(path, "load", "full", f"{DB}.ledger")
+    assert load.returncode == 0, load.stdout + load.stderr
+
+    typo = _run(airflow_stack, {"action": "start", "tables": ["ledgr"], "pipeline": path})
+    assert typo["state"] == "failed" and "bad input: tables: no table 'ledgr'" in typo["log"], typo["log"][-3000:]
+    assert _parts(pipeline) == {}, "nothing may start on a bad Param"
+
+    started = _run(airflow_stack, {"action": "start", "pipeline": path})
+    assert started["state"] == "success", started["log"][-5000:]
+    parts = _parts(pipeline)
+    assert set(parts) >= {"reader", "sink"} and all(_group(parts[p][0]) for p in ("reader", "sink")), parts
+    _write(1000, 200)
+    caught = _seam(path, "stream", "wait", "--timeout", "300")
+    assert caught.returncode == 0, caught.stdout + caught.stderr
+
+    sink_pid = parts["sink"][0]
+    os.kill(sink_pid, signal.SIGKILL)  # the part's process only: its Spark job is orphaned, as after a crash
+    ensured = _run(airflow_stack, {"pipeline": path})
+    assert ensured["state"] == "success", ensured["log"][-5000:]
+    assert "sink: was" in ensured["log"] and "started pid" in ensured["log"], ensured["log"][-5000:]
+    assert f"{DB}.ledger: applied" in ensured["log"]  # the per-table lag in the task log
+    new_sink = _parts(pipeline)["sink"][0]
+    assert new_sink != sink_pid and not _group(sink_pid), "the orphaned Spark job of the killed sink must be gone"
+    _write(2000, 200)
+    caught = _seam(path, "stream", "wait", "--timeout", "300")
+    assert caught.returncode == 0, caught.stdout + caught.stderr
+    validated = _seam(path, "validate", f"{DB}.ledger")
+    assert validated.returncode == 0 and ": EQUAL:" in validated.stdout, validated.stdout + validated.stderr
+
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    with conn.cursor() as cur:  # DDL the stream cannot follow: the table stops, loudly
+        cur.execute("ALTER TABLE ledger MODIFY note VARCHAR(40)")
+    conn.close()
+    _seam(path, "stream", "wait", "--timeout", "120")
+    stopped = _run(airflow_stack, {"pipeline": path})
+    assert stopped["state"] == "failed" and f"{DB}.ledger is STOPPED" in stopped["log"], stopped["log"][-5000:]
+    alerts = [p for p in webhook["posts"] if p.get("problem") == "stream unhealthy"]
+    assert len(alerts) == 1 and f"{DB}.ledger is STOPPED" in alerts[0]["detail"], webhook["posts"]
+
+    halted = _run(airflow_stack, {"action": "stop", "pipeline": path})
+    assert halted["state"] == "success", halted["log"][-5000:]
+    assert not any(_group(pid) for pid, _ in _parts(pipeline).values() if pid), "a part outlived the stop"
+    left = _run(airflow_stack, {"pipeline": path})  # a scheduled run keeps the stop
+    assert left["state"] == "success" and "left stopped" in left["log"], left["log"][-5000:]
+    assert not any(_group(pid) for part, (pid, _) in _parts(pipeline).items() if part in ("reader", "sink"))
