@@ -116,7 +116,8 @@ def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
     total = functools.reduce(Tally.merge, (Tally(p.rows, p.checksum) for p in parts), Tally())
     end = End(batch=batch, db=table.db, table=table.table, mode="full", position=target, parts=parts,
               rows=total.rows, checksum=total.checksum, gtids=str(gtids) if gtids and gtids.flavour else None,
-              server=server, stats={"read_s": round(read_done - started, 3), "reconciled_changes": changes.rows,
+              server=server, stats={"snapshot_ms": int(started * 1000),  # the table is current as of then at least
+                                    "read_s": round(read_done - started, 3), "reconciled_changes": changes.rows,
                      "publish_s": round(time.time() - started, 3)})
     driver.send(topic, end.to_json(), b"__seam_control__", headers=CONTROL)
     driver.flush()

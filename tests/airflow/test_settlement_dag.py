@@ -97,8 +97,8 @@ def test_settlement_loads_checks_validates_and_emits_each_tables_day(airflow_sta
     settled = _run(airflow_stack, {"day": "2026-11-20", "pipeline": path})
     assert settled["state"] == "success", settled["log"][-6000:]
     assert settled["tasks"] == {"plan[-1]": "success", "settle[0]": "success", "settle[1]": "success"}
-    assert settled["assets"] == [(f"seam://settledag/{DB}/fees", "2026-11-20"),
-                                 (f"seam://settledag/{DB}/trades", "2026-11-20")]
+    assert settled["assets"] == [[f"seam://settledag/{DB}/fees", "2026-11-20"],
+                                 [f"seam://settledag/{DB}/trades", "2026-11-20"]]
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
         # the Shanghai day 20 November is (19 Nov 16:00, 20 Nov 16:00] UTC: 48 half hours, nothing else
         window = conn.execute(f'SELECT count(*), min(updated_at), max(updated_at) FROM "{DB}".fees').fetchone()
