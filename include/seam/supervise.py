@@ -151,6 +151,7 @@ def supervise(pipeline: Pipeline, *, action: str = "ensure", tables: list[TableC
     if action == "ensure" and states.get("supervisor", {}).get("state") == "stopped":
         health.actions.append("the stream was stopped on request: left stopped (trigger seam_stream with "
                               "action=start to start it)")
+        say(health.actions[-1])
         health.parts = states
         _record(pipeline, health, stop=None)
         return health
