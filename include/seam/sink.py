@@ -804,11 +804,11 @@ class Sink:
                 self.open[topic] = None
                 return
             self.conn.execute(
-                f"INSERT INTO {self.state}.positions (db, tbl, file, pos, row_index, batch_id, gtids, server) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (db, tbl) DO UPDATE SET file = EXCLUDED.file, "
-                "pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, batch_id = EXCLUDED.batch_id, updated_at = now(), "
-                "columns = NULL, stopped = NULL, gap_at = NULL, source_ms = %s, changes = 0, "
-                "gtids = EXCLUDED.gtids, server = EXCLUDED.server",
+                f"INSERT INTO {self.state}.positions (db, tbl, file, pos, row_index, batch_id, gtids, server, "
+                "source_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (db, tbl) DO UPDATE SET "
+                "file = EXCLUDED.file, pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, batch_id = EXCLUDED.batch_id, "
+                "updated_at = now(), columns = NULL, stopped = NULL, gap_at = NULL, source_ms = EXCLUDED.source_ms, "
+                "changes = 0, gtids = EXCLUDED.gtids, server = EXCLUDED.server",
                 (end.db, end.table, end.position.file, end.position.pos, end.position.row, end.batch, end.gtids,
                  end.server, (end.stats or {}).get("snapshot_ms")))
             log.info("batch %s of %s.%s committed: %s rows at %s", end.batch, end.db, end.table, final_rows,

@@ -17,6 +17,7 @@ import pytest
 
 from seam import demo
 from seam.config import load_pipeline
+from seam.sink import connect_state
 from tests.support.pipelines import pipeline_file, stream_once
 
 DB = "settle_test"
@@ -86,6 +87,9 @@ def test_settlement_loads_checks_validates_and_emits_each_tables_day(airflow_sta
                          settlement={"schedule": "0 2 * * *", "timezone": "Asia/Shanghai", "source_timezone": "UTC",
                                      "tables": [f"{DB}.fees", f"{DB}.trades"]})
     pipeline = load_pipeline(path)
+    state = connect_state(pipeline)  # a first load of the table (an earlier run's position would hide that path)
+    state.execute("DELETE FROM seam.positions WHERE db = %s", (DB,))
+    state.close()
     load = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.trades"],
                           capture_output=True, text=True, timeout=600)
     assert load.returncode == 0, load.stdout + load.stderr
