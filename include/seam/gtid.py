@@ -40,6 +40,7 @@ class GtidSet:
     def __init__(self, text: str | None = ""):
         self.mysql: dict[str, list[list[int]]] = {}
         self.mariadb: dict[int, tuple[int, int]] = {}
+        self._text: str | None = None  # str() of the set, kept until it changes (read per published transaction)
         for part in (p.strip() for p in (text or "").replace("\n", "").split(",")):
             if not part:
                 continue
@@ -75,6 +76,7 @@ class GtidSet:
         return "mysql" if self.mysql else "mariadb" if self.mariadb else None
 
     def _add_range(self, key: str, first: int, last: int) -> None:
+        self._text = None
         merged, out = [first, last], []
         for lo, hi in self.mysql.get(key, []):
             if hi + 1 < merged[0] or lo > merged[1] + 1:
@@ -99,6 +101,7 @@ class GtidSet:
                 raise GtidError(f"MariaDB GTID {gtid} added to a MySQL set")
             domain, server, seq = (int(g) for g in m.groups())
             self.mariadb[domain] = (server, seq)
+            self._text = None
             return
         if self.mariadb:
             raise GtidError(f"MySQL GTID {gtid} added to a MariaDB set")
@@ -131,6 +134,7 @@ class GtidSet:
         return str(gone)
 
     def _remove_range(self, key: str, first: int, last: int) -> None:
+        self._text = None
         out = []
         for lo, hi in self.mysql.get(key, []):
             if hi < first or lo > last:
@@ -156,6 +160,11 @@ class GtidSet:
         return out
 
     def __str__(self) -> str:
+        if self._text is None:
+            self._text = self._render()
+        return self._text
+
+    def _render(self) -> str:
         if self.mariadb:
             return ",".join(f"{d}-{s}-{q}" for d, (s, q) in sorted(self.mariadb.items()))
         by_uuid: dict[str, list[str]] = {}

@@ -386,9 +386,10 @@ def validate(pipeline: Pipeline, table: TableConfig, scope: Scope = Scope(), *, 
         st = qi(state)
         applied = tgt.execute(f"SELECT file, pos, row_index, updated_at, stopped, source_ms, server FROM "
                               f"{st}.positions WHERE db = %s AND tbl = %s", (table.db, table.table)).fetchone()
-        if applied is not None and applied[6] not in (None, server_identity(src)):
+        here = server_identity(src) if applied is not None and applied[6] is not None else None
+        if here is not None and applied[6] != here:
             raise ValidationError(f"{table.name}: the target's position {applied[0]}:{applied[1]} was read on "
-                                  f"{applied[6]}, not on this source ({server_identity(src)}): start the stream "
+                                  f"{applied[6]}, not on this source ({here}): start the stream "
                                   "(`seam stream start`), which moves it here by its GTID set, then validate")
         last = tgt.execute(f"SELECT mode, finished_at FROM {st}.batches WHERE db = %s AND tbl = %s AND "
                            "state = 'committed' ORDER BY finished_at DESC LIMIT 1", (table.db, table.table)).fetchone()

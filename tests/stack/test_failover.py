@@ -25,9 +25,9 @@ import yaml
 
 from seam import demo
 from seam.config import load_pipeline
-from seam.sink import Sink
 from seam.streaming import ChangeReader, StreamError
 from tests.support.compare import diff, source_rows, target_rows
+from tests.support.pipelines import stream_once
 
 DB = "failover_test"
 TABLES = ["accounts", "payments", "audit_log"]
@@ -140,20 +140,6 @@ def _pipeline_file(tmp_path: Path, server: Server, name: str) -> str:
     return str(path)
 
 
-def _stream_once(pipeline) -> dict:
-    reader = ChangeReader(pipeline)
-    try:
-        stats = reader.run(until_idle=True)
-    finally:
-        reader.close()
-    sink = Sink(pipeline)
-    try:
-        sink.run(idle_exit=4)
-    finally:
-        sink.close()
-    return stats
-
-
 def _seam(path: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True,
                           text=True, timeout=600)
@@ -178,7 +164,7 @@ def _load_and_stream(path: str, primary: Server) -> None:
     load = _seam(path, "load", "full", *[f"{DB}.{t}" for t in TABLES])
     assert load.returncode == 0, load.stderr + load.stdout
     demo.run_writer(primary.admin_url, rate=200, seconds=4, threads=1, seed=21, database=DB)
-    _stream_once(load_pipeline(path))
+    stream_once(load_pipeline(path))
     _assert_equal(load_pipeline(path))
 
 
@@ -201,8 +187,8 @@ def test_stream_resumes_on_the_promoted_replica_by_gtid(servers, tmp_path):
     pipeline = load_pipeline(path)
     early = _seam(path, "validate", f"{DB}.accounts")
     assert early.returncode != 0 and "was read on server_id 11, not on this source" in early.stderr, early.stderr
-    first = _stream_once(pipeline)
-    _stream_once(pipeline)  # what the sink applied after the first reader stopped
+    first = stream_once(pipeline)
+    stream_once(pipeline)  # what the sink applied after the first reader stopped
     _assert_equal(pipeline)
     moved = _positions(pipeline)
     assert all(p[3] == "server_id 12" and p[4] is None for p in moved.values()), moved
@@ -210,7 +196,7 @@ def test_stream_resumes_on_the_promoted_replica_by_gtid(servers, tmp_path):
     assert {p[0] for p in moved.values()}.isdisjoint({p[0] for p in before.values()}), (before, moved)
     assert first["changes"] > 0
 
-    again = _stream_once(pipeline)  # nothing doubled: a second pass from the stored positions changes nothing
+    again = stream_once(pipeline)  # nothing doubled: a second pass from the stored positions changes nothing
     _assert_equal(pipeline)
     assert again["changes"] == 0
     validated = _seam(path, "validate", *[f"{DB}.{t}" for t in TABLES])  # at the moved positions
@@ -225,7 +211,7 @@ def test_failover_that_lost_applied_transactions_stops_with_the_remedy(servers, 
     replica.caught_up_with(primary)
     replica.run("STOP SLAVE")  # the replica falls behind; Seam applies what it never gets
     demo.run_writer(primary.admin_url, rate=200, seconds=2, threads=1, seed=24, database=DB)
-    _stream_once(load_pipeline(path))
+    stream_once(load_pipeline(path))
     primary.stop()
     replica.promote()
 

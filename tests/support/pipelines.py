@@ -20,14 +20,15 @@ def pipeline_file(tmp_path_factory, name: str, tables: list[dict], pipeline_name
     return str(path)
 
 
-def stream_once(pipeline) -> None:
-    """The change reader up to the binlog's end, then the sink until idle (both in this process)."""
+def stream_once(pipeline) -> dict:
+    """The change reader up to the binlog's end, then the sink until idle (both in this process); returns the
+    reader's counts (transactions, changes, rewinds)."""
     from seam.sink import Sink
     from seam.streaming import ChangeReader
 
     reader = ChangeReader(pipeline)
     try:
-        reader.run(until_idle=True)
+        stats = reader.run(until_idle=True)
     finally:
         reader.close()
     sink = Sink(pipeline)
@@ -35,3 +36,4 @@ def stream_once(pipeline) -> None:
         sink.run(idle_exit=3)
     finally:
         sink.close()
+    return stats
