@@ -19,6 +19,8 @@ from seam.cli import _inject_stack_env  # noqa: E402
 from seam.config import load_pipeline  # noqa: E402
 from seam.stack import EmbeddedStack  # noqa: E402
 
+pytest_plugins = ["tests.support.airflow"]  # the webhook fixture
+
 
 logging.getLogger("py4j").setLevel(logging.WARNING)  # quiet its close() at interpreter exit
 

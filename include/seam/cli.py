@@ -404,7 +404,10 @@ def _stream_sink(pipeline, table_args: list[str]) -> int:
     _logging()
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-    cmd = spark_submit_command(pipeline, "stream_sink", ["--pipeline", pipeline.path, *table_args])
+    # on a cluster the sink holds its executors for as long as it runs: one core leaves the rest to the loads
+    # (its work is the driver's foreachBatch; the setting is ignored by local[*])
+    cmd = spark_submit_command(pipeline, "stream_sink", ["--pipeline", pipeline.path, *table_args],
+                               conf={"spark.cores.max": "1"})
     conn = connect_state(pipeline)
     part = (conn, pipeline.target.state_schema, pipeline.name, "sink")
     fresh, delay = True, 5.0

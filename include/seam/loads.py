@@ -44,13 +44,16 @@ def spark_job_script(job: str) -> str:
     return str(PROJECT_ROOT / "spark_jobs" / f"{job}.py")
 
 
-def spark_submit_command(pipeline: Pipeline, job: str, args: list[str], script: Path | None = None) -> list[str]:
-    """spark-submit of ``spark_jobs/<job>.py`` (or of ``script``) on the pipeline's master."""
+def spark_submit_command(pipeline: Pipeline, job: str, args: list[str], script: Path | None = None,
+                         conf: dict[str, str] | None = None) -> list[str]:
+    """spark-submit of ``spark_jobs/<job>.py`` (or of ``script``) on ``seam.spark.spark_master``."""
+    from seam.spark import spark_master
+
     submit = Path(sys.executable).with_name("spark-submit")
-    return [str(submit if submit.exists() else "spark-submit"), "--master", pipeline.spark.master,
+    return [str(submit if submit.exists() else "spark-submit"), "--master", spark_master(pipeline),
             "--jars", pipeline.spark.jdbc_jar, "--name", f"seam-{job}",
-            *[a for k, v in SPARK_CONF.items() for a in ("--conf", f"{k}={v}")], str(script or spark_job_script(job)),
-            *args]
+            *[a for k, v in {**SPARK_CONF, **(conf or {})}.items() for a in ("--conf", f"{k}={v}")],
+            str(script or spark_job_script(job)), *args]
 
 
 class Child:

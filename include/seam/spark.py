@@ -10,19 +10,26 @@ import sys
 from seam.config import Pipeline
 
 
-def spark_session(pipeline: Pipeline, app_name: str):
-    """A SparkSession on the pipeline's master with the MySQL JDBC driver on the class path.
+def spark_master(pipeline: Pipeline) -> str:
+    """Where Seam's Spark jobs run: ``SEAM_SPARK_MASTER_OVERRIDE`` (Airflow sets it from the ``seam_spark``
+    connection, so that changing only the connection moves every job), else the pipeline's ``spark.master``."""
+    return os.environ.get("SEAM_SPARK_MASTER_OVERRIDE") or pipeline.spark.master
 
-    Under spark-submit the JVM already runs and ``--jars`` supplies the driver;
-    run as a plain script, ``spark.jars`` does.
+
+def spark_session(pipeline: Pipeline, app_name: str):
+    """A SparkSession with the MySQL JDBC driver on the class path.
+
+    Under spark-submit the JVM already runs, its ``--master`` decides where, and ``--jars`` supplies the
+    driver; run as a plain script, the session is on ``spark_master`` with ``spark.jars``.
     """
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    return (SparkSession.builder.appName(app_name)
-            .master(os.environ.get("SEAM_SPARK_MASTER_OVERRIDE") or pipeline.spark.master)
-            .config("spark.jars", pipeline.spark.jdbc_jar)
+    builder = SparkSession.builder.appName(app_name)
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # set by spark-submit for its Python driver
+        builder = builder.master(spark_master(pipeline)).config("spark.jars", pipeline.spark.jdbc_jar)
+    return (builder
             .config("spark.sql.session.timeZone", "UTC")
             # MySQL strips CHAR padding and ENUM/SET have no width; Spark would pad them back
             .config("spark.sql.legacy.charVarcharAsString", "true")

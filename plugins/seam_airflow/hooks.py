@@ -17,11 +17,12 @@ class SeamHook(BaseHook):
     hook_name = "Seam"
 
     def __init__(self, *, mysql_conn_id: str = "seam_mysql", kafka_conn_id: str = "seam_kafka",
-                 target_conn_id: str = "seam_target") -> None:
+                 target_conn_id: str = "seam_target", spark_conn_id: str = "seam_spark") -> None:
         super().__init__()
         self.mysql_conn_id = mysql_conn_id
         self.kafka_conn_id = kafka_conn_id
         self.target_conn_id = target_conn_id
+        self.spark_conn_id = spark_conn_id
 
     def load_pipeline(self, path: str | None = None):
         """The pipeline file with its ``${SEAM_...}`` references filled from the connections."""
@@ -29,9 +30,23 @@ class SeamHook(BaseHook):
         return load_pipeline(path or None, env={**os.environ, **self.job_env()})
 
     def job_env(self) -> dict[str, str]:
-        """Environment variables a Seam job reads its endpoints and credentials from."""
-        return job_env_from(self.get_connection(self.mysql_conn_id), self.get_connection(self.kafka_conn_id),
-                            self.get_connection(self.target_conn_id))
+        """Environment variables a Seam job reads its endpoints and credentials from, and the Spark master of
+        the ``seam_spark`` connection for the jobs Seam starts itself (the streaming sink): changing only that
+        connection moves every Spark job (``seam.spark.spark_master``)."""
+        env = job_env_from(self.get_connection(self.mysql_conn_id), self.get_connection(self.kafka_conn_id),
+                           self.get_connection(self.target_conn_id))
+        master = self.spark_master()
+        return {**env, "SEAM_SPARK_MASTER_OVERRIDE": master} if master else env
+
+    def spark_master(self) -> str | None:
+        """The master of the Spark connection, as the apache-spark provider reads it (host, and port if any)."""
+        from airflow.exceptions import AirflowNotFoundException
+
+        try:
+            conn = self.get_connection(self.spark_conn_id)
+        except AirflowNotFoundException:
+            return None
+        return f"{conn.host}:{conn.port}" if conn.port else conn.host
 
 
 def job_env_from(mysql, kafka, target) -> dict[str, str]:

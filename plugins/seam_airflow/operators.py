@@ -47,7 +47,7 @@ class SeamSparkJobOperator(SparkSubmitOperator):
         self.pipeline = pipeline
         self.job_args = job_args or []
         self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
-                                  target_conn_id=target_conn_id)
+                                  target_conn_id=target_conn_id, spark_conn_id=conn_id)
 
     def execute(self, context) -> None:
         self.application_args = [*(["--pipeline", self.pipeline] if self.pipeline else []), *self.job_args]
@@ -129,7 +129,7 @@ class SeamFullLoadOperator(BaseOperator):
         self.timeout = timeout
         self.spark_conn_id = spark_conn_id
         self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
-                                  target_conn_id=target_conn_id)
+                                  target_conn_id=target_conn_id, spark_conn_id=spark_conn_id)
         self._started: list = []  # what the running load started (the Spark job, the sink): on_kill stops it
 
     def execute(self, context) -> dict:
@@ -174,7 +174,7 @@ class SeamIncrementalLoadOperator(BaseOperator):
         self.table, self.start, self.end, self.pipeline, self.timeout = table, start, end, pipeline, timeout
         self.spark_conn_id = spark_conn_id
         self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
-                                  target_conn_id=target_conn_id)
+                                  target_conn_id=target_conn_id, spark_conn_id=spark_conn_id)
         self._started: list = []
 
     def on_kill(self) -> None:
@@ -245,11 +245,12 @@ class SeamStreamOperator(BaseOperator):
 
     def __init__(self, *, action: str = "ensure", tables: Sequence[str] = (), pipeline: str | None = None,
                  mysql_conn_id: str = "seam_mysql", kafka_conn_id: str = "seam_kafka",
-                 target_conn_id: str = "seam_target", start_timeout: float = 180, **kwargs: Any) -> None:
+                 target_conn_id: str = "seam_target", spark_conn_id: str = "seam_spark", start_timeout: float = 180,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.action, self.tables, self.pipeline, self.start_timeout = action, tables, pipeline, start_timeout
         self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
-                                  target_conn_id=target_conn_id)
+                                  target_conn_id=target_conn_id, spark_conn_id=spark_conn_id)
 
     def execute(self, context) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
@@ -320,7 +321,7 @@ class SeamSettlementOperator(BaseOperator):
         self.pipeline, self.timeout, self.limit = pipeline, timeout, limit
         self.spark_conn_id = spark_conn_id
         self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
-                                  target_conn_id=target_conn_id)
+                                  target_conn_id=target_conn_id, spark_conn_id=spark_conn_id)
         self._started: list = []
 
     def execute(self, context) -> dict:

@@ -5,13 +5,10 @@ stream had to stop fails the run and alerts once, a stop is kept by later schedu
 Param fails the task with one line."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import psycopg
 import pytest
@@ -19,49 +16,18 @@ import pytest
 from seam import demo
 from seam.config import load_pipeline
 from seam.supervise import _group
+from tests.support.airflow import run_dag
 from tests.support.pipelines import pipeline_file
 
 DB = "streamdag_test"
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
-RUN_DAG = """
-import json, sys
-from airflow.dag_processing.dagbag import DagBag
-bag = DagBag(dag_folder=sys.argv[1])
-dag = bag.get_dag("seam_stream")
-run = dag.test(run_conf=json.loads(sys.argv[2]))
-states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
-print("RESULT " + json.dumps({"state": str(run.state), "tasks": states}))
-"""
 
 
-@pytest.fixture()
-def webhook():
-    posts = []
-
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self):
-            posts.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    http = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=http.serve_forever, daemon=True).start()
-    yield {"url": f"http://127.0.0.1:{http.server_address[1]}/alerts", "posts": posts}
-    http.shutdown()
 
 
 def _run(stack, conf: dict) -> dict:
-    env = {**os.environ, **stack.airflow_env()}
-    dags = str(stack.airflow_env()["AIRFLOW__CORE__DAGS_FOLDER"])
-    out = subprocess.run([sys.executable, "-c", RUN_DAG, dags, json.dumps(conf)], capture_output=True, text=True,
-                         timeout=600, env=env)
-    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
-    assert lines, out.stdout[-3000:] + out.stderr[-5000:]
-    return {**json.loads(lines[-1][len("RESULT "):]), "log": out.stdout + out.stderr}
+    return run_dag(stack, "seam_stream", conf)
 
 
 def _seam(path: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
