@@ -80,12 +80,35 @@ class AirflowClient:
         return {f"{t['task_id']}[{t.get('rendered_map_index') or t['map_index']}]" if t.get("map_index", -1) >= 0
                 else t["task_id"]: t["state"] for t in tis["task_instances"]}
 
+    def failures(self, dag_id: str, run_id: str) -> dict[str, str]:
+        """Each failed task of a run (by its label) with the message of the exception that failed it."""
+        run = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.request.quote(run_id)}"
+        out = {}
+        for t in self._request("GET", f"{run}/taskInstances")["task_instances"]:
+            if t["state"] != "failed":
+                continue
+            mapped = t.get("map_index", -1) >= 0
+            label = f"{t['task_id']}[{t.get('rendered_map_index') or t['map_index']}]" if mapped else t["task_id"]
+            log = self._request("GET", f"{run}/taskInstances/{t['task_id']}/logs/{t['try_number']}"
+                                + (f"?map_index={t['map_index']}" if mapped else ""))
+            errors = [d["exc_value"] for e in log.get("content", []) if isinstance(e, dict)
+                      for d in e.get("error_detail") or [] if d.get("exc_value")]
+            out[label] = errors[-1] if errors else "failed (see its log)"
+        return out
+
     def wait(self, dag_id: str, run_id: str, timeout: float = 600,
-             progress: Callable[[str], None] | None = None) -> str:
+             progress: Callable[[str], None] | None = None, tasks: bool = False) -> str:
+        """Wait for the run's end; ``progress`` gets each new run state (and with ``tasks``, each task's
+        new state as ``task: state``)."""
         deadline = time.monotonic() + timeout
-        last = None
+        last, seen = None, {}
         while time.monotonic() < deadline:
             state = self.run_state(dag_id, run_id)
+            if progress and tasks:
+                for task, task_state in self.task_states(dag_id, run_id).items():
+                    if task_state and seen.get(task) != task_state:
+                        progress(f"{task}: {task_state}")
+                        seen[task] = task_state
             if progress and state != last:
                 progress(state)
                 last = state

@@ -13,6 +13,7 @@ import os
 import shlex
 import sys
 import time
+import urllib.parse
 
 from seam.config import DEFAULT_PIPELINE, ConfigError, Pipeline, load_pipeline
 from seam.stack import SERVICES, EmbeddedStack, StackError
@@ -131,9 +132,14 @@ def cmd_trigger(args, stack: EmbeddedStack) -> int:
     print(f"triggered {args.dag_id} run {run['dag_run_id']}")
     if not args.wait:
         return 0
-    state = client.wait(args.dag_id, run["dag_run_id"], timeout=args.timeout,
+    state = client.wait(args.dag_id, run["dag_run_id"], timeout=args.timeout, tasks=True,
                         progress=lambda s: print(f"  {args.dag_id}: {s}", flush=True))
     print(f"{args.dag_id} run {run['dag_run_id']}: {state}")
+    if state != "success":
+        for task, message in client.failures(args.dag_id, run["dag_run_id"]).items():
+            print(f"{task} failed: {message}", file=sys.stderr)
+        print(f"the task logs are in the Airflow UI: {client.base_url}/dags/{args.dag_id}/runs/"
+              f"{urllib.parse.quote(run['dag_run_id'])}", file=sys.stderr)
     return 0 if state == "success" else 1
 
 
@@ -157,6 +163,50 @@ def cmd_load(args, stack: EmbeddedStack) -> int:
     incremental_load(pipeline, tables, start=args.start, end=args.end, pipeline_path=args.pipeline,
                      timeout=args.timeout, say=say)
     return 0
+
+
+def cmd_summary(args, stack: EmbeddedStack) -> int:
+    """One line per table: how it is kept current, rows, the full load's rows/s, lag, the last verdict.
+    Exit 1 unless every table's last validation is EQUAL."""
+    import pymysql
+    from seam.sink import connect_state
+    from seam.state import table_summary
+    from seam.streaming import stream_lag
+    pipeline = _pipeline(args)
+    streamed = [t for t in pipeline.tables if not t.incremental]
+    lags = {lag.table: lag for lag in stream_lag(pipeline, streamed)[1]} if streamed else {}
+    conn = connect_state(pipeline)
+    source = pymysql.connect(**pipeline.source.pymysql_kwargs())
+    rows = []
+    try:
+        for t in pipeline.tables:
+            s = table_summary(conn, pipeline.target.state_schema, t.db, t.table)
+            rate = f"{s['load_rows'] / s['load_seconds']:,.0f}" if s["load_rows"] and s["load_seconds"] else "-"
+            if t.incremental:
+                lag = "-"
+                if s["watermark"]:  # the cursor's distance to the source's clock, in the source's time zone
+                    with source.cursor() as cur:
+                        cur.execute("SELECT TIMESTAMPDIFF(MICROSECOND, %s, NOW(6)) / 1e6", (s["watermark"],))
+                        behind = cur.fetchone()[0]
+                    lag = f"{float(behind):.0f} s (window)" if behind is not None else "-"
+            else:
+                got = lags.get(t.name)
+                lag = ("STOPPED" if got.stopped else "-" if got.behind_seconds is None else
+                       f"{got.behind_seconds:.0f} s, {got.behind_events or 0:,} ev") if got and got.applied else "-"
+            rows.append((t.name, f"full + {t.sync}", "-" if s["rows"] is None else f"{s['rows']:,}", rate, lag,
+                         (s["verdict"] or "not validated").upper()))
+    finally:
+        conn.close()
+        source.close()
+    head = ("table", "mode", "rows", "rows/s (full load)", "lag", "verdict")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    line = lambda r: "  ".join(c.ljust(w) if i in (0, 1, 4, 5) else c.rjust(w)  # noqa: E731
+                               for i, (c, w) in enumerate(zip(r, widths)))
+    print(line(head))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print(line(r))
+    return 0 if all(r[5] == "EQUAL" for r in rows) else 1
 
 
 def cmd_validate(args, stack: EmbeddedStack) -> int:
@@ -599,6 +649,9 @@ def build_parser() -> argparse.ArgumentParser:
                                  "source's now minus the safety delay)")
     p.add_argument("--timeout", type=float, default=3600, help="seconds to wait for the commit")
     p.set_defaults(func=cmd_load)
+
+    sub.add_parser("summary", parents=[common], help="per table: mode, rows, full-load rows/s, lag and the last "
+                   "verdict; exit 1 unless every table is EQUAL").set_defaults(func=cmd_summary)
 
     p = sub.add_parser("validate", parents=[common], help="compare source and target (counts, checksums, the "
                        "differing rows); exit 1 on mismatch")

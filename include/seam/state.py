@@ -198,3 +198,22 @@ def part_states(conn, schema: str, pipeline: str) -> dict[str, dict]:
                          beat_age=float(beat_age), up_s=float(up_s),
                          failed_age=None if failed_age is None else float(failed_age))
     return out
+
+
+def table_summary(conn, schema: str, db: str, table: str) -> dict:
+    """What a person asks of one table after a run: its last committed full load (rows, seconds), its
+    watermark (windows), and its last validation (verdict, target rows, when); absent parts are None."""
+    s = qi(schema)
+    load = conn.execute(f"SELECT final_rows, extract(epoch FROM finished_at - opened_at) FROM {s}.batches "
+                        "WHERE db = %s AND tbl = %s AND mode = 'full' AND state = 'committed' "
+                        "ORDER BY opened_at DESC LIMIT 1", (db, table)).fetchone()
+    mark = conn.execute(f"SELECT watermark FROM {s}.watermarks WHERE db = %s AND tbl = %s ORDER BY updated_at DESC "
+                        "LIMIT 1", (db, table)).fetchone()
+    checked = None
+    if conn.execute("SELECT to_regclass(%s)", (f"{s}.validations",)).fetchone()[0]:
+        checked = conn.execute(f"SELECT verdict, target_rows, checked_at FROM {s}.validations WHERE db = %s AND "
+                               "tbl = %s ORDER BY checked_at DESC LIMIT 1", (db, table)).fetchone()
+    return {"load_rows": load[0] if load else None, "load_seconds": float(load[1]) if load and load[1] else None,
+            "watermark": mark[0] if mark else None,
+            "verdict": checked[0] if checked else None, "rows": checked[1] if checked else None,
+            "checked_at": checked[2] if checked else None}
