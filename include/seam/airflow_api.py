@@ -91,8 +91,10 @@ class AirflowClient:
             label = f"{t['task_id']}[{t.get('rendered_map_index') or t['map_index']}]" if mapped else t["task_id"]
             log = self._request("GET", f"{run}/taskInstances/{t['task_id']}/logs/{t['try_number']}"
                                 + (f"?map_index={t['map_index']}" if mapped else ""))
-            errors = [d["exc_value"] for e in log.get("content", []) if isinstance(e, dict)
-                      for d in e.get("error_detail") or [] if d.get("exc_value")]
+            events = [e for e in log.get("content", []) if isinstance(e, dict) and e.get("level") == "error"]
+            # an exception's message, else the task's own error line (bad input ends a task without a traceback)
+            errors = [d["exc_value"] for e in events for d in e.get("error_detail") or [] if d.get("exc_value")] or \
+                     [e["event"] for e in events if e.get("event") and e["event"] != "Task exited"]
             out[label] = errors[-1] if errors else "failed (see its log)"
         return out
 

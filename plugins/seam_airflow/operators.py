@@ -1,6 +1,7 @@
 """Thin operators: the Seam library does the work, these hand it Airflow's connections."""
 from __future__ import annotations
 
+import logging
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -8,22 +9,38 @@ from typing import Any, Sequence
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator
+from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 
 from seam_airflow.hooks import SeamHook
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
+class BadInput(SystemExit):
+    """A bad pipeline, table name or Param. A SystemExit, so that Airflow ends the task with the line logged
+    before it and "Task exited", not with a traceback; ``BAD_INPUT_FAILS`` keeps it from being retried."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(2)
+        self.line = line
+
+
+# every Seam operator's retry policy (tasks of the DAG files that check Params have retries=0)
+BAD_INPUT_FAILS = ExceptionRetryPolicy(rules=[RetryRule(exception=BadInput, action=RetryAction.FAIL,
+                                                        reason="bad input: fix it and trigger again")])
+
+
 @contextmanager
 def bad_input_fails_at_once():
     """A bad pipeline, table name or Param is not a glitch: the task fails with its one line, no retry."""
-    from airflow.sdk.exceptions import AirflowFailException
     from seam.config import ConfigError
 
     try:
         yield
     except ConfigError as exc:
-        raise AirflowFailException(f"bad input: {exc}") from None
+        line = f"bad input: {exc}"
+        logging.getLogger("airflow.task").error("%s", line)
+        raise BadInput(line) from None
 SPARK_JOBS = PROJECT_ROOT / "spark_jobs"
 DEFAULT_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
 
@@ -122,7 +139,7 @@ class SeamFullLoadOperator(BaseOperator):
                  mysql_conn_id: str = "seam_mysql", kafka_conn_id: str = "seam_kafka",
                  target_conn_id: str = "seam_target", spark_conn_id: str = "seam_spark", timeout: float = 3600,
                  **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**{"retry_policy": BAD_INPUT_FAILS, **kwargs})
         self.table = table
         self.with_tables = list(with_tables)  # loaded in the same run (levels below ``table``'s cascades)
         self.pipeline = pipeline
@@ -170,7 +187,7 @@ class SeamIncrementalLoadOperator(BaseOperator):
                  pipeline: str | None = None, mysql_conn_id: str = "seam_mysql", kafka_conn_id: str = "seam_kafka",
                  target_conn_id: str = "seam_target", spark_conn_id: str = "seam_spark", timeout: float = 3600,
                  **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**{"retry_policy": BAD_INPUT_FAILS, **kwargs})
         self.table, self.start, self.end, self.pipeline, self.timeout = table, start, end, pipeline, timeout
         self.spark_conn_id = spark_conn_id
         self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
@@ -209,7 +226,7 @@ class SeamValidateOperator(BaseOperator):
     def __init__(self, *, table: str, start: str | None = None, end: str | None = None,
                  pipeline: str | None = None, mysql_conn_id: str = "seam_mysql", kafka_conn_id: str = "seam_kafka",
                  target_conn_id: str = "seam_target", limit: int = 50, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**{"retry_policy": BAD_INPUT_FAILS, **kwargs})
         self.table, self.start, self.end, self.pipeline, self.limit = table, start, end, pipeline, limit
         self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
                                   target_conn_id=target_conn_id)
@@ -247,7 +264,7 @@ class SeamStreamOperator(BaseOperator):
                  mysql_conn_id: str = "seam_mysql", kafka_conn_id: str = "seam_kafka",
                  target_conn_id: str = "seam_target", spark_conn_id: str = "seam_spark", start_timeout: float = 180,
                  **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**{"retry_policy": BAD_INPUT_FAILS, **kwargs})
         self.action, self.tables, self.pipeline, self.start_timeout = action, tables, pipeline, start_timeout
         self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
                                   target_conn_id=target_conn_id, spark_conn_id=spark_conn_id)
@@ -316,7 +333,7 @@ class SeamSettlementOperator(BaseOperator):
                  mysql_conn_id: str = "seam_mysql", kafka_conn_id: str = "seam_kafka",
                  target_conn_id: str = "seam_target", spark_conn_id: str = "seam_spark", timeout: float = 3600,
                  limit: int = 50, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**{"retry_policy": BAD_INPUT_FAILS, **kwargs})
         self.table, self.day, self.start, self.end, self.day_end = table, day, start, end, day_end
         self.pipeline, self.timeout, self.limit = pipeline, timeout, limit
         self.spark_conn_id = spark_conn_id
