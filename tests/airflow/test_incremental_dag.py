@@ -79,7 +79,7 @@ def _backfill(client, first: str, last: str, conf: str, expect: int, reprocess: 
             backfills = client._request("GET", "/api/v2/backfills?dag_id=seam_incremental")["backfills"]
             if all(b["completed_at"] for b in backfills):  # the next backfill may only start after this
                 return runs
-        time.sleep(5)
+        time.sleep(2)
     raise AssertionError(f"backfill {first}..{last} did not finish: {runs}")
 
 
@@ -112,5 +112,5 @@ def test_backfill_three_days_then_rerun_the_middle_window(pipeline_path):
     while time.monotonic() < deadline and any(
             r["state"] not in ("success", "failed")
             for r in client._request("GET", "/api/v2/dags/seam_incremental/dagRuns?limit=100")["dag_runs"]):
-        time.sleep(5)
+        time.sleep(2)
     client._request("PATCH", "/api/v2/dags/seam_incremental", {"is_paused": True})

@@ -93,7 +93,7 @@ def _late_commit(path: str, table: str) -> bool:
 
 def test_late_commit_is_caught_by_the_safety_delay(database, tmp_path_factory):
     path = _pipeline_file(tmp_path_factory, "late", [
-        {"name": f"{DB}.late", "key": ["id"], "cursor": "updated_at", "safety_delay": "40s"}])
+        {"name": f"{DB}.late", "key": ["id"], "cursor": "updated_at", "safety_delay": "30s"}])
     assert _late_commit(path, "late"), "the late-committed row did not reach the target"
 
 

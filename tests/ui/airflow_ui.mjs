@@ -90,11 +90,11 @@ try {
   await login(page);
   report('login', { url: page.url() });
 
-  // a full load of three tables typed into the form, then the validate task's log of one of them
-  let run = await trigger(page, 'seam_full_load', { tables: ['demo.accounts', 'demo.payments', 'demo.type_zoo'] });
+  // a full load of two tables typed into the form, then the validate task's log of one of them
+  let run = await trigger(page, 'seam_full_load', { tables: ['demo.accounts', 'demo.payments'] });
   let done = await waitRun(page, 'seam_full_load', run);
   const validated = done.state === 'success'
-    ? await taskLog(page, 'seam_full_load', run, 'validate', 'demo.type_zoo', 'EQUAL') : {};
+    ? await taskLog(page, 'seam_full_load', run, 'validate', 'demo.payments', 'EQUAL') : {};
   report('full_load', { run, ...done, log: validated.log, log_screenshot: validated.screenshot });
 
   // Params typed wrong: the first task fails with its one line
@@ -107,9 +107,9 @@ try {
   }
 
   // the stream supervisor: start one table's stream, then stop it, from the form's action list
-  run = await trigger(page, 'seam_stream', { action: 'start', tables: ['demo.type_zoo'] });
+  run = await trigger(page, 'seam_stream', { action: 'start', tables: ['demo.payments'] });
   done = await waitRun(page, 'seam_stream', run);
-  const supervised = done.state === 'success' ? await taskLog(page, 'seam_stream', run, 'supervise', null, 'demo.type_zoo') : {};
+  const supervised = done.state === 'success' ? await taskLog(page, 'seam_stream', run, 'supervise', null, 'demo.payments') : {};
   report('stream_start', { run, ...done, log: supervised.log });
   run = await trigger(page, 'seam_stream', { action: 'stop' });
   report('stream_stop', { run, ...(await waitRun(page, 'seam_stream', run)) });
