@@ -16,7 +16,7 @@ pytestmark = pytest.mark.stack
 
 def test_torture_short_fixed_seed(stack, monkeypatch):
     monkeypatch.setenv("SEAM_SNAPSHOT", "portable")
-    report = torture(seed=1, duration=30, big_rows=40_000, say=lambda m: print(f"[torture] {m}", flush=True))
+    report = torture(seed=1, duration=20, big_rows=40_000, say=lambda m: print(f"[torture] {m}", flush=True))
     assert report["result"] == "equal" and not report["differences"], report
     assert all(n >= 1 for n in report["kills"].values()), report["kills"]
     assert len(report["loads"]) == 2, report["loads"]  # every table, then one again mid-run
