@@ -315,7 +315,9 @@ class ChangeReader:
         stats = {"transactions": 0, "changes": 0, "rewinds": 0}
         topics = [table_topic(self.pipeline, t) for t in self.tables.values()]
         ensure_topics(self.pipeline, topics)
-        publisher = Publisher(self.pipeline)
+        # A broker that lost its producer state (a restart of an in-memory broker) rejects every retry until
+        # the message times out; giving up after 30 s resumes from the target's positions sooner, exactly.
+        publisher = Publisher(self.pipeline, give_up_after_s=30)
         try:
             while not should_stop():
                 if not self.followed:

@@ -116,7 +116,7 @@ def topic_ids(pipeline: Pipeline, topics: list[str], timeout: float = 15.0) -> d
 class Publisher:
     """A producer that waits for queue space and fails loudly on any undelivered message."""
 
-    def __init__(self, pipeline: Pipeline):
+    def __init__(self, pipeline: Pipeline, give_up_after_s: float = 120):
         from confluent_kafka import Producer
 
         self.errors: list[str] = []
@@ -125,7 +125,8 @@ class Publisher:
         # delivery reports for failures only: a Python callback per acknowledged message costs as much as the
         # produce call itself
         self._producer = Producer({**producer_config(pipeline), "error_cb": self._on_error,
-                                   "on_delivery": self._on_delivery, "delivery.report.only.error": True})
+                                   "on_delivery": self._on_delivery, "delivery.report.only.error": True,
+                                   "message.timeout.ms": int(give_up_after_s * 1000)})
 
     def _on_error(self, err) -> None:
         if err.fatal():  # e.g. an idempotent producer whose broker lost its state: nothing more gets through
