@@ -10,9 +10,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
 
-from seam.cli import _inject_stack_env  # noqa: E402
 from seam.config import load_pipeline  # noqa: E402
-from seam.stack import EmbeddedStack  # noqa: E402
+from seam_dev.stack import EmbeddedStack, use_stack_env  # noqa: E402
 
 
 def bench_pipeline(tables: list[dict], topic_prefix: str | None = None, snapshot: str | None = None) -> str:
@@ -20,7 +19,7 @@ def bench_pipeline(tables: list[dict], topic_prefix: str | None = None, snapshot
     (and ``source.snapshot`` when given)."""
     stack = EmbeddedStack()
     stack.up(("mysql", "kafka", "postgres"))
-    _inject_stack_env(stack)
+    use_stack_env(stack)
     doc = yaml.safe_load(open(load_pipeline().path))
     doc["tables"] = tables
     if snapshot:

@@ -51,7 +51,7 @@ TABLES = {  # TPC-H DDL, rows per scale factor, key
 
 def ensure_table(name: str, scale: float) -> int:
     import pymysql
-    from seam import demo
+    from seam_dev import demo
 
     admin = os.environ["SEAM_MYSQL_URL"]
     conn = demo.connect(admin)
@@ -90,7 +90,7 @@ def ensure_table(name: str, scale: float) -> int:
 
 def max_key(name: str, key: str) -> int:
     """The key's upper bound for Spark's partitioned read: even partitions, as Seam's chunks."""
-    from seam import demo
+    from seam_dev import demo
 
     conn = demo.connect(os.environ["SEAM_MYSQL_URL"])
     with conn.cursor() as cur:

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "include"))
 from common import bench_pipeline  # noqa: E402
 from seam.config import load_pipeline  # noqa: E402
 from seam.records import Position  # noqa: E402
-from seam.stack import EmbeddedStack  # noqa: E402
+from seam_dev.stack import EmbeddedStack  # noqa: E402
 from seam.streaming import source_head  # noqa: E402
 
 DB = "bench_stream"
@@ -56,7 +56,7 @@ def seam(path: str, *args: str, check: bool = True) -> str:
 
 def source(pipeline, autocommit=False):
     """An admin connection (the pipeline's user only reads)."""
-    from seam import demo
+    from seam_dev import demo
     return demo.connect(os.environ["SEAM_MYSQL_URL"], autocommit=autocommit)
 
 

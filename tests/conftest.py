@@ -15,9 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "plugins"))  # as Airflow puts its plugins folder on sys.path
 
-from seam.cli import _inject_stack_env  # noqa: E402
 from seam.config import load_pipeline  # noqa: E402
-from seam.stack import EmbeddedStack  # noqa: E402
+from seam_dev.stack import EmbeddedStack, use_stack_env  # noqa: E402
 
 pytest_plugins = ["tests.support.airflow"]  # the webhook fixture
 
@@ -36,7 +35,7 @@ class _Services:
             if not self.stack._alive_pid(name):
                 self.stack.up((name,), timeout=240, log=lambda m: print(f"[fixture] {m}"))
                 self.started.append(name)
-        _inject_stack_env(self.stack)
+        use_stack_env(self.stack)
         return self.stack
 
     def stop_started(self):
@@ -72,6 +71,6 @@ def pipeline(stack):
 @pytest.fixture(scope="session")
 def seeded(stack, pipeline):
     """The demo schema with a small, repeatable data set."""
-    from seam import demo
+    from seam_dev import demo
     counts = demo.seed(pipeline, rows=2000, admin_url=os.environ["SEAM_MYSQL_URL"], log=lambda m: None)
     return counts

@@ -16,16 +16,7 @@ import time
 import urllib.parse
 
 from seam.config import DEFAULT_PIPELINE, ConfigError, Pipeline, load_pipeline
-from seam.stack import SERVICES, EmbeddedStack, StackError
-
-
-def _inject_stack_env(stack: EmbeddedStack) -> None:
-    try:
-        env = stack.env()
-    except StackError:
-        return
-    for key, value in env.items():
-        os.environ.setdefault(key, value)
+from seam.processes import Processes
 
 
 def _pipeline(args) -> Pipeline:
@@ -36,7 +27,15 @@ def _pipeline(args) -> Pipeline:
 
 # ------------------------------------------------------------- commands ----
 
-def cmd_up(args, stack: EmbeddedStack) -> int:
+def _stack():
+    """The embedded development stack (``seam_dev``), for the commands that manage it."""
+    from seam_dev.stack import EmbeddedStack
+    return EmbeddedStack()
+
+
+def cmd_up(args, procs: Processes) -> int:
+    from seam_dev.stack import SERVICES, StackError
+    stack = _stack()
     services = tuple(args.services) or SERVICES
     unknown = set(services) - set(SERVICES)
     if unknown:
@@ -47,15 +46,15 @@ def cmd_up(args, stack: EmbeddedStack) -> int:
     return 0
 
 
-def cmd_down(args, stack: EmbeddedStack) -> int:
-    stack.down()
+def cmd_down(args, procs: Processes) -> int:
+    _stack().down()
     return 0
 
 
-def cmd_status(args, stack: EmbeddedStack) -> int:
+def cmd_status(args, procs: Processes) -> int:
     if args.tables:
         return _table_status(_pipeline(args), [_pipeline(args).table(t) for t in args.tables])
-    rows = stack.status()
+    rows = _stack().status()
     for r in rows:
         state = "up" if r.running else "down"
         pid = f"pid {r.pid}" if r.pid else ""
@@ -103,29 +102,29 @@ def _table_status(pipeline, tables) -> int:
     return 0
 
 
-def cmd_env(args, stack: EmbeddedStack) -> int:
-    for key, value in stack.env().items():
+def cmd_env(args, procs: Processes) -> int:
+    for key, value in _stack().env().items():
         print(f"export {key}={shlex.quote(value)}")
     return 0
 
 
-def cmd_seed(args, stack: EmbeddedStack) -> int:
-    from seam import demo
+def cmd_seed(args, procs: Processes) -> int:
+    from seam_dev import demo
     pipeline = _pipeline(args)
     demo.seed(pipeline, rows=args.rows, admin_url=os.environ.get("SEAM_MYSQL_URL"), reset=not args.keep)
     return 0
 
 
-def cmd_writer(args, stack: EmbeddedStack) -> int:
-    from seam import demo
+def cmd_writer(args, procs: Processes) -> int:
+    from seam_dev import demo
     stats = demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=args.rate, seconds=args.seconds,
                             threads=args.threads, seed=args.seed, database=args.database)
     print(json.dumps(stats, sort_keys=True))
     return 0
 
 
-def cmd_trigger(args, stack: EmbeddedStack) -> int:
-    from seam.airflow_api import AirflowClient
+def cmd_trigger(args, procs: Processes) -> int:
+    from seam_dev.airflow_api import AirflowClient
     client = AirflowClient.from_env()
     conf = json.loads(args.conf) if args.conf else {}
     run = client.trigger(args.dag_id, conf=conf)
@@ -143,7 +142,7 @@ def cmd_trigger(args, stack: EmbeddedStack) -> int:
     return 0 if state == "success" else 1
 
 
-def cmd_load(args, stack: EmbeddedStack) -> int:
+def cmd_load(args, procs: Processes) -> int:
     from seam.loads import full_load, incremental_load
     pipeline = _pipeline(args)
     say = lambda line: print(line, flush=True)  # noqa: E731
@@ -165,7 +164,7 @@ def cmd_load(args, stack: EmbeddedStack) -> int:
     return 0
 
 
-def cmd_summary(args, stack: EmbeddedStack) -> int:
+def cmd_summary(args, procs: Processes) -> int:
     """One line per table: how it is kept current, rows, the full load's rows/s, lag, the last verdict.
     Exit 1 unless every table's last validation is EQUAL."""
     import pymysql
@@ -209,7 +208,7 @@ def cmd_summary(args, stack: EmbeddedStack) -> int:
     return 0 if all(r[5] == "EQUAL" for r in rows) else 1
 
 
-def cmd_validate(args, stack: EmbeddedStack) -> int:
+def cmd_validate(args, procs: Processes) -> int:
     from seam.validation import Scope, validate_tables
     pipeline = _pipeline(args)
     if args.all == bool(args.tables):
@@ -229,7 +228,7 @@ def cmd_validate(args, stack: EmbeddedStack) -> int:
     return 0 if all(r.verdict == "equal" for r in reports) else 1
 
 
-def cmd_sink(args, stack: EmbeddedStack) -> int:
+def cmd_sink(args, procs: Processes) -> int:
     import logging
     import signal
     from seam.sink import Sink
@@ -250,7 +249,7 @@ def cmd_sink(args, stack: EmbeddedStack) -> int:
     return 0
 
 
-def cmd_kafka(args, stack: EmbeddedStack) -> int:
+def cmd_kafka(args, procs: Processes) -> int:
     """`seam kafka topics` and `seam kafka tail TOPIC`: what is on the broker, without kcat (which cannot
     talk to the embedded broker)."""
     import signal
@@ -278,7 +277,7 @@ def cmd_kafka(args, stack: EmbeddedStack) -> int:
 STREAM_PARTS = ("stream-reader", "stream-sink")
 
 
-def cmd_stream(args, stack: EmbeddedStack) -> int:
+def cmd_stream(args, procs: Processes) -> int:
     pipeline = _pipeline(args)
     tables = [pipeline.table(t) for t in args.table] if args.table else list(pipeline.tables)
     table_args = [a for t in args.table for a in ("--table", pipeline.table(t).name)]
@@ -290,15 +289,15 @@ def cmd_stream(args, stack: EmbeddedStack) -> int:
         return _stream_sink(pipeline, table_args)
     if args.action == "start":
         for part in STREAM_PARTS:
-            pid = stack.running(part)
+            pid = procs.running(part)
             if pid:
                 print(f"{part} already running (pid {pid})")
                 continue
             cmd = [sys.executable, "-m", "seam.cli", "--pipeline", args.pipeline, "stream",
                    part.split("-")[1], *table_args]
-            pid = stack.start_process(part, cmd)
-            print(f"{part} started (pid {pid}); log {stack.log_dir / (part + '.log')}")
-        _await_parts(pipeline, stack, timeout=args.timeout)
+            pid = procs.start_process(part, cmd)
+            print(f"{part} started (pid {pid}); log {procs.log_dir / (part + '.log')}")
+        _await_parts(pipeline, procs, timeout=args.timeout)
         _requested(pipeline, stop=False)
         print("stream started; `seam stream status` shows its state and lag, `seam stream wait` waits for lag 0")
         return 0
@@ -307,7 +306,7 @@ def cmd_stream(args, stack: EmbeddedStack) -> int:
     if args.action == "stop":
         from seam.supervise import stop_part
         for part in STREAM_PARTS:
-            pid = stack.stop(part)
+            pid = procs.stop(part)
             print(f"{part} stopped (pid {pid})" if pid else f"{part} was not running")
         for part, state in _part_states(pipeline).items():  # parts a supervisor started, on this host
             done = stop_part(state) if part in ("reader", "sink") else ""
@@ -315,7 +314,7 @@ def cmd_stream(args, stack: EmbeddedStack) -> int:
                 print(f"stream-{part}: {done}")
         _requested(pipeline, stop=True)
         return 0
-    return _stream_status(pipeline, tables, stack)
+    return _stream_status(pipeline, tables, procs)
 
 
 def _part_states(pipeline) -> dict:
@@ -339,26 +338,27 @@ def _requested(pipeline, stop: bool) -> None:
         conn.close()
 
 
-def _await_parts(pipeline, stack: EmbeddedStack, timeout: float) -> None:
+def _await_parts(pipeline, procs: Processes, timeout: float) -> None:
     """Until both parts have recorded a heartbeat in the target; a part that exits fails with its last line."""
     from seam.sink import connect_state
     from seam.state import part_states
+    from seam.streaming import StreamError
     conn = connect_state(pipeline)
     began = time.monotonic()
     deadline = began + timeout
     try:
         while True:
             for part in STREAM_PARTS:
-                if not stack.running(part):
-                    log = stack.log_dir / f"{part}.log"
+                if not procs.running(part):
+                    log = procs.log_dir / f"{part}.log"
                     tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
-                    raise StackError(f"{part} stopped at once: {tail[0] if tail else 'see ' + str(log)}")
+                    raise StreamError(f"{part} stopped at once: {tail[0] if tail else 'see ' + str(log)}")
             states = part_states(conn, pipeline.target.state_schema, pipeline.name)
             if all(_beating(states.get(p.split("-")[1], {}), time.monotonic() - began) for p in STREAM_PARTS):
                 return
             if time.monotonic() > deadline:
-                raise StackError(f"the stream's parts recorded no heartbeat within {timeout:.0f}s; see "
-                                 f"{stack.log_dir}/stream-*.log")
+                raise StreamError(f"the stream's parts recorded no heartbeat within {timeout:.0f}s; see "
+                                 f"{procs.log_dir}/stream-*.log")
             time.sleep(0.5)
     finally:
         conn.close()
@@ -551,7 +551,7 @@ def _stream_foreground(pipeline, tables, until_idle: bool) -> int:
     return 0
 
 
-def _stream_status(pipeline, tables, stack: EmbeddedStack) -> int:
+def _stream_status(pipeline, tables, procs: Processes) -> int:
     """The parts as their heartbeats in the target show them, then each table's position and lag. Exit 1 when
     a part is down, stopped or restarting, or a table is stopped."""
     from seam.sink import connect_target
@@ -605,6 +605,7 @@ def _stream_status(pipeline, tables, stack: EmbeddedStack) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="seam", description="Keep MySQL tables in sync with PostgreSQL, "
                                      "in batch and in stream, with proof.")
+    from seam_dev.stack import SERVICES
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--pipeline", default=argparse.SUPPRESS, metavar="PATH",
                         help=f"pipeline YAML (default {DEFAULT_PIPELINE.relative_to(DEFAULT_PIPELINE.parents[2])})")
@@ -721,14 +722,14 @@ def main(argv: list[str] | None = None) -> int:
         explicit = False
     else:
         explicit = True
-    stack = EmbeddedStack()
+    from seam_dev.stack import StackError, use_stack_env
     try:
         if args.command == "up":
-            stack.settings(create=True)  # credentials exist before anything reads the pipeline
-        _inject_stack_env(stack)
+            _stack().settings(create=True)  # credentials exist before anything reads the pipeline
+        use_stack_env()
         if explicit:
             _pipeline(args)  # a broken pipeline fails every command, before it does anything
-        return args.func(args, stack)
+        return args.func(args, Processes())
     except (ConfigError, StackError, *operational_errors()) as exc:
         print(f"seam: error: {exc}", file=sys.stderr)
         return 2

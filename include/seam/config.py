@@ -19,8 +19,23 @@ from typing import Any, Mapping
 
 import yaml
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_PIPELINE = PROJECT_ROOT / "include" / "pipelines" / "demo.yaml"
+
+
+def _checkout() -> Path | None:
+    """The Seam checkout this package runs from, or None for an installed ``seam`` (which needs none)."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "include" / "seam").is_dir() and (root / "spark_jobs").is_dir() else None
+
+
+CHECKOUT = _checkout()
+DEFAULT_PIPELINE = (CHECKOUT or Path.cwd()) / "include" / "pipelines" / "demo.yaml"
+
+
+def state_dir() -> Path:
+    """Where local state lives (PID files, logs, stream checkpoints, reports): ``SEAM_STATE_DIR``, else
+    ``.seam`` in the checkout, or in the working directory of an installed ``seam``."""
+    return Path(os.environ.get("SEAM_STATE_DIR") or (CHECKOUT or Path.cwd()) / ".seam").resolve()
+
 
 SEMANTICS = ("exactly-once", "at-least-once")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -280,12 +295,14 @@ _NOTIFY = ("email", "webhook")
 
 def load_pipeline(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None) -> Pipeline:
     """Read and validate a pipeline file; raise ``ConfigError`` on the first fault."""
+    given = bool(path)
     path = Path(path) if path else DEFAULT_PIPELINE
-    if not path.is_absolute() and not path.is_file() and (PROJECT_ROOT / path).is_file():
-        path = PROJECT_ROOT / path  # a path relative to the project, from wherever it runs (an Airflow task)
+    if not path.is_absolute() and not path.is_file() and CHECKOUT and (CHECKOUT / path).is_file():
+        path = CHECKOUT / path  # a path relative to the checkout, from wherever it runs (an Airflow task)
     source = str(path)
     if not path.is_file():
-        raise ConfigError("pipeline", f"file not found: {path}", None)
+        hint = "" if given else " (no pipeline given: pass --pipeline PATH)"
+        raise ConfigError("pipeline", f"file not found: {path}{hint}", None)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:

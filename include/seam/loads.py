@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from seam.boundary import new_batch_id
-from seam.config import PROJECT_ROOT, Pipeline, TableConfig
+from seam.config import Pipeline, TableConfig
 from seam.full_load import prepare
 from seam.sink import batch_status, connect_state
 from seam.schema import reachable
@@ -40,14 +40,10 @@ SPARK_CONF = {"spark.log.level": "WARN", "spark.ui.enabled": "false", "spark.exe
               "spark.network.timeout": "600s"}
 
 
-def spark_job_script(job: str) -> str:
-    return str(PROJECT_ROOT / "spark_jobs" / f"{job}.py")
-
-
 def spark_submit_command(pipeline: Pipeline, job: str, args: list[str], script: Path | None = None,
                          conf: dict[str, str] | None = None) -> list[str]:
     """spark-submit of ``spark_jobs/<job>.py`` (or of ``script``) on ``seam.spark.spark_master``."""
-    from seam.spark import spark_master
+    from seam.spark import spark_job_script, spark_master
 
     submit = Path(sys.executable).with_name("spark-submit")
     return [str(submit if submit.exists() else "spark-submit"), "--master", spark_master(pipeline),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from seam.config import Pipeline
 
@@ -14,6 +15,13 @@ def spark_master(pipeline: Pipeline) -> str:
     """Where Seam's Spark jobs run: ``SEAM_SPARK_MASTER_OVERRIDE`` (Airflow sets it from the ``seam_spark``
     connection, so that changing only the connection moves every job), else the pipeline's ``spark.master``."""
     return os.environ.get("SEAM_SPARK_MASTER_OVERRIDE") or pipeline.spark.master
+
+
+def spark_job_script(job: str) -> str:
+    """The spark-submit entry point ``spark_jobs/<job>.py``, found where the ``spark_jobs`` package is (a
+    checkout or an installed ``seam``)."""
+    import spark_jobs
+    return str(Path(spark_jobs.__file__).parent / f"{job}.py")
 
 
 def spark_session(pipeline: Pipeline, app_name: str):

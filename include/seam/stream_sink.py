@@ -12,7 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
-from seam.config import PROJECT_ROOT, Pipeline, TableConfig
+from seam.config import Pipeline, TableConfig, state_dir
 from seam.kafka_source import SeamKafkaSource
 from seam.sink import Sink
 
@@ -46,7 +46,7 @@ def start_stream_sink(spark, pipeline: Pipeline, tables: list[TableConfig], trig
 def checkpoint_dir() -> Path:
     """This process's Spark checkpoint, under the state dir. Spark needs one, but the offsets that count are
     the target's: a checkpoint is never read again, so those of processes that ended are removed."""
-    base = Path(os.environ.get("SEAM_STATE_DIR") or PROJECT_ROOT / ".seam") / "checkpoints"
+    base = state_dir() / "checkpoints"
     base.mkdir(parents=True, exist_ok=True)
     for old in base.glob("stream-*"):
         pid = old.name.removeprefix("stream-")

@@ -57,7 +57,7 @@ import psycopg
 import pymysql
 
 from seam import canonical
-from seam.config import PROJECT_ROOT, Pipeline, TableConfig
+from seam.config import Pipeline, TableConfig, state_dir
 from seam.incremental import _FORMAT, IncrementalError, Window, _parse_time, check_time_bounds, window_condition
 from seam.gtid import server_identity
 from seam.records import Position, normalize_row
@@ -509,7 +509,7 @@ def validate_tables(pipeline: Pipeline, tables: list[TableConfig], scope: Scope 
     """Validate each table, store each report in the ledger and as HTML; what the CLI and Airflow run."""
     out = []
     folder = Path(report_dir or os.environ.get("SEAM_REPORT_DIR") or
-                  Path(os.environ.get("SEAM_STATE_DIR") or PROJECT_ROOT / ".seam") / "reports")
+                  state_dir() / "reports")
     folder.mkdir(parents=True, exist_ok=True)
     for table in tables:  # every table gets a verdict: one that cannot be compared does not stop the others
         try:

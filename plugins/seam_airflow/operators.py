@@ -4,7 +4,6 @@ from __future__ import annotations
 import logging
 import os
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Sequence
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -12,8 +11,6 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 
 from seam_airflow.hooks import SeamHook
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 class BadInput(SystemExit):
@@ -41,7 +38,6 @@ def bad_input_fails_at_once():
         line = f"bad input: {exc}"
         logging.getLogger("airflow.task").error("%s", line)
         raise BadInput(line) from None
-SPARK_JOBS = PROJECT_ROOT / "spark_jobs"
 DEFAULT_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
 
 
@@ -59,7 +55,8 @@ class SeamSparkJobOperator(SparkSubmitOperator):
                  kafka_conn_id: str = "seam_kafka", target_conn_id: str = "seam_target", **kwargs: Any) -> None:
         kwargs.setdefault("name", f"seam-{job}")
         kwargs.setdefault("jars", os.environ.get("SEAM_JDBC_JAR", DEFAULT_JDBC_JAR))
-        super().__init__(application=str(SPARK_JOBS / f"{job}.py"), conn_id=conn_id, **kwargs)
+        from seam.spark import spark_job_script
+        super().__init__(application=spark_job_script(job), conn_id=conn_id, **kwargs)
         self.job = job
         self.pipeline = pipeline
         self.job_args = job_args or []
@@ -82,7 +79,8 @@ class ProviderSpark:
 
     def __call__(self, job: str, args: list[str]) -> "_ProviderJob":
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-        from seam.loads import SPARK_CONF, spark_job_script
+        from seam.loads import SPARK_CONF
+        from seam.spark import spark_job_script
 
         hook = SparkSubmitHook(conn_id=self.conn_id, name=f"seam-{job}", conf=dict(SPARK_CONF),
                                jars=self.env.get("SEAM_JDBC_JAR", DEFAULT_JDBC_JAR), application_args=args,

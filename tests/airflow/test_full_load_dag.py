@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from seam.airflow_api import AirflowClient
+from seam_dev.airflow_api import AirflowClient
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 

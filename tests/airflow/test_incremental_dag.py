@@ -15,10 +15,10 @@ import psycopg
 import pytest
 import yaml
 
-from seam import demo
-from seam.airflow_api import AirflowClient
+from seam_dev import demo
+from seam_dev.airflow_api import AirflowClient
 from seam.config import load_pipeline
-from seam.stack import EmbeddedStack
+from seam_dev.stack import EmbeddedStack
 
 DB = "incr_af"
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]

@@ -13,8 +13,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from seam import demo
-from seam.airflow_api import AirflowClient
+from seam_dev import demo
+from seam_dev.airflow_api import AirflowClient
 from seam.config import load_pipeline
 from tests.support.pipelines import pipeline_file
 

@@ -12,7 +12,7 @@ import sys
 import psycopg
 import pytest
 
-from seam import demo
+from seam_dev import demo
 from seam.config import load_pipeline
 from seam.sink import connect_state
 from tests.support.airflow import run_dag

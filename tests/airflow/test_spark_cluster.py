@@ -16,7 +16,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from seam import demo
+from seam_dev import demo
 from seam.config import load_pipeline
 from tests.support.airflow import run_dag
 from tests.support.compare import diff, source_rows, target_rows

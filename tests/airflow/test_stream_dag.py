@@ -13,7 +13,7 @@ import sys
 import psycopg
 import pytest
 
-from seam import demo
+from seam_dev import demo
 from seam.config import load_pipeline
 from seam.supervise import _group
 from tests.support.airflow import run_dag

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import psycopg
 import pytest
 
-from seam import demo
+from seam_dev import demo
 from seam.config import load_pipeline
 from tests.support.pipelines import pipeline_file
 

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from seam.airflow_api import AirflowClient
+from seam_dev.airflow_api import AirflowClient
 from seam.config import load_pipeline
-from seam.demo import connect
+from seam_dev.demo import connect
 from seam.wiring import latest
 from tests.support.pipelines import pipeline_file
 
@@ -50,7 +50,7 @@ def test_airflow_has_the_seam_connections_and_auth_is_on(airflow_stack):
     assert "seam_wiring_check" in {d["dag_id"] for d in dags["dags"]}
     # the connections the project created resolve inside Airflow
     import subprocess
-    from seam.stack import venv_bin
+    from seam_dev.stack import venv_bin
     out = subprocess.run([str(venv_bin() / "airflow"), "connections", "get", "seam_mysql", "-o", "json"],
                          capture_output=True, text=True, env={**os.environ, **airflow_stack.airflow_env()})
     conn = json.loads(out.stdout)[0] if out.returncode == 0 else {}

@@ -11,7 +11,7 @@ import sys
 import psycopg
 import pytest
 
-from seam import demo
+from seam_dev import demo
 from seam.config import load_pipeline
 from seam.sink import Sink
 from seam.streaming import ChangeReader

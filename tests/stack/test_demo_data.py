@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from seam import demo
+from seam_dev import demo
 
 pytestmark = pytest.mark.stack
 

@@ -23,7 +23,7 @@ import pymysql
 import pytest
 import yaml
 
-from seam import demo
+from seam_dev import demo
 from seam.config import load_pipeline
 from seam.streaming import ChangeReader, StreamError
 from tests.support.compare import diff, source_rows, target_rows

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 import yaml
 
-from seam import demo
+from seam_dev import demo
 from seam.config import load_pipeline
 from seam.records import Position
 from tests.support.compare import diff, replay_to_now, source_rows, target_rows

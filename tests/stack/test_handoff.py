@@ -14,7 +14,7 @@ import psycopg
 import pytest
 import yaml
 
-from seam import demo
+from seam_dev import demo
 from seam.config import load_pipeline
 from seam.sink import Sink
 from seam.streaming import ChangeReader, StreamError

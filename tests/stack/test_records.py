@@ -7,7 +7,7 @@ import os
 import pymysql
 import pytest
 
-from seam import demo
+from seam_dev import demo
 from seam.records import Position, Record, binlog_values, key_of, normalize_row
 from seam.schema import SchemaError, read_schema
 

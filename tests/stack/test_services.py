@@ -13,8 +13,8 @@ import psycopg
 import pymysql
 import pytest
 
-from seam.demo import connect
-from seam.stack import EmbeddedStack, StackError
+from seam_dev.demo import connect
+from seam_dev.stack import EmbeddedStack, StackError
 
 pytestmark = pytest.mark.stack
 
@@ -243,7 +243,7 @@ def test_up_fails_clearly_on_a_corrupt_datadir(private_stack):
 
 
 def test_up_fails_clearly_when_a_binary_is_missing(private_stack, monkeypatch):
-    import seam.stack as stack_module
+    import seam_dev.stack as stack_module
     monkeypatch.setattr(stack_module, "_postgres_bin_dir",
                         lambda: (_ for _ in ()).throw(StackError("postgres not found: install the apt package")))
     with pytest.raises(StackError, match="postgres not found"):

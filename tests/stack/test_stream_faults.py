@@ -15,7 +15,7 @@ import psycopg
 import pytest
 import yaml
 
-from seam import demo
+from seam_dev import demo
 from seam.config import load_pipeline
 from tests.support.compare import diff, source_rows, target_rows
 

@@ -17,7 +17,7 @@ import sys
 import psycopg
 import pytest
 
-from seam import demo
+from seam_dev import demo
 from seam.config import load_pipeline
 from seam.validation import validate
 from tests.support.compare import diff, source_rows, target_rows

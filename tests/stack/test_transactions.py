@@ -13,7 +13,7 @@ import time
 import psycopg
 import pytest
 
-from seam import demo
+from seam_dev import demo
 from seam.binlog import BinlogReader
 from seam.config import load_pipeline
 from seam.snapshot import source_head

@@ -17,7 +17,8 @@ import psycopg
 import pymysql
 import pytest
 
-from seam import canonical, demo
+from seam import canonical
+from seam_dev import demo
 from seam.codecs import codec, record_value
 from seam.config import load_pipeline
 from seam.full_load import _canonical_json_values

@@ -14,7 +14,7 @@ import time
 import psycopg
 import pytest
 
-from seam import demo
+from seam_dev import demo
 from seam.config import load_pipeline
 from seam.validation import validate
 from tests.support.pipelines import pipeline_file

@@ -30,7 +30,7 @@ import psycopg
 import yaml
 
 from seam.config import load_pipeline
-from seam.stack import EmbeddedStack
+from seam_dev.stack import EmbeddedStack
 from tests.support.independent import compare
 from tests.torture.workload import BELOW, TABLES, Workload
 
@@ -226,14 +226,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=120, help="seconds of workload after the first load (default 120)")
     parser.add_argument("--big-rows", type=int, default=100_000, help="rows of the one big transaction")
     args = parser.parse_args(argv)
-    from seam.cli import _inject_stack_env
-
+    from seam_dev.stack import use_stack_env
     stack = EmbeddedStack()
     stack.settings(create=True)
     started = [name for name in ("mysql", "kafka", "postgres") if not stack._alive_pid(name)]
     for name in started:
         stack.up((name,), timeout=240, log=print)
-    _inject_stack_env(stack)
+    use_stack_env(stack)
     try:
         torture(args.seed, args.duration, args.big_rows, say=lambda m: print(f"[torture] {m}", flush=True))
     except TortureFailed as exc:

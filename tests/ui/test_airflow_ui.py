@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import pytest
 
-from seam.airflow_api import AirflowClient
+from seam_dev.airflow_api import AirflowClient
 from tests.support.compare import diff, source_rows, target_rows
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]

@@ -31,7 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from seam.config import PROJECT_ROOT
+from seam.processes import Processes
+
+# the dev stack runs from a checkout: Airflow reads its dags/ and plugins/
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 DEFAULT_PORTS = {"mysql": 33306, "kafka": 39092, "postgres": 35432, "airflow": 38080}
 PORT_ENV = {"mysql": "SEAM_MYSQL_PORT", "kafka": "SEAM_KAFKA_PORT",
@@ -58,21 +61,13 @@ class ServiceStatus:
     detail: str = ""
 
 
-def default_state_dir() -> Path:
-    return Path(os.environ.get("SEAM_STATE_DIR") or PROJECT_ROOT / ".seam").resolve()
-
-
 def venv_bin() -> Path:
     """The bin dir of the Python running Seam (the project's .venv under make)."""
     return Path(sys.executable).parent
 
 
-class EmbeddedStack:
-    def __init__(self, state_dir: Path | None = None):
-        self.state = state_dir or default_state_dir()
-        self.run_dir = self.state / "run"
-        self.log_dir = self.state / "logs"
-        self._procs: dict[str, subprocess.Popen] = {}
+class EmbeddedStack(Processes):
+    """The four services as processes of ours (``Processes``), with their ports and credentials."""
 
     # ------------------------------------------------------------ settings --
     @property
@@ -156,25 +151,9 @@ class EmbeddedStack:
             if pid:
                 log(f"{name:9} stopped (pid {pid})")
 
-    def start_process(self, name: str, cmd: list[str]) -> int:
-        """Start a long-running Seam process (e.g. the stream) under a PID file, logging to logs/<name>.log."""
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._spawn(name, cmd, self.log_dir / f"{name}.log", env=dict(os.environ))
-        return self._procs[name].pid
-
-    def running(self, name: str) -> int | None:
-        """PID of a live process started under ``name``, else None."""
-        return self._alive_pid(name)
-
-    def stop(self, name: str) -> int | None:
-        """Stop one service if our PID file names a live process of it; return its PID."""
-        pid = self._alive_pid(name)
-        if pid is not None:
-            # Postgres: SIGINT is its fast shutdown; SIGTERM would wait for clients.
-            _stop_group(pid, signal.SIGINT if name == "postgres" else signal.SIGTERM)
-        self._pidfile(name).unlink(missing_ok=True)
-        return pid
+    def stop(self, name: str, sig: int = signal.SIGTERM) -> int | None:
+        # Postgres: SIGINT is its fast shutdown; SIGTERM would wait for clients.
+        return super().stop(name, signal.SIGINT if name == "postgres" else sig)
 
     def status(self) -> list[ServiceStatus]:
         env = self.env()
@@ -456,33 +435,6 @@ class EmbeddedStack:
         except StackError:
             return False
 
-    # ----------------------------------------------------------- processes --
-    def _pidfile(self, name: str) -> Path:
-        return self.run_dir / f"{name}.pid"
-
-    def _spawn(self, name: str, cmd: list[str], logfile: Path, env: dict | None = None,
-               user: str | None = None) -> None:
-        with open(logfile, "ab") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True, env=env, user=user, cwd=self.state)
-        self._pidfile(name).write_text(json.dumps({"pid": proc.pid, "exe": Path(cmd[0]).name}))
-        self._procs[name] = proc
-
-    def _alive_pid(self, name: str) -> int | None:
-        """PID from our PID file, only if that process still runs our binary."""
-        try:
-            info = json.loads(self._pidfile(name).read_text())
-        except (OSError, ValueError):
-            return None
-        pid, exe = int(info["pid"]), info["exe"]
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            return None
-        if Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z"):
-            return None  # a zombie is not running
-        return pid if any(exe.encode() in part for part in cmdline[:2]) else None
-
     def _wait(self, name: str, timeout: float, ping: Callable[[], bool], logfile: Path) -> None:
         deadline = time.monotonic() + timeout
         proc = self._procs[name]
@@ -511,32 +463,21 @@ class EmbeddedStack:
                                  f"another port with {PORT_ENV[name]}=... and a fresh SEAM_STATE_DIR")
 
 
-def _stop_group(pid: int, sig: int, grace: float = 30.0) -> None:
+def stack_env(stack: EmbeddedStack | None = None) -> dict[str, str]:
+    """The stack's endpoints and credentials (what ``seam env`` prints); {} when no stack was set up here."""
     try:
-        pgid = os.getpgid(pid)
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        _reap(pid)
-        time.sleep(0.2)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    _reap(pid)
+        return (stack or EmbeddedStack()).env()
+    except StackError:
+        return {}
 
 
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
+def use_stack_env(stack: EmbeddedStack | None = None) -> dict[str, str]:
+    """Put ``stack_env`` into this process's environment where a variable is not set already, so that a
+    pipeline's ``${SEAM_...}`` references resolve with no export; returns it."""
+    env = stack_env(stack)
+    for key, value in env.items():
+        os.environ.setdefault(key, value)
+    return env
 
 
 def _require_binary(name: str, hint: str) -> str:
