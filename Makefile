@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SEAM := .venv/bin/seam
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test torture bench bench-stream bench-validate up down status lock clean
+.PHONY: setup demo test lint torture bench bench-stream bench-validate up down status lock clean
 SCALE ?= 0.5
 TABLE ?= orders
 
@@ -15,6 +15,11 @@ demo: setup       ## start the embedded stack, seed demo data, run the demo DAG
 
 test: setup       ## the whole test suite against the real embedded services
 	@bash scripts/test.sh $(PYTEST_ARGS)
+
+lint: setup       ## ruff (lint and format) over all Python, mypy over include/ and plugins/
+	@.venv/bin/ruff check .
+	@.venv/bin/ruff format --check .
+	@.venv/bin/mypy
 
 SEED ?= 1
 DURATION ?= 120

@@ -1,4 +1,5 @@
 """What the benchmarks share: the embedded stack up, and a pipeline file for their own tables."""
+
 from __future__ import annotations
 
 import sys

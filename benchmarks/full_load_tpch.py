@@ -15,6 +15,7 @@ Run on the embedded stack (``make bench``, or ``python benchmarks/full_load_tpch
 
 Prints both rates and their ratio. The target on a 2-core machine: Seam >= 0.5 x baseline.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,32 +26,41 @@ import tempfile
 import time
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
 
 from common import bench_pipeline  # noqa: E402
+
 from seam.config import load_pipeline  # noqa: E402
 
 TABLES = {  # TPC-H DDL, rows per scale factor, key
-    "orders": ("""CREATE TABLE `tpch`.`orders` (
+    "orders": (
+        """CREATE TABLE `tpch`.`orders` (
   `o_orderkey` INT NOT NULL PRIMARY KEY, `o_custkey` INT NOT NULL, `o_orderstatus` CHAR(1) NOT NULL,
   `o_totalprice` DECIMAL(15,2) NOT NULL, `o_orderdate` DATE NOT NULL, `o_orderpriority` CHAR(15) NOT NULL,
   `o_clerk` CHAR(15) NOT NULL, `o_shippriority` INT NOT NULL, `o_comment` VARCHAR(79) NOT NULL
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""", 1_500_000, ["o_orderkey"]),
-    "lineitem": ("""CREATE TABLE `tpch`.`lineitem` (
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        1_500_000,
+        ["o_orderkey"],
+    ),
+    "lineitem": (
+        """CREATE TABLE `tpch`.`lineitem` (
   `l_orderkey` INT NOT NULL, `l_partkey` INT NOT NULL, `l_suppkey` INT NOT NULL, `l_linenumber` INT NOT NULL,
   `l_quantity` DECIMAL(15,2) NOT NULL, `l_extendedprice` DECIMAL(15,2) NOT NULL, `l_discount` DECIMAL(15,2) NOT NULL,
   `l_tax` DECIMAL(15,2) NOT NULL, `l_returnflag` CHAR(1) NOT NULL, `l_linestatus` CHAR(1) NOT NULL,
   `l_shipdate` DATE NOT NULL, `l_commitdate` DATE NOT NULL, `l_receiptdate` DATE NOT NULL,
   `l_shipinstruct` CHAR(25) NOT NULL, `l_shipmode` CHAR(10) NOT NULL, `l_comment` VARCHAR(44) NOT NULL,
   PRIMARY KEY (`l_orderkey`, `l_linenumber`)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""", 6_000_000, ["l_orderkey", "l_linenumber"]),
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        6_000_000,
+        ["l_orderkey", "l_linenumber"],
+    ),
 }
 
 
 def ensure_table(name: str, scale: float) -> int:
     import pymysql
+
     from seam_dev import demo
 
     admin = os.environ["SEAM_MYSQL_URL"]
@@ -59,8 +69,9 @@ def ensure_table(name: str, scale: float) -> int:
     expected = int(per_scale * scale)
     with conn.cursor() as cur:
         cur.execute("CREATE DATABASE IF NOT EXISTS `tpch`")
-        cur.execute("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA='tpch' AND TABLE_NAME=%s",
-                    (name,))
+        cur.execute(
+            "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA='tpch' AND TABLE_NAME=%s", (name,)
+        )
         if cur.fetchone()[0]:
             cur.execute(f"SELECT COUNT(*) FROM `tpch`.`{name}`")
             if abs(cur.fetchone()[0] - expected) <= expected // 100:  # lineitem counts are approximate
@@ -70,16 +81,36 @@ def ensure_table(name: str, scale: float) -> int:
         cur.execute(ddl)
     with tempfile.TemporaryDirectory() as out:
         started = time.time()
-        subprocess.run([str(Path(sys.executable).with_name("tpchgen-cli")), "-s", str(scale), "--tables", name,
-                        "--output-dir", out], check=True)
+        subprocess.run(
+            [
+                str(Path(sys.executable).with_name("tpchgen-cli")),
+                "-s",
+                str(scale),
+                "--tables",
+                name,
+                "--output-dir",
+                out,
+            ],
+            check=True,
+        )
         from sqlalchemy.engine import make_url
+
         url = make_url(admin)
-        load = pymysql.connect(host=url.host, port=url.port, user=url.username, password=url.password,
-                               database="tpch", local_infile=True, autocommit=True)
+        load = pymysql.connect(
+            host=url.host,
+            port=url.port,
+            user=url.username,
+            password=url.password,
+            database="tpch",
+            local_infile=True,
+            autocommit=True,
+        )
         with load.cursor() as cur:
             cur.execute("SET unique_checks = 0")
-            cur.execute(f"LOAD DATA LOCAL INFILE '{out}/{name}.tbl' INTO TABLE `{name}` FIELDS TERMINATED BY '|' "
-                        "LINES TERMINATED BY '|\\n'")
+            cur.execute(
+                f"LOAD DATA LOCAL INFILE '{out}/{name}.tbl' INTO TABLE `{name}` FIELDS TERMINATED BY '|' "
+                "LINES TERMINATED BY '|\\n'"
+            )
             cur.execute(f"SELECT COUNT(*) FROM `{name}`")
             rows = cur.fetchone()[0]
         load.close()
@@ -107,10 +138,22 @@ def baseline(pipeline, name: str, rows: int, warm: bool) -> tuple[float, float]:
 
     with tempfile.TemporaryDirectory() as out:
         key = TABLES[name][2][0]
-        command = spark_submit_command(pipeline, "raw", ["--table", f"`tpch`.`{name}`", "--key", key,
-                                                         "--upper", str(max_key(name, key)), "--out", out + "/" + name,
-                                                         *(["--warm"] if warm else [])],
-                                       script=ROOT / "benchmarks" / "raw_jdbc_to_parquet.py")
+        command = spark_submit_command(
+            pipeline,
+            "raw",
+            [
+                "--table",
+                f"`tpch`.`{name}`",
+                "--key",
+                key,
+                "--upper",
+                str(max_key(name, key)),
+                "--out",
+                out + "/" + name,
+                *(["--warm"] if warm else []),
+            ],
+            script=ROOT / "benchmarks" / "raw_jdbc_to_parquet.py",
+        )
         started = time.time()
         result = subprocess.run(command, env=job_env(), capture_output=True, text=True)
         wall = time.time() - started
@@ -119,23 +162,32 @@ def baseline(pipeline, name: str, rows: int, warm: bool) -> tuple[float, float]:
     line = [x for x in result.stdout.splitlines() if x.startswith("RAW ")][-1]
     copied, seconds = int(line.split("rows=")[1].split()[0]), float(line.split("seconds=")[1])
     assert copied == rows, (copied, rows)
-    print(f"raw Spark JDBC -> Parquet ({'warm' if warm else 'cold'}): {rows:,} rows, copy {seconds:.1f}s = "
-          f"{rows / seconds:,.0f} rows/s; spark-submit wall {wall:.1f}s = {rows / wall:,.0f} rows/s", flush=True)
+    print(
+        f"raw Spark JDBC -> Parquet ({'warm' if warm else 'cold'}): {rows:,} rows, copy {seconds:.1f}s = "
+        f"{rows / seconds:,.0f} rows/s; spark-submit wall {wall:.1f}s = {rows / wall:,.0f} rows/s",
+        flush=True,
+    )
     return rows / seconds, rows / wall
 
 
 def seam_full_load(pipeline_path: str, name: str, rows: int) -> tuple[float, float]:
     started = time.time()
-    result = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "load", "full",
-                             f"tpch.{name}"], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "load", "full", f"tpch.{name}"],
+        capture_output=True,
+        text=True,
+    )
     wall = time.time() - started
     if result.returncode:
         sys.exit(f"seam load full failed:\n{result.stdout}\n{result.stderr}")
     line = [x for x in result.stdout.splitlines() if "committed batch" in x][-1]
     print(line, flush=True)
     seconds = float(line.split(" rows in ")[1].split("s")[0])
-    print(f"seam full load: {rows:,} rows BEGIN->commit in {seconds:.1f}s = {rows / seconds:,.0f} rows/s; "
-          f"wall incl. spark-submit start {wall:.1f}s = {rows / wall:,.0f} rows/s", flush=True)
+    print(
+        f"seam full load: {rows:,} rows BEGIN->commit in {seconds:.1f}s = {rows / seconds:,.0f} rows/s; "
+        f"wall incl. spark-submit start {wall:.1f}s = {rows / wall:,.0f} rows/s",
+        flush=True,
+    )
     return rows / seconds, rows / wall
 
 
@@ -154,17 +206,19 @@ def main() -> int:
     portable = bench_pipeline([{"name": f"tpch.{name}", "key": TABLES[name][2]}], snapshot="portable")
     portable_rate, _ = seam_full_load(portable, name, rows)
     os.unlink(portable)
-    print(f"\nRESULT TPC-H {name} SF {args.scale} ({rows:,} rows), {os.cpu_count()} cores:\n"
-          f"  raw JDBC->Parquet, warm JVM, copy only     {raw_warm:>10,.0f} rows/s\n"
-          f"  raw JDBC->Parquet, cold, copy only         {raw_cold:>10,.0f} rows/s\n"
-          f"  raw JDBC->Parquet, whole spark-submit      {raw_wall:>10,.0f} rows/s\n"
-          f"  seam full load, BEGIN -> commit            {seam_rate:>10,.0f} rows/s  "
-          f"({seam_rate / raw_warm:.2f} x warm raw, {seam_rate / raw_cold:.2f} x cold raw; target >= 0.50)\n"
-          f"  seam full load, whole command              {seam_wall_rate:>10,.0f} rows/s  "
-          f"({seam_wall_rate / raw_wall:.2f} x whole raw spark-submit)\n"
-          f"  seam full load, portable snapshot          {portable_rate:>10,.0f} rows/s  "
-          f"({portable_rate / seam_rate:.2f} x the MariaDB method, {portable_rate / raw_cold:.2f} x cold raw)",
-          flush=True)
+    print(
+        f"\nRESULT TPC-H {name} SF {args.scale} ({rows:,} rows), {os.cpu_count()} cores:\n"
+        f"  raw JDBC->Parquet, warm JVM, copy only     {raw_warm:>10,.0f} rows/s\n"
+        f"  raw JDBC->Parquet, cold, copy only         {raw_cold:>10,.0f} rows/s\n"
+        f"  raw JDBC->Parquet, whole spark-submit      {raw_wall:>10,.0f} rows/s\n"
+        f"  seam full load, BEGIN -> commit            {seam_rate:>10,.0f} rows/s  "
+        f"({seam_rate / raw_warm:.2f} x warm raw, {seam_rate / raw_cold:.2f} x cold raw; target >= 0.50)\n"
+        f"  seam full load, whole command              {seam_wall_rate:>10,.0f} rows/s  "
+        f"({seam_wall_rate / raw_wall:.2f} x whole raw spark-submit)\n"
+        f"  seam full load, portable snapshot          {portable_rate:>10,.0f} rows/s  "
+        f"({portable_rate / seam_rate:.2f} x the MariaDB method, {portable_rate / raw_cold:.2f} x cold raw)",
+        flush=True,
+    )
     os.unlink(path)
     return 0
 

@@ -1,4 +1,5 @@
 """spark-submit job for the benchmark baseline: a partitioned JDBC read of a table written to Parquet."""
+
 from __future__ import annotations
 
 import argparse
@@ -19,9 +20,15 @@ def main() -> int:
     args = parser.parse_args()
     pipeline = load_pipeline()
     spark = spark_session(pipeline, "seam-bench-raw")
-    reader = (spark.read.format("jdbc").options(**jdbc_options(pipeline)).option("dbtable", args.table)
-              .option("partitionColumn", args.key).option("lowerBound", "1").option("upperBound", str(args.upper))
-              .option("numPartitions", str(pipeline.spark.partitions)))
+    reader = (
+        spark.read.format("jdbc")
+        .options(**jdbc_options(pipeline))
+        .option("dbtable", args.table)
+        .option("partitionColumn", args.key)
+        .option("lowerBound", "1")
+        .option("upperBound", str(args.upper))
+        .option("numPartitions", str(pipeline.spark.partitions))
+    )
     if args.warm:
         reader.load().selectExpr("count(*)").collect()
     started = time.time()

@@ -16,6 +16,7 @@ Run on the embedded stack (``make bench-stream``, or ``python benchmarks/stream_
 
 Targets on this 2-core machine: sustained >= 60% of the raw decode rate, p99 < 3 s at 1,000 changes/s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,27 +29,31 @@ import threading
 import time
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
 
 from common import bench_pipeline  # noqa: E402
+
 from seam.config import load_pipeline  # noqa: E402
 from seam.records import Position  # noqa: E402
-from seam_dev.stack import EmbeddedStack  # noqa: E402
 from seam.streaming import source_head  # noqa: E402
+from seam_dev.stack import EmbeddedStack  # noqa: E402
 
 DB = "bench_stream"
-DDL = [f"DROP DATABASE IF EXISTS `{DB}`", f"CREATE DATABASE `{DB}`",
-       f"""CREATE TABLE `{DB}`.`events` (`id` BIGINT NOT NULL PRIMARY KEY, `account` BIGINT NOT NULL,
+DDL = [
+    f"DROP DATABASE IF EXISTS `{DB}`",
+    f"CREATE DATABASE `{DB}`",
+    f"""CREATE TABLE `{DB}`.`events` (`id` BIGINT NOT NULL PRIMARY KEY, `account` BIGINT NOT NULL,
            `amount` DECIMAL(20,6) NOT NULL, `note` VARCHAR(64) NOT NULL, `updated_at` DATETIME(6) NOT NULL)""",
-       f"""CREATE TABLE `{DB}`.`ticks` (`seq` BIGINT NOT NULL PRIMARY KEY, `at` DATETIME(6) NOT NULL)"""]
+    f"""CREATE TABLE `{DB}`.`ticks` (`seq` BIGINT NOT NULL PRIMARY KEY, `at` DATETIME(6) NOT NULL)""",
+]
 ROWS = 20_000
 
 
 def seam(path: str, *args: str, check: bool = True) -> str:
-    result = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True,
-                            text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True
+    )
     if check and result.returncode:
         sys.exit(f"seam {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
     return result.stdout
@@ -57,6 +62,7 @@ def seam(path: str, *args: str, check: bool = True) -> str:
 def source(pipeline, autocommit=False):
     """An admin connection (the pipeline's user only reads)."""
     from seam_dev import demo
+
     return demo.connect(os.environ["SEAM_MYSQL_URL"], autocommit=autocommit)
 
 
@@ -68,8 +74,10 @@ def write_changes(pipeline, changes: int, first_tick: int) -> int:
     with conn.cursor() as cur:
         for _ in range(changes // 10):
             cur.execute(f"INSERT INTO `{DB}`.ticks VALUES (%s, NOW(6))", (tick,))
-            cur.executemany(f"UPDATE `{DB}`.events SET amount = amount + 1, note = %s, updated_at = NOW(6) WHERE id = %s",
-                            [(f"n{tick}", rng.randrange(ROWS)) for _ in range(9)])
+            cur.executemany(
+                f"UPDATE `{DB}`.events SET amount = amount + 1, note = %s, updated_at = NOW(6) WHERE id = %s",
+                [(f"n{tick}", rng.randrange(ROWS)) for _ in range(9)],
+            )
             conn.commit()
             tick += 1
     conn.close()
@@ -84,12 +92,17 @@ def raw_decode(pipeline, start: Position, end: Position) -> tuple[int, float]:
     src = pipeline.source
     stream = BinLogStreamReader(
         connection_settings={"host": src.host, "port": src.port, "user": src.user, "passwd": src.password.reveal()},
-        server_id=src.server_id + 900, log_file=start.file, log_pos=start.pos, resume_stream=True,
-        blocking=False, only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent], only_schemas=[DB])
+        server_id=src.server_id + 900,
+        log_file=start.file,
+        log_pos=start.pos,
+        resume_stream=True,
+        blocking=False,
+        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
+        only_schemas=[DB],
+    )
     rows, began = 0, time.perf_counter()
     for event in stream:
-        for row in event.rows:
-            rows += 1
+        rows += len(event.rows)
         if not Position.through(stream.log_file, stream.log_pos) < end:
             break
     seconds = time.perf_counter() - began
@@ -99,9 +112,11 @@ def raw_decode(pipeline, start: Position, end: Position) -> tuple[int, float]:
 
 def applied(pipeline, table: str) -> Position | None:
     import psycopg
+
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
-        row = conn.execute("SELECT file, pos, row_index FROM seam.positions WHERE db = %s AND tbl = %s",
-                           (DB, table)).fetchone()
+        row = conn.execute(
+            "SELECT file, pos, row_index FROM seam.positions WHERE db = %s AND tbl = %s", (DB, table)
+        ).fetchone()
     return Position(*row) if row else None
 
 
@@ -129,8 +144,10 @@ def latency(pipeline, rate: float, seconds: float, first_tick: int) -> list[floa
         with conn.cursor() as cur:
             while time.perf_counter() - began < seconds:
                 cur.execute(f"INSERT INTO `{DB}`.ticks VALUES (%s, NOW(6))", (tick,))
-                cur.executemany(f"UPDATE `{DB}`.events SET amount = amount + 1, updated_at = NOW(6) WHERE id = %s",
-                                [(rng.randrange(ROWS),) for _ in range(9)])
+                cur.executemany(
+                    f"UPDATE `{DB}`.events SET amount = amount + 1, updated_at = NOW(6) WHERE id = %s",
+                    [(rng.randrange(ROWS),) for _ in range(9)],
+                )
                 conn.commit()
                 committed[tick] = time.perf_counter()
                 tick += 1
@@ -167,8 +184,9 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=1000, help="changes/s in the latency run")
     parser.add_argument("--seconds", type=float, default=30, help="length of the latency run")
     args = parser.parse_args()
-    path = bench_pipeline([{"name": f"{DB}.events", "key": ["id"]}, {"name": f"{DB}.ticks", "key": ["seq"]}],
-                          topic_prefix="seam.bench")
+    path = bench_pipeline(
+        [{"name": f"{DB}.events", "key": ["id"]}, {"name": f"{DB}.ticks", "key": ["seq"]}], topic_prefix="seam.bench"
+    )
     stack = EmbeddedStack()
     pipeline = load_pipeline(path)
 
@@ -176,8 +194,10 @@ def main() -> int:
     with conn.cursor() as cur:
         for stmt in DDL:
             cur.execute(stmt)
-        cur.executemany(f"INSERT INTO `{DB}`.`events` VALUES (%s, %s, %s, %s, NOW(6))",
-                        [(i, i % 997, f"{i}.5", f"row {i}") for i in range(ROWS)])
+        cur.executemany(
+            f"INSERT INTO `{DB}`.`events` VALUES (%s, %s, %s, %s, NOW(6))",
+            [(i, i % 997, f"{i}.5", f"row {i}") for i in range(ROWS)],
+        )
     seam(path, "stream", "stop", check=False)
     seam(path, "load", "full", f"{DB}.events", f"{DB}.ticks")
     seam(path, "stream", "start")
@@ -188,16 +208,23 @@ def main() -> int:
     began = time.perf_counter()
     tick = write_changes(pipeline, args.changes, 1)
     end = source_head(conn)
-    print(f"backlog: {args.changes:,} changes written in {time.perf_counter() - began:.1f}s "
-          f"(binlog {start} -> {end})", flush=True)
+    print(
+        f"backlog: {args.changes:,} changes written in {time.perf_counter() - began:.1f}s (binlog {start} -> {end})",
+        flush=True,
+    )
     raw_rows, raw_s = raw_decode(pipeline, start, end)
     raw_rate = raw_rows / raw_s
-    print(f"raw python-mysql-replication decode: {raw_rows:,} rows in {raw_s:.1f}s = {raw_rate:,.0f} rows/s", flush=True)
+    print(
+        f"raw python-mysql-replication decode: {raw_rows:,} rows in {raw_s:.1f}s = {raw_rate:,.0f} rows/s", flush=True
+    )
     seam(path, "stream", "start")
     chain_s = wait_applied(pipeline, end)
     chain_rate = args.changes / chain_s
-    print(f"whole chain: {args.changes:,} changes applied in {chain_s:.1f}s = {chain_rate:,.0f} changes/s "
-          f"(reader start included)", flush=True)
+    print(
+        f"whole chain: {args.changes:,} changes applied in {chain_s:.1f}s = {chain_rate:,.0f} changes/s "
+        f"(reader start included)",
+        flush=True,
+    )
 
     lat = latency(pipeline, args.rate, args.seconds, tick)
     seam(path, "stream", "stop", check=False)
@@ -206,12 +233,16 @@ def main() -> int:
 
     def pct(p: float) -> float:
         return lat[min(len(lat) - 1, int(p * len(lat)))]
-    print(f"\nRESULT binlog CDC, {os.cpu_count()} cores:\n"
-          f"  raw python-mysql-replication decode        {raw_rate:>10,.0f} rows/s\n"
-          f"  seam stream, binlog -> PostgreSQL           {chain_rate:>10,.0f} changes/s  "
-          f"({chain_rate / raw_rate:.0%} of raw decode; target >= 60%)\n"
-          f"  commit-to-visible at {args.rate:,.0f} changes/s ({len(lat)} transactions): p50 {statistics.median(lat):.2f}s"
-          f"  p95 {pct(0.95):.2f}s  p99 {pct(0.99):.2f}s  max {lat[-1]:.2f}s  (target p99 < 3 s)", flush=True)
+
+    print(
+        f"\nRESULT binlog CDC, {os.cpu_count()} cores:\n"
+        f"  raw python-mysql-replication decode        {raw_rate:>10,.0f} rows/s\n"
+        f"  seam stream, binlog -> PostgreSQL           {chain_rate:>10,.0f} changes/s  "
+        f"({chain_rate / raw_rate:.0%} of raw decode; target >= 60%)\n"
+        f"  commit-to-visible at {args.rate:,.0f} changes/s ({len(lat)} transactions): p50 {statistics.median(lat):.2f}s"
+        f"  p95 {pct(0.95):.2f}s  p99 {pct(0.99):.2f}s  max {lat[-1]:.2f}s  (target p99 < 3 s)",
+        flush=True,
+    )
     return 0
 
 

@@ -3,6 +3,7 @@ replaces its target table atomically. Trigger from the UI with the tables to
 load (empty: every table of the pipeline); each table is its own mapped task
 (a table that a cascade reaches through another loaded table shares its
 task, loaded after it), and each is validated after the loads (a mismatch fails the run and notifies)."""
+
 from __future__ import annotations
 
 import pendulum
@@ -14,13 +15,28 @@ from seam_airflow.operators import SeamFullLoadOperator, SeamValidateOperator, b
 DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "owner": "seam"}
 
 
-@dag(schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False,
-     default_args=DEFAULT_ARGS, tags=["seam", "full-load"], max_active_runs=1, doc_md=__doc__,
-     params={"tables": Param([], type="array", items={"type": "string"},
-                             description="db.table names; empty loads every table of the pipeline"),
-             "pipeline": Param(None, type=["null", "string"],
-                               description="pipeline YAML path (absolute, or relative to the project); "
-                                           "empty: the default")})
+@dag(
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    default_args=DEFAULT_ARGS,
+    tags=["seam", "full-load"],
+    max_active_runs=1,
+    doc_md=__doc__,
+    params={
+        "tables": Param(
+            [],
+            type="array",
+            items={"type": "string"},
+            description="db.table names; empty loads every table of the pipeline",
+        ),
+        "pipeline": Param(
+            None,
+            type=["null", "string"],
+            description="pipeline YAML path (absolute, or relative to the project); empty: the default",
+        ),
+    },
+)
 def seam_full_load():
     @task(retries=0)
     def tables(params=None) -> list[dict]:
@@ -40,14 +56,15 @@ def seam_full_load():
         with bad_input_fails_at_once():
             pipeline = SeamHook().load_pipeline(planned[0]["pipeline"])
             groups = cascade_groups(pipeline, [pipeline.table(p["table"]) for p in planned])
-        return [{"table": g[0].name, "with_tables": [t.name for t in g[1:]], "pipeline": pipeline.path}
-                for g in groups]
+        return [{"table": g[0].name, "with_tables": [t.name for t in g[1:]], "pipeline": pipeline.path} for g in groups]
 
     planned = tables()
-    loads = SeamFullLoadOperator.partial(task_id="full_load", max_active_tis_per_dagrun=2,
-                                         map_index_template="{{ task.table }}").expand_kwargs(load_groups(planned))
-    checks = SeamValidateOperator.partial(task_id="validate", max_active_tis_per_dagrun=2,
-                                          map_index_template="{{ task.table }}").expand_kwargs(planned)
+    loads = SeamFullLoadOperator.partial(
+        task_id="full_load", max_active_tis_per_dagrun=2, map_index_template="{{ task.table }}"
+    ).expand_kwargs(load_groups(planned))
+    checks = SeamValidateOperator.partial(
+        task_id="validate", max_active_tis_per_dagrun=2, map_index_template="{{ task.table }}"
+    ).expand_kwargs(planned)
     loads >> checks
 
 

@@ -7,6 +7,7 @@ the same target. From the UI, give an explicit window (start/end Params) and
 the tables to load. One run at a time (max_active_runs=1), so windows of the
 same table never overlap in time; tables of one run load in parallel. After the
 loads, each window is validated (source against target, up to the watermark)."""
+
 from __future__ import annotations
 
 import pendulum
@@ -21,16 +22,30 @@ DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "own
 
 # a data-interval timetable: each run covers [day, next day) (a plain "@daily" in Airflow 3 gives runs whose
 # interval is a single point)
-@dag(schedule=CronDataIntervalTimetable("@daily", timezone="UTC"), start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False,
-     default_args=DEFAULT_ARGS, tags=["seam", "incremental"], max_active_runs=1, doc_md=__doc__,
-     params={"tables": Param([], type="array", items={"type": "string"},
-                             description="db.table names; empty: every incremental table of the pipeline"),
-             "start": Param(None, type=["null", "string"],
-                            description="window start (exclusive); empty: the data interval"),
-             "end": Param(None, type=["null", "string"], description="window end (inclusive); empty: the data interval"),
-             "pipeline": Param(None, type=["null", "string"],
-                               description="pipeline YAML path (absolute, or relative to the project); "
-                                           "empty: the default")})
+@dag(
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    default_args=DEFAULT_ARGS,
+    tags=["seam", "incremental"],
+    max_active_runs=1,
+    doc_md=__doc__,
+    params={
+        "tables": Param(
+            [],
+            type="array",
+            items={"type": "string"},
+            description="db.table names; empty: every incremental table of the pipeline",
+        ),
+        "start": Param(None, type=["null", "string"], description="window start (exclusive); empty: the data interval"),
+        "end": Param(None, type=["null", "string"], description="window end (inclusive); empty: the data interval"),
+        "pipeline": Param(
+            None,
+            type=["null", "string"],
+            description="pipeline YAML path (absolute, or relative to the project); empty: the default",
+        ),
+    },
+)
 def seam_incremental():
     @task(retries=0)
     def windows(params=None, data_interval_start=None, data_interval_end=None) -> list[dict]:
@@ -43,10 +58,12 @@ def seam_incremental():
         return [{"table": name, "start": start, "end": end, "pipeline": pipeline.path} for name in names]
 
     planned = windows()
-    loads = SeamIncrementalLoadOperator.partial(task_id="incremental_load", max_active_tis_per_dagrun=2,
-                                                map_index_template="{{ task.table }}").expand_kwargs(planned)
-    checks = SeamValidateOperator.partial(task_id="validate", max_active_tis_per_dagrun=2,
-                                          map_index_template="{{ task.table }}").expand_kwargs(planned)
+    loads = SeamIncrementalLoadOperator.partial(
+        task_id="incremental_load", max_active_tis_per_dagrun=2, map_index_template="{{ task.table }}"
+    ).expand_kwargs(planned)
+    checks = SeamValidateOperator.partial(
+        task_id="validate", max_active_tis_per_dagrun=2, map_index_template="{{ task.table }}"
+    ).expand_kwargs(planned)
     loads >> checks
 
 

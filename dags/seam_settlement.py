@@ -5,6 +5,7 @@ the day is validated with the table's checks (sums of amounts agree to the cent)
 Asset (``seam://<pipeline>/<db>/<table>``, through the ``seam_settlement`` alias) for downstream DAGs; a mismatch fails the run and notifies.
 ``airflow backfill create --dag-id seam_settlement --from-date ... --to-date ...`` settles past days; from the
 UI, give the business ``day`` to settle (empty: the run's previous business day)."""
+
 from __future__ import annotations
 
 import pendulum
@@ -21,14 +22,27 @@ DEFAULT_ARGS = {"retries": 3, "retry_delay": pendulum.duration(minutes=5), "owne
 SETTLEMENT = settlement_section.read(DEFAULT_PIPELINE)
 
 
-@dag(schedule=CronTriggerTimetable(SETTLEMENT.schedule, timezone=SETTLEMENT.timezone) if SETTLEMENT else None,
-     start_date=pendulum.datetime(2026, 1, 1, tz=SETTLEMENT.timezone if SETTLEMENT else "UTC"), catchup=False,
-     default_args=DEFAULT_ARGS, tags=["seam", "settlement"], max_active_runs=1, doc_md=__doc__,
-     params={"day": Param(None, type=["null", "string"],
-                          description="business day to settle, YYYY-MM-DD; empty: the run's previous business day"),
-             "pipeline": Param(None, type=["null", "string"],
-                               description="pipeline YAML path (absolute, or relative to the project); "
-                                           "empty: the default")})
+@dag(
+    schedule=CronTriggerTimetable(SETTLEMENT.schedule, timezone=SETTLEMENT.timezone) if SETTLEMENT else None,
+    start_date=pendulum.datetime(2026, 1, 1, tz=SETTLEMENT.timezone if SETTLEMENT else "UTC"),
+    catchup=False,
+    default_args=DEFAULT_ARGS,
+    tags=["seam", "settlement"],
+    max_active_runs=1,
+    doc_md=__doc__,
+    params={
+        "day": Param(
+            None,
+            type=["null", "string"],
+            description="business day to settle, YYYY-MM-DD; empty: the run's previous business day",
+        ),
+        "pipeline": Param(
+            None,
+            type=["null", "string"],
+            description="pipeline YAML path (absolute, or relative to the project); empty: the default",
+        ),
+    },
+)
 def seam_settlement():
     @task(retries=0)
     def plan(params=None, logical_date=None, dag_run=None) -> list[dict]:
@@ -40,8 +54,9 @@ def seam_settlement():
             pipeline = SeamHook().load_pipeline(params.get("pipeline") or None)
             section = pipeline.settlement
             if section is None:
-                raise ConfigError("settlement", "the pipeline has no settlement section (schedule, timezone, tables)",
-                                  pipeline.path)
+                raise ConfigError(
+                    "settlement", "the pipeline has no settlement section (schedule, timezone, tables)", pipeline.path
+                )
             if params.get("day"):
                 try:
                     day = dt.date.fromisoformat(params["day"])
@@ -50,13 +65,25 @@ def seam_settlement():
             else:
                 day = section.settled_day(logical_date or dag_run.run_after)
         start, end = section.window(day)
-        print(f"settling business day {day} ({section.timezone}): cursor window ({start}, {end}] in "
-              f"{section.source_timezone}")
-        return [{"table": pipeline.table(name).name, "day": day.isoformat(), "start": start, "end": end,
-                 "day_end": section.day_end(day).isoformat(), "pipeline": pipeline.path} for name in section.tables]
+        print(
+            f"settling business day {day} ({section.timezone}): cursor window ({start}, {end}] in "
+            f"{section.source_timezone}"
+        )
+        return [
+            {
+                "table": pipeline.table(name).name,
+                "day": day.isoformat(),
+                "start": start,
+                "end": end,
+                "day_end": section.day_end(day).isoformat(),
+                "pipeline": pipeline.path,
+            }
+            for name in section.tables
+        ]
 
-    SeamSettlementOperator.partial(task_id="settle", map_index_template="{{ task.table }}",
-                                   outlets=[AssetAlias(SeamSettlementOperator.ALIAS)]).expand_kwargs(plan())
+    SeamSettlementOperator.partial(
+        task_id="settle", map_index_template="{{ task.table }}", outlets=[AssetAlias(SeamSettlementOperator.ALIAS)]
+    ).expand_kwargs(plan())
 
 
 seam_settlement()

@@ -3,6 +3,7 @@ outside worker slots), restarts a part that died from the positions stored in th
 notifies when a part does not come up, a table is STOPPED or lags more than ``stream.max_lag_seconds``.
 Runs every five minutes; trigger it with ``action`` start, stop or restart (a stop is kept: the scheduled
 runs leave a stopped stream stopped until a start). Each run's log lists every table's lag."""
+
 from __future__ import annotations
 
 import pendulum
@@ -14,19 +15,41 @@ from seam_airflow.operators import SeamStreamOperator
 DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "owner": "seam"}
 
 
-@dag(schedule="*/5 * * * *", start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False,
-     default_args=DEFAULT_ARGS, tags=["seam", "stream"], max_active_runs=1, doc_md=__doc__,
-     render_template_as_native_obj=True,
-     params={"action": Param("ensure", enum=["ensure", "start", "stop", "restart"],
-                             description="ensure: start what is down; start, stop or restart the stream"),
-             "tables": Param([], type="array", items={"type": "string"},
-                             description="db.table names the stream follows; empty: every streamed table"),
-             "pipeline": Param(None, type=["null", "string"],
-                               description="pipeline YAML path (absolute, or relative to the project); "
-                                           "empty: the default")})
+@dag(
+    schedule="*/5 * * * *",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    default_args=DEFAULT_ARGS,
+    tags=["seam", "stream"],
+    max_active_runs=1,
+    doc_md=__doc__,
+    render_template_as_native_obj=True,
+    params={
+        "action": Param(
+            "ensure",
+            enum=["ensure", "start", "stop", "restart"],
+            description="ensure: start what is down; start, stop or restart the stream",
+        ),
+        "tables": Param(
+            [],
+            type="array",
+            items={"type": "string"},
+            description="db.table names the stream follows; empty: every streamed table",
+        ),
+        "pipeline": Param(
+            None,
+            type=["null", "string"],
+            description="pipeline YAML path (absolute, or relative to the project); empty: the default",
+        ),
+    },
+)
 def seam_stream():
-    SeamStreamOperator(task_id="supervise", action="{{ params.action }}", tables="{{ params.tables }}",
-                       pipeline="{{ params.pipeline or '' }}")
+    SeamStreamOperator(
+        task_id="supervise",
+        action="{{ params.action }}",
+        tables="{{ params.tables }}",
+        pipeline="{{ params.pipeline or '' }}",
+    )
 
 
 seam_stream()

@@ -3,6 +3,7 @@ loaded (streamed tables above all) is compared with its source at a consistent
 point: counts, checksums, the configured column checks, and the exact differing
 rows. A mismatch fails that table's task and fires the pipeline's notifiers
 (``notify:`` webhook and e-mail). Trigger from the UI to check chosen tables."""
+
 from __future__ import annotations
 
 import pendulum
@@ -15,25 +16,45 @@ from seam_airflow.operators import SeamValidateOperator, bad_input_fails_at_once
 DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "owner": "seam"}
 
 
-@dag(schedule=CronTriggerTimetable("17 * * * *", timezone="UTC"), start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-     catchup=False, default_args=DEFAULT_ARGS, tags=["seam", "validation"], max_active_runs=1, doc_md=__doc__,
-     params={"tables": Param([], type="array", items={"type": "string"},
-                             description="db.table names; empty: every table of the pipeline loaded so far"),
-             "pipeline": Param(None, type=["null", "string"],
-                               description="pipeline YAML path (absolute, or relative to the project); "
-                                           "empty: the default")})
+@dag(
+    schedule=CronTriggerTimetable("17 * * * *", timezone="UTC"),
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    default_args=DEFAULT_ARGS,
+    tags=["seam", "validation"],
+    max_active_runs=1,
+    doc_md=__doc__,
+    params={
+        "tables": Param(
+            [],
+            type="array",
+            items={"type": "string"},
+            description="db.table names; empty: every table of the pipeline loaded so far",
+        ),
+        "pipeline": Param(
+            None,
+            type=["null", "string"],
+            description="pipeline YAML path (absolute, or relative to the project); empty: the default",
+        ),
+    },
+)
 def seam_validate():
     @task(retries=0)
     def tables(params=None) -> list[dict]:
         from seam.validation import loaded_tables
+
         with bad_input_fails_at_once():  # a typo in a Param: one line, no retry
             pipeline = SeamHook().load_pipeline(params.get("pipeline") or None)
-            names = ([pipeline.table(name).name for name in params["tables"]] if params.get("tables")
-                     else [t.name for t in loaded_tables(pipeline)])
+            names = (
+                [pipeline.table(name).name for name in params["tables"]]
+                if params.get("tables")
+                else [t.name for t in loaded_tables(pipeline)]
+            )
         return [{"table": name, "pipeline": pipeline.path} for name in names]
 
-    SeamValidateOperator.partial(task_id="validate", max_active_tis_per_dagrun=2,
-                                 map_index_template="{{ task.table }}").expand_kwargs(tables())
+    SeamValidateOperator.partial(
+        task_id="validate", max_active_tis_per_dagrun=2, map_index_template="{{ task.table }}"
+    ).expand_kwargs(tables())
 
 
 seam_validate()

@@ -1,5 +1,6 @@
 """Wiring check: Spark reads every table of the pipeline from MySQL and the
 counts land in the target. The first DAG to run on a new stack."""
+
 from __future__ import annotations
 
 import pendulum
@@ -11,9 +12,16 @@ from seam_airflow.operators import SeamSparkJobOperator
 DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "owner": "seam"}
 
 
-@dag(schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False,
-     default_args=DEFAULT_ARGS, tags=["seam", "wiring"], max_active_runs=1,
-     params={"pipeline": ""}, doc_md=__doc__)
+@dag(
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    default_args=DEFAULT_ARGS,
+    tags=["seam", "wiring"],
+    max_active_runs=1,
+    params={"pipeline": ""},
+    doc_md=__doc__,
+)
 def seam_wiring_check():
     @task
     def tables(params=None) -> list[list[str]]:
@@ -23,13 +31,16 @@ def seam_wiring_check():
     @task
     def report(params=None) -> list[dict]:
         from seam.wiring import latest
+
         rows = latest(SeamHook().load_pipeline((params or {}).get("pipeline")))
         for name, count, checked_at in rows:
             print(f"{name}: {count} rows (checked {checked_at:%Y-%m-%d %H:%M:%S} UTC)")
         return [{"table": name, "rows": count} for name, count, _ in rows]
 
     counted = SeamSparkJobOperator.partial(
-        task_id="count_rows", job="wiring_check", pipeline="{{ params.pipeline }}",
+        task_id="count_rows",
+        job="wiring_check",
+        pipeline="{{ params.pipeline }}",
     ).expand(job_args=tables())
     counted >> report()
 

@@ -1,4 +1,5 @@
 """spark-submit entry point: publish a full load of one or more tables (see seam.full_load)."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,8 +15,9 @@ from seam.spark import spark_session
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pipeline", default=None)
-    parser.add_argument("--table", action="append", required=True,
-                        help="db.table, or a table name unique in the pipeline (repeatable)")
+    parser.add_argument(
+        "--table", action="append", required=True, help="db.table, or a table name unique in the pipeline (repeatable)"
+    )
     parser.add_argument("--batch", action="append", default=[], help="batch id per --table (default: new ones)")
     args = parser.parse_args(argv)
     if args.batch and len(args.batch) != len(args.table):
@@ -27,8 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for table, batch in zip(tables, batches):
             end = publish_full_load(spark, pipeline, table, batch, say=lambda line: print(line, flush=True))
-            print(f"SEAM_RESULT table={table.name} batch={end.batch} messages={end.rows} position={end.position}",
-                  flush=True)
+            print(
+                f"SEAM_RESULT table={table.name} batch={end.batch} messages={end.rows} position={end.position}",
+                flush=True,
+            )
     except operational_errors() as exc:  # one line for the log and the caller, never a traceback
         print(f"seam: error: {exc}", file=sys.stderr, flush=True)
         return 1

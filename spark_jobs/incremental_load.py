@@ -1,4 +1,5 @@
 """spark-submit entry point: publish one incremental window per table (see seam.incremental)."""
+
 from __future__ import annotations
 
 import argparse
@@ -16,8 +17,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pipeline", default=None)
     parser.add_argument("--table", action="append", required=True, help="db.table (repeatable)")
     parser.add_argument("--batch", action="append", required=True, help="batch id per --table")
-    parser.add_argument("--window", action="append", required=True,
-                        help="per --table, the planned window as JSON (`seam load incremental` plans it)")
+    parser.add_argument(
+        "--window",
+        action="append",
+        required=True,
+        help="per --table, the planned window as JSON (`seam load incremental` plans it)",
+    )
     args = parser.parse_args(argv)
     if not len(args.table) == len(args.batch) == len(args.window):
         parser.error("give one --batch and one --window per --table")
@@ -25,8 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     spark = spark_session(pipeline, "seam-incremental-load")
     try:
         for name, batch, window in zip(args.table, args.batch, args.window):
-            end = publish_window(spark, pipeline, pipeline.table(name), batch, Window(**json.loads(window)),
-                                 say=lambda line: print(line, flush=True))
+            end = publish_window(
+                spark,
+                pipeline,
+                pipeline.table(name),
+                batch,
+                Window(**json.loads(window)),
+                say=lambda line: print(line, flush=True),
+            )
             print(f"SEAM_RESULT table={name} batch={end.batch} messages={end.rows} window={end.window}", flush=True)
     except operational_errors() as exc:  # one line for the log and the caller, never a traceback
         print(f"seam: error: {exc}", file=sys.stderr, flush=True)

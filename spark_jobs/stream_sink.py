@@ -1,4 +1,5 @@
 """spark-submit entry point: the Structured Streaming sink (Kafka topics -> PostgreSQL, foreachBatch)."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,8 +15,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pipeline", default=None)
     parser.add_argument("--table", action="append", default=[], help="only these tables (repeatable)")
-    parser.add_argument("--source", choices=["seam", "kafka"], default="seam",
-                        help="seam: the bundled Python Kafka source; kafka: Spark's format('kafka') (needs its jar)")
+    parser.add_argument(
+        "--source",
+        choices=["seam", "kafka"],
+        default="seam",
+        help="seam: the bundled Python Kafka source; kafka: Spark's format('kafka') (needs its jar)",
+    )
     args = parser.parse_args(argv)
     pipeline = load_pipeline(args.pipeline)
     tables = [pipeline.table(t) for t in args.table] if args.table else list(pipeline.tables)

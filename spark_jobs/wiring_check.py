@@ -3,6 +3,7 @@ with Spark and record its row count in the target (``seam.wiring_check``).
 
 Proves the wiring of the stack end to end: Airflow -> Spark -> MySQL -> PostgreSQL.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -3,6 +3,7 @@
 A stack already started with `seam up` is reused as it is; otherwise the
 fixtures start what they need and stop, at the end, only what they started.
 """
+
 from __future__ import annotations
 
 import logging
@@ -72,5 +73,6 @@ def pipeline(stack):
 def seeded(stack, pipeline):
     """The demo schema with a small, repeatable data set."""
     from seam_dev import demo
+
     counts = demo.seed(pipeline, rows=2000, admin_url=os.environ["SEAM_MYSQL_URL"], log=lambda m: None)
     return counts

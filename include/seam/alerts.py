@@ -6,6 +6,7 @@ Delivery guarantee: best effort, at least once per event seen (a restarted
 reader that meets the same DDL alerts again); a failed POST is logged, never
 raised: an unreachable receiver must not stop the stream.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,8 @@ def alert(pipeline: Pipeline, table: str, problem: str, detail: str) -> None:
 
 def post_json(url: str, payload: dict, timeout: float) -> None:
     """POST ``payload`` as JSON; a non-2xx answer or an unreachable receiver raises (OSError)."""
-    request = urllib.request.Request(url, data=json.dumps(payload, default=str).encode(),
-                                     headers={"Content-Type": "application/json"}, method="POST")
+    request = urllib.request.Request(
+        url, data=json.dumps(payload, default=str).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
     with urllib.request.urlopen(request, timeout=timeout) as response:
         response.read()

@@ -34,12 +34,13 @@ Delivery guarantee: every committed transaction in (start, end] whose rows
 touch the watched tables, exactly once, in commit order, with its rows in
 binlog order; nothing from rolled-back work.
 """
+
 from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from seam.gtid import GtidError, GtidSet
 from seam.records import Position, binlog_values
@@ -47,19 +48,19 @@ from seam.records import Position, binlog_values
 
 @dataclass(frozen=True)
 class RowChange:
-    op: str                 # c, u or d
+    op: str  # c, u or d
     db: str
     table: str
-    before: dict | None     # decoded values, as python-mysql-replication gives them (empty SET fixed)
+    before: dict | None  # decoded values, as python-mysql-replication gives them (empty SET fixed)
     after: dict | None
-    position: Position      # the row event's end, and the row's index in it
+    position: Position  # the row event's end, and the row's index in it
 
 
 @dataclass
 class Transaction:
-    commit: Position        # where it commits: the XID / COMMIT / XA COMMIT event
+    commit: Position  # where it commits: the XID / COMMIT / XA COMMIT event
     gtid: str | None
-    timestamp: int          # seconds, the commit event's
+    timestamp: int  # seconds, the commit event's
     changes: list[RowChange] = field(default_factory=list)
     errors: dict = field(default_factory=dict)  # (db, table) -> why its rows could not be decoded
     xid: str | None = None  # XA transactions
@@ -76,7 +77,7 @@ class RolledBack:
 class Statement:
     position: Position
     query: str
-    schema: str | None      # the session's default database
+    schema: str | None  # the session's default database
     in_transaction: bool
 
 
@@ -90,13 +91,14 @@ class LostTransaction:
 @dataclass(frozen=True)
 class Tick:
     position: Position
-    between: bool           # no transaction open here
+    between: bool  # no transaction open here
 
 
 _COMMENTS = re.compile(r"/\*.*?\*/", re.S)
 _SAVEPOINT = re.compile(r"(SAVEPOINT|RELEASE\s+SAVEPOINT|ROLLBACK\s+(WORK\s+)?TO\s+(SAVEPOINT\s+)?)\s*\S", re.I)
-_XA = re.compile(r"XA\s+(START|BEGIN|END|PREPARE|COMMIT|ROLLBACK)\b\s*(.*?)\s*(ONE\s+PHASE|SUSPEND.*|JOIN|RESUME)?$",
-                 re.I | re.S)
+_XA = re.compile(
+    r"XA\s+(START|BEGIN|END|PREPARE|COMMIT|ROLLBACK)\b\s*(.*?)\s*(ONE\s+PHASE|SUSPEND.*|JOIN|RESUME)?$", re.I | re.S
+)
 
 
 def query_kind(query: str) -> tuple[str, str | None]:
@@ -117,8 +119,14 @@ def query_kind(query: str) -> tuple[str, str | None]:
         verb, xid, tail = m.group(1).upper(), xid_text(m.group(2)), (m.group(3) or "").upper()
         if verb == "COMMIT" and tail.startswith("ONE"):
             return "xa_commit_one_phase", xid
-        return {"START": "xa_start", "BEGIN": "xa_start", "END": "xa_end", "PREPARE": "xa_prepare",
-                "COMMIT": "xa_commit", "ROLLBACK": "xa_rollback"}[verb], xid
+        return {
+            "START": "xa_start",
+            "BEGIN": "xa_start",
+            "END": "xa_end",
+            "PREPARE": "xa_prepare",
+            "COMMIT": "xa_commit",
+            "ROLLBACK": "xa_rollback",
+        }[verb], xid
     return "other", None
 
 
@@ -151,9 +159,19 @@ class BinlogReader:
     for the tables in ``schemas`` (and ``tables``, if given) and yields Transaction, RolledBack, Statement,
     LostTransaction and Tick items. ``server_id`` must be unique among the source's replicas."""
 
-    def __init__(self, source, start: Position, schemas, tables=None, end: Position | None = None,
-                 blocking: bool = False, server_id: int | None = None, heartbeat_s: float | None = None,
-                 report_as: str | None = None, gtids: GtidSet | None = None):
+    def __init__(
+        self,
+        source,
+        start: Position,
+        schemas,
+        tables=None,
+        end: Position | None = None,
+        blocking: bool = False,
+        server_id: int | None = None,
+        heartbeat_s: float | None = None,
+        report_as: str | None = None,
+        gtids: GtidSet | None = None,
+    ):
         self.source, self.start, self.end = source, start, end
         self.gtids = gtids  # the set executed through the start: kept up to the last event read
         self.schemas = sorted(set(schemas))
@@ -174,8 +192,14 @@ class BinlogReader:
 
     def _open(self, file: str, pos: int, blocking: bool, server_id: int | None = None):
         from pymysqlreplication import BinLogStreamReader
-        from pymysqlreplication.event import (GtidEvent, HeartbeatLogEvent, MariadbGtidEvent, QueryEvent,
-                                              XAPrepareEvent, XidEvent)
+        from pymysqlreplication.event import (
+            GtidEvent,
+            HeartbeatLogEvent,
+            MariadbGtidEvent,
+            QueryEvent,
+            XAPrepareEvent,
+            XidEvent,
+        )
         from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
         s = self.source
@@ -184,10 +208,26 @@ class BinlogReader:
             extra["report_slave"] = self.report_as
         return BinLogStreamReader(
             connection_settings={"host": s.host, "port": s.port, "user": s.user, "passwd": s.password.reveal()},
-            server_id=server_id or self.server_id, log_file=file, log_pos=pos, resume_stream=True, is_mariadb=False,
-            blocking=blocking, only_schemas=self.schemas, **extra,
-            only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent, MariadbGtidEvent,
-                         GtidEvent, XAPrepareEvent, HeartbeatLogEvent])
+            server_id=server_id or self.server_id,
+            log_file=file,
+            log_pos=pos,
+            resume_stream=True,
+            is_mariadb=False,
+            blocking=blocking,
+            only_schemas=self.schemas,
+            **extra,
+            only_events=[
+                WriteRowsEvent,
+                UpdateRowsEvent,
+                DeleteRowsEvent,
+                XidEvent,
+                QueryEvent,
+                MariadbGtidEvent,
+                GtidEvent,
+                XAPrepareEvent,
+                HeartbeatLogEvent,
+            ],
+        )
 
     def __iter__(self) -> Iterator:
         self._stream = self._open(self.start.file, self.start.pos, self.blocking)
@@ -198,10 +238,13 @@ class BinlogReader:
                 if found is None and item.commit:
                     found = self._prepared_before(item.xid)
                     if found is None:
-                        yield LostTransaction(item.position, item.xid,
-                                              f"XA COMMIT {item.xid} at {item.position} commits a transaction "
-                                              f"prepared before {self.start}, and the binlog holding its rows "
-                                              "is gone (purged)")
+                        yield LostTransaction(
+                            item.position,
+                            item.xid,
+                            f"XA COMMIT {item.xid} at {item.position} commits a transaction "
+                            f"prepared before {self.start}, and the binlog holding its rows "
+                            "is gone (purged)",
+                        )
                         continue
                 if found is not None and item.commit:
                     found.commit, found.timestamp, found.gtid = item.position, item.timestamp, item.gtid or found.gtid
@@ -224,7 +267,7 @@ class BinlogReader:
             conn.close()
         if self.start.file not in files:
             return None
-        for first in reversed(files[:files.index(self.start.file) + 1]):
+        for first in reversed(files[: files.index(self.start.file) + 1]):
             # a server_id of its own: the source would drop the open stream for a second reader with its id
             stream = self._open(first, 4, blocking=False, server_id=_private_server_id())
             held: dict[str, Transaction] = {}
@@ -238,10 +281,17 @@ class BinlogReader:
                 return held[xid]
         return None
 
-    def _grammar(self, stream, prepared: dict[str, Transaction], end: Position | None,
-                 executed: GtidSet | None = None) -> Iterator:
-        from pymysqlreplication.event import (GtidEvent, HeartbeatLogEvent, MariadbGtidEvent, QueryEvent,
-                                              XAPrepareEvent, XidEvent)
+    def _grammar(
+        self, stream, prepared: dict[str, Transaction], end: Position | None, executed: GtidSet | None = None
+    ) -> Iterator:
+        from pymysqlreplication.event import (
+            GtidEvent,
+            HeartbeatLogEvent,
+            MariadbGtidEvent,
+            QueryEvent,
+            XAPrepareEvent,
+            XidEvent,
+        )
         from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
 
         open_: Transaction | None = None
@@ -255,13 +305,16 @@ class BinlogReader:
                 gtid = event.gtid
                 if executed is not None:  # a transaction is in the set from its GTID event on, as on the server
                     if gtid in executed:  # e.g. the library reconnected after a failover, to another server
-                        raise GtidError(f"transaction {gtid} at {at} was read already (the GTID set through here "
-                                        f"is {executed}): the binlog is another server's now; reading again")
+                        raise GtidError(
+                            f"transaction {gtid} at {at} was read already (the GTID set through here "
+                            f"is {executed}): the binlog is another server's now; reading again"
+                        )
                     executed.add(gtid)
                 # MariaDB's GTID event is the BEGIN (or XA START) unless it flags a standalone statement or the
                 # completion of a prepared XA; MySQL's is followed by a BEGIN (or XA START) query
-                if isinstance(event, MariadbGtidEvent) and not event.flags & (_MARIADB_FL_STANDALONE
-                                                                              | _MARIADB_FL_COMPLETED_XA):
+                if isinstance(event, MariadbGtidEvent) and not event.flags & (
+                    _MARIADB_FL_STANDALONE | _MARIADB_FL_COMPLETED_XA
+                ):
                     open_ = Transaction(at, gtid, event.timestamp)
                 continue
             if isinstance(event, QueryEvent):
@@ -342,10 +395,17 @@ def _gtid_stream(source, **where):
     from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, RotateEvent
 
     return BinLogStreamReader(
-        connection_settings={"host": source.host, "port": source.port, "user": source.user,
-                             "passwd": source.password.reveal()},
-        server_id=_private_server_id(), blocking=False, only_events=[GtidEvent, MariadbGtidEvent, RotateEvent],
-        **where)
+        connection_settings={
+            "host": source.host,
+            "port": source.port,
+            "user": source.user,
+            "passwd": source.password.reveal(),
+        },
+        server_id=_private_server_id(),
+        blocking=False,
+        only_events=[GtidEvent, MariadbGtidEvent, RotateEvent],
+        **where,
+    )
 
 
 def gtids_between(source, start: Position, end: Position) -> list[str]:
@@ -401,8 +461,10 @@ def locate(source, executed: GtidSet, mariadb: bool) -> Position:
         raise GtidError(f"the server sent no position for GTID set {executed}")
     doubled = [g for g in gtids_between(source, found, head) if g in executed]
     if doubled:
-        raise GtidError(f"transaction {doubled[0]}, logged after {found}, is already in the set {executed}: this "
-                        "server committed them in another order (MySQL: set replica_preserve_commit_order=ON)")
+        raise GtidError(
+            f"transaction {doubled[0]}, logged after {found}, is already in the set {executed}: this "
+            "server committed them in another order (MySQL: set replica_preserve_commit_order=ON)"
+        )
     return found
 
 
@@ -450,13 +512,23 @@ def _changes(event, log_file: str, update_event, write_event) -> list[RowChange]
     for i, row in enumerate(event.rows):
         at = Position(log_file, event.packet.log_pos, i)
         if isinstance(event, update_event):
-            out.append(RowChange("u", event.schema, event.table,
-                                 binlog_values(row["before_values"], row.get("before_none_sources")),
-                                 binlog_values(row["after_values"], row.get("after_none_sources")), at))
+            out.append(
+                RowChange(
+                    "u",
+                    event.schema,
+                    event.table,
+                    binlog_values(row["before_values"], row.get("before_none_sources")),
+                    binlog_values(row["after_values"], row.get("after_none_sources")),
+                    at,
+                )
+            )
         else:
             image = binlog_values(row["values"], row.get("none_sources"))
-            out.append(RowChange("c", event.schema, event.table, None, image, at) if isinstance(event, write_event)
-                       else RowChange("d", event.schema, event.table, image, None, at))
+            out.append(
+                RowChange("c", event.schema, event.table, None, image, at)
+                if isinstance(event, write_event)
+                else RowChange("d", event.schema, event.table, image, None, at)
+            )
     return out
 
 
@@ -497,8 +569,11 @@ def _split_clauses(text: str) -> list[str]:
     return [c for c in clauses if c]
 
 
-_HARMLESS = re.compile(r"^(ADD\s+(INDEX|KEY|UNIQUE|FULLTEXT|SPATIAL|CONSTRAINT|FOREIGN)\b|DROP\s+(INDEX|KEY|FOREIGN"
-                       r"|CONSTRAINT)\b|ALGORITHM\b|LOCK\b|COMMENT\b|FORCE$|ENGINE\b|RENAME\s+(INDEX|KEY)\b)", re.I)
+_HARMLESS = re.compile(
+    r"^(ADD\s+(INDEX|KEY|UNIQUE|FULLTEXT|SPATIAL|CONSTRAINT|FOREIGN)\b|DROP\s+(INDEX|KEY|FOREIGN"
+    r"|CONSTRAINT)\b|ALGORITHM\b|LOCK\b|COMMENT\b|FORCE$|ENGINE\b|RENAME\s+(INDEX|KEY)\b)",
+    re.I,
+)
 _ADD_COLUMN = re.compile(rf"^ADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?({_NAME})\s", re.I)
 
 
@@ -518,11 +593,13 @@ def ddl_effect(query: str, default_db: str | None, db: str, table: str) -> tuple
     m = re.match(r"ALTER\s+(?:ONLINE\s+)?(?:IGNORE\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?", q, re.I)
     if m:
         target = _QUALIFIED.match(q, m.end())
-        if not target or (_unquote(target.group(1)) if target.group(1) else default_db,
-                          _unquote(target.group(2))) != (db, table):
+        if not target or (_unquote(target.group(1)) if target.group(1) else default_db, _unquote(target.group(2))) != (
+            db,
+            table,
+        ):
             return None
         added, other = [], []
-        for clause in _split_clauses(q[target.end():]):
+        for clause in _split_clauses(q[target.end() :]):
             add = _ADD_COLUMN.match(clause + " ")
             if add and not _HARMLESS.match(clause):
                 added.append(_unquote(add.group(1)))
@@ -531,18 +608,25 @@ def ddl_effect(query: str, default_db: str | None, db: str, table: str) -> tuple
         if other:
             return ("stop", "ALTER TABLE " + ", ".join(other))
         return ("add", added) if added else None
-    m = re.match(r"(DROP\s+(?:TEMPORARY\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?|TRUNCATE\s+(?:TABLE\s+)?|RENAME\s+TABLE\s+"
-                 r"|CREATE\s+OR\s+REPLACE\s+TABLE\s+)", q, re.I)
+    m = re.match(
+        r"(DROP\s+(?:TEMPORARY\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?|TRUNCATE\s+(?:TABLE\s+)?|RENAME\s+TABLE\s+"
+        r"|CREATE\s+OR\s+REPLACE\s+TABLE\s+)",
+        q,
+        re.I,
+    )
     if m:
-        rest = q[m.end():]
+        rest = q[m.end() :]
         if m.group(1).upper().startswith("RENAME"):
             rest = ",".join(re.split(r"\s+TO\s+", c, flags=re.I)[0] for c in _split_clauses(rest))
         if (db, table) in names_at(rest):
             return ("stop", " ".join(m.group(1).split()).upper())
         return None
     m = _STATEMENT_DML.match(q)
-    if m and (default_db == db or re.search(rf"(?<![\w$]){re.escape(db)}(?![\w$])", q)) and \
-            re.search(rf"(?<![\w$]){re.escape(table)}(?![\w$])", q):
+    if (
+        m
+        and (default_db == db or re.search(rf"(?<![\w$]){re.escape(db)}(?![\w$])", q))
+        and re.search(rf"(?<![\w$]){re.escape(table)}(?![\w$])", q)
+    ):
         return ("stop", f"{' '.join(m.group(1).split()).upper()} logged as a statement, not as rows")
     return None
 

@@ -31,6 +31,7 @@ Delivery guarantee: the protocol makes partial batches detectable. A sink
 that applies a batch only on a matching END, and discards a batch whose BEGIN
 was followed by another BEGIN for the same table, never exposes half a batch.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -67,7 +68,7 @@ class Tally:
         self.rows += rows
         self.checksum = (self.checksum + hash_sum) % _MOD
 
-    def merge(self, other: "Tally") -> "Tally":
+    def merge(self, other: Tally) -> Tally:
         return Tally(self.rows + other.rows, (self.checksum + other.checksum) % _MOD)
 
 
@@ -85,7 +86,7 @@ class Part:
 
 def new_batch_id() -> str:
     """Sortable by start time, unique: ``20261122T101500-9f3a1c2b``."""
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
     return f"{stamp}-{secrets.token_hex(4)}"
 
 
@@ -116,7 +117,7 @@ class End:
     checksum: int
     window: dict[str, str] | None = None
     stats: dict[str, Any] = field(default_factory=dict)
-    gtids: str | None = None   # full loads: the GTID set executed through ``position``, and the server's identity
+    gtids: str | None = None  # full loads: the GTID set executed through ``position``, and the server's identity
     server: str | None = None
 
     def to_json(self) -> bytes:
@@ -140,6 +141,7 @@ def _unpos(doc: dict | None) -> Position | None:
 # events: each names the table's previous published position (``prev``), so a sink that has not applied
 # ``prev`` knows that something before it was lost (a broker restart) and waits for the republication.
 
+
 @dataclass(frozen=True)
 class Heartbeat:
     """Between source transactions: every change of this table up to ``position`` has been published, the last
@@ -148,12 +150,20 @@ class Heartbeat:
     position: Position
     prev: Position | None = None
     seen_ms: int = 0
-    gtids: str | None = None   # the GTID set executed through ``position`` (seam.gtid), and the server it is on
+    gtids: str | None = None  # the GTID set executed through ``position`` (seam.gtid), and the server it is on
     server: str | None = None
 
     def to_json(self) -> bytes:
-        return _dump({"control": "HEARTBEAT", "position": _pos(self.position), "prev": _pos(self.prev),
-                      "seen_ms": self.seen_ms, "gtids": self.gtids, "server": self.server})
+        return _dump(
+            {
+                "control": "HEARTBEAT",
+                "position": _pos(self.position),
+                "prev": _pos(self.prev),
+                "seen_ms": self.seen_ms,
+                "gtids": self.gtids,
+                "server": self.server,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -170,9 +180,18 @@ class SchemaChange:
     server: str | None = None
 
     def to_json(self) -> bytes:
-        return _dump({"control": "SCHEMA", "position": _pos(self.position), "prev": _pos(self.prev),
-                      "columns": self.columns, "defaults": self.defaults, "ddl": self.ddl, "gtids": self.gtids,
-                      "server": self.server})
+        return _dump(
+            {
+                "control": "SCHEMA",
+                "position": _pos(self.position),
+                "prev": _pos(self.prev),
+                "columns": self.columns,
+                "defaults": self.defaults,
+                "ddl": self.ddl,
+                "gtids": self.gtids,
+                "server": self.server,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -184,8 +203,9 @@ class StreamStop:
     reason: str
 
     def to_json(self) -> bytes:
-        return _dump({"control": "STOP", "position": _pos(self.position), "prev": _pos(self.prev),
-                      "reason": self.reason})
+        return _dump(
+            {"control": "STOP", "position": _pos(self.position), "prev": _pos(self.prev), "reason": self.reason}
+        )
 
 
 @dataclass(frozen=True)
@@ -200,8 +220,15 @@ class Rebase:
     server: str
 
     def to_json(self) -> bytes:
-        return _dump({"control": "REBASE", "position": _pos(self.position), "prev": _pos(self.prev),
-                      "gtids": self.gtids, "server": self.server})
+        return _dump(
+            {
+                "control": "REBASE",
+                "position": _pos(self.position),
+                "prev": _pos(self.prev),
+                "gtids": self.gtids,
+                "server": self.server,
+            }
+        )
 
 
 def parse_control(value: bytes) -> Begin | End | Heartbeat | SchemaChange | StreamStop | Rebase:

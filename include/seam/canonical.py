@@ -24,6 +24,7 @@ Each type family's text is defined in ``seam.codecs`` next to its other renderin
 
 Delivery guarantee: none (expressions only).
 """
+
 from __future__ import annotations
 
 from seam.codecs import codec
@@ -31,7 +32,7 @@ from seam.schema import Column
 from seam.snapshot import quote
 from seam.target import qi
 
-MOD = 2 ** 64
+MOD = 2**64
 
 
 def mysql_text(column: Column, alias: str = "x") -> str:

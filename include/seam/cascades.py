@@ -22,12 +22,13 @@ as one ``seam load full`` orders them); it is never skipped.
 Delivery guarantee: none of its own; every statement and record runs in the
 sink's transaction with the data and the positions.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from seam.records import Position
-from seam.state import recorded_cascade, record_cascade, table_state
+from seam.state import record_cascade, recorded_cascade, table_state
 from seam.target import pg_type, qi
 
 INNODB_MAX_DEPTH = 15
@@ -42,8 +43,8 @@ class CascadeError(RuntimeError):
 class Rule:
     """One foreign key's rule as a level below the first applies it."""
 
-    columns: tuple[str, ...]      # the child's columns
-    referenced: tuple[str, ...]   # the parent's columns they reference
+    columns: tuple[str, ...]  # the child's columns
+    referenced: tuple[str, ...]  # the parent's columns they reference
     on_delete: str | None
     on_update: str | None
 
@@ -53,7 +54,7 @@ class Cascade:
     """A checked ``x`` record: every column it names is one of the table's (they end up in SQL)."""
 
     columns: tuple[str, ...]
-    action: str | None = None     # first level: what the parent's change does
+    action: str | None = None  # first level: what the parent's change does
     old: tuple = ()
     new: tuple = ()
     via: tuple[str, str] | None = None  # a level below: the table above and its rule into this one
@@ -69,18 +70,25 @@ class Cascade:
 
 def parse(doc: dict, names: list[str], target: str) -> Cascade:
     """The cascade of an ``x`` record for a table with columns ``names``, or CascadeError."""
+
     def columns(value) -> tuple[str, ...]:
         if not isinstance(value, list) or not value or not all(isinstance(c, str) and c in names for c in value):
             raise CascadeError(f"a cascade message for {target} is not Seam's: {str(doc)[:200]}")
         return tuple(value)
 
     def rule(value) -> Rule:
-        if not isinstance(value, dict) or value.get("on_delete") not in (None, "delete", "set_null") \
-                or value.get("on_update") not in (None, "update", "set_null"):
+        if (
+            not isinstance(value, dict)
+            or value.get("on_delete") not in (None, "delete", "set_null")
+            or value.get("on_update") not in (None, "update", "set_null")
+        ):
             raise CascadeError(f"a cascade message for {target} is not Seam's: {str(doc)[:200]}")
         cols, referenced = columns(value.get("columns")), value.get("referenced")
-        if not isinstance(referenced, list) or len(referenced) != len(cols) \
-                or not all(isinstance(c, str) for c in referenced):
+        if (
+            not isinstance(referenced, list)
+            or len(referenced) != len(cols)
+            or not all(isinstance(c, str) for c in referenced)
+        ):
             raise CascadeError(f"a cascade message for {target} is not Seam's: {str(doc)[:200]}")
         return Rule(cols, tuple(referenced), value.get("on_delete"), value.get("on_update"))
 
@@ -97,8 +105,12 @@ def parse(doc: dict, names: list[str], target: str) -> Cascade:
         one = rule(doc)
         return Cascade(one.columns, via=(via[0], via[1]), rule=one, keep=keep, selves=selves)
     cols, old, new = columns(doc.get("columns")), doc.get("old"), doc.get("new")
-    if doc.get("action") not in _ACTIONS or not isinstance(old, list) or len(old) != len(cols) or \
-            (doc["action"] == "update" and (not isinstance(new, list) or len(new) != len(cols))):
+    if (
+        doc.get("action") not in _ACTIONS
+        or not isinstance(old, list)
+        or len(old) != len(cols)
+        or (doc["action"] == "update" and (not isinstance(new, list) or len(new) != len(cols)))
+    ):
         raise CascadeError(f"a cascade message for {target} is not Seam's: {str(doc)[:200]}")
     return Cascade(cols, action=doc["action"], old=tuple(old), new=tuple(new or ()), keep=keep, selves=selves)
 
@@ -116,12 +128,16 @@ def waits_for(conn, state_schema: str, docs: list, commit: Position) -> tuple[st
         if state is None or (state[1] is None and commit.after(state[0])):
             return "wait", f"{db}.{table}"
         if commit.after(state[0]):
-            return "stop", (f"a cascade through {db}.{table} at {at} cannot be followed: that table's stream "
-                            f"stopped ({state[1][:200]})")
+            return "stop", (
+                f"a cascade through {db}.{table} at {at} cannot be followed: that table's stream "
+                f"stopped ({state[1][:200]})"
+            )
         if recorded_cascade(conn, state_schema, db, table, at) is None:
-            return "stop", (f"a cascade through {db}.{table} at {at} is not known here: {db}.{table} was loaded at "
-                            "a later position and never applied it; load both again, in one `seam load full`, "
-                            "which loads parents first")
+            return "stop", (
+                f"a cascade through {db}.{table} at {at} is not known here: {db}.{table} was loaded at "
+                "a later position and never applied it; load both again, in one `seam load full`, "
+                "which loads parents first"
+            )
     return None
 
 
@@ -130,8 +146,9 @@ def apply(cur, state_schema: str, stream, cascade: Cascade, at: Position) -> int
     below need them. Returns the number of rows changed."""
     returning = cascade.returning
     if cascade.via is None:
-        changed = _step(cur, stream, cascade.action, cascade.columns, [(list(cascade.old), list(cascade.new))],
-                        returning)
+        changed = _step(
+            cur, stream, cascade.action, cascade.columns, [(list(cascade.old), list(cascade.new))], returning
+        )
     else:
         above = recorded_cascade(cur.connection, state_schema, *cascade.via, at)
         if above is None:
@@ -141,14 +158,23 @@ def apply(cur, state_schema: str, stream, cascade: Cascade, at: Position) -> int
     while frontier and cascade.selves:  # a table's keys into itself, level by level
         depth += 1
         if depth > INNODB_MAX_DEPTH + 1:
-            raise CascadeError(f"a cascade into {stream.target} itself goes deeper than InnoDB's "
-                               f"{INNODB_MAX_DEPTH} levels at {at}")
+            raise CascadeError(
+                f"a cascade into {stream.target} itself goes deeper than InnoDB's {INNODB_MAX_DEPTH} levels at {at}"
+            )
         frontier = [row for rule in cascade.selves for row in _below(cur, stream, rule, frontier, returning)]
         changed += frontier
     if cascade.keep:
-        record_cascade(cur.connection, state_schema, stream.schema.db, stream.schema.table, at,
-                       [[deleted, {c: old[c] for c in cascade.keep},
-                         None if new is None else {c: new[c] for c in cascade.keep}] for deleted, old, new in changed])
+        record_cascade(
+            cur.connection,
+            state_schema,
+            stream.schema.db,
+            stream.schema.table,
+            at,
+            [
+                [deleted, {c: old[c] for c in cascade.keep}, None if new is None else {c: new[c] for c in cascade.keep}]
+                for deleted, old, new in changed
+            ],
+        )
     return len(changed)
 
 
@@ -172,8 +198,7 @@ def _below(cur, stream, rule: Rule, above: list, returning: tuple[str, ...]) -> 
             by_action.setdefault(action, set()).add((was, now if action == "update" else ()))
     changed = []
     for action, pairs in by_action.items():
-        changed += _step(cur, stream, action, rule.columns, [(list(o), list(n)) for o, n in sorted(pairs)],
-                         returning)
+        changed += _step(cur, stream, action, rule.columns, [(list(o), list(n)) for o, n in sorted(pairs)], returning)
     return changed
 
 
@@ -189,8 +214,9 @@ def _step(cur, stream, action: str, columns: tuple[str, ...], pairs: list, retur
         sql = f"UPDATE {stream.target} SET {', '.join(f'{qi(c)} = %s::{types[c]}' for c in columns)} WHERE {match}"
     olds = action != "delete" and returning  # the old values of the columns set, as the target renders them
     if returning:
-        sql += " RETURNING " + ", ".join([f"{qi(c)}::text" for c in returning] +
-                                         ([f"%s::{types[c]}::text" for c in columns] if olds else []))
+        sql += " RETURNING " + ", ".join(
+            [f"{qi(c)}::text" for c in returning] + ([f"%s::{types[c]}::text" for c in columns] if olds else [])
+        )
     params = [(new if action == "update" else []) + old + (old if olds else []) for old, new in pairs]
     if not returning:
         cur.executemany(sql, params)
@@ -204,7 +230,7 @@ def _step(cur, stream, action: str, columns: tuple[str, ...], pairs: list, retur
                 changed.append([True, values, None])
             else:
                 before = dict(values)
-                before.update((c, v) for c, v in zip(columns, row[len(returning):]) if c in before)
+                before.update((c, v) for c, v in zip(columns, row[len(returning) :]) if c in before)
                 changed.append([False, before, values])
         if not cur.nextset():
             break

@@ -5,6 +5,7 @@ When the embedded stack has been set up, its endpoints and credentials are
 put in the environment (without overriding what is already set), so the
 pipeline's ``${SEAM_...}`` references resolve with no manual export.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,14 +28,17 @@ def _pipeline(args) -> Pipeline:
 
 # ------------------------------------------------------------- commands ----
 
+
 def _stack():
     """The embedded development stack (``seam_dev``), for the commands that manage it."""
     from seam_dev.stack import EmbeddedStack
+
     return EmbeddedStack()
 
 
 def cmd_up(args, procs: Processes) -> int:
     from seam_dev.stack import SERVICES, StackError
+
     stack = _stack()
     services = tuple(args.services) or SERVICES
     unknown = set(services) - set(SERVICES)
@@ -66,38 +70,63 @@ def _table_status(pipeline, tables) -> int:
     """Per table: watermark and last window (incremental), last batches from the ledger, stream position."""
     from seam.sink import connect_state
     from seam.target import qi
+
     conn = connect_state(pipeline)
     state = qi(pipeline.target.state_schema)
     for t in tables:
-        print(f"{t.name}  (target {qi(t.db)}.{qi(t.table)}; " + (f"incremental on {t.cursor}, safety delay "
-              f"{t.safety_delay_s:g}s" if t.incremental else "full loads and stream") + ")")
+        print(
+            f"{t.name}  (target {qi(t.db)}.{qi(t.table)}; "
+            + (
+                f"incremental on {t.cursor}, safety delay {t.safety_delay_s:g}s"
+                if t.incremental
+                else "full loads and stream"
+            )
+            + ")"
+        )
         for cursor, mark, start, end, clamped, at in conn.execute(
-                f"SELECT cursor_column, watermark, window_start, window_end, clamped, updated_at FROM {state}.watermarks "
-                "WHERE db = %s AND tbl = %s", (t.db, t.table)).fetchall():
-            print(f"  watermark {cursor} = {mark}; last window ({start}, {end}]" + (" CLAMPED" if clamped else "")
-                  + f", at {at:%Y-%m-%d %H:%M:%S}")
+            f"SELECT cursor_column, watermark, window_start, window_end, clamped, updated_at FROM {state}.watermarks "
+            "WHERE db = %s AND tbl = %s",
+            (t.db, t.table),
+        ).fetchall():
+            print(
+                f"  watermark {cursor} = {mark}; last window ({start}, {end}]"
+                + (" CLAMPED" if clamped else "")
+                + f", at {at:%Y-%m-%d %H:%M:%S}"
+            )
         rows = conn.execute(
             f"SELECT batch_id, mode, state, window_start, window_end, final_rows, published_rows, "
             f"extract(epoch FROM finished_at - opened_at), stats->>'clamped', error FROM {state}.batches "
-            "WHERE db = %s AND tbl = %s ORDER BY opened_at DESC LIMIT 5", (t.db, t.table)).fetchall()
+            "WHERE db = %s AND tbl = %s ORDER BY opened_at DESC LIMIT 5",
+            (t.db, t.table),
+        ).fetchall()
         for batch, mode, st, ws, we, final, published, seconds, clamped, error in rows:
             window = f" window ({ws}, {we}]" + (" clamped" if clamped == "true" else "") if ws else ""
             took = f" in {seconds:.1f}s" if seconds is not None else ""
-            print(f"  {batch} {mode:11} {st:10}{window} rows {final if final is not None else published or 0:,}"
-                  f"{took}" + (f"  error: {error}" if error else ""))
+            print(
+                f"  {batch} {mode:11} {st:10}{window} rows {final if final is not None else published or 0:,}"
+                f"{took}" + (f"  error: {error}" if error else "")
+            )
         if not rows:
             print("  no batches yet")
-        pos = conn.execute(f"SELECT file, pos, stopped FROM {state}.positions WHERE db = %s AND tbl = %s",
-                           (t.db, t.table)).fetchone()
+        pos = conn.execute(
+            f"SELECT file, pos, stopped FROM {state}.positions WHERE db = %s AND tbl = %s", (t.db, t.table)
+        ).fetchone()
         if pos:
             print(f"  stream/binlog position applied {pos[0]}:{pos[1]}" + (f"  STOPPED: {pos[2]}" if pos[2] else ""))
-        checked = conn.execute("SELECT to_regclass(%s)", (f"{state}.validations",)).fetchone()[0] and conn.execute(
-            f"SELECT verdict, checked_at, missing, extra, different, report->>'html' FROM {state}.validations "
-            "WHERE db = %s AND tbl = %s ORDER BY checked_at DESC LIMIT 1", (t.db, t.table)).fetchone()
+        checked = (
+            conn.execute("SELECT to_regclass(%s)", (f"{state}.validations",)).fetchone()[0]
+            and conn.execute(
+                f"SELECT verdict, checked_at, missing, extra, different, report->>'html' FROM {state}.validations "
+                "WHERE db = %s AND tbl = %s ORDER BY checked_at DESC LIMIT 1",
+                (t.db, t.table),
+            ).fetchone()
+        )
         if checked:
             verdict, at, missing, extra, different, html = checked
-            print(f"  last validation {verdict.upper()} at {at:%Y-%m-%d %H:%M:%S}: {missing:,} missing, {extra:,} "
-                  f"extra, {different:,} different" + (f"  ({html})" if html else ""))
+            print(
+                f"  last validation {verdict.upper()} at {at:%Y-%m-%d %H:%M:%S}: {missing:,} missing, {extra:,} "
+                f"extra, {different:,} different" + (f"  ({html})" if html else "")
+            )
     conn.close()
     return 0
 
@@ -110,6 +139,7 @@ def cmd_env(args, procs: Processes) -> int:
 
 def cmd_seed(args, procs: Processes) -> int:
     from seam_dev import demo
+
     pipeline = _pipeline(args)
     demo.seed(pipeline, rows=args.rows, admin_url=os.environ.get("SEAM_MYSQL_URL"), reset=not args.keep)
     return 0
@@ -117,33 +147,50 @@ def cmd_seed(args, procs: Processes) -> int:
 
 def cmd_writer(args, procs: Processes) -> int:
     from seam_dev import demo
-    stats = demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=args.rate, seconds=args.seconds,
-                            threads=args.threads, seed=args.seed, database=args.database)
+
+    stats = demo.run_writer(
+        os.environ["SEAM_MYSQL_URL"],
+        rate=args.rate,
+        seconds=args.seconds,
+        threads=args.threads,
+        seed=args.seed,
+        database=args.database,
+    )
     print(json.dumps(stats, sort_keys=True))
     return 0
 
 
 def cmd_trigger(args, procs: Processes) -> int:
     from seam_dev.airflow_api import AirflowClient
+
     client = AirflowClient.from_env()
     conf = json.loads(args.conf) if args.conf else {}
     run = client.trigger(args.dag_id, conf=conf)
     print(f"triggered {args.dag_id} run {run['dag_run_id']}")
     if not args.wait:
         return 0
-    state = client.wait(args.dag_id, run["dag_run_id"], timeout=args.timeout, tasks=True,
-                        progress=lambda s: print(f"  {args.dag_id}: {s}", flush=True))
+    state = client.wait(
+        args.dag_id,
+        run["dag_run_id"],
+        timeout=args.timeout,
+        tasks=True,
+        progress=lambda s: print(f"  {args.dag_id}: {s}", flush=True),
+    )
     print(f"{args.dag_id} run {run['dag_run_id']}: {state}")
     if state != "success":
         for task, message in client.failures(args.dag_id, run["dag_run_id"]).items():
             print(f"{task} failed: {message}", file=sys.stderr)
-        print(f"the task logs are in the Airflow UI: {client.base_url}/dags/{args.dag_id}/runs/"
-              f"{urllib.parse.quote(run['dag_run_id'])}", file=sys.stderr)
+        print(
+            f"the task logs are in the Airflow UI: {client.base_url}/dags/{args.dag_id}/runs/"
+            f"{urllib.parse.quote(run['dag_run_id'])}",
+            file=sys.stderr,
+        )
     return 0 if state == "success" else 1
 
 
 def cmd_load(args, procs: Processes) -> int:
     from seam.loads import full_load, incremental_load
+
     pipeline = _pipeline(args)
     say = lambda line: print(line, flush=True)  # noqa: E731
     if args.mode == "full":
@@ -151,16 +198,22 @@ def cmd_load(args, procs: Processes) -> int:
             raise ConfigError("load", "--all/--start/--end are for `seam load incremental`")
         if not args.tables:
             raise ConfigError("load", "name the table(s) to load: seam load full TABLE...")
-        full_load(pipeline, [pipeline.table(t) for t in args.tables], pipeline_path=args.pipeline,
-                  timeout=args.timeout, say=say)
+        full_load(
+            pipeline,
+            [pipeline.table(t) for t in args.tables],
+            pipeline_path=args.pipeline,
+            timeout=args.timeout,
+            say=say,
+        )
         return 0
     if args.all == bool(args.tables):
         raise ConfigError("load", "name the table(s) to load, or give --all for every incremental table")
     tables = [t for t in pipeline.tables if t.incremental] if args.all else [pipeline.table(t) for t in args.tables]
     if not tables:
         raise ConfigError("tables", "no table of the pipeline is incremental (give it a cursor: updated_at)")
-    incremental_load(pipeline, tables, start=args.start, end=args.end, pipeline_path=args.pipeline,
-                     timeout=args.timeout, say=say)
+    incremental_load(
+        pipeline, tables, start=args.start, end=args.end, pipeline_path=args.pipeline, timeout=args.timeout, say=say
+    )
     return 0
 
 
@@ -168,9 +221,11 @@ def cmd_summary(args, procs: Processes) -> int:
     """One line per table: how it is kept current, rows, the full load's rows/s, lag, the last verdict.
     Exit 1 unless every table's last validation is EQUAL."""
     import pymysql
+
     from seam.sink import connect_state
     from seam.state import table_summary
     from seam.streaming import stream_lag
+
     pipeline = _pipeline(args)
     streamed = [t for t in pipeline.tables if not t.incremental]
     lags = {lag.table: lag for lag in stream_lag(pipeline, streamed)[1]} if streamed else {}
@@ -190,17 +245,36 @@ def cmd_summary(args, procs: Processes) -> int:
                     lag = f"{float(behind):.0f} s (window)" if behind is not None else "-"
             else:
                 got = lags.get(t.name)
-                lag = ("STOPPED" if got.stopped else "-" if got.behind_seconds is None else
-                       f"{got.behind_seconds:.0f} s, {got.behind_events or 0:,} ev") if got and got.applied else "-"
-            rows.append((t.name, f"full + {t.sync}", "-" if s["rows"] is None else f"{s['rows']:,}", rate, lag,
-                         (s["verdict"] or "not validated").upper()))
+                lag = (
+                    (
+                        "STOPPED"
+                        if got.stopped
+                        else "-"
+                        if got.behind_seconds is None
+                        else f"{got.behind_seconds:.0f} s, {got.behind_events or 0:,} ev"
+                    )
+                    if got and got.applied
+                    else "-"
+                )
+            rows.append(
+                (
+                    t.name,
+                    f"full + {t.sync}",
+                    "-" if s["rows"] is None else f"{s['rows']:,}",
+                    rate,
+                    lag,
+                    (s["verdict"] or "not validated").upper(),
+                )
+            )
     finally:
         conn.close()
         source.close()
     head = ("table", "mode", "rows", "rows/s (full load)", "lag", "verdict")
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    line = lambda r: "  ".join(c.ljust(w) if i in (0, 1, 4, 5) else c.rjust(w)  # noqa: E731
-                               for i, (c, w) in enumerate(zip(r, widths)))
+
+    def line(r):
+        return "  ".join(c.ljust(w) if i in (0, 1, 4, 5) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
     print(line(head))
     print("  ".join("-" * w for w in widths))
     for r in rows:
@@ -210,14 +284,18 @@ def cmd_summary(args, procs: Processes) -> int:
 
 def cmd_validate(args, procs: Processes) -> int:
     from seam.validation import Scope, validate_tables
+
     pipeline = _pipeline(args)
     if args.all == bool(args.tables):
         raise ConfigError("validate", "name the table(s) to validate, or give --all")
     tables = list(pipeline.tables) if args.all else [pipeline.table(t) for t in args.tables]
-    scope = Scope(window=tuple(args.window) if args.window else None,
-                  key_range=(args.key_range[0], args.key_range[1]) if args.key_range else None)
-    reports = validate_tables(pipeline, tables, scope, limit=args.limit, report_dir=args.report_dir,
-                              say=lambda line: print(line, flush=True))
+    scope = Scope(
+        window=tuple(args.window) if args.window else None,
+        key_range=(args.key_range[0], args.key_range[1]) if args.key_range else None,
+    )
+    reports = validate_tables(
+        pipeline, tables, scope, limit=args.limit, report_dir=args.report_dir, say=lambda line: print(line, flush=True)
+    )
     if args.json:
         print(json.dumps([r.as_dict() for r in reports], default=str, indent=2))
     if len(reports) == 1 and reports[0].unchecked:  # one named table that cannot be compared: bad input
@@ -231,7 +309,9 @@ def cmd_validate(args, procs: Processes) -> int:
 def cmd_sink(args, procs: Processes) -> int:
     import logging
     import signal
+
     from seam.sink import Sink
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     pipeline = _pipeline(args)
     tables = [pipeline.table(t) for t in args.table] if args.table else list(pipeline.tables)
@@ -239,9 +319,12 @@ def cmd_sink(args, procs: Processes) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     sink = Sink(pipeline, tables)
     try:
-        finished = sink.run(until_batches=set(args.until_batch) or None, idle_exit=args.idle_exit,
-                            deadline=time.time() + args.timeout if args.timeout else None,
-                            should_stop=lambda: bool(stopping))
+        finished = sink.run(
+            until_batches=set(args.until_batch) or None,
+            idle_exit=args.idle_exit,
+            deadline=time.time() + args.timeout if args.timeout else None,
+            should_stop=lambda: bool(stopping),
+        )
     finally:
         sink.close()
     for batch, state in sorted(finished.items()):
@@ -253,7 +336,9 @@ def cmd_kafka(args, procs: Processes) -> int:
     """`seam kafka topics` and `seam kafka tail TOPIC`: what is on the broker, without kcat (which cannot
     talk to the embedded broker)."""
     import signal
+
     from seam.topics import list_topics, tail
+
     pipeline = _pipeline(args)
     if args.action == "topics":
         ours = {f"{pipeline.kafka.topic_prefix}."}
@@ -293,8 +378,16 @@ def cmd_stream(args, procs: Processes) -> int:
             if pid:
                 print(f"{part} already running (pid {pid})")
                 continue
-            cmd = [sys.executable, "-m", "seam.cli", "--pipeline", args.pipeline, "stream",
-                   part.split("-")[1], *table_args]
+            cmd = [
+                sys.executable,
+                "-m",
+                "seam.cli",
+                "--pipeline",
+                args.pipeline,
+                "stream",
+                part.split("-")[1],
+                *table_args,
+            ]
             pid = procs.start_process(part, cmd)
             print(f"{part} started (pid {pid}); log {procs.log_dir / (part + '.log')}")
         _await_parts(pipeline, procs, timeout=args.timeout)
@@ -305,6 +398,7 @@ def cmd_stream(args, procs: Processes) -> int:
         return _stream_wait(pipeline, tables, timeout=args.timeout)
     if args.action == "stop":
         from seam.supervise import stop_part
+
         for part in STREAM_PARTS:
             pid = procs.stop(part)
             print(f"{part} stopped (pid {pid})" if pid else f"{part} was not running")
@@ -320,6 +414,7 @@ def cmd_stream(args, procs: Processes) -> int:
 def _part_states(pipeline) -> dict:
     from seam.sink import connect_state
     from seam.state import part_states
+
     conn = connect_state(pipeline)
     try:
         return part_states(conn, pipeline.target.state_schema, pipeline.name)
@@ -331,6 +426,7 @@ def _requested(pipeline, stop: bool) -> None:
     """Tell the stream supervisor (seam_stream) that a person started or stopped the stream."""
     from seam.sink import connect_state
     from seam.state import supervisor_ran
+
     conn = connect_state(pipeline)
     try:
         supervisor_ran(conn, pipeline.target.state_schema, pipeline.name, [], stop)
@@ -343,6 +439,7 @@ def _await_parts(pipeline, procs: Processes, timeout: float) -> None:
     from seam.sink import connect_state
     from seam.state import part_states
     from seam.streaming import StreamError
+
     conn = connect_state(pipeline)
     began = time.monotonic()
     deadline = began + timeout
@@ -357,8 +454,9 @@ def _await_parts(pipeline, procs: Processes, timeout: float) -> None:
             if all(_beating(states.get(p.split("-")[1], {}), time.monotonic() - began) for p in STREAM_PARTS):
                 return
             if time.monotonic() > deadline:
-                raise StreamError(f"the stream's parts recorded no heartbeat within {timeout:.0f}s; see "
-                                 f"{procs.log_dir}/stream-*.log")
+                raise StreamError(
+                    f"the stream's parts recorded no heartbeat within {timeout:.0f}s; see {procs.log_dir}/stream-*.log"
+                )
             time.sleep(0.5)
     finally:
         conn.close()
@@ -370,19 +468,24 @@ def _beating(state: dict, waited_s: float) -> bool:
     if state.get("state") in ("starting", "running"):
         return True
     failed_age = state.get("failed_age")
-    return (state.get("state") == "restarting" and state["beat_age"] < waited_s
-            and (failed_age is None or state["beat_age"] < failed_age))
+    return (
+        state.get("state") == "restarting"
+        and state["beat_age"] < waited_s
+        and (failed_age is None or state["beat_age"] < failed_age)
+    )
 
 
 def _stream_wait(pipeline, tables, timeout: float) -> int:
     """Wait until every streamed table has applied the source's binlog as it is now (lag 0), showing progress;
     exit 1 at the timeout or when a table stops."""
     import pymysql
+
+    from seam.gtid import server_identity
     from seam.records import Position
     from seam.sink import connect_state
     from seam.snapshot import source_head
     from seam.target import qi
-    from seam.gtid import server_identity
+
     source = pymysql.connect(**pipeline.source.pymysql_kwargs())
     try:
         goal, here = source_head(source), server_identity(source)
@@ -393,9 +496,12 @@ def _stream_wait(pipeline, tables, timeout: float) -> int:
     started = last_said = time.monotonic()
     try:
         while True:
-            rows = {(r[0], r[1]): r[2:] for r in conn.execute(
-                f"SELECT db, tbl, file, pos, row_index, stopped, server FROM {qi(pipeline.target.state_schema)}.positions"
-            ).fetchall()}
+            rows = {
+                (r[0], r[1]): r[2:]
+                for r in conn.execute(
+                    f"SELECT db, tbl, file, pos, row_index, stopped, server FROM {qi(pipeline.target.state_schema)}.positions"
+                ).fetchall()
+            }
             behind, stopped = [], []
             for t in streamed:
                 row = rows.get((t.db, t.table))
@@ -411,16 +517,25 @@ def _stream_wait(pipeline, tables, timeout: float) -> int:
                 print("seam: " + "; ".join(stopped), file=sys.stderr)
                 return 1
             if not behind:
-                print(f"stream caught up: every streamed table has applied the binlog up to {goal} "
-                      f"({time.monotonic() - started:.1f}s)", flush=True)
+                print(
+                    f"stream caught up: every streamed table has applied the binlog up to {goal} "
+                    f"({time.monotonic() - started:.1f}s)",
+                    flush=True,
+                )
                 return 0
             if time.monotonic() - started > timeout:
-                print(f"seam: the stream did not reach {goal} within {timeout:.0f}s: still behind: "
-                      f"{', '.join(behind)}; see `seam stream status`", file=sys.stderr)
+                print(
+                    f"seam: the stream did not reach {goal} within {timeout:.0f}s: still behind: "
+                    f"{', '.join(behind)}; see `seam stream status`",
+                    file=sys.stderr,
+                )
                 return 1
             if time.monotonic() - last_said >= 5:
-                print(f"  waiting for the stream to apply up to {goal}: {', '.join(behind)} "
-                      f"({time.monotonic() - started:.0f}s)", flush=True)
+                print(
+                    f"  waiting for the stream to apply up to {goal}: {', '.join(behind)} "
+                    f"({time.monotonic() - started:.0f}s)",
+                    flush=True,
+                )
                 last_said = time.monotonic()
             time.sleep(0.5)
     finally:
@@ -429,13 +544,16 @@ def _stream_wait(pipeline, tables, timeout: float) -> int:
 
 def _logging() -> None:
     import logging
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
 
 def _stream_reader(pipeline, tables) -> int:
     """The change reader, in the foreground until SIGTERM: binlog to the table topics."""
     import signal
+
     from seam.streaming import ChangeReader
+
     _logging()
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
@@ -448,16 +566,19 @@ def _stream_sink(pipeline, table_args: list[str]) -> int:
     restarts and last error go to the target (``seam.state``), where `seam stream status` reads them."""
     import signal
     import subprocess
+
     from seam.loads import job_env, spark_submit_command
     from seam.sink import connect_state
     from seam.state import part_beat, part_failed, part_started, part_stopped
+
     _logging()
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     # on a cluster the sink holds its executors for as long as it runs: one core leaves the rest to the loads
     # (its work is the driver's foreachBatch; the setting is ignored by local[*])
-    cmd = spark_submit_command(pipeline, "stream_sink", ["--pipeline", pipeline.path, *table_args],
-                               conf={"spark.cores.max": "1"})
+    cmd = spark_submit_command(
+        pipeline, "stream_sink", ["--pipeline", pipeline.path, *table_args], conf={"spark.cores.max": "1"}
+    )
     conn = connect_state(pipeline)
     part = (conn, pipeline.target.state_schema, pipeline.name, "sink")
     fresh, delay = True, 5.0
@@ -481,8 +602,11 @@ def _stream_sink(pipeline, table_args: list[str]) -> int:
                 error = _last_error(last_lines) or f"exit {job.returncode}"
                 part_failed(*part, error=error)
                 delay = 5.0 if time.monotonic() - started > 120 else min(delay * 2, 60.0)  # back off a loop
-                print(f"seam: the streaming sink exited ({job.returncode}: {error}); restarting in {delay:.0f} s",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"seam: the streaming sink exited ({job.returncode}: {error}); restarting in {delay:.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 time.sleep(delay)
         part_stopped(*part)
     finally:
@@ -494,12 +618,14 @@ def _relay_stderr(job):
     """Copy a child's stderr to ours as it comes, keeping its last lines (for the last error)."""
     import collections
     import threading
+
     last: collections.deque[str] = collections.deque(maxlen=50)
 
     def relay():
         for line in job.stderr:
             sys.stderr.write(line)
             last.append(line.rstrip())
+
     thread = threading.Thread(target=relay, daemon=True)
     thread.start()
     return thread, last
@@ -507,6 +633,7 @@ def _relay_stderr(job):
 
 def _last_error(lines) -> str | None:
     import re
+
     for line in reversed(list(lines)):
         if re.search(r"seam: error|Error:|Exception:", line):
             return line.strip()[:500]
@@ -517,8 +644,10 @@ def _stream_foreground(pipeline, tables, until_idle: bool) -> int:
     """Reader and a plain (non-Spark) sink in one process: with ``until_idle``, a one-shot catch-up."""
     import signal
     import threading
+
     from seam.sink import Sink
     from seam.streaming import ChangeReader
+
     _logging()
     stopping: list[BaseException | bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
@@ -538,8 +667,10 @@ def _stream_foreground(pipeline, tables, until_idle: bool) -> int:
     thread = threading.Thread(target=read, name="seam-change-reader", daemon=True)
     thread.start()
     try:
-        sink.run(should_stop=lambda: bool(stopping) or (until_idle and not thread.is_alive()),
-                 idle_exit=4 if until_idle else None)
+        sink.run(
+            should_stop=lambda: bool(stopping) or (until_idle and not thread.is_alive()),
+            idle_exit=4 if until_idle else None,
+        )
         if until_idle:
             sink.run(idle_exit=4)  # drain what the reader published last
     finally:
@@ -557,6 +688,7 @@ def _stream_status(pipeline, tables, procs: Processes) -> int:
     from seam.sink import connect_target
     from seam.state import part_states
     from seam.streaming import stream_lag
+
     tables = [t for t in tables if t.sync == "stream"]
     head, lags = stream_lag(pipeline, tables)
     conn = connect_target(pipeline)
@@ -572,16 +704,29 @@ def _stream_status(pipeline, tables, procs: Processes) -> int:
             print(f"  {name:7} never started (`seam stream start`)")
             continue
         states.append(p["state"])
-        what = {"running": f"{p['batches']:,} {'polls' if name == 'reader' else 'micro-batches'}",
-                "starting": "no micro-batch yet" if name == "sink" else "connecting",
-                "restarting": f"{p['restarts']} restart(s), last error: {p['last_error']}",
-                "stopped": "stopped cleanly", "down": f"no heartbeat for {p['beat_age']:.0f}s"}[p["state"]]
-        print(f"  {name:7} {p['state'].upper():10} pid {p['pid']} on {p['host']}, last heartbeat "
-              f"{p['beat_age']:.0f}s ago; {what}" + (f" ({p['restarts']} restart(s) since start)"
-                                                      if p["restarts"] and p["state"] == "running" else ""))
-    overall = ("running" if set(states) == {"running"} else "starting" if set(states) <= {"running", "starting"}
-               else "restarting" if "restarting" in states else "stopped" if set(states) == {"stopped"}
-               else "down")
+        what = {
+            "running": f"{p['batches']:,} {'polls' if name == 'reader' else 'micro-batches'}",
+            "starting": "no micro-batch yet" if name == "sink" else "connecting",
+            "restarting": f"{p['restarts']} restart(s), last error: {p['last_error']}",
+            "stopped": "stopped cleanly",
+            "down": f"no heartbeat for {p['beat_age']:.0f}s",
+        }[p["state"]]
+        print(
+            f"  {name:7} {p['state'].upper():10} pid {p['pid']} on {p['host']}, last heartbeat "
+            f"{p['beat_age']:.0f}s ago; {what}"
+            + (f" ({p['restarts']} restart(s) since start)" if p["restarts"] and p["state"] == "running" else "")
+        )
+    overall = (
+        "running"
+        if set(states) == {"running"}
+        else "starting"
+        if set(states) <= {"running", "starting"}
+        else "restarting"
+        if "restarting" in states
+        else "stopped"
+        if set(states) == {"stopped"}
+        else "down"
+    )
     print(f"stream: {overall.upper()}; source binlog at {head}")
     stopped = 0
     for lag in lags:
@@ -595,36 +740,48 @@ def _stream_status(pipeline, tables, procs: Processes) -> int:
         behind = f"{lag.behind_bytes:,} bytes behind" if lag.behind_bytes is not None else "binlog purged"
         seconds = f"{lag.behind_seconds:.1f} s" if lag.behind_seconds is not None else "? s"
         rate = f"{lag.changes_per_s:,.0f} changes/s applied" if lag.changes_per_s is not None else ""
-        print(f"  {lag.table:30} applied {str(lag.applied):26} {behind}, {lag.behind_events:,} events, "
-              f"{seconds}; {rate}")
+        print(
+            f"  {lag.table:30} applied {str(lag.applied):26} {behind}, {lag.behind_events:,} events, {seconds}; {rate}"
+        )
     return 1 if stopped or overall not in ("running", "starting") else 0
 
 
 # ----------------------------------------------------------------- main ----
 
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="seam", description="Keep MySQL tables in sync with PostgreSQL, "
-                                     "in batch and in stream, with proof.")
+    parser = argparse.ArgumentParser(
+        prog="seam", description="Keep MySQL tables in sync with PostgreSQL, in batch and in stream, with proof."
+    )
     from seam_dev.stack import SERVICES
+
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--pipeline", default=argparse.SUPPRESS, metavar="PATH",
-                        help=f"pipeline YAML (default {DEFAULT_PIPELINE.relative_to(DEFAULT_PIPELINE.parents[2])})")
+    common.add_argument(
+        "--pipeline",
+        default=argparse.SUPPRESS,
+        metavar="PATH",
+        help=f"pipeline YAML (default {DEFAULT_PIPELINE.relative_to(DEFAULT_PIPELINE.parents[2])})",
+    )
     parser.add_argument("--pipeline", default=None, metavar="PATH", help="pipeline YAML")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("up", parents=[common], help="start the embedded stack (MariaDB, broker, PostgreSQL, Airflow)")
-    p.add_argument("services", nargs="*", metavar="SERVICE",
-                   help=f"only these ({', '.join(SERVICES)})")
+    p.add_argument("services", nargs="*", metavar="SERVICE", help=f"only these ({', '.join(SERVICES)})")
     p.add_argument("--timeout", type=float, default=240, help="seconds to wait for each service's health")
     p.set_defaults(func=cmd_up)
 
     sub.add_parser("down", parents=[common], help="stop what `seam up` started").set_defaults(func=cmd_down)
-    p = sub.add_parser("status", parents=[common], help="each service: up/down, port, how to connect; with TABLE: "
-                       "its watermark, last windows/batches and stream position")
+    p = sub.add_parser(
+        "status",
+        parents=[common],
+        help="each service: up/down, port, how to connect; with TABLE: "
+        "its watermark, last windows/batches and stream position",
+    )
     p.add_argument("tables", nargs="*", metavar="TABLE")
     p.set_defaults(func=cmd_status)
-    sub.add_parser("env", parents=[common], help="print export lines for every endpoint and credential") \
-        .set_defaults(func=cmd_env)
+    sub.add_parser("env", parents=[common], help="print export lines for every endpoint and credential").set_defaults(
+        func=cmd_env
+    )
 
     p = sub.add_parser("seed", parents=[common], help="create the demo schema and fill it")
     p.add_argument("--rows", type=int, default=10_000, help="rows in the payments ledger (other tables scale)")
@@ -640,27 +797,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_writer)
 
     p = sub.add_parser("load", parents=[common], help="load tables: `seam load full|incremental TABLE...`")
-    p.add_argument("mode", choices=["full", "incremental"],
-                   help="full: a consistent snapshot replaces the target table; incremental: the rows changed "
-                        "in a window are merged")
+    p.add_argument(
+        "mode",
+        choices=["full", "incremental"],
+        help="full: a consistent snapshot replaces the target table; incremental: the rows changed "
+        "in a window are merged",
+    )
     p.add_argument("tables", nargs="*", metavar="TABLE", help="db.table, or a table name unique in the pipeline")
     p.add_argument("--all", action="store_true", help="incremental: every incremental table of the pipeline")
     p.add_argument("--start", help="incremental: window start (exclusive; default: the stored watermark)")
-    p.add_argument("--end", help="incremental: window end (inclusive; default: now; always clamped to the "
-                                 "source's now minus the safety delay)")
+    p.add_argument(
+        "--end",
+        help="incremental: window end (inclusive; default: now; always clamped to the "
+        "source's now minus the safety delay)",
+    )
     p.add_argument("--timeout", type=float, default=3600, help="seconds to wait for the commit")
     p.set_defaults(func=cmd_load)
 
-    sub.add_parser("summary", parents=[common], help="per table: mode, rows, full-load rows/s, lag and the last "
-                   "verdict; exit 1 unless every table is EQUAL").set_defaults(func=cmd_summary)
+    sub.add_parser(
+        "summary",
+        parents=[common],
+        help="per table: mode, rows, full-load rows/s, lag and the last verdict; exit 1 unless every table is EQUAL",
+    ).set_defaults(func=cmd_summary)
 
-    p = sub.add_parser("validate", parents=[common], help="compare source and target (counts, checksums, the "
-                       "differing rows); exit 1 on mismatch")
+    p = sub.add_parser(
+        "validate",
+        parents=[common],
+        help="compare source and target (counts, checksums, the differing rows); exit 1 on mismatch",
+    )
     p.add_argument("tables", nargs="*", metavar="TABLE", help="db.table, or a table name unique in the pipeline")
     p.add_argument("--all", action="store_true", help="every table of the pipeline")
     p.add_argument("--window", nargs=2, metavar=("START", "END"), help="only rows whose cursor is in (START, END]")
-    p.add_argument("--key-range", nargs=2, type=int, metavar=("LO", "HI"),
-                   help="only rows whose (integer) first key column is in [LO, HI]")
+    p.add_argument(
+        "--key-range",
+        nargs=2,
+        type=int,
+        metavar=("LO", "HI"),
+        help="only rows whose (integer) first key column is in [LO, HI]",
+    )
     p.add_argument("--limit", type=int, default=50, help="differing rows to list (totals are always exact)")
     p.add_argument("--report-dir", help="where to write the HTML report (default .seam/reports)")
     p.add_argument("--json", action="store_true", help="also print the reports as JSON")
@@ -673,14 +847,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
     p.set_defaults(func=cmd_sink)
 
-    p = sub.add_parser("stream", parents=[common], help="binlog streaming: `seam stream start|stop|status|wait` "
-                       "(wait: until lag 0; reader|sink: run one part in the foreground)")
+    p = sub.add_parser(
+        "stream",
+        parents=[common],
+        help="binlog streaming: `seam stream start|stop|status|wait` "
+        "(wait: until lag 0; reader|sink: run one part in the foreground)",
+    )
     p.add_argument("action", choices=["start", "stop", "status", "wait", "reader", "sink"])
     p.add_argument("--table", action="append", default=[], help="only these tables (repeatable; default all)")
     p.add_argument("--foreground", action="store_true", help="start: run here instead of in the background")
     p.add_argument("--until-idle", action="store_true", help="start --foreground: stop at the binlog's end")
-    p.add_argument("--timeout", type=float, default=600, help="start: seconds to wait for the parts' heartbeats; "
-                   "wait: seconds to wait for lag 0")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=600,
+        help="start: seconds to wait for the parts' heartbeats; wait: seconds to wait for lag 0",
+    )
     p.set_defaults(func=cmd_stream)
 
     p = sub.add_parser("kafka", parents=[common], help="the broker: `seam kafka topics`, `seam kafka tail TOPIC`")
@@ -711,8 +893,18 @@ def operational_errors() -> tuple[type[Exception], ...]:
     from seam.target import TargetError
     from seam.topics import BrokerError
     from seam.validation import ValidationError
-    return (LoadError, SchemaError, SinkError, SnapshotError, TargetError, BrokerError, StreamError, IncrementalError,
-            ValidationError)
+
+    return (
+        LoadError,
+        SchemaError,
+        SinkError,
+        SnapshotError,
+        TargetError,
+        BrokerError,
+        StreamError,
+        IncrementalError,
+        ValidationError,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -723,6 +915,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         explicit = True
     from seam_dev.stack import StackError, use_stack_env
+
     try:
         if args.command == "up":
             _stack().settings(create=True)  # credentials exist before anything reads the pipeline

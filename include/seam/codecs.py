@@ -40,6 +40,7 @@ Spatial                {"wkb": base64 of the OGC WKB, "srid": n}: MySQL's stored
 
 Delivery guarantee: none (conversions only).
 """
+
 from __future__ import annotations
 
 import base64
@@ -71,8 +72,11 @@ def _small(column: Column, value, most: int) -> int:
     text = str(value).strip()
     if not text.isdigit() or int(text) > most:
         from seam.target import TargetError
-        raise TargetError(f"column {column.name!r}: {text!r} in its type {column.column_type!r} is not a number "
-                          f"from 0 to {most}; the message that carried it is not Seam's: check the topic")
+
+        raise TargetError(
+            f"column {column.name!r}: {text!r} in its type {column.column_type!r} is not a number "
+            f"from 0 to {most}; the message that carried it is not Seam's: check the topic"
+        )
     return int(text)
 
 
@@ -201,6 +205,7 @@ class Float(Codec):
 
     def record(self, column, value):
         import numpy  # a driver's text ("0.1") and the binlog's float32 both land on the stored value
+
         return float(numpy.float32(value))
 
     def snapshot_sql(self, column, x):
@@ -257,7 +262,7 @@ class Date(Codec):
         if not isinstance(value, dt.datetime):
             value = dt.datetime.combine(value, dt.time())
         if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
         if kind == "timestamp" and value == _EPOCH:
             return None  # the binlog's form of a zero TIMESTAMP (valid ones start at 00:00:01)
         text = value.strftime("%Y-%m-%dT%H:%M:%S.%f")
@@ -298,8 +303,9 @@ class Time(Codec):
             h, m, s = hms.split(":")
             return f"{sign}{int(h):02d}:{int(m):02d}:{int(s):02d}.{frac.ljust(6, '0')[:6]}"
         if isinstance(value, dt.time):
-            value = dt.timedelta(hours=value.hour, minutes=value.minute, seconds=value.second,
-                                 microseconds=value.microsecond)
+            value = dt.timedelta(
+                hours=value.hour, minutes=value.minute, seconds=value.second, microseconds=value.microsecond
+            )
         micros = value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds
         sign = "-" if micros < 0 else ""
         seconds, frac = divmod(abs(micros), 1_000_000)
@@ -410,8 +416,16 @@ class Spatial(Codec):
     """MySQL stores a geometry as its SRID (4 bytes, little-endian) followed by the OGC WKB (little-endian);
     the binlog and a SELECT hand over those bytes. Validation hashes them as lower-case hex."""
 
-    types = ("geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
-             "geometrycollection")
+    types = (
+        "geometry",
+        "point",
+        "linestring",
+        "polygon",
+        "multipoint",
+        "multilinestring",
+        "multipolygon",
+        "geometrycollection",
+    )
 
     def record(self, column, value):
         stored = value.encode("latin-1") if isinstance(value, str) else bytes(value)
@@ -419,8 +433,10 @@ class Spatial(Codec):
 
     def snapshot_sql(self, column, x):
         stored = f"CAST({x} AS BINARY)"
-        return (f"CONCAT('{{\"wkb\":\"', REPLACE(TO_BASE64(SUBSTRING({stored}, 5)), CHAR(10), ''), '\",\"srid\":', "
-                f"CAST(CONV(HEX(REVERSE(LEFT({stored}, 4))), 16, 10) AS CHAR), '}}')")
+        return (
+            f"CONCAT('{{\"wkb\":\"', REPLACE(TO_BASE64(SUBSTRING({stored}, 5)), CHAR(10), ''), '\",\"srid\":', "
+            f"CAST(CONV(HEX(REVERSE(LEFT({stored}, 4))), 16, 10) AS CHAR), '}}')"
+        )
 
     def check_mysql(self, column, x):
         return f"LOWER(HEX(CAST({x} AS BINARY)))"
@@ -436,7 +452,6 @@ class Spatial(Codec):
 
     def to_copy(self, postgis):
         return _ewkb_hex if postgis else _stored
-
 
     def from_target(self, column, value):
         if isinstance(value, str):  # PostGIS geometry as psycopg reads it: hex EWKB
@@ -471,9 +486,26 @@ def _ewkb_to_record(ewkb: bytes) -> dict:
     return {"wkb": base64.b64encode(wkb).decode(), "srid": srid}
 
 
-_BY_TYPE: dict[str, Codec] = {t: codec for codec in (Integer(), Bit(), Year(), Decimal_(), Float(), Double(), Date(),
-                                                     Time(), Text(), Enum(), Set(), Json(), Binary(), Spatial())
-                              for t in codec.types}
+_BY_TYPE: dict[str, Codec] = {
+    t: codec
+    for codec in (
+        Integer(),
+        Bit(),
+        Year(),
+        Decimal_(),
+        Float(),
+        Double(),
+        Date(),
+        Time(),
+        Text(),
+        Enum(),
+        Set(),
+        Json(),
+        Binary(),
+        Spatial(),
+    )
+    for t in codec.types
+}
 SUPPORTED = tuple(sorted(_BY_TYPE))
 
 
@@ -481,6 +513,7 @@ def codec(column: Column) -> Codec:
     found = _BY_TYPE.get(column.data_type)
     if found is None:
         from seam.target import TargetError
+
         raise TargetError(f"column {column.name!r} has MySQL type {column.column_type}, which Seam does not map")
     return found
 

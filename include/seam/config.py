@@ -8,17 +8,18 @@ half-configured job. Values may reference the environment as ``${VAR}`` or
 
 Delivery guarantee: none (pure parsing, no I/O besides reading the file).
 """
+
 from __future__ import annotations
 
 import difflib
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
-
 
 
 def _checkout() -> Path | None:
@@ -87,8 +88,7 @@ class MySQLSource:
     snapshot: str = "auto"  # how full loads and validation take a snapshot's position: see seam.snapshot
 
     def pymysql_kwargs(self) -> dict[str, Any]:
-        return dict(host=self.host, port=self.port, user=self.user,
-                    password=self.password.reveal(), charset="utf8mb4")
+        return dict(host=self.host, port=self.port, user=self.user, password=self.password.reveal(), charset="utf8mb4")
 
     @property
     def jdbc_url(self) -> str:
@@ -117,14 +117,16 @@ class PostgresTarget:
     state_schema: str = "seam"
 
     def conninfo(self) -> dict[str, Any]:
-        return dict(host=self.host, port=self.port, dbname=self.database,
-                    user=self.user, password=self.password.reveal())
+        return dict(
+            host=self.host, port=self.port, dbname=self.database, user=self.user, password=self.password.reveal()
+        )
 
 
 @dataclass(frozen=True)
 class StreamConfig:
     """How the stream is supervised (seam.supervise): the lag that fails the supervisor (and alerts), and
     where detached stream parts write their output (empty: ``$SEAM_STREAM_LOG_DIR``, else ~/.seam/logs)."""
+
     max_lag_seconds: float = 300.0
     log_dir: str = ""
 
@@ -194,6 +196,7 @@ class Pipeline:
 
 # ---------------------------------------------------------------- parsing ----
 
+
 class _Reader:
     """Walks the raw YAML mapping, recording the dotted path for errors."""
 
@@ -227,8 +230,11 @@ class _Reader:
                 return self.env[var]
             if default is not None:
                 return default
-            raise self.fail(path, f"environment variable {var} is not set "
-                                  "(export it, or run `seam up` / `eval \"$(seam env)\"` for the embedded stack)")
+            raise self.fail(
+                path,
+                f"environment variable {var} is not set "
+                '(export it, or run `seam up` / `eval "$(seam env)"` for the embedded stack)',
+            )
 
         return _ENV_REF.sub(substitute, value)
 
@@ -278,8 +284,7 @@ def parse_duration(value: Any) -> float:
 
 
 SNAPSHOT_METHODS = ("auto", "mariadb", "portable")
-_TOP = ("version", "name", "source", "kafka", "target", "spark", "defaults", "tables", "notify", "stream",
-        "settlement")
+_TOP = ("version", "name", "source", "kafka", "target", "spark", "defaults", "tables", "notify", "stream", "settlement")
 _STREAM = ("max_lag_seconds", "log_dir")
 _SOURCE = ("type", "host", "port", "user", "password", "server_id", "snapshot")
 _KAFKA = ("bootstrap", "topic_prefix", "partitions", "max_unapplied_events", "max_unapplied_bytes")
@@ -331,27 +336,40 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
         snapshot=r.string(src, "snapshot", "source", "auto"),
     )
     if mysql.snapshot not in SNAPSHOT_METHODS:
-        raise r.fail("source.snapshot", f"'{mysql.snapshot}' is not one of {', '.join(SNAPSHOT_METHODS)} (auto: "
-                     "mariadb on MariaDB, portable elsewhere)")
+        raise r.fail(
+            "source.snapshot",
+            f"'{mysql.snapshot}' is not one of {', '.join(SNAPSHOT_METHODS)} (auto: "
+            "mariadb on MariaDB, portable elsewhere)",
+        )
 
     kaf = r.mapping(top["kafka"], "kafka", _KAFKA, required=("bootstrap",))
     bootstrap = r.string(kaf, "bootstrap", "kafka")
-    for i, hostport in enumerate(bootstrap.split(",")):
+    for hostport in bootstrap.split(","):
         host, _, port = hostport.strip().rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise r.fail("kafka.bootstrap", f"'{hostport.strip()}' is not host:port")
     prefix = r.string(kaf, "topic_prefix", "kafka", "seam")
     if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", prefix):
-        raise r.fail("kafka.topic_prefix", f"'{prefix}' has characters Kafka topics cannot hold (use letters, digits, . _ -)")
-    kafka = KafkaConfig(bootstrap=bootstrap, topic_prefix=prefix,
-                        partitions=r.integer(kaf, "partitions", "kafka", 1, 1, 1024),
-                        max_unapplied_events=r.integer(kaf, "max_unapplied_events", "kafka",
-                                                       KafkaConfig.max_unapplied_events, 100, 10**9),
-                        max_unapplied_bytes=r.integer(kaf, "max_unapplied_bytes", "kafka",
-                                                      KafkaConfig.max_unapplied_bytes, 65536, 2**40))
+        raise r.fail(
+            "kafka.topic_prefix", f"'{prefix}' has characters Kafka topics cannot hold (use letters, digits, . _ -)"
+        )
+    kafka = KafkaConfig(
+        bootstrap=bootstrap,
+        topic_prefix=prefix,
+        partitions=r.integer(kaf, "partitions", "kafka", 1, 1, 1024),
+        max_unapplied_events=r.integer(
+            kaf, "max_unapplied_events", "kafka", KafkaConfig.max_unapplied_events, 100, 10**9
+        ),
+        max_unapplied_bytes=r.integer(
+            kaf, "max_unapplied_bytes", "kafka", KafkaConfig.max_unapplied_bytes, 65536, 2**40
+        ),
+    )
     if kafka.partitions != 1:
-        raise r.fail("kafka.partitions", "must be 1: one partition per table topic is what keeps BEGIN before and "
-                     "END after every row of a batch (see seam/boundary.py)")
+        raise r.fail(
+            "kafka.partitions",
+            "must be 1: one partition per table topic is what keeps BEGIN before and "
+            "END after every row of a batch (see seam/boundary.py)",
+        )
 
     tgt = r.mapping(top["target"], "target", _TARGET, required=("host", "database", "user"))
     if r.string(tgt, "type", "target", "postgres") != "postgres":
@@ -400,8 +418,10 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
             raise r.fail(f"{path}.incremental", "must be true or false")
         if "sync" in t:  # the mode's name; ``incremental: true`` is its older spelling of ``sync: windows``
             if t["sync"] not in ("stream", "windows"):
-                raise r.fail(f"{path}.sync", f"{t['sync']!r} is not a sync mode: use stream (binlog) or windows "
-                                             "(safe-window incremental loads)")
+                raise r.fail(
+                    f"{path}.sync",
+                    f"{t['sync']!r} is not a sync mode: use stream (binlog) or windows (safe-window incremental loads)",
+                )
             if "incremental" in t and t["incremental"] != (t["sync"] == "windows"):
                 raise r.fail(f"{path}.incremental", f"contradicts sync: {t['sync']} (drop incremental)")
             incremental = t["sync"] == "windows"
@@ -409,13 +429,22 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
             raise r.fail(f"{path}.cursor", "is required for a table kept current by windows (e.g. cursor: updated_at)")
         semantics = _semantics(r, t, path, default_semantics)
         if not key and semantics == "at-least-once":
-            raise r.fail(f"{path}.semantics", "at-least-once needs a key to dedupe on; a keyless table needs exactly-once")
-        tables.append(TableConfig(
-            db=db, table=table, key=key, cursor=cursor,
-            safety_delay_s=_duration(r, t, "safety_delay", path, default_delay),
-            semantics=semantics, soft_delete=soft_delete, incremental=incremental,
-            checks=_checks(r, t.get("checks") or {}, f"{path}.checks"),
-        ))
+            raise r.fail(
+                f"{path}.semantics", "at-least-once needs a key to dedupe on; a keyless table needs exactly-once"
+            )
+        tables.append(
+            TableConfig(
+                db=db,
+                table=table,
+                key=key,
+                cursor=cursor,
+                safety_delay_s=_duration(r, t, "safety_delay", path, default_delay),
+                semantics=semantics,
+                soft_delete=soft_delete,
+                incremental=incremental,
+                checks=_checks(r, t.get("checks") or {}, f"{path}.checks"),
+            )
+        )
 
     notify = dict(r.mapping(top.get("notify") or {}, "notify", _NOTIFY))
     if notify.get("webhook") is not None:
@@ -427,20 +456,36 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
         to = email["to"] if isinstance(email["to"], list) else [email["to"]]
         if not all(isinstance(a, str) and "@" in a for a in to):
             raise r.fail("notify.email.to", "must be an e-mail address or a list of them")
-        notify["email"] = {"to": to, "conn_id": r.string(email, "conn_id", "notify.email", "smtp_default"),
-                           "subject": r.string(email, "subject", "notify.email", ""),
-                           "from": r.string(email, "from", "notify.email", "seam@localhost")}
+        notify["email"] = {
+            "to": to,
+            "conn_id": r.string(email, "conn_id", "notify.email", "smtp_default"),
+            "subject": r.string(email, "subject", "notify.email", ""),
+            "from": r.string(email, "from", "notify.email", "seam@localhost"),
+        }
     st = r.mapping(top.get("stream") or {}, "stream", _STREAM)
-    stream = StreamConfig(max_lag_seconds=_duration(r, st, "max_lag_seconds", "stream", StreamConfig.max_lag_seconds),
-                          log_dir=r.string(st, "log_dir", "stream", ""))
+    stream = StreamConfig(
+        max_lag_seconds=_duration(r, st, "max_lag_seconds", "stream", StreamConfig.max_lag_seconds),
+        log_dir=r.string(st, "log_dir", "stream", ""),
+    )
     if stream.max_lag_seconds <= 0:
         raise r.fail("stream.max_lag_seconds", "must be more than 0 (e.g. 5m)")
     from seam import settlement as settlement_section
+
     settlement = settlement_section.parse(top.get("settlement"), source)
     # its table names are resolved when a settlement runs (one line naming a missing one): a copy of this
     # file with other tables stays valid
-    return Pipeline(name=r.string(top, "name", "", "pipeline"), source=mysql, kafka=kafka, target=target,
-                    spark=spark, tables=tuple(tables), path=source, notify=notify, stream=stream, settlement=settlement)
+    return Pipeline(
+        name=r.string(top, "name", "", "pipeline"),
+        source=mysql,
+        kafka=kafka,
+        target=target,
+        spark=spark,
+        tables=tuple(tables),
+        path=source,
+        notify=notify,
+        stream=stream,
+        settlement=settlement,
+    )
 
 
 def _checks(r: _Reader, raw: Any, path: str) -> dict[str, Any]:
@@ -461,8 +506,9 @@ def _checks(r: _Reader, raw: Any, path: str) -> dict[str, Any]:
         for metric, opts in spec.items():
             opts = {} if opts in (None, True) else opts
             opts = r.mapping(opts, f"{where}.{metric}", ("equal_to",))
-            if "equal_to" in opts and (isinstance(opts["equal_to"], bool)
-                                       or not isinstance(opts["equal_to"], (int, float, str))):
+            if "equal_to" in opts and (
+                isinstance(opts["equal_to"], bool) or not isinstance(opts["equal_to"], (int, float, str))
+            ):
                 raise r.fail(f"{where}.{metric}.equal_to", "must be a number")
             parsed[str(column)][metric] = dict(opts)
     checks["columns"] = parsed

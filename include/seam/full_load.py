@@ -17,13 +17,14 @@ Delivery guarantee: at-least-once into Kafka, exactly-once as a batch: a
 batch whose END was not published (the job died) is never applied, a retried
 task's extra output is discarded by the sink using END's attempt list.
 """
+
 from __future__ import annotations
 
 import functools
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
-from typing import Callable
 
 import pymysql
 
@@ -32,9 +33,22 @@ from seam.config import Pipeline, TableConfig
 from seam.gtid import gtids_at, gtids_enabled, head_gtids, server_identity
 from seam.records import Position, no_cyclic_gc, record_json
 from seam.schema import SchemaError, TableSchema, read_schema
-from seam.snapshot import (ChunkPlan, ChunkRead, Opening, SnapshotError, binlog_files, canonical_json_columns,
-                           check_source, chunk_sql, plan_chunks, read_chunk, reconcile, snapshot_opening,
-                           snapshot_position, source_head)
+from seam.snapshot import (
+    ChunkPlan,
+    ChunkRead,
+    Opening,
+    SnapshotError,
+    binlog_files,
+    canonical_json_columns,
+    check_source,
+    chunk_sql,
+    plan_chunks,
+    read_chunk,
+    reconcile,
+    snapshot_opening,
+    snapshot_position,
+    source_head,
+)
 from seam.topics import Publisher, ensure_topics, table_topic
 
 CONTROL = [(CONTROL_HEADER, b"1")]
@@ -46,15 +60,19 @@ def prepare(pipeline: Pipeline, table: TableConfig) -> tuple[TableSchema, ChunkP
     try:
         conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), connect_timeout=10)
     except pymysql.err.OperationalError as exc:
-        raise SnapshotError(f"source MySQL at {pipeline.source.host}:{pipeline.source.port} refused or is "
-                            f"unreachable ({exc.args[-1]}): start it (`seam up mysql`) or fix the pipeline's "
-                            "source") from None
+        raise SnapshotError(
+            f"source MySQL at {pipeline.source.host}:{pipeline.source.port} refused or is "
+            f"unreachable ({exc.args[-1]}): start it (`seam up mysql`) or fix the pipeline's "
+            "source"
+        ) from None
     try:
         schema = read_schema(conn, table.db, table.table)
         missing = [k for k in table.key if k not in schema.names]
         if missing:
-            raise SchemaError(f"{table.name}: key column(s) {', '.join(missing)} are not in the table "
-                              f"(columns: {', '.join(schema.names)}); fix tables[].key in the pipeline")
+            raise SchemaError(
+                f"{table.name}: key column(s) {', '.join(missing)} are not in the table "
+                f"(columns: {', '.join(schema.names)}); fix tables[].key in the pipeline"
+            )
         check_source(conn, schema)
         # InnoDB's cascades into this table are not in the binlog, so chunks read at different positions could
         # not be reconciled: a child of a cascading key is read in one consistent snapshot
@@ -65,23 +83,45 @@ def prepare(pipeline: Pipeline, table: TableConfig) -> tuple[TableSchema, ChunkP
         conn.close()
 
 
-def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
-                      say: Callable[[str], None] = print) -> End:
+def publish_full_load(
+    spark, pipeline: Pipeline, table: TableConfig, batch: str, say: Callable[[str], None] = print
+) -> End:
     started = time.time()
     schema, plan, opening = prepare(pipeline, table)
     topic = table_topic(pipeline, table)
     ensure_topics(pipeline, [topic])
-    say(f"{table.name}: batch {batch}, {len(plan.chunks)} chunk(s)"
-        + (f" on {plan.column}" if plan.column else " (one consistent chunk: no integer key, or a child of a "
-                                                     "cascading foreign key)"))
+    say(
+        f"{table.name}: batch {batch}, {len(plan.chunks)} chunk(s)"
+        + (
+            f" on {plan.column}"
+            if plan.column
+            else " (one consistent chunk: no integer key, or a child of a cascading foreign key)"
+        )
+    )
     driver = Publisher(pipeline)
-    begin = Begin(batch=batch, db=table.db, table=table.table, mode="full",
-                  columns=[asdict(c) for c in schema.columns], key=list(table.key), soft_delete=table.soft_delete)
+    begin = Begin(
+        batch=batch,
+        db=table.db,
+        table=table.table,
+        mode="full",
+        columns=[asdict(c) for c in schema.columns],
+        key=list(table.key),
+        soft_delete=table.soft_delete,
+    )
     driver.send(topic, begin.to_json(), b"__seam_control__", headers=CONTROL)
     driver.flush()
 
-    parts = publish_chunks(spark, pipeline=pipeline, topic=topic, schema=schema, plan=plan, key=table.key,
-                           batch=batch, ts_ms=int(started * 1000), opening=opening)
+    parts = publish_chunks(
+        spark,
+        pipeline=pipeline,
+        topic=topic,
+        schema=schema,
+        plan=plan,
+        key=table.key,
+        batch=batch,
+        ts_ms=int(started * 1000),
+        opening=opening,
+    )
     read_done = time.time()
     if sorted(p.part for p in parts) != [c.index for c in plan.chunks]:
         raise SnapshotError(f"chunks reported {sorted(p.part for p in parts)}, expected one per chunk")
@@ -99,58 +139,129 @@ def publish_full_load(spark, pipeline: Pipeline, table: TableConfig, batch: str,
         server = server_identity(conn)  # with the set, a stream can resume from it on a replica (seam.gtid)
     finally:
         conn.close()
-    say(f"{table.name}: {sum(p.rows for p in parts):,} rows read in {read_done - started:.1f}s ({opening.method} "
-        f"snapshot); chunk positions " + ", ".join(str(positions[i]) for i in sorted(positions))
-        + f"; batch position {target}")
+    say(
+        f"{table.name}: {sum(p.rows for p in parts):,} rows read in {read_done - started:.1f}s ({opening.method} "
+        f"snapshot); chunk positions "
+        + ", ".join(str(positions[i]) for i in sorted(positions))
+        + f"; batch position {target}"
+    )
 
     changes = Tally()
     if any(target.after(p) for p in positions.values()):
         if min(positions.values()).file not in files:
-            raise SnapshotError(f"binlog {min(positions.values()).file} was purged during the load; re-run it "
-                                "and keep binlogs longer (binlog_expire_logs_seconds)")
+            raise SnapshotError(
+                f"binlog {min(positions.values()).file} was purged during the load; re-run it "
+                "and keep binlogs longer (binlog_expire_logs_seconds)"
+            )
         for record in reconcile(pipeline.source, schema, table.key, plan, positions, target, batch):
             value = replace(record, part=RECONCILE_PART, attempt=0).to_json()
             driver.send(topic, value, record.kafka_key())
             changes.add(value)
     parts.append(Part(RECONCILE_PART, 0, changes.rows, changes.checksum))
     total = functools.reduce(Tally.merge, (Tally(p.rows, p.checksum) for p in parts), Tally())
-    end = End(batch=batch, db=table.db, table=table.table, mode="full", position=target, parts=parts,
-              rows=total.rows, checksum=total.checksum, gtids=str(gtids) if gtids and gtids.flavour else None,
-              server=server, stats={"snapshot_ms": int(started * 1000),  # the table is current as of then at least
-                                    "read_s": round(read_done - started, 3), "reconciled_changes": changes.rows,
-                     "publish_s": round(time.time() - started, 3)})
+    end = End(
+        batch=batch,
+        db=table.db,
+        table=table.table,
+        mode="full",
+        position=target,
+        parts=parts,
+        rows=total.rows,
+        checksum=total.checksum,
+        gtids=str(gtids) if gtids and gtids.flavour else None,
+        server=server,
+        stats={
+            "snapshot_ms": int(started * 1000),  # the table is current as of then at least
+            "read_s": round(read_done - started, 3),
+            "reconciled_changes": changes.rows,
+            "publish_s": round(time.time() - started, 3),
+        },
+    )
     driver.send(topic, end.to_json(), b"__seam_control__", headers=CONTROL)
     driver.flush()
-    say(f"{table.name}: published {total.rows:,} messages ({changes.rows} reconciliation change(s)) in "
-        f"{time.time() - started:.1f}s; END sent")
+    say(
+        f"{table.name}: published {total.rows:,} messages ({changes.rows} reconciliation change(s)) in "
+        f"{time.time() - started:.1f}s; END sent"
+    )
     return end
 
 
-def publish_chunks(spark, *, pipeline: Pipeline, topic: str, schema: TableSchema, plan: ChunkPlan,
-                   key: tuple[str, ...], batch: str, ts_ms: int, window: str | None = None,
-                   opening: Opening | None = None) -> list[Part]:
+def publish_chunks(
+    spark,
+    *,
+    pipeline: Pipeline,
+    topic: str,
+    schema: TableSchema,
+    plan: ChunkPlan,
+    key: tuple[str, ...],
+    batch: str,
+    ts_ms: int,
+    window: str | None = None,
+    opening: Opening | None = None,
+) -> list[Part]:
     """The Spark job: one task per chunk reads it in its own snapshot and publishes its rows; one Part each.
     ``opening`` None: no position (an incremental window)."""
     reads = [ChunkRead(c.index, chunk_sql(schema, plan, c, key, window), opening) for c in plan.chunks]
-    task = functools.partial(_publish_chunk, pipeline=pipeline, topic=topic, db=schema.db, table=schema.table,
-                             batch=batch, ts_ms=ts_ms, keyed=bool(key), json_columns=canonical_json_columns(schema))
+    task = functools.partial(
+        _publish_chunk,
+        pipeline=pipeline,
+        topic=topic,
+        db=schema.db,
+        table=schema.table,
+        batch=batch,
+        ts_ms=ts_ms,
+        keyed=bool(key),
+        json_columns=canonical_json_columns(schema),
+    )
     return spark.sparkContext.parallelize(reads, len(reads)).mapPartitions(task).collect()
 
 
-def record_frame(db: str, table: str, batch: str, ts_ms: int, snapshot: bool, file: str | None, pos: int | None,
-                 part: int, attempt: int) -> tuple[bytes, bytes, bytes]:
+def record_frame(
+    db: str,
+    table: str,
+    batch: str,
+    ts_ms: int,
+    snapshot: bool,
+    file: str | None,
+    pos: int | None,
+    part: int,
+    attempt: int,
+) -> tuple[bytes, bytes, bytes]:
     """(head, middle, tail): ``head + key + middle + after + tail`` is ``records.record_json`` of a snapshot row,
     byte for byte; the source builds key and after (``snapshot.chunk_sql``), this function the rest."""
     key, after = "\ue000", "\ue001"  # private-use placeholders, cut out again below
-    text = record_json("r", db, table, key, None, after, Position(file, pos, 0), snapshot, batch, None, ts_ms,
-                       part=part, attempt=attempt)
+    text = record_json(
+        "r",
+        db,
+        table,
+        key,
+        None,
+        after,
+        Position(file, pos, 0),
+        snapshot,
+        batch,
+        None,
+        ts_ms,
+        part=part,
+        attempt=attempt,
+    )
     head, rest = text.split(json.dumps(key, ensure_ascii=False).encode())
     middle, tail = rest.split(json.dumps(after, ensure_ascii=False).encode())
     return head, middle, tail
 
 
-def _publish_chunk(reads, *, pipeline: Pipeline, topic: str, db: str, table: str, batch: str, ts_ms: int,
-                   keyed: bool, json_columns: list[str]):
+def _publish_chunk(
+    reads,
+    *,
+    pipeline: Pipeline,
+    topic: str,
+    db: str,
+    table: str,
+    batch: str,
+    ts_ms: int,
+    keyed: bool,
+    json_columns: list[str],
+):
     """Runs on an executor for one chunk: read and publish its rows, return its position, count and checksum.
 
     The source sends each row's key and image as JSON; the per-row Python is one concatenation, the
@@ -162,13 +273,36 @@ def _publish_chunk(reads, *, pipeline: Pipeline, topic: str, db: str, table: str
     publisher.flush()  # nothing of an earlier (failed) task may be counted in this one
     for read in reads:
         with no_cyclic_gc():
-            part = _publish_read(read, pipeline, publisher, topic=topic, db=db, table=table, batch=batch,
-                                 ts_ms=ts_ms, attempt=attempt, keyed=keyed, json_columns=json_columns)
+            part = _publish_read(
+                read,
+                pipeline,
+                publisher,
+                topic=topic,
+                db=db,
+                table=table,
+                batch=batch,
+                ts_ms=ts_ms,
+                attempt=attempt,
+                keyed=keyed,
+                json_columns=json_columns,
+            )
         yield part
 
 
-def _publish_read(read: ChunkRead, pipeline: Pipeline, publisher: Publisher, *, topic: str, db: str, table: str,
-                  batch: str, ts_ms: int, attempt: int, keyed: bool, json_columns: list[str]) -> Part:
+def _publish_read(
+    read: ChunkRead,
+    pipeline: Pipeline,
+    publisher: Publisher,
+    *,
+    topic: str,
+    db: str,
+    table: str,
+    batch: str,
+    ts_ms: int,
+    attempt: int,
+    keyed: bool,
+    json_columns: list[str],
+) -> Part:
     tally = Tally()
     head = file = pos = None
     for file, pos, rows in read_chunk(pipeline.source, read):
@@ -182,9 +316,11 @@ def _publish_read(read: ChunkRead, pipeline: Pipeline, publisher: Publisher, *, 
             else:
                 values = [head + a + middle + a + tail for a, _, _ in rows]
         except TypeError:  # CONCAT gave NULL: never publish a row as null
-            raise SnapshotError(f"{db}.{table}: the source returned no JSON for a row of chunk {read.index} (a row "
-                                "larger than max_allowed_packet, or a value MariaDB cannot print); raise "
-                                "max_allowed_packet (SET GLOBAL) and re-run the load") from None
+            raise SnapshotError(
+                f"{db}.{table}: the source returned no JSON for a row of chunk {read.index} (a row "
+                "larger than max_allowed_packet, or a value MariaDB cannot print); raise "
+                "max_allowed_packet (SET GLOBAL) and re-run the load"
+            ) from None
         if rows[0][2] is not None:  # the Kafka key orders names differently from the record key
             keys = [kk for _, _, kk in rows]
         else:
@@ -202,6 +338,5 @@ def _canonical_json_values(value: bytes, columns: list[str]) -> bytes:
     for name in columns:
         text = doc["after"][name]
         if text is not None:
-            doc["after"][name] = json.dumps(json.loads(text), sort_keys=True, ensure_ascii=False,
-                                            separators=(",", ":"))
+            doc["after"][name] = json.dumps(json.loads(text), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()

@@ -17,6 +17,7 @@ no set (positions stay per server).
 
 Delivery guarantee: none of its own; the sets here decide where a stream resumes on another server.
 """
+
 from __future__ import annotations
 
 import re
@@ -116,17 +117,23 @@ class GtidSet:
         key, number = self._split(gtid)
         return any(lo <= number <= hi for lo, hi in self.mysql.get(key, []))
 
-    def issubset(self, other: "GtidSet") -> bool:
+    def issubset(self, other: GtidSet) -> bool:
         if self.mariadb:
             return all(d in other.mariadb and other.mariadb[d][1] >= seq for d, (_, seq) in self.mariadb.items())
-        return all(any(lo >= olo and hi <= ohi for olo, ohi in other.mysql.get(key, []))
-                   for key, ranges in self.mysql.items() for lo, hi in ranges)
+        return all(
+            any(lo >= olo and hi <= ohi for olo, ohi in other.mysql.get(key, []))
+            for key, ranges in self.mysql.items()
+            for lo, hi in ranges
+        )
 
-    def missing_from(self, other: "GtidSet") -> str:
+    def missing_from(self, other: GtidSet) -> str:
         """What this set holds that ``other`` does not, for a message (MariaDB: domains ahead)."""
         if self.mariadb:
-            return ",".join(f"{d}-{s}-{q}" for d, (s, q) in sorted(self.mariadb.items())
-                            if d not in other.mariadb or other.mariadb[d][1] < q)
+            return ",".join(
+                f"{d}-{s}-{q}"
+                for d, (s, q) in sorted(self.mariadb.items())
+                if d not in other.mariadb or other.mariadb[d][1] < q
+            )
         gone = GtidSet(str(self))
         for key, ranges in other.mysql.items():
             for lo, hi in ranges:
@@ -149,7 +156,7 @@ class GtidSet:
         else:
             self.mysql.pop(key, None)
 
-    def without(self, gtids: list[str]) -> "GtidSet":
+    def without(self, gtids: list[str]) -> GtidSet:
         """This set less single transactions (MySQL: the set before them, read back from the binlog)."""
         if self.mariadb:
             raise GtidError("a MariaDB GTID position cannot be stepped back; use BINLOG_GTID_POS")

@@ -39,14 +39,15 @@ sink merges a window only on a matching END); a window's rows are read
 without locks and may include newer versions of rows, which is harmless for
 an upsert of current rows.
 """
+
 from __future__ import annotations
 
 import datetime as dt
 import functools
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 import pymysql
 
@@ -70,14 +71,19 @@ class IncrementalError(ValueError):
 @dataclass(frozen=True)
 class Window:
     cursor: str
-    start: str           # exclusive
-    end: str             # inclusive, after the clamp
+    start: str  # exclusive
+    end: str  # inclusive, after the clamp
     requested_end: str
     clamped: bool
 
     def as_dict(self) -> dict[str, str]:
-        return {"cursor": self.cursor, "start": self.start, "end": self.end, "requested_end": self.requested_end,
-                "clamped": str(self.clamped).lower()}
+        return {
+            "cursor": self.cursor,
+            "start": self.start,
+            "end": self.end,
+            "requested_end": self.requested_end,
+            "clamped": str(self.clamped).lower(),
+        }
 
 
 def _parse_time(value: str, what: str) -> dt.datetime:
@@ -85,30 +91,40 @@ def _parse_time(value: str, what: str) -> dt.datetime:
     try:
         parsed = dt.datetime.fromisoformat(text)
     except ValueError:
-        raise IncrementalError(f"{what} {value!r} is not a date or timestamp (use e.g. 2026-11-21 or "
-                               "2026-11-21T06:00:00)") from None
+        raise IncrementalError(
+            f"{what} {value!r} is not a date or timestamp (use e.g. 2026-11-21 or 2026-11-21T06:00:00)"
+        ) from None
     return parsed.replace(tzinfo=None)
 
 
 def check_table(conn, pipeline: Pipeline, table: TableConfig) -> TableSchema:
     if table.sync != "windows":
-        raise IncrementalError(f"{table.name} is kept current by its stream (tables[].sync: stream), and a window "
-                               "would race it; re-sync it with `seam load full " + table.name + "`, or set "
-                               f"sync: windows for it in {pipeline.path or 'the pipeline'}")
+        raise IncrementalError(
+            f"{table.name} is kept current by its stream (tables[].sync: stream), and a window "
+            "would race it; re-sync it with `seam load full " + table.name + "`, or set "
+            f"sync: windows for it in {pipeline.path or 'the pipeline'}"
+        )
     if not table.cursor:
-        raise IncrementalError(f"{table.name} has no cursor column: set tables[].cursor (e.g. updated_at) in "
-                               f"{pipeline.path or 'the pipeline'} to load it incrementally")
+        raise IncrementalError(
+            f"{table.name} has no cursor column: set tables[].cursor (e.g. updated_at) in "
+            f"{pipeline.path or 'the pipeline'} to load it incrementally"
+        )
     if not table.key:
-        raise IncrementalError(f"{table.name} is keyless: an incremental window is merged by key; load it with "
-                               "`seam load full` instead")
+        raise IncrementalError(
+            f"{table.name} is keyless: an incremental window is merged by key; load it with `seam load full` instead"
+        )
     schema = read_schema(conn, table.db, table.table)
     if table.cursor not in schema.names:
-        raise IncrementalError(f"{table.name}: cursor column {table.cursor!r} is not in the table (columns: "
-                               f"{', '.join(schema.names)}); fix tables[].cursor")
+        raise IncrementalError(
+            f"{table.name}: cursor column {table.cursor!r} is not in the table (columns: "
+            f"{', '.join(schema.names)}); fix tables[].cursor"
+        )
     kind = schema.column(table.cursor).data_type
     if kind not in _TIME_TYPES | _INT_TYPES:
-        raise IncrementalError(f"{table.name}: cursor column {table.cursor!r} is {kind}; it must be a date/time "
-                               "(DATETIME, TIMESTAMP, DATE) or integer column")
+        raise IncrementalError(
+            f"{table.name}: cursor column {table.cursor!r} is {kind}; it must be a date/time "
+            "(DATETIME, TIMESTAMP, DATE) or integer column"
+        )
     if table.soft_delete and table.soft_delete not in schema.names:
         raise IncrementalError(f"{table.name}: soft_delete column {table.soft_delete!r} is not in the table")
     return schema
@@ -125,8 +141,9 @@ def source_now(conn, kind: str) -> dt.datetime:
     return now
 
 
-def plan_window(pipeline: Pipeline, table: TableConfig, start: str | None, end: str | None,
-                watermark: str | None) -> tuple[TableSchema, Window]:
+def plan_window(
+    pipeline: Pipeline, table: TableConfig, start: str | None, end: str | None, watermark: str | None
+) -> tuple[TableSchema, Window]:
     """The window to load: from ``start`` (else the stored watermark, else the beginning) to ``end`` (else
     now), the end clamped to the source's now minus the safety delay. Raises IncrementalError on bad input."""
     conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), connect_timeout=10)
@@ -135,33 +152,44 @@ def plan_window(pipeline: Pipeline, table: TableConfig, start: str | None, end: 
         kind = schema.column(table.cursor).data_type
         if kind in _INT_TYPES:
             with conn.cursor() as cur:
-                cur.execute(f"SELECT COALESCE(MAX({quote(table.cursor)}), 0) FROM {quote(table.db)}.{quote(table.table)}")
+                cur.execute(
+                    f"SELECT COALESCE(MAX({quote(table.cursor)}), 0) FROM {quote(table.db)}.{quote(table.table)}"
+                )
                 top = int(cur.fetchone()[0])
             lo = int(start) if start is not None else int(watermark or 0)
             hi = min(int(end), top) if end is not None else top
             if end is not None and int(end) <= lo:
                 raise IncrementalError(f"window end {end} is not after its start {lo}")
-            return schema, Window(table.cursor, str(lo), str(hi), str(end if end is not None else top),
-                                  end is not None and int(end) > top)
+            return schema, Window(
+                table.cursor, str(lo), str(hi), str(end if end is not None else top), end is not None and int(end) > top
+            )
         now = source_now(conn, kind)
     finally:
         conn.close()
     safe = now - dt.timedelta(seconds=table.safety_delay_s)
-    lo = _parse_time(start, "window start") if start is not None else (
-        _parse_time(watermark, "stored watermark") if watermark else _parse_time(INITIAL, "initial"))
+    lo = (
+        _parse_time(start, "window start")
+        if start is not None
+        else (_parse_time(watermark, "stored watermark") if watermark else _parse_time(INITIAL, "initial"))
+    )
     requested = _parse_time(end, "window end") if end is not None else now
     if end is not None and requested <= lo:
         raise IncrementalError(f"window end {end} is not after its start {lo.strftime(_FORMAT)}")
     if start is not None and lo > now:
-        raise IncrementalError(f"window start {start} is in the future (the source's clock says "
-                               f"{now.strftime(_FORMAT)}); nothing was loaded")
+        raise IncrementalError(
+            f"window start {start} is in the future (the source's clock says "
+            f"{now.strftime(_FORMAT)}); nothing was loaded"
+        )
     hi = min(requested, safe)
     if hi <= lo:
-        raise IncrementalError(f"{table.name}: the window ({lo.strftime(_FORMAT)}, {requested.strftime(_FORMAT)}] "
-                               f"lies entirely within the safety delay ({table.safety_delay_s:g}s before the source's "
-                               f"now, {now.strftime(_FORMAT)}); nothing is safe to load yet, try again later")
-    return schema, Window(table.cursor, lo.strftime(_FORMAT), hi.strftime(_FORMAT), requested.strftime(_FORMAT),
-                          hi < requested)
+        raise IncrementalError(
+            f"{table.name}: the window ({lo.strftime(_FORMAT)}, {requested.strftime(_FORMAT)}] "
+            f"lies entirely within the safety delay ({table.safety_delay_s:g}s before the source's "
+            f"now, {now.strftime(_FORMAT)}); nothing is safe to load yet, try again later"
+        )
+    return schema, Window(
+        table.cursor, lo.strftime(_FORMAT), hi.strftime(_FORMAT), requested.strftime(_FORMAT), hi < requested
+    )
 
 
 def window_condition(schema: TableSchema, window: Window) -> str:
@@ -177,12 +205,15 @@ def check_time_bounds(window: Window) -> None:
     target's stored watermarks, which a message wrote."""
     for value in (window.start, window.end):
         if not re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}", value):
-            raise IncrementalError(f"bad window bound {value!r}: expected YYYY-MM-DD HH:MM:SS.ffffff; if it is a "
-                                   "stored watermark, check seam.watermarks")
+            raise IncrementalError(
+                f"bad window bound {value!r}: expected YYYY-MM-DD HH:MM:SS.ffffff; if it is a "
+                "stored watermark, check seam.watermarks"
+            )
 
 
-def publish_window(spark, pipeline: Pipeline, table: TableConfig, batch: str, window: Window,
-                   say: Callable[[str], None] = print) -> End:
+def publish_window(
+    spark, pipeline: Pipeline, table: TableConfig, batch: str, window: Window, say: Callable[[str], None] = print
+) -> End:
     """Publish one window: BEGIN (with the window), its rows read in parallel key chunks, END."""
     from seam.full_load import publish_chunks
 
@@ -196,21 +227,51 @@ def publish_window(spark, pipeline: Pipeline, table: TableConfig, batch: str, wi
     topic = table_topic(pipeline, table)
     ensure_topics(pipeline, [topic])
     driver = Publisher(pipeline)
-    begin = Begin(batch=batch, db=table.db, table=table.table, mode="incremental",
-                  columns=[asdict(c) for c in schema.columns], key=list(table.key), window=window.as_dict(),
-                  soft_delete=table.soft_delete)
+    begin = Begin(
+        batch=batch,
+        db=table.db,
+        table=table.table,
+        mode="incremental",
+        columns=[asdict(c) for c in schema.columns],
+        key=list(table.key),
+        window=window.as_dict(),
+        soft_delete=table.soft_delete,
+    )
     driver.send(topic, begin.to_json(), b"__seam_control__", headers=CONTROL)
     driver.flush()
-    parts = publish_chunks(spark, pipeline=pipeline, topic=topic, schema=schema, plan=plan, key=table.key,
-                           batch=batch, ts_ms=int(started * 1000), window=window_condition(schema, window),
-                           opening=None)
+    parts = publish_chunks(
+        spark,
+        pipeline=pipeline,
+        topic=topic,
+        schema=schema,
+        plan=plan,
+        key=table.key,
+        batch=batch,
+        ts_ms=int(started * 1000),
+        window=window_condition(schema, window),
+        opening=None,
+    )
     total = functools.reduce(Tally.merge, (Tally(p.rows, p.checksum) for p in parts), Tally())
-    end = End(batch=batch, db=table.db, table=table.table, mode="incremental", position=None, parts=parts,
-              rows=total.rows, checksum=total.checksum, window=window.as_dict(),
-              stats={"read_s": round(time.time() - started, 3), "clamped": window.clamped,
-                     "requested_end": window.requested_end})
+    end = End(
+        batch=batch,
+        db=table.db,
+        table=table.table,
+        mode="incremental",
+        position=None,
+        parts=parts,
+        rows=total.rows,
+        checksum=total.checksum,
+        window=window.as_dict(),
+        stats={
+            "read_s": round(time.time() - started, 3),
+            "clamped": window.clamped,
+            "requested_end": window.requested_end,
+        },
+    )
     driver.send(topic, end.to_json(), b"__seam_control__", headers=CONTROL)
     driver.flush()
-    say(f"{table.name}: window ({window.start}, {window.end}] published: {total.rows:,} rows in "
-        f"{time.time() - started:.1f}s; END sent")
+    say(
+        f"{table.name}: window ({window.start}, {window.end}] published: {total.rows:,} rows in "
+        f"{time.time() - started:.1f}s; END sent"
+    )
     return end

@@ -11,6 +11,7 @@ Delivery guarantee: at-least-once (a micro-batch may be read again after a
 failure, deterministically, by ``readBetweenOffsets``); the sink skips what it
 has already applied.
 """
+
 from __future__ import annotations
 
 import json
@@ -81,8 +82,14 @@ class _TopicReader(SimpleDataSourceStreamReader):
         from confluent_kafka import Consumer
 
         if self._kafka is None:
-            self._kafka = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "seam-stream-source",
-                                    "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+            self._kafka = Consumer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "group.id": "seam-stream-source",
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest",
+                }
+            )
         return self._kafka
 
     def _consume(self, start: dict, end: dict | None):

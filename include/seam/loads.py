@@ -8,6 +8,7 @@ topic): either can be killed and re-run without harm (see ``seam.sink``).
 Delivery guarantee: that of the sink (exactly once, whole batches only).
 Progress is the ledger's staged row count, i.e. rows safely in PostgreSQL.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,14 +20,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from seam.boundary import new_batch_id
 from seam.config import Pipeline, TableConfig
 from seam.full_load import prepare
-from seam.sink import batch_status, connect_state
 from seam.schema import reachable
+from seam.sink import batch_status, connect_state
 from seam.target import qi
 from seam.topics import ensure_topics, table_topic
 
@@ -36,20 +37,33 @@ class LoadError(RuntimeError):
 
 
 # a busy machine delays the executor's heartbeats: wait longer rather than log a timeout trace
-SPARK_CONF = {"spark.log.level": "WARN", "spark.ui.enabled": "false", "spark.executor.heartbeatInterval": "30s",
-              "spark.network.timeout": "600s"}
+SPARK_CONF = {
+    "spark.log.level": "WARN",
+    "spark.ui.enabled": "false",
+    "spark.executor.heartbeatInterval": "30s",
+    "spark.network.timeout": "600s",
+}
 
 
-def spark_submit_command(pipeline: Pipeline, job: str, args: list[str], script: Path | None = None,
-                         conf: dict[str, str] | None = None) -> list[str]:
+def spark_submit_command(
+    pipeline: Pipeline, job: str, args: list[str], script: Path | None = None, conf: dict[str, str] | None = None
+) -> list[str]:
     """spark-submit of ``spark_jobs/<job>.py`` (or of ``script``) on ``seam.spark.spark_master``."""
     from seam.spark import spark_job_script, spark_master
 
     submit = Path(sys.executable).with_name("spark-submit")
-    return [str(submit if submit.exists() else "spark-submit"), "--master", spark_master(pipeline),
-            "--jars", pipeline.spark.jdbc_jar, "--name", f"seam-{job}",
-            *[a for k, v in {**SPARK_CONF, **(conf or {})}.items() for a in ("--conf", f"{k}={v}")],
-            str(script or spark_job_script(job)), *args]
+    return [
+        str(submit if submit.exists() else "spark-submit"),
+        "--master",
+        spark_master(pipeline),
+        "--jars",
+        pipeline.spark.jdbc_jar,
+        "--name",
+        f"seam-{job}",
+        *[a for k, v in {**SPARK_CONF, **(conf or {})}.items() for a in ("--conf", f"{k}={v}")],
+        str(script or spark_job_script(job)),
+        *args,
+    ]
 
 
 class Child:
@@ -110,26 +124,33 @@ def cascades_followed(pipeline: Pipeline, tables: list[TableConfig]) -> tuple[li
     lines = []
     for fk in keys:
         if fk.child in loaded or fk.parent in loaded:
-            lines.append(f"cascade followed by the stream: {'.'.join(fk.parent)} -> {'.'.join(fk.child)} "
-                         f"({', '.join(fk.columns)}; {', '.join(fk.rules_followed())})")
+            lines.append(
+                f"cascade followed by the stream: {'.'.join(fk.parent)} -> {'.'.join(fk.child)} "
+                f"({', '.join(fk.columns)}; {', '.join(fk.rules_followed())})"
+            )
     reached = {fk.child for fk in keys if fk.parent != fk.child}
     for fk in keys:  # a loaded middle level whose lower level is not loaded with it
         if fk.parent in loaded and fk.parent in reached and fk.child != fk.parent and fk.child not in loaded:
-            lines.append(f"note: cascades through {'.'.join(fk.parent)} continue into {'.'.join(fk.child)}; one "
-                         f"that happens while {'.'.join(fk.parent)} loads stops {'.'.join(fk.child)} until both are "
-                         f"loaded again: load them together (seam load full {'.'.join(fk.parent)} "
-                         f"{'.'.join(fk.child)})")
-    parents = {t: {fk.parent for fk in keys if fk.child == t and fk.parent != t and fk.parent in loaded}
-               for t in loaded}
+            lines.append(
+                f"note: cascades through {'.'.join(fk.parent)} continue into {'.'.join(fk.child)}; one "
+                f"that happens while {'.'.join(fk.parent)} loads stops {'.'.join(fk.child)} until both are "
+                f"loaded again: load them together (seam load full {'.'.join(fk.parent)} "
+                f"{'.'.join(fk.child)})"
+            )
+    parents = {
+        t: {fk.parent for fk in keys if fk.child == t and fk.parent != t and fk.parent in loaded} for t in loaded
+    }
     ordered, done = [], set()
     while len(ordered) < len(tables):
         ready = [t for t in tables if (t.db, t.table) not in done and parents[(t.db, t.table)] <= done]
         for t in ready or [t for t in tables if (t.db, t.table) not in done][:1]:  # a cycle: as given
             ordered.append(t)
             done.add((t.db, t.table))
-    below = {t.name: reachable((t.db, t.table), lambda p: [fk.child for fk in keys if fk.parent == p
-                                                               and fk.child in loaded]) - {(t.db, t.table)}
-             for t in tables}
+    below = {
+        t.name: reachable((t.db, t.table), lambda p: [fk.child for fk in keys if fk.parent == p and fk.child in loaded])
+        - {(t.db, t.table)}
+        for t in tables
+    }
     reach = {name: {f"{db}.{table}" for db, table in seen} for name, seen in below.items()}
     return lines, ordered, reach
 
@@ -143,8 +164,11 @@ def _cascading_keys(pipeline: Pipeline) -> list:
     streamed = {(t.db, t.table) for t in pipeline.tables if t.sync == "stream"}
     conn = pymysql.connect(**pipeline.source.pymysql_kwargs())
     try:
-        return [fk for fk in read_foreign_keys(conn, {t.db for t in pipeline.tables})
-                if fk.rules_followed() and fk.child in streamed]
+        return [
+            fk
+            for fk in read_foreign_keys(conn, {t.db for t in pipeline.tables})
+            if fk.rules_followed() and fk.child in streamed
+        ]
     finally:
         conn.close()
 
@@ -170,10 +194,20 @@ def cascade_groups(pipeline: Pipeline, tables: list[TableConfig]) -> list[list[T
     return out
 
 
-def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: str | None = None,
-              say: Callable[[str], None] = print, timeout: float = 3600, progress_every: float = 3.0,
-              stall_after: float = 300.0, rejected_retries: int = 1, log: logging.Logger | None = None,
-              submit: SparkSubmit | None = None, children: list | None = None) -> list[dict]:
+def full_load(
+    pipeline: Pipeline,
+    tables: list[TableConfig],
+    *,
+    pipeline_path: str | None = None,
+    say: Callable[[str], None] = print,
+    timeout: float = 3600,
+    progress_every: float = 3.0,
+    stall_after: float = 300.0,
+    rejected_retries: int = 1,
+    log: logging.Logger | None = None,
+    submit: SparkSubmit | None = None,
+    children: list | None = None,
+) -> list[dict]:
     """Load each table fully; returns one summary per table. Raises LoadError if any batch did not commit.
     A rejected batch (its END disagrees with what reached the sink) is loaded again ``rejected_retries`` times.
     ``submit`` runs the Spark job (default: spark-submit here); what the load starts is in ``children``
@@ -188,26 +222,44 @@ def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: s
     for attempt in range(1 + rejected_retries):
         batches = {t.name: new_batch_id() for t in todo}
         job_args = [a for t in todo for a in ("--table", t.name, "--batch", batches[t.name])]
-        results.update(_run_batches(pipeline, todo, batches, "full_load", job_args, pipeline_path=pipeline_path,
-                                    say=say, timeout=timeout, progress_every=progress_every, stall_after=stall_after,
-                                    log=log, submit=submit, children=children))
+        results.update(
+            _run_batches(
+                pipeline,
+                todo,
+                batches,
+                "full_load",
+                job_args,
+                pipeline_path=pipeline_path,
+                say=say,
+                timeout=timeout,
+                progress_every=progress_every,
+                stall_after=stall_after,
+                log=log,
+                submit=submit,
+                children=children,
+            )
+        )
         # a batch whose END disagrees with what reached the sink lost messages on the way (a broker that lost
         # data): it was rejected, nothing of it is visible, and a new batch is the remedy
         rejected = [t for t in todo if results[t.name]["state"] == "rejected"]
         if not rejected or attempt == rejected_retries:
             break
         for t in rejected:
-            say(f"{t.name}: batch {results[t.name]['batch']} was REJECTED ({results[t.name]['error']}); the target "
-                "keeps its previous data; loading it again with a new batch")
+            say(
+                f"{t.name}: batch {results[t.name]['batch']} was REJECTED ({results[t.name]['error']}); the target "
+                "keeps its previous data; loading it again with a new batch"
+            )
         again = {t.name for t in rejected} | {n for t in rejected for n in reach[t.name]}  # and the levels below
         todo = [t for t in tables if t.name in again]
     failed = []
     for t in tables:
         r = results[t.name]
         if r["state"] == "committed":
-            say(f"{t.name}: committed batch {r['batch']}: {r['final_rows'] or 0:,} rows in {r['seconds']:.1f}s "
+            say(
+                f"{t.name}: committed batch {r['batch']}: {r['final_rows'] or 0:,} rows in {r['seconds']:.1f}s "
                 f"({r['rows_per_s']:,} rows/s), binlog position {r['position_file']}:{r['position_pos']}, "
-                f"target table {qi(t.db)}.{qi(t.table)}")
+                f"target table {qi(t.db)}.{qi(t.table)}"
+            )
         else:
             failed.append(f"{t.name}: batch {r['batch']} {r['state']}: {r['error']}")
     if failed:
@@ -215,10 +267,20 @@ def full_load(pipeline: Pipeline, tables: list[TableConfig], *, pipeline_path: s
     return [results[t.name] for t in tables]
 
 
-def incremental_load(pipeline: Pipeline, tables: list[TableConfig], *, start: str | None = None,
-                     end: str | None = None, pipeline_path: str | None = None, say: Callable[[str], None] = print,
-                     timeout: float = 3600, progress_every: float = 3.0, log: logging.Logger | None = None,
-                     submit: SparkSubmit | None = None, children: list | None = None) -> list[dict]:
+def incremental_load(
+    pipeline: Pipeline,
+    tables: list[TableConfig],
+    *,
+    start: str | None = None,
+    end: str | None = None,
+    pipeline_path: str | None = None,
+    say: Callable[[str], None] = print,
+    timeout: float = 3600,
+    progress_every: float = 3.0,
+    log: logging.Logger | None = None,
+    submit: SparkSubmit | None = None,
+    children: list | None = None,
+) -> list[dict]:
     """Load one window per table (see ``seam.incremental``); returns one summary per table. Windows of the same
     table are serialised (an advisory lock per table in the target), whoever starts them. ``submit`` and
     ``children`` as for ``full_load``."""
@@ -229,41 +291,91 @@ def incremental_load(pipeline: Pipeline, tables: list[TableConfig], *, start: st
             say(f"{table.name}: another window of this table is being loaded; waiting for it to finish")
             conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 54011))", (table.name,))
     try:
-        return _incremental_locked(pipeline, tables, conn, start=start, end=end, pipeline_path=pipeline_path,
-                                   say=say, timeout=timeout, progress_every=progress_every, log=log, submit=submit,
-                                   children=children)
+        return _incremental_locked(
+            pipeline,
+            tables,
+            conn,
+            start=start,
+            end=end,
+            pipeline_path=pipeline_path,
+            say=say,
+            timeout=timeout,
+            progress_every=progress_every,
+            log=log,
+            submit=submit,
+            children=children,
+        )
     finally:
         conn.close()  # releases the table locks
 
 
-def _incremental_locked(pipeline: Pipeline, tables: list[TableConfig], conn, *, start, end, pipeline_path, say,
-                        timeout, progress_every, log, submit=None, children=None) -> list[dict]:
+def _incremental_locked(
+    pipeline: Pipeline,
+    tables: list[TableConfig],
+    conn,
+    *,
+    start,
+    end,
+    pipeline_path,
+    say,
+    timeout,
+    progress_every,
+    log,
+    submit=None,
+    children=None,
+) -> list[dict]:
     from seam.incremental import plan_window
 
     windows = {}
     for table in tables:  # every window is checked before anything is published
-        row = conn.execute(f"SELECT watermark FROM {qi(pipeline.target.state_schema)}.watermarks WHERE db = %s AND "
-                           "tbl = %s AND cursor_column = %s", (table.db, table.table, table.cursor or "")).fetchone()
+        row = conn.execute(
+            f"SELECT watermark FROM {qi(pipeline.target.state_schema)}.watermarks WHERE db = %s AND "
+            "tbl = %s AND cursor_column = %s",
+            (table.db, table.table, table.cursor or ""),
+        ).fetchone()
         _, windows[table.name] = plan_window(pipeline, table, start, end, row[0] if row else None)
     for table in tables:
         w = windows[table.name]
-        say(f"{table.name}: window {w.cursor} in ({w.start}, {w.end}]" + (
-            f" (CLAMPED: requested end {w.requested_end} is within the {table.safety_delay_s:g}s safety delay "
-            "of the source's clock)" if w.clamped else ""))
+        say(
+            f"{table.name}: window {w.cursor} in ({w.start}, {w.end}]"
+            + (
+                f" (CLAMPED: requested end {w.requested_end} is within the {table.safety_delay_s:g}s safety delay "
+                "of the source's clock)"
+                if w.clamped
+                else ""
+            )
+        )
     batches = {t.name: new_batch_id() for t in tables}
-    job_args = [a for t in tables for a in ("--table", t.name, "--batch", batches[t.name],
-                                            "--window", json.dumps(windows[t.name].__dict__))]
-    results = _run_batches(pipeline, tables, batches, "incremental_load", job_args, pipeline_path=pipeline_path,
-                           say=say, timeout=timeout, progress_every=progress_every, stall_after=300.0, log=log,
-                           submit=submit, children=children)
+    job_args = [
+        a
+        for t in tables
+        for a in ("--table", t.name, "--batch", batches[t.name], "--window", json.dumps(windows[t.name].__dict__))
+    ]
+    results = _run_batches(
+        pipeline,
+        tables,
+        batches,
+        "incremental_load",
+        job_args,
+        pipeline_path=pipeline_path,
+        say=say,
+        timeout=timeout,
+        progress_every=progress_every,
+        stall_after=300.0,
+        log=log,
+        submit=submit,
+        children=children,
+    )
     failed = []
     for t in tables:
         r = results[t.name]
         w = windows[t.name]
         r.update(window_start=w.start, window_end=w.end, requested_end=w.requested_end, clamped=w.clamped)
         if r["state"] == "committed":
-            say(f"{t.name}: committed window ({w.start}, {w.end}] as batch {r['batch']}: {r['final_rows'] or 0:,} "
-                f"rows merged in {r['seconds']:.1f}s; watermark {w.end}" + (" (clamped)" if w.clamped else ""))
+            say(
+                f"{t.name}: committed window ({w.start}, {w.end}] as batch {r['batch']}: {r['final_rows'] or 0:,} "
+                f"rows merged in {r['seconds']:.1f}s; watermark {w.end}" + (" (clamped)" if w.clamped else "")
+            )
         else:
             failed.append(f"{t.name}: batch {r['batch']} {r['state']}: {r['error']}")
     if failed:
@@ -271,10 +383,22 @@ def _incremental_locked(pipeline: Pipeline, tables: list[TableConfig], conn, *, 
     return [results[t.name] for t in tables]
 
 
-def _run_batches(pipeline: Pipeline, tables: list[TableConfig], batches: dict[str, str], job: str,
-                 job_args: list[str], *, pipeline_path: str | None, say: Callable[[str], None], timeout: float,
-                 progress_every: float, stall_after: float, log: logging.Logger | None = None,
-                 submit: SparkSubmit | None = None, children: list | None = None) -> dict[str, dict]:
+def _run_batches(
+    pipeline: Pipeline,
+    tables: list[TableConfig],
+    batches: dict[str, str],
+    job: str,
+    job_args: list[str],
+    *,
+    pipeline_path: str | None,
+    say: Callable[[str], None],
+    timeout: float,
+    progress_every: float,
+    stall_after: float,
+    log: logging.Logger | None = None,
+    submit: SparkSubmit | None = None,
+    children: list | None = None,
+) -> dict[str, dict]:
     """Run the Spark publishing job and a sink (unless one runs) until every batch is final. With ``log``
     their output goes to it line by line at each line's own level (else to this process's stdout/stderr)."""
     children = [] if children is None else children
@@ -287,18 +411,28 @@ def _run_batches(pipeline: Pipeline, tables: list[TableConfig], batches: dict[st
     sink = None
     try:
         if not all(_sink_running(conn, topic) for topic in topics):
-            sink_cmd = [sys.executable, "-m", "seam.cli", "sink",
-                        *(["--pipeline", pipeline_path] if pipeline_path else []),
-                        *[a for t in tables for a in ("--table", t.name)],
-                        *[a for b in batches.values() for a in ("--until-batch", b)], "--timeout", str(timeout)]
+            sink_cmd = [
+                sys.executable,
+                "-m",
+                "seam.cli",
+                "sink",
+                *(["--pipeline", pipeline_path] if pipeline_path else []),
+                *[a for t in tables for a in ("--table", t.name)],
+                *[a for b in batches.values() for a in ("--until-batch", b)],
+                "--timeout",
+                str(timeout),
+            ]
             sink = Child(subprocess.Popen(sink_cmd, env=job_env(), start_new_session=True, **output))
             children.append(sink)
             if log:
                 relay_output(sink.proc, log)
         job_args = [*(["--pipeline", pipeline_path] if pipeline_path else []), *job_args]
         if submit is None:
-            spark = Child(subprocess.Popen(spark_submit_command(pipeline, job, job_args), env=job_env(),
-                                           start_new_session=True, **output))
+            spark = Child(
+                subprocess.Popen(
+                    spark_submit_command(pipeline, job, job_args), env=job_env(), start_new_session=True, **output
+                )
+            )
             if log:
                 relay_output(spark.proc, log)
         else:
@@ -309,8 +443,10 @@ def _run_batches(pipeline: Pipeline, tables: list[TableConfig], batches: dict[st
             child.stop()
         conn.close()
         raise
-    say(("spark job started" if submit is not None else f"spark job pid {spark.pid}")
-        + (f", sink pid {sink.pid}" if sink else ", applied by the running sink"))
+    say(
+        ("spark job started" if submit is not None else f"spark job pid {spark.pid}")
+        + (f", sink pid {sink.pid}" if sink else ", applied by the running sink")
+    )
 
     results: dict[str, dict] = {}
     last_report, last_rows = started, 0
@@ -326,31 +462,41 @@ def _run_batches(pipeline: Pipeline, tables: list[TableConfig], batches: dict[st
                 break
             code = spark.poll()
             if code not in (None, 0):
-                raise LoadError(f"the Spark job failed (exit {code}); nothing of the unfinished batch is visible, "
-                                "the target keeps the previous data; fix the cause above and re-run")
+                raise LoadError(
+                    f"the Spark job failed (exit {code}); nothing of the unfinished batch is visible, "
+                    "the target keeps the previous data; fix the cause above and re-run"
+                )
             if sink is not None and sink.poll() is not None and all(_sink_running(conn, t) for t in topics):
                 # a streaming sink (re)started between the check above and ours, and took the topics first: it
                 # applies the batch as it does when it runs from the start
                 say("a running sink took the topics first: it applies the batch")
                 sink = None
             if sink is not None and sink.poll() is not None:
-                raise LoadError(f"the sink stopped (exit {sink.poll()}) before the batch committed; "
-                                f"run `seam sink {' '.join('--table ' + t.name for t in tables)}` to finish "
-                                "applying it, the target keeps the previous data meanwhile")
+                raise LoadError(
+                    f"the sink stopped (exit {sink.poll()}) before the batch committed; "
+                    f"run `seam sink {' '.join('--table ' + t.name for t in tables)}` to finish "
+                    "applying it, the target keeps the previous data meanwhile"
+                )
             if time.time() - started > timeout:
                 raise LoadError(f"no commit within {timeout:.0f}s; the target keeps the previous data")
             if code == 0 and spark_done is None:
                 spark_done = time.time()
             if spark_done is not None and time.time() - max(spark_done, last_progress) > stall_after:
-                unseen = [name for name, b in batches.items() if batch_status(conn, pipeline.target.state_schema, b)
-                          is None]
-                raise LoadError(f"the Spark job published everything, but the sink has made no progress for "
-                                f"{stall_after:.0f}s" + (f" and never saw the BEGIN of {', '.join(unseen)}" if unseen
-                                                        else "") + "; is the sink running and the broker the same "
-                                "one the job wrote to? The target keeps the previous data; re-run the load")
+                unseen = [
+                    name for name, b in batches.items() if batch_status(conn, pipeline.target.state_schema, b) is None
+                ]
+                raise LoadError(
+                    f"the Spark job published everything, but the sink has made no progress for "
+                    f"{stall_after:.0f}s"
+                    + (f" and never saw the BEGIN of {', '.join(unseen)}" if unseen else "")
+                    + "; is the sink running and the broker the same "
+                    "one the job wrote to? The target keeps the previous data; re-run the load"
+                )
             if time.time() - last_report >= progress_every:
-                staged = sum((batch_status(conn, pipeline.target.state_schema, b) or {}).get("staged_rows", 0)
-                             for b in batches.values())
+                staged = sum(
+                    (batch_status(conn, pipeline.target.state_schema, b) or {}).get("staged_rows", 0)
+                    for b in batches.values()
+                )
                 rate = (staged - last_rows) / (time.time() - last_report)
                 say(f"  staged {staged:,} rows in the target ({rate:,.0f} rows/s)")
                 if staged != last_rows:
@@ -376,14 +522,23 @@ def _run_batches(pipeline: Pipeline, tables: list[TableConfig], batches: dict[st
 
 
 _LEVEL = re.compile(r"(?<![\"'])\b(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL|CRITICAL)\b(?![\"'])")
-_LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
-           "WARNING": logging.WARNING, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL, "CRITICAL": logging.CRITICAL}
+_LEVELS = {
+    "TRACE": logging.DEBUG,
+    "DEBUG": logging.DEBUG,
+    "INFO": logging.INFO,
+    "WARN": logging.WARNING,
+    "WARNING": logging.WARNING,
+    "ERROR": logging.ERROR,
+    "FATAL": logging.CRITICAL,
+    "CRITICAL": logging.CRITICAL,
+}
 
 
 def relay_output(proc: subprocess.Popen, log: logging.Logger) -> threading.Thread:
     """Log a child's output line by line at each line's own level: Spark's log4j and Seam's logging name it
     near the start of a line, a trace's continuation lines keep the level of the line they continue, and
     anything else (progress lines) is INFO."""
+
     def relay():
         level = logging.INFO
         for line in proc.stdout:

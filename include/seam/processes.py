@@ -5,6 +5,7 @@ JVM), and a PID file naming its binary, so that a recycled PID is never mistaken
 
 Delivery guarantee: none (process management); the parts' own guarantees hold however they are stopped.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,11 +49,20 @@ class Processes:
     def _pidfile(self, name: str) -> Path:
         return self.run_dir / f"{name}.pid"
 
-    def _spawn(self, name: str, cmd: list[str], logfile: Path, env: dict | None = None,
-               user: str | None = None) -> None:
+    def _spawn(
+        self, name: str, cmd: list[str], logfile: Path, env: dict | None = None, user: str | None = None
+    ) -> None:
         with open(logfile, "ab") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True, env=env, user=user, cwd=self.state)
+            proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+                user=user,
+                cwd=self.state,
+            )
         self._pidfile(name).write_text(json.dumps({"pid": proc.pid, "exe": Path(cmd[0]).name}))
         self._procs[name] = proc
 

@@ -47,6 +47,7 @@ in ``seam.codecs`` (its docstring and the README list what each type looks like)
 Delivery guarantee: none by itself (a value format); positions defined here
 are what the sinks use to apply each change exactly once.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -63,7 +64,6 @@ from seam.schema import Column, TableSchema
 FORMAT_VERSION = 1
 OPS = ("r", "c", "u", "d", "x")  # x: a foreign-key cascade (``cascade``), change events only
 THROUGH = 2**31 - 1  # row index meaning "every row of the event"
-
 
 
 @functools.total_ordering
@@ -85,15 +85,15 @@ class Position:
     def sort_key(self) -> tuple[int, int, int]:
         return (int(self.file.rsplit(".", 1)[-1]), self.pos, self.row)
 
-    def __lt__(self, other: "Position") -> bool:  # by binlog file number, not by name
+    def __lt__(self, other: Position) -> bool:  # by binlog file number, not by name
         return self.sort_key < other.sort_key
 
     @classmethod
-    def through(cls, file: str, pos: int) -> "Position":
+    def through(cls, file: str, pos: int) -> Position:
         """Everything up to and including the binlog event that ends at ``pos``: a snapshot's position."""
         return cls(file, pos, THROUGH)
 
-    def after(self, other: "Position") -> bool:
+    def after(self, other: Position) -> bool:
         """True if this event position is not covered by ``other`` (compares events, not rows)."""
         return self.sort_key[:2] > other.sort_key[:2]
 
@@ -115,50 +115,111 @@ class Record:
     gtid: str | None = None
     ts_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     txn: Position | None = None  # change events: where the source transaction commits (its XID event ends)
-    last: bool = False           # change events: the table's last change in that transaction
+    last: bool = False  # change events: the table's last change in that transaction
     prev: Position | None = None  # change events: the table's previous published position (the chain)
-    seq: int | None = None       # change events: the index of this record among the table's in the transaction
-    part: int | None = None      # batch records: the chunk (RECONCILE_PART for reconciliation changes)
-    attempt: int | None = None   # batch records: the Spark task attempt that published it
+    seq: int | None = None  # change events: the index of this record among the table's in the transaction
+    part: int | None = None  # batch records: the chunk (RECONCILE_PART for reconciliation changes)
+    attempt: int | None = None  # batch records: the Spark task attempt that published it
     cascade: dict | None = None  # op x: {"action": delete|set_null|update, "columns", "old", "new", "parent"}
-    gtids: str | None = None     # a table's last change in a transaction: the GTID set executed through its commit
-    server: str | None = None    # ... and the server that is on (seam.gtid)
+    gtids: str | None = None  # a table's last change in a transaction: the GTID set executed through its commit
+    server: str | None = None  # ... and the server that is on (seam.gtid)
 
     def __post_init__(self):
         if self.op not in OPS:
             raise ValueError(f"op must be one of {OPS}, got {self.op!r}")
 
     def to_json(self) -> bytes:
-        return record_json(self.op, self.db, self.table, self.key, self.before, self.after, self.position,
-                           self.snapshot, self.batch, self.gtid, self.ts_ms, self.txn, self.last, self.prev, self.part,
-                           self.attempt, self.cascade, self.seq, self.gtids, self.server)
+        return record_json(
+            self.op,
+            self.db,
+            self.table,
+            self.key,
+            self.before,
+            self.after,
+            self.position,
+            self.snapshot,
+            self.batch,
+            self.gtid,
+            self.ts_ms,
+            self.txn,
+            self.last,
+            self.prev,
+            self.part,
+            self.attempt,
+            self.cascade,
+            self.seq,
+            self.gtids,
+            self.server,
+        )
 
     def kafka_key(self) -> bytes:
         return kafka_key(self.key)
 
     @classmethod
-    def from_json(cls, data: bytes) -> "Record":
+    def from_json(cls, data: bytes) -> Record:
         doc = json.loads(data)
         if doc.get("v") != FORMAT_VERSION:
             raise ValueError(f"record format version {doc.get('v')!r} is not {FORMAT_VERSION}; upgrade Seam")
         s = doc["source"]
         txn = Position.through(s["txn"]["file"], s["txn"]["pos"]) if s.get("txn") else None
         prev = Position(**s["prev"]) if s.get("prev") else None
-        return cls(op=doc["op"], db=s["db"], table=s["table"], key=doc["key"], before=doc["before"],
-                   after=doc["after"], position=Position(s["file"], s["pos"], s["row"]),
-                   snapshot=s["snapshot"], batch=s["batch"], gtid=s["gtid"], ts_ms=doc["ts_ms"], txn=txn,
-                   last=s.get("last", False), prev=prev, part=s.get("part"), attempt=s.get("attempt"),
-                   cascade=doc.get("cascade"), seq=s.get("seq"), gtids=s.get("gtids"), server=s.get("server"))
+        return cls(
+            op=doc["op"],
+            db=s["db"],
+            table=s["table"],
+            key=doc["key"],
+            before=doc["before"],
+            after=doc["after"],
+            position=Position(s["file"], s["pos"], s["row"]),
+            snapshot=s["snapshot"],
+            batch=s["batch"],
+            gtid=s["gtid"],
+            ts_ms=doc["ts_ms"],
+            txn=txn,
+            last=s.get("last", False),
+            prev=prev,
+            part=s.get("part"),
+            attempt=s.get("attempt"),
+            cascade=doc.get("cascade"),
+            seq=s.get("seq"),
+            gtids=s.get("gtids"),
+            server=s.get("server"),
+        )
 
 
-def record_json(op: str, db: str, table: str, key: dict, before: dict | None, after: dict | None,
-                position: Position, snapshot: bool, batch: str | None, gtid: str | None, ts_ms: int,
-                txn: Position | None = None, last: bool = False, prev: Position | None = None,
-                part: int | None = None, attempt: int | None = None, cascade: dict | None = None,
-                seq: int | None = None, gtids: str | None = None, server: str | None = None) -> bytes:
+def record_json(
+    op: str,
+    db: str,
+    table: str,
+    key: dict,
+    before: dict | None,
+    after: dict | None,
+    position: Position,
+    snapshot: bool,
+    batch: str | None,
+    gtid: str | None,
+    ts_ms: int,
+    txn: Position | None = None,
+    last: bool = False,
+    prev: Position | None = None,
+    part: int | None = None,
+    attempt: int | None = None,
+    cascade: dict | None = None,
+    seq: int | None = None,
+    gtids: str | None = None,
+    server: str | None = None,
+) -> bytes:
     """The serialised record (the one place that defines the wire form)."""
-    source = {"db": db, "table": table, "snapshot": snapshot, "batch": batch,
-              "file": position.file, "pos": position.pos, "row": position.row, "gtid": gtid}
+    source = {
+        "db": db,
+        "table": table,
+        "snapshot": snapshot,
+        "batch": batch,
+        "file": position.file,
+        "pos": position.pos,
+        "row": position.row,
+        "gtid": gtid,
+    }
     if txn is not None:
         source["txn"] = {"file": txn.file, "pos": txn.pos}
         source["last"] = last
@@ -169,8 +230,15 @@ def record_json(op: str, db: str, table: str, key: dict, before: dict | None, af
             source["gtids"], source["server"] = gtids, server
     if part is not None:
         source["part"], source["attempt"] = part, attempt
-    doc = {"v": FORMAT_VERSION, "op": op, "ts_ms": ts_ms, "key": key, "before": before, "after": after,
-           "source": source}
+    doc = {
+        "v": FORMAT_VERSION,
+        "op": op,
+        "ts_ms": ts_ms,
+        "key": key,
+        "before": before,
+        "after": after,
+        "source": source,
+    }
     if cascade is not None:
         doc["cascade"] = cascade
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
@@ -204,8 +272,10 @@ def binlog_values(values: dict[str, Any], none_sources: dict[str, str] | None) -
         if reason == "empty set":
             fixed[name] = ""
         elif reason == "same with before values":  # NONE_SOURCE.JSON_PARTIAL_UPDATE
-            raise ValueError(f"column {name!r} arrived as a partial JSON update: set "
-                             "binlog_row_value_options='' on the source so row images are full")
+            raise ValueError(
+                f"column {name!r} arrived as a partial JSON update: set "
+                "binlog_row_value_options='' on the source so row images are full"
+            )
     return fixed
 
 

@@ -3,6 +3,7 @@
 
 Delivery guarantee: none (metadata). Errors name the table and what to do.
 """
+
 from __future__ import annotations
 
 import re
@@ -16,8 +17,8 @@ class SchemaError(LookupError):
 @dataclass(frozen=True)
 class Column:
     name: str
-    data_type: str          # lower-case MySQL DATA_TYPE: int, decimal, datetime, set, ...
-    column_type: str        # COLUMN_TYPE as the server spells it: "bigint(20) unsigned", "set('Trailers','b')"
+    data_type: str  # lower-case MySQL DATA_TYPE: int, decimal, datetime, set, ...
+    column_type: str  # COLUMN_TYPE as the server spells it: "bigint(20) unsigned", "set('Trailers','b')"
     nullable: bool
     numeric_scale: int | None = None
     datetime_precision: int | None = None
@@ -29,7 +30,7 @@ class Column:
     @property
     def members(self) -> tuple[str, ...]:
         """ENUM/SET members in definition order."""
-        body = self.column_type[self.column_type.index("(") + 1:self.column_type.rindex(")")]
+        body = self.column_type[self.column_type.index("(") + 1 : self.column_type.rindex(")")]
         return tuple(m.replace("''", "'") for m in re.findall(r"'((?:[^']|'')*)'", body))
 
 
@@ -54,18 +55,35 @@ class TableSchema:
 def read_schema(conn, db: str, table: str) -> TableSchema:
     """Read a table's columns and primary key through a PyMySQL connection."""
     with conn.cursor() as cur:
-        cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_SCALE, DATETIME_PRECISION "
-                    "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
-                    "ORDER BY ORDINAL_POSITION", (db, table))
+        cur.execute(
+            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_SCALE, DATETIME_PRECISION "
+            "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+            "ORDER BY ORDINAL_POSITION",
+            (db, table),
+        )
         rows = cur.fetchall()
         if not rows:
-            raise SchemaError(f"table {db}.{table} does not exist on the source, or the Seam user cannot see "
-                              f"it: check the name, and GRANT SELECT ON `{db}`.* TO the Seam user")
-        cur.execute("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "
-                    "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION", (db, table))
+            raise SchemaError(
+                f"table {db}.{table} does not exist on the source, or the Seam user cannot see "
+                f"it: check the name, and GRANT SELECT ON `{db}`.* TO the Seam user"
+            )
+        cur.execute(
+            "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "
+            "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+            (db, table),
+        )
         pk = tuple(r[0] for r in cur.fetchall())
-    columns = tuple(Column(name=r[0], data_type=r[1].lower(), column_type=r[2], nullable=r[3] == "YES",
-                           numeric_scale=r[4], datetime_precision=r[5]) for r in rows)
+    columns = tuple(
+        Column(
+            name=r[0],
+            data_type=r[1].lower(),
+            column_type=r[2],
+            nullable=r[3] == "YES",
+            numeric_scale=r[4],
+            datetime_precision=r[5],
+        )
+        for r in rows
+    )
     return TableSchema(db=db, table=table, columns=columns, primary_key=pk)
 
 
@@ -89,8 +107,11 @@ class ForeignKey:
         return self.on_delete in self._ACTIONS or self.on_update in self._ACTIONS
 
     def rules_followed(self) -> list[str]:
-        return [f"ON {verb} {rule}" for verb, rule in (("DELETE", self.on_delete), ("UPDATE", self.on_update))
-                if rule in self._ACTIONS]
+        return [
+            f"ON {verb} {rule}"
+            for verb, rule in (("DELETE", self.on_delete), ("UPDATE", self.on_update))
+            if rule in self._ACTIONS
+        ]
 
     def action_for(self, op: str, old: list | None, new: list | None) -> str | None:
         """What a parent row's change does to the children that reference it: ``delete``, ``update``,
@@ -108,9 +129,12 @@ class ForeignKey:
 
     def rule(self) -> dict:
         """The rule as a cascade message carries it for a level below the first (see seam.records)."""
-        return {"columns": list(self.columns), "referenced": list(self.referenced),
-                "on_delete": self.action_on("d"), "on_update": self.action_on("u")}
-
+        return {
+            "columns": list(self.columns),
+            "referenced": list(self.referenced),
+            "on_delete": self.action_on("d"),
+            "on_update": self.action_on("u"),
+        }
 
 
 def reachable(start, step) -> set:
@@ -133,10 +157,13 @@ def read_foreign_keys(conn, dbs) -> list[ForeignKey]:
         return []
     marks = ", ".join(["%s"] * len(dbs))
     with conn.cursor() as cur:
-        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, CONSTRAINT_NAME, COLUMN_NAME, REFERENCED_TABLE_SCHEMA, "
-                    "REFERENCED_TABLE_NAME, REFERENCED_COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE "
-                    f"WHERE TABLE_SCHEMA IN ({marks}) AND REFERENCED_TABLE_SCHEMA IN ({marks}) "
-                    "ORDER BY TABLE_SCHEMA, TABLE_NAME, CONSTRAINT_NAME, ORDINAL_POSITION", (*dbs, *dbs))
+        cur.execute(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, CONSTRAINT_NAME, COLUMN_NAME, REFERENCED_TABLE_SCHEMA, "
+            "REFERENCED_TABLE_NAME, REFERENCED_COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE "
+            f"WHERE TABLE_SCHEMA IN ({marks}) AND REFERENCED_TABLE_SCHEMA IN ({marks}) "
+            "ORDER BY TABLE_SCHEMA, TABLE_NAME, CONSTRAINT_NAME, ORDINAL_POSITION",
+            (*dbs, *dbs),
+        )
         grouped: dict[tuple, list] = {}
         for db, table, name, column, pdb, ptable, pcolumn in cur.fetchall():
             grouped.setdefault((db, table, name, pdb, ptable), []).append((column, pcolumn))
@@ -147,14 +174,19 @@ def read_foreign_keys(conn, dbs) -> list[ForeignKey]:
     out = []
     for (db, table, name, pdb, ptable), cols in grouped.items():
         on_delete, on_update = rules[(db, table)].get(name, ("RESTRICT", "RESTRICT"))
-        out.append(ForeignKey((db, table), tuple(c for c, _ in cols), (pdb, ptable), tuple(p for _, p in cols),
-                              on_delete, on_update))
+        out.append(
+            ForeignKey(
+                (db, table), tuple(c for c, _ in cols), (pdb, ptable), tuple(p for _, p in cols), on_delete, on_update
+            )
+        )
     return out
 
 
-_FK_CLAUSE = re.compile(r"CONSTRAINT\s+`((?:[^`]|``)+)`\s+FOREIGN\s+KEY\s*\([^)]*\)\s*REFERENCES\s+[^(]+\([^)]*\)"
-                        r"((?:\s+ON\s+(?:DELETE|UPDATE)\s+(?:CASCADE|SET\s+NULL|SET\s+DEFAULT|RESTRICT|NO\s+ACTION))*)",
-                        re.I)
+_FK_CLAUSE = re.compile(
+    r"CONSTRAINT\s+`((?:[^`]|``)+)`\s+FOREIGN\s+KEY\s*\([^)]*\)\s*REFERENCES\s+[^(]+\([^)]*\)"
+    r"((?:\s+ON\s+(?:DELETE|UPDATE)\s+(?:CASCADE|SET\s+NULL|SET\s+DEFAULT|RESTRICT|NO\s+ACTION))*)",
+    re.I,
+)
 _FK_RULE = re.compile(r"ON\s+(DELETE|UPDATE)\s+(CASCADE|SET\s+NULL|SET\s+DEFAULT|RESTRICT|NO\s+ACTION)", re.I)
 
 

@@ -17,6 +17,7 @@ overlap nor leave a gap). The section is read without the pipeline's secrets (``
 
 Delivery guarantee: none of its own; the loads and validations a settlement runs keep theirs.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -78,8 +79,9 @@ def parse(raw, path: str = "<pipeline>") -> Settlement | None:
         try:
             ZoneInfo(name)
         except (ZoneInfoNotFoundError, ValueError):
-            raise ConfigError(f"settlement.{key}", f"{name!r} is not a time zone (e.g. Asia/Shanghai, UTC)", path) \
-                from None
+            raise ConfigError(
+                f"settlement.{key}", f"{name!r} is not a time zone (e.g. Asia/Shanghai, UTC)", path
+            ) from None
         zones[key] = name
     days = raw.get("business_days", list(DAYS[:5]))
     if not isinstance(days, list) or not days or any(str(d).lower()[:3] not in DAYS for d in days):
@@ -93,9 +95,14 @@ def parse(raw, path: str = "<pipeline>") -> Settlement | None:
     tables = raw.get("tables")
     if not isinstance(tables, list) or not tables or not all(isinstance(t, str) for t in tables):
         raise ConfigError("settlement.tables", "list the db.table names to settle", path)
-    return Settlement(schedule=schedule, timezone=zones["timezone"], source_timezone=zones["source_timezone"],
-                      business_days=tuple(sorted({DAYS.index(str(d).lower()[:3]) for d in days})),
-                      holidays=frozenset(holidays), tables=tuple(tables))
+    return Settlement(
+        schedule=schedule,
+        timezone=zones["timezone"],
+        source_timezone=zones["source_timezone"],
+        business_days=tuple(sorted({DAYS.index(str(d).lower()[:3]) for d in days})),
+        holidays=frozenset(holidays),
+        tables=tuple(tables),
+    )
 
 
 def read(path: str | Path) -> Settlement | None:
@@ -123,10 +130,15 @@ def stream_passed(pipeline, table, day_end: dt.datetime) -> str | None:
     if stopped:
         return f"{table.name}: its stream is STOPPED ({stopped})"
     if source_ms is None or source_ms < day_end.timestamp() * 1000:
-        at = "nothing yet" if source_ms is None else \
-            dt.datetime.fromtimestamp(source_ms / 1000, dt.timezone.utc).isoformat(timespec="seconds")
-        return (f"{table.name}: the stream has applied the source up to {at}, not past the day's end "
-                f"{day_end.isoformat()}; is the stream running (seam_stream)?")
+        at = (
+            "nothing yet"
+            if source_ms is None
+            else dt.datetime.fromtimestamp(source_ms / 1000, dt.UTC).isoformat(timespec="seconds")
+        )
+        return (
+            f"{table.name}: the stream has applied the source up to {at}, not past the day's end "
+            f"{day_end.isoformat()}; is the stream running (seam_stream)?"
+        )
     return None
 
 

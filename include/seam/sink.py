@@ -25,22 +25,23 @@ transactions and read_committed play no part in correctness.
 Delivery guarantee: exactly once into PostgreSQL. Readers see the old table
 until the END transaction commits, then the whole new batch.
 """
+
 from __future__ import annotations
 
 import collections
 import json
 import logging
 import time
-from zlib import crc32  # boundary.message_hash, inlined in the hot loop
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Optional
+from typing import Any
+from zlib import crc32  # boundary.message_hash, inlined in the hot loop
 
 import msgspec
 import psycopg
 
 from seam import cascades
-from seam.boundary import (RECONCILE_PART, Begin, End, Heartbeat, Rebase, SchemaChange,
-                           StreamStop, Tally, parse_control)
+from seam.boundary import RECONCILE_PART, Begin, End, Heartbeat, Rebase, SchemaChange, StreamStop, Tally, parse_control
 from seam.config import Pipeline, TableConfig
 from seam.records import Position, no_cyclic_gc
 from seam.schema import Column, TableSchema
@@ -59,22 +60,37 @@ def record_decoder(schema: TableSchema, batch_rows: bool = False) -> msgspec.jso
     (several times faster than dicts); a record missing a column fails to decode instead of loading NULL.
     ``batch_rows``: only what staging a batch needs (op, images, batch, part, attempt), the hot path."""
     # gc=False: these never form reference cycles, and untracked objects cost the cyclic GC nothing
-    row = msgspec.defstruct("Row", [(f"f{i}", Any, msgspec.field(name=n)) for i, n in enumerate(schema.names)],
-                            forbid_unknown_fields=True, gc=False)  # a column the target does not know is an error
-    fields = [("batch", Optional[str]), ("part", Optional[int], None), ("attempt", Optional[int], None)]
+    row = msgspec.defstruct(
+        "Row",
+        [(f"f{i}", Any, msgspec.field(name=n)) for i, n in enumerate(schema.names)],
+        forbid_unknown_fields=True,
+        gc=False,
+    )  # a column the target does not know is an error
+    fields = [("batch", str | None), ("part", int | None, None), ("attempt", int | None, None)]
     if not batch_rows:
-        fields += [("txn", Optional[dict], None), ("last", bool, False), ("file", Optional[str], None),
-                   ("pos", Optional[int], None), ("row", int, 0), ("prev", Optional[dict], None),
-                   ("seq", Optional[int], None), ("gtids", Optional[str], None), ("server", Optional[str], None)]
+        fields += [
+            ("txn", dict | None, None),
+            ("last", bool, False),
+            ("file", str | None, None),
+            ("pos", int | None, None),
+            ("row", int, 0),
+            ("prev", dict | None, None),
+            ("seq", int | None, None),
+            ("gtids", str | None, None),
+            ("server", str | None, None),
+        ]
     source = msgspec.defstruct("Source", fields, gc=False)  # other fields are skipped
-    wire = [("op", str), ("before", Optional[row]), ("after", Optional[row]), ("source", source)]
+    wire = [("op", str), ("before", row | None), ("after", row | None), ("source", source)]
     if not batch_rows:
-        wire += [("ts_ms", int, 0), ("cascade", Optional[dict], None)]
+        wire += [("ts_ms", int, 0), ("cascade", dict | None, None)]
     return msgspec.json.Decoder(msgspec.defstruct("Wire", wire, gc=False))
 
 
-_SOURCE_ONLY = msgspec.json.Decoder(msgspec.defstruct("Wire", [("source", msgspec.defstruct(
-    "S", [("batch", Optional[str], None), ("txn", Optional[dict], None)]))]))
+_SOURCE_ONLY = msgspec.json.Decoder(
+    msgspec.defstruct(
+        "Wire", [("source", msgspec.defstruct("S", [("batch", str | None, None), ("txn", dict | None, None)]))]
+    )
+)
 
 
 class SinkError(RuntimeError):
@@ -87,8 +103,10 @@ def connect_target(pipeline: Pipeline) -> psycopg.Connection:
         return psycopg.connect(**t.conninfo(), connect_timeout=10, application_name="seam-sink")
     except psycopg.OperationalError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SinkError(f"target PostgreSQL at {t.host}:{t.port}/{t.database} is unreachable ({first}): "
-                        "start it (`seam up postgres`) or fix the pipeline's target") from None
+        raise SinkError(
+            f"target PostgreSQL at {t.host}:{t.port}/{t.database} is unreachable ({first}): "
+            "start it (`seam up postgres`) or fix the pipeline's target"
+        ) from None
 
 
 def connect_state(pipeline: Pipeline) -> psycopg.Connection:
@@ -135,9 +153,23 @@ class _RowMessage:
 class StreamTable:
     """A table that receives change events: its schema, applied position, statements and open transaction."""
 
-    def __init__(self, topic: str, schema: TableSchema, key: tuple[str, ...], applied: Position,
-                 source_ms: int | None, soft_delete: str | None, postgis: bool = True):
-        self.topic, self.key, self.applied, self.source_ms, self.soft_delete = topic, key, applied, source_ms, soft_delete
+    def __init__(
+        self,
+        topic: str,
+        schema: TableSchema,
+        key: tuple[str, ...],
+        applied: Position,
+        source_ms: int | None,
+        soft_delete: str | None,
+        postgis: bool = True,
+    ):
+        self.topic, self.key, self.applied, self.source_ms, self.soft_delete = (
+            topic,
+            key,
+            applied,
+            source_ms,
+            soft_delete,
+        )
         self.postgis = postgis  # spatial columns are PostGIS geometry (else bytea)
         self.buffer: list[tuple[int, object]] = []  # (offset, record) of the transaction being received
         self.buffer_txn: Position | None = None
@@ -149,7 +181,7 @@ class StreamTable:
         self.waiting: collections.deque = collections.deque()
         self.applied_changes = 0  # since the last stored position
         self.dirty = False
-        self.gtids: str | None = None   # the GTID set through ``applied`` (None: not known) and its server
+        self.gtids: str | None = None  # the GTID set through ``applied`` (None: not known) and its server
         self.server: str | None = None
         self.use(schema)
 
@@ -167,13 +199,19 @@ class StreamTable:
         if key:
             match = " AND ".join(f"{qi(k)} = %s::{types[k]}" for k in key)
             self.delete_sql = f"DELETE FROM {self.target} WHERE {match}"
-            updates = ", ".join(f"{qi(n)} = EXCLUDED.{qi(n)}" for n in names if n not in key) or \
-                f"{qi(key[0])} = EXCLUDED.{qi(key[0])}"
-            self.upsert_sql = (f"INSERT INTO {self.target} ({cols}) VALUES ({values}) "
-                               f"ON CONFLICT ({', '.join(qi(k) for k in key)}) DO UPDATE SET {updates}")
+            updates = (
+                ", ".join(f"{qi(n)} = EXCLUDED.{qi(n)}" for n in names if n not in key)
+                or f"{qi(key[0])} = EXCLUDED.{qi(key[0])}"
+            )
+            self.upsert_sql = (
+                f"INSERT INTO {self.target} ({cols}) VALUES ({values}) "
+                f"ON CONFLICT ({', '.join(qi(k) for k in key)}) DO UPDATE SET {updates}"
+            )
         else:  # keyless: one row identical in every column goes, duplicates stay counted
             match = " AND ".join(f"{qi(n)} IS NOT DISTINCT FROM %s::{types[n]}" for n in names)
-            self.delete_sql = f"DELETE FROM {self.target} WHERE ctid = (SELECT ctid FROM {self.target} WHERE {match} LIMIT 1)"
+            self.delete_sql = (
+                f"DELETE FROM {self.target} WHERE ctid = (SELECT ctid FROM {self.target} WHERE {match} LIMIT 1)"
+            )
             self.upsert_sql = f"INSERT INTO {self.target} ({cols}) VALUES ({values})"
 
     def key_of(self, values: tuple) -> tuple:
@@ -192,8 +230,9 @@ class StreamTable:
 
 
 def schema_from_begin(begin: Begin) -> TableSchema:
-    return TableSchema(db=begin.db, table=begin.table,
-                       columns=tuple(Column(**c) for c in begin.columns), primary_key=tuple(begin.key))
+    return TableSchema(
+        db=begin.db, table=begin.table, columns=tuple(Column(**c) for c in begin.columns), primary_key=tuple(begin.key)
+    )
 
 
 class Sink:
@@ -209,8 +248,9 @@ class Sink:
         for topic in self.tables:  # session locks: a second sink on the same topic would double-apply
             got = self.conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 54010))", (topic,)).fetchone()[0]
             if not got:
-                raise SinkError(f"another Seam sink is already applying topic {topic}; stop it first "
-                                "(or let it apply this batch)")
+                raise SinkError(
+                    f"another Seam sink is already applying topic {topic}; stop it first (or let it apply this batch)"
+                )
         self.conn.autocommit = False
         self._postgis: bool | None = None  # whether spatial columns land as geometry: asked when first needed
         self.open: dict[str, OpenBatch | None] = {topic: self._load_open(topic) for topic in self.tables}
@@ -224,8 +264,13 @@ class Sink:
 
     # ------------------------------------------------------------ running
 
-    def run(self, until_batches: set[str] | None = None, idle_exit: float | None = None,
-            deadline: float | None = None, should_stop: Callable[[], bool] = lambda: False) -> dict[str, str]:
+    def run(
+        self,
+        until_batches: set[str] | None = None,
+        idle_exit: float | None = None,
+        deadline: float | None = None,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> dict[str, str]:
         """Consume and apply until every batch in ``until_batches`` is final, idle for ``idle_exit`` s, or stopped."""
         from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
@@ -281,15 +326,21 @@ class Sink:
         carry their topic's id: a topic recreated on the broker starts again at offset 0."""
         for row in rows:
             if row.topic_id and self.topic_ids.get(row.topic) != row.topic_id:
-                log.warning("topic %s was recreated on the broker (id %s): reading it from its beginning",
-                            row.topic, row.topic_id)
+                log.warning(
+                    "topic %s was recreated on the broker (id %s): reading it from its beginning",
+                    row.topic,
+                    row.topic_id,
+                )
                 self.topic_ids[row.topic] = row.topic_id
                 stream = self.streams.get(row.topic)
                 if stream is not None:
                     stream.buffer.clear()
         stored = self._stored_offsets()
-        messages = [_RowMessage(row) for row in sorted(rows, key=lambda r: (r.topic, r.offset))
-                    if row.offset >= max(0, stored.get(row.topic, 0))]
+        messages = [
+            _RowMessage(row)
+            for row in sorted(rows, key=lambda r: (r.topic, r.offset))
+            if row.offset >= max(0, stored.get(row.topic, 0))
+        ]
         if messages:
             self._apply_all(messages)
         with self.conn.transaction():  # for `seam stream status`: micro-batches are being applied
@@ -310,17 +361,23 @@ class Sink:
                 self._release_waiting()
             if time.monotonic() - self._forgot_at > 60:  # recorded cascade rows every table is past
                 self._forgot_at = time.monotonic()
-                forget_cascades(self.conn, self.pipeline.target.state_schema,
-                                [(t.db, t.table) for t in self.pipeline.tables if t.sync == "stream"])
+                forget_cascades(
+                    self.conn,
+                    self.pipeline.target.state_schema,
+                    [(t.db, t.table) for t in self.pipeline.tables if t.sync == "stream"],
+                )
 
     def _offset_lost(self, consumer, message) -> None:
         """The stored offset is past the log: the broker lost or recreated the topic."""
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
         topic = message.topic()
-        log.warning("topic %s no longer has offset %s (broker restarted or retention expired); reading it from "
-                    "its beginning. An open batch that lost messages fails its END check and is rejected.",
-                    topic, message.offset())
+        log.warning(
+            "topic %s no longer has offset %s (broker restarted or retention expired); reading it from "
+            "its beginning. An open batch that lost messages fails its END check and is rejected.",
+            topic,
+            message.offset(),
+        )
         consumer.seek(TopicPartition(topic, 0, OFFSET_BEGINNING))
 
     def _stored_offsets(self) -> dict[str, int]:
@@ -332,15 +389,22 @@ class Sink:
         from confluent_kafka import OFFSET_BEGINNING
 
         with self.conn.transaction():
-            rows = self.conn.execute(f"SELECT topic, next_offset, topic_id FROM {self.state}.offsets "
-                                     "WHERE partition = 0 AND topic = ANY(%s)", (list(self.tables),)).fetchall()
+            rows = self.conn.execute(
+                f"SELECT topic, next_offset, topic_id FROM {self.state}.offsets "
+                "WHERE partition = 0 AND topic = ANY(%s)",
+                (list(self.tables),),
+            ).fetchall()
         resume = {}
         for topic, offset, stored_id in rows:
             if stored_id is not None and stored_id != self.topic_ids.get(topic):
-                log.warning("topic %s was recreated on the broker (id %s, was %s): its earlier messages are gone; "
-                            "reading the new topic from its beginning (an open batch that lost messages fails "
-                            "its END check; the change reader republishes from the target's positions)",
-                            topic, self.topic_ids.get(topic), stored_id)
+                log.warning(
+                    "topic %s was recreated on the broker (id %s, was %s): its earlier messages are gone; "
+                    "reading the new topic from its beginning (an open batch that lost messages fails "
+                    "its END check; the change reader republishes from the target's positions)",
+                    topic,
+                    self.topic_ids.get(topic),
+                    stored_id,
+                )
                 resume[topic] = OFFSET_BEGINNING
             else:
                 resume[topic] = offset
@@ -410,8 +474,7 @@ class Sink:
                 stage_rows.append(batch.convert(doc.after) + kind)
             else:
                 seq = m.offset() * 2
-                if doc.before is not None and (doc.after is None
-                                               or _key(batch, doc.after) != _key(batch, doc.before)):
+                if doc.before is not None and (doc.after is None or _key(batch, doc.after) != _key(batch, doc.before)):
                     change_rows.append(batch.convert(doc.before) + (seq, True))  # deleted, or its key moved
                 if doc.after is not None:
                     change_rows.append(batch.convert(doc.after) + (seq + 1, False))
@@ -422,11 +485,12 @@ class Sink:
     def _store_offset(self, topic: str) -> None:
         stream = self.streams.get(topic)
         next_offset = self._next_offset[topic]
-        self.conn.execute(f"INSERT INTO {self.state}.offsets (topic, partition, next_offset, topic_id) "
-                          "VALUES (%s, 0, %s, %s) ON CONFLICT (topic, partition) DO UPDATE SET "
-                          "next_offset = EXCLUDED.next_offset, topic_id = EXCLUDED.topic_id, updated_at = now()",
-                          (topic, stream.resume_offset(next_offset) if stream else next_offset,
-                           self.topic_ids.get(topic)))
+        self.conn.execute(
+            f"INSERT INTO {self.state}.offsets (topic, partition, next_offset, topic_id) "
+            "VALUES (%s, 0, %s, %s) ON CONFLICT (topic, partition) DO UPDATE SET "
+            "next_offset = EXCLUDED.next_offset, topic_id = EXCLUDED.topic_id, updated_at = now()",
+            (topic, stream.resume_offset(next_offset) if stream else next_offset, self.topic_ids.get(topic)),
+        )
 
     # ------------------------------------------------------------ change events
 
@@ -441,7 +505,8 @@ class Sink:
         except msgspec.ValidationError as exc:  # other columns: fine for what is applied already, else an error
             source = _SOURCE_ONLY.decode(value).source
             if source.batch is not None or not Position.through(source.txn["file"], source.txn["pos"]).after(
-                    stream.applied):
+                stream.applied
+            ):
                 return  # a batch row (of a batch never opened here, or superseded), or an applied change
             self.stop_table(stream, f"a change at {source.txn} does not match the table's columns ({exc})")
             return
@@ -451,8 +516,12 @@ class Sink:
         if not commit.after(stream.applied):
             return  # its transaction is already in the target (a snapshot or an applied transaction)
         at, seq = Position(doc.source.file, doc.source.pos, doc.source.row), doc.source.seq
-        if stream.buffer and (stream.buffer_txn != commit or not (  # records before seq: by position
-                stream.buffer_at < at if seq is None else seq == len(stream.buffer))):
+        if stream.buffer and (
+            stream.buffer_txn != commit
+            or not (  # records before seq: by position
+                stream.buffer_at < at if seq is None else seq == len(stream.buffer)
+            )
+        ):
             log.info("%s: incomplete transaction %s dropped (its publisher restarted)", topic, stream.buffer_txn)
             stream.buffer.clear()
         if seq is not None and seq != len(stream.buffer):
@@ -475,8 +544,13 @@ class Sink:
         if verdict is not None and verdict[0] == "wait":
             if stream.wait_logged != commit:
                 stream.wait_logged = commit
-                log.warning("%s: the transaction at %s waits for %s to apply the cascade it continues (if that "
-                            "table is not loaded, load it)", stream.target, commit, verdict[1])
+                log.warning(
+                    "%s: the transaction at %s waits for %s to apply the cascade it continues (if that "
+                    "table is not loaded, load it)",
+                    stream.target,
+                    commit,
+                    verdict[1],
+                )
             return False
         if verdict is not None:
             self.stop_table(stream, verdict[1])
@@ -516,8 +590,10 @@ class Sink:
         if stream.gap_reported_at != stream.applied:  # once per applied position: the reader rewinds once
             stream.gap_reported_at = stream.applied
             log.warning("%s: %s; waiting for the change reader to republish", stream.target, what)
-            self.conn.execute(f"UPDATE {self.state}.positions SET gap_at = now() WHERE db = %s AND tbl = %s",
-                              (stream.schema.db, stream.schema.table))
+            self.conn.execute(
+                f"UPDATE {self.state}.positions SET gap_at = now() WHERE db = %s AND tbl = %s",
+                (stream.schema.db, stream.schema.table),
+            )
 
     def _queue_transaction(self, stream: StreamTable, docs: list) -> None:
         ops: list = []
@@ -535,17 +611,25 @@ class Sink:
                     cascade = cascades.parse(doc.cascade, stream.schema.names, stream.target)
                 except cascades.CascadeError as exc:
                     raise SinkError(str(exc)) from None
-                ops.append((stream, _CASCADE, (cascade, Position(doc.source.file, doc.source.pos, doc.source.row)),
-                            False))
+                ops.append(
+                    (stream, _CASCADE, (cascade, Position(doc.source.file, doc.source.pos, doc.source.row)), False)
+                )
                 continue
             before = stream.convert(doc.before) if doc.before is not None else None
             after = stream.convert(doc.after) if doc.after is not None else None
             after_removed = stream.removed(after)
-            if before is not None and (after is None or after_removed or not stream.key
-                                       or stream.key_of(before) != stream.key_of(after)):
+            if before is not None and (
+                after is None or after_removed or not stream.key or stream.key_of(before) != stream.key_of(after)
+            ):
                 # a row flagged deleted before this change is not in the target: Seam removed it, no divergence
-                ops.append((stream, stream.delete_sql, stream.key_of(before) if stream.key else before,
-                            not stream.removed(before)))
+                ops.append(
+                    (
+                        stream,
+                        stream.delete_sql,
+                        stream.key_of(before) if stream.key else before,
+                        not stream.removed(before),
+                    )
+                )
             if after is not None and not after_removed:
                 ops.append((stream, stream.upsert_sql, after, False))
 
@@ -587,8 +671,10 @@ class Sink:
                     j += 1
                 cur.executemany(sql, [params for _, _, params, _ in ops[i:j]])
                 if must_delete and cur.rowcount != j - i:
-                    raise SinkError(f"{j - i - cur.rowcount} change(s) delete rows the target does not have: the "
-                                    "target diverged from the source")
+                    raise SinkError(
+                        f"{j - i - cur.rowcount} change(s) delete rows the target does not have: the "
+                        "target diverged from the source"
+                    )
                 i = j
 
     def stop_table(self, stream: StreamTable, reason: str) -> None:
@@ -597,8 +683,10 @@ class Sink:
 
         name = f"{stream.schema.db}.{stream.schema.table}"
         reason = f"{reason}; re-run `seam load full {name}`: its BEGIN supersedes the unapplied changes"
-        self.conn.execute(f"UPDATE {self.state}.positions SET stopped = %s WHERE db = %s AND tbl = %s",
-                          (reason, stream.schema.db, stream.schema.table))
+        self.conn.execute(
+            f"UPDATE {self.state}.positions SET stopped = %s WHERE db = %s AND tbl = %s",
+            (reason, stream.schema.db, stream.schema.table),
+        )
         self.streams.pop(stream.topic, None)
         self._no_stream.add(stream.topic)
         alert(self.pipeline, name, "stream stopped", reason)
@@ -630,8 +718,10 @@ class Sink:
             self._add_columns(stream, control)
         elif isinstance(control, StreamStop):
             log.error("%s: stream stopped: %s", stream.target, control.reason)
-            self.conn.execute(f"UPDATE {self.state}.positions SET stopped = %s WHERE db = %s AND tbl = %s",
-                              (control.reason, stream.schema.db, stream.schema.table))
+            self.conn.execute(
+                f"UPDATE {self.state}.positions SET stopped = %s WHERE db = %s AND tbl = %s",
+                (control.reason, stream.schema.db, stream.schema.table),
+            )
             del self.streams[topic]
             self._no_stream.add(topic)
         stream.applied, stream.dirty = control.position, True
@@ -647,12 +737,20 @@ class Sink:
         if stream.server == rebase.server and stream.applied == rebase.position:
             return  # taken already (the reader restarted before it saw that)
         if stream.applied != rebase.prev:
-            self._report_gap(stream, f"a move to server {rebase.server} was found from {rebase.prev}, not from the "
-                                     f"applied {stream.applied}")
+            self._report_gap(
+                stream,
+                f"a move to server {rebase.server} was found from {rebase.prev}, not from the applied {stream.applied}",
+            )
             return
         self._run_ops()
-        log.warning("%s: the source is %s now; position %s there continues %s (GTID set %s)", stream.target,
-                    rebase.server, rebase.position, stream.applied, rebase.gtids)
+        log.warning(
+            "%s: the source is %s now; position %s there continues %s (GTID set %s)",
+            stream.target,
+            rebase.server,
+            rebase.position,
+            stream.applied,
+            rebase.gtids,
+        )
         stream.applied, stream.gtids, stream.server, stream.dirty = rebase.position, rebase.gtids, rebase.server, True
         self._store_position(stream)
 
@@ -667,14 +765,17 @@ class Sink:
             ddl = f"ALTER TABLE {stream.target} ADD COLUMN {qi(column.name)} {pg_type(column, stream.postgis)}"
             if default is not None:
                 value = row_converter(replace(schema, columns=(column,)), stream.postgis)(
-                    msgspec.defstruct("One", [("v", Any)])(default))[0]
+                    msgspec.defstruct("One", [("v", Any)])(default)
+                )[0]
                 self.conn.execute(pgsql.SQL(ddl + " DEFAULT {}").format(pgsql.Literal(value)))
                 self.conn.execute(f"ALTER TABLE {stream.target} ALTER COLUMN {qi(column.name)} DROP DEFAULT")
             else:
                 self.conn.execute(ddl)
             log.info("%s: column %s added (%s)", stream.target, column.name, change.ddl[:200])
-        self.conn.execute(f"UPDATE {self.state}.positions SET columns = %s WHERE db = %s AND tbl = %s",
-                          (json.dumps(change.columns), stream.schema.db, stream.schema.table))
+        self.conn.execute(
+            f"UPDATE {self.state}.positions SET columns = %s WHERE db = %s AND tbl = %s",
+            (json.dumps(change.columns), stream.schema.db, stream.schema.table),
+        )
         stream.use(schema)
 
     def _replay_held(self, topic: str) -> None:
@@ -682,8 +783,9 @@ class Sink:
         before the batch's position are skipped by the position check, the rest applied after it."""
         self.streams.pop(topic, None)  # a committed batch brings a new schema and position
         self._no_stream.discard(topic)
-        rows = self.conn.execute(f"DELETE FROM {self.state}.held_changes WHERE topic = %s RETURNING seq, value",
-                                 (topic,)).fetchall()
+        rows = self.conn.execute(
+            f"DELETE FROM {self.state}.held_changes WHERE topic = %s RETURNING seq, value", (topic,)
+        ).fetchall()
         for seq, value in sorted(rows):
             self._stream_change(topic, bytes(value), seq)
         self._run_ops()
@@ -695,24 +797,43 @@ class Sink:
             "file = EXCLUDED.file, pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, source_ms = EXCLUDED.source_ms, "
             "changes = positions.changes + EXCLUDED.changes, gtids = EXCLUDED.gtids, server = EXCLUDED.server, "
             "updated_at = now()",
-            (stream.schema.db, stream.schema.table, stream.applied.file, stream.applied.pos, stream.applied.row,
-             stream.source_ms, stream.applied_changes, stream.gtids, stream.server))
+            (
+                stream.schema.db,
+                stream.schema.table,
+                stream.applied.file,
+                stream.applied.pos,
+                stream.applied.row,
+                stream.source_ms,
+                stream.applied_changes,
+                stream.gtids,
+                stream.server,
+            ),
+        )
         stream.applied_changes, stream.dirty = 0, False
 
-    def _load_stream(self, topic: str) -> "StreamTable | None":
+    def _load_stream(self, topic: str) -> StreamTable | None:
         config = self.tables[topic]
         row = self.conn.execute(
             f"SELECT b.db, b.tbl, coalesce(p.columns, b.columns), b.key_columns, p.file, p.pos, p.row_index, "
             f"p.source_ms, b.mode, p.gtids, p.server FROM {self.state}.batches b JOIN {self.state}.positions p ON p.db = b.db "
             "AND p.tbl = b.tbl WHERE b.topic = %s AND b.state = 'committed' AND p.stopped IS NULL "
-            "ORDER BY b.finished_at DESC LIMIT 1", (topic,)).fetchone()
+            "ORDER BY b.finished_at DESC LIMIT 1",
+            (topic,),
+        ).fetchone()
         # changes apply only to a streamed table whose last load was a full load (see seam.incremental: modes)
         if row is None or row[8] != "full" or config.sync != "stream":
             self._no_stream.add(topic)
             return None
         schema = schema_from_begin(Begin(batch="", db=row[0], table=row[1], mode="full", columns=row[2], key=row[3]))
-        stream = self.streams[topic] = StreamTable(topic, schema, tuple(row[3]), Position(row[4], row[5], row[6]),
-                                                   row[7], config.soft_delete, self._spatial_as_geometry(schema))
+        stream = self.streams[topic] = StreamTable(
+            topic,
+            schema,
+            tuple(row[3]),
+            Position(row[4], row[5], row[6]),
+            row[7],
+            config.soft_delete,
+            self._spatial_as_geometry(schema),
+        )
         stream.gtids, stream.server = row[9], row[10]
         return stream
 
@@ -728,16 +849,21 @@ class Sink:
                     for row in change_rows:
                         cp.write_row(row)
             for (part, attempt), tally in batch.tallies.items():
-                cur.execute(f"INSERT INTO {self.state}.batch_parts VALUES (%s, %s, %s, %s, %s) "
-                            "ON CONFLICT (batch_id, part, attempt) DO UPDATE SET rows = EXCLUDED.rows, "
-                            "checksum = EXCLUDED.checksum",
-                            (batch.begin.batch, part, attempt, tally.rows, tally.checksum))
-            cur.execute(f"UPDATE {self.state}.batches SET staged_rows = %s WHERE batch_id = %s",
-                        (sum(t.rows for t in batch.tallies.values()), batch.begin.batch))
+                cur.execute(
+                    f"INSERT INTO {self.state}.batch_parts VALUES (%s, %s, %s, %s, %s) "
+                    "ON CONFLICT (batch_id, part, attempt) DO UPDATE SET rows = EXCLUDED.rows, "
+                    "checksum = EXCLUDED.checksum",
+                    (batch.begin.batch, part, attempt, tally.rows, tally.checksum),
+                )
+            cur.execute(
+                f"UPDATE {self.state}.batches SET staged_rows = %s WHERE batch_id = %s",
+                (sum(t.rows for t in batch.tallies.values()), batch.begin.batch),
+            )
 
     def _begin(self, topic: str, begin: Begin, offset: int) -> None:
-        known = self.conn.execute(f"SELECT state FROM {self.state}.batches WHERE batch_id = %s",
-                                  (begin.batch,)).fetchone()
+        known = self.conn.execute(
+            f"SELECT state FROM {self.state}.batches WHERE batch_id = %s", (begin.batch,)
+        ).fetchone()
         current = self.open[topic]
         if known and current is not None and current.begin.batch == begin.batch:
             # the topic is being read again from before this batch (offsets reset by hand, or a replay):
@@ -754,25 +880,56 @@ class Sink:
         previous = self.open[topic]
         if previous is not None:
             self._drop_tables(previous)
-            self._finish(previous.begin.batch, "superseded",
-                         error=f"superseded by batch {begin.batch} before its END arrived")
-            log.warning("batch %s of %s.%s superseded by %s (it never ended)", previous.begin.batch,
-                        begin.db, begin.table, begin.batch)
+            self._finish(
+                previous.begin.batch, "superseded", error=f"superseded by batch {begin.batch} before its END arrived"
+            )
+            log.warning(
+                "batch %s of %s.%s superseded by %s (it never ended)",
+                previous.begin.batch,
+                begin.db,
+                begin.table,
+                begin.batch,
+            )
         batch = self._open_batch(begin)
         schema, key = batch.schema, tuple(begin.key)
         postgis = self._spatial_as_geometry(schema)
-        self.conn.execute(create_table_sql(batch.stage, schema, key, postgis=postgis,
-                                           extra="_seam_part integer NOT NULL, _seam_attempt bigint NOT NULL"))
-        self.conn.execute(create_table_sql(batch.changes, schema, key, postgis=postgis,
-                                           extra="_seam_seq bigint NOT NULL, _seam_deleted boolean NOT NULL"))
+        self.conn.execute(
+            create_table_sql(
+                batch.stage,
+                schema,
+                key,
+                postgis=postgis,
+                extra="_seam_part integer NOT NULL, _seam_attempt bigint NOT NULL",
+            )
+        )
+        self.conn.execute(
+            create_table_sql(
+                batch.changes,
+                schema,
+                key,
+                postgis=postgis,
+                extra="_seam_seq bigint NOT NULL, _seam_deleted boolean NOT NULL",
+            )
+        )
         self.conn.execute(
             f"INSERT INTO {self.state}.batches (batch_id, db, tbl, mode, state, topic, begin_offset, window_start, "
             "window_end, columns, key_columns, begin_window, soft_delete, opened_at) "
             "VALUES (%s, %s, %s, %s, 'open', %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp())",
-            (begin.batch, begin.db, begin.table, begin.mode, topic, offset,
-             (begin.window or {}).get("start"), (begin.window or {}).get("end"),
-             json.dumps(begin.columns), json.dumps(begin.key),
-             json.dumps(begin.window) if begin.window else None, begin.soft_delete))
+            (
+                begin.batch,
+                begin.db,
+                begin.table,
+                begin.mode,
+                topic,
+                offset,
+                (begin.window or {}).get("start"),
+                (begin.window or {}).get("end"),
+                json.dumps(begin.columns),
+                json.dumps(begin.key),
+                json.dumps(begin.window) if begin.window else None,
+                begin.soft_delete,
+            ),
+        )
         self.open[topic] = batch
         log.info("batch %s of %s.%s opened (%s)", begin.batch, begin.db, begin.table, begin.mode)
 
@@ -781,11 +938,20 @@ class Sink:
         if batch is None or batch.begin.batch != end.batch:
             log.warning("END of batch %s ignored: it is not the open batch of %s.%s", end.batch, end.db, end.table)
             return
-        self.conn.execute(f"UPDATE {self.state}.batches SET ended_at = clock_timestamp(), end_offset = %s, "
-                          "position_file = %s, position_pos = %s, published_rows = %s, published_checksum = %s, stats = %s "
-                          "WHERE batch_id = %s", (offset, end.position.file if end.position else None,
-                                                  end.position.pos if end.position else None, end.rows,
-                                                  end.checksum, json.dumps(end.stats), end.batch))
+        self.conn.execute(
+            f"UPDATE {self.state}.batches SET ended_at = clock_timestamp(), end_offset = %s, "
+            "position_file = %s, position_pos = %s, published_rows = %s, published_checksum = %s, stats = %s "
+            "WHERE batch_id = %s",
+            (
+                offset,
+                end.position.file if end.position else None,
+                end.position.pos if end.position else None,
+                end.rows,
+                end.checksum,
+                json.dumps(end.stats),
+                end.batch,
+            ),
+        )
         try:
             with self.conn.transaction():  # a savepoint: a rejected batch leaves nothing behind
                 final_rows = self._publish(batch, end)
@@ -793,11 +959,11 @@ class Sink:
             error = str(exc).strip().splitlines()[0]
             self._drop_tables(batch)
             self._finish(end.batch, "rejected", error=error)
-            log.error("batch %s of %s.%s REJECTED, the previous table stays: %s", end.batch, end.db, end.table,
-                      error)
+            log.error("batch %s of %s.%s REJECTED, the previous table stays: %s", end.batch, end.db, end.table, error)
         else:
-            self.conn.execute(f"UPDATE {self.state}.batches SET final_rows = %s WHERE batch_id = %s",
-                              (final_rows, end.batch))
+            self.conn.execute(
+                f"UPDATE {self.state}.batches SET final_rows = %s WHERE batch_id = %s", (final_rows, end.batch)
+            )
             self._finish(end.batch, "committed")
             if end.mode == "incremental":
                 log.info("window %s of %s.%s merged: %s rows", end.window, end.db, end.table, final_rows)
@@ -809,10 +975,21 @@ class Sink:
                 "file = EXCLUDED.file, pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, batch_id = EXCLUDED.batch_id, "
                 "updated_at = now(), columns = NULL, stopped = NULL, gap_at = NULL, source_ms = EXCLUDED.source_ms, "
                 "changes = 0, gtids = EXCLUDED.gtids, server = EXCLUDED.server",
-                (end.db, end.table, end.position.file, end.position.pos, end.position.row, end.batch, end.gtids,
-                 end.server, (end.stats or {}).get("snapshot_ms")))
-            log.info("batch %s of %s.%s committed: %s rows at %s", end.batch, end.db, end.table, final_rows,
-                     end.position)
+                (
+                    end.db,
+                    end.table,
+                    end.position.file,
+                    end.position.pos,
+                    end.position.row,
+                    end.batch,
+                    end.gtids,
+                    end.server,
+                    (end.stats or {}).get("snapshot_ms"),
+                ),
+            )
+            log.info(
+                "batch %s of %s.%s committed: %s rows at %s", end.batch, end.db, end.table, final_rows, end.position
+            )
         self.open[topic] = None
 
     def _publish(self, batch: OpenBatch, end: End) -> int:
@@ -821,15 +998,19 @@ class Sink:
         for (part, attempt), p in winners.items():
             staged = batch.tallies.get((part, attempt), Tally())
             if (staged.rows, staged.checksum) != (p.rows, p.checksum):
-                raise SinkError(f"part {part} (attempt {attempt}): staged {staged.rows} rows, checksum "
-                                f"{staged.checksum}; END says {p.rows} rows, checksum {p.checksum}")
+                raise SinkError(
+                    f"part {part} (attempt {attempt}): staged {staged.rows} rows, checksum "
+                    f"{staged.checksum}; END says {p.rows} rows, checksum {p.checksum}"
+                )
         if sum(p.rows for p in end.parts) != end.rows:
             raise SinkError(f"END's parts add up to {sum(p.rows for p in end.parts)} rows, END says {end.rows}")
         stage, changes = batch.stage, batch.changes
         if set(batch.tallies) - set(winners):  # output of a retried or speculative Spark task attempt
-            self.conn.execute(f"DELETE FROM {stage} WHERE (_seam_part, _seam_attempt) NOT IN "
-                              f"(SELECT * FROM unnest(%s::int[], %s::bigint[]))",
-                              ([p for p, _ in winners], [a for _, a in winners]))
+            self.conn.execute(
+                f"DELETE FROM {stage} WHERE (_seam_part, _seam_attempt) NOT IN "
+                f"(SELECT * FROM unnest(%s::int[], %s::bigint[]))",
+                ([p for p, _ in winners], [a for _, a in winners]),
+            )
         self.conn.execute(f"ALTER TABLE {stage} DROP COLUMN _seam_part, DROP COLUMN _seam_attempt")
         if batch.begin.mode == "incremental":
             return self._merge_window(batch, end)
@@ -843,11 +1024,14 @@ class Sink:
             final_rows -= self.conn.execute(f"DELETE FROM {stage} s USING {changes} c WHERE {match}").rowcount
             final_rows += self.conn.execute(
                 f"INSERT INTO {stage} ({cols}) SELECT {cols} FROM (SELECT DISTINCT ON ({', '.join(key)}) * FROM "
-                f"{changes} ORDER BY {', '.join(key)}, _seam_seq DESC) last WHERE NOT _seam_deleted").rowcount
+                f"{changes} ORDER BY {', '.join(key)}, _seam_seq DESC) last WHERE NOT _seam_deleted"
+            ).rowcount
         elif self.conn.execute(f"SELECT EXISTS (SELECT 1 FROM {changes})").fetchone()[0]:
             raise SinkError("changes arrived for a keyless table's snapshot, which is read as one chunk")
         if batch.begin.soft_delete:  # the target never holds rows flagged deleted, whatever the mode
-            final_rows -= self.conn.execute(f"DELETE FROM {stage} WHERE {_flagged_sql(batch.begin.soft_delete)}").rowcount
+            final_rows -= self.conn.execute(
+                f"DELETE FROM {stage} WHERE {_flagged_sql(batch.begin.soft_delete)}"
+            ).rowcount
         self._swap(batch)
         self.conn.execute(f"DROP TABLE {changes}")
         return final_rows
@@ -865,9 +1049,11 @@ class Sink:
         if old is not None and _has_dependents(self.conn, old):
             new = self.conn.execute("SELECT to_regclass(%s)::oid", (stage,)).fetchone()[0]
             if _columns(self.conn, old) != _columns(self.conn, new):
-                raise SinkError(f"{target} has objects that depend on it (views, indexes, triggers, policies or "
-                                f"foreign keys) and its columns changed on the source: drop those objects, load "
-                                f"again, then recreate them (the previous table stays)")
+                raise SinkError(
+                    f"{target} has objects that depend on it (views, indexes, triggers, policies or "
+                    f"foreign keys) and its columns changed on the source: drop those objects, load "
+                    f"again, then recreate them (the previous table stays)"
+                )
             cols = ", ".join(qi(n) for n in batch.schema.names)
             self.conn.execute(f"TRUNCATE {target}")
             self.conn.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {stage}")
@@ -877,9 +1063,9 @@ class Sink:
         self.conn.execute(f"DROP TABLE IF EXISTS {target}")
         self.conn.execute(f"ALTER TABLE {stage} SET SCHEMA {qi(db)}")
         self.conn.execute(f"ALTER TABLE {qi(db)}.{qi(_stage_name(batch.begin.batch))} RENAME TO {qi(name)}")
-        for constraint, in self.conn.execute(
-                "SELECT conname FROM pg_constraint WHERE conrelid = to_regclass(%s) AND contype = 'p'",
-                (target,)).fetchall():
+        for (constraint,) in self.conn.execute(
+            "SELECT conname FROM pg_constraint WHERE conrelid = to_regclass(%s) AND contype = 'p'", (target,)
+        ).fetchall():
             self.conn.execute(f"ALTER TABLE {target} RENAME CONSTRAINT {qi(constraint)} TO {qi(name[:58] + '_pkey')}")
         for statement in kept:
             self.conn.execute(statement)
@@ -895,13 +1081,21 @@ class Sink:
         match = " AND ".join(f"t.{k} = s.{k}" for k in key)
         cols = ", ".join(qi(n) for n in batch.schema.names)
         _ensure_schema(self.conn, begin.db)
-        self.conn.execute(create_table_sql(target, batch.schema, tuple(begin.key), postgis=self._spatial_as_geometry(
-                                           batch.schema), extra=f"PRIMARY KEY ({', '.join(key)})").replace(
-            "CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
+        self.conn.execute(
+            create_table_sql(
+                target,
+                batch.schema,
+                tuple(begin.key),
+                postgis=self._spatial_as_geometry(batch.schema),
+                extra=f"PRIMARY KEY ({', '.join(key)})",
+            ).replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1)
+        )
         self.conn.execute(f"DELETE FROM {target} t USING {stage} s WHERE {match}")
         keep = f"WHERE NOT {_flagged_sql(begin.soft_delete)}" if begin.soft_delete else ""
-        merged = self.conn.execute(f"INSERT INTO {target} ({cols}) SELECT DISTINCT ON ({', '.join(key)}) {cols} "
-                                   f"FROM {stage} {keep} ORDER BY {', '.join(key)}").rowcount
+        merged = self.conn.execute(
+            f"INSERT INTO {target} ({cols}) SELECT DISTINCT ON ({', '.join(key)}) {cols} "
+            f"FROM {stage} {keep} ORDER BY {', '.join(key)}"
+        ).rowcount
         self.conn.execute(f"DROP TABLE {stage}")
         self.conn.execute(f"DROP TABLE {batch.changes}")
         window = begin.window or {}
@@ -911,19 +1105,31 @@ class Sink:
             "UPDATE SET watermark = greatest(watermarks.watermark, EXCLUDED.watermark), batch_id = EXCLUDED.batch_id, "
             "window_start = EXCLUDED.window_start, window_end = EXCLUDED.window_end, clamped = EXCLUDED.clamped, "
             "updated_at = now()",
-            (begin.db, begin.table, window.get("cursor", ""), window.get("end", ""), begin.batch, window.get("start"),
-             window.get("end"), bool(end.stats.get("clamped"))))
+            (
+                begin.db,
+                begin.table,
+                window.get("cursor", ""),
+                window.get("end", ""),
+                begin.batch,
+                window.get("start"),
+                window.get("end"),
+                bool(end.stats.get("clamped")),
+            ),
+        )
         return merged
 
     # ------------------------------------------------------------ state
 
     def _open_batch(self, begin: Begin) -> OpenBatch:
         schema = schema_from_begin(begin)
-        return OpenBatch(begin=begin, schema=schema,
-                         stage=f"{self.state}.{qi(_stage_name(begin.batch))}",
-                         changes=f"{self.state}.{qi('changes_' + begin.batch)}",
-                         convert=row_converter(schema, self._spatial_as_geometry(schema)),
-                         decode=record_decoder(schema, batch_rows=True).decode)
+        return OpenBatch(
+            begin=begin,
+            schema=schema,
+            stage=f"{self.state}.{qi(_stage_name(begin.batch))}",
+            changes=f"{self.state}.{qi('changes_' + begin.batch)}",
+            convert=row_converter(schema, self._spatial_as_geometry(schema)),
+            decode=record_decoder(schema, batch_rows=True).decode,
+        )
 
     def _spatial_as_geometry(self, schema: TableSchema) -> bool:
         """PostGIS geometry for the table's spatial columns, or bytea (``seam.target.ensure_postgis``); asked of
@@ -939,14 +1145,25 @@ class Sink:
             row = self.conn.execute(
                 f"SELECT batch_id, db, tbl, mode, columns, key_columns, begin_window, soft_delete "
                 f"FROM {self.state}.batches WHERE topic = %s AND state = 'open' ORDER BY opened_at DESC LIMIT 1",
-                (topic,)).fetchone()
+                (topic,),
+            ).fetchone()
             if row is None:
                 return None
-            batch = self._open_batch(Begin(batch=row[0], db=row[1], table=row[2], mode=row[3], columns=row[4],
-                                           key=row[5], window=row[6], soft_delete=row[7]))
+            batch = self._open_batch(
+                Begin(
+                    batch=row[0],
+                    db=row[1],
+                    table=row[2],
+                    mode=row[3],
+                    columns=row[4],
+                    key=row[5],
+                    window=row[6],
+                    soft_delete=row[7],
+                )
+            )
             for part, attempt, rows, checksum in self.conn.execute(
-                    f"SELECT part, attempt, rows, checksum FROM {self.state}.batch_parts WHERE batch_id = %s",
-                    (row[0],)).fetchall():
+                f"SELECT part, attempt, rows, checksum FROM {self.state}.batch_parts WHERE batch_id = %s", (row[0],)
+            ).fetchall():
                 batch.tallies[(part, attempt)] = Tally(rows, int(checksum))
         return batch
 
@@ -956,8 +1173,11 @@ class Sink:
 
     def _finish(self, batch_id: str, state: str, error: str | None = None) -> None:
         # clock time, not the transaction's: BEGIN and END of a small batch are often applied in one transaction
-        self.conn.execute(f"UPDATE {self.state}.batches SET state = %s, error = %s, finished_at = clock_timestamp() "
-                          "WHERE batch_id = %s", (state, error, batch_id))
+        self.conn.execute(
+            f"UPDATE {self.state}.batches SET state = %s, error = %s, finished_at = clock_timestamp() "
+            "WHERE batch_id = %s",
+            (state, error, batch_id),
+        )
         self.finished[batch_id] = state
 
 
@@ -982,12 +1202,16 @@ def _has_dependents(conn, table_oid: int) -> bool:
         "OR EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = %(t)s AND NOT tgisinternal) "
         "OR EXISTS (SELECT 1 FROM pg_policy WHERE polrelid = %(t)s) "
         "OR EXISTS (SELECT 1 FROM pg_constraint WHERE confrelid = %(t)s AND conrelid <> %(t)s)",
-        {"t": table_oid}).fetchone()[0]
+        {"t": table_oid},
+    ).fetchone()[0]
 
 
 def _columns(conn, table_oid: int) -> list[tuple]:
-    return conn.execute("SELECT attname, format_type(atttypid, atttypmod), attnotnull FROM pg_attribute WHERE "
-                        "attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (table_oid,)).fetchall()
+    return conn.execute(
+        "SELECT attname, format_type(atttypid, atttypmod), attnotnull FROM pg_attribute WHERE "
+        "attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+        (table_oid,),
+    ).fetchall()
 
 
 def _grants_and_comments(conn, table_oid: int, target: str, columns: tuple[str, ...]) -> list:
@@ -996,22 +1220,32 @@ def _grants_and_comments(conn, table_oid: int, target: str, columns: tuple[str, 
 
     out = []
     for privilege, grantee, grantable in conn.execute(
-            "SELECT a.privilege_type, CASE WHEN a.grantee = 0 THEN NULL ELSE pg_get_userbyid(a.grantee) END, "
-            "a.is_grantable FROM pg_class c, aclexplode(c.relacl) a WHERE c.oid = %s AND a.grantee <> c.relowner",
-            (table_oid,)).fetchall():
+        "SELECT a.privilege_type, CASE WHEN a.grantee = 0 THEN NULL ELSE pg_get_userbyid(a.grantee) END, "
+        "a.is_grantable FROM pg_class c, aclexplode(c.relacl) a WHERE c.oid = %s AND a.grantee <> c.relowner",
+        (table_oid,),
+    ).fetchall():
         to = pgsql.SQL("PUBLIC") if grantee is None else pgsql.Identifier(grantee)
-        out.append(pgsql.SQL("GRANT {} ON {} TO {}{}").format(
-            pgsql.SQL(privilege), pgsql.SQL(target), to, pgsql.SQL(" WITH GRANT OPTION" if grantable else "")))
+        out.append(
+            pgsql.SQL("GRANT {} ON {} TO {}{}").format(
+                pgsql.SQL(privilege), pgsql.SQL(target), to, pgsql.SQL(" WITH GRANT OPTION" if grantable else "")
+            )
+        )
     comment = conn.execute("SELECT obj_description(%s, 'pg_class')", (table_oid,)).fetchone()[0]
     if comment is not None:
         out.append(pgsql.SQL("COMMENT ON TABLE {} IS {}").format(pgsql.SQL(target), pgsql.Literal(comment)))
-    for column, text in conn.execute("SELECT attname, col_description(attrelid, attnum) FROM pg_attribute WHERE "
-                                     "attrelid = %s AND attnum > 0 AND NOT attisdropped AND "
-                                     "col_description(attrelid, attnum) IS NOT NULL", (table_oid,)).fetchall():
+    for column, text in conn.execute(
+        "SELECT attname, col_description(attrelid, attnum) FROM pg_attribute WHERE "
+        "attrelid = %s AND attnum > 0 AND NOT attisdropped AND "
+        "col_description(attrelid, attnum) IS NOT NULL",
+        (table_oid,),
+    ).fetchall():
         if column not in columns:
             continue  # dropped on the source
-        out.append(pgsql.SQL("COMMENT ON COLUMN {}.{} IS {}").format(
-            pgsql.SQL(target), pgsql.Identifier(column), pgsql.Literal(text)))
+        out.append(
+            pgsql.SQL("COMMENT ON COLUMN {}.{} IS {}").format(
+                pgsql.SQL(target), pgsql.Identifier(column), pgsql.Literal(text)
+            )
+        )
     return out
 
 
@@ -1038,17 +1272,30 @@ def _key(batch: OpenBatch, image) -> dict:
 
 
 def batch_status(conn, state_schema: str, batch_id: str) -> dict | None:
-    row = conn.execute(f"SELECT state, staged_rows, final_rows, published_rows, position_file, position_pos, "
-                       f"error, opened_at, ended_at, finished_at FROM {qi(state_schema)}.batches WHERE batch_id = %s",
-                       (batch_id,)).fetchone()
+    row = conn.execute(
+        f"SELECT state, staged_rows, final_rows, published_rows, position_file, position_pos, "
+        f"error, opened_at, ended_at, finished_at FROM {qi(state_schema)}.batches WHERE batch_id = %s",
+        (batch_id,),
+    ).fetchone()
     if row is None:
         return None
-    keys = ("state", "staged_rows", "final_rows", "published_rows", "position_file", "position_pos", "error",
-            "opened_at", "ended_at", "finished_at")
+    keys = (
+        "state",
+        "staged_rows",
+        "final_rows",
+        "published_rows",
+        "position_file",
+        "position_pos",
+        "error",
+        "opened_at",
+        "ended_at",
+        "finished_at",
+    )
     return dict(zip(keys, row))
 
 
 def applied_position(conn, state_schema: str, db: str, table: str) -> Position | None:
-    row = conn.execute(f"SELECT file, pos, row_index FROM {qi(state_schema)}.positions WHERE db = %s AND tbl = %s",
-                       (db, table)).fetchone()
+    row = conn.execute(
+        f"SELECT file, pos, row_index FROM {qi(state_schema)}.positions WHERE db = %s AND tbl = %s", (db, table)
+    ).fetchone()
     return Position(*row) if row else None

@@ -58,23 +58,27 @@ Delivery guarantee: the rows plus the reconciliation changes equal the
 source table at P exactly (no row missing, none doubled), provided the
 binlog between min(Pi) and P is still on the server (checked).
 """
+
 from __future__ import annotations
 
 import bisect
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
-from seam.records import Position, Record, key_of, normalize_row
 from seam.codecs import Date, codec
+from seam.records import Position, Record, key_of, normalize_row
 from seam.schema import Column, TableSchema
 
 _INTEGER_KEY = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
-_SNAPSHOT_FILE = ("(SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS "
-                  "WHERE VARIABLE_NAME = 'BINLOG_SNAPSHOT_FILE')")
-_SNAPSHOT_POS = ("(SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS "
-                 "WHERE VARIABLE_NAME = 'BINLOG_SNAPSHOT_POSITION')")
+_SNAPSHOT_FILE = (
+    "(SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'BINLOG_SNAPSHOT_FILE')"
+)
+_SNAPSHOT_POS = (
+    "(SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'BINLOG_SNAPSHOT_POSITION')"
+)
 
 
 EXACT_ATTEMPTS = 8
@@ -144,8 +148,10 @@ def open_snapshot(conn, source, opening: Opening, what: str) -> Position:
         cur.execute(f"SELECT {_SNAPSHOT_FILE}, {_SNAPSHOT_POS}")
         file, pos = cur.fetchone()
         if not file or pos is None:
-            raise SnapshotError(f"{what}: the source reports no snapshot binlog position (MySQL, not MariaDB?): "
-                                "set source.snapshot: portable (or auto)")
+            raise SnapshotError(
+                f"{what}: the source reports no snapshot binlog position (MySQL, not MariaDB?): "
+                "set source.snapshot: portable (or auto)"
+            )
         return Position.through(file, int(pos))
     locks = ", ".join(f"{quote(db)}.{quote(t)} READ" for db, t in opening.tables)
     # autocommit on: LOCK TABLES then takes the metadata lock only; with autocommit off InnoDB adds a table
@@ -154,16 +160,19 @@ def open_snapshot(conn, source, opening: Opening, what: str) -> Position:
     for attempt in range(EXACT_ATTEMPTS):
         try:
             cur.execute(f"LOCK TABLES {locks}")
-        except Exception as exc:  # noqa: BLE001 - pymysql and MySQLdb errors alike
+        except Exception as exc:
             code = exc.args[0] if exc.args else None
             if code == 1205:
-                raise SnapshotError(f"{what}: a transaction kept {', '.join('.'.join(t) for t in opening.tables)} "
-                                    f"locked for {LOCK_WAIT_S}s (an open transaction that wrote it, or a prepared "
-                                    f"XA transaction): end it, then run the load again{_open_transactions(conn)}"
-                                    ) from None
+                raise SnapshotError(
+                    f"{what}: a transaction kept {', '.join('.'.join(t) for t in opening.tables)} "
+                    f"locked for {LOCK_WAIT_S}s (an open transaction that wrote it, or a prepared "
+                    f"XA transaction): end it, then run the load again{_open_transactions(conn)}"
+                ) from None
             if code in (1044, 1142):
-                raise SnapshotError(f"{what}: the portable snapshot needs the LOCK TABLES privilege: GRANT LOCK "
-                                    "TABLES ON the table's database TO the Seam user") from None
+                raise SnapshotError(
+                    f"{what}: the portable snapshot needs the LOCK TABLES privilege: GRANT LOCK "
+                    "TABLES ON the table's database TO the Seam user"
+                ) from None
             raise
         low = source_head(conn)
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")  # ends the table locks
@@ -181,14 +190,19 @@ def _open_transactions(conn) -> str:
     """The oldest open transactions on the source, to name a blocker (needs the PROCESS privilege)."""
     try:
         cur = conn.cursor()
-        cur.execute("SELECT t.trx_mysql_thread_id, p.USER, t.trx_state, t.trx_started, LEFT(p.INFO, 120) FROM "
-                    "information_schema.INNODB_TRX t LEFT JOIN information_schema.PROCESSLIST p ON "
-                    "p.ID = t.trx_mysql_thread_id ORDER BY t.trx_started LIMIT 3")
+        cur.execute(
+            "SELECT t.trx_mysql_thread_id, p.USER, t.trx_state, t.trx_started, LEFT(p.INFO, 120) FROM "
+            "information_schema.INNODB_TRX t LEFT JOIN information_schema.PROCESSLIST p ON "
+            "p.ID = t.trx_mysql_thread_id ORDER BY t.trx_started LIMIT 3"
+        )
         rows = cur.fetchall()
     except Exception:  # noqa: BLE001 - without PROCESS the list is just not shown
         return ""
-    return "; open transactions: " + "; ".join(f"connection {r[0]} ({r[1]}, {r[2]} since {r[3]}: {r[4]})"
-                                               for r in rows) if rows else ""
+    return (
+        "; open transactions: " + "; ".join(f"connection {r[0]} ({r[1]}, {r[2]} since {r[3]}: {r[4]})" for r in rows)
+        if rows
+        else ""
+    )
 
 
 def _open_under_global_lock(conn, what: str) -> Position:
@@ -197,16 +211,20 @@ def _open_under_global_lock(conn, what: str) -> Position:
     cur.execute(f"SET SESSION lock_wait_timeout = {GLOBAL_LOCK_WAIT_S}")
     try:
         cur.execute("FLUSH TABLES WITH READ LOCK")
-    except Exception as exc:  # noqa: BLE001 - pymysql and MySQLdb errors alike
+    except Exception as exc:
         code = exc.args[0] if exc.args else None
         if code == 1205:
-            raise SnapshotError(f"{what}: a keyless table, or a child of a cascading key, changes all the time, and "
-                                f"the brief global read lock that gives its exact position waited {GLOBAL_LOCK_WAIT_S}s "
-                                "for a long-running query: load it when that query is done, or give the table a "
-                                "primary key (tables[].key)") from None
+            raise SnapshotError(
+                f"{what}: a keyless table, or a child of a cascading key, changes all the time, and "
+                f"the brief global read lock that gives its exact position waited {GLOBAL_LOCK_WAIT_S}s "
+                "for a long-running query: load it when that query is done, or give the table a "
+                "primary key (tables[].key)"
+            ) from None
         if code in (1044, 1045, 1227):
-            raise SnapshotError(f"{what}: the exact position of a busy keyless table (or a child of a cascading key) "
-                                "needs the RELOAD privilege: GRANT RELOAD ON *.* TO the Seam user") from None
+            raise SnapshotError(
+                f"{what}: the exact position of a busy keyless table (or a child of a cascading key) "
+                "needs the RELOAD privilege: GRANT RELOAD ON *.* TO the Seam user"
+            ) from None
         raise
     try:
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")  # keeps the global lock (not LOCK TABLES)
@@ -225,8 +243,7 @@ def _touched(source, low: Position, high: Position, tables) -> bool:
         for item in reader:
             if isinstance(item, LostTransaction):
                 return True
-            if isinstance(item, Transaction) and (item.errors or any((c.db, c.table) in wanted
-                                                                      for c in item.changes)):
+            if isinstance(item, Transaction) and (item.errors or any((c.db, c.table) in wanted for c in item.changes)):
                 return True
             if isinstance(item, Statement) and any(ddl_effect(item.query, item.schema, db, t) for db, t in wanted):
                 return True
@@ -249,8 +266,10 @@ class Chunk:
     hi: int | None
 
     def condition(self, column_sql: str) -> str:
-        terms = [f"{column_sql} >= {self.lo}" if self.lo is not None else "",
-                 f"{column_sql} < {self.hi}" if self.hi is not None else ""]
+        terms = [
+            f"{column_sql} >= {self.lo}" if self.lo is not None else "",
+            f"{column_sql} < {self.hi}" if self.hi is not None else "",
+        ]
         return " AND ".join(t for t in terms if t) or "1 = 1"
 
 
@@ -272,27 +291,37 @@ def check_source(conn, schema: TableSchema) -> None:
         cur.execute("SELECT @@log_bin, @@binlog_format, @@binlog_row_image")
         log_bin, fmt, image = cur.fetchone()
         if not int(log_bin):
-            raise SnapshotError("the source's binary log is off: start MySQL/MariaDB with --log-bin "
-                                "(and --binlog-format=ROW --binlog-row-image=FULL); Seam records a binlog "
-                                "position with every snapshot so streaming can start there")
+            raise SnapshotError(
+                "the source's binary log is off: start MySQL/MariaDB with --log-bin "
+                "(and --binlog-format=ROW --binlog-row-image=FULL); Seam records a binlog "
+                "position with every snapshot so streaming can start there"
+            )
         if str(fmt).upper() != "ROW" or str(image).upper() != "FULL":
-            raise SnapshotError(f"the source logs binlog_format={fmt}, binlog_row_image={image}: Seam needs "
-                                "ROW and FULL (SET GLOBAL binlog_format='ROW', binlog_row_image='FULL', "
-                                "or in my.cnf) to reconcile chunks and stream changes")
+            raise SnapshotError(
+                f"the source logs binlog_format={fmt}, binlog_row_image={image}: Seam needs "
+                "ROW and FULL (SET GLOBAL binlog_format='ROW', binlog_row_image='FULL', "
+                "or in my.cnf) to reconcile chunks and stream changes"
+            )
         metadata = _variable(cur, "binlog_row_metadata")  # MySQL 8.0.14+, MariaDB 10.5+
         if metadata is not None and str(metadata).upper() != "FULL":
-            raise SnapshotError(f"the source logs binlog_row_metadata={metadata}: Seam needs FULL (SET GLOBAL "
-                                "binlog_row_metadata='FULL', or in my.cnf), so that binlog rows carry their column "
-                                "names, signedness and character sets instead of being guessed from today's schema")
+            raise SnapshotError(
+                f"the source logs binlog_row_metadata={metadata}: Seam needs FULL (SET GLOBAL "
+                "binlog_row_metadata='FULL', or in my.cnf), so that binlog rows carry their column "
+                "names, signedness and character sets instead of being guessed from today's schema"
+            )
         try:  # SELECT * : information_schema hides columns the user may not read, a silent loss otherwise
             cur.execute(f"SELECT * FROM {quote(schema.db)}.{quote(schema.table)} LIMIT 0")
             readable = tuple(d[0] for d in cur.description)
-        except Exception as exc:  # pymysql.err.OperationalError 1142/1143: SELECT command denied
-            raise SnapshotError(f"cannot read {schema.db}.{schema.table}: {exc.args[-1]}; "
-                                f"GRANT SELECT ON `{schema.db}`.* TO the Seam user") from None
+        except Exception as exc:  # noqa: BLE001 - pymysql.err.OperationalError 1142/1143: SELECT command denied
+            raise SnapshotError(
+                f"cannot read {schema.db}.{schema.table}: {exc.args[-1]}; "
+                f"GRANT SELECT ON `{schema.db}`.* TO the Seam user"
+            ) from None
         if readable != schema.names:
-            raise SnapshotError(f"{schema.db}.{schema.table}: the Seam user sees columns {readable}, the table has "
-                                f"{schema.names}; GRANT SELECT ON `{schema.db}`.* TO the Seam user")
+            raise SnapshotError(
+                f"{schema.db}.{schema.table}: the Seam user sees columns {readable}, the table has "
+                f"{schema.names}; GRANT SELECT ON `{schema.db}`.* TO the Seam user"
+            )
     for column in schema.columns:
         codec(column)  # a type Seam cannot map stops the table now, with its name
 
@@ -363,8 +392,9 @@ class ChunkRead:
         return self.opening is not None
 
 
-def chunk_sql(schema: TableSchema, plan: ChunkPlan, chunk: Chunk, key: tuple[str, ...],
-              window: str | None = None) -> str:
+def chunk_sql(
+    schema: TableSchema, plan: ChunkPlan, chunk: Chunk, key: tuple[str, ...], window: str | None = None
+) -> str:
     """The chunk's SELECT: per row ``_after`` (the row image), ``_key`` (the record key; NULL when it is the
     whole row, keyless tables) and ``_kafka_key`` (the key with names sorted; NULL when the same text as the
     record key), all JSON built by the source. ``window`` restricts the rows (incremental loads, over ``x``).
@@ -377,8 +407,10 @@ def chunk_sql(schema: TableSchema, plan: ChunkPlan, chunk: Chunk, key: tuple[str
     none = "CAST(NULL AS BINARY)"
     key_sql = object_sql(schema, record_key) if record_key else none
     kafka_sql = none if kafka_key == (record_key or list(schema.names)) else object_sql(schema, kafka_key)
-    return (f"SELECT {object_sql(schema, schema.names)} AS _after, {key_sql} AS _key, {kafka_sql} AS _kafka_key "
-            f"FROM {quote(schema.db)}.{quote(schema.table)} x WHERE {where}")
+    return (
+        f"SELECT {object_sql(schema, schema.names)} AS _after, {key_sql} AS _key, {kafka_sql} AS _kafka_key "
+        f"FROM {quote(schema.db)}.{quote(schema.table)} x WHERE {where}"
+    )
 
 
 def read_chunk(source, read: ChunkRead, fetch: int = 10_000) -> Iterator[tuple[str | None, int | None, list]]:
@@ -428,8 +460,15 @@ def binlog_files(conn) -> list[str]:
         return [r[0] for r in cur.fetchall()]
 
 
-def reconcile(source, schema: TableSchema, key: tuple[str, ...], plan: ChunkPlan,
-              positions: dict[int, Position], target: Position, batch: str) -> Iterator[Record]:
+def reconcile(
+    source,
+    schema: TableSchema,
+    key: tuple[str, ...],
+    plan: ChunkPlan,
+    positions: dict[int, Position],
+    target: Position,
+    batch: str,
+) -> Iterator[Record]:
     """Binlog changes that bring each chunk from its own snapshot Pi to ``target`` = max(Pi). A child of a
     cascading foreign key is never reconciled: ``full_load.prepare`` reads it in one chunk.
 
@@ -448,23 +487,38 @@ def reconcile(source, schema: TableSchema, key: tuple[str, ...], plan: ChunkPlan
         return commit.after(positions[plan.chunk_of(image[plan.column])] if plan.column else start)
 
     def record(op: str, before: dict | None, after: dict | None, at: Position) -> Record:
-        return Record(op=op, db=schema.db, table=schema.table, key=key_of(schema, key, after or before),
-                      before=before, after=after, position=at, snapshot=False, batch=batch)
+        return Record(
+            op=op,
+            db=schema.db,
+            table=schema.table,
+            key=key_of(schema, key, after or before),
+            before=before,
+            after=after,
+            position=at,
+            snapshot=False,
+            batch=batch,
+        )
 
     reader = BinlogReader(source, start, [schema.db], tables={(schema.db, schema.table)}, end=target)
     try:
         for item in reader:
             if isinstance(item, Statement) and ddl_effect(item.query, item.schema, schema.db, schema.table):
-                raise SnapshotError(f"{schema.db}.{schema.table} changed shape while it was read ({item.query[:200]!r} "
-                                    f"at {item.position}): run the full load again")
+                raise SnapshotError(
+                    f"{schema.db}.{schema.table} changed shape while it was read ({item.query[:200]!r} "
+                    f"at {item.position}): run the full load again"
+                )
             if isinstance(item, LostTransaction):
-                raise SnapshotError(f"{schema.db}.{schema.table}: the binlog between the chunks' snapshots cannot be "
-                                    f"replayed exactly ({item.reason}); run the full load again")
+                raise SnapshotError(
+                    f"{schema.db}.{schema.table}: the binlog between the chunks' snapshots cannot be "
+                    f"replayed exactly ({item.reason}); run the full load again"
+                )
             if not isinstance(item, Transaction):
                 continue
             if item.errors:
-                raise SnapshotError(f"{schema.db}.{schema.table}: binlog rows at {item.commit} cannot be decoded "
-                                    f"({next(iter(item.errors.values()))}); run the full load again")
+                raise SnapshotError(
+                    f"{schema.db}.{schema.table}: binlog rows at {item.commit} cannot be decoded "
+                    f"({next(iter(item.errors.values()))}); run the full load again"
+                )
             for change in item.changes:
                 at = change.position
                 if change.op == "u":

@@ -2,6 +2,7 @@
 
 Delivery guarantee: none by itself; the jobs that use it state theirs.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,6 +22,7 @@ def spark_job_script(job: str) -> str:
     """The spark-submit entry point ``spark_jobs/<job>.py``, found where the ``spark_jobs`` package is (a
     checkout or an installed ``seam``)."""
     import spark_jobs
+
     return str(Path(spark_jobs.__file__).parent / f"{job}.py")
 
 
@@ -37,21 +39,22 @@ def spark_session(pipeline: Pipeline, app_name: str):
     builder = SparkSession.builder.appName(app_name)
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # set by spark-submit for its Python driver
         builder = builder.master(spark_master(pipeline)).config("spark.jars", pipeline.spark.jdbc_jar)
-    return (builder
-            .config("spark.sql.session.timeZone", "UTC")
-            # MySQL strips CHAR padding and ENUM/SET have no width; Spark would pad them back
-            .config("spark.sql.legacy.charVarcharAsString", "true")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", str(max(2, pipeline.spark.partitions)))
-            .config("spark.python.daemon.module", "seam.spark_daemon")  # workers import compiled pyspark
-            .getOrCreate())
+    return (
+        builder.config("spark.sql.session.timeZone", "UTC")
+        # MySQL strips CHAR padding and ENUM/SET have no width; Spark would pad them back
+        .config("spark.sql.legacy.charVarcharAsString", "true")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(max(2, pipeline.spark.partitions)))
+        .config("spark.python.daemon.module", "seam.spark_daemon")  # workers import compiled pyspark
+        .getOrCreate()
+    )
 
 
 def jdbc_options(pipeline: Pipeline) -> dict[str, str]:
     src = pipeline.source
     return {
         "url": src.jdbc_url + "?zeroDateTimeBehavior=convertToNull&useUnicode=true&characterEncoding=utf8"
-               "&sessionVariables=time_zone='+00:00'",  # TIMESTAMPs read as UTC text
+        "&sessionVariables=time_zone='+00:00'",  # TIMESTAMPs read as UTC text
         "driver": pipeline.spark.jdbc_driver,
         "user": src.user,
         "password": src.password.reveal(),

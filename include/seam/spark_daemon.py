@@ -10,6 +10,7 @@ anything else keeps Spark's path as it is.
 
 Delivery guarantee: none (process start-up only).
 """
+
 from __future__ import annotations
 
 import importlib.util

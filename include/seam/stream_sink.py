@@ -5,6 +5,7 @@ alike, one PostgreSQL transaction per micro-batch with the offsets).
 Delivery guarantee: exactly once into PostgreSQL; the stream starts from the
 offsets stored in the target and a replayed micro-batch changes nothing.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,9 @@ from seam.kafka_source import SeamKafkaSource
 from seam.sink import Sink
 
 
-def start_stream_sink(spark, pipeline: Pipeline, tables: list[TableConfig], trigger_seconds: float = 1.0,
-                      source: str = "seam"):
+def start_stream_sink(
+    spark, pipeline: Pipeline, tables: list[TableConfig], trigger_seconds: float = 1.0, source: str = "seam"
+):
     """Start the query; ``source="kafka"`` uses Spark's own Kafka source instead of ``seam_kafka`` (it needs
     the spark-sql-kafka jar, not installable here: untested on the embedded stack, and it cannot see a topic
     recreated by the broker, which ``seam_kafka`` follows by topic id)."""
@@ -26,20 +28,40 @@ def start_stream_sink(spark, pipeline: Pipeline, tables: list[TableConfig], trig
     start = sink.start_offsets()
     if source == "kafka":
         from pyspark.sql import functions as F
+
         headers = F.transform("headers", lambda h: F.struct(h["key"], h["value"].cast("string")))
-        stream = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", pipeline.kafka.bootstrap)
-                  .option("assign", json.dumps({t: [0] for t in start}))
-                  .option("startingOffsets", json.dumps({t: {"0": o} for t, o in start.items()}))
-                  .option("includeHeaders", "true").option("failOnDataLoss", "false").load()
-                  .select("topic", F.lit("").alias("topic_id"), "offset", "key", "value",
-                          F.coalesce(F.to_json(F.map_from_entries(headers)), F.lit("{}")).alias("headers")))
+        stream = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", pipeline.kafka.bootstrap)
+            .option("assign", json.dumps({t: [0] for t in start}))
+            .option("startingOffsets", json.dumps({t: {"0": o} for t, o in start.items()}))
+            .option("includeHeaders", "true")
+            .option("failOnDataLoss", "false")
+            .load()
+            .select(
+                "topic",
+                F.lit("").alias("topic_id"),
+                "offset",
+                "key",
+                "value",
+                F.coalesce(F.to_json(F.map_from_entries(headers)), F.lit("{}")).alias("headers"),
+            )
+        )
     else:
         spark.dataSource.register(SeamKafkaSource)
-        stream = (spark.readStream.format("seam_kafka").option("bootstrap", pipeline.kafka.bootstrap)
-                  .option("topics", json.dumps(sorted(start))).option("start", json.dumps(start)).load())
-    query = (stream.writeStream.foreachBatch(lambda frame, _: sink.apply_rows(frame.collect()))
-             .option("checkpointLocation", str(checkpoint_dir()))
-             .trigger(processingTime=f"{trigger_seconds} seconds").start())
+        stream = (
+            spark.readStream.format("seam_kafka")
+            .option("bootstrap", pipeline.kafka.bootstrap)
+            .option("topics", json.dumps(sorted(start)))
+            .option("start", json.dumps(start))
+            .load()
+        )
+    query = (
+        stream.writeStream.foreachBatch(lambda frame, _: sink.apply_rows(frame.collect()))
+        .option("checkpointLocation", str(checkpoint_dir()))
+        .trigger(processingTime=f"{trigger_seconds} seconds")
+        .start()
+    )
     return query, sink
 
 

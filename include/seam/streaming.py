@@ -49,27 +49,38 @@ Delivery guarantee: at-least-once into Kafka, whole source transactions in
 binlog order per table (one partition per table topic, one producer);
 exactly-once in the target through the sink's position and chain checks.
 """
+
 from __future__ import annotations
 
 import collections
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Callable
 
 import pymysql
 
 from seam.alerts import alert
-from seam.binlog import (SAME_SERVER_ID, BinlogReader, LostTransaction, RolledBack, Statement, Tick, Transaction,
-                         ddl_effect, locate, replica_clash)
+from seam.binlog import (
+    SAME_SERVER_ID,
+    BinlogReader,
+    LostTransaction,
+    RolledBack,
+    Statement,
+    Tick,
+    Transaction,
+    ddl_effect,
+    locate,
+    replica_clash,
+)
 from seam.boundary import CONTROL_HEADER, Heartbeat, Rebase, SchemaChange, StreamStop
-from seam.gtid import GtidError, GtidSet, gtids_at, gtids_enabled, is_mariadb, server_identity
 from seam.config import Pipeline, TableConfig
+from seam.gtid import GtidError, GtidSet, gtids_at, gtids_enabled, is_mariadb, server_identity
 from seam.records import Position, Record, key_of, normalize, normalize_row
 from seam.schema import Column, TableSchema, reachable
-from seam.snapshot import binlog_files, source_head
 from seam.sink import connect_state, connect_target
+from seam.snapshot import binlog_files, source_head
 from seam.state import ensure_state, part_beat, part_failed, part_started, part_stopped
 from seam.target import qi
 from seam.topics import Publisher, ensure_topics, table_topic, topic_ids
@@ -99,13 +110,13 @@ class Followed:
     schema: TableSchema
     topic: str
     published: Position  # the head of the table's chain: its last published position
-    batch: str | None    # the full load it follows from
-    events: int = 0      # published since the last rewind (events, bytes) ...
+    batch: str | None  # the full load it follows from
+    events: int = 0  # published since the last rewind (events, bytes) ...
     bytes: int = 0
     applied_events: int = 0  # ... of which the sink has applied
     applied_bytes: int = 0
     backlog: collections.deque = field(default_factory=collections.deque)  # (position, events, bytes) published
-    gtids: str | None = None   # the GTID set through the applied position it started from, and the server that
+    gtids: str | None = None  # the GTID set through the applied position it started from, and the server that
     server: str | None = None  # position was read on (None: not recorded; taken to be this one)
 
     def unapplied(self) -> tuple[int, int]:
@@ -184,7 +195,8 @@ class ChangeReader:
             f"SELECT p.db, p.tbl, p.file, p.pos, p.row_index, p.batch_id, p.stopped, p.gap_at, "
             f"coalesce(p.columns, b.columns), b.key_columns, b.mode, p.gtids, p.server FROM {state}.positions p "
             f"LEFT JOIN LATERAL (SELECT columns, key_columns, mode FROM {state}.batches b WHERE b.db = p.db "
-            "AND b.tbl = p.tbl AND b.state = 'committed' ORDER BY b.finished_at DESC LIMIT 1) b ON true").fetchall()
+            "AND b.tbl = p.tbl AND b.state = 'committed' ORDER BY b.finished_at DESC LIMIT 1) b ON true"
+        ).fetchall()
         return {(r[0], r[1]): TargetState(Position(r[2], r[3], r[4]), *r[5:]) for r in rows}
 
     def _follow_from_target(self, reset: bool, states: dict | None = None) -> list[Followed]:
@@ -204,25 +216,34 @@ class ChangeReader:
                 continue  # stopped by this reader; the sink has not applied the STOP yet
             if st.last_load != "full":  # a window was merged after the last full load: no exact position
                 if self.followed.pop(key, None) or key not in self._told_waiting:
-                    log.warning("%s: its last load was a window; the stream follows it again after `seam load "
-                                "full %s`", table.name, table.name)
+                    log.warning(
+                        "%s: its last load was a window; the stream follows it again after `seam load full %s`",
+                        table.name,
+                        table.name,
+                    )
                     self._told_waiting.add(key)
                 continue
             self.stopped.pop(table.name, None)
             self._stopped_batch.pop(key, None)
             if key in self.followed and not reset:
                 continue
-            schema = TableSchema(db=table.db, table=table.table, columns=tuple(Column(**c) for c in st.columns),
-                                 primary_key=tuple(st.key or ()))
-            followed = Followed(table, schema, table_topic(self.pipeline, table), st.applied, st.batch,
-                                gtids=st.gtids, server=st.server)
+            schema = TableSchema(
+                db=table.db,
+                table=table.table,
+                columns=tuple(Column(**c) for c in st.columns),
+                primary_key=tuple(st.key or ()),
+            )
+            followed = Followed(
+                table, schema, table_topic(self.pipeline, table), st.applied, st.batch, gtids=st.gtids, server=st.server
+            )
             if key not in self.followed:
                 added.append(followed)
             self.followed[key] = followed
         for key, table in self.tables.items():
             if key not in self.followed and table.name not in self.stopped and key not in self._told_waiting:
-                log.warning("%s has no committed full load yet: waiting for one (`seam load full %s`)",
-                            table.name, table.name)
+                log.warning(
+                    "%s has no committed full load yet: waiting for one (`seam load full %s`)", table.name, table.name
+                )
                 self._told_waiting.add(key)
         return added
 
@@ -236,9 +257,11 @@ class ChangeReader:
             conn.close()
         if position.file not in files:
             tables = " ".join(f.table.name for f in self.followed.values() if f.published.file == position.file)
-            raise StreamError(f"the source no longer has binlog {position.file} (purged; oldest is "
-                              f"{files[0] if files else 'none'}), so changes after {position} are gone: re-run "
-                              f"`seam load full {tables}` and keep binlogs longer (binlog_expire_logs_seconds)")
+            raise StreamError(
+                f"the source no longer has binlog {position.file} (purged; oldest is "
+                f"{files[0] if files else 'none'}), so changes after {position} are gone: re-run "
+                f"`seam load full {tables}` and keep binlogs longer (binlog_expire_logs_seconds)"
+            )
 
     def _poll(self, here: Position | None, ids: dict[str, str]) -> None:
         """Update what the sink has applied; raise _Rewind when the binlog must be read again."""
@@ -262,13 +285,11 @@ class ChangeReader:
             changed = [t for t, i in current.items() if ids.get(t) != i]
             if changed:
                 self._rewound_at = now
-                raise _Rewind(f"topic(s) {', '.join(changed)} were recreated on the broker (messages lost)",
-                              reset=True)
+                raise _Rewind(f"topic(s) {', '.join(changed)} were recreated on the broker (messages lost)", reset=True)
         added = self._follow_from_target(reset=False, states=states)
         behind = [f for f in added if here is not None and here.after(f.published)]
         if behind:
-            raise _Rewind(f"{', '.join(f.table.name for f in behind)} newly loaded at an earlier position",
-                          reset=False)
+            raise _Rewind(f"{', '.join(f.table.name for f in behind)} newly loaded at an earlier position", reset=False)
 
     # ------------------------------------------------------------ running
 
@@ -356,13 +377,22 @@ class ChangeReader:
             if other is not None:
                 raise StreamError(_clash(src.server_id, f"a replica that reports itself as {other}"))
             self._clash_checked = True
-        reader = BinlogReader(src, start, {db for db, _ in self.tables} | {p[0] for p in self._cascades},
-                              tables=set(self.tables) | set(self._cascades), blocking=not until_idle,
-                              server_id=src.server_id, heartbeat_s=1.0, report_as=me, gtids=self._gtids_at(start))
+        reader = BinlogReader(
+            src,
+            start,
+            {db for db, _ in self.tables} | {p[0] for p in self._cascades},
+            tables=set(self.tables) | set(self._cascades),
+            blocking=not until_idle,
+            server_id=src.server_id,
+            heartbeat_s=1.0,
+            report_as=me,
+            gtids=self._gtids_at(start),
+        )
         self._reading = reader
         ids = topic_ids(self.pipeline, sorted({f.topic for f in self.followed.values()}))
-        log.info("reading the binlog from %s for %s", start, ", ".join(sorted(f.table.name for f in
-                                                                             self.followed.values())))
+        log.info(
+            "reading the binlog from %s for %s", start, ", ".join(sorted(f.table.name for f in self.followed.values()))
+        )
         last_beat = last_poll = time.monotonic()
         between = True
         try:
@@ -373,8 +403,12 @@ class ChangeReader:
                     stats["changes"] += self._publish(publisher, records, item.commit, item.timestamp)
                     stats["transactions"] += 1
                     for followed, error in failed.values():
-                        self._stop(publisher, followed, item.commit, f"a change at {item.commit} cannot be read "
-                                   f"with the table's columns ({error})")
+                        self._stop(
+                            publisher,
+                            followed,
+                            item.commit,
+                            f"a change at {item.commit} cannot be read with the table's columns ({error})",
+                        )
                 elif isinstance(item, Statement):
                     self._statement(publisher, item)
                     between = not item.in_transaction
@@ -403,8 +437,9 @@ class ChangeReader:
                     self._heartbeats(publisher, reader.here)
         except pymysql.err.OperationalError as exc:
             if exc.args and exc.args[0] == SAME_SERVER_ID:
-                raise StreamError(_clash(src.server_id, "another binlog reader (it took over this one's "
-                                                        "connection)")) from None
+                raise StreamError(
+                    _clash(src.server_id, "another binlog reader (it took over this one's connection)")
+                ) from None
             raise
         finally:
             reader.close()
@@ -416,16 +451,24 @@ class ChangeReader:
         self._over_bound = False
 
         def over(fraction: float) -> list[str]:
-            return [f.table.name for f in self.followed.values()
-                    if f.unapplied()[0] > self.max_events * fraction or f.unapplied()[1] > self.max_bytes * fraction]
+            return [
+                f.table.name
+                for f in self.followed.values()
+                if f.unapplied()[0] > self.max_events * fraction or f.unapplied()[1] > self.max_bytes * fraction
+            ]
 
         if not over(1.0):
             if over(0.75):
                 time.sleep(0.2)  # slow down before the bound
             return
-        log.warning("back-pressure: %s has %s events / %s bytes published but not applied (bound %s / %s): "
-                    "pausing until the sink catches up", over(1.0)[0], *self._unapplied_of(over(1.0)[0]),
-                    self.max_events, self.max_bytes)
+        log.warning(
+            "back-pressure: %s has %s events / %s bytes published but not applied (bound %s / %s): "
+            "pausing until the sink catches up",
+            over(1.0)[0],
+            *self._unapplied_of(over(1.0)[0]),
+            self.max_events,
+            self.max_bytes,
+        )
         began = self._pause_began = time.monotonic()
         try:
             while over(0.5) and not should_stop():
@@ -469,10 +512,22 @@ class ChangeReader:
             except Exception as exc:  # noqa: BLE001 - named in the stop
                 failed[followed.table.name] = (followed, f"{type(exc).__name__}: {exc}")
                 continue
-            out.append((followed, Record(op=change.op, db=schema.db, table=schema.table,
-                                         key=key_of(schema, followed.table.key, after or before), before=before,
-                                         after=after, position=change.position, gtid=txn.gtid,
-                                         ts_ms=txn.timestamp * 1000)))
+            out.append(
+                (
+                    followed,
+                    Record(
+                        op=change.op,
+                        db=schema.db,
+                        table=schema.table,
+                        key=key_of(schema, followed.table.key, after or before),
+                        before=before,
+                        after=after,
+                        position=change.position,
+                        gtid=txn.gtid,
+                        ts_ms=txn.timestamp * 1000,
+                    ),
+                )
+            )
             out.extend(cascaded)  # after the row itself: in a tree, the row may reference itself
         return [(f, r) for f, r in out if f.table.name not in failed], failed
 
@@ -491,8 +546,11 @@ class ChangeReader:
                 out.setdefault(fk.parent, []).append((fk, schemas[fk.parent]))
         if out != self._cascades:
             for parent, fks in out.items():
-                log.info("following cascades of %s.%s into %s", *parent, ", ".join(
-                    f"{fk.child[0]}.{fk.child[1]} ({', '.join(fk.rules_followed())})" for fk, _ in fks))
+                log.info(
+                    "following cascades of %s.%s into %s",
+                    *parent,
+                    ", ".join(f"{fk.child[0]}.{fk.child[1]} ({', '.join(fk.rules_followed())})" for fk, _ in fks),
+                )
         return out
 
     def _cascaded(self, change, txn: Transaction, failed: dict) -> list[tuple[Followed, Record]]:
@@ -501,34 +559,65 @@ class ChangeReader:
         A level below names the level above (``via``): which of its rows went is known only in the target,
         so the sink applies it with the rows it recorded there (see seam.records). A table's keys into
         itself (a tree) are carried in the record: the sink repeats them until no row changes."""
+
         def publish(fk, cascade: dict) -> None:
             """Unless this level is published already, or not followed (stopped, not loaded): the levels
             below go on either way, and the sink stops a level whose level above it cannot use."""
             child = self.followed.get(fk.child)
             if child is None or child.table.name in failed or not txn.commit.after(child.published):
                 return
-            out.append((child, Record(op="x", db=child.schema.db, table=child.schema.table, key={}, before=None,
-                                      after=None, position=change.position, gtid=txn.gtid,
-                                      ts_ms=txn.timestamp * 1000, cascade={**cascade, **self._below(fk.child)})))
+            out.append(
+                (
+                    child,
+                    Record(
+                        op="x",
+                        db=child.schema.db,
+                        table=child.schema.table,
+                        key={},
+                        before=None,
+                        after=None,
+                        position=change.position,
+                        gtid=txn.gtid,
+                        ts_ms=txn.timestamp * 1000,
+                        cascade={**cascade, **self._below(fk.child)},
+                    ),
+                )
+            )
 
         out: list[tuple[Followed, Record]] = []
         reached: list[tuple[str, str]] = []
         for fk, parent in self._cascades[(change.db, change.table)]:
             try:
-                old = [normalize(parent.column(c), change.before[c]) for c in fk.referenced] \
-                    if change.before is not None else None
-                new = [normalize(parent.column(c), change.after[c]) for c in fk.referenced] \
-                    if change.after is not None else None
+                old = (
+                    [normalize(parent.column(c), change.before[c]) for c in fk.referenced]
+                    if change.before is not None
+                    else None
+                )
+                new = (
+                    [normalize(parent.column(c), change.after[c]) for c in fk.referenced]
+                    if change.after is not None
+                    else None
+                )
             except Exception as exc:  # noqa: BLE001 - named in the stop
                 child = self.followed.get(fk.child)
                 if child is not None:
-                    failed[child.table.name] = (child, f"the cascade from {fk.parent[0]}.{fk.parent[1]} cannot be "
-                                                       f"read ({type(exc).__name__}: {exc})")
+                    failed[child.table.name] = (
+                        child,
+                        f"the cascade from {fk.parent[0]}.{fk.parent[1]} cannot be read ({type(exc).__name__}: {exc})",
+                    )
                 continue
             action = fk.action_for(change.op, old, new)
             if action is not None:
-                publish(fk, {"action": action, "parent": f"{fk.parent[0]}.{fk.parent[1]}", "columns": list(fk.columns),
-                             "old": old, "new": new if action == "update" else None})
+                publish(
+                    fk,
+                    {
+                        "action": action,
+                        "parent": f"{fk.parent[0]}.{fk.parent[1]}",
+                        "columns": list(fk.columns),
+                        "old": old,
+                        "new": new if action == "update" else None,
+                    },
+                )
                 reached.append(fk.child)
         expanded = set()
         while reached:  # breadth first: each table's keys into other tables, once per parent change
@@ -542,10 +631,13 @@ class ChangeReader:
                 if fk.child in self._cyclic():
                     deeper = self.followed.get(fk.child)
                     if deeper is not None and txn.commit.after(deeper.published):
-                        failed[deeper.table.name] = (deeper, f"a cascade through {'.'.join(table)} reaches it at "
-                                                             f"{txn.commit} along a cycle of foreign keys between "
-                                                             "tables (Seam follows a table's keys into itself, not "
-                                                             "cycles through other tables)")
+                        failed[deeper.table.name] = (
+                            deeper,
+                            f"a cascade through {'.'.join(table)} reaches it at "
+                            f"{txn.commit} along a cycle of foreign keys between "
+                            "tables (Seam follows a table's keys into itself, not "
+                            "cycles through other tables)",
+                        )
                     continue
                 publish(fk, {"via": list(table), **fk.rule()})
                 reached.append(fk.child)
@@ -569,8 +661,9 @@ class ChangeReader:
             self._cycles_of = self._cascades
         return self._cycles
 
-    def _publish(self, publisher: Publisher, pending: list[tuple[Followed, Record]], commit: Position,
-                 timestamp: int) -> int:
+    def _publish(
+        self, publisher: Publisher, pending: list[tuple[Followed, Record]], commit: Position, timestamp: int
+    ) -> int:
         """Publish one source transaction's changes, table by table, each chained to the table's last."""
         by_table: dict[str, tuple[Followed, list[Record]]] = {}
         for followed, record in pending:
@@ -581,8 +674,9 @@ class ChangeReader:
             size = 0
             for i, r in enumerate(records):
                 last = i == len(records) - 1
-                value = replace(r, txn=commit, last=last, prev=followed.published, seq=i,
-                                **(self._anchor() if last else {})).to_json()
+                value = replace(
+                    r, txn=commit, last=last, prev=followed.published, seq=i, **(self._anchor() if last else {})
+                ).to_json()
                 publisher.send(followed.topic, value, r.kafka_key())
                 size += len(value)
             self._advance(followed, commit, len(records), size)
@@ -631,23 +725,35 @@ class ChangeReader:
             return
         conn, names = self._source(), " ".join(f.table.name for f in moved)
         if not gtids_enabled(conn):
-            raise StreamError(f"{names}: their positions were read on {moved[0].server} and the source is "
-                              f"{self._here} now, which logs no GTIDs, so they cannot be found there: set "
-                              f"gtid_mode=ON, or re-run `seam load full {names}`")
+            raise StreamError(
+                f"{names}: their positions were read on {moved[0].server} and the source is "
+                f"{self._here} now, which logs no GTIDs, so they cannot be found there: set "
+                f"gtid_mode=ON, or re-run `seam load full {names}`"
+            )
         mariadb = is_mariadb(conn)
         for f in moved:
             if not f.gtids:
-                raise StreamError(f"{f.table.name}: its position {f.published} was read on {f.server} without a "
-                                  f"GTID set, so it cannot be found on {self._here}: re-run `seam load full "
-                                  f"{f.table.name}`")
+                raise StreamError(
+                    f"{f.table.name}: its position {f.published} was read on {f.server} without a "
+                    f"GTID set, so it cannot be found on {self._here}: re-run `seam load full "
+                    f"{f.table.name}`"
+                )
             try:
                 at = locate(self.pipeline.source, GtidSet(f.gtids), mariadb)
             except GtidError as exc:
-                raise StreamError(f"{f.table.name}: its position {f.published} (GTID set {f.gtids}, read on "
-                                  f"{f.server}) cannot be found on {self._here}: {exc}; re-run `seam load full "
-                                  f"{f.table.name}`") from None
-            log.warning("%s: the source is %s now, not %s: its GTID set %s ends at %s there; the stream goes on "
-                        "from there", f.table.name, self._here, f.server, f.gtids, at)
+                raise StreamError(
+                    f"{f.table.name}: its position {f.published} (GTID set {f.gtids}, read on "
+                    f"{f.server}) cannot be found on {self._here}: {exc}; re-run `seam load full "
+                    f"{f.table.name}`"
+                ) from None
+            log.warning(
+                "%s: the source is %s now, not %s: its GTID set %s ends at %s there; the stream goes on from there",
+                f.table.name,
+                self._here,
+                f.server,
+                f.gtids,
+                at,
+            )
             self._control(publisher, f, Rebase(at, f.published, f.gtids, self._here))
             f.server = self._here
         publisher.flush()
@@ -688,8 +794,11 @@ class ChangeReader:
             grown = set(cascades) - set(self._cascades or {})
             self._cascades = cascades
             if grown:  # the reader must decode the new parents' rows from here on
-                raise _Rewind(f"a foreign key from {', '.join('.'.join(p) for p in sorted(grown))} now cascades "
-                              f"into a streamed table ({statement.position})", reset=False)
+                raise _Rewind(
+                    f"a foreign key from {', '.join('.'.join(p) for p in sorted(grown))} now cascades "
+                    f"into a streamed table ({statement.position})",
+                    reset=False,
+                )
         for (db, table), followed in list(self.followed.items()):
             effect = ddl_effect(statement.query, statement.schema, db, table)
             if effect is None:
@@ -701,12 +810,21 @@ class ChangeReader:
                     if statement.position.after(followed.published):
                         self._control(publisher, followed, change)
                         followed.schema = replace(followed.schema, columns=tuple(Column(**c) for c in change.columns))
-                        log.info("%s: columns %s added at %s; the stream goes on", followed.table.name,
-                                 ", ".join(detail), statement.position)
+                        log.info(
+                            "%s: columns %s added at %s; the stream goes on",
+                            followed.table.name,
+                            ", ".join(detail),
+                            statement.position,
+                        )
                     continue
                 detail = change
-            self._stop(publisher, followed, statement.position, f"a statement at {statement.position} that the "
-                       f"stream cannot follow: {statement.query.strip()[:300]!r} ({detail})")
+            self._stop(
+                publisher,
+                followed,
+                statement.position,
+                f"a statement at {statement.position} that the "
+                f"stream cannot follow: {statement.query.strip()[:300]!r} ({detail})",
+            )
 
     def _rolled_back(self, publisher: Publisher, rolled: RolledBack) -> None:
         """A ROLLBACK logged with rows: undone in transactional tables; a non-transactional table kept them, and
@@ -719,13 +837,19 @@ class ChangeReader:
             engine = self._engine(*key)
             if engine.lower() in _TRANSACTIONAL:
                 continue
-            self._stop(publisher, followed, rolled.position, f"a rolled-back transaction at {rolled.position} "
-                       f"changed it, and its engine {engine} does not roll back")
+            self._stop(
+                publisher,
+                followed,
+                rolled.position,
+                f"a rolled-back transaction at {rolled.position} "
+                f"changed it, and its engine {engine} does not roll back",
+            )
 
     def _engine(self, db: str, table: str) -> str:
         with self._source().cursor() as cur:
-            cur.execute("SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
-                        "TABLE_NAME = %s", (db, table))
+            cur.execute(
+                "SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (db, table)
+            )
             row = cur.fetchone()
         return str(row[0]) if row and row[0] else "unknown"
 
@@ -733,22 +857,40 @@ class ChangeReader:
         """The table's columns after ADD COLUMN, from the source's current definition of the added ones;
         a string (the reason) when that cannot be done exactly."""
         with self._source().cursor() as cur:
-            cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_SCALE, "
-                        "DATETIME_PRECISION, COLUMN_DEFAULT FROM information_schema.COLUMNS "
-                        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (followed.table.db, followed.table.table))
+            cur.execute(
+                "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_SCALE, "
+                "DATETIME_PRECISION, COLUMN_DEFAULT FROM information_schema.COLUMNS "
+                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                (followed.table.db, followed.table.table),
+            )
             found = {r[0]: r for r in cur.fetchall()}
         columns, defaults = [asdict(c) for c in followed.schema.columns], {}
         for name in names:
             r = found.get(name)
             if r is None:
                 return f"column {name} is no longer on the source"
-            column = Column(name=r[0], data_type=r[1].lower(), column_type=r[2], nullable=r[3] == "YES",
-                            numeric_scale=r[4], datetime_precision=r[5])
+            column = Column(
+                name=r[0],
+                data_type=r[1].lower(),
+                column_type=r[2],
+                nullable=r[3] == "YES",
+                numeric_scale=r[4],
+                datetime_precision=r[5],
+            )
             default = literal_default(r[6])
             if default is _COMPUTED or (default is None and not column.nullable):
                 return f"column {name} gets a default the stream cannot reproduce ({r[6]!r})"
-            if default is not None and column.data_type in {"date", "datetime", "timestamp", "time", "bit",
-                                                            "binary", "varbinary", "blob", "json"}:
+            if default is not None and column.data_type in {
+                "date",
+                "datetime",
+                "timestamp",
+                "time",
+                "bit",
+                "binary",
+                "varbinary",
+                "blob",
+                "json",
+            }:
                 return f"column {name} has a {column.data_type} default the stream does not reproduce"
             defaults[name] = None if default is None else normalize(column, default)
             columns.append(asdict(column))
@@ -763,8 +905,10 @@ _COMPUTED = object()
 
 
 def _clash(server_id: int, who: str) -> str:
-    return (f"server_id {server_id} is used by {who}: each binlog reader needs its own; give this pipeline a "
-            f"source.server_id of its own in the pipeline file (or stop the other `seam stream` of this pipeline)")
+    return (
+        f"server_id {server_id} is used by {who}: each binlog reader needs its own; give this pipeline a "
+        f"source.server_id of its own in the pipeline file (or stop the other `seam stream` of this pipeline)"
+    )
 
 
 def literal_default(value):
@@ -780,11 +924,12 @@ def literal_default(value):
 
 # ------------------------------------------------------------------ lag ----
 
+
 @dataclass(frozen=True)
 class TableLag:
     table: str
     applied: Position | None
-    behind_bytes: int | None   # binlog bytes between the applied position and the source's head
+    behind_bytes: int | None  # binlog bytes between the applied position and the source's head
     behind_events: int | None  # row events of this table in between (capped at ``EVENT_SCAN_CAP``)
     behind_seconds: float | None
     changes_per_s: float | None
@@ -794,8 +939,9 @@ class TableLag:
 EVENT_SCAN_CAP = 200_000
 
 
-def table_events_between(pipeline: Pipeline, files: list[str], db: str, table: str, start: Position,
-                    head: Position) -> int:
+def table_events_between(
+    pipeline: Pipeline, files: list[str], db: str, table: str, start: Position, head: Position
+) -> int:
     """Row events of ``db.table`` in the binlog after ``start`` up to ``head`` (each is preceded by a
     Table_map event naming the table), counted on the source without reading row data."""
     import pymysql
@@ -807,9 +953,12 @@ def table_events_between(pipeline: Pipeline, files: list[str], db: str, table: s
     conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), use_unicode=False)  # Info holds raw bytes
     try:
         with conn.cursor() as cur:
-            for file in files[files.index(start.file):]:
-                cur.execute(f"SHOW BINLOG EVENTS IN %s FROM {int(start.pos) if file == start.file else 4} "
-                            f"LIMIT {EVENT_SCAN_CAP - scanned}", (file,))
+            for file in files[files.index(start.file) :]:
+                cur.execute(
+                    f"SHOW BINLOG EVENTS IN %s FROM {int(start.pos) if file == start.file else 4} "
+                    f"LIMIT {EVENT_SCAN_CAP - scanned}",
+                    (file,),
+                )
                 for _, _, kind, _, _, info in cur.fetchall():
                     scanned += 1
                     if kind == b"Table_map" and info.endswith(names):
@@ -833,9 +982,10 @@ def stream_lag(pipeline: Pipeline, tables: list[TableConfig], sample_s: float = 
     ensure_state(target, pipeline.target.state_schema)
 
     def read() -> dict:
-        rows = target.execute(f"SELECT db, tbl, file, pos, row_index, source_ms, changes, stopped, "
-                              f"(extract(epoch FROM clock_timestamp()) * 1000)::bigint, server FROM {state}.positions"
-                              ).fetchall()
+        rows = target.execute(
+            f"SELECT db, tbl, file, pos, row_index, source_ms, changes, stopped, "
+            f"(extract(epoch FROM clock_timestamp()) * 1000)::bigint, server FROM {state}.positions"
+        ).fetchall()
         return {(r[0], r[1]): r[2:] for r in rows}
 
     try:
@@ -860,10 +1010,9 @@ def stream_lag(pipeline: Pipeline, tables: list[TableConfig], sample_s: float = 
                 behind_bytes = max(0, head.pos - applied.pos)
             else:
                 sizes = _binlog_sizes(source)
-                names = files[files.index(applied.file):] if applied.file in files else []
+                names = files[files.index(applied.file) :] if applied.file in files else []
                 behind_bytes = sum(sizes.get(f, 0) for f in names) - applied.pos if names else None
-            events = table_events_between(pipeline, files, t.db, t.table, applied, head) \
-                if behind_bytes else 0
+            events = table_events_between(pipeline, files, t.db, t.table, applied, head) if behind_bytes else 0
             seconds = 0.0 if not events else (max(0.0, (now_ms - source_ms) / 1000) if source_ms else None)
             before = first.get((t.db, t.table))
             rate = (changes - before[4]) / elapsed if before else None

@@ -11,6 +11,7 @@ measures each streamed table's lag, and reports a problem for a table that is ST
 
 Delivery guarantee: none of its own; starting and stopping parts is safe at any time (see seam.streaming).
 """
+
 from __future__ import annotations
 
 import os
@@ -19,9 +20,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from seam.config import Pipeline, TableConfig
 
@@ -36,10 +37,11 @@ class SuperviseError(RuntimeError):
 @dataclass
 class Health:
     """What one supervision found and did."""
+
     parts: dict[str, dict] = field(default_factory=dict)  # part -> its state (seam.state.part_states) after
-    actions: list[str] = field(default_factory=list)       # what was done, one line each
-    lags: list = field(default_factory=list)               # seam.streaming.TableLag per streamed table
-    problems: list[str] = field(default_factory=list)      # why the stream is not healthy, one line each
+    actions: list[str] = field(default_factory=list)  # what was done, one line each
+    lags: list = field(default_factory=list)  # seam.streaming.TableLag per streamed table
+    problems: list[str] = field(default_factory=list)  # why the stream is not healthy, one line each
 
     @property
     def healthy(self) -> bool:
@@ -54,16 +56,31 @@ def log_dir(pipeline: Pipeline) -> Path:
 
 def part_command(pipeline: Pipeline, part: str, tables: list[TableConfig]) -> list[str]:
     """The command of one stream part (credentials travel in the environment, never in arguments)."""
-    return [sys.executable, "-m", "seam.cli", "--pipeline", pipeline.path, "stream", part,
-            *[a for t in tables for a in ("--table", t.name)]]
+    return [
+        sys.executable,
+        "-m",
+        "seam.cli",
+        "--pipeline",
+        pipeline.path,
+        "stream",
+        part,
+        *[a for t in tables for a in ("--table", t.name)],
+    ]
 
 
 def start_part(pipeline: Pipeline, part: str, tables: list[TableConfig], env: dict[str, str]) -> int:
     """Start one part detached (its own session, so it outlives the caller); returns its pid."""
     out = log_dir(pipeline) / f"{pipeline.name}-{part}.log"
     with open(out, "ab") as sink:
-        proc = subprocess.Popen(part_command(pipeline, part, tables), env=env, stdin=subprocess.DEVNULL,
-                                stdout=sink, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            part_command(pipeline, part, tables),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
     return proc.pid
 
 
@@ -103,8 +120,11 @@ def stop_part(state: dict, grace_s: float = 60.0) -> str:
     if not pid:
         return ""
     if host != socket.gethostname():
-        return "" if state.get("state") in ("stopped", "down") else \
-            f"pid {pid} was started on {host}, not on this host: stop it there"
+        return (
+            ""
+            if state.get("state") in ("stopped", "down")
+            else f"pid {pid} was started on {host}, not on this host: stop it there"
+        )
     if not _group(pid):
         return ""
     _signal(pid, signal.SIGTERM)
@@ -136,9 +156,15 @@ def _states(pipeline: Pipeline) -> dict[str, dict]:
         conn.close()
 
 
-def supervise(pipeline: Pipeline, *, action: str = "ensure", tables: list[TableConfig] | None = None,
-              env: dict[str, str] | None = None, start_timeout: float = 180.0,
-              say: Callable[[str], None] = print) -> Health:
+def supervise(
+    pipeline: Pipeline,
+    *,
+    action: str = "ensure",
+    tables: list[TableConfig] | None = None,
+    env: dict[str, str] | None = None,
+    start_timeout: float = 180.0,
+    say: Callable[[str], None] = print,
+) -> Health:
     """Bring the stream to what ``action`` asks (ensure: running, restarting what is down; start; stop;
     restart), then measure it. Raises SuperviseError only for a bad action."""
     if action not in ACTIONS:
@@ -149,8 +175,9 @@ def supervise(pipeline: Pipeline, *, action: str = "ensure", tables: list[TableC
     health = Health()
     states = _states(pipeline)
     if action == "ensure" and states.get("supervisor", {}).get("state") == "stopped":
-        health.actions.append("the stream was stopped on request: left stopped (trigger seam_stream with "
-                              "action=start to start it)")
+        health.actions.append(
+            "the stream was stopped on request: left stopped (trigger seam_stream with action=start to start it)"
+        )
         say(health.actions[-1])
         health.parts = states
         _record(pipeline, health, stop=None)
@@ -176,9 +203,11 @@ def supervise(pipeline: Pipeline, *, action: str = "ensure", tables: list[TableC
             state = {**state, "state": "gone"}  # killed on this host, before its heartbeat went stale
         why = "never started" if state is None else f"{state['state']} (last heartbeat {state['beat_age']:.0f}s ago)"
         if state is not None and state["state"] == "stopped" and action == "ensure":
-            health.problems.append(f"{part} is stopped" + (f" (last error: {state['last_error']})"
-                                                             if state.get("last_error") else "") +
-                                   ": trigger seam_stream with action=start (or `seam stream start`)")
+            health.problems.append(
+                f"{part} is stopped"
+                + (f" (last error: {state['last_error']})" if state.get("last_error") else "")
+                + ": trigger seam_stream with action=start (or `seam stream start`)"
+            )
             continue
         if state is not None:
             stop_part(state, grace_s=10)  # a hung process of it must not run next to the new one
@@ -221,8 +250,10 @@ def _await(pipeline: Pipeline, started: dict[str, int], timeout: float, health: 
                 del waiting[part]
         time.sleep(0.5)
     for part in waiting:
-        health.problems.append(f"{part} recorded no heartbeat within {timeout:.0f}s of its start; see "
-                               f"{log_dir(pipeline) / f'{pipeline.name}-{part}.log'}")
+        health.problems.append(
+            f"{part} recorded no heartbeat within {timeout:.0f}s of its start; see "
+            f"{log_dir(pipeline) / f'{pipeline.name}-{part}.log'}"
+        )
 
 
 def _measure(pipeline: Pipeline, tables: list[TableConfig], health: Health) -> None:
@@ -240,8 +271,10 @@ def _measure(pipeline: Pipeline, tables: list[TableConfig], health: Health) -> N
         if lag.stopped:
             health.problems.append(f"{lag.table} is STOPPED: {lag.stopped}")
         elif lag.behind_seconds is not None and lag.behind_seconds > bound:
-            health.problems.append(f"{lag.table} lags {lag.behind_seconds:,.0f}s (more than stream.max_lag_seconds "
-                                   f"{bound:,.0f}s): {lag.behind_events:,} events behind")
+            health.problems.append(
+                f"{lag.table} lags {lag.behind_seconds:,.0f}s (more than stream.max_lag_seconds "
+                f"{bound:,.0f}s): {lag.behind_events:,} events behind"
+            )
 
 
 def lag_lines(health: Health) -> list[str]:

@@ -11,6 +11,7 @@ because zero dates become NULL (see ``seam.records``).
 
 Delivery guarantee: none (DDL and conversion only).
 """
+
 from __future__ import annotations
 
 import logging
@@ -66,8 +67,11 @@ def ensure_postgis(conn) -> bool:
             return True
         except psycopg.Error as exc:
             why = f"CREATE EXTENSION postgis failed ({str(exc).strip().splitlines()[0]})"
-    log.warning("%s: spatial columns land as bytea holding MySQL's stored value (4-byte SRID, then WKB); "
-                "install PostGIS (or let a superuser CREATE EXTENSION postgis) and load them again for geometry", why)
+    log.warning(
+        "%s: spatial columns land as bytea holding MySQL's stored value (4-byte SRID, then WKB); "
+        "install PostGIS (or let a superuser CREATE EXTENSION postgis) and load them again for geometry",
+        why,
+    )
     return False
 
 
@@ -76,8 +80,14 @@ def column_ddl(column: Column, key: tuple[str, ...], postgis: bool = True) -> st
     return f"{qi(column.name)} {pg_type(column, postgis)}" + (" NOT NULL" if not_null else "")
 
 
-def create_table_sql(qualified: str, schema: TableSchema, key: tuple[str, ...], extra: str = "",
-                     unlogged: bool = False, postgis: bool = True) -> str:
+def create_table_sql(
+    qualified: str,
+    schema: TableSchema,
+    key: tuple[str, ...],
+    extra: str = "",
+    unlogged: bool = False,
+    postgis: bool = True,
+) -> str:
     cols = [column_ddl(c, key, postgis) for c in schema.columns]
     if extra:
         cols.append(extra)
@@ -101,6 +111,7 @@ def row_converter(schema: TableSchema, postgis: bool = True):
             if values[i] is not None:
                 values[i] = to_copy(values[i])
         return tuple(values)
+
     return convert
 
 

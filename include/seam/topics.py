@@ -8,6 +8,7 @@ acknowledgement; nothing here depends on Kafka transactions, consumer groups
 or high watermarks (the embedded broker gets those wrong). Sinks ``assign()``
 partitions and keep their offsets in the target.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -80,8 +81,10 @@ def _broker_topics(pipeline: Pipeline, timeout: float):
     try:
         return admin, admin.list_topics(timeout=timeout).topics
     except KafkaException as exc:
-        raise BrokerError(f"Kafka broker at {pipeline.kafka.bootstrap} is unreachable ({exc.args[0].str()}): "
-                          "start it (`seam up kafka`) or fix kafka.bootstrap in the pipeline") from None
+        raise BrokerError(
+            f"Kafka broker at {pipeline.kafka.bootstrap} is unreachable ({exc.args[0].str()}): "
+            "start it (`seam up kafka`) or fix kafka.bootstrap in the pipeline"
+        ) from None
 
 
 def ensure_topics(pipeline: Pipeline, topics: list[str], timeout: float = 15.0) -> None:
@@ -93,8 +96,9 @@ def ensure_topics(pipeline: Pipeline, topics: list[str], timeout: float = 15.0) 
     missing = [t for t in topics if t not in existing]
     if not missing:
         return
-    futures = admin.create_topics([NewTopic(t, pipeline.kafka.partitions, 1) for t in missing],
-                                  operation_timeout=timeout)
+    futures = admin.create_topics(
+        [NewTopic(t, pipeline.kafka.partitions, 1) for t in missing], operation_timeout=timeout
+    )
     for topic, future in futures.items():
         try:
             future.result(timeout)
@@ -124,9 +128,15 @@ class Publisher:
         self.sent = 0
         # delivery reports for failures only: a Python callback per acknowledged message costs as much as the
         # produce call itself
-        self._producer = Producer({**producer_config(pipeline), "error_cb": self._on_error,
-                                   "on_delivery": self._on_delivery, "delivery.report.only.error": True,
-                                   "message.timeout.ms": int(give_up_after_s * 1000)})
+        self._producer = Producer(
+            {
+                **producer_config(pipeline),
+                "error_cb": self._on_error,
+                "on_delivery": self._on_delivery,
+                "delivery.report.only.error": True,
+                "message.timeout.ms": int(give_up_after_s * 1000),
+            }
+        )
 
     def _on_error(self, err) -> None:
         if err.fatal():  # e.g. an idempotent producer whose broker lost its state: nothing more gets through
@@ -188,10 +198,10 @@ class Publisher:
         if errors:
             raise BrokerError(f"{len(errors)} message(s) were not delivered, first: {errors[0]}")
 
-    _per_process: dict[str, "Publisher"] = {}
+    _per_process: dict[str, Publisher] = {}
 
     @classmethod
-    def shared(cls, pipeline: Pipeline) -> "Publisher":
+    def shared(cls, pipeline: Pipeline) -> Publisher:
         """One publisher per process and broker: an idempotent producer's start-up handshake costs ~0.5 s,
         and Spark reuses its Python workers across tasks. Callers flush before they report success."""
         publisher = cls._per_process.get(pipeline.kafka.bootstrap)
@@ -213,8 +223,14 @@ def tail(pipeline: Pipeline, topic: str, last: int, follow: bool, should_stop=la
 
     if topic not in dict(list_topics(pipeline)):
         raise BrokerError(f"no topic {topic} on {pipeline.kafka.bootstrap}: `seam kafka topics` lists them")
-    consumer = Consumer({**consumer_config(pipeline), "group.id": "seam-tail", "enable.partition.eof": True,
-                         "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            **consumer_config(pipeline),
+            "group.id": "seam-tail",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
         # the embedded broker reports the high watermark as the first offset of the last batch + 1, so read
@@ -245,6 +261,6 @@ def tail(pipeline: Pipeline, topic: str, last: int, follow: bool, should_stop=la
             else:
                 recent.append(item)
                 if len(recent) > 2 * max(last, 1):
-                    del recent[:len(recent) - max(last, 1)]
+                    del recent[: len(recent) - max(last, 1)]
     finally:
         consumer.close()

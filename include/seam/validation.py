@@ -35,6 +35,7 @@ to P as a multiset, row image by row image: exact, but not pushed down.
 Delivery guarantee: read-only on both sides (two read-only snapshots; the
 only writes are Seam's helper functions and the ``seam.validations`` ledger row).
 """
+
 from __future__ import annotations
 
 import collections
@@ -47,23 +48,24 @@ import os
 import struct
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import psycopg
 import pymysql
 
 from seam import canonical
+from seam.codecs import codec
 from seam.config import Pipeline, TableConfig, state_dir
-from seam.incremental import _FORMAT, IncrementalError, Window, _parse_time, check_time_bounds, window_condition
 from seam.gtid import server_identity
+from seam.incremental import _FORMAT, IncrementalError, Window, _parse_time, check_time_bounds, window_condition
 from seam.records import Position, normalize_row
 from seam.schema import Column, SchemaError, TableSchema, read_schema
 from seam.snapshot import SnapshotError, binlog_files, open_snapshot, quote, snapshot_opening, source_head
-from seam.codecs import codec
 from seam.target import normalize_target, qi
 
 _INTEGER = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
@@ -102,7 +104,7 @@ class Scope:
 
 @dataclass(frozen=True)
 class Difference:
-    kind: str                      # missing (in target) | extra (in target) | different
+    kind: str  # missing (in target) | extra (in target) | different
     key: dict[str, Any]
     columns: tuple[str, ...] = ()  # different: the columns that differ
     source: dict[str, Any] | None = None
@@ -114,7 +116,7 @@ class BucketResult:
     label: str
     source_rows: int
     target_rows: int
-    state: str                     # equal | rechecked (compared row by row, equal) | differs
+    state: str  # equal | rechecked (compared row by row, equal) | differs
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ class Report:
     pipeline: str
     table: str
     scope: str
-    mode: str                      # position | window
+    mode: str  # position | window
     target_position: str | None
     source_position: str | None
     source_rows: int = 0
@@ -140,7 +142,7 @@ class Report:
     missing: int = 0
     extra: int = 0
     different: int = 0
-    changed_since: int = 0         # keys changed after P (compared at P), or moved past the watermark
+    changed_since: int = 0  # keys changed after P (compared at P), or moved past the watermark
     differences: list[Difference] = field(default_factory=list)
     buckets: list[BucketResult] = field(default_factory=list)
     metrics: list[MetricResult] = field(default_factory=list)
@@ -149,18 +151,20 @@ class Report:
     started: str = ""
     limit: int = 50
     html: str | None = None
-    stale: str | None = None       # why the target is behind its source (a stopped or lagging stream)
-    unchecked: str | None = None   # "not loaded" or "error": the table could not be compared ...
-    problem: str | None = None     # ... and why
+    stale: str | None = None  # why the target is behind its source (a stopped or lagging stream)
+    unchecked: str | None = None  # "not loaded" or "error": the table could not be compared ...
+    problem: str | None = None  # ... and why
 
     @property
     def verdict(self) -> str:
         """equal | mismatch | stale (equal at P, but P is behind) | not loaded | error."""
         if self.unchecked:
             return self.unchecked
-        bad = ((self.missing or self.extra or self.different) if "checksum" in self.checks else 0) or \
-            ("count" in self.checks and self.source_rows != self.target_rows) or \
-            any(not m.ok for m in self.metrics)
+        bad = (
+            ((self.missing or self.extra or self.different) if "checksum" in self.checks else 0)
+            or ("count" in self.checks and self.source_rows != self.target_rows)
+            or any(not m.ok for m in self.metrics)
+        )
         return "mismatch" if bad else "stale" if self.stale else "equal"
 
     def summary(self) -> str:
@@ -168,11 +172,16 @@ class Report:
         if self.unchecked:
             return f"{head}: {self.problem}"
         at = f"at {self.target_position}" if self.mode == "position" else "up to the watermark"
-        text = (f"{head}: {at}, source {self.source_rows:,} rows, target {self.target_rows:,} rows; {self.missing:,} "
-                f"missing in target, {self.extra:,} extra in target, {self.different:,} with different values")
+        text = (
+            f"{head}: {at}, source {self.source_rows:,} rows, target {self.target_rows:,} rows; {self.missing:,} "
+            f"missing in target, {self.extra:,} extra in target, {self.different:,} with different values"
+        )
         failed = [f"{m.metric}({m.column}) source {m.source} target {m.target}" for m in self.metrics if not m.ok]
-        return text + ("; failed checks: " + ", ".join(failed) if failed else "") + \
-            (f"; STALE: {self.stale}" if self.stale and self.verdict == "stale" else "")
+        return (
+            text
+            + ("; failed checks: " + ", ".join(failed) if failed else "")
+            + (f"; STALE: {self.stale}" if self.stale and self.verdict == "stale" else "")
+        )
 
     def to_text(self) -> str:
         if self.unchecked:
@@ -180,22 +189,34 @@ class Report:
         rechecked = sum(b.state == "rechecked" for b in self.buckets)
         differing = sum(b.state == "differs" for b in self.buckets)
         # the counts are the source AT the compared point (changes after it rolled back), as the target is
-        lines = [self.summary(),
-                 f"  scope: {self.scope}; source snapshot {self.source_position}; {len(self.buckets):,} buckets: "
-                 f"{len(self.buckets) - rechecked - differing:,} equal by checksum"
-                 + (f", {rechecked:,} equal after a row-by-row look (source changes since the compared point)"
-                    if rechecked else "")
-                 + (f", {differing:,} holding the differences below" if differing else "")
-                 + f"; {self.seconds:.2f}s ({self.source_rows / max(self.seconds, 1e-9):,.0f} rows/s)"]
+        lines = [
+            self.summary(),
+            f"  scope: {self.scope}; source snapshot {self.source_position}; {len(self.buckets):,} buckets: "
+            f"{len(self.buckets) - rechecked - differing:,} equal by checksum"
+            + (
+                f", {rechecked:,} equal after a row-by-row look (source changes since the compared point)"
+                if rechecked
+                else ""
+            )
+            + (f", {differing:,} holding the differences below" if differing else "")
+            + f"; {self.seconds:.2f}s ({self.source_rows / max(self.seconds, 1e-9):,.0f} rows/s)",
+        ]
         if self.changed_since:
-            lines.append(f"  {self.changed_since:,} keys changed on the source after that point were compared as they were then")
+            lines.append(
+                f"  {self.changed_since:,} keys changed on the source after that point were compared as they were then"
+            )
         for m in self.metrics:
-            lines.append(f"  check {m.metric}({m.column}): source {m.source}, target {m.target}"
-                         + (f", expected {m.expected}" if m.expected is not None else "") + ("" if m.ok else "  FAILED"))
+            lines.append(
+                f"  check {m.metric}({m.column}): source {m.source}, target {m.target}"
+                + (f", expected {m.expected}" if m.expected is not None else "")
+                + ("" if m.ok else "  FAILED")
+            )
         for d in self.differences:
             key = ", ".join(f"{k}={v}" for k, v in d.key.items())
             if d.kind == "different":
-                cols = "; ".join(f"{c}: source {_short(d.source.get(c))} target {_short(d.target.get(c))}" for c in d.columns)
+                cols = "; ".join(
+                    f"{c}: source {_short(d.source.get(c))} target {_short(d.target.get(c))}" for c in d.columns
+                )
                 lines.append(f"  different  {key}: {cols}")
             else:
                 lines.append(f"  {d.kind:10} {key}")
@@ -217,10 +238,11 @@ class Report:
 
 def _short(value: Any, width: int = 60) -> str:
     text = "NULL" if value is None else str(value)
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 # ------------------------------------------------------------------ config checks
+
 
 def column_checks(table: TableConfig) -> dict[str, dict[str, dict]]:
     return dict(table.checks.get("columns") or {})
@@ -232,11 +254,13 @@ def enabled_checks(table: TableConfig) -> tuple[str, ...]:
 
 # ------------------------------------------------------------------ the two sides
 
+
 class _Side:
     """One database's view of the table: SQL text for its dialect, and a connection inside its snapshot."""
 
-    def __init__(self, kind: str, conn, schema: TableSchema, table: TableConfig, state: str, scope: Scope,
-                 soft_delete: bool):
+    def __init__(
+        self, kind: str, conn, schema: TableSchema, table: TableConfig, state: str, scope: Scope, soft_delete: bool
+    ):
         self.kind, self.conn, self.schema, self.table, self.state = kind, conn, schema, table, state
         self.scope, self.soft_delete = scope, soft_delete
         self.key_cols = [schema.column(k) for k in table.key] or list(schema.columns)
@@ -244,8 +268,9 @@ class _Side:
         self.ref = f"{quote(schema.db)}.{quote(schema.table)}" if my else f"{qi(schema.db)}.{qi(schema.table)}"
         self.col = (lambda name: f"x.{quote(name)}") if my else (lambda name: f"x.{qi(name)}")
         # the columns' values as a driver reads them exactly (FLOAT as its widened double, not 6 printed digits)
-        self.values_sql = ", ".join(codec(c).read_mysql(c, self.col(c.name)) if my else self.col(c.name)
-                                    for c in schema.columns)
+        self.values_sql = ", ".join(
+            codec(c).read_mysql(c, self.col(c.name)) if my else self.col(c.name) for c in schema.columns
+        )
         self.text = (lambda c: canonical.mysql_text(c)) if my else (lambda c: canonical.pg_text(c, state))
         row = canonical.mysql_row_text if my else (lambda cols: canonical.pg_row_text(cols, state))
         self.row_text = row(schema.columns)
@@ -270,8 +295,9 @@ class _Side:
             terms.append(f"{k} >= {int(self.scope.key_range[0])} AND {k} <= {int(self.scope.key_range[1])}")
         if self.soft_delete:
             flag = self.col(self.table.soft_delete)
-            terms.append(f"COALESCE({flag}, 0) = 0" if self.kind == "mysql"
-                         else f"coalesce({flag}::text, '0') IN ('0', 'false')")
+            terms.append(
+                f"COALESCE({flag}, 0) = 0" if self.kind == "mysql" else f"coalesce({flag}::text, '0') IN ('0', 'false')"
+            )
         if extra:
             terms.append(extra)
         return " AND ".join(f"({t})" for t in terms) or "1 = 1"
@@ -284,8 +310,10 @@ class _Side:
         check_time_bounds(w)
         kind = {"date": "date", "datetime": "timestamp"}.get(column.data_type)
         if kind is None:  # TIMESTAMP: timestamptz in the target, compared in UTC as on the source
-            return (f"{x} > ('{w.start}'::timestamp AT TIME ZONE 'UTC') AND "
-                    f"{x} <= ('{w.end}'::timestamp AT TIME ZONE 'UTC')")
+            return (
+                f"{x} > ('{w.start}'::timestamp AT TIME ZONE 'UTC') AND "
+                f"{x} <= ('{w.end}'::timestamp AT TIME ZONE 'UTC')"
+            )
         return f"{x} > '{w.start}'::{kind} AND {x} <= '{w.end}'::{kind}"
 
     def key_bounds(self) -> tuple[int | None, int | None]:
@@ -323,8 +351,10 @@ class _Side:
 
     def all_values(self) -> list[dict]:
         """Every row in scope, normalised (record-shape values)."""
-        return [self._normalised(dict(zip(self.schema.names, r)))
-                for r in self.run(f"SELECT {self.values_sql} FROM {self.ref} x WHERE {self.where()}")]
+        return [
+            self._normalised(dict(zip(self.schema.names, r)))
+            for r in self.run(f"SELECT {self.values_sql} FROM {self.ref} x WHERE {self.where()}")
+        ]
 
     def _normalised(self, values: dict) -> dict:
         if self.kind == "mysql":
@@ -339,7 +369,7 @@ class _Side:
         names = self.values_sql
         key_texts = ", ".join(self.text(c) for c in self.key_cols)
         for i in range(0, len(keys), 1000):
-            chunk = keys[i:i + 1000]
+            chunk = keys[i : i + 1000]
             if len(self.key_cols) == 1 and self.key_cols[0].data_type in _INTEGER:
                 match = f"{self.col(self.key_cols[0].name)} IN ({', '.join(str(int(k[0])) for k in chunk)})"
                 params: tuple = ()
@@ -348,8 +378,10 @@ class _Side:
                 tup = "(" + ", ".join([ph] * len(self.key_cols)) + ")"
                 match = f"({key_texts}) IN ({', '.join([tup] * len(chunk))})"
                 params = tuple(v for k in chunk for v in k)
-            rows = self.run(f"SELECT {key_texts}, {names} FROM {self.ref} x WHERE "
-                            + (self.where(match) if in_scope else match), params)
+            rows = self.run(
+                f"SELECT {key_texts}, {names} FROM {self.ref} x WHERE " + (self.where(match) if in_scope else match),
+                params,
+            )
             n = len(self.key_cols)
             for r in rows:
                 out[tuple(r[:n])] = self._normalised(dict(zip(self.schema.names, r[n:])))
@@ -358,14 +390,24 @@ class _Side:
 
 # ------------------------------------------------------------------ main entry
 
-def validate(pipeline: Pipeline, table: TableConfig, scope: Scope = Scope(), *, limit: int = 50,
-             bucket_rows: int = 1000, max_buckets: int = 4096, pull_rows: int = 5000,
-             say: Callable[[str], None] = print) -> Report:
+
+def validate(
+    pipeline: Pipeline,
+    table: TableConfig,
+    scope: Scope = Scope(),
+    *,
+    limit: int = 50,
+    bucket_rows: int = 1000,
+    max_buckets: int = 4096,
+    pull_rows: int = 5000,
+    say: Callable[[str], None] = print,
+) -> Report:
     """Compare the table's source and target at a consistent point; see the module docstring."""
     started = time.monotonic()
     state = pipeline.target.state_schema
-    src = pymysql.connect(**pipeline.source.pymysql_kwargs(), connect_timeout=10,
-                          init_command="SET time_zone = '+00:00'")
+    src = pymysql.connect(
+        **pipeline.source.pymysql_kwargs(), connect_timeout=10, init_command="SET time_zone = '+00:00'"
+    )
     tgt = psycopg.connect(**pipeline.target.conninfo(), connect_timeout=10, autocommit=True)
     try:
         try:
@@ -377,27 +419,39 @@ def validate(pipeline: Pipeline, table: TableConfig, scope: Scope = Scope(), *, 
         _ensure_functions(tgt, state)
         exists = tgt.execute("SELECT to_regclass(%s)", (f"{qi(table.db)}.{qi(table.table)}",)).fetchone()[0]
         if exists is None:
-            raise NotLoaded(f"the target has no table {qi(table.db)}.{qi(table.table)}: run `seam load full "
-                                  f"{table.name}` first")
+            raise NotLoaded(
+                f"the target has no table {qi(table.db)}.{qi(table.table)}: run `seam load full {table.name}` first"
+            )
         # 1. the target's snapshot first (it fixes P), then the source's (Q >= P)
         tgt.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         tgt.read_only = True
         tgt.autocommit = False
         st = qi(state)
-        applied = tgt.execute(f"SELECT file, pos, row_index, updated_at, stopped, source_ms, server FROM "
-                              f"{st}.positions WHERE db = %s AND tbl = %s", (table.db, table.table)).fetchone()
+        applied = tgt.execute(
+            f"SELECT file, pos, row_index, updated_at, stopped, source_ms, server FROM "
+            f"{st}.positions WHERE db = %s AND tbl = %s",
+            (table.db, table.table),
+        ).fetchone()
         here = server_identity(src) if applied is not None and applied[6] is not None else None
         if here is not None and applied[6] != here:
-            raise ValidationError(f"{table.name}: the target's position {applied[0]}:{applied[1]} was read on "
-                                  f"{applied[6]}, not on this source ({here}): start the stream "
-                                  "(`seam stream start`), which moves it here by its GTID set, then validate")
-        last = tgt.execute(f"SELECT mode, finished_at FROM {st}.batches WHERE db = %s AND tbl = %s AND "
-                           "state = 'committed' ORDER BY finished_at DESC LIMIT 1", (table.db, table.table)).fetchone()
-        mark = tgt.execute(f"SELECT watermark FROM {st}.watermarks WHERE db = %s AND tbl = %s AND cursor_column = %s",
-                           (table.db, table.table, table.cursor or "")).fetchone()
+            raise ValidationError(
+                f"{table.name}: the target's position {applied[0]}:{applied[1]} was read on "
+                f"{applied[6]}, not on this source ({here}): start the stream "
+                "(`seam stream start`), which moves it here by its GTID set, then validate"
+            )
+        last = tgt.execute(
+            f"SELECT mode, finished_at FROM {st}.batches WHERE db = %s AND tbl = %s AND "
+            "state = 'committed' ORDER BY finished_at DESC LIMIT 1",
+            (table.db, table.table),
+        ).fetchone()
+        mark = tgt.execute(
+            f"SELECT watermark FROM {st}.watermarks WHERE db = %s AND tbl = %s AND cursor_column = %s",
+            (table.db, table.table, table.cursor or ""),
+        ).fetchone()
         if last is None or (applied is None and mark is None):
-            raise NotLoaded(f"{table.name} has no committed load in the target: run `seam load full "
-                                  f"{table.name}` first")
+            raise NotLoaded(
+                f"{table.name} has no committed load in the target: run `seam load full {table.name}` first"
+            )
         window_mode = last[0] == "incremental" and mark is not None and (applied is None or last[1] > applied[3])
         # Q: the source snapshot's position. Portable (MySQL 8): the snapshot holds every change up to its low
         # watermark and perhaps some after it, so Q is the head read once it is open: a key changed in
@@ -412,15 +466,20 @@ def validate(pipeline: Pipeline, table: TableConfig, scope: Scope = Scope(), *, 
         target_at = Position(applied[0], applied[1], applied[2]) if applied else None
         if window_mode:
             scope = _cap_window(schema, table, scope, mark[0])
-        report = Report(pipeline=pipeline.name, table=table.name, scope=scope.describe(),
-                        mode="window" if window_mode else "position",
-                        target_position=None if window_mode else str(target_at),
-                        source_position=str(source_at) if source_at else None, checks=enabled_checks(table),
-                        started=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), limit=limit)
+        report = Report(
+            pipeline=pipeline.name,
+            table=table.name,
+            scope=scope.describe(),
+            mode="window" if window_mode else "position",
+            target_position=None if window_mode else str(target_at),
+            source_position=str(source_at) if source_at else None,
+            checks=enabled_checks(table),
+            started=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            limit=limit,
+        )
         soft = bool(table.soft_delete)  # flagged rows are kept out of the target in every mode
         source = _Side("mysql", src, schema, table, state, scope, soft)
         target = _Side("postgres", tgt, schema, table, state, scope, soft)
-
 
         def changes() -> list:
             """The table's changes in (P, Q]: read only when some bucket differs (an equal table never pays
@@ -429,12 +488,26 @@ def validate(pipeline: Pipeline, table: TableConfig, scope: Scope = Scope(), *, 
                 return []
             t0 = time.monotonic()
             found = _changes_since(pipeline, src, schema, table, target_at, source_at)
-            say(f"{table.name}: {len(found):,} row changes in the binlog ({target_at}, {source_at}], read in "
-                f"{time.monotonic() - t0:.1f}s")
+            say(
+                f"{table.name}: {len(found):,} row changes in the binlog ({target_at}, {source_at}], read in "
+                f"{time.monotonic() - t0:.1f}s"
+            )
             return found
 
-        _compare(report, source, target, schema, table, changes, window_mode, limit=limit, bucket_rows=bucket_rows,
-                 max_buckets=max_buckets, pull_rows=pull_rows, say=say)
+        _compare(
+            report,
+            source,
+            target,
+            schema,
+            table,
+            changes,
+            window_mode,
+            limit=limit,
+            bucket_rows=bucket_rows,
+            max_buckets=max_buckets,
+            pull_rows=pull_rows,
+            say=say,
+        )
         if not window_mode and table.sync == "stream":
             report.stale = _staleness(pipeline, src, table, applied, target_at, source_at)
         report.seconds = time.monotonic() - started
@@ -448,8 +521,9 @@ def validate(pipeline: Pipeline, table: TableConfig, scope: Scope = Scope(), *, 
         tgt.close()
 
 
-def _staleness(pipeline: Pipeline, src, table: TableConfig, applied, target_at: Position,
-               source_at: Position | None) -> str | None:
+def _staleness(
+    pipeline: Pipeline, src, table: TableConfig, applied, target_at: Position, source_at: Position | None
+) -> str | None:
     """Why a streamed table's target is behind its source: its stream stopped, or it misses changes of the
     table that the source committed more than ``STALE_AFTER_S`` ago. None when it is current."""
     from seam.streaming import table_events_between
@@ -458,25 +532,31 @@ def _staleness(pipeline: Pipeline, src, table: TableConfig, applied, target_at: 
         return f"its stream is stopped ({applied[4][:200]})"
     if source_at is None or not source_at.after(target_at):
         return None
-    current_ms = (applied[5] or applied[3].timestamp() * 1000)  # the source time the target is current to
+    current_ms = applied[5] or applied[3].timestamp() * 1000  # the source time the target is current to
     behind_s = time.time() - current_ms / 1000
     if behind_s <= STALE_AFTER_S:
         return None
     events = table_events_between(pipeline, binlog_files(src), table.db, table.table, target_at, source_at)
     if not events:
         return None  # nothing of this table happened since: current, however long ago the stream ran
-    return (f"{events:,} binlog event(s) of the table after {target_at} are not applied, the oldest up to "
-            f"{behind_s:,.0f} s old: is its stream running (`seam stream status`)?")
+    return (
+        f"{events:,} binlog event(s) of the table after {target_at} are not applied, the oldest up to "
+        f"{behind_s:,.0f} s old: is its stream running (`seam stream status`)?"
+    )
 
 
 def _check_config(schema: TableSchema, table: TableConfig, scope: Scope) -> None:
     for column, metrics in column_checks(table).items():
         if column not in schema.names:
-            raise ValidationError(f"{table.name}: checks.columns names {column!r}, which the table does not have "
-                                  f"(columns: {', '.join(schema.names)})")
+            raise ValidationError(
+                f"{table.name}: checks.columns names {column!r}, which the table does not have "
+                f"(columns: {', '.join(schema.names)})"
+            )
         if "sum" in metrics and schema.column(column).data_type not in _NUMERIC:
-            raise ValidationError(f"{table.name}: checks.columns.{column}.sum needs an exact numeric column "
-                                  f"(integer or DECIMAL); {column} is {schema.column(column).column_type}")
+            raise ValidationError(
+                f"{table.name}: checks.columns.{column}.sum needs an exact numeric column "
+                f"(integer or DECIMAL); {column} is {schema.column(column).column_type}"
+            )
     if scope.key_range and (not table.key or schema.column(table.key[0]).data_type not in _INTEGER):
         raise ValidationError(f"{table.name}: a key range needs an integer first key column")
     if scope.window and not table.cursor:
@@ -495,7 +575,9 @@ def _resolve(schema: TableSchema, table: TableConfig, scope: Scope) -> Scope:
         window = Window(table.cursor, str(lo), str(hi), str(hi), False)
     else:
         try:
-            lo, hi = (_parse_time(v, what).strftime(_FORMAT) for v, what in ((start, "window start"), (end, "window end")))
+            lo, hi = (
+                _parse_time(v, what).strftime(_FORMAT) for v, what in ((start, "window start"), (end, "window end"))
+            )
         except IncrementalError as exc:
             raise ValidationError(str(exc)) from None
         window = Window(table.cursor, lo, hi, hi, False)
@@ -504,24 +586,37 @@ def _resolve(schema: TableSchema, table: TableConfig, scope: Scope) -> Scope:
     return Scope(window=window, key_range=scope.key_range)
 
 
-def validate_tables(pipeline: Pipeline, tables: list[TableConfig], scope: Scope = Scope(), *, limit: int = 50,
-                    report_dir: str | os.PathLike | None = None, say: Callable[[str], None] = print) -> list[Report]:
+def validate_tables(
+    pipeline: Pipeline,
+    tables: list[TableConfig],
+    scope: Scope = Scope(),
+    *,
+    limit: int = 50,
+    report_dir: str | os.PathLike | None = None,
+    say: Callable[[str], None] = print,
+) -> list[Report]:
     """Validate each table, store each report in the ledger and as HTML; what the CLI and Airflow run."""
     out = []
-    folder = Path(report_dir or os.environ.get("SEAM_REPORT_DIR") or
-                  state_dir() / "reports")
+    folder = Path(report_dir or os.environ.get("SEAM_REPORT_DIR") or state_dir() / "reports")
     folder.mkdir(parents=True, exist_ok=True)
     for table in tables:  # every table gets a verdict: one that cannot be compared does not stop the others
         try:
             report = validate(pipeline, table, scope, limit=limit, say=say)
         except ValidationError as exc:
-            report = Report(pipeline=pipeline.name, table=table.name, scope=str(scope.window or "whole table"),
-                            mode="none", target_position=None, source_position=None,
-                            unchecked="not loaded" if isinstance(exc, NotLoaded) else "error", problem=str(exc))
+            report = Report(
+                pipeline=pipeline.name,
+                table=table.name,
+                scope=str(scope.window or "whole table"),
+                mode="none",
+                target_position=None,
+                source_position=None,
+                unchecked="not loaded" if isinstance(exc, NotLoaded) else "error",
+                problem=str(exc),
+            )
             say(report.to_text())
             out.append(report)
             continue
-        vid = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        vid = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
         path = folder / f"validate-{table.db}.{table.table}-{vid}.html".replace("/", "_").replace(" ", "_")
         path.write_text(report.to_html(), encoding="utf-8")
         report.html = str(path)
@@ -535,10 +630,16 @@ def validate_tables(pipeline: Pipeline, tables: list[TableConfig], scope: Scope 
 def loaded_tables(pipeline: Pipeline) -> list[TableConfig]:
     """The pipeline's tables that have a committed load in the target (the ones validation can compare)."""
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
-        if conn.execute("SELECT to_regclass(%s)", (f"{qi(pipeline.target.state_schema)}.batches",)).fetchone()[0] is None:
+        if (
+            conn.execute("SELECT to_regclass(%s)", (f"{qi(pipeline.target.state_schema)}.batches",)).fetchone()[0]
+            is None
+        ):
             return []
-        have = set(conn.execute(f"SELECT DISTINCT db, tbl FROM {qi(pipeline.target.state_schema)}.batches "
-                                "WHERE state = 'committed'").fetchall())
+        have = set(
+            conn.execute(
+                f"SELECT DISTINCT db, tbl FROM {qi(pipeline.target.state_schema)}.batches WHERE state = 'committed'"
+            ).fetchall()
+        )
     return [t for t in pipeline.tables if (t.db, t.table) in have]
 
 
@@ -546,9 +647,11 @@ def _ensure_functions(conn, state: str) -> None:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(54012)")
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {qi(state)}")
-        have = conn.execute("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
-                            "WHERE n.nspname = %s AND p.proname LIKE 'mariadb\\_%%' AND p.prosrc LIKE %s",
-                            (state, f"%{_FUNCTIONS_VERSION}%")).fetchone()[0]
+        have = conn.execute(
+            "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE n.nspname = %s AND p.proname LIKE 'mariadb\\_%%' AND p.prosrc LIKE %s",
+            (state, f"%{_FUNCTIONS_VERSION}%"),
+        ).fetchone()[0]
         if have < 4:
             for sql in canonical.pg_functions(state):
                 conn.execute(sql.replace("AS $$", f"AS $$ /* {_FUNCTIONS_VERSION} */", 1))
@@ -575,16 +678,19 @@ def _cap_window(schema: TableSchema, table: TableConfig, scope: Scope, watermark
     return Scope(window=window, key_range=scope.key_range)
 
 
-def _changes_since(pipeline: Pipeline, conn, schema: TableSchema, table: TableConfig, start: Position,
-                   end: Position) -> list[tuple[dict | None, dict | None]]:
+def _changes_since(
+    pipeline: Pipeline, conn, schema: TableSchema, table: TableConfig, start: Position, end: Position
+) -> list[tuple[dict | None, dict | None]]:
     """(before, after) images of the table's row changes in (start, end], in binlog order."""
     if not end.after(start):
         return []
     files = binlog_files(conn)
     if start.file not in files:
-        raise ValidationError(f"{table.name}: the binlog at the target's position {start} has been purged (oldest "
-                              f"is {files[0] if files else 'none'}), so the table cannot be compared at that "
-                              "position; run `seam load full` and validate soon after, or stream the table")
+        raise ValidationError(
+            f"{table.name}: the binlog at the target's position {start} has been purged (oldest "
+            f"is {files[0] if files else 'none'}), so the table cannot be compared at that "
+            "position; run `seam load full` and validate soon after, or stream the table"
+        )
     from seam.binlog import BinlogReader, LostTransaction, Transaction
 
     reader = BinlogReader(pipeline.source, start, [schema.db], tables={(schema.db, schema.table)}, end=end)
@@ -598,17 +704,23 @@ def _changes_since(pipeline: Pipeline, conn, schema: TableSchema, table: TableCo
             if item.errors:
                 raise _undecodable(table, start, next(iter(item.errors.values())))
             for change in item.changes:
-                out.append((None if change.before is None else normalize_row(schema, change.before),
-                            None if change.after is None else normalize_row(schema, change.after)))
+                out.append(
+                    (
+                        None if change.before is None else normalize_row(schema, change.before),
+                        None if change.after is None else normalize_row(schema, change.after),
+                    )
+                )
     finally:
         reader.close()
     return out
 
 
 def _undecodable(table: TableConfig, start: Position, problem: str) -> ValidationError:
-    return ValidationError(f"{table.name}: the binlog after the target's position {start} cannot be decoded with "
-                           f"the table's current definition ({problem}); was the table recreated or altered since "
-                           "its load? Run `seam load full` and validate again")
+    return ValidationError(
+        f"{table.name}: the binlog after the target's position {start} cannot be decoded with "
+        f"the table's current definition ({problem}); was the table recreated or altered since "
+        "its load? Run `seam load full` and validate again"
+    )
 
 
 def _decoded(stream, table: TableConfig, start: Position):
@@ -670,9 +782,10 @@ def _cursor_value(column: Column, value: Any) -> int | str:
 
 # ------------------------------------------------------------------ comparison
 
+
 @dataclass
 class _Plan:
-    mode: str                      # range | hash
+    mode: str  # range | hash
     lo: int = 0
     width: int = 1
     buckets: int = 1
@@ -683,9 +796,21 @@ class _Plan:
         return f"[{self.lo + b * self.width}, {self.lo + (b + 1) * self.width})"
 
 
-def _compare(report: Report, source: _Side, target: _Side, schema: TableSchema, table: TableConfig,
-             changes: Callable[[], list], window_mode: bool, *, limit: int, bucket_rows: int, max_buckets: int,
-             pull_rows: int, say: Callable[[str], None]) -> None:
+def _compare(
+    report: Report,
+    source: _Side,
+    target: _Side,
+    schema: TableSchema,
+    table: TableConfig,
+    changes: Callable[[], list],
+    window_mode: bool,
+    *,
+    limit: int,
+    bucket_rows: int,
+    max_buckets: int,
+    pull_rows: int,
+    say: Callable[[str], None],
+) -> None:
     metrics = [(c, m) for c, ms in column_checks(table).items() for m in ms if m in METRICS]
     ranged = bool(table.key) and schema.column(table.key[0]).data_type in _INTEGER
     with ThreadPoolExecutor(2) as pool:
@@ -704,8 +829,10 @@ def _compare(report: Report, source: _Side, target: _Side, schema: TableSchema, 
             exprs = (source.bucket_of_hash(plan.buckets), target.bucket_of_hash(plan.buckets))
         t0 = time.monotonic()
         s_aggr, t_aggr = pool.map(lambda pair: pair[0].aggregate(pair[1], metrics), zip((source, target), exprs))
-    say(f"{table.name}: first pass in {time.monotonic() - t0:.1f}s: {plan.buckets:,} bucket checksums on each side "
-        f"(the source as it is now; rows changed since the compared point are looked at next)")
+    say(
+        f"{table.name}: first pass in {time.monotonic() - t0:.1f}s: {plan.buckets:,} bucket checksums on each side "
+        f"(the source as it is now; rows changed since the compared point are looked at next)"
+    )
 
     differing = {b for b in set(s_aggr) | set(t_aggr) if s_aggr.get(b, (0, 0))[:2] != t_aggr.get(b, (0, 0))[:2]}
     at_p: dict[tuple[str, ...], dict | None] = {}
@@ -713,8 +840,10 @@ def _compare(report: Report, source: _Side, target: _Side, schema: TableSchema, 
         # 3. keys changed after P, with their images at P
         since = changes()
         if since and not table.key:
-            say(f"{table.name}: keyless and changed {len(since):,} times since the target's position; "
-                "comparing whole rows, rolled back to that position")
+            say(
+                f"{table.name}: keyless and changed {len(since):,} times since the target's position; "
+                "comparing whole rows, rolled back to that position"
+            )
             return _compare_keyless(report, source, target, schema, since, limit)
         at_p = _images_at(schema, table, since)
         report.changed_since = len(at_p)
@@ -726,8 +855,10 @@ def _compare(report: Report, source: _Side, target: _Side, schema: TableSchema, 
         rows = max(s_aggr.get(b, (0,))[0], t_aggr.get(b, (0,))[0])
         if plan.mode == "range":
             lo = plan.lo + b * plan.width
-            ranges += [(b, cond) for cond in _narrow(source, target, lo, lo + plan.width, rows, pull_rows,
-                                                     b in changed_buckets)]
+            ranges += [
+                (b, cond)
+                for cond in _narrow(source, target, lo, lo + plan.width, rows, pull_rows, b in changed_buckets)
+            ]
         else:
             ranges.append((b, f"{source.bucket_of_hash(plan.buckets)} = {b}"))
     mismatched_buckets: set[int] = set()
@@ -735,8 +866,11 @@ def _compare(report: Report, source: _Side, target: _Side, schema: TableSchema, 
     q_rows: dict[tuple[str, ...], tuple] = {}
     bucket_of: dict[int, int] = {}  # id(difference) -> its bucket
     for b, cond in ranges:
-        tcond = (cond.replace(source.col(table.key[0]), target.col(table.key[0])) if plan.mode == "range"
-                 else f"{target.bucket_of_hash(plan.buckets)} = {b}")
+        tcond = (
+            cond.replace(source.col(table.key[0]), target.col(table.key[0]))
+            if plan.mode == "range"
+            else f"{target.bucket_of_hash(plan.buckets)} = {b}"
+        )
         with ThreadPoolExecutor(2) as pool:
             s_rows, t_rows = pool.map(lambda pair: pair[0].texts(pair[1]), ((source, cond), (target, tcond)))
         found = _diff_rows(schema, table, s_rows, t_rows, at_p, q_rows)
@@ -775,11 +909,16 @@ def _compare(report: Report, source: _Side, target: _Side, schema: TableSchema, 
     report.source_rows = s_count - len(q_changed) + len(p_present)
     # a row that moved past the window is in the target's window still, with its old values: not counted
     report.target_rows = sum(v[0] for v in t_aggr.values()) - len(moved)
-    report.metrics = _metrics(schema, table, metrics, s_aggr, t_aggr, q_changed, p_present,
-                              [d.target for d in moved])
-    report.buckets = [BucketResult(plan.label(b), s_aggr.get(b, (0,))[0], t_aggr.get(b, (0,))[0],
-                                   "differs" if b in mismatched_buckets else "rechecked" if b in flagged else "equal")
-                      for b in sorted(set(s_aggr) | set(t_aggr) | set(flagged))]
+    report.metrics = _metrics(schema, table, metrics, s_aggr, t_aggr, q_changed, p_present, [d.target for d in moved])
+    report.buckets = [
+        BucketResult(
+            plan.label(b),
+            s_aggr.get(b, (0,))[0],
+            t_aggr.get(b, (0,))[0],
+            "differs" if b in mismatched_buckets else "rechecked" if b in flagged else "equal",
+        )
+        for b in sorted(set(s_aggr) | set(t_aggr) | set(flagged))
+    ]
 
 
 def _compare_keyless(report: Report, source: _Side, target: _Side, schema: TableSchema, changes, limit: int) -> None:
@@ -803,13 +942,16 @@ def _compare_keyless(report: Report, source: _Side, target: _Side, schema: Table
     report.missing = sum(d.kind == "missing" for d in differences)
     report.extra = len(differences) - report.missing
     report.differences = differences[:limit]
-    report.buckets = [BucketResult("whole table", report.source_rows, report.target_rows,
-                                   "differs" if differences else "rechecked")]
+    report.buckets = [
+        BucketResult("whole table", report.source_rows, report.target_rows, "differs" if differences else "rechecked")
+    ]
 
 
 def _estimated_rows(side: _Side) -> int:
-    rows = side.run("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-                    (side.schema.db, side.schema.table))
+    rows = side.run(
+        "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+        (side.schema.db, side.schema.table),
+    )
     return max(1, int(rows[0][0] or 1)) if rows else 1
 
 
@@ -829,14 +971,23 @@ def _narrow(source: _Side, target: _Side, lo: int, hi: int, rows: int, pull_rows
     cond_s = f"{k_src} >= {lo} AND {k_src} < {hi}"
     cond_t = cond_s.replace(k_src, target.col(target.key_cols[0].name))
     with ThreadPoolExecutor(2) as pool:
-        s, t = pool.map(lambda pair: pair[0].aggregate(pair[0].bucket_of_range(lo, width), [], pair[1]),
-                        ((source, cond_s), (target, cond_t)))
+        s, t = pool.map(
+            lambda pair: pair[0].aggregate(pair[0].bucket_of_range(lo, width), [], pair[1]),
+            ((source, cond_s), (target, cond_t)),
+        )
     out = []
     for b in sorted(set(s) | set(t)):
         if s.get(b, (0, 0))[:2] != t.get(b, (0, 0))[:2]:
             sub_lo = lo + b * width
-            out += _narrow(source, target, sub_lo, min(hi, sub_lo + width),
-                           max(s.get(b, (0,))[0], t.get(b, (0,))[0]), pull_rows, False)
+            out += _narrow(
+                source,
+                target,
+                sub_lo,
+                min(hi, sub_lo + width),
+                max(s.get(b, (0,))[0], t.get(b, (0,))[0]),
+                pull_rows,
+                False,
+            )
     return out
 
 
@@ -847,7 +998,9 @@ def _diff_rows(schema: TableSchema, table: TableConfig, s_rows, t_rows, at_p: di
         s_count = collections.Counter(r for _, r in s_rows)
         t_count = collections.Counter(r for _, r in t_rows)
         out = [Difference("missing", dict(zip(names, r))) for r, n in (s_count - t_count).items() for _ in range(n)]
-        return out + [Difference("extra", dict(zip(names, r))) for r, n in (t_count - s_count).items() for _ in range(n)]
+        return out + [
+            Difference("extra", dict(zip(names, r))) for r, n in (t_count - s_count).items() for _ in range(n)
+        ]
     s_map = dict(s_rows)
     t_map = dict(t_rows)
     for key, row in s_map.items():
@@ -865,8 +1018,15 @@ def _diff_rows(schema: TableSchema, table: TableConfig, s_rows, t_rows, at_p: di
             out.append(Difference("extra", key_dict, target=dict(zip(names, t))))
         elif s != t:
             cols = tuple(n for n, a, b in zip(names, s, t) if a != b)
-            out.append(Difference("different", key_dict, cols, {c: s[names.index(c)] for c in cols},
-                                  {c: t[names.index(c)] for c in cols}))
+            out.append(
+                Difference(
+                    "different",
+                    key_dict,
+                    cols,
+                    {c: s[names.index(c)] for c in cols},
+                    {c: t[names.index(c)] for c in cols},
+                )
+            )
     return out
 
 
@@ -874,8 +1034,9 @@ def _sort_key(key: tuple) -> tuple:
     return tuple((0, int(k), "") if k is not None and k.lstrip("-").isdigit() else (1, 0, k or "") for k in key)
 
 
-def _difference(schema: TableSchema, table: TableConfig, key: tuple, expected: dict | None,
-                actual: dict | None) -> Difference | None:
+def _difference(
+    schema: TableSchema, table: TableConfig, key: tuple, expected: dict | None, actual: dict | None
+) -> Difference | None:
     key_dict = dict(zip(table.key, key))
     if expected is None and actual is None:
         return None
@@ -889,8 +1050,9 @@ def _difference(schema: TableSchema, table: TableConfig, key: tuple, expected: d
     return Difference("different", key_dict, cols, {c: expected[c] for c in cols}, {c: actual[c] for c in cols})
 
 
-def _moved_on(source: _Side, schema: TableSchema, table: TableConfig,
-              differences: list[Difference]) -> list[Difference]:
+def _moved_on(
+    source: _Side, schema: TableSchema, table: TableConfig, differences: list[Difference]
+) -> list[Difference]:
     """Window mode: target rows whose source row now has a cursor past the compared window changed after
     its window was loaded; the next window brings them. Those are counted, not reported."""
     suspects = [d for d in differences if d.kind == "extra"]
@@ -900,16 +1062,21 @@ def _moved_on(source: _Side, schema: TableSchema, table: TableConfig,
     now = source.values_by_key(keys, in_scope=False)
     column = schema.column(table.cursor)
     end = _window_bounds(column, source.scope.window)[1]
-    return [d for d, key in zip(suspects, keys)
-            if now.get(key) is not None and _cursor_value(column, now[key][table.cursor]) > end]
+    return [
+        d
+        for d, key in zip(suspects, keys)
+        if now.get(key) is not None and _cursor_value(column, now[key][table.cursor]) > end
+    ]
 
 
 def _metrics(schema, table, metrics, s_aggr, t_aggr, q_changed, p_present, t_moved) -> list[MetricResult]:
     out = []
     names = schema.names
     for i, (column, metric) in enumerate(metrics):
-        def total(aggr):
+
+        def total(aggr, i=i):
             return sum((Decimal(str(v[2 + i])) for v in aggr.values() if v[2 + i] is not None), Decimal(0))
+
         s, t = total(s_aggr), total(t_aggr)
         idx = names.index(column)
         s -= sum(_measure(metric, row[idx]) for row in q_changed.values())  # texts at Q out
@@ -934,6 +1101,7 @@ def _num(value: Decimal) -> str:
 
 # ------------------------------------------------------------------ ledger and HTML
 
+
 def record(pipeline: Pipeline, report: Report, vid: str) -> None:
     """Store the report in ``seam.validations`` under the id ``vid``."""
     db, _, tbl = report.table.partition(".")
@@ -942,9 +1110,24 @@ def record(pipeline: Pipeline, report: Report, vid: str) -> None:
             f"INSERT INTO {qi(pipeline.target.state_schema)}.validations (id, db, tbl, verdict, mode, scope, "
             "target_position, source_position, source_rows, target_rows, missing, extra, different, seconds, report) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (vid, db, tbl, report.verdict, report.mode, report.scope, report.target_position, report.source_position,
-             report.source_rows, report.target_rows, report.missing, report.extra, report.different, report.seconds,
-             json.dumps(report.as_dict(), default=str)))
+            (
+                vid,
+                db,
+                tbl,
+                report.verdict,
+                report.mode,
+                report.scope,
+                report.target_position,
+                report.source_position,
+                report.source_rows,
+                report.target_rows,
+                report.missing,
+                report.extra,
+                report.different,
+                report.seconds,
+                json.dumps(report.as_dict(), default=str),
+            ),
+        )
 
 
 def _html(report: Report) -> str:
@@ -954,25 +1137,33 @@ def _html(report: Report) -> str:
     rects = "".join(
         f'<rect x="{(i % per_row) * (size + 1)}" y="{(i // per_row) * (size + 1)}" width="{size}" height="{size}" '
         f'fill="{colors[b.state]}"><title>{html.escape(b.label)}: source {b.source_rows}, target {b.target_rows}, '
-        f'{b.state}</title></rect>' for i, b in enumerate(cells))
+        f"{b.state}</title></rect>"
+        for i, b in enumerate(cells)
+    )
     counts = collections.Counter(b.state for b in cells)
-    legend = " ".join(f'<span style="color:{colors[s]}">&#9632;</span> {s} {counts.get(s, 0):,}'
-                      for s in ("equal", "rechecked", "differs"))
+    legend = " ".join(
+        f'<span style="color:{colors[s]}">&#9632;</span> {s} {counts.get(s, 0):,}'
+        for s in ("equal", "rechecked", "differs")
+    )
     diff_rows = "".join(
         f"<tr><td>{d.kind}</td><td>{html.escape(json.dumps(d.key, default=str, ensure_ascii=False))}</td>"
         f"<td>{html.escape(', '.join(d.columns))}</td>"
         f"<td>{html.escape(json.dumps(d.source, default=str, ensure_ascii=False) if d.source else '')}</td>"
         f"<td>{html.escape(json.dumps(d.target, default=str, ensure_ascii=False) if d.target else '')}</td></tr>"
-        for d in report.differences)
-    metric_rows = "".join(f"<tr><td>{m.metric}({html.escape(m.column)})</td><td>{m.source}</td><td>{m.target}</td>"
-                          f"<td>{m.expected or ''}</td><td>{'ok' if m.ok else 'FAILED'}</td></tr>" for m in report.metrics)
+        for d in report.differences
+    )
+    metric_rows = "".join(
+        f"<tr><td>{m.metric}({html.escape(m.column)})</td><td>{m.source}</td><td>{m.target}</td>"
+        f"<td>{m.expected or ''}</td><td>{'ok' if m.ok else 'FAILED'}</td></tr>"
+        for m in report.metrics
+    )
     verdict_color = {"equal": "#3a9d5d", "mismatch": "#d64545", "stale": "#e0a526"}[report.verdict]
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>Seam validation {html.escape(report.table)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 6px;font-size:13px;text-align:left}}</style></head><body>
 <h1>{html.escape(report.table)}: <span style="color:{verdict_color}">{report.verdict.upper()}</span></h1>
 <p>{html.escape(report.summary())}</p>
-<p>Scope: {html.escape(report.scope)}. Compared at {html.escape(report.target_position or 'the watermark')} (source snapshot
-{html.escape(report.source_position or '?')}); {report.changed_since:,} keys changed since were compared as they were then.
+<p>Scope: {html.escape(report.scope)}. Compared at {html.escape(report.target_position or "the watermark")} (source snapshot
+{html.escape(report.source_position or "?")}); {report.changed_since:,} keys changed since were compared as they were then.
 Pipeline {html.escape(report.pipeline)}, started {report.started}, {report.seconds:.2f}s.</p>
 <h2>Buckets checked ({len(cells):,})</h2><p>{legend}</p>
 <svg width="{per_row * (size + 1)}" height="{rows_n * (size + 1)}">{rects}</svg>

@@ -3,6 +3,7 @@ the demo and the tests to drive the real Airflow like a user would.
 
 Delivery guarantee: none (control plane).
 """
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ import os
 import time
 import urllib.error
 import urllib.request
-from typing import Callable
+from collections.abc import Callable
 
 TERMINAL = {"success", "failed"}
 
@@ -23,10 +24,11 @@ class AirflowClient:
         self._token: str | None = None
 
     @classmethod
-    def from_env(cls) -> "AirflowClient":
+    def from_env(cls) -> AirflowClient:
         try:
-            return cls(os.environ["SEAM_AIRFLOW_URL"], os.environ["SEAM_AIRFLOW_USER"],
-                       os.environ["SEAM_AIRFLOW_PASSWORD"])
+            return cls(
+                os.environ["SEAM_AIRFLOW_URL"], os.environ["SEAM_AIRFLOW_USER"], os.environ["SEAM_AIRFLOW_PASSWORD"]
+            )
         except KeyError as exc:
             raise RuntimeError(f"{exc.args[0]} is not set: run `seam up` or export the Airflow endpoint") from None
 
@@ -34,8 +36,12 @@ class AirflowClient:
         headers = {"Content-Type": "application/json"}
         if auth:
             headers["Authorization"] = f"Bearer {self.token()}"
-        req = urllib.request.Request(self.base_url + path, method=method, headers=headers,
-                                     data=json.dumps(body).encode() if body is not None else None)
+        req = urllib.request.Request(
+            self.base_url + path,
+            method=method,
+            headers=headers,
+            data=json.dumps(body).encode() if body is not None else None,
+        )
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:
                 return json.load(resp)
@@ -47,8 +53,9 @@ class AirflowClient:
 
     def token(self) -> str:
         if self._token is None:
-            self._token = self._request("POST", "/auth/token",
-                                        {"username": self.user, "password": self.password}, auth=False)["access_token"]
+            self._token = self._request(
+                "POST", "/auth/token", {"username": self.user, "password": self.password}, auth=False
+            )["access_token"]
         return self._token
 
     def wait_for_dag(self, dag_id: str, timeout: float = 120) -> dict:
@@ -68,8 +75,9 @@ class AirflowClient:
     def trigger(self, dag_id: str, conf: dict | None = None, logical_date: str | None = None) -> dict:
         self.wait_for_dag(dag_id)
         self._request("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
-        return self._request("POST", f"/api/v2/dags/{dag_id}/dagRuns",
-                             {"conf": conf or {}, "logical_date": logical_date})
+        return self._request(
+            "POST", f"/api/v2/dags/{dag_id}/dagRuns", {"conf": conf or {}, "logical_date": logical_date}
+        )
 
     def run_state(self, dag_id: str, run_id: str) -> str:
         return self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.request.quote(run_id)}")["state"]
@@ -77,8 +85,12 @@ class AirflowClient:
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
         tis = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.request.quote(run_id)}/taskInstances")
         # a mapped task by its label (the table, from map_index_template), else by its index
-        return {f"{t['task_id']}[{t.get('rendered_map_index') or t['map_index']}]" if t.get("map_index", -1) >= 0
-                else t["task_id"]: t["state"] for t in tis["task_instances"]}
+        return {
+            f"{t['task_id']}[{t.get('rendered_map_index') or t['map_index']}]"
+            if t.get("map_index", -1) >= 0
+            else t["task_id"]: t["state"]
+            for t in tis["task_instances"]
+        }
 
     def failures(self, dag_id: str, run_id: str) -> dict[str, str]:
         """Each failed task of a run (by its label) with the message of the exception that failed it."""
@@ -89,17 +101,27 @@ class AirflowClient:
                 continue
             mapped = t.get("map_index", -1) >= 0
             label = f"{t['task_id']}[{t.get('rendered_map_index') or t['map_index']}]" if mapped else t["task_id"]
-            log = self._request("GET", f"{run}/taskInstances/{t['task_id']}/logs/{t['try_number']}"
-                                + (f"?map_index={t['map_index']}" if mapped else ""))
+            log = self._request(
+                "GET",
+                f"{run}/taskInstances/{t['task_id']}/logs/{t['try_number']}"
+                + (f"?map_index={t['map_index']}" if mapped else ""),
+            )
             events = [e for e in log.get("content", []) if isinstance(e, dict) and e.get("level") == "error"]
             # an exception's message, else the task's own error line (bad input ends a task without a traceback)
-            errors = [d["exc_value"] for e in events for d in e.get("error_detail") or [] if d.get("exc_value")] or \
-                     [e["event"] for e in events if e.get("event") and e["event"] != "Task exited"]
+            errors = [d["exc_value"] for e in events for d in e.get("error_detail") or [] if d.get("exc_value")] or [
+                e["event"] for e in events if e.get("event") and e["event"] != "Task exited"
+            ]
             out[label] = errors[-1] if errors else "failed (see its log)"
         return out
 
-    def wait(self, dag_id: str, run_id: str, timeout: float = 600,
-             progress: Callable[[str], None] | None = None, tasks: bool = False) -> str:
+    def wait(
+        self,
+        dag_id: str,
+        run_id: str,
+        timeout: float = 600,
+        progress: Callable[[str], None] | None = None,
+        tasks: bool = False,
+    ) -> str:
         """Wait for the run's end; ``progress`` gets each new run state (and with ``tasks``, each task's
         new state as ``task: state``)."""
         deadline = time.monotonic() + timeout

@@ -10,6 +10,7 @@ BIT, TINYINT(1), YEAR, BLOB, utf8mb4 text with emoji).
 Delivery guarantee: none (test data). Seeding is repeatable for a given row
 count: a fixed random seed makes the same data every time.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -78,26 +79,44 @@ SCHEMA = [
 
 CURRENCIES = ("EUR", "USD", "GBP", "CHF", "JPY")
 OWNERS = ("Ada", "Bob", "Chloé", "Dmitri", "Eun-ji", "Farah", "Gøran", "Hiro", "Inés", "José")
-NOTES = ("plain", "émigré café", "日本語テキスト", "emoji 💸🏦✅", "quote ' and \" and \\ backslash",
-         "tab\tand newline\n", "", "🧾 settlement T+2")
+NOTES = (
+    "plain",
+    "émigré café",
+    "日本語テキスト",
+    "emoji 💸🏦✅",
+    "quote ' and \" and \\ backslash",
+    "tab\tand newline\n",
+    "",
+    "🧾 settlement T+2",
+)
 EPOCH = dt.datetime(2026, 1, 1)
 
 
 def connect(admin_url: str, database: str | None = None, autocommit: bool = True) -> pymysql.Connection:
     """Connect from a SQLAlchemy-style URL (``mysql+pymysql://user:pw@host:port/``)."""
     from sqlalchemy.engine import make_url
+
     url = make_url(admin_url)
-    return pymysql.connect(host=url.host or "127.0.0.1", port=url.port or 3306, user=url.username,
-                           password=url.password or "", database=database or url.database or None,
-                           charset="utf8mb4", autocommit=autocommit)
+    return pymysql.connect(
+        host=url.host or "127.0.0.1",
+        port=url.port or 3306,
+        user=url.username,
+        password=url.password or "",
+        database=database or url.database or None,
+        charset="utf8mb4",
+        autocommit=autocommit,
+    )
 
 
-def seed(pipeline, rows: int, admin_url: str | None, reset: bool = True, database: str = DATABASE,
-         log=print) -> dict[str, int]:
+def seed(
+    pipeline, rows: int, admin_url: str | None, reset: bool = True, database: str = DATABASE, log=print
+) -> dict[str, int]:
     """Create the demo schema (dropping it first unless ``reset`` is False) and fill it."""
     if not admin_url:
-        raise RuntimeError("SEAM_MYSQL_URL is not set: seeding needs an admin connection "
-                           "(run `seam up`, or export SEAM_MYSQL_URL=mysql+pymysql://user:pass@host:port/)")
+        raise RuntimeError(
+            "SEAM_MYSQL_URL is not set: seeding needs an admin connection "
+            "(run `seam up`, or export SEAM_MYSQL_URL=mysql+pymysql://user:pass@host:port/)"
+        )
     rng = random.Random(42 if reset else time.time_ns())
     conn = connect(admin_url)
     with conn.cursor() as cur:
@@ -113,8 +132,9 @@ def seed(pipeline, rows: int, admin_url: str | None, reset: bool = True, databas
         "accounts": _insert(conn, "accounts", _accounts(rng, n_accounts), log),
         "payments": _insert(conn, "payments", _payments(rng, rows, n_accounts), log),
         "audit_log": _insert(conn, "audit_log", _audit(rng, rows // 4, n_accounts), log),
-        "type_zoo": _insert(conn, "type_zoo", _zoo(rng, min(max(rows // 100, 50), 5000),
-                                                   _max_id(conn, "type_zoo")), log),
+        "type_zoo": _insert(
+            conn, "type_zoo", _zoo(rng, min(max(rows // 100, 50), 5000), _max_id(conn, "type_zoo")), log
+        ),
     }
     conn.close()
     log(f"seeded {database}: " + ", ".join(f"{t}={n}" for t, n in counts.items()))
@@ -145,8 +165,7 @@ def _insert(conn, table: str, rows, log, batch: int = 5000) -> int:
 
 def _flush(conn, table: str, rows: list[dict]) -> int:
     cols = list(rows[0])
-    sql = (f"INSERT INTO `{table}` ({', '.join(f'`{c}`' for c in cols)}) "
-           f"VALUES ({', '.join(['%s'] * len(cols))})")
+    sql = f"INSERT INTO `{table}` ({', '.join(f'`{c}`' for c in cols)}) VALUES ({', '.join(['%s'] * len(cols))})"
     with conn.cursor() as cur:
         cur.executemany(sql, [tuple(r[c] for c in cols) for r in rows])
     conn.commit()
@@ -160,22 +179,29 @@ def _ts(rng: random.Random, days: int = 300) -> dt.datetime:
 def _accounts(rng, n):
     for _ in range(n):
         created = _ts(rng)
-        yield {"owner": rng.choice(OWNERS), "currency": rng.choice(CURRENCIES),
-               "balance": Decimal(rng.randrange(-10**9, 10**11)) / 10**6,
-               "status": rng.choice(("open", "open", "open", "frozen", "closed")),
-               "created_at": created, "updated_at": created}
+        yield {
+            "owner": rng.choice(OWNERS),
+            "currency": rng.choice(CURRENCIES),
+            "balance": Decimal(rng.randrange(-(10**9), 10**11)) / 10**6,
+            "status": rng.choice(("open", "open", "open", "frozen", "closed")),
+            "created_at": created,
+            "updated_at": created,
+        }
 
 
 def _payment(rng, n_accounts, when: dt.datetime | None = None):
     created = when or _ts(rng)
-    return {"account_id": rng.randrange(1, n_accounts + 1),
-            "amount": Decimal(rng.randrange(1, 10**12)) / 10**6 * rng.choice((1, 1, 1, -1)),
-            "currency": rng.choice(CURRENCIES),
-            "status": rng.choice(("pending", "settled", "settled", "failed")),
-            "reference": f"PAY-{rng.getrandbits(48):012X}",
-            "memo": rng.choice(NOTES + (None,)),
-            "value_date": created.date() + dt.timedelta(days=rng.choice((0, 1, 2))),
-            "created_at": created, "updated_at": created}
+    return {
+        "account_id": rng.randrange(1, n_accounts + 1),
+        "amount": Decimal(rng.randrange(1, 10**12)) / 10**6 * rng.choice((1, 1, 1, -1)),
+        "currency": rng.choice(CURRENCIES),
+        "status": rng.choice(("pending", "settled", "settled", "failed")),
+        "reference": f"PAY-{rng.getrandbits(48):012X}",
+        "memo": rng.choice(NOTES + (None,)),
+        "value_date": created.date() + dt.timedelta(days=rng.choice((0, 1, 2))),
+        "created_at": created,
+        "updated_at": created,
+    }
 
 
 def _payments(rng, n, n_accounts):
@@ -189,9 +215,12 @@ def _audit(rng, n, n_accounts):
         if previous and rng.random() < 0.05:
             yield dict(previous)  # an exact duplicate row: keyless tables must keep both
             continue
-        previous = {"logged_at": _ts(rng).replace(microsecond=0), "account_id": rng.choice((None, rng.randrange(1, n_accounts + 1))),
-                    "action": rng.choice(("login", "transfer", "freeze", "export")),
-                    "detail": rng.choice(NOTES + (None,))}
+        previous = {
+            "logged_at": _ts(rng).replace(microsecond=0),
+            "account_id": rng.choice((None, rng.randrange(1, n_accounts + 1))),
+            "action": rng.choice(("login", "transfer", "freeze", "export")),
+            "detail": rng.choice(NOTES + (None,)),
+        }
         yield previous
 
 
@@ -199,23 +228,49 @@ def _zoo_row(rng, i: int) -> dict:
     edge = i % 10
     return {
         "id": i,
-        "amount": (None if edge == 3 else Decimal("99999999999999.999999") if edge == 1
-                   else Decimal("-0.000001") if edge == 2 else Decimal(rng.randrange(-10**13, 10**13)) / 10**6),
-        "big_unsigned": (18446744073709551615 if edge == 1 else 0 if edge == 2 else None if edge == 3
-                         else rng.getrandbits(64)),
-        "happened_at": None if edge == 3 else _ts(rng, 20000) if edge != 1 else dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+        "amount": (
+            None
+            if edge == 3
+            else Decimal("99999999999999.999999")
+            if edge == 1
+            else Decimal("-0.000001")
+            if edge == 2
+            else Decimal(rng.randrange(-(10**13), 10**13)) / 10**6
+        ),
+        "big_unsigned": (
+            18446744073709551615 if edge == 1 else 0 if edge == 2 else None if edge == 3 else rng.getrandbits(64)
+        ),
+        "happened_at": None
+        if edge == 3
+        else _ts(rng, 20000)
+        if edge != 1
+        else dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
         "stamped_at": None if edge == 3 else dt.datetime(1970, 1, 1, 0, 0, 1) if edge == 2 else _ts(rng),
         "day": None if edge == 3 else dt.date(1000, 1, 1) if edge == 2 else _ts(rng).date(),
-        "clock": None if edge == 3 else "-838:59:59.000000" if edge == 1  # PyMySQL mis-renders negative timedelta
+        "clock": None
+        if edge == 3
+        else "-838:59:59.000000"
+        if edge == 1  # PyMySQL mis-renders negative timedelta
         else dt.timedelta(microseconds=rng.randrange(86_400 * 10**6)),
-        "doc": None if edge == 3 else json.dumps({"i": i, "tags": ["a", "ü"], "nested": {"x": rng.random() < 0.5,
-                                                                                        "n": None}}, ensure_ascii=False),
+        "doc": None
+        if edge == 3
+        else json.dumps(
+            {"i": i, "tags": ["a", "ü"], "nested": {"x": rng.random() < 0.5, "n": None}}, ensure_ascii=False
+        ),
         "mood": None if edge == 3 else rng.choice(("happy", "sad", "meh")),
-        "tags": None if edge == 3 else "" if edge == 2 else ",".join(sorted(rng.sample(("red", "green", "blue"), rng.randint(1, 3)))),
+        "tags": None
+        if edge == 3
+        else ""
+        if edge == 2
+        else ",".join(sorted(rng.sample(("red", "green", "blue"), rng.randint(1, 3)))),
         "flags": None if edge == 3 else rng.getrandbits(12).to_bytes(2, "big") if edge != 1 else b"\x0f\xff",
         "active": None if edge == 3 else rng.choice((0, 1)),
         "vintage": None if edge == 3 else 1901 if edge == 1 else rng.randint(1970, 2155),
-        "payload": None if edge == 3 else b"" if edge == 2 else bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 64))),
+        "payload": None
+        if edge == 3
+        else b""
+        if edge == 2
+        else bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 64))),
         "note": None if edge == 3 else rng.choice(NOTES),
     }
 
@@ -226,6 +281,7 @@ def _zoo(rng, n, start: int):
 
 
 # ---------------------------------------------------------------- writer ----
+
 
 class _Writer(threading.Thread):
     """One connection running small transactions at its share of the rate."""
@@ -282,19 +338,24 @@ class _Writer(threading.Thread):
 
     def _one(self, cur) -> str:
         r = self.rng.random()
-        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+        now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
         if r < 0.35:
             row = _payment(self.rng, self.bounds["accounts"][1], when=now)
             del row["created_at"], row["updated_at"]
-            cur.execute("INSERT INTO `payments` (`account_id`, `amount`, `currency`, `status`, `reference`, "
-                        "`memo`, `value_date`) VALUES (%s,%s,%s,%s,%s,%s,%s)", tuple(row.values()))
+            cur.execute(
+                "INSERT INTO `payments` (`account_id`, `amount`, `currency`, `status`, `reference`, "
+                "`memo`, `value_date`) VALUES (%s,%s,%s,%s,%s,%s,%s)",
+                tuple(row.values()),
+            )
             with self.lock:
                 lo, hi = self.bounds["payments"]
                 self.bounds["payments"] = (lo, max(hi, cur.lastrowid))
             return "insert payments"
         if r < 0.60:
-            cur.execute("UPDATE `payments` SET `status` = %s, `amount` = `amount` + 0.000001 WHERE `id` = %s",
-                        (self.rng.choice(("settled", "failed", "reversed")), self._random_id("payments")))
+            cur.execute(
+                "UPDATE `payments` SET `status` = %s, `amount` = `amount` + 0.000001 WHERE `id` = %s",
+                (self.rng.choice(("settled", "failed", "reversed")), self._random_id("payments")),
+            )
             return "update payments"
         if r < 0.65:
             cur.execute("DELETE FROM `payments` WHERE `id` = %s", (self._random_id("payments"),))
@@ -303,8 +364,10 @@ class _Writer(threading.Thread):
             cur.execute("UPDATE `payments` SET `is_deleted` = 1 WHERE `id` = %s", (self._random_id("payments"),))
             return "soft-delete payments"
         if r < 0.78:
-            cur.execute("UPDATE `accounts` SET `balance` = `balance` + %s WHERE `id` = %s",
-                        (Decimal(self.rng.randrange(-10**8, 10**8)) / 10**6, self._random_id("accounts")))
+            cur.execute(
+                "UPDATE `accounts` SET `balance` = `balance` + %s WHERE `id` = %s",
+                (Decimal(self.rng.randrange(-(10**8), 10**8)) / 10**6, self._random_id("accounts")),
+            )
             return "update accounts"
         if r < 0.88:
             row = next(_audit(self.rng, 1, self.bounds["accounts"][1]))
@@ -315,9 +378,15 @@ class _Writer(threading.Thread):
             cur.execute("DELETE FROM `audit_log` WHERE `account_id` = %s LIMIT 1", (self._random_id("accounts"),))
             return "delete audit_log"
         if r < 0.97:
-            cur.execute("UPDATE `type_zoo` SET `note` = %s, `amount` = %s, `tags` = %s WHERE `id` = %s",
-                        (self.rng.choice(NOTES), Decimal(self.rng.randrange(-10**9, 10**9)) / 10**6,
-                         self.rng.choice(("red", "green,blue", "")), self._random_id("type_zoo")))
+            cur.execute(
+                "UPDATE `type_zoo` SET `note` = %s, `amount` = %s, `tags` = %s WHERE `id` = %s",
+                (
+                    self.rng.choice(NOTES),
+                    Decimal(self.rng.randrange(-(10**9), 10**9)) / 10**6,
+                    self.rng.choice(("red", "green,blue", "")),
+                    self._random_id("type_zoo"),
+                ),
+            )
             return "update type_zoo"
         with self.lock:
             lo, hi = self.bounds["type_zoo"]
@@ -329,8 +398,9 @@ class _Writer(threading.Thread):
         return "insert type_zoo"
 
 
-def run_writer(admin_url: str, rate: float, seconds: float, threads: int = 2, seed: int | None = None,
-               database: str = DATABASE) -> dict[str, int]:
+def run_writer(
+    admin_url: str, rate: float, seconds: float, threads: int = 2, seed: int | None = None, database: str = DATABASE
+) -> dict[str, int]:
     """Run ``threads`` concurrent writers for ``seconds`` at about ``rate`` changes/s in total."""
     if not admin_url:
         raise RuntimeError("SEAM_MYSQL_URL is not set (run `seam up`)")
@@ -345,8 +415,10 @@ def run_writer(admin_url: str, rate: float, seconds: float, threads: int = 2, se
     lock = threading.Lock()
     stats: dict[str, int] = {}
     base_seed = seed if seed is not None else time.time_ns()
-    workers = [_Writer(admin_url, database, rate / threads, seconds, base_seed + i, bounds, lock, stats)
-               for i in range(threads)]
+    workers = [
+        _Writer(admin_url, database, rate / threads, seconds, base_seed + i, bounds, lock, stats)
+        for i in range(threads)
+    ]
     started = time.monotonic()
     for w in workers:
         w.start()

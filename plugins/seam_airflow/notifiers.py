@@ -1,9 +1,11 @@
 """Notifiers for Seam's findings: a JSON webhook (``SeamWebhookNotifier``), and e-mail through an Airflow
 SMTP connection (the SMTP provider's ``SmtpNotifier``). ``pipeline_notifiers`` builds the ones a pipeline
 file asks for under ``notify:``; they fire once per failed validation, from the task itself."""
+
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from airflow.sdk import BaseNotifier
 
@@ -19,11 +21,13 @@ class SeamWebhookNotifier(BaseNotifier):
 
     def notify(self, context) -> None:
         from seam.alerts import post_json
+
         post_json(self.url, self.payload, timeout=self.timeout)
 
 
-def pipeline_notifiers(notify: Mapping[str, Any], *, subject: str, payload: Mapping[str, Any],
-                       html: str) -> list[BaseNotifier]:
+def pipeline_notifiers(
+    notify: Mapping[str, Any], *, subject: str, payload: Mapping[str, Any], html: str
+) -> list[BaseNotifier]:
     """The notifiers configured in a pipeline's ``notify:`` section, loaded with one finding."""
     out: list[BaseNotifier] = []
     if notify.get("webhook"):
@@ -31,7 +35,14 @@ def pipeline_notifiers(notify: Mapping[str, Any], *, subject: str, payload: Mapp
     email = notify.get("email")
     if email:
         from airflow.providers.smtp.notifications.smtp import SmtpNotifier
-        out.append(SmtpNotifier(to=email["to"], smtp_conn_id=email.get("conn_id") or "smtp_default",
-                                from_email=email.get("from") or "seam@localhost",
-                                subject=email.get("subject") or subject, html_content=html))
+
+        out.append(
+            SmtpNotifier(
+                to=email["to"],
+                smtp_conn_id=email.get("conn_id") or "smtp_default",
+                from_email=email.get("from") or "seam@localhost",
+                subject=email.get("subject") or subject,
+                html_content=html,
+            )
+        )
     return out

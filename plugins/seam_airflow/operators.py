@@ -1,10 +1,12 @@
 """Thin operators: the Seam library does the work, these hand it Airflow's connections."""
+
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from contextlib import contextmanager
-from typing import Any, Sequence
+from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator
@@ -23,8 +25,9 @@ class BadInput(SystemExit):
 
 
 # every Seam operator's retry policy (tasks of the DAG files that check Params have retries=0)
-BAD_INPUT_FAILS = ExceptionRetryPolicy(rules=[RetryRule(exception=BadInput, action=RetryAction.FAIL,
-                                                        reason="bad input: fix it and trigger again")])
+BAD_INPUT_FAILS = ExceptionRetryPolicy(
+    rules=[RetryRule(exception=BadInput, action=RetryAction.FAIL, reason="bad input: fix it and trigger again")]
+)
 
 
 @contextmanager
@@ -38,6 +41,8 @@ def bad_input_fails_at_once():
         line = f"bad input: {exc}"
         logging.getLogger("airflow.task").error("%s", line)
         raise BadInput(line) from None
+
+
 DEFAULT_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
 
 
@@ -50,18 +55,32 @@ class SeamSparkJobOperator(SparkSubmitOperator):
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "job_args", "pipeline")
 
-    def __init__(self, *, job: str, pipeline: str | None = None, job_args: list[str] | None = None,
-                 conn_id: str = "seam_spark", mysql_conn_id: str = "seam_mysql",
-                 kafka_conn_id: str = "seam_kafka", target_conn_id: str = "seam_target", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        job: str,
+        pipeline: str | None = None,
+        job_args: list[str] | None = None,
+        conn_id: str = "seam_spark",
+        mysql_conn_id: str = "seam_mysql",
+        kafka_conn_id: str = "seam_kafka",
+        target_conn_id: str = "seam_target",
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("name", f"seam-{job}")
         kwargs.setdefault("jars", os.environ.get("SEAM_JDBC_JAR", DEFAULT_JDBC_JAR))
         from seam.spark import spark_job_script
+
         super().__init__(application=spark_job_script(job), conn_id=conn_id, **kwargs)
         self.job = job
         self.pipeline = pipeline
         self.job_args = job_args or []
-        self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
-                                  target_conn_id=target_conn_id, spark_conn_id=conn_id)
+        self.hook_conn_ids = dict(
+            mysql_conn_id=mysql_conn_id,
+            kafka_conn_id=kafka_conn_id,
+            target_conn_id=target_conn_id,
+            spark_conn_id=conn_id,
+        )
 
     def execute(self, context) -> None:
         self.application_args = [*(["--pipeline", self.pipeline] if self.pipeline else []), *self.job_args]
@@ -77,14 +96,20 @@ class ProviderSpark:
     def __init__(self, conn_id: str, env: dict[str, str]) -> None:
         self.conn_id, self.env = conn_id, env
 
-    def __call__(self, job: str, args: list[str]) -> "_ProviderJob":
+    def __call__(self, job: str, args: list[str]) -> _ProviderJob:
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
         from seam.loads import SPARK_CONF
         from seam.spark import spark_job_script
 
-        hook = SparkSubmitHook(conn_id=self.conn_id, name=f"seam-{job}", conf=dict(SPARK_CONF),
-                               jars=self.env.get("SEAM_JDBC_JAR", DEFAULT_JDBC_JAR), application_args=args,
-                               env_vars=self.env)
+        hook = SparkSubmitHook(
+            conn_id=self.conn_id,
+            name=f"seam-{job}",
+            conf=dict(SPARK_CONF),
+            jars=self.env.get("SEAM_JDBC_JAR", DEFAULT_JDBC_JAR),
+            application_args=args,
+            env_vars=self.env,
+        )
         return _ProviderJob(hook, spark_job_script(job))
 
 
@@ -133,18 +158,31 @@ class SeamFullLoadOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("table", "with_tables", "pipeline")
 
-    def __init__(self, *, table: str, with_tables: Sequence[str] = (), pipeline: str | None = None,
-                 mysql_conn_id: str = "seam_mysql", kafka_conn_id: str = "seam_kafka",
-                 target_conn_id: str = "seam_target", spark_conn_id: str = "seam_spark", timeout: float = 3600,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        table: str,
+        with_tables: Sequence[str] = (),
+        pipeline: str | None = None,
+        mysql_conn_id: str = "seam_mysql",
+        kafka_conn_id: str = "seam_kafka",
+        target_conn_id: str = "seam_target",
+        spark_conn_id: str = "seam_spark",
+        timeout: float = 3600,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**{"retry_policy": BAD_INPUT_FAILS, **kwargs})
         self.table = table
         self.with_tables = list(with_tables)  # loaded in the same run (levels below ``table``'s cascades)
         self.pipeline = pipeline
         self.timeout = timeout
         self.spark_conn_id = spark_conn_id
-        self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
-                                  target_conn_id=target_conn_id, spark_conn_id=spark_conn_id)
+        self.hook_conn_ids = dict(
+            mysql_conn_id=mysql_conn_id,
+            kafka_conn_id=kafka_conn_id,
+            target_conn_id=target_conn_id,
+            spark_conn_id=spark_conn_id,
+        )
         self._started: list = []  # what the running load started (the Spark job, the sink): on_kill stops it
 
     def execute(self, context) -> dict:
@@ -155,9 +193,16 @@ class SeamFullLoadOperator(BaseOperator):
         with bad_input_fails_at_once():
             pipeline = hook.load_pipeline(self.pipeline or None)
             tables = [pipeline.table(name) for name in (self.table, *self.with_tables)]
-        summaries = full_load(pipeline, tables, pipeline_path=pipeline.path, timeout=self.timeout,
-                              say=self.log.info, log=self.log, children=self._started,
-                              submit=ProviderSpark(self.spark_conn_id, job_env()))
+        summaries = full_load(
+            pipeline,
+            tables,
+            pipeline_path=pipeline.path,
+            timeout=self.timeout,
+            say=self.log.info,
+            log=self.log,
+            children=self._started,
+            submit=ProviderSpark(self.spark_conn_id, job_env()),
+        )
         plain = [{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in s.items()} for s in summaries]
         return plain[0] if len(plain) == 1 else plain
 
@@ -181,15 +226,29 @@ class SeamIncrementalLoadOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("table", "pipeline", "start", "end")
 
-    def __init__(self, *, table: str, start: str | None = None, end: str | None = None,
-                 pipeline: str | None = None, mysql_conn_id: str = "seam_mysql", kafka_conn_id: str = "seam_kafka",
-                 target_conn_id: str = "seam_target", spark_conn_id: str = "seam_spark", timeout: float = 3600,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        table: str,
+        start: str | None = None,
+        end: str | None = None,
+        pipeline: str | None = None,
+        mysql_conn_id: str = "seam_mysql",
+        kafka_conn_id: str = "seam_kafka",
+        target_conn_id: str = "seam_target",
+        spark_conn_id: str = "seam_spark",
+        timeout: float = 3600,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**{"retry_policy": BAD_INPUT_FAILS, **kwargs})
         self.table, self.start, self.end, self.pipeline, self.timeout = table, start, end, pipeline, timeout
         self.spark_conn_id = spark_conn_id
-        self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
-                                  target_conn_id=target_conn_id, spark_conn_id=spark_conn_id)
+        self.hook_conn_ids = dict(
+            mysql_conn_id=mysql_conn_id,
+            kafka_conn_id=kafka_conn_id,
+            target_conn_id=target_conn_id,
+            spark_conn_id=spark_conn_id,
+        )
         self._started: list = []
 
     def on_kill(self) -> None:
@@ -203,10 +262,18 @@ class SeamIncrementalLoadOperator(BaseOperator):
         with bad_input_fails_at_once():
             pipeline = hook.load_pipeline(self.pipeline or None)
             table = pipeline.table(self.table)
-        (summary,) = incremental_load(pipeline, [table], start=self.start or None, end=self.end or None,
-                                      pipeline_path=pipeline.path, timeout=self.timeout, say=self.log.info,
-                                      log=self.log, children=self._started,
-                                      submit=ProviderSpark(self.spark_conn_id, job_env()))
+        (summary,) = incremental_load(
+            pipeline,
+            [table],
+            start=self.start or None,
+            end=self.end or None,
+            pipeline_path=pipeline.path,
+            timeout=self.timeout,
+            say=self.log.info,
+            log=self.log,
+            children=self._started,
+            submit=ProviderSpark(self.spark_conn_id, job_env()),
+        )
         return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in summary.items()}
 
 
@@ -221,16 +288,28 @@ class SeamValidateOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("table", "pipeline", "start", "end")
 
-    def __init__(self, *, table: str, start: str | None = None, end: str | None = None,
-                 pipeline: str | None = None, mysql_conn_id: str = "seam_mysql", kafka_conn_id: str = "seam_kafka",
-                 target_conn_id: str = "seam_target", limit: int = 50, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        table: str,
+        start: str | None = None,
+        end: str | None = None,
+        pipeline: str | None = None,
+        mysql_conn_id: str = "seam_mysql",
+        kafka_conn_id: str = "seam_kafka",
+        target_conn_id: str = "seam_target",
+        limit: int = 50,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**{"retry_policy": BAD_INPUT_FAILS, **kwargs})
         self.table, self.start, self.end, self.pipeline, self.limit = table, start, end, pipeline, limit
-        self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
-                                  target_conn_id=target_conn_id)
+        self.hook_conn_ids = dict(
+            mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id, target_conn_id=target_conn_id
+        )
 
     def execute(self, context) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
+
         from seam.validation import Scope, validate_tables
 
         with bad_input_fails_at_once():
@@ -241,12 +320,26 @@ class SeamValidateOperator(BaseOperator):
         summary = {k: v for k, v in report.as_dict().items() if k not in ("differences", "buckets")}
         if report.verdict == "equal":
             return summary
-        payload = {"pipeline": pipeline.name, "table": table.name, "problem": f"validation {report.verdict}",
-                   "detail": report.summary(), "verdict": report.verdict, "missing": report.missing,
-                   "extra": report.extra, "different": report.different, "report": report.html,
-                   "keys": [d.key for d in report.differences[:10]]}
-        notify(pipeline, context, subject=f"Seam: {report.summary()[:150]}", payload=payload,
-               html=report.to_html(), log=self.log)
+        payload = {
+            "pipeline": pipeline.name,
+            "table": table.name,
+            "problem": f"validation {report.verdict}",
+            "detail": report.summary(),
+            "verdict": report.verdict,
+            "missing": report.missing,
+            "extra": report.extra,
+            "different": report.different,
+            "report": report.html,
+            "keys": [d.key for d in report.differences[:10]],
+        }
+        notify(
+            pipeline,
+            context,
+            subject=f"Seam: {report.summary()[:150]}",
+            payload=payload,
+            html=report.to_html(),
+            log=self.log,
+        )
         raise AirflowFailException(report.summary())
 
 
@@ -258,17 +351,31 @@ class SeamStreamOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("action", "tables", "pipeline")
 
-    def __init__(self, *, action: str = "ensure", tables: Sequence[str] = (), pipeline: str | None = None,
-                 mysql_conn_id: str = "seam_mysql", kafka_conn_id: str = "seam_kafka",
-                 target_conn_id: str = "seam_target", spark_conn_id: str = "seam_spark", start_timeout: float = 180,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        action: str = "ensure",
+        tables: Sequence[str] = (),
+        pipeline: str | None = None,
+        mysql_conn_id: str = "seam_mysql",
+        kafka_conn_id: str = "seam_kafka",
+        target_conn_id: str = "seam_target",
+        spark_conn_id: str = "seam_spark",
+        start_timeout: float = 180,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**{"retry_policy": BAD_INPUT_FAILS, **kwargs})
         self.action, self.tables, self.pipeline, self.start_timeout = action, tables, pipeline, start_timeout
-        self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
-                                  target_conn_id=target_conn_id, spark_conn_id=spark_conn_id)
+        self.hook_conn_ids = dict(
+            mysql_conn_id=mysql_conn_id,
+            kafka_conn_id=kafka_conn_id,
+            target_conn_id=target_conn_id,
+            spark_conn_id=spark_conn_id,
+        )
 
     def execute(self, context) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
+
         from seam.config import ConfigError
         from seam.supervise import ACTIONS, lag_lines, supervise
 
@@ -278,23 +385,44 @@ class SeamStreamOperator(BaseOperator):
             tables = [pipeline.table(name) for name in self.tables or ()]
             if self.action not in ACTIONS:
                 raise ConfigError("action", f"{self.action!r} is not one of {', '.join(ACTIONS)}")
-        health = supervise(pipeline, action=self.action, tables=tables or None, env=hook.job_env(),
-                           start_timeout=self.start_timeout, say=self.log.info)
+        health = supervise(
+            pipeline,
+            action=self.action,
+            tables=tables or None,
+            env=hook.job_env(),
+            start_timeout=self.start_timeout,
+            say=self.log.info,
+        )
         for part, state in health.parts.items():
-            self.log.info("%s: %s, pid %s on %s, last heartbeat %.0fs ago", part, state["state"].upper(),
-                          state["pid"], state["host"], state["beat_age"])
+            self.log.info(
+                "%s: %s, pid %s on %s, last heartbeat %.0fs ago",
+                part,
+                state["state"].upper(),
+                state["pid"],
+                state["host"],
+                state["beat_age"],
+            )
         for line in lag_lines(health):
             self.log.info("%s", line)
-        result = {"actions": health.actions, "problems": health.problems,
-                  "parts": {p: s["state"] for p, s in health.parts.items()},
-                  "lags": [{"table": lag.table, "seconds": lag.behind_seconds, "events": lag.behind_events,
-                            "stopped": lag.stopped} for lag in health.lags]}
+        result = {
+            "actions": health.actions,
+            "problems": health.problems,
+            "parts": {p: s["state"] for p, s in health.parts.items()},
+            "lags": [
+                {"table": lag.table, "seconds": lag.behind_seconds, "events": lag.behind_events, "stopped": lag.stopped}
+                for lag in health.lags
+            ],
+        }
         if health.healthy:
             return result
         problem = "; ".join(health.problems)
-        notify(pipeline, context, subject=f"Seam stream {pipeline.name}: {problem[:150]}",
-               payload={"pipeline": pipeline.name, "problem": "stream unhealthy", "detail": problem, **result},
-               log=self.log)
+        notify(
+            pipeline,
+            context,
+            subject=f"Seam stream {pipeline.name}: {problem[:150]}",
+            payload={"pipeline": pipeline.name, "problem": "stream unhealthy", "detail": problem, **result},
+            log=self.log,
+        )
         raise AirflowFailException(f"stream of {pipeline.name} unhealthy: {problem}")
 
     def on_kill(self) -> None:
@@ -327,22 +455,40 @@ class SeamSettlementOperator(BaseOperator):
     template_fields: Sequence[str] = ("table", "day", "start", "end", "day_end", "pipeline")
     ALIAS = "seam_settlement"
 
-    def __init__(self, *, table: str, day: str, start: str, end: str, day_end: str, pipeline: str | None = None,
-                 mysql_conn_id: str = "seam_mysql", kafka_conn_id: str = "seam_kafka",
-                 target_conn_id: str = "seam_target", spark_conn_id: str = "seam_spark", timeout: float = 3600,
-                 limit: int = 50, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        table: str,
+        day: str,
+        start: str,
+        end: str,
+        day_end: str,
+        pipeline: str | None = None,
+        mysql_conn_id: str = "seam_mysql",
+        kafka_conn_id: str = "seam_kafka",
+        target_conn_id: str = "seam_target",
+        spark_conn_id: str = "seam_spark",
+        timeout: float = 3600,
+        limit: int = 50,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**{"retry_policy": BAD_INPUT_FAILS, **kwargs})
         self.table, self.day, self.start, self.end, self.day_end = table, day, start, end, day_end
         self.pipeline, self.timeout, self.limit = pipeline, timeout, limit
         self.spark_conn_id = spark_conn_id
-        self.hook_conn_ids = dict(mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id,
-                                  target_conn_id=target_conn_id, spark_conn_id=spark_conn_id)
+        self.hook_conn_ids = dict(
+            mysql_conn_id=mysql_conn_id,
+            kafka_conn_id=kafka_conn_id,
+            target_conn_id=target_conn_id,
+            spark_conn_id=spark_conn_id,
+        )
         self._started: list = []
 
     def execute(self, context) -> dict:
         import datetime as dt
 
         from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
         from seam.loads import incremental_load, job_env
         from seam.settlement import stream_passed
         from seam.validation import Scope, validate_tables
@@ -355,31 +501,57 @@ class SeamSettlementOperator(BaseOperator):
         day, start, end = self.day, self.start, self.end
         self.log.info("settling %s for business day %s: cursor window (%s, %s]", table.name, day, start, end)
         if table.sync == "windows":
-            (summary,) = incremental_load(pipeline, [table], start=start, end=end, pipeline_path=pipeline.path,
-                                          timeout=self.timeout, say=self.log.info, log=self.log,
-                                          children=self._started, submit=ProviderSpark(self.spark_conn_id, job_env()))
+            (summary,) = incremental_load(
+                pipeline,
+                [table],
+                start=start,
+                end=end,
+                pipeline_path=pipeline.path,
+                timeout=self.timeout,
+                say=self.log.info,
+                log=self.log,
+                children=self._started,
+                submit=ProviderSpark(self.spark_conn_id, job_env()),
+            )
             if summary.get("clamped"):
-                raise AirflowException(f"{table.name}: the day's end is within the table's safety delay of the "
-                                       "source's clock; the window was clamped, settlement retries later")
+                raise AirflowException(
+                    f"{table.name}: the day's end is within the table's safety delay of the "
+                    "source's clock; the window was clamped, settlement retries later"
+                )
         else:
             behind = stream_passed(pipeline, table, dt.datetime.fromisoformat(self.day_end))
             if behind:
                 raise AirflowException(behind)  # retried: the stream may still be catching up
-        (report,) = validate_tables(pipeline, [table], Scope(window=(start, end) if table.cursor else None),
-                                    limit=self.limit, say=self.log.info)
+        (report,) = validate_tables(
+            pipeline, [table], Scope(window=(start, end) if table.cursor else None), limit=self.limit, say=self.log.info
+        )
         summary = {k: v for k, v in report.as_dict().items() if k not in ("differences", "buckets")}
         if report.verdict == "equal":
             from airflow.sdk import Asset, AssetAlias
 
             self.log.info("%s: business day %s settled: %s", table.name, day, report.summary())
             context["outlet_events"][AssetAlias(self.ALIAS)].add(
-                Asset(name=f"seam.{pipeline.name}.{table.name}", uri=f"seam://{pipeline.name}/{table.db}/{table.table}"),
-                extra={"day": day})
+                Asset(
+                    name=f"seam.{pipeline.name}.{table.name}", uri=f"seam://{pipeline.name}/{table.db}/{table.table}"
+                ),
+                extra={"day": day},
+            )
             return {"day": day, **summary}
-        notify(pipeline, context, subject=f"Seam settlement {day}: {report.summary()[:150]}",
-               payload={"pipeline": pipeline.name, "table": table.name, "day": day,
-                        "problem": f"settlement {report.verdict}", "detail": report.summary(),
-                        "keys": [d.key for d in report.differences[:10]]}, html=report.to_html(), log=self.log)
+        notify(
+            pipeline,
+            context,
+            subject=f"Seam settlement {day}: {report.summary()[:150]}",
+            payload={
+                "pipeline": pipeline.name,
+                "table": table.name,
+                "day": day,
+                "problem": f"settlement {report.verdict}",
+                "detail": report.summary(),
+                "keys": [d.key for d in report.differences[:10]],
+            },
+            html=report.to_html(),
+            log=self.log,
+        )
         raise AirflowFailException(f"settlement of {day}: {report.summary()}")
 
     def on_kill(self) -> None:

@@ -1,6 +1,7 @@
 """A full load killed from Airflow (issue 16): the load task of ``seam_full_load`` is marked failed through the
 REST API while its Spark job (run through the apache-spark provider) publishes; Airflow kills the task, its
 ``on_kill`` stops what it started, no process of the load is left, and the target keeps its previous table."""
+
 from __future__ import annotations
 
 import os
@@ -13,9 +14,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from seam.config import load_pipeline
 from seam_dev import demo
 from seam_dev.airflow_api import AirflowClient
-from seam.config import load_pipeline
 from tests.support.pipelines import pipeline_file
 
 DB = "loadkill_test"
@@ -47,12 +48,18 @@ def test_a_load_task_killed_from_airflow_leaves_no_process_and_the_target_unchan
         cur.execute(f"DROP DATABASE IF EXISTS `{DB}`")
         cur.execute(f"CREATE DATABASE `{DB}`")
         cur.execute(f"CREATE TABLE `{DB}`.big (id INT PRIMARY KEY, amount DECIMAL(18,2), note VARCHAR(100))")
-        cur.executemany(f"INSERT INTO `{DB}`.big VALUES (%s, %s, %s)", [(i, f"{i}.5", "x" * 40) for i in range(1, 5001)])
+        cur.executemany(
+            f"INSERT INTO `{DB}`.big VALUES (%s, %s, %s)", [(i, f"{i}.5", "x" * 40) for i in range(1, 5001)]
+        )
     conn.close()
     path = pipeline_file(tmp_path_factory, "loadkill", [{"name": f"{DB}.big", "key": ["id"]}], pipeline_name="loadkill")
     pipeline = load_pipeline(path)
-    first = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.big"],
-                           capture_output=True, text=True, timeout=600)
+    first = subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.big"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert first.returncode == 0, first.stdout + first.stderr
     before = _count(pipeline)
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
@@ -60,7 +67,7 @@ def test_a_load_task_killed_from_airflow_leaves_no_process_and_the_target_unchan
     conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     with conn.cursor() as cur:  # big enough that the second load is still publishing when it is killed
         for start in range(5001, 1_200_001, 100_000):
-            cur.execute("INSERT INTO big SELECT seq, seq / 2, REPEAT('y', 60) FROM seq_%d_to_%d" % (start, start + 99_999))
+            cur.execute(f"INSERT INTO big SELECT seq, seq / 2, REPEAT('y', 60) FROM seq_{start}_to_{start + 99_999}")
     conn.close()
 
     client = AirflowClient.from_env()
@@ -70,8 +77,10 @@ def test_a_load_task_killed_from_airflow_leaves_no_process_and_the_target_unchan
     deadline = time.monotonic() + 600
     while not any("seam-full_load" in p or "full_load.py" in p for p in _processes_of(path)):
         state = client.run_state("seam_full_load", run["dag_run_id"])
-        assert state in ("queued", "running") and time.monotonic() < deadline, \
-            (state, client.task_states("seam_full_load", run["dag_run_id"]))
+        assert state in ("queued", "running") and time.monotonic() < deadline, (
+            state,
+            client.task_states("seam_full_load", run["dag_run_id"]),
+        )
         time.sleep(0.5)
     time.sleep(3)  # the job is publishing now
     assert _processes_of(path), "the load's processes should be running"
@@ -83,7 +92,11 @@ def test_a_load_task_killed_from_airflow_leaves_no_process_and_the_target_unchan
     assert not left, "processes of the killed load are still running:\n" + "\n".join(left)
     assert _count(pipeline) == before  # the previous table, untouched
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
-        states = [s for (s,) in conn.execute("SELECT state FROM seam.batches WHERE db = %s AND opened_at > %s",
-                                             (DB, since)).fetchall()]
+        states = [
+            s
+            for (s,) in conn.execute(
+                "SELECT state FROM seam.batches WHERE db = %s AND opened_at > %s", (DB, since)
+            ).fetchall()
+        ]
     assert "committed" not in states, states  # the killed load's batch never became visible
     client.wait("seam_full_load", run["dag_run_id"], timeout=300)

@@ -2,6 +2,7 @@
 A master and a worker are started with pyspark's own ``spark-class`` on this machine; ``seam_full_load``
 loads a table through it (spark-submit by the apache-spark provider) and ``seam_stream`` runs the streaming
 sink on it; the cluster's own API shows both applications, and the target equals the source."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from seam_dev import demo
 from seam.config import load_pipeline
+from seam_dev import demo
 from tests.support.airflow import run_dag
 from tests.support.compare import diff, source_rows, target_rows
 from tests.support.pipelines import pipeline_file
@@ -43,17 +44,55 @@ def spark_cluster(tmp_path):
     and its web UI port, and stops both."""
     home = Path(pyspark.__file__).parent
     port, ui = _free_port(), _free_port()
-    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": str(tmp_path),
-           "SPARK_LOG_DIR": str(tmp_path), "PYSPARK_PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(home),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_WORKER_DIR": str(tmp_path),
+        "SPARK_LOG_DIR": str(tmp_path),
+        "PYSPARK_PYTHON": sys.executable,
+    }
     spark_class = str(home / "bin" / "spark-class")
     master = f"spark://127.0.0.1:{port}"
-    procs = [subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                               "--port", str(port), "--webui-port", str(ui)], env=env, start_new_session=True,
-                              stdout=open(tmp_path / "master.log", "wb"), stderr=subprocess.STDOUT)]
-    procs.append(subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                                   "--cores", "2", "--memory", "3g", "--webui-port", str(_free_port()), master],
-                                  env=env, start_new_session=True, stdout=open(tmp_path / "worker.log", "wb"),
-                                  stderr=subprocess.STDOUT))
+    procs = [
+        subprocess.Popen(
+            [
+                spark_class,
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(ui),
+            ],
+            env=env,
+            start_new_session=True,
+            stdout=open(tmp_path / "master.log", "wb"),
+            stderr=subprocess.STDOUT,
+        )
+    ]
+    procs.append(
+        subprocess.Popen(
+            [
+                spark_class,
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "2",
+                "--memory",
+                "3g",
+                "--webui-port",
+                str(_free_port()),
+                master,
+            ],
+            env=env,
+            start_new_session=True,
+            stdout=open(tmp_path / "worker.log", "wb"),
+            stderr=subprocess.STDOUT,
+        )
+    )
     try:
         deadline = time.monotonic() + 120
         while True:  # a condition, not a time: the master reports the worker alive
@@ -74,8 +113,9 @@ def spark_cluster(tmp_path):
 
 
 def _seam(path: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=600
+    )
 
 
 def test_full_load_and_streaming_sink_run_on_a_standalone_cluster(airflow_stack, spark_cluster, tmp_path_factory):
@@ -86,13 +126,21 @@ def test_full_load_and_streaming_sink_run_on_a_standalone_cluster(airflow_stack,
         cur.execute(f"CREATE TABLE `{DB}`.ledger (id INT PRIMARY KEY, amount DECIMAL(18,2), note VARCHAR(20))")
         cur.execute(f"INSERT INTO `{DB}`.ledger SELECT seq, seq * 1.25, 'old' FROM `{DB}`.seq_1_to_5000")
     conn.close()
-    path = pipeline_file(tmp_path_factory, "cluster", [{"name": f"{DB}.ledger", "key": ["id"]}],
-                         pipeline_name="cluster", stream={"log_dir": str(tmp_path_factory.mktemp("cluster-logs"))})
+    path = pipeline_file(
+        tmp_path_factory,
+        "cluster",
+        [{"name": f"{DB}.ledger", "key": ["id"]}],
+        pipeline_name="cluster",
+        stream={"log_dir": str(tmp_path_factory.mktemp("cluster-logs"))},
+    )
     pipeline = load_pipeline(path)
     assert pipeline.spark.master.startswith("local"), "only the connection may point at the cluster"
     # the one change: the seam_spark connection (as `airflow connections` or a secrets backend would hold it)
-    conn_env = {"AIRFLOW_CONN_SEAM_SPARK": json.dumps({"conn_type": "spark", "host": spark_cluster["host"],
-                                                       "port": spark_cluster["port"]})}
+    conn_env = {
+        "AIRFLOW_CONN_SEAM_SPARK": json.dumps(
+            {"conn_type": "spark", "host": spark_cluster["host"], "port": spark_cluster["port"]}
+        )
+    }
 
     loaded = run_dag(airflow_stack, "seam_full_load", {"tables": [f"{DB}.ledger"], "pipeline": path}, env=conn_env)
     assert loaded["state"] == "success", loaded["log"][-5000:]

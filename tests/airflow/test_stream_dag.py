@@ -3,6 +3,7 @@ stack's Airflow metadata database): it starts the reader and the streaming sink 
 with SIGKILL is started again by the next run and the stream catches up (validation EQUAL), a table the
 stream had to stop fails the run and alerts once, and a stop is kept by later scheduled runs. (A typo in a
 Param: tests/ui/test_airflow_ui.py, tests/airflow/test_full_load_dag.py.)"""
+
 from __future__ import annotations
 
 import os
@@ -13,9 +14,9 @@ import sys
 import psycopg
 import pytest
 
-from seam_dev import demo
 from seam.config import load_pipeline
 from seam.supervise import _group
+from seam_dev import demo
 from tests.support.airflow import run_dag
 from tests.support.pipelines import pipeline_file
 
@@ -23,30 +24,30 @@ DB = "streamdag_test"
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
 
-
-
-
 def _run(stack, conf: dict) -> dict:
     return run_dag(stack, "seam_stream", conf)
 
 
 def _seam(path: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _parts(pipeline) -> dict:
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
-        rows = conn.execute("SELECT part, pid, stopped_at IS NOT NULL FROM seam.stream_parts WHERE pipeline = %s",
-                            (pipeline.name,)).fetchall()
+        rows = conn.execute(
+            "SELECT part, pid, stopped_at IS NOT NULL FROM seam.stream_parts WHERE pipeline = %s", (pipeline.name,)
+        ).fetchall()
     return {part: (pid, stopped) for part, pid, stopped in rows}
 
 
 def _write(first_id: int, rows: int) -> None:
     conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     with conn.cursor() as cur:
-        cur.executemany("INSERT INTO ledger VALUES (%s, %s, %s)", [(i, f"{i}.10", "new") for i in
-                                                                  range(first_id, first_id + rows)])
+        cur.executemany(
+            "INSERT INTO ledger VALUES (%s, %s, %s)", [(i, f"{i}.10", "new") for i in range(first_id, first_id + rows)]
+        )
         cur.execute("UPDATE ledger SET amount = amount + 1 WHERE id % 7 = 0")
         cur.execute("DELETE FROM ledger WHERE id % 11 = 0")
     conn.close()
@@ -58,11 +59,19 @@ def test_supervisor_starts_restarts_alerts_and_stops_the_stream(airflow_stack, t
         cur.execute(f"DROP DATABASE IF EXISTS `{DB}`")
         cur.execute(f"CREATE DATABASE `{DB}`")
         cur.execute(f"CREATE TABLE `{DB}`.ledger (id INT PRIMARY KEY, amount DECIMAL(18,2), note VARCHAR(20))")
-        cur.executemany(f"INSERT INTO `{DB}`.ledger VALUES (%s, %s, %s)", [(i, f"{i}.25", "old") for i in range(1, 301)])
+        cur.executemany(
+            f"INSERT INTO `{DB}`.ledger VALUES (%s, %s, %s)", [(i, f"{i}.25", "old") for i in range(1, 301)]
+        )
     conn.close()
     logs = tmp_path_factory.mktemp("stream-logs")
-    path = pipeline_file(tmp_path_factory, "streamdag", [{"name": f"{DB}.ledger", "key": ["id"]}], pipeline_name="streamdag",
-                         stream={"max_lag_seconds": "10m", "log_dir": str(logs)}, notify={"webhook": webhook["url"]})
+    path = pipeline_file(
+        tmp_path_factory,
+        "streamdag",
+        [{"name": f"{DB}.ledger", "key": ["id"]}],
+        pipeline_name="streamdag",
+        stream={"max_lag_seconds": "10m", "log_dir": str(logs)},
+        notify={"webhook": webhook["url"]},
+    )
     pipeline = load_pipeline(path)
     load = _seam(path, "load", "full", f"{DB}.ledger")
     assert load.returncode == 0, load.stdout + load.stderr

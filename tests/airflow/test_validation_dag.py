@@ -1,6 +1,7 @@
 """A failing validation inside a real Airflow DAG run (``dag.test`` against the embedded stack's Airflow
 metadata database): the task fails with the summary in its log, and the test's own SMTP server and webhook
 receiver each get exactly one alert naming the table and the mismatch. An equal table passes."""
+
 from __future__ import annotations
 
 import email
@@ -15,8 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import psycopg
 import pytest
 
-from seam_dev import demo
 from seam.config import load_pipeline
+from seam_dev import demo
 from tests.support.pipelines import pipeline_file
 
 DB = "valdag_test"
@@ -64,8 +65,12 @@ def receivers():
     smtp.start()
     http = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
     threading.Thread(target=http.serve_forever, daemon=True).start()
-    yield {"smtp_port": smtp.port, "webhook": f"http://127.0.0.1:{http.server_address[1]}/seam-alerts",
-           "mails": mails, "posts": posts}
+    yield {
+        "smtp_port": smtp.port,
+        "webhook": f"http://127.0.0.1:{http.server_address[1]}/seam-alerts",
+        "mails": mails,
+        "posts": posts,
+    }
     http.shutdown()
     smtp.stop()
 
@@ -77,37 +82,64 @@ def loaded(airflow_stack, tmp_path_factory):
         cur.execute(f"DROP DATABASE IF EXISTS `{DB}`")
         cur.execute(f"CREATE DATABASE `{DB}`")
         for table in ("settlements", "fees"):
-            cur.execute(f"CREATE TABLE `{DB}`.`{table}` (id INT PRIMARY KEY, amount DECIMAL(18,2) NOT NULL, "
-                        "note VARCHAR(20))")
-            cur.executemany(f"INSERT INTO `{DB}`.`{table}` VALUES (%s, %s, %s)",
-                            [(i, f"{i * 10}.25", f"n{i}") for i in range(1, 501)])
+            cur.execute(
+                f"CREATE TABLE `{DB}`.`{table}` (id INT PRIMARY KEY, amount DECIMAL(18,2) NOT NULL, note VARCHAR(20))"
+            )
+            cur.executemany(
+                f"INSERT INTO `{DB}`.`{table}` VALUES (%s, %s, %s)",
+                [(i, f"{i * 10}.25", f"n{i}") for i in range(1, 501)],
+            )
     conn.close()
-    tables = [{"name": f"{DB}.settlements", "key": ["id"], "checks": {"columns": {"amount": {"sum": {}}}}},
-              {"name": f"{DB}.fees", "key": ["id"]}]
+    tables = [
+        {"name": f"{DB}.settlements", "key": ["id"], "checks": {"columns": {"amount": {"sum": {}}}}},
+        {"name": f"{DB}.fees", "key": ["id"]},
+    ]
     path = pipeline_file(tmp_path_factory, "valdag", tables)
-    out = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.settlements",
-                          f"{DB}.fees"], capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.settlements", f"{DB}.fees"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr + out.stdout
     return tables
 
 
 def _run_validate_dag(stack, receivers, path: str, tables: list[str]) -> dict:
-    smtp = {"conn_type": "smtp", "host": "127.0.0.1", "port": receivers["smtp_port"], "login": "", "password": "",
-            "extra": {"disable_tls": True, "disable_ssl": True, "from_email": "seam@example.com", "timeout": 10}}
+    smtp = {
+        "conn_type": "smtp",
+        "host": "127.0.0.1",
+        "port": receivers["smtp_port"],
+        "login": "",
+        "password": "",
+        "extra": {"disable_tls": True, "disable_ssl": True, "from_email": "seam@example.com", "timeout": 10},
+    }
     env = {**os.environ, **stack.airflow_env(), "AIRFLOW_CONN_SEAM_TEST_SMTP": json.dumps(smtp)}
     dags = str(stack.airflow_env()["AIRFLOW__CORE__DAGS_FOLDER"])
-    out = subprocess.run([sys.executable, "-c", RUN_DAG, dags, json.dumps({"tables": tables, "pipeline": path})],
-                         capture_output=True, text=True, timeout=600, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", RUN_DAG, dags, json.dumps({"tables": tables, "pipeline": path})],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, out.stdout[-3000:] + out.stderr[-5000:]
-    return {**json.loads(lines[-1][len("RESULT "):]), "log": out.stdout + out.stderr}
+    return {**json.loads(lines[-1][len("RESULT ") :]), "log": out.stdout + out.stderr}
 
 
-def test_a_mismatch_fails_the_task_and_alerts_once_by_mail_and_webhook(airflow_stack, loaded, receivers,
-                                                                         tmp_path_factory):
-    path = pipeline_file(tmp_path_factory, "valdag_notify", loaded, notify={
-        "webhook": receivers["webhook"],
-        "email": {"to": ["settlement-ops@example.com"], "conn_id": "seam_test_smtp"}})
+def test_a_mismatch_fails_the_task_and_alerts_once_by_mail_and_webhook(
+    airflow_stack, loaded, receivers, tmp_path_factory
+):
+    path = pipeline_file(
+        tmp_path_factory,
+        "valdag_notify",
+        loaded,
+        notify={
+            "webhook": receivers["webhook"],
+            "email": {"to": ["settlement-ops@example.com"], "conn_id": "seam_test_smtp"},
+        },
+    )
     pipeline = load_pipeline(path)
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
         conn.execute(f'UPDATE "{DB}".settlements SET amount = amount + 1 WHERE id = 42')
@@ -115,7 +147,7 @@ def test_a_mismatch_fails_the_task_and_alerts_once_by_mail_and_webhook(airflow_s
     result = _run_validate_dag(airflow_stack, receivers, path, [f"{DB}.settlements", f"{DB}.fees"])
     assert result["state"] == "failed", result["tasks"]
     assert result["tasks"]["tables[-1]"] == "success"
-    assert result["tasks"]["validate[0]"] == "failed"   # settlements: the changed row
+    assert result["tasks"]["validate[0]"] == "failed"  # settlements: the changed row
     assert result["tasks"]["validate[1]"] == "success"  # fees: equal
     assert f"{DB}.settlements: MISMATCH" in result["log"] and "different  id=42: amount:" in result["log"]
 

@@ -1,4 +1,5 @@
 """Every DAG imports cleanly, is tagged, retries, and does no I/O at parse time."""
+
 from __future__ import annotations
 
 import socket
@@ -12,12 +13,15 @@ DAGS = Path(__file__).resolve().parents[2] / "dags"
 @pytest.fixture(scope="module")
 def dagbag():
     from airflow.dag_processing.dagbag import DagBag
+
     return DagBag(dag_folder=str(DAGS))
 
 
 def test_no_import_errors(dagbag):
     assert dagbag.import_errors == {}
-    assert {"seam_wiring_check", "seam_full_load", "seam_incremental", "seam_stream", "seam_settlement"} <= set(dagbag.dag_ids)
+    assert {"seam_wiring_check", "seam_full_load", "seam_incremental", "seam_stream", "seam_settlement"} <= set(
+        dagbag.dag_ids
+    )
 
 
 PLANNING = {"tables", "windows", "plan"}  # they only check the Params: a typo fails at once, no retry
@@ -42,8 +46,9 @@ def test_params_with_defaults_are_optional_and_mapped_tasks_named_by_table(dagba
             assert param.value is None or param.value == [] or "null" in schema.get("type", []), (dag_id, name)
         for task in dag.tasks:
             if task.task_id not in UNMAPPED:
-                assert getattr(task, "partial_kwargs", {}).get("map_index_template") == "{{ task.table }}", \
+                assert getattr(task, "partial_kwargs", {}).get("map_index_template") == "{{ task.table }}", (
                     f"{dag_id}.{task.task_id}"
+                )
 
 
 def test_parsing_touches_no_network(monkeypatch):

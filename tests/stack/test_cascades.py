@@ -2,6 +2,7 @@
 key update that cascades through a child into a grandchild, or through a table's keys into itself (a tree),
 must be rebuilt level by level in the target. Each case is checked by the values the target must hold, and
 every table row by row against the source by the independent comparer."""
+
 from __future__ import annotations
 
 import os
@@ -11,10 +12,10 @@ import sys
 import psycopg
 import pytest
 
-from seam_dev import demo
 from seam.config import load_pipeline
 from seam.sink import Sink
 from seam.streaming import ChangeReader
+from seam_dev import demo
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file, stream_once
 
@@ -70,31 +71,47 @@ def _equal(pipeline) -> None:
 def pipeline(stack, tmp_path_factory):
     _run(None, f"DROP DATABASE IF EXISTS {DB}", f"CREATE DATABASE {DB}")
     _run(DB, *SCHEMA)
-    _run(DB, "INSERT INTO customers VALUES (1, 'C1'), (2, 'C2'), (3, 'C3')",
-         "INSERT INTO accounts VALUES (10, 'C1', 'A-10'), (11, 'C1', 'A-11'), (20, 'C2', 'A-20')",
-         "INSERT INTO statements VALUES (100, 'A-10'), (101, 'A-11'), (102, 'A-11'), (200, 'A-20')",
-         "INSERT INTO orders VALUES (1000, 1), (1001, 1), (2000, 2), (3000, 3)",
-         "INSERT INTO order_lines VALUES (1, 1000, 5), (2, 1000, 6), (3, 1001, 7), (4, 2000, 8), (5, 3000, 9)",
-         # a thread under order 1000: 1 <- 2 <- 3 <- 4, and 5 on its own under order 3000
-         "INSERT INTO comments VALUES (1, NULL, 1000, 'root'), (2, 1, NULL, 'reply'), (3, 2, NULL, 'deeper'), "
-         "(4, 3, NULL, 'deepest'), (5, NULL, 3000, 'other'), (6, NULL, 2000, 'on order 2000')",
-         "INSERT INTO reactions VALUES (1, 1), (2, 3), (3, 4), (4, 5), (5, 6)")
+    _run(
+        DB,
+        "INSERT INTO customers VALUES (1, 'C1'), (2, 'C2'), (3, 'C3')",
+        "INSERT INTO accounts VALUES (10, 'C1', 'A-10'), (11, 'C1', 'A-11'), (20, 'C2', 'A-20')",
+        "INSERT INTO statements VALUES (100, 'A-10'), (101, 'A-11'), (102, 'A-11'), (200, 'A-20')",
+        "INSERT INTO orders VALUES (1000, 1), (1001, 1), (2000, 2), (3000, 3)",
+        "INSERT INTO order_lines VALUES (1, 1000, 5), (2, 1000, 6), (3, 1001, 7), (4, 2000, 8), (5, 3000, 9)",
+        # a thread under order 1000: 1 <- 2 <- 3 <- 4, and 5 on its own under order 3000
+        "INSERT INTO comments VALUES (1, NULL, 1000, 'root'), (2, 1, NULL, 'reply'), (3, 2, NULL, 'deeper'), "
+        "(4, 3, NULL, 'deepest'), (5, NULL, 3000, 'other'), (6, NULL, 2000, 'on order 2000')",
+        "INSERT INTO reactions VALUES (1, 1), (2, 3), (3, 4), (4, 5), (5, 6)",
+    )
     tables = [{"name": f"{DB}.{t}", "key": ["id"], "sync": "stream"} for t in TABLES]
     path = pipeline_file(tmp_path_factory, "cascade_levels", tables)
     # children named first: the load orders them parents first all the same
-    load = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full",
-                           *(t["name"] for t in reversed(tables))], capture_output=True, text=True, timeout=900)
+    load = subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", *(t["name"] for t in reversed(tables))],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert load.returncode == 0, load.stdout + load.stderr
-    assert f"cascade followed by the stream: {DB}.comments -> {DB}.comments (parent_id; ON DELETE CASCADE)" \
-        in load.stdout, load.stdout
+    assert (
+        f"cascade followed by the stream: {DB}.comments -> {DB}.comments (parent_id; ON DELETE CASCADE)" in load.stdout
+    ), load.stdout
     pipeline = load_pipeline(path)
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
-        at = {t: (int(f.rsplit(".", 1)[1]), p) for t, f, p in conn.execute(
-            "SELECT DISTINCT ON (tbl) tbl, position_file, position_pos FROM seam.batches WHERE db = %s AND "
-                "state = 'committed' ORDER BY tbl, finished_at DESC", (DB,))}
+        at = {
+            t: (int(f.rsplit(".", 1)[1]), p)
+            for t, f, p in conn.execute(
+                "SELECT DISTINCT ON (tbl) tbl, position_file, position_pos FROM seam.batches WHERE db = %s AND "
+                "state = 'committed' ORDER BY tbl, finished_at DESC",
+                (DB,),
+            )
+        }
     # each table loaded at or after the tables whose cascades reach it
-    assert at["customers"] <= at["orders"] <= at["order_lines"] and at["orders"] <= at["comments"] \
-        <= at["reactions"] and at["customers"] <= at["accounts"] <= at["statements"], at
+    assert (
+        at["customers"] <= at["orders"] <= at["order_lines"]
+        and at["orders"] <= at["comments"] <= at["reactions"]
+        and at["customers"] <= at["accounts"] <= at["statements"]
+    ), at
     return pipeline
 
 
@@ -126,13 +143,13 @@ def test_a_tree_goes_with_its_root_and_takes_level_three_along(pipeline):
 def test_a_key_update_cascades_two_levels(pipeline):
     """customers.code -> accounts.customer_code (ON UPDATE CASCADE); the accounts' number does not change, so
     statements keep theirs; then an account's number changes and its statements follow."""
-    _run(DB, "UPDATE customers SET code = 'C1-NEW' WHERE id = 1",
-         "UPDATE accounts SET number = 'A-11-NEW' WHERE id = 11")
+    _run(
+        DB, "UPDATE customers SET code = 'C1-NEW' WHERE id = 1", "UPDATE accounts SET number = 'A-11-NEW' WHERE id = 11"
+    )
     stream_once(pipeline)
     _equal(pipeline)
     assert _target(pipeline, "accounts")[10] == ("C1-NEW", "A-10")
-    assert _target(pipeline, "statements") == {100: ("A-10",), 101: ("A-11-NEW",), 102: ("A-11-NEW",),
-                                               200: (None,)}
+    assert _target(pipeline, "statements") == {100: ("A-10",), 101: ("A-11-NEW",), 102: ("A-11-NEW",), 200: (None,)}
     # and a customer's delete through the renamed key reaches statements two levels down
     _run(DB, "DELETE FROM customers WHERE id = 1")
     stream_once(pipeline)
@@ -153,8 +170,11 @@ def _sink(pipeline, names: list[str]) -> None:
 def test_a_level_waits_for_the_level_above(pipeline):
     """The level below is applied first (its own sink): it waits, and nothing of it moves, until the level
     above has applied the same change; then it follows."""
-    _run(DB, "INSERT INTO comments VALUES (10, NULL, NULL, 'thread'), (11, 10, NULL, 'reply')",
-         "INSERT INTO reactions VALUES (10, 11), (11, 10)")
+    _run(
+        DB,
+        "INSERT INTO comments VALUES (10, NULL, NULL, 'thread'), (11, 10, NULL, 'reply')",
+        "INSERT INTO reactions VALUES (10, 11), (11, 10)",
+    )
     stream_once(pipeline)
     _run(DB, "DELETE FROM comments WHERE id = 10", "INSERT INTO reactions VALUES (12, 5)")
     reader = ChangeReader(pipeline)
@@ -174,22 +194,34 @@ def test_a_level_waits_for_the_level_above(pipeline):
 def test_a_level_above_loaded_past_the_change_stops_the_level_below(pipeline):
     """A middle level loaded again after a cascade went through it, before the stream applied that cascade,
     never saw which of its rows went: the level below stops with the remedy, and loading it again heals it."""
-    _run(DB, "INSERT INTO comments VALUES (20, NULL, NULL, 'thread'), (21, 20, NULL, 'reply')",
-         "INSERT INTO reactions VALUES (20, 21)")
+    _run(
+        DB,
+        "INSERT INTO comments VALUES (20, NULL, NULL, 'thread'), (21, 20, NULL, 'reply')",
+        "INSERT INTO reactions VALUES (20, 21)",
+    )
     stream_once(pipeline)
     _run(DB, "DELETE FROM comments WHERE id = 20")
     path = str(pipeline.path)
-    load = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.comments"],
-                          capture_output=True, text=True, timeout=600)
+    load = subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.comments"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert load.returncode == 0, load.stdout + load.stderr
     assert f"note: cascades through {DB}.comments continue into {DB}.reactions" in load.stdout, load.stdout
     stream_once(pipeline)
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
-        stopped = conn.execute("SELECT stopped FROM seam.positions WHERE db = %s AND tbl = 'reactions'",
-                               (DB,)).fetchone()[0]
+        stopped = conn.execute(
+            "SELECT stopped FROM seam.positions WHERE db = %s AND tbl = 'reactions'", (DB,)
+        ).fetchone()[0]
     assert stopped and f"a cascade through {DB}.comments" in stopped and "seam load full" in stopped, stopped
-    load = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.reactions"],
-                          capture_output=True, text=True, timeout=600)
+    load = subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.reactions"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert load.returncode == 0, load.stdout + load.stderr
     stream_once(pipeline)
     _equal(pipeline)
@@ -202,4 +234,7 @@ def test_tables_under_a_middle_level_load_with_it(pipeline):
 
     groups = cascade_groups(pipeline, [pipeline.table(f"{DB}.{t}") for t in TABLES])
     assert sorted(sorted(t.table for t in g) for g in groups) == [
-        ["accounts", "statements"], ["comments", "order_lines", "orders", "reactions"], ["customers"]], groups
+        ["accounts", "statements"],
+        ["comments", "order_lines", "orders", "reactions"],
+        ["customers"],
+    ], groups

@@ -6,6 +6,7 @@ from the primary; the primary dies with changes Seam has not read; the pipeline 
 promoted replica, which takes more writes. The stream finds each table's GTID set in the replica's binlog
 and goes on: the target equals the replica, row by row (independent comparer), nothing lost or doubled.
 A failover that lost transactions the target already has stops with the remedy instead."""
+
 from __future__ import annotations
 
 import os
@@ -23,9 +24,9 @@ import pymysql
 import pytest
 import yaml
 
-from seam_dev import demo
 from seam.config import load_pipeline
 from seam.streaming import ChangeReader, StreamError
+from seam_dev import demo
 from tests.support.compare import diff, source_rows, target_rows
 from tests.support.pipelines import stream_once
 
@@ -48,15 +49,39 @@ class Server:
         self.password = os.environ["SEAM_MYSQL_PASSWORD"]
         data = base / "data"
         (base / "binlog").mkdir(parents=True)
-        subprocess.run([shutil.which("mariadb-install-db"), "--no-defaults", f"--datadir={data}",
-                        f"--user={pwd.getpwuid(os.geteuid()).pw_name}", "--auth-root-authentication-method=normal",
-                        "--skip-test-db"], check=True, capture_output=True)
-        cmd = [shutil.which("mariadbd"), "--no-defaults", f"--datadir={data}", f"--port={self.port}",
-               f"--socket={base / 'sock'}", "--bind-address=127.0.0.1", f"--log-error={base / 'err.log'}",
-               f"--log-bin={base / 'binlog' / 'mysql-bin'}", "--binlog-format=ROW", "--binlog-row-image=FULL",
-               "--binlog-row-metadata=FULL", f"--server-id={server_id}", "--log-slave-updates",
-               "--gtid-strict-mode=1", "--skip-name-resolve", "--innodb-buffer-pool-size=64M",
-               "--default-time-zone=+00:00", "--character-set-server=utf8mb4", "--collation-server=utf8mb4_unicode_ci"]
+        subprocess.run(
+            [
+                shutil.which("mariadb-install-db"),
+                "--no-defaults",
+                f"--datadir={data}",
+                f"--user={pwd.getpwuid(os.geteuid()).pw_name}",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        cmd = [
+            shutil.which("mariadbd"),
+            "--no-defaults",
+            f"--datadir={data}",
+            f"--port={self.port}",
+            f"--socket={base / 'sock'}",
+            "--bind-address=127.0.0.1",
+            f"--log-error={base / 'err.log'}",
+            f"--log-bin={base / 'binlog' / 'mysql-bin'}",
+            "--binlog-format=ROW",
+            "--binlog-row-image=FULL",
+            "--binlog-row-metadata=FULL",
+            f"--server-id={server_id}",
+            "--log-slave-updates",
+            "--gtid-strict-mode=1",
+            "--skip-name-resolve",
+            "--innodb-buffer-pool-size=64M",
+            "--default-time-zone=+00:00",
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_unicode_ci",
+        ]
         if os.geteuid() == 0:
             cmd.insert(2, "--user=root")
         self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -67,7 +92,9 @@ class Server:
                 break
             except pymysql.err.OperationalError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"MariaDB in {base} did not start: {(base / 'err.log').read_text()[-2000:]}")
+                    raise RuntimeError(
+                        f"MariaDB in {base} did not start: {(base / 'err.log').read_text()[-2000:]}"
+                    ) from None
                 time.sleep(0.3)
 
     def root(self, **kwargs) -> pymysql.Connection:
@@ -86,19 +113,24 @@ class Server:
     def add_users(self) -> None:
         for user in ("'root'@'127.0.0.1'", "'seam'@'%%'"):
             self.run(f"CREATE OR REPLACE USER {user} IDENTIFIED BY %s", args=(self.password,))
-        self.run("GRANT ALL ON *.* TO 'root'@'127.0.0.1'",
-                 "GRANT SELECT, RELOAD, LOCK TABLES, REPLICATION CLIENT, REPLICATION SLAVE ON *.* TO 'seam'@'%'")
+        self.run(
+            "GRANT ALL ON *.* TO 'root'@'127.0.0.1'",
+            "GRANT SELECT, RELOAD, LOCK TABLES, REPLICATION CLIENT, REPLICATION SLAVE ON *.* TO 'seam'@'%'",
+        )
 
     @property
     def admin_url(self) -> str:
         return f"mysql+pymysql://root:{self.password}@127.0.0.1:{self.port}/"
 
-    def replicate_from(self, primary: "Server") -> None:
-        self.run("CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = %s, MASTER_USER = 'root', "
-                 "MASTER_PASSWORD = %s, MASTER_USE_GTID = slave_pos", "START SLAVE",
-                 args=(primary.port, primary.password))
+    def replicate_from(self, primary: Server) -> None:
+        self.run(
+            "CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = %s, MASTER_USER = 'root', "
+            "MASTER_PASSWORD = %s, MASTER_USE_GTID = slave_pos",
+            "START SLAVE",
+            args=(primary.port, primary.password),
+        )
 
-    def caught_up_with(self, primary: "Server", timeout: float = 120) -> None:
+    def caught_up_with(self, primary: Server, timeout: float = 120) -> None:
         want = primary.run("SELECT @@gtid_binlog_pos")[0][0]
         deadline = time.monotonic() + timeout
         while self.run("SELECT @@gtid_slave_pos")[0][0] != want:
@@ -133,22 +165,27 @@ def _pipeline_file(tmp_path: Path, server: Server, name: str) -> str:
     doc["name"] = name
     doc["kafka"]["topic_prefix"] = f"seam.{name}"
     doc["source"]["port"] = server.port
-    doc["tables"] = [{"name": f"{DB}.accounts", "key": ["id"]}, {"name": f"{DB}.payments", "key": ["id"]},
-                     {"name": f"{DB}.audit_log", "key": "none"}]
+    doc["tables"] = [
+        {"name": f"{DB}.accounts", "key": ["id"]},
+        {"name": f"{DB}.payments", "key": ["id"]},
+        {"name": f"{DB}.audit_log", "key": "none"},
+    ]
     path = tmp_path / "pipeline.yaml"
     path.write_text(yaml.safe_dump(doc))
     return str(path)
 
 
 def _seam(path: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=600
+    )
 
 
 def _positions(pipeline) -> dict:
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
-        rows = conn.execute("SELECT tbl, file, pos, gtids, server, stopped FROM seam.positions WHERE db = %s",
-                            (DB,)).fetchall()
+        rows = conn.execute(
+            "SELECT tbl, file, pos, gtids, server, stopped FROM seam.positions WHERE db = %s", (DB,)
+        ).fetchall()
     return {r[0]: r[1:] for r in rows}
 
 

@@ -4,6 +4,7 @@ Every check compares the target with the source read independently (PyMySQL
 plus the record normalisation rules), or with the source at the recorded
 binlog position (target image + binlog replay == source now).
 """
+
 from __future__ import annotations
 
 import os
@@ -17,9 +18,9 @@ import psycopg
 import pytest
 import yaml
 
-from seam_dev import demo
 from seam.config import load_pipeline
 from seam.records import Position
+from seam_dev import demo
 from tests.support.compare import diff, replay_to_now, source_rows, target_rows
 
 DB = "fl_test"
@@ -47,8 +48,12 @@ def _pipeline_file(tmp_path, **overrides) -> str:
 
 
 def _seam(pipeline_path: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, *args],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _target(pipeline, sql: str, *params):
@@ -65,8 +70,12 @@ def _target_count(pipeline, table: str) -> int | None:
 
 
 def _ledger(pipeline, table: str) -> list[tuple]:
-    return _target(pipeline, "SELECT batch_id, state, final_rows, error FROM seam.batches WHERE db = %s AND tbl = %s "
-                             "ORDER BY opened_at", DB, table)
+    return _target(
+        pipeline,
+        "SELECT batch_id, state, final_rows, error FROM seam.batches WHERE db = %s AND tbl = %s ORDER BY opened_at",
+        DB,
+        table,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -77,16 +86,23 @@ def source(stack):
     demo.seed(load_pipeline(), rows=2000, admin_url=admin, database=DB, log=lambda m: None)
     conn = demo.connect(admin, DB)
     with conn.cursor() as cur:
-        cur.execute(f"CREATE TABLE `{ODD_TABLE.replace('`', '``')}` (`select` INT PRIMARY KEY, `group` VARCHAR(20), "
-                    "`a b` DECIMAL(10,2), `x``y` TEXT, `ünïcode` VARCHAR(10))")
-        cur.executemany(f"INSERT INTO `{ODD_TABLE.replace('`', '``')}` VALUES (%s, %s, %s, %s, %s)",
-                        [(i, f"g{i % 3}", f"{i}.25", "tab\there \\ back`tick", "ü") for i in range(1, 101)])
+        cur.execute(
+            f"CREATE TABLE `{ODD_TABLE.replace('`', '``')}` (`select` INT PRIMARY KEY, `group` VARCHAR(20), "
+            "`a b` DECIMAL(10,2), `x``y` TEXT, `ünïcode` VARCHAR(10))"
+        )
+        cur.executemany(
+            f"INSERT INTO `{ODD_TABLE.replace('`', '``')}` VALUES (%s, %s, %s, %s, %s)",
+            [(i, f"g{i % 3}", f"{i}.25", "tab\there \\ back`tick", "ü") for i in range(1, 101)],
+        )
         cur.execute("CREATE TABLE `empty` (`id` INT PRIMARY KEY, `v` VARCHAR(10))")
         cur.execute("SET SESSION sql_mode = ''")
-        cur.execute("CREATE TABLE `zero dates` (`id` INT PRIMARY KEY, `d` DATE NOT NULL, `dt` DATETIME(6), "
-                    "`ts` TIMESTAMP NULL)")
-        cur.execute("INSERT INTO `zero dates` VALUES (1, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00'),"
-                    " (2, '2024-00-10', '2024-02-29 23:59:59.5', '2038-01-19 03:14:07'), (3, '2024-01-01', NULL, NULL)")
+        cur.execute(
+            "CREATE TABLE `zero dates` (`id` INT PRIMARY KEY, `d` DATE NOT NULL, `dt` DATETIME(6), `ts` TIMESTAMP NULL)"
+        )
+        cur.execute(
+            "INSERT INTO `zero dates` VALUES (1, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00'),"
+            " (2, '2024-00-10', '2024-02-29 23:59:59.5', '2038-01-19 03:14:07'), (3, '2024-01-01', NULL, NULL)"
+        )
     conn.close()
     return DB
 
@@ -110,9 +126,12 @@ def test_awkward_keyless_quoted_empty_and_zero_date_tables_load_equal(pipeline_p
     assert _target_count(pipeline, "empty") == 0
     audit = images["audit_log"]
     assert sum(audit.values()) > len(audit), "audit_log holds identical rows, and every copy must arrive"
-    primary = _target(pipeline, "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
-                                "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisprimary",
-                      f'"{DB}"."{ODD_TABLE.replace(chr(34), chr(34) * 2)}"')
+    primary = _target(
+        pipeline,
+        "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+        "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisprimary",
+        f'"{DB}"."{ODD_TABLE.replace(chr(34), chr(34) * 2)}"',
+    )
     assert primary == [("select",)]
 
 
@@ -126,8 +145,11 @@ def test_a_large_table_under_concurrent_writes_equals_the_source_at_the_recorded
     open(path, "w").write(yaml.safe_dump(doc))
 
     stats = {}
-    writer = threading.Thread(target=lambda: stats.update(
-        demo.run_writer(admin, rate=400, seconds=25, threads=2, seed=7, database=DB + "_big")))
+    writer = threading.Thread(
+        target=lambda: stats.update(
+            demo.run_writer(admin, rate=400, seconds=25, threads=2, seed=7, database=DB + "_big")
+        )
+    )
     writer.start()
     time.sleep(2)
     result = _seam(path, "load", "full", f"{DB}_big.payments")
@@ -137,12 +159,17 @@ def test_a_large_table_under_concurrent_writes_equals_the_source_at_the_recorded
     assert stats["transactions"] > 300
     assert "rows/s" in result.stdout and "staged" in result.stdout  # progress and rate were shown
 
-    (batch, state, final_rows, _), = _target(pipeline, "SELECT batch_id, state, final_rows, error FROM seam.batches "
-                                                       "WHERE db = %s AND tbl = 'payments' ORDER BY opened_at DESC "
-                                                       "LIMIT 1", DB + "_big")
+    ((batch, state, final_rows, _),) = _target(
+        pipeline,
+        "SELECT batch_id, state, final_rows, error FROM seam.batches "
+        "WHERE db = %s AND tbl = 'payments' ORDER BY opened_at DESC "
+        "LIMIT 1",
+        DB + "_big",
+    )
     assert state == "committed"
-    file, pos = _target(pipeline, "SELECT file, pos FROM seam.positions WHERE db = %s AND tbl = 'payments'",
-                        DB + "_big")[0]
+    file, pos = _target(
+        pipeline, "SELECT file, pos FROM seam.positions WHERE db = %s AND tbl = 'payments'", DB + "_big"
+    )[0]
     position = Position.through(file, pos)
     assert f"{file}:{pos}" in result.stdout
 
@@ -165,31 +192,44 @@ def _wait(predicate, timeout: float, what: str, every: float = 0.05):
 
 
 def _staged(pipeline):
-    rows = _target(pipeline, "SELECT batch_id, state, staged_rows FROM seam.batches WHERE db = %s AND "
-                             "tbl = 'payments' ORDER BY opened_at DESC LIMIT 1", DB)
+    rows = _target(
+        pipeline,
+        "SELECT batch_id, state, staged_rows FROM seam.batches WHERE db = %s AND "
+        "tbl = 'payments' ORDER BY opened_at DESC LIMIT 1",
+        DB,
+    )
     return rows[0] if rows else None
 
 
 def _spark_publish(pipeline_path: str) -> subprocess.Popen:
     from seam.loads import job_env, spark_submit_command
+
     pipeline = load_pipeline(pipeline_path)
-    return subprocess.Popen(spark_submit_command(pipeline, "full_load", ["--pipeline", pipeline_path,
-                                                                         "--table", f"{DB}.payments"]),
-                            env=job_env(), start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    return subprocess.Popen(
+        spark_submit_command(pipeline, "full_load", ["--pipeline", pipeline_path, "--table", f"{DB}.payments"]),
+        env=job_env(),
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _sink(pipeline_path: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "sink",
-                             "--table", f"{DB}.payments", *args], start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "sink", "--table", f"{DB}.payments", *args],
+        start_new_session=True,
+    )
 
 
 def _grow_payments(rows: int) -> None:
     conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     with conn.cursor() as cur:
-        cur.execute("INSERT INTO payments (account_id, amount, currency, status, reference, value_date) "
-                    "SELECT account_id, amount, currency, status, CONCAT(reference, '-', seq), value_date "
-                    f"FROM payments, seq_1_to_{rows // 2000 + 1} LIMIT {rows}")
+        cur.execute(
+            "INSERT INTO payments (account_id, amount, currency, status, reference, value_date) "
+            "SELECT account_id, amount, currency, status, CONCAT(reference, '-', seq), value_date "
+            f"FROM payments, seq_1_to_{rows // 2000 + 1} LIMIT {rows}"
+        )
     conn.close()
 
 
@@ -206,8 +246,12 @@ def test_sink_killed_mid_batch_keeps_the_old_table_until_the_batch_commits_once(
     batch = out.split("SEAM_RESULT")[-1].split("batch=")[1].split()[0]
 
     sink = _sink(pipeline_path, "--until-batch", batch)
-    _wait(lambda: (_staged(pipeline) or (None, None, 0))[0] == batch and _staged(pipeline)[2] > 0, 120,
-          "the sink to stage part of the batch", every=0.01)
+    _wait(
+        lambda: (_staged(pipeline) or (None, None, 0))[0] == batch and _staged(pipeline)[2] > 0,
+        120,
+        "the sink to stage part of the batch",
+        every=0.01,
+    )
     os.killpg(sink.pid, signal.SIGKILL)
     sink.wait()
     _, state, staged = _staged(pipeline)
@@ -232,8 +276,12 @@ def test_spark_killed_mid_publish_is_never_published_and_a_rerun_succeeds(pipeli
     sink = _sink(pipeline_path)  # a long-running sink, as in production
     try:
         spark = _spark_publish(pipeline_path)
-        _wait(lambda: (_staged(pipeline) or (None, None, 0))[1] == "open" and _staged(pipeline)[2] > 0, 180,
-              "rows of the new batch to arrive", every=0.01)
+        _wait(
+            lambda: (_staged(pipeline) or (None, None, 0))[1] == "open" and _staged(pipeline)[2] > 0,
+            180,
+            "rows of the new batch to arrive",
+            every=0.01,
+        )
         os.killpg(spark.pid, signal.SIGKILL)
         spark.wait()
         killed_batch = _staged(pipeline)[0]
@@ -252,16 +300,22 @@ def test_spark_killed_mid_publish_is_never_published_and_a_rerun_succeeds(pipeli
     assert states[killed_batch][0] == "superseded" and "superseded by" in states[killed_batch][1]
     src, schema = source_rows(pipeline, DB, "payments")
     assert src == target_rows(pipeline, schema)
-    leftovers = _target(pipeline, "SELECT count(*) FROM pg_tables WHERE schemaname = 'seam' AND "
-                                  "(tablename LIKE 'stage_%%' OR tablename LIKE 'changes_%%')")
+    leftovers = _target(
+        pipeline,
+        "SELECT count(*) FROM pg_tables WHERE schemaname = 'seam' AND "
+        "(tablename LIKE 'stage_%%' OR tablename LIKE 'changes_%%')",
+    )
     assert leftovers == [(0,)], "a superseded batch's staging tables must be dropped"
 
 
-@pytest.mark.parametrize("case, overrides, message", [
-    ("missing table", {}, "fl_test.missing does not exist"),
-    ("target unreachable", {"target": {"port": 1}}, "target PostgreSQL at 127.0.0.1:1"),
-    ("broker down", {"kafka": {"bootstrap": "127.0.0.1:1"}}, "Kafka broker at 127.0.0.1:1 is unreachable"),
-])
+@pytest.mark.parametrize(
+    "case, overrides, message",
+    [
+        ("missing table", {}, "fl_test.missing does not exist"),
+        ("target unreachable", {"target": {"port": 1}}, "target PostgreSQL at 127.0.0.1:1"),
+        ("broker down", {"kafka": {"bootstrap": "127.0.0.1:1"}}, "Kafka broker at 127.0.0.1:1 is unreachable"),
+    ],
+)
 def test_bad_input_is_one_clear_error_and_the_target_is_intact(pipeline_path, tmp_path, case, overrides, message):
     pipeline = load_pipeline(pipeline_path)
     if _target_count(pipeline, "type_zoo") is None:
@@ -298,8 +352,9 @@ def test_portable_snapshot_under_concurrent_writes_is_exact_at_its_position(pipe
     path = _pipeline_file(tmp_path, source={"snapshot": "portable"}, spark={"partitions": 4})
     admin = os.environ["SEAM_MYSQL_URL"]
     stats = {}
-    writer = threading.Thread(target=lambda: stats.update(
-        demo.run_writer(admin, rate=300, seconds=40, threads=2, seed=11, database=DB)))
+    writer = threading.Thread(
+        target=lambda: stats.update(demo.run_writer(admin, rate=300, seconds=40, threads=2, seed=11, database=DB))
+    )
     writer.start()
     try:
         time.sleep(2)

@@ -2,6 +2,7 @@
 then the change reader from the recorded position and the sink applying whole source transactions; the
 target converges to the source, keyed and keyless tables alike, nothing lost or doubled, and a second pass
 over the same binlog changes nothing."""
+
 from __future__ import annotations
 
 import os
@@ -14,10 +15,10 @@ import psycopg
 import pytest
 import yaml
 
-from seam_dev import demo
 from seam.config import load_pipeline
 from seam.sink import Sink
 from seam.streaming import ChangeReader, StreamError
+from seam_dev import demo
 from tests.support.compare import diff, source_rows, target_rows
 
 DB = "handoff_test"
@@ -29,8 +30,11 @@ pytestmark = pytest.mark.stack
 def pipeline_path(stack, tmp_path_factory):
     demo.seed(load_pipeline(), rows=20_000, admin_url=os.environ["SEAM_MYSQL_URL"], database=DB, log=lambda m: None)
     doc = yaml.safe_load(open(load_pipeline().path))
-    doc["tables"] = [{"name": f"{DB}.accounts", "key": ["id"]}, {"name": f"{DB}.payments", "key": ["id"]},
-                     {"name": f"{DB}.audit_log", "key": "none"}]
+    doc["tables"] = [
+        {"name": f"{DB}.accounts", "key": ["id"]},
+        {"name": f"{DB}.payments", "key": ["id"]},
+        {"name": f"{DB}.audit_log", "key": "none"},
+    ]
     path = tmp_path_factory.mktemp("handoff") / "pipeline.yaml"
     path.write_text(yaml.safe_dump(doc))
     return str(path)
@@ -49,16 +53,26 @@ def _stream_once(pipeline) -> dict:
 def test_full_load_then_stream_converges_exactly(pipeline_path):
     pipeline = load_pipeline(pipeline_path)
     stats = {}
-    writer = threading.Thread(target=lambda: stats.update(demo.run_writer(
-        os.environ["SEAM_MYSQL_URL"], rate=300, seconds=25, threads=2, seed=11, database=DB)))
+    writer = threading.Thread(
+        target=lambda: stats.update(
+            demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=300, seconds=25, threads=2, seed=11, database=DB)
+        )
+    )
     writer.start()
-    load = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "load", "full",
-                           *[f"{DB}.{t}" for t in TABLES]], capture_output=True, text=True, timeout=600)
+    load = subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "load", "full", *[f"{DB}.{t}" for t in TABLES]],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert load.returncode == 0, load.stderr + load.stdout
     writer.join()  # one writer at a time: two would pick the same new ids
     after = {}  # writes that surely follow the load, however long it took on a busy machine
-    late = threading.Thread(target=lambda: after.update(demo.run_writer(
-        os.environ["SEAM_MYSQL_URL"], rate=300, seconds=10, threads=1, seed=12, database=DB)))
+    late = threading.Thread(
+        target=lambda: after.update(
+            demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=300, seconds=10, threads=1, seed=12, database=DB)
+        )
+    )
     late.start()
     first = _stream_once(pipeline)  # while the late writer still runs
     late.join()
@@ -85,8 +99,11 @@ def test_purged_binlog_is_a_clear_error(pipeline_path, tmp_path):
         saved = conn.execute("SELECT file FROM seam.positions WHERE db = %s AND tbl = 'accounts'", (DB,)).fetchone()
         conn.execute("UPDATE seam.positions SET file = 'mysql-bin.000000' WHERE db = %s AND tbl = 'accounts'", (DB,))
         try:
-            with pytest.raises(StreamError, match=r"no longer has binlog mysql-bin.000000 .*seam load full "
-                                                  rf"{DB}.accounts"):
+            with pytest.raises(
+                StreamError,
+                match=r"no longer has binlog mysql-bin.000000 .*seam load full "
+                rf"{DB}.accounts",
+            ):
                 ChangeReader(pipeline)
         finally:
             conn.execute("UPDATE seam.positions SET file = %s WHERE db = %s AND tbl = 'accounts'", (saved[0], DB))
@@ -98,22 +115,29 @@ def test_stream_start_status_stop(pipeline_path):
     pipeline = load_pipeline(pipeline_path)
 
     def seam(*args):
-        return subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "stream", *args],
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "stream", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     started = seam("start")
     assert started.returncode == 0 and "stream started" in started.stdout, started.stderr
     try:
         demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=100, seconds=5, threads=1, seed=5, database=DB)
         status = seam("status")
-        assert status.returncode == 0 and ("stream: RUNNING" in status.stdout or "stream: STARTING" in status.stdout), \
+        assert status.returncode == 0 and ("stream: RUNNING" in status.stdout or "stream: STARTING" in status.stdout), (
             status.stdout + status.stderr
+        )
         for table in TABLES:
             assert f"{DB}.{table}" in status.stdout
         deadline = time.time() + 60
         while time.time() < deadline:
-            if all(source_rows(pipeline, DB, t)[0] == target_rows(pipeline, source_rows(pipeline, DB, t)[1])
-                   for t in TABLES):
+            if all(
+                source_rows(pipeline, DB, t)[0] == target_rows(pipeline, source_rows(pipeline, DB, t)[1])
+                for t in TABLES
+            ):
                 break
             time.sleep(2)
         else:
@@ -123,8 +147,12 @@ def test_stream_start_status_stop(pipeline_path):
         # validation of streamed tables while the writer and the stream both run: compared at the applied
         # position each target snapshot holds, without pausing either
         from seam.validation import validate
-        writer = threading.Thread(target=lambda: demo.run_writer(
-            os.environ["SEAM_MYSQL_URL"], rate=100, seconds=8, threads=1, seed=6, database=DB))
+
+        writer = threading.Thread(
+            target=lambda: demo.run_writer(
+                os.environ["SEAM_MYSQL_URL"], rate=100, seconds=8, threads=1, seed=6, database=DB
+            )
+        )
         writer.start()
         try:
             time.sleep(2)

@@ -2,6 +2,7 @@
 (and missed without it, which proves the delay matters), equal timestamps on a window edge land once, a
 re-run window changes nothing, soft deletes are applied, and bad windows or cursors are refused before
 anything is staged."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -14,8 +15,8 @@ import psycopg
 import pytest
 import yaml
 
-from seam_dev import demo
 from seam.config import load_pipeline
+from seam_dev import demo
 
 DB = "incr_test"
 pytestmark = pytest.mark.stack
@@ -31,8 +32,9 @@ def _pipeline_file(tmp_path_factory, name: str, tables: list[dict]) -> str:
 
 
 def _seam(path: str, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=600
+    )
 
 
 def _admin():
@@ -51,15 +53,22 @@ def database(stack):
         cur.execute(f"DROP DATABASE IF EXISTS `{DB}`")
         cur.execute(f"CREATE DATABASE `{DB}`")
         for table in ("late", "late_nodelay"):
-            cur.execute(f"CREATE TABLE `{DB}`.`{table}` (id INT PRIMARY KEY, v INT NOT NULL, "
-                        "updated_at DATETIME(6) NOT NULL)")
-            cur.execute(f"INSERT INTO `{DB}`.`{table}` VALUES (1, 1, NOW(6) - INTERVAL 1 HOUR), "
-                        "(2, 2, NOW(6) - INTERVAL 1 HOUR)")
-        cur.execute(f"CREATE TABLE `{DB}`.`edge` (id INT PRIMARY KEY, v VARCHAR(20) NOT NULL, "
-                    "updated_at DATETIME(6) NOT NULL, is_deleted TINYINT(1) NOT NULL DEFAULT 0, label VARCHAR(5))")
-        rows = ([(i, f"before {i}", "2026-01-01 23:59:59.999999") for i in range(1, 101)]
-                + [(i, f"edge {i}", "2026-01-02 00:00:00.000000") for i in range(101, 1101)]
-                + [(i, f"after {i}", "2026-01-02 00:00:00.000001") for i in range(1101, 1201)])
+            cur.execute(
+                f"CREATE TABLE `{DB}`.`{table}` (id INT PRIMARY KEY, v INT NOT NULL, updated_at DATETIME(6) NOT NULL)"
+            )
+            cur.execute(
+                f"INSERT INTO `{DB}`.`{table}` VALUES (1, 1, NOW(6) - INTERVAL 1 HOUR), "
+                "(2, 2, NOW(6) - INTERVAL 1 HOUR)"
+            )
+        cur.execute(
+            f"CREATE TABLE `{DB}`.`edge` (id INT PRIMARY KEY, v VARCHAR(20) NOT NULL, "
+            "updated_at DATETIME(6) NOT NULL, is_deleted TINYINT(1) NOT NULL DEFAULT 0, label VARCHAR(5))"
+        )
+        rows = (
+            [(i, f"before {i}", "2026-01-01 23:59:59.999999") for i in range(1, 101)]
+            + [(i, f"edge {i}", "2026-01-02 00:00:00.000000") for i in range(101, 1101)]
+            + [(i, f"after {i}", "2026-01-02 00:00:00.000001") for i in range(1101, 1201)]
+        )
         cur.executemany(f"INSERT INTO `{DB}`.`edge` (id, v, updated_at) VALUES (%s, %s, %s)", rows)
     conn.close()
 
@@ -92,21 +101,35 @@ def _late_commit(path: str, table: str) -> bool:
 
 
 def test_late_commit_is_caught_by_the_safety_delay(database, tmp_path_factory):
-    path = _pipeline_file(tmp_path_factory, "late", [
-        {"name": f"{DB}.late", "key": ["id"], "cursor": "updated_at", "safety_delay": "30s"}])
+    path = _pipeline_file(
+        tmp_path_factory, "late", [{"name": f"{DB}.late", "key": ["id"], "cursor": "updated_at", "safety_delay": "30s"}]
+    )
     assert _late_commit(path, "late"), "the late-committed row did not reach the target"
 
 
 def test_without_a_delay_the_late_commit_is_missed(database, tmp_path_factory):
-    path = _pipeline_file(tmp_path_factory, "late0", [
-        {"name": f"{DB}.late_nodelay", "key": ["id"], "cursor": "updated_at", "safety_delay": "0s"}])
+    path = _pipeline_file(
+        tmp_path_factory,
+        "late0",
+        [{"name": f"{DB}.late_nodelay", "key": ["id"], "cursor": "updated_at", "safety_delay": "0s"}],
+    )
     assert not _late_commit(path, "late_nodelay"), "with no delay the late row should be missed (the delay matters)"
 
 
 def test_equal_timestamps_on_the_window_edge_land_once_and_reruns_change_nothing(database, tmp_path_factory):
-    path = _pipeline_file(tmp_path_factory, "edge", [
-        {"name": f"{DB}.edge", "key": ["id"], "cursor": "updated_at", "soft_delete": "is_deleted",
-         "safety_delay": "5s"}])
+    path = _pipeline_file(
+        tmp_path_factory,
+        "edge",
+        [
+            {
+                "name": f"{DB}.edge",
+                "key": ["id"],
+                "cursor": "updated_at",
+                "soft_delete": "is_deleted",
+                "safety_delay": "5s",
+            }
+        ],
+    )
     pipeline = load_pipeline(path)
 
     def window(start, end):
@@ -114,7 +137,7 @@ def test_equal_timestamps_on_the_window_edge_land_once_and_reruns_change_nothing
         assert result.returncode == 0, result.stderr + result.stdout
         return result.stdout
 
-    first = window("2026-01-01", "2026-01-02T00:00:00")   # the edge rows share the window's end exactly
+    first = window("2026-01-01", "2026-01-02T00:00:00")  # the edge rows share the window's end exactly
     second = window("2026-01-02T00:00:00", "2026-01-03")
     assert "1,100 rows merged" in first and "100 rows merged" in second, first + second
     count = _target(pipeline, f'SELECT count(*), count(DISTINCT id) FROM "{DB}"."edge"')[0]
@@ -129,7 +152,7 @@ def test_equal_timestamps_on_the_window_edge_land_once_and_reruns_change_nothing
     window("2026-01-01", "2026-01-02T00:00:00")  # a backfill of the first window: nothing changes
     before = _target(pipeline, f'SELECT id, v FROM "{DB}"."edge" ORDER BY id')
     assert len(before) == 1200 and before[4] == (5, "before 5")
-    window("2026-01-02T00:00:00", "2026-01-03")   # the second window again: picks up the update and delete
+    window("2026-01-02T00:00:00", "2026-01-03")  # the second window again: picks up the update and delete
     after = dict(_target(pipeline, f'SELECT id, v FROM "{DB}"."edge" ORDER BY id'))
     assert after[5] == "changed" and 6 not in after and len(after) == 1199
     status = _seam(path, "status", f"{DB}.edge")
@@ -137,12 +160,15 @@ def test_equal_timestamps_on_the_window_edge_land_once_and_reruns_change_nothing
     assert status.stdout.count("incremental committed") >= 4
 
 
-@pytest.mark.parametrize("case, table, args, message", [
-    ("cursor missing", {"cursor": "changed_on"}, [], "cursor column 'changed_on' is not in the table"),
-    ("cursor not a time", {"cursor": "v"}, [], "it must be a date/time"),
-    ("end before start", {}, ["--start", "2026-01-05", "--end", "2026-01-04"], "is not after its start"),
-    ("start in the future", {}, ["--start", "2999-01-01", "--end", "2999-01-02"], "is in the future"),
-])
+@pytest.mark.parametrize(
+    "case, table, args, message",
+    [
+        ("cursor missing", {"cursor": "changed_on"}, [], "cursor column 'changed_on' is not in the table"),
+        ("cursor not a time", {"cursor": "v"}, [], "it must be a date/time"),
+        ("end before start", {}, ["--start", "2026-01-05", "--end", "2026-01-04"], "is not after its start"),
+        ("start in the future", {}, ["--start", "2999-01-01", "--end", "2999-01-02"], "is in the future"),
+    ],
+)
 def test_bad_windows_and_cursors_are_refused_before_staging(database, tmp_path_factory, case, table, args, message):
     config = {"name": f"{DB}.edge", "key": ["id"], "cursor": "updated_at", **table}
     path = _pipeline_file(tmp_path_factory, "bad", [config])
@@ -155,9 +181,10 @@ def test_bad_windows_and_cursors_are_refused_before_staging(database, tmp_path_f
 
 
 def test_clamp_is_reported(database, tmp_path_factory):
-    path = _pipeline_file(tmp_path_factory, "clamp", [
-        {"name": f"{DB}.late", "key": ["id"], "cursor": "updated_at", "safety_delay": "1h"}])
-    end = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%S")
+    path = _pipeline_file(
+        tmp_path_factory, "clamp", [{"name": f"{DB}.late", "key": ["id"], "cursor": "updated_at", "safety_delay": "1h"}]
+    )
+    end = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%S")
     result = _seam(path, "load", "incremental", f"{DB}.late", "--start", "2020-01-01", "--end", end)
     assert result.returncode == 0, result.stderr + result.stdout
     assert "CLAMPED" in result.stdout and "(clamped)" in result.stdout

@@ -1,5 +1,6 @@
 """The record shape: a row read by a snapshot SELECT and the same row decoded
 from the binlog normalise to identical values, for every awkward type."""
+
 from __future__ import annotations
 
 import os
@@ -7,9 +8,9 @@ import os
 import pymysql
 import pytest
 
-from seam_dev import demo
 from seam.records import Position, Record, binlog_values, key_of, normalize_row
 from seam.schema import SchemaError, read_schema
+from seam_dev import demo
 
 pytestmark = pytest.mark.stack
 
@@ -30,14 +31,19 @@ def written(stack, pipeline):
         cur.execute("SHOW MASTER STATUS")
         start = cur.fetchone()[:2]
         import random
+
         rng = random.Random(3)
         rows = [demo._zoo_row(rng, i) for i in range(1, 41)]
         cols = ", ".join(f"`{c}`" for c in rows[0])
-        cur.executemany(f"INSERT INTO type_zoo ({cols}) VALUES ({', '.join(['%s'] * len(rows[0]))})",
-                        [tuple(r.values()) for r in rows])
+        cur.executemany(
+            f"INSERT INTO type_zoo ({cols}) VALUES ({', '.join(['%s'] * len(rows[0]))})",
+            [tuple(r.values()) for r in rows],
+        )
         cur.execute("SET SESSION sql_mode = ''")  # allow zero dates, as legacy schemas do
-        cur.execute("INSERT INTO `zero dates` VALUES (1, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00'),"
-                    " (2, '2024-00-10', '2024-02-29 23:59:59.5', '2038-01-19 03:14:07'), (3, NULL, NULL, NULL)")
+        cur.execute(
+            "INSERT INTO `zero dates` VALUES (1, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00'),"
+            " (2, '2024-00-10', '2024-02-29 23:59:59.5', '2038-01-19 03:14:07'), (3, NULL, NULL, NULL)"
+        )
     admin.close()
     return start
 
@@ -55,15 +61,26 @@ def _select(pipeline, table):
 def _binlog(pipeline, start, table):
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.row_event import WriteRowsEvent
+
     src = pipeline.source
     stream = BinLogStreamReader(
         connection_settings={"host": src.host, "port": src.port, "user": src.user, "passwd": src.password.reveal()},
-        server_id=src.server_id + 200, log_file=start[0], log_pos=start[1], resume_stream=True, is_mariadb=False,
-        blocking=False, only_events=[WriteRowsEvent], only_schemas=["records_test"], only_tables=[table])
+        server_id=src.server_id + 200,
+        log_file=start[0],
+        log_pos=start[1],
+        resume_stream=True,
+        is_mariadb=False,
+        blocking=False,
+        only_events=[WriteRowsEvent],
+        only_schemas=["records_test"],
+        only_tables=[table],
+    )
     try:
-        return [(Position(stream.log_file, event.packet.log_pos, i),
-                 binlog_values(row["values"], row.get("none_sources")))
-                for event in stream for i, row in enumerate(event.rows)]
+        return [
+            (Position(stream.log_file, event.packet.log_pos, i), binlog_values(row["values"], row.get("none_sources")))
+            for event in stream
+            for i, row in enumerate(event.rows)
+        ]
     finally:
         stream.close()
 
@@ -98,9 +115,17 @@ def test_normalised_edge_values(pipeline, written):
 def test_record_json_round_trip_and_key(pipeline, written):
     schema, selected = _select(pipeline, "type_zoo")
     after = normalize_row(schema, selected[0])
-    record = Record(op="r", db="records_test", table="type_zoo", key=key_of(schema, ("id",), after),
-                    before=None, after=after, position=Position("mysql-bin.000002", 1234, 3),
-                    snapshot=True, batch="b-1")
+    record = Record(
+        op="r",
+        db="records_test",
+        table="type_zoo",
+        key=key_of(schema, ("id",), after),
+        before=None,
+        after=after,
+        position=Position("mysql-bin.000002", 1234, 3),
+        snapshot=True,
+        batch="b-1",
+    )
     assert Record.from_json(record.to_json()) == record
     assert record.kafka_key() == b'{"id":%d}' % after["id"]
     keyless = key_of(schema, (), after)

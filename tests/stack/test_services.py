@@ -1,4 +1,5 @@
 """Smoke tests of each embedded service, used the way Seam will use it."""
+
 from __future__ import annotations
 
 import os
@@ -49,10 +50,16 @@ def test_mariadb_binlog_is_row_and_the_replication_user_reads_it(stack, pipeline
     admin.close()
 
     stream = BinLogStreamReader(
-        connection_settings={"host": src.host, "port": src.port, "user": src.user,
-                             "passwd": src.password.reveal()},
-        server_id=src.server_id + 100, log_file=log_file, log_pos=log_pos, resume_stream=True,
-        is_mariadb=False, blocking=False, only_events=[WriteRowsEvent], only_schemas=["smoke"])
+        connection_settings={"host": src.host, "port": src.port, "user": src.user, "passwd": src.password.reveal()},
+        server_id=src.server_id + 100,
+        log_file=log_file,
+        log_pos=log_pos,
+        resume_stream=True,
+        is_mariadb=False,
+        blocking=False,
+        only_events=[WriteRowsEvent],
+        only_schemas=["smoke"],
+    )
     try:
         rows = [row["values"] for event in stream for row in event.rows]
     finally:
@@ -72,8 +79,9 @@ def test_broker_produce_and_consume(stack, pipeline):
         producer.produce(topic, key=str(i).encode(), value=f"v{i}".encode(), headers={"seam": b"1"})
     assert producer.flush(10) == 0
 
-    consumer = Consumer({"bootstrap.servers": pipeline.kafka.bootstrap, "group.id": "seam-smoke",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": pipeline.kafka.bootstrap, "group.id": "seam-smoke", "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition(topic, 0, 0)])  # no group join: Seam keeps offsets in the target
     got = []
     deadline = time.monotonic() + 20
@@ -90,18 +98,30 @@ def test_spark_reads_mariadb_over_jdbc(stack, pipeline, seeded):
 
     spark = spark_session(pipeline, "seam-test-jdbc")
     try:
-        frame = (spark.read.format("jdbc").options(**jdbc_options(pipeline))
-                 .option("dbtable", "`demo`.`payments`").option("partitionColumn", "id")
-                 .option("lowerBound", "1").option("upperBound", str(seeded["payments"]))
-                 .option("numPartitions", "4").load())
+        frame = (
+            spark.read.format("jdbc")
+            .options(**jdbc_options(pipeline))
+            .option("dbtable", "`demo`.`payments`")
+            .option("partitionColumn", "id")
+            .option("lowerBound", "1")
+            .option("upperBound", str(seeded["payments"]))
+            .option("numPartitions", "4")
+            .load()
+        )
         assert frame.rdd.getNumPartitions() == 4
         admin = connect(os.environ["SEAM_MYSQL_URL"])
         with admin.cursor() as cur:
             cur.execute("SELECT COUNT(*) FROM `demo`.`payments`")
             assert frame.count() == cur.fetchone()[0]
         admin.close()
-        zoo = (spark.read.format("jdbc").options(**jdbc_options(pipeline))
-               .option("dbtable", "`demo`.`type_zoo`").load().where("id = 1").collect()[0])
+        zoo = (
+            spark.read.format("jdbc")
+            .options(**jdbc_options(pipeline))
+            .option("dbtable", "`demo`.`type_zoo`")
+            .load()
+            .where("id = 1")
+            .collect()[0]
+        )
         assert zoo["big_unsigned"] == 18446744073709551615  # unsigned BIGINT max, no overflow
         assert str(zoo["amount"]) == "99999999999999.999999"
     finally:
@@ -113,8 +133,7 @@ def test_postgres_accepts_a_write(stack, pipeline):
         conn.execute("CREATE SCHEMA IF NOT EXISTS smoke")
         conn.execute("CREATE TABLE IF NOT EXISTS smoke.t (id bigint primary key, v text)")
         marker = uuid.uuid4().hex
-        conn.execute("INSERT INTO smoke.t VALUES (%s, %s) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v",
-                     (1, marker))
+        conn.execute("INSERT INTO smoke.t VALUES (%s, %s) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v", (1, marker))
     with psycopg.connect(os.environ["SEAM_TARGET_URL"].replace("postgresql+psycopg", "postgresql")) as conn:
         assert conn.execute("SELECT v FROM smoke.t WHERE id = 1").fetchone() == (marker,)
 
@@ -122,13 +141,20 @@ def test_postgres_accepts_a_write(stack, pipeline):
 def test_seam_env_and_status(stack):
     env = subprocess.run([sys.executable, "-m", "seam.cli", "env"], capture_output=True, text=True, check=True).stdout
     exported = dict(line.removeprefix("export ").split("=", 1) for line in env.splitlines())
-    for key in ("SEAM_MYSQL_URL", "SEAM_TARGET_URL", "SEAM_KAFKA_BOOTSTRAP", "SEAM_AIRFLOW_URL",
-                "SEAM_AIRFLOW_USER", "SEAM_AIRFLOW_PASSWORD"):
+    for key in (
+        "SEAM_MYSQL_URL",
+        "SEAM_TARGET_URL",
+        "SEAM_KAFKA_BOOTSTRAP",
+        "SEAM_AIRFLOW_URL",
+        "SEAM_AIRFLOW_USER",
+        "SEAM_AIRFLOW_PASSWORD",
+    ):
         assert exported[key]
     assert exported["SEAM_MYSQL_URL"].startswith("mysql+pymysql://root:")
     assert exported["SEAM_TARGET_URL"].startswith("postgresql+psycopg://seam:")
     # the URLs work as SQLAlchemy URLs
     import sqlalchemy
+
     for key in ("SEAM_MYSQL_URL", "SEAM_TARGET_URL"):
         engine = sqlalchemy.create_engine(exported[key].strip("'"))
         with engine.connect() as conn:
@@ -136,18 +162,21 @@ def test_seam_env_and_status(stack):
         engine.dispose()
     status = subprocess.run([sys.executable, "-m", "seam.cli", "status"], capture_output=True, text=True).stdout
     for name in ("mysql", "kafka", "postgres"):
-        line = next(l for l in status.splitlines() if l.startswith(name))
+        line = next(ln for ln in status.splitlines() if ln.startswith(name))
         assert " up " in line and str(stack.port(name)) in line
     # the connect hints that `seam status` prints work as printed: psql with the libpq URL, seam kafka
     assert "SEAM_TARGET_PSQL_URL" in status and "kcat" not in status
-    psql = subprocess.run(["psql", exported["SEAM_TARGET_PSQL_URL"].strip("'"), "-Atc", "SELECT 41 + 1"],
-                          capture_output=True, text=True)
+    psql = subprocess.run(
+        ["psql", exported["SEAM_TARGET_PSQL_URL"].strip("'"), "-Atc", "SELECT 41 + 1"], capture_output=True, text=True
+    )
     assert psql.returncode == 0 and psql.stdout.strip() == "42", psql.stderr
 
 
 def test_seam_kafka_lists_topics_and_tails_one(stack, pipeline):
     from confluent_kafka import Producer
+
     from seam.topics import ensure_topics
+
     topic = f"seam.test.tail-{uuid.uuid4().hex[:8]}"
     ensure_topics(pipeline, [topic])
     producer = Producer({"bootstrap.servers": pipeline.kafka.bootstrap})
@@ -156,8 +185,9 @@ def test_seam_kafka_lists_topics_and_tails_one(stack, pipeline):
     producer.flush(30)
 
     def seam(*args):
-        return subprocess.run([sys.executable, "-m", "seam.cli", "kafka", *args], capture_output=True, text=True,
-                              timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "seam.cli", "kafka", *args], capture_output=True, text=True, timeout=120
+        )
 
     listed = seam("topics")
     assert listed.returncode == 0 and f"{topic}  partitions=1" in listed.stdout, listed.stderr
@@ -170,6 +200,7 @@ def test_seam_kafka_lists_topics_and_tails_one(stack, pipeline):
 
 
 # ----------------------------------------------- lifecycle on a private stack --
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -189,13 +220,20 @@ def private_stack(tmp_path, monkeypatch):
     data = s.state / "postgres" / "data"
     if data.is_symlink():  # the postgres user could not reach tmp_path: data lived outside it
         import shutil
+
         shutil.rmtree(data.resolve(), ignore_errors=True)
 
 
 def _our_processes(state: Path) -> list[str]:
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [l for l in out.splitlines() if str(state) in l or "tansu" in l and "--listener-url" in l
-            and f":{EmbeddedStack(state).port('kafka')}" in l]
+    return [
+        ln
+        for ln in out.splitlines()
+        if str(state) in ln
+        or "tansu" in ln
+        and "--listener-url" in ln
+        and f":{EmbeddedStack(state).port('kafka')}" in ln
+    ]
 
 
 def test_up_then_down_leaves_nothing_running(private_stack):
@@ -244,7 +282,11 @@ def test_up_fails_clearly_on_a_corrupt_datadir(private_stack):
 
 def test_up_fails_clearly_when_a_binary_is_missing(private_stack, monkeypatch):
     import seam_dev.stack as stack_module
-    monkeypatch.setattr(stack_module, "_postgres_bin_dir",
-                        lambda: (_ for _ in ()).throw(StackError("postgres not found: install the apt package")))
+
+    monkeypatch.setattr(
+        stack_module,
+        "_postgres_bin_dir",
+        lambda: (_ for _ in ()).throw(StackError("postgres not found: install the apt package")),
+    )
     with pytest.raises(StackError, match="postgres not found"):
         private_stack.up(("postgres",), log=lambda m: None)

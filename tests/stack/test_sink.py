@@ -3,6 +3,7 @@ published by hand (no Spark): a wrong END is rejected and the old table stays;
 output of a retried Spark task attempt is discarded; reconciliation changes
 (update, delete, a key that moves) are applied in order; a superseded batch
 leaves nothing behind."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, replace
@@ -10,8 +11,7 @@ from dataclasses import asdict, replace
 import psycopg
 import pytest
 
-from seam.boundary import (CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally,
-                           new_batch_id)
+from seam.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally, new_batch_id
 from seam.config import parse_pipeline
 from seam.records import Position, Record
 from seam.schema import Column, TableSchema
@@ -20,12 +20,17 @@ from seam.topics import Publisher, ensure_topics, table_topic
 
 pytestmark = pytest.mark.stack
 
-SCHEMA = TableSchema(db="sink_test", table="ledger", primary_key=("id",), columns=(
-    Column("id", "int", "int(11)", False),
-    Column("amount", "decimal", "decimal(12,2)", False, numeric_scale=2),
-    Column("note", "varchar", "varchar(20)", True),
-    Column("blob", "blob", "blob", True),
-))
+SCHEMA = TableSchema(
+    db="sink_test",
+    table="ledger",
+    primary_key=("id",),
+    columns=(
+        Column("id", "int", "int(11)", False),
+        Column("amount", "decimal", "decimal(12,2)", False, numeric_scale=2),
+        Column("note", "varchar", "varchar(20)", True),
+        Column("blob", "blob", "blob", True),
+    ),
+)
 POSITION = Position.through("mysql-bin.000001", 4000)
 
 
@@ -33,6 +38,7 @@ POSITION = Position.through("mysql-bin.000001", 4000)
 def sink_pipeline(pipeline, tmp_path_factory):
     """The stack's pipeline with one table and a fresh topic prefix, so every test starts from an empty topic."""
     import yaml
+
     doc = yaml.safe_load(open(pipeline.path))
     doc["kafka"]["topic_prefix"] = f"sinktest{new_batch_id().replace('-', '')}"
     doc["tables"] = [{"name": "sink_test.ledger", "key": ["id"]}]
@@ -45,8 +51,17 @@ def _row(i: int, amount: str = "1.00", note: str | None = "n") -> dict:
 
 def _record(batch: str, op: str, before: dict | None, after: dict | None, pos: int = 0) -> Record:
     image = after or before
-    return Record(op=op, db=SCHEMA.db, table=SCHEMA.table, key={"id": image["id"]}, before=before, after=after,
-                  position=Position("mysql-bin.000001", pos or 4000, 0), snapshot=op == "r", batch=batch)
+    return Record(
+        op=op,
+        db=SCHEMA.db,
+        table=SCHEMA.table,
+        key={"id": image["id"]},
+        before=before,
+        after=after,
+        position=Position("mysql-bin.000001", pos or 4000, 0),
+        snapshot=op == "r",
+        batch=batch,
+    )
 
 
 class Batch:
@@ -57,8 +72,14 @@ class Batch:
         self.topic = table_topic(pipeline, pipeline.tables[0])
         self.id = new_batch_id()
         self.tallies: dict[tuple[int, int], Tally] = {}
-        begin = Begin(batch=self.id, db=SCHEMA.db, table=SCHEMA.table, mode="full",
-                      columns=[asdict(c) for c in SCHEMA.columns], key=["id"])
+        begin = Begin(
+            batch=self.id,
+            db=SCHEMA.db,
+            table=SCHEMA.table,
+            mode="full",
+            columns=[asdict(c) for c in SCHEMA.columns],
+            key=["id"],
+        )
         publisher.send(self.topic, begin.to_json(), b"c", headers=[(CONTROL_HEADER, b"1")])
 
     def send(self, record: Record, part: int = 0, attempt: int = 1) -> None:
@@ -66,20 +87,35 @@ class Batch:
         self.publisher.send(self.topic, value, record.kafka_key())
         self.tallies.setdefault((part, attempt), Tally()).add(value)
 
-    def rows(self, ids, amount: str = "1.00") -> "Batch":
+    def rows(self, ids, amount: str = "1.00") -> Batch:
         """Snapshot rows for these ids, all from chunk 0, attempt 1."""
         for i in ids:
             self.send(_record(self.id, "r", None, _row(i, amount)))
         return self
 
     def end(self, winners: list[tuple[int, int]], rows_delta: int = 0) -> None:
-        parts = [Part(p, a, self.tallies.get((p, a), Tally()).rows + (rows_delta if p >= 0 else 0),
-                      self.tallies.get((p, a), Tally()).checksum) for p, a in winners]
+        parts = [
+            Part(
+                p,
+                a,
+                self.tallies.get((p, a), Tally()).rows + (rows_delta if p >= 0 else 0),
+                self.tallies.get((p, a), Tally()).checksum,
+            )
+            for p, a in winners
+        ]
         total = Tally()
         for p in parts:
             total = total.merge(Tally(p.rows, p.checksum))
-        end = End(batch=self.id, db=SCHEMA.db, table=SCHEMA.table, mode="full", position=POSITION, parts=parts,
-                  rows=total.rows, checksum=total.checksum)
+        end = End(
+            batch=self.id,
+            db=SCHEMA.db,
+            table=SCHEMA.table,
+            mode="full",
+            position=POSITION,
+            parts=parts,
+            rows=total.rows,
+            checksum=total.checksum,
+        )
         self.publisher.send(self.topic, end.to_json(), b"c", headers=[(CONTROL_HEADER, b"1")])
         self.publisher.flush()
 
@@ -106,8 +142,9 @@ def _table(pipeline) -> list[tuple]:
 
 def _ledger(pipeline, batch: str) -> tuple:
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
-        return conn.execute("SELECT state, final_rows, error FROM seam.batches WHERE batch_id = %s",
-                            (batch,)).fetchone()
+        return conn.execute(
+            "SELECT state, final_rows, error FROM seam.batches WHERE batch_id = %s", (batch,)
+        ).fetchone()
 
 
 def test_batches_commit_reject_discard_attempts_and_apply_changes(sink_pipeline):
@@ -135,16 +172,22 @@ def test_batches_commit_reject_discard_attempts_and_apply_changes(sink_pipeline)
     for i in (1, 2, 3):
         retried.send(_record(retried.id, "r", None, _row(i, "5.00")), part=0, attempt=8)
     retried.send(_record(retried.id, "r", None, _row(4, "5.00")), part=1, attempt=9)
-    for record in (_record(retried.id, "u", _row(1, "5.00"), _row(1, "6.00", None), 4100),
-                   _record(retried.id, "d", _row(2, "5.00"), None, 4200),
-                   _record(retried.id, "u", _row(3, "5.00"), _row(30, "5.00"), 4300),
-                   _record(retried.id, "c", None, _row(40, "7.00"), 4400),
-                   _record(retried.id, "u", _row(40, "7.00"), _row(40, "8.00"), 4500)):
+    for record in (
+        _record(retried.id, "u", _row(1, "5.00"), _row(1, "6.00", None), 4100),
+        _record(retried.id, "d", _row(2, "5.00"), None, 4200),
+        _record(retried.id, "u", _row(3, "5.00"), _row(30, "5.00"), 4300),
+        _record(retried.id, "c", None, _row(40, "7.00"), 4400),
+        _record(retried.id, "u", _row(40, "7.00"), _row(40, "8.00"), 4500),
+    ):
         retried.send(record, part=RECONCILE_PART, attempt=0)
     retried.end([(0, 8), (1, 9), (RECONCILE_PART, 0)])
     assert _apply(pipeline, retried.id) == {retried.id: "committed"}
-    assert _table(pipeline) == [(1, "6.00", None, b"\x00\x01"), (4, "5.00", "n", b"\x00\x01"),
-                                (30, "5.00", "n", b"\x00\x01"), (40, "8.00", "n", b"\x00\x01")]
+    assert _table(pipeline) == [
+        (1, "6.00", None, b"\x00\x01"),
+        (4, "5.00", "n", b"\x00\x01"),
+        (30, "5.00", "n", b"\x00\x01"),
+        (40, "8.00", "n", b"\x00\x01"),
+    ]
     assert _ledger(pipeline, retried.id)[:2] == ("committed", 4)
 
     # a batch that never ends is superseded by the next BEGIN, and its staging tables are dropped
@@ -153,10 +196,15 @@ def test_batches_commit_reject_discard_attempts_and_apply_changes(sink_pipeline)
     assert _apply(pipeline, fresh.id) == {stale.id: "superseded", fresh.id: "committed"}
     assert [r[0] for r in _table(pipeline)] == [7]
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
-        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'seam' AND tablename LIKE %s",
-                            (f"%{stale.id}",)).fetchone()[0] == 0
-        offsets = conn.execute("SELECT next_offset FROM seam.offsets WHERE topic = %s",
-                               (table_topic(pipeline, pipeline.tables[0]),)).fetchone()[0]
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = 'seam' AND tablename LIKE %s", (f"%{stale.id}",)
+            ).fetchone()[0]
+            == 0
+        )
+        offsets = conn.execute(
+            "SELECT next_offset FROM seam.offsets WHERE topic = %s", (table_topic(pipeline, pipeline.tables[0]),)
+        ).fetchone()[0]
     assert offsets == publisher.sent  # every message consumed exactly once, recorded with the data
 
 
@@ -196,6 +244,7 @@ def test_structured_streaming_sink_applies_batches_and_resumes_from_the_target(s
     """The Spark Structured Streaming sink (Python Data Source Kafka reader + foreachBatch) commits batches
     as they arrive; restarted with a fresh checkpoint it resumes from the offsets stored in the target."""
     import time
+
     from seam.spark import spark_session
     from seam.stream_sink import start_stream_sink
 
@@ -238,6 +287,7 @@ def test_structured_streaming_sink_applies_batches_and_resumes_from_the_target(s
     assert read == 5, "the restarted stream must read only the new batch (BEGIN, 3 rows, END), nothing again"
     assert [r[0] for r in _table(pipeline)] == [200, 201, 202]
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
-        states = conn.execute("SELECT batch_id, state FROM seam.batches WHERE batch_id = ANY(%s)",
-                              ([first.id, second.id],)).fetchall()
+        states = conn.execute(
+            "SELECT batch_id, state FROM seam.batches WHERE batch_id = ANY(%s)", ([first.id, second.id],)
+        ).fetchall()
     assert sorted(s for _, s in states) == ["committed", "committed"]

@@ -1,6 +1,7 @@
 """Faults of the stream: ADD COLUMN mid-stream is applied and other DDL stops only its table; back-pressure
 bounds what a stopped sink leaves unapplied. (SIGKILLs of the reader, the sink and the broker under a
 workload are in test_torture.py, the randomized differential test.)"""
+
 from __future__ import annotations
 
 import http.server
@@ -15,8 +16,8 @@ import psycopg
 import pytest
 import yaml
 
-from seam_dev import demo
 from seam.config import load_pipeline
+from seam_dev import demo
 from tests.support.compare import diff, source_rows, target_rows
 
 DB = "faults_test"
@@ -26,8 +27,11 @@ pytestmark = pytest.mark.stack
 
 def _pipeline_file(tmp_path_factory, name: str, kafka_extra: dict | None = None, webhook: str | None = None) -> str:
     doc = yaml.safe_load(open(load_pipeline().path))
-    doc["tables"] = [{"name": f"{DB}.accounts", "key": ["id"]}, {"name": f"{DB}.payments", "key": ["id"]},
-                     {"name": f"{DB}.audit_log", "key": "none"}]
+    doc["tables"] = [
+        {"name": f"{DB}.accounts", "key": ["id"]},
+        {"name": f"{DB}.payments", "key": ["id"]},
+        {"name": f"{DB}.audit_log", "key": "none"},
+    ]
     doc["kafka"]["topic_prefix"] = f"seam.{name}"
     doc["kafka"].update(kafka_extra or {})
     if webhook:
@@ -38,8 +42,12 @@ def _pipeline_file(tmp_path_factory, name: str, kafka_extra: dict | None = None,
 
 
 def _seam(pipeline_path: str, *args, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, *args],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _converged(pipeline, tables=TABLES) -> tuple[bool, str]:
@@ -74,6 +82,7 @@ def test_back_pressure_bounds_what_a_stopped_sink_leaves(seeded_db, tmp_path_fac
     restarted, the sink applies everything and the target converges."""
     from seam.sink import Sink
     from seam.streaming import ChangeReader
+
     bound = 300
     path = _pipeline_file(tmp_path_factory, "pressure", {"max_unapplied_events": bound})
     pipeline = load_pipeline(path)
@@ -95,8 +104,10 @@ def test_back_pressure_bounds_what_a_stopped_sink_leaves(seeded_db, tmp_path_fac
     try:
         demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=400, seconds=12, threads=2, seed=3, database=DB)
         time.sleep(3)
-        print(f"\nunapplied events per table with the sink stopped (peak): {peak}; bound {bound}; paused "
-              f"{reader.paused_for():.1f} s so far")
+        print(
+            f"\nunapplied events per table with the sink stopped (peak): {peak}; bound {bound}; paused "
+            f"{reader.paused_for():.1f} s so far"
+        )
         assert reader.paused_for() > 0, "the reader never paused"
         assert max(peak.values()) <= bound + 50, peak  # at most one source transaction over the bound
         sink = Sink(pipeline)  # the sink comes back: the reader resumes and the target converges
@@ -136,8 +147,9 @@ def test_ddl_add_column_goes_on_other_ddl_stops_only_its_table(seeded_db, tmp_pa
     try:
         with admin.cursor() as cur:
             cur.execute("UPDATE accounts SET balance = balance + 1 WHERE id % 7 = 0")
-            cur.execute("ALTER TABLE accounts ADD COLUMN `risk note` varchar(40) NULL, ADD COLUMN tier int NOT NULL "
-                        "DEFAULT 3")
+            cur.execute(
+                "ALTER TABLE accounts ADD COLUMN `risk note` varchar(40) NULL, ADD COLUMN tier int NOT NULL DEFAULT 3"
+            )
             cur.execute("UPDATE accounts SET `risk note` = concat('r', id), tier = id % 5 WHERE id % 3 = 0")
             cur.execute("INSERT INTO audit_log VALUES (NOW(6), 1, 'x', 'after ddl')")
             cur.execute("ALTER TABLE payments DROP COLUMN memo")
@@ -149,12 +161,19 @@ def test_ddl_add_column_goes_on_other_ddl_stops_only_its_table(seeded_db, tmp_pa
         assert f"{DB}.payments" in status.stdout and "STOPPED" in status.stdout and "DROP COLUMN" in status.stdout
         assert "seam load full faults_test.payments" in status.stdout
         alerts = [a for a in _Hooks.received if a["table"] == f"{DB}.payments"]  # the webhook alert
-        assert alerts and alerts[0]["problem"] == "stream stopped" and "DROP COLUMN" in alerts[0]["detail"], \
+        assert alerts and alerts[0]["problem"] == "stream stopped" and "DROP COLUMN" in alerts[0]["detail"], (
             _Hooks.received
+        )
         assert not [a for a in _Hooks.received if a["table"] != f"{DB}.payments"]
         with psycopg.connect(**pipeline.target.conninfo()) as conn:
-            cols = [r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns WHERE "
-                                               "table_schema = %s AND table_name = 'accounts'", (DB,))]
+            cols = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE "
+                    "table_schema = %s AND table_name = 'accounts'",
+                    (DB,),
+                )
+            ]
         assert "risk note" in cols and "tier" in cols
         # the remedy: a new full load of the stopped table, after which it streams again
         reload = _seam(path, "load", "full", f"{DB}.payments")

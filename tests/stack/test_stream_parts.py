@@ -1,5 +1,6 @@
 """`seam stream status` tells the truth from the parts' own records in the target (issue 13): running,
 starting, restarting with the count and the last error, stopped, down; exit 1 unless every part runs."""
+
 from __future__ import annotations
 
 import subprocess
@@ -30,8 +31,12 @@ def test_part_states_follow_heartbeats_failures_and_stops(stack, tmp_path_factor
             return {p: s["state"] for p, s in part_states(conn, schema, pipeline.name).items()}
 
         def status():
-            return subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "stream", "status"],
-                                  capture_output=True, text=True, timeout=120)
+            return subprocess.run(
+                [sys.executable, "-m", "seam.cli", "--pipeline", path, "stream", "status"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
 
         assert states() == {}
         never = status()
@@ -50,8 +55,11 @@ def test_part_states_follow_heartbeats_failures_and_stops(stack, tmp_path_factor
         looping = status()
         assert looping.returncode == 1 and "stream: RESTARTING" in looping.stdout, looping.stdout
         assert "1 restart(s), last error: psycopg.OperationalError: the target went away" in looping.stdout
-        conn.execute(f"UPDATE {schema}.stream_parts SET beat_at = now() - interval '1 minute' WHERE part = 'reader' "
-                     "AND pipeline = %s", (pipeline.name,))
+        conn.execute(
+            f"UPDATE {schema}.stream_parts SET beat_at = now() - interval '1 minute' WHERE part = 'reader' "
+            "AND pipeline = %s",
+            (pipeline.name,),
+        )
         assert states()["reader"] == "down"
         part_stopped(conn, schema, pipeline.name, "reader")
         part_stopped(conn, schema, pipeline.name, "sink")

@@ -1,5 +1,6 @@
 """A full load's swap keeps what users built on the target table (issue 13): views, user indexes, grants and
 comments survive a reload, the swap stays atomic, and the primary key's index is named after the table."""
+
 from __future__ import annotations
 
 import os
@@ -9,8 +10,8 @@ import sys
 import psycopg
 import pytest
 
-from seam_dev import demo
 from seam.config import load_pipeline
+from seam_dev import demo
 from tests.support.pipelines import pipeline_file
 
 DB = "swap_test"
@@ -18,8 +19,9 @@ pytestmark = pytest.mark.stack
 
 
 def _seam(path: str, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=600
+    )
 
 
 def _source(*statements):
@@ -34,13 +36,17 @@ def _source(*statements):
 
 @pytest.fixture(scope="module")
 def path(stack, tmp_path_factory):
-    _source(f"DROP DATABASE IF EXISTS {DB}", f"CREATE DATABASE {DB}",
-            f"CREATE TABLE {DB}.viewed (id INT PRIMARY KEY, amount DECIMAL(10,2), note VARCHAR(20))",
-            f"INSERT INTO {DB}.viewed VALUES (1, 1.50, 'a'), (2, 2.50, 'b')",
-            f"CREATE TABLE {DB}.plain (id INT PRIMARY KEY, v VARCHAR(10))",
-            f"INSERT INTO {DB}.plain VALUES (1, 'x'), (2, 'y')")
-    file = pipeline_file(tmp_path_factory, "swap", [{"name": f"{DB}.viewed", "key": ["id"]},
-                                                    {"name": f"{DB}.plain", "key": ["id"]}])
+    _source(
+        f"DROP DATABASE IF EXISTS {DB}",
+        f"CREATE DATABASE {DB}",
+        f"CREATE TABLE {DB}.viewed (id INT PRIMARY KEY, amount DECIMAL(10,2), note VARCHAR(20))",
+        f"INSERT INTO {DB}.viewed VALUES (1, 1.50, 'a'), (2, 2.50, 'b')",
+        f"CREATE TABLE {DB}.plain (id INT PRIMARY KEY, v VARCHAR(10))",
+        f"INSERT INTO {DB}.plain VALUES (1, 'x'), (2, 'y')",
+    )
+    file = pipeline_file(
+        tmp_path_factory, "swap", [{"name": f"{DB}.viewed", "key": ["id"]}, {"name": f"{DB}.plain", "key": ["id"]}]
+    )
     first = _seam(file, "load", "full", f"{DB}.viewed", f"{DB}.plain")
     assert first.returncode == 0, first.stdout + first.stderr
     return file
@@ -69,11 +75,17 @@ def test_views_indexes_grants_and_comments_survive_a_reload(path):
             ref = f'"{DB}"."{table}"'
             assert conn.execute(f"SELECT count(*) FROM {ref}").fetchone()[0] == 3
             assert conn.execute("SELECT has_table_privilege('swap_reader', %s, 'SELECT')", (ref,)).fetchone()[0]
-            assert conn.execute("SELECT obj_description(%s::regclass, 'pg_class')", (ref,)).fetchone()[0] == \
-                "settled daily"
+            assert (
+                conn.execute("SELECT obj_description(%s::regclass, 'pg_class')", (ref,)).fetchone()[0]
+                == "settled daily"
+            )
             assert conn.execute("SELECT col_description(%s::regclass, 1)", (ref,)).fetchone()[0] == "the key"
-            assert conn.execute("SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'p'",
-                                (ref,)).fetchone()[0] == f"{table}_pkey"
+            assert (
+                conn.execute(
+                    "SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'p'", (ref,)
+                ).fetchone()[0]
+                == f"{table}_pkey"
+            )
         # the source changes shape under the view: one clear reason, and the previous table stays
         _source(f"ALTER TABLE {DB}.viewed ADD COLUMN extra INT")
         shaped = _seam(path, "load", "full", f"{DB}.viewed")

@@ -6,6 +6,7 @@ hand) stops only its table while the others go on; `seam load full` of it succee
 again; DDL the stream cannot follow leaves the table STALE; the stream leaves a windows table alone; a
 streamed table whose last load was a window waits for a full load before the stream follows it again.
 """
+
 from __future__ import annotations
 
 import collections
@@ -17,24 +18,33 @@ import sys
 import psycopg
 import pytest
 
-from seam_dev import demo
 from seam.config import load_pipeline
 from seam.validation import validate
+from seam_dev import demo
 from tests.support.compare import diff, source_rows, target_rows
 from tests.support.pipelines import pipeline_file, stream_once
 
 DB = "modes_test"
 pytestmark = pytest.mark.stack
 
-STREAMED = {"name": f"{DB}.payments", "key": ["id"], "cursor": "updated_at", "sync": "stream",
-            "soft_delete": "is_deleted"}
-TABLES = [STREAMED, {"name": f"{DB}.audit_log", "key": "none"},
-          {"name": f"{DB}.accounts", "key": ["id"], "cursor": "updated_at", "sync": "windows"}]
+STREAMED = {
+    "name": f"{DB}.payments",
+    "key": ["id"],
+    "cursor": "updated_at",
+    "sync": "stream",
+    "soft_delete": "is_deleted",
+}
+TABLES = [
+    STREAMED,
+    {"name": f"{DB}.audit_log", "key": "none"},
+    {"name": f"{DB}.accounts", "key": ["id"], "cursor": "updated_at", "sync": "windows"},
+]
 
 
 def _seam(path: str, *args, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _source(sql: str, *params):

@@ -5,6 +5,7 @@ DELETE ... LIMIT, cascading parent deletes and key updates, a keyless table, a 4
 runs while the tables are loaded, one is loaded again, and the reader, the sink and the broker are
 SIGKILLed; the independent comparer must then find every table equal to its source. CI runs it with the
 portable snapshot method (MySQL 8's) forced: every other stack test loads with MariaDB's."""
+
 from __future__ import annotations
 
 import pytest

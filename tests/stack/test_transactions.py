@@ -2,6 +2,7 @@
 later by another session, one-phase, prepared before the full load, committed after the reader restarted),
 rolled-back work, and SET/ENUM members that are not lower case. Each case is checked by the values the
 target must hold, and the whole table row by row against the source."""
+
 from __future__ import annotations
 
 import os
@@ -13,11 +14,11 @@ import time
 import psycopg
 import pytest
 
-from seam_dev import demo
 from seam.binlog import BinlogReader
 from seam.config import load_pipeline
 from seam.snapshot import source_head
 from seam.streaming import ChangeReader, StreamError
+from seam_dev import demo
 from tests.support.compare import diff, source_rows, target_rows
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file, stream_once
@@ -64,9 +65,11 @@ def path(stack, tmp_path_factory):
             cur.execute(f"CREATE DATABASE {DB}")
             cur.execute(f"USE {DB}")
             cur.execute(FILMS)
-            cur.execute("INSERT INTO films VALUES (1, 'ACADEMY DINOSAUR', 'Deleted Scenes,Behind the Scenes', 'PG'), "
-                        "(2, 'ACE GOLDFINGER', 'Trailers', 'G'), (3, 'ADAPTATION HOLES', '', 'NC-17'), "
-                        "(4, 'AFFAIR PREJUDICE', NULL, 'Ünrated'), (5, 'AGENT TRUMAN', 'Größe,Trailers', 'R')")
+            cur.execute(
+                "INSERT INTO films VALUES (1, 'ACADEMY DINOSAUR', 'Deleted Scenes,Behind the Scenes', 'PG'), "
+                "(2, 'ACE GOLDFINGER', 'Trailers', 'G'), (3, 'ADAPTATION HOLES', '', 'NC-17'), "
+                "(4, 'AFFAIR PREJUDICE', NULL, 'Ünrated'), (5, 'AGENT TRUMAN', 'Größe,Trailers', 'R')"
+            )
         conn.commit()
     finally:
         conn.close()
@@ -77,17 +80,29 @@ def test_xa_and_rollbacks_stream_exactly(path):
     pipeline = load_pipeline(path)
     # prepared before the full load, committed after it: invisible to the snapshot, its rows lie before the
     # table's position
-    _run("XA START 'txn_test_early'", "INSERT INTO films VALUES (10, 'EARLY XA', 'Commentaries', 'PG-13')",
-         "XA END 'txn_test_early'", "XA PREPARE 'txn_test_early'")
-    load = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.films"],
-                          capture_output=True, text=True, timeout=600)
+    _run(
+        "XA START 'txn_test_early'",
+        "INSERT INTO films VALUES (10, 'EARLY XA', 'Commentaries', 'PG-13')",
+        "XA END 'txn_test_early'",
+        "XA PREPARE 'txn_test_early'",
+    )
+    load = subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.films"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert load.returncode == 0, load.stdout + load.stderr
     assert 10 not in _target(pipeline)
     _run("XA COMMIT 'txn_test_early'")  # another session commits it
     # two-phase, with a plain transaction committed while it is prepared, and the stream run in between
-    _run("XA START 'txn_test_2pc'", "INSERT INTO films VALUES (11, 'TWO PHASE', 'Behind the Scenes', 'G')",
-         "UPDATE films SET features = 'Trailers,Commentaries' WHERE id = 1", "XA END 'txn_test_2pc'",
-         "XA PREPARE 'txn_test_2pc'")
+    _run(
+        "XA START 'txn_test_2pc'",
+        "INSERT INTO films VALUES (11, 'TWO PHASE', 'Behind the Scenes', 'G')",
+        "UPDATE films SET features = 'Trailers,Commentaries' WHERE id = 1",
+        "XA END 'txn_test_2pc'",
+        "XA PREPARE 'txn_test_2pc'",
+    )
     _run("UPDATE films SET title = 'PLAIN WHILE PREPARED', rating = 'Ünrated' WHERE id = 2")
     stream_once(pipeline)
     rows = _target(pipeline)
@@ -96,11 +111,19 @@ def test_xa_and_rollbacks_stream_exactly(path):
     assert 11 not in rows and rows[1][1] == "Deleted Scenes,Behind the Scenes", rows  # not committed yet
     _run("XA COMMIT 'txn_test_2pc'")  # its rows are now before the stream's position: found again
     # rolled back after PREPARE; one phase; a whole rolled-back transaction; a savepoint rolled back to
-    _run("XA START 'txn_test_undo'", "INSERT INTO films VALUES (12, 'NEVER', 'Trailers', 'G')",
-         "XA END 'txn_test_undo'", "XA PREPARE 'txn_test_undo'")
+    _run(
+        "XA START 'txn_test_undo'",
+        "INSERT INTO films VALUES (12, 'NEVER', 'Trailers', 'G')",
+        "XA END 'txn_test_undo'",
+        "XA PREPARE 'txn_test_undo'",
+    )
     _run("XA ROLLBACK 'txn_test_undo'")
-    _run("XA START 'txn_test_one'", "UPDATE films SET features = '' WHERE id = 5", "XA END 'txn_test_one'",
-         "XA COMMIT 'txn_test_one' ONE PHASE")
+    _run(
+        "XA START 'txn_test_one'",
+        "UPDATE films SET features = '' WHERE id = 5",
+        "XA END 'txn_test_one'",
+        "XA COMMIT 'txn_test_one' ONE PHASE",
+    )
     conn = _connect()
     try:
         conn.autocommit(False)
@@ -120,8 +143,9 @@ def test_xa_and_rollbacks_stream_exactly(path):
     assert rows[11] == ("TWO PHASE", "Behind the Scenes", "G"), rows
     assert rows[1][1] == "Trailers,Commentaries", rows
     assert 12 not in rows and 13 not in rows, rows
-    assert rows[5][1] == "" and rows[3][1] == "Deleted Scenes,Größe" and rows[4] == ("AFFAIR PREJUDICE", None,
-                                                                                      "NC-17"), rows
+    assert (
+        rows[5][1] == "" and rows[3][1] == "Deleted Scenes,Größe" and rows[4] == ("AFFAIR PREJUDICE", None, "NC-17")
+    ), rows
     src, schema = source_rows(pipeline, DB, "films")
     assert target_rows(pipeline, schema) == src, diff(src, target_rows(pipeline, schema))
     assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "films") is None
@@ -133,8 +157,12 @@ def test_a_reader_with_the_same_server_id_is_named_not_retried(path):
     one knock each other off the source: the one knocked off stops with a line that names the server_id and the
     remedy, instead of taking the connection back forever."""
     pipeline = load_pipeline(path)
-    _run("XA START 'txn_test_late'", "INSERT INTO films VALUES (20, 'LATE XA', 'Trailers', 'G')",
-         "XA END 'txn_test_late'", "XA PREPARE 'txn_test_late'")
+    _run(
+        "XA START 'txn_test_late'",
+        "INSERT INTO films VALUES (20, 'LATE XA', 'Trailers', 'G')",
+        "XA END 'txn_test_late'",
+        "XA PREPARE 'txn_test_late'",
+    )
     _run("UPDATE films SET title = 'AFTER PREPARE' WHERE id = 2")
     stream_once(pipeline)  # the table's position is now past the PREPARE
     before = _dump_threads()
@@ -219,14 +247,19 @@ def test_foreign_key_cascades_reach_the_children(stack, tmp_path_factory):
             cur.execute(f"CREATE DATABASE {db}")
             cur.execute(f"USE {db}")
             cur.execute("CREATE TABLE customers (id INT PRIMARY KEY, code VARCHAR(10) NOT NULL UNIQUE, name TEXT)")
-            cur.execute("CREATE TABLE orders (id INT PRIMARY KEY, customer_code VARCHAR(10) NOT NULL, amount "
-                        "DECIMAL(10,2), FOREIGN KEY (customer_code) REFERENCES customers (code) ON DELETE CASCADE "
-                        "ON UPDATE CASCADE)")
-            cur.execute("CREATE TABLE tickets (id INT PRIMARY KEY, customer_id INT NULL, text TEXT, "
-                        "FOREIGN KEY (customer_id) REFERENCES customers (id) ON DELETE SET NULL)")
+            cur.execute(
+                "CREATE TABLE orders (id INT PRIMARY KEY, customer_code VARCHAR(10) NOT NULL, amount "
+                "DECIMAL(10,2), FOREIGN KEY (customer_code) REFERENCES customers (code) ON DELETE CASCADE "
+                "ON UPDATE CASCADE)"
+            )
+            cur.execute(
+                "CREATE TABLE tickets (id INT PRIMARY KEY, customer_id INT NULL, text TEXT, "
+                "FOREIGN KEY (customer_id) REFERENCES customers (id) ON DELETE SET NULL)"
+            )
             cur.execute("INSERT INTO customers VALUES (1, 'C1', 'one'), (2, 'C2', 'two'), (3, 'C3', 'three')")
-            cur.execute("INSERT INTO orders VALUES (10, 'C1', 1.50), (11, 'C1', 2.50), (20, 'C2', 3.00), "
-                        "(30, 'C3', 4.00)")
+            cur.execute(
+                "INSERT INTO orders VALUES (10, 'C1', 1.50), (11, 'C1', 2.50), (20, 'C2', 3.00), (30, 'C3', 4.00)"
+            )
             cur.execute("INSERT INTO tickets VALUES (100, 1, 'a'), (200, 2, 'b'), (300, 3, 'c')")
         conn.commit()
     finally:
@@ -234,18 +267,24 @@ def test_foreign_key_cascades_reach_the_children(stack, tmp_path_factory):
     tables = [{"name": f"{db}.{t}", "key": ["id"], "sync": "stream"} for t in ("customers", "orders", "tickets")]
     path = pipeline_file(tmp_path_factory, "cascade", tables)
     pipeline = load_pipeline(path)
-    load = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full",
-                           *(t["name"] for t in tables)], capture_output=True, text=True, timeout=600)
+    load = subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", *(t["name"] for t in tables)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert load.returncode == 0, load.stdout + load.stderr
-    assert f"cascade followed by the stream: {db}.customers -> {db}.orders (customer_code; ON DELETE CASCADE, " \
-           "ON UPDATE CASCADE)" in load.stdout, load.stdout
+    assert (
+        f"cascade followed by the stream: {db}.customers -> {db}.orders (customer_code; ON DELETE CASCADE, "
+        "ON UPDATE CASCADE)" in load.stdout
+    ), load.stdout
     assert f"{db}.customers -> {db}.tickets (customer_id; ON DELETE SET NULL)" in load.stdout, load.stdout
     conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
     try:
         conn.autocommit(False)
         with conn.cursor() as cur:
             cur.execute("INSERT INTO orders VALUES (21, 'C2', 9.99)")  # then cascaded away in the same transaction
-            cur.execute("DELETE FROM customers WHERE id = 2")          # orders 20, 21 deleted; ticket 200 set NULL
+            cur.execute("DELETE FROM customers WHERE id = 2")  # orders 20, 21 deleted; ticket 200 set NULL
             cur.execute("UPDATE customers SET code = 'C1-NEW' WHERE id = 1")  # orders 10, 11 follow the new code
             cur.execute("INSERT INTO orders VALUES (12, 'C1-NEW', 5.00)")
         conn.commit()
@@ -260,11 +299,15 @@ def test_foreign_key_cascades_reach_the_children(stack, tmp_path_factory):
     assert orders == {10: "C1-NEW", 11: "C1-NEW", 12: "C1-NEW", 30: "C3"}, orders
     assert tickets == {100: 1, 200: None, 300: 3}, tickets
     # a cascading key added after the load, from a parent the pipeline does not sync: its deletes reach the child
-    _run(f"CREATE TABLE {db}.agents (id INT PRIMARY KEY)", f"INSERT INTO {db}.agents VALUES (5), (6)",
-         f"ALTER TABLE {db}.tickets ADD COLUMN agent_id INT NULL",
-         f"UPDATE {db}.tickets SET agent_id = 5 WHERE id IN (100, 300)",
-         f"ALTER TABLE {db}.tickets ADD CONSTRAINT to_agent FOREIGN KEY (agent_id) REFERENCES {db}.agents (id) "
-         "ON DELETE SET NULL", f"DELETE FROM {db}.agents WHERE id = 5")
+    _run(
+        f"CREATE TABLE {db}.agents (id INT PRIMARY KEY)",
+        f"INSERT INTO {db}.agents VALUES (5), (6)",
+        f"ALTER TABLE {db}.tickets ADD COLUMN agent_id INT NULL",
+        f"UPDATE {db}.tickets SET agent_id = 5 WHERE id IN (100, 300)",
+        f"ALTER TABLE {db}.tickets ADD CONSTRAINT to_agent FOREIGN KEY (agent_id) REFERENCES {db}.agents (id) "
+        "ON DELETE SET NULL",
+        f"DELETE FROM {db}.agents WHERE id = 5",
+    )
     stream_once(pipeline)
     assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "tickets") is None
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as c:

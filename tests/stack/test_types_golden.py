@@ -6,6 +6,7 @@ SELECT and the binlog (both through ``seam.codecs`` in Python), the target after
 stream of changes that move the same values between rows (read back from PostgreSQL), and the validation
 checksum's text on both sides. Then ``seam validate`` and the independent comparer must find the tables equal.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,15 +19,14 @@ import pymysql
 import pytest
 
 from seam import canonical
-from seam_dev import demo
 from seam.codecs import codec, record_value
 from seam.config import load_pipeline
 from seam.full_load import _canonical_json_values
 from seam.records import Position, binlog_values
 from seam.schema import read_schema
-from seam.snapshot import canonical_json_columns, object_sql, quote
-from seam.snapshot import source_head
+from seam.snapshot import canonical_json_columns, object_sql, quote, source_head
 from seam.target import normalize_target, qi
+from seam_dev import demo
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file, stream_once
 
@@ -49,29 +49,106 @@ TABLE = """CREATE TABLE golden (
 
 GEO = ("g", "pt", "ls", "pg", "mpt", "mls", "mpg", "gc")
 ROWS = [
-    dict(id=1, tags="Größe,Trailers,a b", rating="Ünrated", f=0.1, d=1e308, d0=-9999999999, d6="-0.000001",
-         d30="0.000000000000000000000000000001", t="-838:59:59.000000", dd="0000-00-00", dt="0000-00-00 00:00:00",
-         ts="0000-00-00 00:00:00", j='{"k": "\\u00e9\\u4e2d", "n": 1.0e2, "a": [1, 2.5, -0], "z": null, "b": true}',
-         l1="café ñ", vb=b"\x00\xff", bl=b"", b1=1, b8=128, b64=2**64 - 1, y=0, ti=-128, ub=2**64 - 1, tb=1,
-         g=("POINT(0 0)", 0), pt=("POINT(1.5 -2)", 4326), ls=("LINESTRING(0 0,1 1,2 0)", 0),
-         pg=("POLYGON((0 0,4 0,4 4,0 4,0 0),(1 1,2 1,2 2,1 1))", 3857), mpt=("MULTIPOINT(1 1,2 2)", 0),
-         mls=("MULTILINESTRING((0 0,1 1),(2 2,3 3))", 0), mpg=("MULTIPOLYGON(((0 0,1 0,1 1,0 0)))", 4326),
-         gc=("GEOMETRYCOLLECTION(POINT(1 1),LINESTRING(0 0,1 1))", 0)),
-    dict(id=2, tags="", rating="with space", f=-3.4028235e38, d=5e-324, d0=0, d6="99999999999999.999999",
-         d30="-99999999999999999999999999999999999.999999999999999999999999999999", t="00:00:00.000001",
-         dd="2024-00-10", dt="9999-12-31 23:59:59.999999", ts="1970-01-01 00:00:01", j="[]", l1="", vb=b"",
-         bl=b"\x00", b1=0, b8=255, b64=0, y=1901, ti=127, ub=0, tb=0,
-         g=("LINESTRING(-1.25 3.5,1e10 -1e-10)", 4326), pt=("POINT(-180 90)", 4326),
-         ls=("LINESTRING(0.1 0.2,0.30000000000000004 5e-324)", 0), pg=("POLYGON((0 0,1 0,1 1,0 0))", 0),
-         mpt=("MULTIPOINT(0 0)", 4326), mls=("MULTILINESTRING((1 2,3 4))", 0), mpg=(
-             "MULTIPOLYGON(((0 0,2 0,2 2,0 0)),((5 5,6 5,6 6,5 5)))", 0), gc=("GEOMETRYCOLLECTION EMPTY", 0)),
+    dict(
+        id=1,
+        tags="Größe,Trailers,a b",
+        rating="Ünrated",
+        f=0.1,
+        d=1e308,
+        d0=-9999999999,
+        d6="-0.000001",
+        d30="0.000000000000000000000000000001",
+        t="-838:59:59.000000",
+        dd="0000-00-00",
+        dt="0000-00-00 00:00:00",
+        ts="0000-00-00 00:00:00",
+        j='{"k": "\\u00e9\\u4e2d", "n": 1.0e2, "a": [1, 2.5, -0], "z": null, "b": true}',
+        l1="café ñ",
+        vb=b"\x00\xff",
+        bl=b"",
+        b1=1,
+        b8=128,
+        b64=2**64 - 1,
+        y=0,
+        ti=-128,
+        ub=2**64 - 1,
+        tb=1,
+        g=("POINT(0 0)", 0),
+        pt=("POINT(1.5 -2)", 4326),
+        ls=("LINESTRING(0 0,1 1,2 0)", 0),
+        pg=("POLYGON((0 0,4 0,4 4,0 4,0 0),(1 1,2 1,2 2,1 1))", 3857),
+        mpt=("MULTIPOINT(1 1,2 2)", 0),
+        mls=("MULTILINESTRING((0 0,1 1),(2 2,3 3))", 0),
+        mpg=("MULTIPOLYGON(((0 0,1 0,1 1,0 0)))", 4326),
+        gc=("GEOMETRYCOLLECTION(POINT(1 1),LINESTRING(0 0,1 1))", 0),
+    ),
+    dict(
+        id=2,
+        tags="",
+        rating="with space",
+        f=-3.4028235e38,
+        d=5e-324,
+        d0=0,
+        d6="99999999999999.999999",
+        d30="-99999999999999999999999999999999999.999999999999999999999999999999",
+        t="00:00:00.000001",
+        dd="2024-00-10",
+        dt="9999-12-31 23:59:59.999999",
+        ts="1970-01-01 00:00:01",
+        j="[]",
+        l1="",
+        vb=b"",
+        bl=b"\x00",
+        b1=0,
+        b8=255,
+        b64=0,
+        y=1901,
+        ti=127,
+        ub=0,
+        tb=0,
+        g=("LINESTRING(-1.25 3.5,1e10 -1e-10)", 4326),
+        pt=("POINT(-180 90)", 4326),
+        ls=("LINESTRING(0.1 0.2,0.30000000000000004 5e-324)", 0),
+        pg=("POLYGON((0 0,1 0,1 1,0 0))", 0),
+        mpt=("MULTIPOINT(0 0)", 4326),
+        mls=("MULTILINESTRING((1 2,3 4))", 0),
+        mpg=("MULTIPOLYGON(((0 0,2 0,2 2,0 0)),((5 5,6 5,6 6,5 5)))", 0),
+        gc=("GEOMETRYCOLLECTION EMPTY", 0),
+    ),
     dict(id=3),  # every column NULL
-    dict(id=4, tags="ÜBER MÄ,Deleted Scenes", rating=3, f=16777217, d=0.30000000000000004, d0=9999999999, d6="0",
-         d30="0", t="838:59:59.999999", dd="1000-01-01", dt="1000-01-01 00:00:00",
-         ts="2038-01-19 03:14:07.999999", j='{"": "", "nested": {"b": [{"c": "\\"quoted\\""}]}, "e": 1e-7}',
-         l1="ÿ", vb=b"\x00", bl=bytes(range(256)), b1=None, b8=1, b64=2**63, y=2155, ti=0, ub=2**63, tb=-1,
-         g=("POLYGON((0 0,1 0,1 1,0 0))", 4326), pt=("POINT(0 0)", 0), ls=None, pg=None, mpt=None, mls=None,
-         mpg=None, gc=("GEOMETRYCOLLECTION(MULTIPOINT(1 1,2 2),POLYGON((0 0,1 0,1 1,0 0)))", 4326)),
+    dict(
+        id=4,
+        tags="ÜBER MÄ,Deleted Scenes",
+        rating=3,
+        f=16777217,
+        d=0.30000000000000004,
+        d0=9999999999,
+        d6="0",
+        d30="0",
+        t="838:59:59.999999",
+        dd="1000-01-01",
+        dt="1000-01-01 00:00:00",
+        ts="2038-01-19 03:14:07.999999",
+        j='{"": "", "nested": {"b": [{"c": "\\"quoted\\""}]}, "e": 1e-7}',
+        l1="ÿ",
+        vb=b"\x00",
+        bl=bytes(range(256)),
+        b1=None,
+        b8=1,
+        b64=2**63,
+        y=2155,
+        ti=0,
+        ub=2**63,
+        tb=-1,
+        g=("POLYGON((0 0,1 0,1 1,0 0))", 4326),
+        pt=("POINT(0 0)", 0),
+        ls=None,
+        pg=None,
+        mpt=None,
+        mls=None,
+        mpg=None,
+        gc=("GEOMETRYCOLLECTION(MULTIPOINT(1 1,2 2),POLYGON((0 0,1 0,1 1,0 0)))", 4326),
+    ),
 ]
 
 
@@ -94,8 +171,7 @@ def _insert(cur, row: dict) -> None:
             values.append("CAST(%s AS UNSIGNED)")
         else:
             values.append("%s")
-    cur.execute(f"INSERT INTO golden ({', '.join(names)}) VALUES ({', '.join(values)})",
-                [row[n] for n in row])
+    cur.execute(f"INSERT INTO golden ({', '.join(names)}) VALUES ({', '.join(values)})", [row[n] for n in row])
 
 
 @pytest.fixture(scope="module")
@@ -114,14 +190,20 @@ def loaded(stack, tmp_path_factory):
             _insert(cur, row)
     conn.commit()
     path = pipeline_file(tmp_path_factory, "golden", [{"name": f"{DB}.golden", "key": ["id"], "sync": "stream"}])
-    load = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.golden"],
-                          capture_output=True, text=True, timeout=600)
+    load = subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.golden"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert load.returncode == 0, load.stdout + load.stderr
     with conn.cursor() as cur:  # the stream: every awkward value again, as inserts and as updates of other rows
         for row in ROWS:
             _insert(cur, {**row, "id": row["id"] + 100})
-        cur.execute("UPDATE golden a JOIN golden b ON b.id = a.id % 4 + 1 AND a.id <= 4 SET "
-                    + ", ".join(f"a.{quote(c)} = b.{quote(c)}" for c in ROWS[0] if c != "id"))
+        cur.execute(
+            "UPDATE golden a JOIN golden b ON b.id = a.id % 4 + 1 AND a.id <= 4 SET "
+            + ", ".join(f"a.{quote(c)} = b.{quote(c)}" for c in ROWS[0] if c != "id")
+        )
         cur.execute("UPDATE golden SET rating = 2, tags = 'a b,Commentaries' WHERE id = 103")  # ENUM by index
         cur.execute("DELETE FROM golden WHERE id = 102")
     conn.commit()
@@ -142,8 +224,10 @@ def _source_schema(pipeline):
 def _by_driver(pipeline, schema) -> dict:
     conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), init_command="SET time_zone = '+00:00'")
     with conn.cursor(pymysql.cursors.DictCursor) as cur:
-        cur.execute(f"SELECT {', '.join(codec(c).read_mysql(c, quote(c.name)) + ' AS ' + quote(c.name) for c in schema.columns)} "
-                    f"FROM {DB}.golden")
+        cur.execute(
+            f"SELECT {', '.join(codec(c).read_mysql(c, quote(c.name)) + ' AS ' + quote(c.name) for c in schema.columns)} "
+            f"FROM {DB}.golden"
+        )
         rows = cur.fetchall()
     conn.close()
     return {r["id"]: {c.name: record_value(c, r[c.name]) for c in schema.columns} for r in rows}
@@ -173,9 +257,15 @@ def _by_binlog(pipeline, schema, start: Position) -> dict:
     src = pipeline.source
     stream = BinLogStreamReader(
         connection_settings={"host": src.host, "port": src.port, "user": src.user, "passwd": src.password.reveal()},
-        server_id=src.server_id + 400, log_file=start.file, log_pos=start.pos, resume_stream=True,
-        blocking=False, only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent], only_schemas=[DB],
-        only_tables=["golden"])
+        server_id=src.server_id + 400,
+        log_file=start.file,
+        log_pos=start.pos,
+        resume_stream=True,
+        blocking=False,
+        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
+        only_schemas=[DB],
+        only_tables=["golden"],
+    )
     rows: dict = {}
     try:
         for event in stream:
@@ -184,8 +274,9 @@ def _by_binlog(pipeline, schema, start: Position) -> dict:
                     rows.pop(row["values"]["id"], None)
                     continue
                 image = row["after_values"] if isinstance(event, UpdateRowsEvent) else row["values"]
-                sources = row.get("after_none_sources") if isinstance(event, UpdateRowsEvent) else \
-                    row.get("none_sources")
+                sources = (
+                    row.get("after_none_sources") if isinstance(event, UpdateRowsEvent) else row.get("none_sources")
+                )
                 values = binlog_values(image, sources)
                 rows[values["id"]] = {c.name: record_value(c, values[c.name]) for c in schema.columns}
     finally:
@@ -203,8 +294,12 @@ def _by_target(pipeline, schema) -> dict:
 def test_every_path_gives_the_same_value(loaded):
     pipeline, _, start = loaded
     schema = _source_schema(pipeline)
-    paths = {"driver": _by_driver(pipeline, schema), "snapshot SQL": _by_snapshot_sql(pipeline, schema),
-             "binlog": _by_binlog(pipeline, schema, start), "target": _by_target(pipeline, schema)}
+    paths = {
+        "driver": _by_driver(pipeline, schema),
+        "snapshot SQL": _by_snapshot_sql(pipeline, schema),
+        "binlog": _by_binlog(pipeline, schema, start),
+        "target": _by_target(pipeline, schema),
+    }
     reference = paths["driver"]
     assert sorted(reference) == [1, 2, 3, 4, 101, 103, 104], sorted(reference)
     for path, rows in paths.items():
@@ -216,8 +311,11 @@ def test_every_path_gives_the_same_value(loaded):
     assert row["tags"] == "Trailers,a b,Größe" and row["rating"] == "Ünrated" and row["f"] == 0.10000000149011612
     assert row["dd"] is None and row["ts"] is None and row["t"] == "-838:59:59.000000" and row["y"] == 0
     # MariaDB's JSON is a LONGTEXT with a json_valid check: its text as stored (MySQL's JSON: canonical text)
-    assert row["j"] == ROWS[0]["j"] if schema.column("j").data_type == "longtext" else \
-        row["j"] == '{"a":[1,2.5,0],"b":true,"k":"é中","n":100.0,"z":null}', row["j"]
+    assert (
+        row["j"] == ROWS[0]["j"]
+        if schema.column("j").data_type == "longtext"
+        else row["j"] == '{"a":[1,2.5,0],"b":true,"k":"é中","n":100.0,"z":null}'
+    ), row["j"]
     assert row["pt"] == {"wkb": "AQEAAAAAAAAAAAD4PwAAAAAAAADA", "srid": 4326}
     assert row["ub"] == "18446744073709551615" and row["b64"] == 2**64 - 1 and row["d6"] == "-0.000001"
     assert reference[103]["rating"] == "PG-13" and reference[103]["tags"] == "Commentaries,a b"
@@ -226,8 +324,12 @@ def test_every_path_gives_the_same_value(loaded):
 
 def test_the_checksum_text_is_the_same_on_both_sides(loaded):
     pipeline, path, _ = loaded
-    done = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "validate", f"{DB}.golden"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "validate", f"{DB}.golden"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr  # also creates the printers in the target
     schema = _source_schema(pipeline)
     state = pipeline.target.state_schema
@@ -237,8 +339,12 @@ def test_the_checksum_text_is_the_same_on_both_sides(loaded):
         source = {r[0]: r[1:] for r in cur.fetchall()}
     conn.close()
     with psycopg.connect(**pipeline.target.conninfo()) as pg:
-        target = {r[0]: r[1:] for r in pg.execute(
-            f"SELECT x.id, {', '.join(canonical.pg_text(c, state) for c in schema.columns)} FROM {qi(DB)}.golden x")}
+        target = {
+            r[0]: r[1:]
+            for r in pg.execute(
+                f"SELECT x.id, {', '.join(canonical.pg_text(c, state) for c in schema.columns)} FROM {qi(DB)}.golden x"
+            )
+        }
     assert source.keys() == target.keys()
     for key in source:
         different = {c.name: (s, t) for c, s, t in zip(schema.columns, source[key], target[key]) if s != t}
@@ -249,10 +355,16 @@ def test_the_checksum_text_is_the_same_on_both_sides(loaded):
 def test_spatial_columns_are_postgis_geometry_with_their_srid(loaded):
     pipeline, _, _ = loaded
     with psycopg.connect(**pipeline.target.conninfo()) as pg:
-        kinds = dict(pg.execute("SELECT column_name, udt_name FROM information_schema.columns WHERE table_schema = %s "
-                                "AND table_name = 'golden'", (DB,)).fetchall())
-        point = pg.execute(f"SELECT ST_AsText(pt), ST_SRID(pt), ST_AsText(pg), ST_SRID(pg) FROM {qi(DB)}.golden "
-                           "WHERE id = 101").fetchone()
+        kinds = dict(
+            pg.execute(
+                "SELECT column_name, udt_name FROM information_schema.columns WHERE table_schema = %s "
+                "AND table_name = 'golden'",
+                (DB,),
+            ).fetchall()
+        )
+        point = pg.execute(
+            f"SELECT ST_AsText(pt), ST_SRID(pt), ST_AsText(pg), ST_SRID(pg) FROM {qi(DB)}.golden WHERE id = 101"
+        ).fetchone()
     assert all(kinds[c] == "geometry" for c in GEO), kinds
     assert point == ("POINT(1.5 -2)", 4326, "POLYGON((0 0,4 0,4 4,0 4,0 0),(1 1,2 1,2 2,1 1))", 3857), point
 
@@ -268,16 +380,30 @@ def test_without_postgis_spatial_columns_are_mysqls_stored_value(loaded, tmp_pat
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as pg:
         pg.execute("DROP DATABASE IF EXISTS nogis WITH (FORCE)")
         pg.execute("DROP ROLE IF EXISTS seam_nogis")
-        pg.execute(psycopg.sql.SQL("CREATE ROLE seam_nogis LOGIN NOSUPERUSER PASSWORD {}").format(
-            psycopg.sql.Literal(password)))
+        pg.execute(
+            psycopg.sql.SQL("CREATE ROLE seam_nogis LOGIN NOSUPERUSER PASSWORD {}").format(
+                psycopg.sql.Literal(password)
+            )
+        )
         pg.execute("CREATE DATABASE nogis OWNER seam_nogis")
-    target = {"host": pipeline.target.host, "port": pipeline.target.port, "database": "nogis", "user": "seam_nogis",
-              "password": "${SEAM_TEST_NOGIS_PASSWORD}", "state_schema": "seam"}
-    path = pipeline_file(tmp_path_factory, "golden_nogis", [{"name": f"{DB}.golden", "key": ["id"], "sync": "stream"}],
-                         target=target)
+    target = {
+        "host": pipeline.target.host,
+        "port": pipeline.target.port,
+        "database": "nogis",
+        "user": "seam_nogis",
+        "password": "${SEAM_TEST_NOGIS_PASSWORD}",
+        "state_schema": "seam",
+    }
+    path = pipeline_file(
+        tmp_path_factory, "golden_nogis", [{"name": f"{DB}.golden", "key": ["id"], "sync": "stream"}], target=target
+    )
     nogis = load_pipeline(path)
-    load = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.golden"],
-                          capture_output=True, text=True, timeout=600)
+    load = subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.golden"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert load.returncode == 0, load.stdout + load.stderr
     conn = _connect()
     with conn.cursor() as cur:
@@ -286,12 +412,21 @@ def test_without_postgis_spatial_columns_are_mysqls_stored_value(loaded, tmp_pat
     conn.close()
     stream_once(nogis)
     with psycopg.connect(**nogis.target.conninfo()) as pg:
-        kinds = dict(pg.execute("SELECT column_name, udt_name FROM information_schema.columns WHERE table_schema = %s "
-                                "AND table_name = 'golden'", (DB,)).fetchall())
+        kinds = dict(
+            pg.execute(
+                "SELECT column_name, udt_name FROM information_schema.columns WHERE table_schema = %s "
+                "AND table_name = 'golden'",
+                (DB,),
+            ).fetchall()
+        )
         assert pg.execute("SELECT to_regtype('geometry')").fetchone()[0] is None
     assert all(kinds[c] == "bytea" for c in GEO), kinds
-    done = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "validate", f"{DB}.golden"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "validate", f"{DB}.golden"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert compare(nogis.source.pymysql_kwargs(), nogis.target.conninfo(), DB, "golden") is None
     assert _by_target(nogis, _source_schema(nogis)) == _by_driver(nogis, _source_schema(nogis))

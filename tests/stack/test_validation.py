@@ -2,6 +2,7 @@
 changing the source (compared at the target's position); a changed value, a missing row, an extra row and a
 changed DECIMAL scale are each found by key, with and without bisection, and reladiff finds the same keys;
 an incremental window is compared up to its watermark; bad input gets one clear error."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,9 @@ import time
 import psycopg
 import pytest
 
-from seam_dev import demo
 from seam.config import load_pipeline
 from seam.validation import validate
+from seam_dev import demo
 from tests.support.pipelines import pipeline_file
 
 DB = "val_test"
@@ -25,8 +26,11 @@ pytestmark = pytest.mark.stack
 
 TABLES = [
     {"name": f"{DB}.accounts", "key": ["id"], "cursor": "updated_at"},
-    {"name": f"{DB}.payments", "key": ["id"],
-     "checks": {"columns": {"amount": {"sum": {}}, "memo": {"null_count": {}}}}},
+    {
+        "name": f"{DB}.payments",
+        "key": ["id"],
+        "checks": {"columns": {"amount": {"sum": {}}, "memo": {"null_count": {}}}},
+    },
     {"name": f"{DB}.audit_log", "key": "none"},
     {"name": f"{DB}.type_zoo", "key": ["id"]},
     {"name": f"{DB}.{ODD}", "key": ["key col"]},
@@ -37,8 +41,9 @@ LOADED = [t["name"] for t in TABLES if not t["name"].endswith("never_loaded")]
 
 
 def _seam(path: str, *args, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _target(pipeline, sql: str, *params):
@@ -58,35 +63,95 @@ def path(stack, tmp_path_factory):
             `t` TIME(3), `b` VARBINARY(16), `d` DATE, `z` DATETIME, `j` JSON, `dec` DECIMAL(30,10),
             `u` BIGINT UNSIGNED, `c` CHAR(5) CHARACTER SET latin1, `s` SET('a','b c','d'), `e` ENUM('x','y'),
             `bits` BIT(5), `yr` YEAR)""")
-        rows = [(1, 1.5e20, 1.1, "-838:59:59.123", b"\x00\xff", "0000-00-00", "0000-00-00 00:00:00",
-                 '{"b": [1, 2.5], "a": "é"}', "-12345678901234567890.0123456789", 18446744073709551615, "café",
-                 "a,d", "y", 31, 2155),
-                (2, 0.00000015, -3.4e38, "12:00:00", b"", "2024-02-29", "1999-12-31 23:59:59", "[]", "0.0000000000",
-                 0, "", "", "x", 0, 1901),
-                (3, None, None, None, None, None, None, None, None, None, None, None, None, None, None),
-                (4, 123456789.123, 1e-7, "00:00:00.5", b"abc", "1000-01-01", "2038-01-19 03:14:08",
-                 '{"n": 12345678901234567890, "z": null, "t": true}', "1.5", 42, "x y", "b c", "x", 5, 2000)]
+        rows = [
+            (
+                1,
+                1.5e20,
+                1.1,
+                "-838:59:59.123",
+                b"\x00\xff",
+                "0000-00-00",
+                "0000-00-00 00:00:00",
+                '{"b": [1, 2.5], "a": "é"}',
+                "-12345678901234567890.0123456789",
+                18446744073709551615,
+                "café",
+                "a,d",
+                "y",
+                31,
+                2155,
+            ),
+            (
+                2,
+                0.00000015,
+                -3.4e38,
+                "12:00:00",
+                b"",
+                "2024-02-29",
+                "1999-12-31 23:59:59",
+                "[]",
+                "0.0000000000",
+                0,
+                "",
+                "",
+                "x",
+                0,
+                1901,
+            ),
+            (3, None, None, None, None, None, None, None, None, None, None, None, None, None, None),
+            (
+                4,
+                123456789.123,
+                1e-7,
+                "00:00:00.5",
+                b"abc",
+                "1000-01-01",
+                "2038-01-19 03:14:08",
+                '{"n": 12345678901234567890, "z": null, "t": true}',
+                "1.5",
+                42,
+                "x y",
+                "b c",
+                "x",
+                5,
+                2000,
+            ),
+        ]
         cur.executemany(f"INSERT INTO `odd ``name`` t` VALUES ({', '.join(['%s'] * 15)})", rows)
         cur.execute("CREATE TABLE never_loaded (id INT PRIMARY KEY)")
         # random values of the types whose text PostgreSQL prints differently from MariaDB
-        cur.execute("CREATE TABLE canon (id INT PRIMARY KEY, d DOUBLE, f FLOAT, t TIME(6), j JSON, "
-                    "n DECIMAL(38,12), ts TIMESTAMP(6) NULL, dt DATETIME(3))")
+        cur.execute(
+            "CREATE TABLE canon (id INT PRIMARY KEY, d DOUBLE, f FLOAT, t TIME(6), j JSON, "
+            "n DECIMAL(38,12), ts TIMESTAMP(6) NULL, dt DATETIME(3))"
+        )
         rng = random.Random(7)
 
         def number():
             return rng.choice([1, -1]) * rng.random() * 10 ** rng.randint(-20, 22)
 
         def doc():
-            return json.dumps({rng.choice("abcxyzé"): [number(), rng.randint(-10**18, 10**18), None, True, "q\"é"],
-                               "k" + str(rng.randint(0, 99)): {"x": rng.random()}})
+            return json.dumps(
+                {
+                    rng.choice("abcxyzé"): [number(), rng.randint(-(10**18), 10**18), None, True, 'q"é'],
+                    "k" + str(rng.randint(0, 99)): {"x": rng.random()},
+                }
+            )
 
-        canon = [(i, number(), number() / 1e10, f"{rng.choice('-+')}{rng.randint(0, 838)}:{rng.randint(0, 59):02d}:"
-                  f"{rng.randint(0, 59):02d}.{rng.randint(0, 999999):06d}".lstrip("+"), doc(),
-                  f"{rng.randint(-10**25, 10**25)}.{rng.randint(0, 10**12 - 1):012d}",
-                  f"20{rng.randint(10, 37)}-0{rng.randint(1, 9)}-1{rng.randint(0, 9)} 0{rng.randint(0, 9)}:"
-                  f"{rng.randint(10, 59)}:00.{rng.randint(0, 999999):06d}",
-                  f"19{rng.randint(10, 99)}-1{rng.randint(0, 2)}-2{rng.randint(0, 8)} 12:00:00.{rng.randint(0, 999):03d}")
-                 for i in range(1, 3001)]
+        canon = [
+            (
+                i,
+                number(),
+                number() / 1e10,
+                f"{rng.choice('-+')}{rng.randint(0, 838)}:{rng.randint(0, 59):02d}:"
+                f"{rng.randint(0, 59):02d}.{rng.randint(0, 999999):06d}".lstrip("+"),
+                doc(),
+                f"{rng.randint(-(10**25), 10**25)}.{rng.randint(0, 10**12 - 1):012d}",
+                f"20{rng.randint(10, 37)}-0{rng.randint(1, 9)}-1{rng.randint(0, 9)} 0{rng.randint(0, 9)}:"
+                f"{rng.randint(10, 59)}:00.{rng.randint(0, 999999):06d}",
+                f"19{rng.randint(10, 99)}-1{rng.randint(0, 2)}-2{rng.randint(0, 8)} 12:00:00.{rng.randint(0, 999):03d}",
+            )
+            for i in range(1, 3001)
+        ]
         cur.executemany("INSERT INTO canon VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", canon)
     conn.close()
     file = pipeline_file(tmp_path_factory, "val", TABLES)
@@ -110,8 +175,12 @@ def test_equal_tables_validate_equal_while_the_source_changes(path, tmp_path, sn
     compared as of the target's position, not as of now; with MariaDB's snapshot position and with the
     portable method's watermarks (MySQL 8's, forced)."""
     monkeypatch.setenv("SEAM_SNAPSHOT", snapshot)
-    writer = subprocess.Popen([sys.executable, "-m", "seam.cli", "writer", "--database", DB, "--seconds", "12",
-                               "--rate", "150"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "seam.cli", "writer", "--database", DB, "--seconds", "12", "--rate", "150"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         time.sleep(3)
         out = _seam(path, "validate", *[t["name"] for t in TABLES[:5]], "--report-dir", str(tmp_path))
@@ -141,15 +210,23 @@ def test_each_difference_is_found_by_key_and_reladiff_agrees(path):
     extra = ids[-1] + 1_000_000
     _target(pipeline, f'UPDATE "{DB}".payments SET amount = amount + 0.01 WHERE id = %s', changed)
     _target(pipeline, f'DELETE FROM "{DB}".payments WHERE id = %s', gone)
-    _target(pipeline, f'INSERT INTO "{DB}".payments SELECT %s, account_id, amount, currency, status, reference, memo, '
-                      f'value_date, is_deleted, created_at, updated_at FROM "{DB}".payments WHERE id = %s', extra, copied)
+    _target(
+        pipeline,
+        f'INSERT INTO "{DB}".payments SELECT %s, account_id, amount, currency, status, reference, memo, '
+        f'value_date, is_deleted, created_at, updated_at FROM "{DB}".payments WHERE id = %s',
+        extra,
+        copied,
+    )
     zoo = _target(pipeline, f'SELECT id FROM "{DB}".type_zoo WHERE amount IS NOT NULL ORDER BY id LIMIT 1')[0][0]
     # the same number with another scale: equal as a number, different as data
     _target(pipeline, f'ALTER TABLE "{DB}".type_zoo ALTER COLUMN amount TYPE numeric')
     _target(pipeline, f'UPDATE "{DB}".type_zoo SET amount = round(amount, 8) WHERE id = %s', zoo)
 
-    expected = {("different", (str(changed),)): ("amount",), ("missing", (str(gone),)): (),
-                ("extra", (str(extra),)): ()}
+    expected = {
+        ("different", (str(changed),)): ("amount",),
+        ("missing", (str(gone),)): (),
+        ("extra", (str(extra),)): (),
+    }
     table = pipeline.table("payments")
     report = validate(pipeline, table, say=lambda m: None)
     assert report.verdict == "mismatch"
@@ -170,21 +247,37 @@ def test_each_difference_is_found_by_key_and_reladiff_agrees(path):
     assert f"missing    id={gone}" in cli.stdout and f"extra      id={extra}" in cli.stdout
     assert f"different  id={changed}: amount:" in cli.stdout
     status = _seam(path, "status", f"{DB}.payments")
-    assert "last validation MISMATCH" in status.stdout and "1 missing, 1 extra, 1 different" in status.stdout, \
+    assert "last validation MISMATCH" in status.stdout and "1 missing, 1 extra, 1 different" in status.stdout, (
         status.stdout
+    )
 
     assert _reladiff_keys(pipeline) == {("-", str(changed)), ("+", str(changed)), ("-", str(gone)), ("+", str(extra))}
 
 
 def _reladiff_keys(pipeline) -> set:
     import reladiff
+
     s, t = pipeline.source, pipeline.target
-    cols = ("account_id", "amount", "currency", "status", "reference", "value_date", "is_deleted", "created_at",
-            "updated_at")
-    a = reladiff.connect_to_table(f"mysql://{s.user}:{s.password.reveal()}@{s.host}:{s.port}/{DB}", "payments",
-                                  "id", extra_columns=cols)
-    b = reladiff.connect_to_table(f"postgresql://{t.user}:{t.password.reveal()}@{t.host}:{t.port}/{t.database}",
-                                  (DB, "payments"), "id", extra_columns=cols)
+    cols = (
+        "account_id",
+        "amount",
+        "currency",
+        "status",
+        "reference",
+        "value_date",
+        "is_deleted",
+        "created_at",
+        "updated_at",
+    )
+    a = reladiff.connect_to_table(
+        f"mysql://{s.user}:{s.password.reveal()}@{s.host}:{s.port}/{DB}", "payments", "id", extra_columns=cols
+    )
+    b = reladiff.connect_to_table(
+        f"postgresql://{t.user}:{t.password.reveal()}@{t.host}:{t.port}/{t.database}",
+        (DB, "payments"),
+        "id",
+        extra_columns=cols,
+    )
     return {(sign, row[0]) for sign, row in reladiff.diff_tables(a, b)}
 
 
@@ -204,7 +297,7 @@ def test_an_incremental_window_is_compared_up_to_its_watermark(path):
         moved, broken = [r[0] for r in cur.fetchall()]
         cur.execute("UPDATE accounts SET balance = balance + 1 WHERE id = %s", (moved,))
     conn.close()
-    _target(pipeline, f'UPDATE "{DB}".accounts SET owner = owner || \'!\' WHERE id = %s', broken)
+    _target(pipeline, f"UPDATE \"{DB}\".accounts SET owner = owner || '!' WHERE id = %s", broken)
     report = validate(pipeline, table, say=lambda m: None)
     assert report.changed_since == before + 1
     assert _differences(report) == {("different", (str(broken),)): ("owner",)}
@@ -214,16 +307,24 @@ def test_an_incremental_window_is_compared_up_to_its_watermark(path):
 
 def test_bad_input_gets_one_clear_error(path, tmp_path_factory):
     out = _seam(path, "validate", f"{DB}.never_loaded")
-    assert out.returncode == 2 and "the target has no table" in out.stderr and "seam load full" in out.stderr, out.stderr
+    assert out.returncode == 2 and "the target has no table" in out.stderr and "seam load full" in out.stderr, (
+        out.stderr
+    )
     assert "Traceback" not in out.stderr
     out = _seam(path, "validate", f"{DB}.nope")
     assert out.returncode == 2 and "no table" in out.stderr
-    bad = pipeline_file(tmp_path_factory, "val_bad", [{"name": f"{DB}.payments", "key": ["id"],
-                                                       "checks": {"columns": {"currency": {"sum": {}}}}}])
+    bad = pipeline_file(
+        tmp_path_factory,
+        "val_bad",
+        [{"name": f"{DB}.payments", "key": ["id"], "checks": {"columns": {"currency": {"sum": {}}}}}],
+    )
     out = _seam(bad, "validate", f"{DB}.payments")
     assert out.returncode == 2 and "needs an exact numeric column" in out.stderr, out.stderr
-    bad = pipeline_file(tmp_path_factory, "val_bad2", [{"name": f"{DB}.payments", "key": ["id"],
-                                                        "checks": {"columns": {"amount": {"average": {}}}}}])
+    bad = pipeline_file(
+        tmp_path_factory,
+        "val_bad2",
+        [{"name": f"{DB}.payments", "key": ["id"], "checks": {"columns": {"amount": {"average": {}}}}}],
+    )
     out = _seam(bad, "validate", f"{DB}.payments")
     assert out.returncode == 2 and "checks.columns.amount.average: unknown key" in out.stderr, out.stderr
 

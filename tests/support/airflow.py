@@ -1,5 +1,6 @@
 """Real Airflow DAG runs for tests: ``dag.test`` in a child process against the embedded stack's Airflow
 metadata database (the DAG file as the scheduler would parse it), and a webhook that records the alerts."""
+
 from __future__ import annotations
 
 import json
@@ -33,11 +34,16 @@ def run_dag(stack, dag_id: str, conf: dict, env: dict[str, str] | None = None, t
     connection); returns its state, task states, the Asset events it emitted and its whole log."""
     full_env = {**os.environ, **stack.airflow_env(), **(env or {})}
     dag_file = os.path.join(full_env["AIRFLOW__CORE__DAGS_FOLDER"], f"{dag_id}.py")  # each DAG has its own file
-    out = subprocess.run([sys.executable, "-c", RUN_DAG, dag_file, json.dumps(conf), dag_id], capture_output=True,
-                         text=True, timeout=timeout, env=full_env)
+    out = subprocess.run(
+        [sys.executable, "-c", RUN_DAG, dag_file, json.dumps(conf), dag_id],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+    )
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, out.stdout[-3000:] + out.stderr[-5000:]
-    return {**json.loads(lines[-1][len("RESULT "):]), "log": out.stdout + out.stderr}
+    return {**json.loads(lines[-1][len("RESULT ") :]), "log": out.stdout + out.stderr}
 
 
 @pytest.fixture()

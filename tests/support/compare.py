@@ -1,6 +1,7 @@
 """Row-by-row comparison of a source table and its target, for tests: both
 sides are read and normalised with the record shape's rules, then compared
 as multisets (keyless tables may hold identical rows)."""
+
 from __future__ import annotations
 
 import collections
@@ -38,13 +39,16 @@ def target_rows(pipeline, schema) -> collections.Counter:
         cols = ", ".join(qi(c) for c in schema.names)
         cur = conn.execute(f"SELECT {cols} FROM {qi(schema.db)}.{qi(schema.table)}")
         return collections.Counter(
-            _canon({c.name: normalize_target(c, v) for c, v in zip(schema.columns, row)}) for row in cur)
+            _canon({c.name: normalize_target(c, v) for c, v in zip(schema.columns, row)}) for row in cur
+        )
 
 
 def diff(source: collections.Counter, target: collections.Counter, limit: int = 5) -> str:
     missing, extra = source - target, target - source
-    return (f"{sum(missing.values())} missing, {sum(extra.values())} extra; missing e.g. {list(missing)[:limit]}; "
-            f"extra e.g. {list(extra)[:limit]}")
+    return (
+        f"{sum(missing.values())} missing, {sum(extra.values())} extra; missing e.g. {list(missing)[:limit]}; "
+        f"extra e.g. {list(extra)[:limit]}"
+    )
 
 
 def replay_to_now(pipeline, schema, rows_at: collections.Counter, position) -> collections.Counter:
@@ -53,25 +57,43 @@ def replay_to_now(pipeline, schema, rows_at: collections.Counter, position) -> c
     for keyless tables too (a delete removes one identical row)."""
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
     from seam.records import binlog_values
 
     image = collections.Counter(rows_at)
     src = pipeline.source
     stream = BinLogStreamReader(
         connection_settings={"host": src.host, "port": src.port, "user": src.user, "passwd": src.password.reveal()},
-        server_id=src.server_id + 300, log_file=position.file, log_pos=position.pos, resume_stream=True,
-        is_mariadb=False, blocking=False, only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
-        only_schemas=[schema.db], only_tables=[schema.table])
+        server_id=src.server_id + 300,
+        log_file=position.file,
+        log_pos=position.pos,
+        resume_stream=True,
+        is_mariadb=False,
+        blocking=False,
+        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
+        only_schemas=[schema.db],
+        only_tables=[schema.table],
+    )
     try:
         for event in stream:
             for row in event.rows:
                 if isinstance(event, UpdateRowsEvent):
-                    before = _canon(normalize_row(schema, binlog_values(row["before_values"], row.get("before_none_sources"))))
-                    after = _canon(normalize_row(schema, binlog_values(row["after_values"], row.get("after_none_sources"))))
+                    before = _canon(
+                        normalize_row(schema, binlog_values(row["before_values"], row.get("before_none_sources")))
+                    )
+                    after = _canon(
+                        normalize_row(schema, binlog_values(row["after_values"], row.get("after_none_sources")))
+                    )
                 elif isinstance(event, WriteRowsEvent):
-                    before, after = None, _canon(normalize_row(schema, binlog_values(row["values"], row.get("none_sources"))))
+                    before, after = (
+                        None,
+                        _canon(normalize_row(schema, binlog_values(row["values"], row.get("none_sources")))),
+                    )
                 else:
-                    before, after = _canon(normalize_row(schema, binlog_values(row["values"], row.get("none_sources")))), None
+                    before, after = (
+                        _canon(normalize_row(schema, binlog_values(row["values"], row.get("none_sources")))),
+                        None,
+                    )
                 if before is not None:
                     assert image[before] > 0, f"binlog deletes a row the image at {position} does not have: {before}"
                     image[before] -= 1

@@ -14,6 +14,7 @@ own small rules, written from the databases' documentation rather than from Seam
 
 A mismatch lists up to five rows missing in the target and five extra, as the comparer read them.
 """
+
 from __future__ import annotations
 
 import collections
@@ -27,8 +28,16 @@ import pymysql
 
 _INTS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
 _BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
-_SPATIAL = {"geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
-            "geometrycollection"}
+_SPATIAL = {
+    "geometry",
+    "point",
+    "linestring",
+    "polygon",
+    "multipoint",
+    "multilinestring",
+    "multipolygon",
+    "geometrycollection",
+}
 
 
 def _f32(value) -> float:
@@ -56,12 +65,16 @@ def _value(kind: str, value, side: str):
         if _zero_date(value):
             return None
         if isinstance(value, dt.datetime) and value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
         return value
     if kind == "time":
-        return value if isinstance(value, dt.timedelta) else dt.timedelta(hours=value.hour, minutes=value.minute,
-                                                                          seconds=value.second,
-                                                                          microseconds=value.microsecond)
+        return (
+            value
+            if isinstance(value, dt.timedelta)
+            else dt.timedelta(
+                hours=value.hour, minutes=value.minute, seconds=value.second, microseconds=value.microsecond
+            )
+        )
     if kind == "set":
         if isinstance(value, (set, frozenset)):
             return frozenset(value)
@@ -85,14 +98,18 @@ def source_table(mysql_kwargs: dict, db: str, table: str, where: str = "1 = 1"):
     conn = pymysql.connect(**mysql_kwargs, init_command="SET time_zone = '+00:00'")
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
-                        "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (db, table))
+            cur.execute(
+                "SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+                (db, table),
+            )
             columns = [(r[0], r[1].lower()) for r in cur.fetchall()]
             # FLOAT as DOUBLE: the text protocol prints FLOAT with 6 digits, which is not the stored value
             names = ", ".join(_source_column(c.replace("`", "``"), k) for c, k in columns)
             cur.execute(f"SELECT {names} FROM `{db}`.`{table}` WHERE {where}")
-            rows = collections.Counter(_canon(tuple(_value(k, v, "source") for (_, k), v in zip(columns, r)))
-                                       for r in cur.fetchall())
+            rows = collections.Counter(
+                _canon(tuple(_value(k, v, "source") for (_, k), v in zip(columns, r))) for r in cur.fetchall()
+            )
     finally:
         conn.close()
     return columns, rows
@@ -108,12 +125,16 @@ def _source_column(name: str, kind: str) -> str:
 
 def target_table(conninfo: dict, db: str, table: str, columns):
     with psycopg.connect(**conninfo) as conn:
-        udt = dict(conn.execute("SELECT column_name, udt_name FROM information_schema.columns WHERE table_schema = %s "
-                                "AND table_name = %s", (db, table)).fetchall())
+        udt = dict(
+            conn.execute(
+                "SELECT column_name, udt_name FROM information_schema.columns WHERE table_schema = %s "
+                "AND table_name = %s",
+                (db, table),
+            ).fetchall()
+        )
         names = ", ".join(_target_column('"' + c.replace('"', '""') + '"', udt.get(c)) for c, _ in columns)
         cur = conn.execute(f'SELECT {names} FROM "{db}"."{table}"')
-        return collections.Counter(_canon(tuple(_value(k, v, "target") for (_, k), v in zip(columns, r)))
-                                   for r in cur)
+        return collections.Counter(_canon(tuple(_value(k, v, "target") for (_, k), v in zip(columns, r))) for r in cur)
 
 
 def _target_column(name: str, udt: str | None) -> str:
@@ -129,5 +150,7 @@ def compare(mysql_kwargs: dict, conninfo: dict, db: str, table: str, where: str 
     if source == target:
         return None
     missing, extra = source - target, target - source
-    return (f"{db}.{table}: {sum(missing.values())} row(s) missing in the target, {sum(extra.values())} extra; "
-            f"missing e.g. {list(missing)[:5]}; extra e.g. {list(extra)[:5]}")
+    return (
+        f"{db}.{table}: {sum(missing.values())} row(s) missing in the target, {sum(extra.values())} extra; "
+        f"missing e.g. {list(missing)[:5]}; extra e.g. {list(extra)[:5]}"
+    )

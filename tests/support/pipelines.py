@@ -1,4 +1,5 @@
 """Pipeline files for tests: the demo pipeline with other tables, topics and notifiers."""
+
 from __future__ import annotations
 
 import yaml

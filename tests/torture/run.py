@@ -12,6 +12,7 @@ every table equal to its source, row by row. A table the stream stopped fails th
 Runs on the test stack (``scripts/test-env.sh``): it starts what is not running and stops what it started.
 The last lines are the report: seed, transactions by shape, row changes applied, kills, loads, result.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,9 @@ def _pipeline_file(workdir: str, db: str) -> str:
 
 
 def _seam(path: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True,
-                          text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=timeout
+    )
     if done.returncode != 0:
         output = done.stdout + done.stderr
         saved = os.path.join(os.path.dirname(path), f"seam-{int(time.time())}.log")
@@ -57,8 +59,10 @@ def _seam(path: str, *args: str, timeout: float = 900) -> subprocess.CompletedPr
             f.write(output)
         # the Python error, not the JVM's stack under it
         lines = [line for line in output.splitlines() if not line.startswith(("\tat ", "\t... "))]
-        raise TortureFailed(f"seam {' '.join(args)} failed ({done.returncode}; all of its output in {saved}): "
-                            + "\n".join(lines)[-2500:])
+        raise TortureFailed(
+            f"seam {' '.join(args)} failed ({done.returncode}; all of its output in {saved}): "
+            + "\n".join(lines)[-2500:]
+        )
     return done
 
 
@@ -88,15 +92,17 @@ class TortureFailed(AssertionError):
 
 def _stopped(pipeline, db: str) -> dict[str, str]:
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
-        rows = conn.execute("SELECT tbl, stopped FROM seam.positions WHERE db = %s AND stopped IS NOT NULL",
-                            (db,)).fetchall()
+        rows = conn.execute(
+            "SELECT tbl, stopped FROM seam.positions WHERE db = %s AND stopped IS NOT NULL", (db,)
+        ).fetchall()
     return dict(rows)
 
 
 def _applied(pipeline, db: str) -> int:
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
-        return int(conn.execute("SELECT coalesce(sum(changes), 0) FROM seam.positions WHERE db = %s",
-                                (db,)).fetchone()[0])
+        return int(
+            conn.execute("SELECT coalesce(sum(changes), 0) FROM seam.positions WHERE db = %s", (db,)).fetchone()[0]
+        )
 
 
 def _converge(pipeline, db: str, mysql_kwargs: dict, limit_s: float, say) -> dict[str, str | None]:
@@ -133,12 +139,20 @@ def torture(seed: int, duration: float, big_rows: int = 100_000, owners: int = 3
     workdir = tempfile.mkdtemp(prefix="seam-torture-")
     path = _pipeline_file(workdir, db)
     pipeline = load_pipeline(path)
-    report: dict = {"seed": seed, "database": db, "duration_s": duration, "big_rows": big_rows,
-                    "kills": {"reader": 0, "sink": 0, "broker": 0}, "loads": [],
-                    "snapshot": os.environ.get("SEAM_SNAPSHOT", "auto")}
+    report: dict = {
+        "seed": seed,
+        "database": db,
+        "duration_s": duration,
+        "big_rows": big_rows,
+        "kills": {"reader": 0, "sink": 0, "broker": 0},
+        "loads": [],
+        "snapshot": os.environ.get("SEAM_SNAPSHOT", "auto"),
+    }
     began = time.monotonic()
-    say(f"torture seed {seed}: workload from before the first load until {duration:.0f} s after it, then a "
-        f"{big_rows:,}-row transaction; pipeline {path}")
+    say(
+        f"torture seed {seed}: workload from before the first load until {duration:.0f} s after it, then a "
+        f"{big_rows:,}-row transaction; pipeline {path}"
+    )
     _seam(path, "stream", "start", timeout=180)  # before the first load: it waits for the tables
     failure: list[BaseException] = []
     stop_writing = threading.Event()
@@ -170,8 +184,10 @@ def torture(seed: int, duration: float, big_rows: int = 100_000, owners: int = 3
                 tables = (table, *BELOW.get(table, ()))
                 _seam(path, "load", "full", *[f"{db}.{t}" for t in tables])
                 report["loads"].append(f"{' '.join(tables)} again at {time.monotonic() - began:.0f} s")
-                say(f"{', '.join(tables)} loaded again at {time.monotonic() - began:.0f} s, under the workload and "
-                    "the stream")
+                say(
+                    f"{', '.join(tables)} loaded again at {time.monotonic() - began:.0f} s, under the workload and "
+                    "the stream"
+                )
                 reloaded = True
             if late and min(report["kills"].values()) > 0:
                 break
@@ -194,16 +210,22 @@ def torture(seed: int, duration: float, big_rows: int = 100_000, owners: int = 3
     finally:
         stop_writing.set()
         writer.join()
-        subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "stream", "stop"], capture_output=True,
-                       timeout=180)
-    report.update(transactions=_shapes(workload.stats), workload=dict(workload.stats),
-                  changes_applied=_applied(pipeline, db), seconds=round(time.monotonic() - began),
-                  result="equal" if not any(differences.values()) else "DIFFERENT",
-                  differences={t: d for t, d in differences.items() if d})
+        subprocess.run(
+            [sys.executable, "-m", "seam.cli", "--pipeline", path, "stream", "stop"], capture_output=True, timeout=180
+        )
+    report.update(
+        transactions=_shapes(workload.stats),
+        workload=dict(workload.stats),
+        changes_applied=_applied(pipeline, db),
+        seconds=round(time.monotonic() - began),
+        result="equal" if not any(differences.values()) else "DIFFERENT",
+        differences={t: d for t, d in differences.items() if d},
+    )
     say("report: " + json.dumps(report, sort_keys=True, default=str))
     if report["differences"]:
-        raise TortureFailed("source and target differ:\n" + "\n".join(f"{t}: {d}" for t, d in
-                                                                       report["differences"].items()))
+        raise TortureFailed(
+            "source and target differ:\n" + "\n".join(f"{t}: {d}" for t, d in report["differences"].items())
+        )
     return report
 
 
@@ -216,17 +238,25 @@ def _root_kwargs() -> dict:
     from sqlalchemy.engine import make_url
 
     url = make_url(os.environ["SEAM_MYSQL_URL"])
-    return dict(host=url.host or "127.0.0.1", port=url.port or 3306, user=url.username, password=url.password or "",
-                charset="utf8mb4")
+    return dict(
+        host=url.host or "127.0.0.1",
+        port=url.port or 3306,
+        user=url.username,
+        password=url.password or "",
+        charset="utf8mb4",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--duration", type=float, default=120, help="seconds of workload after the first load (default 120)")
+    parser.add_argument(
+        "--duration", type=float, default=120, help="seconds of workload after the first load (default 120)"
+    )
     parser.add_argument("--big-rows", type=int, default=100_000, help="rows of the one big transaction")
     args = parser.parse_args(argv)
     from seam_dev.stack import use_stack_env
+
     stack = EmbeddedStack()
     stack.settings(create=True)
     started = [name for name in ("mysql", "kafka", "postgres") if not stack._alive_pid(name)]

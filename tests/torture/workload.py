@@ -6,6 +6,7 @@ parent deletes and key updates (two levels deep, and down a tree), edge values o
 It shares no code with Seam: plain PyMySQL, its own schema. ``Workload(seed).run(seconds)`` is reproducible
 for a seed up to the interleaving with the clock. Counts of what it did are in ``stats``.
 """
+
 from __future__ import annotations
 
 import collections
@@ -51,7 +52,12 @@ class Workload:
         self._xa_open: list[str] = []
 
     def connect(self, in_db: bool = True) -> pymysql.Connection:
-        return pymysql.connect(**self.kwargs, database=self.db if in_db else None, autocommit=True, init_command="SET time_zone = '+00:00', innodb_lock_wait_timeout = 2")
+        return pymysql.connect(
+            **self.kwargs,
+            database=self.db if in_db else None,
+            autocommit=True,
+            init_command="SET time_zone = '+00:00', innodb_lock_wait_timeout = 2",
+        )
 
     def create(self, owners: int = 200) -> None:
         conn = self.connect(in_db=False)
@@ -80,9 +86,15 @@ class Workload:
         """A random geometry as WKT with its SRID (or NULL)."""
         r = self.rng
         x, y = round(r.uniform(-180, 180), r.randint(0, 9)), round(r.uniform(-90, 90), r.randint(0, 9))
-        return r.choice([(None, 0), (f"POINT({x} {y})", r.choice([0, 4326])),
-                         (f"LINESTRING({x} {y},{y} {x},0 0)", 0), (f"POLYGON((0 0,{abs(x) + 1} 0,0 {abs(y) + 1},0 0))", 3857),
-                         (f"GEOMETRYCOLLECTION(POINT({x} {y}),LINESTRING(0 0,1 1))", 4326)])
+        return r.choice(
+            [
+                (None, 0),
+                (f"POINT({x} {y})", r.choice([0, 4326])),
+                (f"LINESTRING({x} {y},{y} {x},0 0)", 0),
+                (f"POLYGON((0 0,{abs(x) + 1} 0,0 {abs(y) + 1},0 0))", 3857),
+                (f"GEOMETRYCOLLECTION(POINT({x} {y}),LINESTRING(0 0,1 1))", 4326),
+            ]
+        )
 
     def _edge(self, kind: str):
         r = self.rng
@@ -97,8 +109,14 @@ class Workload:
         if kind == "born":
             return r.choice(["0000-00-00", "1000-01-01", "9999-12-31", "2024-02-29", "1970-01-01"])
         if kind == "seen":
-            return r.choice(["1000-01-01 00:00:00.000000", "9999-12-31 23:59:59.999999", "2024-06-30 12:00:00.5",
-                             f"20{r.randint(10, 30)}-0{r.randint(1, 9)}-1{r.randint(0, 9)} 0{r.randint(0, 9)}:00:01"])
+            return r.choice(
+                [
+                    "1000-01-01 00:00:00.000000",
+                    "9999-12-31 23:59:59.999999",
+                    "2024-06-30 12:00:00.5",
+                    f"20{r.randint(10, 30)}-0{r.randint(1, 9)}-1{r.randint(0, 9)} 0{r.randint(0, 9)}:00:01",
+                ]
+            )
         if kind == "stamp":
             return r.choice(["1970-01-01 00:00:01.000", "2038-01-19 03:14:07.999", "2024-03-31 01:30:00.123"])
         if kind == "span":
@@ -108,9 +126,20 @@ class Workload:
         if kind == "flags":
             return r.randint(0, 1023)
         if kind == "doc":
-            return json.dumps(r.choice([{"a": 1, "b": [1, 2.5, "x"]}, {"ü": "\u00e9\u4e2d", "n": None}, [], {},
-                                        {"k": "quote\" back\\slash"}, "just a string", 12345678901234]),
-                              ensure_ascii=r.random() < 0.5)
+            return json.dumps(
+                r.choice(
+                    [
+                        {"a": 1, "b": [1, 2.5, "x"]},
+                        {"ü": "\u00e9\u4e2d", "n": None},
+                        [],
+                        {},
+                        {"k": 'quote" back\\slash'},
+                        "just a string",
+                        12345678901234,
+                    ]
+                ),
+                ensure_ascii=r.random() < 0.5,
+            )
         if kind == "raw":
             return bytes(r.randint(0, 255) for _ in range(r.randint(0, 16)))
         if kind == "legacy":
@@ -119,15 +148,31 @@ class Workload:
 
     def _owner_values(self, i: int) -> tuple:
         r = self.rng
-        return (i, f"C{i}-{r.randint(0, 999)}", r.choice(["Ann", "Björn", "李雷", "O'Brien", "  spaced  "]),
-                self._edge("tags"), r.choice(["Retail", "Corporate", "Bank Ünion"]),
-                Decimal(r.randint(-10**9, 10**9)) / 10000, self._edge("ratio"), self._edge("score"), self._edge("born"),
-                self._edge("seen"), self._edge("stamp"), self._edge("span"), self._edge("yr"), self._edge("flags"),
-                self._edge("doc"), self._edge("raw"), self._edge("legacy"))
+        return (
+            i,
+            f"C{i}-{r.randint(0, 999)}",
+            r.choice(["Ann", "Björn", "李雷", "O'Brien", "  spaced  "]),
+            self._edge("tags"),
+            r.choice(["Retail", "Corporate", "Bank Ünion"]),
+            Decimal(r.randint(-(10**9), 10**9)) / 10000,
+            self._edge("ratio"),
+            self._edge("score"),
+            self._edge("born"),
+            self._edge("seen"),
+            self._edge("stamp"),
+            self._edge("span"),
+            self._edge("yr"),
+            self._edge("flags"),
+            self._edge("doc"),
+            self._edge("raw"),
+            self._edge("legacy"),
+        )
 
     def _new_owner(self, cur) -> None:
         self._ids["owners"] += 1
-        cur.execute("INSERT INTO owners VALUES (" + ", ".join(["%s"] * 17) + ")", self._owner_values(self._ids["owners"]))
+        cur.execute(
+            "INSERT INTO owners VALUES (" + ", ".join(["%s"] * 17) + ")", self._owner_values(self._ids["owners"])
+        )
 
     def _owner(self, cur, column: str = "id"):
         cur.execute(f"SELECT {column} FROM owners ORDER BY RAND({self.rng.randint(0, 10**6)}) LIMIT 1")
@@ -139,9 +184,15 @@ class Workload:
         if code is None:
             return
         self._ids["entries"] += 1
-        cur.execute("INSERT INTO entries VALUES (%s, %s, %s, %s)",
-                    (self._ids["entries"], code, Decimal(self.rng.randint(-99999, 99999)) / 100,
-                     self.rng.choice([None, "", "memo", "ünïcode ✓"])))
+        cur.execute(
+            "INSERT INTO entries VALUES (%s, %s, %s, %s)",
+            (
+                self._ids["entries"],
+                code,
+                Decimal(self.rng.randint(-99999, 99999)) / 100,
+                self.rng.choice([None, "", "memo", "ünïcode ✓"]),
+            ),
+        )
 
     def _new_posting(self, cur) -> None:
         """Under a recent entry; half of them replies to a recent posting (of any entry), so threads grow deep."""
@@ -154,16 +205,34 @@ class Workload:
             parent = cur.fetchone()
         if entry:
             self._ids["postings"] += 1
-            cur.execute("INSERT INTO postings VALUES (%s, %s, %s, %s)", (self._ids["postings"], entry[0],
-                        parent[0] if parent else None, Decimal(r.randint(-9999, 9999)) / 100))
+            cur.execute(
+                "INSERT INTO postings VALUES (%s, %s, %s, %s)",
+                (self._ids["postings"], entry[0], parent[0] if parent else None, Decimal(r.randint(-9999, 9999)) / 100),
+            )
 
     # ------------------------------------------------------------ statements
 
     def _statement(self, cur) -> None:
         r, s = self.rng, self.stats
-        kind = r.choices(["owner", "entry", "note", "event", "update", "upsert", "replace", "move", "delete_limit",
-                          "cascade_delete", "cascade_update", "keyless_delete", "posting", "thread_delete"],
-                         [4, 8, 3, 5, 8, 3, 2, 1, 1, 1, 1, 2, 6, 1])[0]
+        kind = r.choices(
+            [
+                "owner",
+                "entry",
+                "note",
+                "event",
+                "update",
+                "upsert",
+                "replace",
+                "move",
+                "delete_limit",
+                "cascade_delete",
+                "cascade_update",
+                "keyless_delete",
+                "posting",
+                "thread_delete",
+            ],
+            [4, 8, 3, 5, 8, 3, 2, 1, 1, 1, 1, 2, 6, 1],
+        )[0]
         if kind == "owner":
             self._new_owner(cur)
         elif kind == "entry":
@@ -171,41 +240,57 @@ class Workload:
         elif kind == "note":
             self._ids["notes"] += 1
             wkt, srid = self._shape()
-            cur.execute("INSERT INTO notes VALUES (%s, %s, %s, ST_GeomFromText(%s, %s))",
-                        (self._ids["notes"], self._owner(cur), "n", wkt, srid))
+            cur.execute(
+                "INSERT INTO notes VALUES (%s, %s, %s, ST_GeomFromText(%s, %s))",
+                (self._ids["notes"], self._owner(cur), "n", wkt, srid),
+            )
         elif kind == "event":
-            cur.execute("INSERT INTO events VALUES (NOW(6), %s, %s)", (r.choice(["a", "b", "b"]), r.choice([1, 1, None])))
+            cur.execute(
+                "INSERT INTO events VALUES (NOW(6), %s, %s)", (r.choice(["a", "b", "b"]), r.choice([1, 1, None]))
+            )
         elif kind == "update":
             values = self._owner_values(0)
-            cur.execute("UPDATE owners SET tags = %s, balance = %s, ratio = %s, doc = %s, raw = %s, span = %s "
-                        "WHERE id = %s", (values[3], values[5], values[6], values[14], values[15], values[11],
-                                          self._owner(cur)))
+            cur.execute(
+                "UPDATE owners SET tags = %s, balance = %s, ratio = %s, doc = %s, raw = %s, span = %s WHERE id = %s",
+                (values[3], values[5], values[6], values[14], values[15], values[11], self._owner(cur)),
+            )
         elif kind == "upsert":
             i = r.randint(1, max(1, self._ids["entries"]))
             code = self._owner(cur, "code")
             if code:
-                cur.execute("INSERT INTO entries VALUES (%s, %s, 1.00, 'upsert') ON DUPLICATE KEY UPDATE "
-                            "amount = amount + 1, memo = 'upserted'", (i, code))
+                cur.execute(
+                    "INSERT INTO entries VALUES (%s, %s, 1.00, 'upsert') ON DUPLICATE KEY UPDATE "
+                    "amount = amount + 1, memo = 'upserted'",
+                    (i, code),
+                )
         elif kind == "replace":
             code = self._owner(cur, "code")
             if code:
-                cur.execute("REPLACE INTO entries VALUES (%s, %s, 2.00, 'replaced')",
-                            (r.randint(1, max(1, self._ids["entries"])), code))
+                cur.execute(
+                    "REPLACE INTO entries VALUES (%s, %s, 2.00, 'replaced')",
+                    (r.randint(1, max(1, self._ids["entries"])), code),
+                )
         elif kind == "move":  # a primary-key move
             self._ids["entries"] += 1
-            cur.execute("UPDATE entries SET id = %s WHERE id = %s", (self._ids["entries"],
-                                                                    r.randint(1, self._ids["entries"] - 1)))
+            cur.execute(
+                "UPDATE entries SET id = %s WHERE id = %s",
+                (self._ids["entries"], r.randint(1, self._ids["entries"] - 1)),
+            )
         elif kind == "delete_limit":
             cur.execute("DELETE FROM entries WHERE amount < 0 ORDER BY id LIMIT 3")
         elif kind == "cascade_delete":
             owner = self._owner(cur)
-            cur.execute("SELECT COUNT(*) FROM postings p JOIN entries e ON e.id = p.entry_id JOIN owners o ON "
-                        "o.code = e.owner_code WHERE o.id = %s", (owner,))
+            cur.execute(
+                "SELECT COUNT(*) FROM postings p JOIN entries e ON e.id = p.entry_id JOIN owners o ON "
+                "o.code = e.owner_code WHERE o.id = %s",
+                (owner,),
+            )
             s["postings two levels below a deleted owner"] += cur.fetchone()[0]
             cur.execute("DELETE FROM owners WHERE id = %s", (owner,))
         elif kind == "cascade_update":
-            cur.execute("UPDATE owners SET code = CONCAT(code, 'x') WHERE id = %s AND LENGTH(code) < 15",
-                        (self._owner(cur),))
+            cur.execute(
+                "UPDATE owners SET code = CONCAT(code, 'x') WHERE id = %s AND LENGTH(code) < 15", (self._owner(cur),)
+            )
         elif kind == "keyless_delete":
             cur.execute("DELETE FROM events WHERE kind = 'b' LIMIT 1")
         elif kind == "posting":
@@ -294,8 +379,10 @@ class Workload:
             cur.execute("BEGIN")
             at = dt.datetime(2030, 1, 1)
             for start in range(0, rows, 5000):
-                cur.executemany("INSERT INTO events VALUES (%s, 'big', %s)",
-                                [(at + dt.timedelta(microseconds=i), i) for i in range(start, min(rows, start + 5000))])
+                cur.executemany(
+                    "INSERT INTO events VALUES (%s, 'big', %s)",
+                    [(at + dt.timedelta(microseconds=i), i) for i in range(start, min(rows, start + 5000))],
+                )
             cur.execute("COMMIT")
         conn.close()
         self.stats["big rows"] += rows

@@ -4,6 +4,7 @@ from its form with tables typed into the Param, wait for success on the run's pa
 log; trigger ``seam_stream`` (start, then stop) and ``seam_settlement``; and type Params wrong (a table, a
 pipeline path, a day), each failing the first task with one line and no traceback. Screenshots of every step
 go to ``<state dir>/ui-screenshots``."""
+
 from __future__ import annotations
 
 import json
@@ -53,14 +54,17 @@ def test_a_person_drives_seams_dags_from_the_airflow_ui(airflow_stack, pipeline,
     # the test starts it from the form
     assert _seam("stream", "stop").returncode == 0
     try:
-        out = subprocess.run(["node", str(HERE / "airflow_ui.mjs"), str(shots)], capture_output=True, text=True,
-                             timeout=1800, cwd=HERE)
+        out = subprocess.run(
+            ["node", str(HERE / "airflow_ui.mjs"), str(shots)], capture_output=True, text=True, timeout=1800, cwd=HERE
+        )
     finally:
         for dag, was in paused.items():
             client._request("PATCH", f"/api/v2/dags/{dag}", {"is_paused": was})
         _seam("stream", "stop")
-    steps = {s["step"]: s for s in (json.loads(line[len("RESULT "):]) for line in out.stdout.splitlines()
-                                     if line.startswith("RESULT "))}
+    steps = {
+        s["step"]: s
+        for s in (json.loads(line[len("RESULT ") :]) for line in out.stdout.splitlines() if line.startswith("RESULT "))
+    }
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     print(f"screenshots: {shots}")
 

@@ -1,5 +1,6 @@
 """docker-compose.yaml: valid for Compose, and its endpoints are the ones the
 demo pipeline resolves to through Seam's Airflow connections."""
+
 from __future__ import annotations
 
 import json
@@ -13,24 +14,39 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-SECRETS = {"MYSQL_ROOT_PASSWORD": "r", "SEAM_MYSQL_PASSWORD": "m", "SEAM_TARGET_PASSWORD": "t",
-           "AIRFLOW_DB_PASSWORD": "a", "AIRFLOW_JWT_SECRET": "j"}
+SECRETS = {
+    "MYSQL_ROOT_PASSWORD": "r",
+    "SEAM_MYSQL_PASSWORD": "m",
+    "SEAM_TARGET_PASSWORD": "t",
+    "AIRFLOW_DB_PASSWORD": "a",
+    "AIRFLOW_JWT_SECRET": "j",
+}
 
 
 @pytest.fixture(scope="module")
 def compose() -> dict:
     binary = shutil.which("docker-compose")
     assert binary, "docker-compose (Debian package) is installed by `make setup`"
-    proc = subprocess.run([binary, "-f", str(ROOT / "docker-compose.yaml"), "config"], capture_output=True,
-                          text=True, env={**os.environ, **SECRETS}, cwd=ROOT)
+    proc = subprocess.run(
+        [binary, "-f", str(ROOT / "docker-compose.yaml"), "config"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **SECRETS},
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     return yaml.safe_load(proc.stdout)
 
 
 def test_secrets_are_required_not_defaulted():
     env = {k: v for k, v in os.environ.items() if k not in SECRETS}
-    proc = subprocess.run(["docker-compose", "-f", str(ROOT / "docker-compose.yaml"), "config"],
-                          capture_output=True, text=True, env=env, cwd=ROOT)
+    proc = subprocess.run(
+        ["docker-compose", "-f", str(ROOT / "docker-compose.yaml"), "config"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     assert proc.returncode != 0 and "set " in proc.stderr
     text = (ROOT / "docker-compose.yaml").read_text()
     assert not re.search(r"PASSWORD:\s*['\"]?[a-z]", text.replace("${", "")), "no literal passwords"
@@ -45,11 +61,17 @@ def test_services_of_the_deployment_stack(compose):
     command = services["mysql"]["command"]
     for flag in ("--binlog-format=ROW", "--binlog-row-image=FULL", "--binlog-row-metadata=FULL"):
         assert flag in command
-    for name in ("spark-master", "spark-worker", "postgres", "airflow-api-server", "airflow-scheduler",
-                 "airflow-dag-processor", "airflow-triggerer"):
+    for name in (
+        "spark-master",
+        "spark-worker",
+        "postgres",
+        "airflow-api-server",
+        "airflow-scheduler",
+        "airflow-dag-processor",
+        "airflow-triggerer",
+    ):
         assert name in services
-    mounts = {v.split(":")[1] if isinstance(v, str) else v["target"]
-              for v in services["airflow-scheduler"]["volumes"]}
+    mounts = {v.split(":")[1] if isinstance(v, str) else v["target"] for v in services["airflow-scheduler"]["volumes"]}
     assert {"/opt/seam/dags", "/opt/seam/plugins", "/opt/seam/include", "/opt/seam/spark_jobs"} <= mounts
 
 
@@ -61,10 +83,16 @@ def test_pipeline_resolves_to_the_compose_endpoints(compose):
 
     services = compose["services"]
     env = services["airflow-scheduler"]["environment"]
-    conns = {name: Connection.from_json(env[f"AIRFLOW_CONN_SEAM_{name.upper()}"], conn_id=f"seam_{name}")
-             for name in ("mysql", "kafka", "target", "spark")}
-    pipeline = load_pipeline(env={**job_env_from(conns["mysql"], conns["kafka"], conns["target"]),
-                                  "SEAM_SPARK_MASTER": env["SEAM_SPARK_MASTER"]})
+    conns = {
+        name: Connection.from_json(env[f"AIRFLOW_CONN_SEAM_{name.upper()}"], conn_id=f"seam_{name}")
+        for name in ("mysql", "kafka", "target", "spark")
+    }
+    pipeline = load_pipeline(
+        env={
+            **job_env_from(conns["mysql"], conns["kafka"], conns["target"]),
+            "SEAM_SPARK_MASTER": env["SEAM_SPARK_MASTER"],
+        }
+    )
 
     assert pipeline.source.host in services and pipeline.source.host == "mysql"
     assert pipeline.source.port == 3306 and pipeline.source.user == "seam"

@@ -1,4 +1,5 @@
 """Pipeline config: the demo file is valid, and every kind of bad input names its field."""
+
 from __future__ import annotations
 
 import subprocess
@@ -44,42 +45,51 @@ def test_secrets_never_print():
     assert str(Secret("x")) == "***"
 
 
-@pytest.mark.parametrize("mutate, field, words", [
-    (lambda r: r["tables"][1].update(curser="updated_at"), "tables[1].curser", "did you mean 'cursor'"),
-    (lambda r: r.update(sauce={}), "sauce", "unknown key"),
-    (lambda r: r["source"].update(port=70000), "source.port", "out of range for a port"),
-    (lambda r: r["target"].update(port="abc"), "target.port", "not a port"),
-    (lambda r: r["tables"][0].pop("name"), "tables[0].name", "is required"),
-    (lambda r: r["tables"][0].update(name="accounts"), "tables[0].name", "database.table"),
-    (lambda r: r["tables"].append({"name": "demo.accounts"}), "tables[4].name", "listed twice"),
-    (lambda r: r.update(tables=[]), "tables", "non-empty"),
-    (lambda r: r.pop("tables"), "tables", "is required"),
-    (lambda r: r["tables"][0].update(safety_delay="soon"), "tables[0].safety_delay", "not a duration"),
-    (lambda r: r["tables"][2].update(semantics="at-least-once"), "tables[2].semantics", "needs a key"),
-    (lambda r: r["tables"][0].update(semantics="maybe"), "tables[0].semantics", "must be one of"),
-    (lambda r: r["tables"][2].update(incremental=True), "tables[2].cursor", "kept current by windows"),
-    (lambda r: r["tables"][2].update(sync="windows"), "tables[2].cursor", "kept current by windows"),
-    (lambda r: r["tables"][1].update(sync="binlog"), "tables[1].sync", "use stream (binlog) or windows"),
-    (lambda r: r["tables"][1].update(sync="stream", incremental=True), "tables[1].incremental", "contradicts"),
-    (lambda r: r["tables"][1].update(synk="stream"), "tables[1].synk", "did you mean 'sync'"),
-    (lambda r: r["tables"][0].update(key=["id", "id"]), "tables[0].key", "twice"),
-    (lambda r: r["kafka"].update(bootstrap="nohost"), "kafka.bootstrap", "host:port"),
-    (lambda r: r["kafka"].update(topic_prefix="bad topic!"), "kafka.topic_prefix", "characters"),
-    (lambda r: r["target"].update(type="snowflake"), "target.type", "postgres"),
-    (lambda r: r.update(version=2), "version", "unsupported"),
-    (lambda r: r["spark"].update(partitions=0), "spark.partitions", "out of range"),
-    (lambda r: r["kafka"].update(partitions=3), "kafka.partitions", "must be 1"),
-    (lambda r: r["tables"][1].update(checks={"colums": {}}), "tables[1].checks.colums", "did you mean 'columns'"),
-    (lambda r: r["tables"][1].update(checks={"count": "yes"}), "tables[1].checks.count", "true or false"),
-    (lambda r: r["tables"][1].update(checks={"columns": {"amount": {"avg": {}}}}),
-     "tables[1].checks.columns.amount.avg", "unknown key"),
-    (lambda r: r["tables"][1].update(checks={"columns": {"amount": {"sum": {"equal_to": [1]}}}}),
-     "tables[1].checks.columns.amount.sum.equal_to", "must be a number"),
-    (lambda r: r.update(notify={"webhook": "ftp://x"}), "notify.webhook", "http(s) URL"),
-    (lambda r: r.update(notify={"email": {"to": "nobody"}}), "notify.email.to", "e-mail address"),
-    (lambda r: r.update(notify={"email": {"cc": "a@b"}}), "notify.email.cc", "unknown key"),
-    (lambda r: r.update(notify={"pager": "x"}), "notify.pager", "unknown key"),
-])
+@pytest.mark.parametrize(
+    "mutate, field, words",
+    [
+        (lambda r: r["tables"][1].update(curser="updated_at"), "tables[1].curser", "did you mean 'cursor'"),
+        (lambda r: r.update(sauce={}), "sauce", "unknown key"),
+        (lambda r: r["source"].update(port=70000), "source.port", "out of range for a port"),
+        (lambda r: r["target"].update(port="abc"), "target.port", "not a port"),
+        (lambda r: r["tables"][0].pop("name"), "tables[0].name", "is required"),
+        (lambda r: r["tables"][0].update(name="accounts"), "tables[0].name", "database.table"),
+        (lambda r: r["tables"].append({"name": "demo.accounts"}), "tables[4].name", "listed twice"),
+        (lambda r: r.update(tables=[]), "tables", "non-empty"),
+        (lambda r: r.pop("tables"), "tables", "is required"),
+        (lambda r: r["tables"][0].update(safety_delay="soon"), "tables[0].safety_delay", "not a duration"),
+        (lambda r: r["tables"][2].update(semantics="at-least-once"), "tables[2].semantics", "needs a key"),
+        (lambda r: r["tables"][0].update(semantics="maybe"), "tables[0].semantics", "must be one of"),
+        (lambda r: r["tables"][2].update(incremental=True), "tables[2].cursor", "kept current by windows"),
+        (lambda r: r["tables"][2].update(sync="windows"), "tables[2].cursor", "kept current by windows"),
+        (lambda r: r["tables"][1].update(sync="binlog"), "tables[1].sync", "use stream (binlog) or windows"),
+        (lambda r: r["tables"][1].update(sync="stream", incremental=True), "tables[1].incremental", "contradicts"),
+        (lambda r: r["tables"][1].update(synk="stream"), "tables[1].synk", "did you mean 'sync'"),
+        (lambda r: r["tables"][0].update(key=["id", "id"]), "tables[0].key", "twice"),
+        (lambda r: r["kafka"].update(bootstrap="nohost"), "kafka.bootstrap", "host:port"),
+        (lambda r: r["kafka"].update(topic_prefix="bad topic!"), "kafka.topic_prefix", "characters"),
+        (lambda r: r["target"].update(type="snowflake"), "target.type", "postgres"),
+        (lambda r: r.update(version=2), "version", "unsupported"),
+        (lambda r: r["spark"].update(partitions=0), "spark.partitions", "out of range"),
+        (lambda r: r["kafka"].update(partitions=3), "kafka.partitions", "must be 1"),
+        (lambda r: r["tables"][1].update(checks={"colums": {}}), "tables[1].checks.colums", "did you mean 'columns'"),
+        (lambda r: r["tables"][1].update(checks={"count": "yes"}), "tables[1].checks.count", "true or false"),
+        (
+            lambda r: r["tables"][1].update(checks={"columns": {"amount": {"avg": {}}}}),
+            "tables[1].checks.columns.amount.avg",
+            "unknown key",
+        ),
+        (
+            lambda r: r["tables"][1].update(checks={"columns": {"amount": {"sum": {"equal_to": [1]}}}}),
+            "tables[1].checks.columns.amount.sum.equal_to",
+            "must be a number",
+        ),
+        (lambda r: r.update(notify={"webhook": "ftp://x"}), "notify.webhook", "http(s) URL"),
+        (lambda r: r.update(notify={"email": {"to": "nobody"}}), "notify.email.to", "e-mail address"),
+        (lambda r: r.update(notify={"email": {"cc": "a@b"}}), "notify.email.cc", "unknown key"),
+        (lambda r: r.update(notify={"pager": "x"}), "notify.pager", "unknown key"),
+    ],
+)
 def test_bad_config_names_the_field(mutate, field, words):
     raw = demo_raw()
     mutate(raw)
@@ -128,8 +138,12 @@ def test_cli_prints_one_clear_line_for_a_broken_pipeline(tmp_path: Path):
     broken = tmp_path / "broken.yaml"
     broken.write_text(yaml.safe_dump(raw))
     for argv in (["--pipeline", str(broken), "status"], ["seed", "--pipeline", str(broken)]):
-        proc = subprocess.run([sys.executable, "-m", "seam.cli", *argv], capture_output=True, text=True,
-                              env={"PATH": "/usr/bin:/bin", **ENV, "SEAM_STATE_DIR": str(tmp_path / "state")})
+        proc = subprocess.run(
+            [sys.executable, "-m", "seam.cli", *argv],
+            capture_output=True,
+            text=True,
+            env={"PATH": "/usr/bin:/bin", **ENV, "SEAM_STATE_DIR": str(tmp_path / "state")},
+        )
         assert proc.returncode == 2
         lines = proc.stderr.strip().splitlines()
         assert lines == [f"seam: error: {broken}: tables[1].curser: unknown key (did you mean 'cursor'?)"]
@@ -138,14 +152,19 @@ def test_cli_prints_one_clear_line_for_a_broken_pipeline(tmp_path: Path):
 
 def test_checks_and_notifiers_as_data():
     raw = demo_raw()
-    raw["tables"][1]["checks"] = {"count": True, "columns": {"amount": {"sum": {}, "null_count": {"equal_to": 0}},
-                                                             "memo": ["null_count"]}}
+    raw["tables"][1]["checks"] = {
+        "count": True,
+        "columns": {"amount": {"sum": {}, "null_count": {"equal_to": 0}}, "memo": ["null_count"]},
+    }
     raw["notify"] = {"webhook": "http://127.0.0.1:9/hook", "email": {"to": "ops@example.com", "conn_id": "smtp_ops"}}
     pipeline = parse(raw)
     payments = pipeline.table("payments")
-    assert payments.checks["columns"] == {"amount": {"sum": {}, "null_count": {"equal_to": 0}},
-                                          "memo": {"null_count": {}}}
+    assert payments.checks["columns"] == {
+        "amount": {"sum": {}, "null_count": {"equal_to": 0}},
+        "memo": {"null_count": {}},
+    }
     assert pipeline.table("type_zoo").checks == {"columns": {}}
-    assert pipeline.notify == {"webhook": "http://127.0.0.1:9/hook",
-                               "email": {"to": ["ops@example.com"], "conn_id": "smtp_ops", "subject": "",
-                                         "from": "seam@localhost"}}
+    assert pipeline.notify == {
+        "webhook": "http://127.0.0.1:9/hook",
+        "email": {"to": ["ops@example.com"], "conn_id": "smtp_ops", "subject": "", "from": "seam@localhost"},
+    }

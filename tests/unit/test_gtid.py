@@ -1,5 +1,6 @@
 """GTID sets (seam.gtid): MySQL's and MariaDB's forms, as servers print them and as the binlog names
 single transactions; and the wire: positions carry their set and server to the sink."""
+
 from __future__ import annotations
 
 import pytest
@@ -73,15 +74,39 @@ def test_empty_and_bad_sets():
 
 def test_positions_carry_their_gtid_set_and_server_on_the_wire():
     at = Position("mysql-bin.000004", 1234, 2)
-    record = Record(op="u", db="d", table="t", key={"id": 1}, before={"id": 1}, after={"id": 1}, position=at,
-                    txn=Position.through("mysql-bin.000004", 1300), last=True, prev=None, seq=0,
-                    gtids=f"{U1}:1-42", server=U2)
+    record = Record(
+        op="u",
+        db="d",
+        table="t",
+        key={"id": 1},
+        before={"id": 1},
+        after={"id": 1},
+        position=at,
+        txn=Position.through("mysql-bin.000004", 1300),
+        last=True,
+        prev=None,
+        seq=0,
+        gtids=f"{U1}:1-42",
+        server=U2,
+    )
     back = Record.from_json(record.to_json())
     assert (back.gtids, back.server) == (f"{U1}:1-42", U2)
     beat = parse_control(Heartbeat(at, prev=at, seen_ms=5, gtids="0-1-9", server="server_id 1").to_json())
     assert (beat.gtids, beat.server) == ("0-1-9", "server_id 1")
     rebase = parse_control(Rebase(at, Position.through("mysql-bin.000001", 99), "0-1-9", "server_id 2").to_json())
     assert isinstance(rebase, Rebase) and rebase.prev == Position.through("mysql-bin.000001", 99)
-    end = parse_control(End(batch="b", db="d", table="t", mode="full", position=at, parts=[], rows=0, checksum=0,
-                            gtids="0-1-9", server="server_id 1").to_json())
+    end = parse_control(
+        End(
+            batch="b",
+            db="d",
+            table="t",
+            mode="full",
+            position=at,
+            parts=[],
+            rows=0,
+            checksum=0,
+            gtids="0-1-9",
+            server="server_id 1",
+        ).to_json()
+    )
     assert (end.gtids, end.server) == ("0-1-9", "server_id 1")

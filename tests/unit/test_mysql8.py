@@ -1,6 +1,7 @@
 """What differs on MySQL 8.0/8.4 and cannot run here (issue 15): the statements Seam picks by server, checked
 against a scripted server that answers like each version does. The methods themselves run on MariaDB in the
 stack tests (``source.snapshot: portable`` forced)."""
+
 from __future__ import annotations
 
 import pytest
@@ -69,16 +70,22 @@ def test_binlog_off_is_one_clear_error():
         source_head(Server({"SHOW BINARY LOG STATUS": []}))
 
 
-@pytest.mark.parametrize("version, method", [("10.11.14-MariaDB-0+deb12u2-log", "mariadb"), ("8.4.6", "portable"),
-                                             ("8.0.43-0ubuntu0.22.04.1", "portable")])
+@pytest.mark.parametrize(
+    "version, method",
+    [("10.11.14-MariaDB-0+deb12u2-log", "mariadb"), ("8.4.6", "portable"), ("8.0.43-0ubuntu0.22.04.1", "portable")],
+)
 def test_auto_picks_the_method_by_server(version, method):
     assert snapshot_method(Server({"SELECT VERSION()": [(version,)]}), "auto") == method
     assert snapshot_method(Server({}), "portable") == "portable"  # forced: the server is not asked
 
 
 def test_snapshot_method_is_checked_in_the_pipeline():
-    raw = {"source": {"host": "h", "user": "u", "snapshot": "portible"}, "kafka": {"bootstrap": "k:9092"},
-           "target": {"host": "p", "database": "d", "user": "u"}, "tables": [{"name": "a.b", "key": ["id"]}]}
+    raw = {
+        "source": {"host": "h", "user": "u", "snapshot": "portible"},
+        "kafka": {"bootstrap": "k:9092"},
+        "target": {"host": "p", "database": "d", "user": "u"},
+        "tables": [{"name": "a.b", "key": ["id"]}],
+    }
     with pytest.raises(ConfigError, match="source.snapshot.*'portible' is not one of auto, mariadb, portable"):
         parse_pipeline(raw)
     raw["source"]["snapshot"] = "portable"

@@ -1,4 +1,5 @@
 """Values the binlog decoder hands over in a form that differs from the stored one (no database needed)."""
+
 from seam.records import normalize
 from seam.schema import Column
 

@@ -1,5 +1,6 @@
 """The settlement calendar (seam.settlement): which business day a run settles, in the settlement time zone,
 and that day's cursor window in the source's time zone; a bad section is one line naming the field."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -9,12 +10,18 @@ import pytest
 from seam.config import ConfigError
 from seam.settlement import parse
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def _section(**overrides):
-    raw = {"schedule": "0 2 * * *", "timezone": "Asia/Shanghai", "source_timezone": "UTC",
-           "tables": ["demo.payments"], "holidays": ["2026-10-01", "2026-10-02"], **overrides}
+    raw = {
+        "schedule": "0 2 * * *",
+        "timezone": "Asia/Shanghai",
+        "source_timezone": "UTC",
+        "tables": ["demo.payments"],
+        "holidays": ["2026-10-01", "2026-10-02"],
+        **overrides,
+    }
     return parse(raw, "p.yaml")
 
 
@@ -44,14 +51,17 @@ def test_defaults_and_weekend_business_days():
     assert s.settled_day(dt.datetime(2026, 11, 25, 2, 0, tzinfo=UTC)) == dt.date(2026, 11, 23)  # Wed -> Monday
 
 
-@pytest.mark.parametrize("overrides, field", [
-    ({"timezone": "Asia/Shanghia"}, "settlement.timezone"),
-    ({"schedule": "daily"}, "settlement.schedule"),
-    ({"business_days": ["funday"]}, "settlement.business_days"),
-    ({"holidays": ["2026-13-01"]}, "settlement.holidays"),
-    ({"tables": []}, "settlement.tables"),
-    ({"when": "2"}, "settlement.when"),
-])
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        ({"timezone": "Asia/Shanghia"}, "settlement.timezone"),
+        ({"schedule": "daily"}, "settlement.schedule"),
+        ({"business_days": ["funday"]}, "settlement.business_days"),
+        ({"holidays": ["2026-13-01"]}, "settlement.holidays"),
+        ({"tables": []}, "settlement.tables"),
+        ({"when": "2"}, "settlement.when"),
+    ],
+)
 def test_a_bad_section_names_the_field(overrides, field):
     with pytest.raises(ConfigError) as failed:
         _section(**overrides)

@@ -1,5 +1,6 @@
 """The source checks and chunk planning of the snapshot, on server answers given by hand (the server's
 binlog settings are what is under test, and the shared MariaDB cannot be switched to STATEMENT mid-suite)."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,8 +8,12 @@ import pytest
 from seam.schema import Column, TableSchema
 from seam.snapshot import Chunk, ChunkPlan, SnapshotError, check_source, chunk_sql
 
-SCHEMA = TableSchema("shop", "orders", (Column("id", "bigint", "bigint(20)", False),
-                                        Column("note", "varchar", "varchar(10)", True)), ("id",))
+SCHEMA = TableSchema(
+    "shop",
+    "orders",
+    (Column("id", "bigint", "bigint(20)", False), Column("note", "varchar", "varchar(10)", True)),
+    ("id",),
+)
 
 
 class FakeServer:
@@ -37,13 +42,16 @@ class FakeServer:
         return self.answers
 
 
-@pytest.mark.parametrize("server, message", [
-    (FakeServer(log_bin=0), "binary log is off: start MySQL/MariaDB with --log-bin"),
-    (FakeServer(fmt="MIXED"), "binlog_format=MIXED, binlog_row_image=FULL: Seam needs ROW and FULL"),
-    (FakeServer(image="MINIMAL"), "binlog_row_image=MINIMAL"),
-    (FakeServer(readable=("id",)), "the Seam user sees columns ('id',)"),
-    (FakeServer(metadata="MINIMAL"), "binlog_row_metadata=MINIMAL: Seam needs FULL"),
-])
+@pytest.mark.parametrize(
+    "server, message",
+    [
+        (FakeServer(log_bin=0), "binary log is off: start MySQL/MariaDB with --log-bin"),
+        (FakeServer(fmt="MIXED"), "binlog_format=MIXED, binlog_row_image=FULL: Seam needs ROW and FULL"),
+        (FakeServer(image="MINIMAL"), "binlog_row_image=MINIMAL"),
+        (FakeServer(readable=("id",)), "the Seam user sees columns ('id',)"),
+        (FakeServer(metadata="MINIMAL"), "binlog_row_metadata=MINIMAL: Seam needs FULL"),
+    ],
+)
 def test_source_settings_that_break_exactness_are_refused(server, message):
     with pytest.raises(SnapshotError, match=message.replace("(", r"\(").replace(")", r"\)")):
         check_source(server, SCHEMA)

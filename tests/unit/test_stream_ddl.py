@@ -1,5 +1,6 @@
 """How the change reader classifies DDL on a streamed table (pure parsing, no database): ADD COLUMN goes on,
 anything that changes rows or shape stops the table, index and option changes and other tables are ignored."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,31 +9,37 @@ from seam.binlog import ddl_effect, query_kind, xid_text
 from seam.streaming import _COMPUTED, literal_default
 
 
-@pytest.mark.parametrize("query, effect", [
-    ("ALTER TABLE payments ADD COLUMN note varchar(20)", ("add", ["note"])),
-    ("alter table `shop`.`payments` add `risk note` decimal(10,2) default 1.5, add index (x)", ("add", ["risk note"])),
-    ("ALTER TABLE payments ADD COLUMN a INT, ADD COLUMN IF NOT EXISTS b INT", ("add", ["a", "b"])),
-    ("/* by app */ ALTER ONLINE TABLE payments ADD c JSON", ("add", ["c"])),
-    ("ALTER TABLE payments DROP COLUMN memo", ("stop", "ALTER TABLE DROP COLUMN")),
-    ("ALTER TABLE payments MODIFY amount decimal(20,4)", ("stop", "ALTER TABLE MODIFY amount")),
-    ("ALTER TABLE payments ADD COLUMN z INT, CHANGE a b INT", ("stop", "ALTER TABLE CHANGE a")),
-    ("TRUNCATE payments", ("stop", "TRUNCATE")),
-    ("TRUNCATE TABLE shop.payments", ("stop", "TRUNCATE TABLE")),
-    ("RENAME TABLE payments TO payments_old, x TO y", ("stop", "RENAME TABLE")),
-    ("DROP TABLE IF EXISTS other, `payments`", ("stop", "DROP TABLE IF EXISTS")),
-    ("CREATE OR REPLACE TABLE payments (id int)", ("stop", "CREATE OR REPLACE TABLE")),
-    ("ALTER TABLE payments ADD INDEX ix (a, b), ALGORITHM=INPLACE", None),
-    ("CREATE INDEX ix ON payments (a)", None),
-    ("ALTER TABLE payments_archive DROP COLUMN memo", None),
-    ("ALTER TABLE other.payments DROP COLUMN memo", None),
-    ("RENAME TABLE x TO payments", None),
-    ("CREATE TABLE payments2 LIKE payments", None),
-    ("INSERT INTO payments VALUES (1)", ("stop", "INSERT logged as a statement, not as rows")),
-    ("delete from shop.payments where id = 1", ("stop", "DELETE logged as a statement, not as rows")),
-    ("UPDATE payments_archive SET a = 1", None),
-    ("INSERT INTO other.t VALUES (1)", None),
-    ("GRANT SELECT ON shop.payments TO x", None),
-])
+@pytest.mark.parametrize(
+    "query, effect",
+    [
+        ("ALTER TABLE payments ADD COLUMN note varchar(20)", ("add", ["note"])),
+        (
+            "alter table `shop`.`payments` add `risk note` decimal(10,2) default 1.5, add index (x)",
+            ("add", ["risk note"]),
+        ),
+        ("ALTER TABLE payments ADD COLUMN a INT, ADD COLUMN IF NOT EXISTS b INT", ("add", ["a", "b"])),
+        ("/* by app */ ALTER ONLINE TABLE payments ADD c JSON", ("add", ["c"])),
+        ("ALTER TABLE payments DROP COLUMN memo", ("stop", "ALTER TABLE DROP COLUMN")),
+        ("ALTER TABLE payments MODIFY amount decimal(20,4)", ("stop", "ALTER TABLE MODIFY amount")),
+        ("ALTER TABLE payments ADD COLUMN z INT, CHANGE a b INT", ("stop", "ALTER TABLE CHANGE a")),
+        ("TRUNCATE payments", ("stop", "TRUNCATE")),
+        ("TRUNCATE TABLE shop.payments", ("stop", "TRUNCATE TABLE")),
+        ("RENAME TABLE payments TO payments_old, x TO y", ("stop", "RENAME TABLE")),
+        ("DROP TABLE IF EXISTS other, `payments`", ("stop", "DROP TABLE IF EXISTS")),
+        ("CREATE OR REPLACE TABLE payments (id int)", ("stop", "CREATE OR REPLACE TABLE")),
+        ("ALTER TABLE payments ADD INDEX ix (a, b), ALGORITHM=INPLACE", None),
+        ("CREATE INDEX ix ON payments (a)", None),
+        ("ALTER TABLE payments_archive DROP COLUMN memo", None),
+        ("ALTER TABLE other.payments DROP COLUMN memo", None),
+        ("RENAME TABLE x TO payments", None),
+        ("CREATE TABLE payments2 LIKE payments", None),
+        ("INSERT INTO payments VALUES (1)", ("stop", "INSERT logged as a statement, not as rows")),
+        ("delete from shop.payments where id = 1", ("stop", "DELETE logged as a statement, not as rows")),
+        ("UPDATE payments_archive SET a = 1", None),
+        ("INSERT INTO other.t VALUES (1)", None),
+        ("GRANT SELECT ON shop.payments TO x", None),
+    ],
+)
 def test_ddl_effect(query, effect):
     assert ddl_effect(query, "shop", "shop", "payments") == effect
 
@@ -44,14 +51,29 @@ def test_literal_defaults():
     assert literal_default("current_timestamp()") is _COMPUTED
 
 
-@pytest.mark.parametrize("query, kind", [
-    ("BEGIN", "begin"), ("COMMIT", "commit"), ("SAVEPOINT `s1`", "savepoint"), ("RELEASE SAVEPOINT s1", "savepoint"),
-    ("ROLLBACK TO SAVEPOINT `sa_savepoint_1`", "savepoint"), ("ROLLBACK WORK TO s1", "savepoint"),
-    ("/* app */ SAVEPOINT s2", "savepoint"), ("ALTER TABLE t ADD COLUMN x INT", "other"),
-    ("ROLLBACK", "rollback"), ("rollback work", "rollback"), ("START TRANSACTION", "begin"),
-    ("XA START X'7831',X'',1", "xa_start"), ("XA END X'7831',X'',1", "xa_end"), ("XA PREPARE 'x'", "xa_prepare"),
-    ("XA COMMIT X'7831',X'',1", "xa_commit"), ("XA ROLLBACK X'7831',X'',1", "xa_rollback"),
-    ("XA COMMIT 'x' ONE PHASE", "xa_commit_one_phase"), ("INSERT INTO t VALUES (1)", "other")])
+@pytest.mark.parametrize(
+    "query, kind",
+    [
+        ("BEGIN", "begin"),
+        ("COMMIT", "commit"),
+        ("SAVEPOINT `s1`", "savepoint"),
+        ("RELEASE SAVEPOINT s1", "savepoint"),
+        ("ROLLBACK TO SAVEPOINT `sa_savepoint_1`", "savepoint"),
+        ("ROLLBACK WORK TO s1", "savepoint"),
+        ("/* app */ SAVEPOINT s2", "savepoint"),
+        ("ALTER TABLE t ADD COLUMN x INT", "other"),
+        ("ROLLBACK", "rollback"),
+        ("rollback work", "rollback"),
+        ("START TRANSACTION", "begin"),
+        ("XA START X'7831',X'',1", "xa_start"),
+        ("XA END X'7831',X'',1", "xa_end"),
+        ("XA PREPARE 'x'", "xa_prepare"),
+        ("XA COMMIT X'7831',X'',1", "xa_commit"),
+        ("XA ROLLBACK X'7831',X'',1", "xa_rollback"),
+        ("XA COMMIT 'x' ONE PHASE", "xa_commit_one_phase"),
+        ("INSERT INTO t VALUES (1)", "other"),
+    ],
+)
 def test_query_kinds(query, kind):
     assert query_kind(query)[0] == kind
 
@@ -76,8 +98,11 @@ def test_foreign_key_rules_from_show_create_table():
   CONSTRAINT `odd``name` FOREIGN KEY (`t`) REFERENCES `other`.`t` (`id`) ON DELETE SET NULL,
   CONSTRAINT `plain` FOREIGN KEY (`u`, `t`) REFERENCES `u` (`a`, `b`)
 ) ENGINE=InnoDB"""
-    assert _fk_rules(text) == {"orders_ibfk_1": ("CASCADE", "CASCADE"), "odd`name": ("SET NULL", "RESTRICT"),
-                               "plain": ("RESTRICT", "RESTRICT")}
+    assert _fk_rules(text) == {
+        "orders_ibfk_1": ("CASCADE", "CASCADE"),
+        "odd`name": ("SET NULL", "RESTRICT"),
+        "plain": ("RESTRICT", "RESTRICT"),
+    }
 
 
 def test_what_a_parent_change_does_to_its_children():
