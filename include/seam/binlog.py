@@ -41,6 +41,7 @@ import random
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from seam.gtid import GtidError, GtidSet
 from seam.records import Position, binlog_values
@@ -203,7 +204,7 @@ class BinlogReader:
         from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
         s = self.source
-        extra = {"slave_heartbeat": self.heartbeat_s} if self.heartbeat_s else {}
+        extra: dict[str, Any] = {"slave_heartbeat": self.heartbeat_s} if self.heartbeat_s else {}
         if self.report_as:
             extra["report_slave"] = self.report_as
         return BinLogStreamReader(
@@ -550,7 +551,9 @@ def _unquote(name: str) -> str:
 
 def _split_clauses(text: str) -> list[str]:
     """Top-level comma-separated clauses (commas inside parentheses or quotes do not split)."""
-    clauses, depth, quote, current = [], 0, None, []
+    clauses: list[str] = []
+    current: list[str] = []
+    depth, quote = 0, None
     for ch in text:
         if quote:
             quote = None if ch == quote else quote
@@ -577,7 +580,7 @@ _HARMLESS = re.compile(
 _ADD_COLUMN = re.compile(rf"^ADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?({_NAME})\s", re.I)
 
 
-def ddl_effect(query: str, default_db: str | None, db: str, table: str) -> tuple[str, object] | None:
+def ddl_effect(query: str, default_db: str | None, db: str, table: str) -> tuple[str, Any] | None:
     """What a DDL statement does to ``db.table``: None (nothing, or not that table), ("add", [columns]) for
     ADD COLUMN, ("stop", what) for anything else that changes its rows or shape."""
     q = re.sub(r"/\*.*?\*/|--[^\n]*|#[^\n]*", " ", query, flags=re.S).strip()

@@ -25,6 +25,7 @@ sink's transaction with the data and the positions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from seam.records import Position
@@ -68,7 +69,7 @@ class Cascade:
         return tuple(sorted(set(self.keep) | {c for r in self.selves for c in r.referenced}))
 
 
-def parse(doc: dict, names: list[str], target: str) -> Cascade:
+def parse(doc: dict, names: Sequence[str], target: str) -> Cascade:
     """The cascade of an ``x`` record for a table with columns ``names``, or CascadeError."""
 
     def columns(value) -> tuple[str, ...]:

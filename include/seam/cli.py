@@ -916,6 +916,7 @@ def main(argv: list[str] | None = None) -> int:
         explicit = True
     from seam_dev.stack import StackError, use_stack_env
 
+    one_line: tuple[type[Exception], ...] = (ConfigError, StackError, *operational_errors())
     try:
         if args.command == "up":
             _stack().settings(create=True)  # credentials exist before anything reads the pipeline
@@ -923,7 +924,7 @@ def main(argv: list[str] | None = None) -> int:
         if explicit:
             _pipeline(args)  # a broken pipeline fails every command, before it does anything
         return args.func(args, Processes())
-    except (ConfigError, StackError, *operational_errors()) as exc:
+    except one_line as exc:
         print(f"seam: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

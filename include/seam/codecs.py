@@ -47,7 +47,7 @@ import base64
 import datetime as dt
 import json
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from seam.schema import Column
 
@@ -467,14 +467,14 @@ def _stored(value: dict) -> bytes:
 def _ewkb_hex(value: dict) -> str:
     """The record value as PostGIS's extended WKB in hex, which ``geometry`` input reads with its SRID."""
     wkb = base64.b64decode(value["wkb"])
-    order = "little" if wkb[0] == 1 else "big"
+    order: Literal["little", "big"] = "little" if wkb[0] == 1 else "big"
     kind = int.from_bytes(wkb[1:5], order) | 0x20000000
     return (wkb[:1] + kind.to_bytes(4, order) + value["srid"].to_bytes(4, order) + wkb[5:]).hex()
 
 
 def _ewkb_to_record(ewkb: bytes) -> dict:
     """PostGIS's extended WKB (an SRID flag and the SRID after the top-level type) -> the record value."""
-    order = "little" if ewkb[0] == 1 else "big"
+    order: Literal["little", "big"] = "little" if ewkb[0] == 1 else "big"
     kind = int.from_bytes(ewkb[1:5], order)
     srid = 0
     body = ewkb[5:]

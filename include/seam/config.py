@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import yaml
 
@@ -238,6 +238,10 @@ class _Reader:
 
         return _ENV_REF.sub(substitute, value)
 
+    @overload
+    def string(self, raw: dict, key: str, path: str, default: str) -> str: ...
+    @overload
+    def string(self, raw: dict, key: str, path: str, default: None = None) -> str | None: ...
     def string(self, raw: dict, key: str, path: str, default: str | None = None) -> str | None:
         value = self.expand(raw.get(key, default), _join(path, key))
         if value is None:
@@ -245,6 +249,12 @@ class _Reader:
         if not isinstance(value, (str, int)) or isinstance(value, bool):
             raise self.fail(_join(path, key), f"must be a string, got {type(value).__name__}")
         return str(value)
+
+    def required(self, raw: dict, key: str, path: str) -> str:
+        value = self.string(raw, key, path)
+        if not value:
+            raise self.fail(_join(path, key), "is required")
+        return value
 
     def integer(self, raw: dict, key: str, path: str, default: int, lo: int, hi: int, what: str = "a number") -> int:
         value = self.expand(raw.get(key, default), _join(path, key))
@@ -328,9 +338,9 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
     if r.string(src, "type", "source", "mysql") not in ("mysql", "mariadb"):
         raise r.fail("source.type", "must be 'mysql' or 'mariadb'")
     mysql = MySQLSource(
-        host=r.string(src, "host", "source"),
+        host=r.required(src, "host", "source"),
         port=r.port(src, "port", "source", 3306),
-        user=r.string(src, "user", "source"),
+        user=r.required(src, "user", "source"),
         password=r.secret(src, "password", "source"),
         server_id=r.integer(src, "server_id", "source", 5401, 1, 2**32 - 1, "a server id"),
         snapshot=r.string(src, "snapshot", "source", "auto"),
@@ -343,7 +353,7 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
         )
 
     kaf = r.mapping(top["kafka"], "kafka", _KAFKA, required=("bootstrap",))
-    bootstrap = r.string(kaf, "bootstrap", "kafka")
+    bootstrap = r.required(kaf, "bootstrap", "kafka")
     for hostport in bootstrap.split(","):
         host, _, port = hostport.strip().rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -375,10 +385,10 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
     if r.string(tgt, "type", "target", "postgres") != "postgres":
         raise r.fail("target.type", "must be 'postgres' (the only target so far)")
     target = PostgresTarget(
-        host=r.string(tgt, "host", "target"),
+        host=r.required(tgt, "host", "target"),
         port=r.port(tgt, "port", "target", 5432),
-        database=r.string(tgt, "database", "target"),
-        user=r.string(tgt, "user", "target"),
+        database=r.required(tgt, "database", "target"),
+        user=r.required(tgt, "user", "target"),
         password=r.secret(tgt, "password", "target"),
         state_schema=r.string(tgt, "state_schema", "target", "seam"),
     )
@@ -403,7 +413,7 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
     for i, raw_table in enumerate(raw_tables):
         path = f"tables[{i}]"
         t = r.mapping(raw_table, path, _TABLE, required=("name",))
-        name = r.string(t, "name", path)
+        name = r.required(t, "name", path)
         db, dot, table = name.partition(".")
         if not dot or not _IDENT.match(db) or not _IDENT.match(table):
             raise r.fail(f"{path}.name", f"'{name}' must be 'database.table'")

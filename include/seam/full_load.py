@@ -25,6 +25,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
+from typing import Any
 
 import pymysql
 
@@ -229,7 +230,9 @@ def record_frame(
 ) -> tuple[bytes, bytes, bytes]:
     """(head, middle, tail): ``head + key + middle + after + tail`` is ``records.record_json`` of a snapshot row,
     byte for byte; the source builds key and after (``snapshot.chunk_sql``), this function the rest."""
-    key, after = "\ue000", "\ue001"  # private-use placeholders, cut out again below
+    # private-use placeholders where the key and image dicts go, cut out again below
+    key: Any = "\ue000"
+    after: Any = "\ue001"
     text = record_json(
         "r",
         db,

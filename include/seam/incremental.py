@@ -156,12 +156,16 @@ def plan_window(
                     f"SELECT COALESCE(MAX({quote(table.cursor)}), 0) FROM {quote(table.db)}.{quote(table.table)}"
                 )
                 top = int(cur.fetchone()[0])
-            lo = int(start) if start is not None else int(watermark or 0)
-            hi = min(int(end), top) if end is not None else top
-            if end is not None and int(end) <= lo:
-                raise IncrementalError(f"window end {end} is not after its start {lo}")
+            first = int(start) if start is not None else int(watermark or 0)
+            last = min(int(end), top) if end is not None else top
+            if end is not None and int(end) <= first:
+                raise IncrementalError(f"window end {end} is not after its start {first}")
             return schema, Window(
-                table.cursor, str(lo), str(hi), str(end if end is not None else top), end is not None and int(end) > top
+                table.cursor,
+                str(first),
+                str(last),
+                str(end if end is not None else top),
+                end is not None and int(end) > top,
             )
         now = source_now(conn, kind)
     finally:

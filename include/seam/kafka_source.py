@@ -96,7 +96,7 @@ class _TopicReader(SimpleDataSourceStreamReader):
         from confluent_kafka import TopicPartition
 
         consumer = self._consumer()
-        rows = []
+        rows: list = []
         reached = {t: list(v) for t, v in start.items()}
         wanted = {t: (end[t][1] if end is not None else None) for t in self.topics}
         todo = [t for t in self.topics if wanted[t] is None or wanted[t] > start[t][1]]

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Protocol
 
 from seam.boundary import new_batch_id
 from seam.config import Pipeline, TableConfig
@@ -96,7 +97,20 @@ class Child:
 # How a load runs its Spark job: (job, job arguments) -> something with poll() (None while it runs, else its
 # exit code), stop() and pid. The default runs spark-submit here; Airflow's operators pass one that runs it
 # through the apache-spark provider (the ``seam_spark`` connection decides local[*], spark://, yarn, k8s).
-SparkSubmit = Callable[[str, list[str]], object]
+class LineLog(Protocol):
+    """Where a load relays its children's lines: a ``logging.Logger``, or an Airflow task's ``self.log``."""
+
+    def log(self, level: int, msg: Any, /, *args: Any) -> Any: ...
+
+
+class SparkJob(Protocol):
+    @property
+    def pid(self) -> int | None: ...
+    def poll(self) -> int | None: ...
+    def stop(self) -> None: ...
+
+
+SparkSubmit = Callable[[str, list[str]], SparkJob]
 
 
 def job_env() -> dict[str, str]:
@@ -140,7 +154,8 @@ def cascades_followed(pipeline: Pipeline, tables: list[TableConfig]) -> tuple[li
     parents = {
         t: {fk.parent for fk in keys if fk.child == t and fk.parent != t and fk.parent in loaded} for t in loaded
     }
-    ordered, done = [], set()
+    ordered: list[TableConfig] = []
+    done: set[tuple[str, str]] = set()
     while len(ordered) < len(tables):
         ready = [t for t in tables if (t.db, t.table) not in done and parents[(t.db, t.table)] <= done]
         for t in ready or [t for t in tables if (t.db, t.table) not in done][:1]:  # a cycle: as given
@@ -204,7 +219,7 @@ def full_load(
     progress_every: float = 3.0,
     stall_after: float = 300.0,
     rejected_retries: int = 1,
-    log: logging.Logger | None = None,
+    log: LineLog | None = None,
     submit: SparkSubmit | None = None,
     children: list | None = None,
 ) -> list[dict]:
@@ -277,7 +292,7 @@ def incremental_load(
     say: Callable[[str], None] = print,
     timeout: float = 3600,
     progress_every: float = 3.0,
-    log: logging.Logger | None = None,
+    log: LineLog | None = None,
     submit: SparkSubmit | None = None,
     children: list | None = None,
 ) -> list[dict]:
@@ -395,14 +410,16 @@ def _run_batches(
     timeout: float,
     progress_every: float,
     stall_after: float,
-    log: logging.Logger | None = None,
+    log: LineLog | None = None,
     submit: SparkSubmit | None = None,
     children: list | None = None,
 ) -> dict[str, dict]:
     """Run the Spark publishing job and a sink (unless one runs) until every batch is final. With ``log``
     their output goes to it line by line at each line's own level (else to this process's stdout/stderr)."""
     children = [] if children is None else children
-    output = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace") if log else {}
+    output: dict[str, Any] = (
+        dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace") if log else {}
+    )
     topics = [table_topic(pipeline, t) for t in tables]
     ensure_topics(pipeline, topics)
     conn = connect_state(pipeline)
@@ -427,6 +444,7 @@ def _run_batches(
             if log:
                 relay_output(sink.proc, log)
         job_args = [*(["--pipeline", pipeline_path] if pipeline_path else []), *job_args]
+        spark: SparkJob
         if submit is None:
             spark = Child(
                 subprocess.Popen(
@@ -534,7 +552,7 @@ _LEVELS = {
 }
 
 
-def relay_output(proc: subprocess.Popen, log: logging.Logger) -> threading.Thread:
+def relay_output(proc: subprocess.Popen, log: LineLog) -> threading.Thread:
     """Log a child's output line by line at each line's own level: Spark's log4j and Seam's logging name it
     near the start of a line, a trace's continuation lines keep the level of the line they continue, and
     anything else (progress lines) is INFO."""

@@ -55,7 +55,7 @@ class Settlement:
         zone, source = ZoneInfo(self.timezone), ZoneInfo(self.source_timezone)
         start = dt.datetime.combine(day, dt.time(), zone)
         end = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), zone)
-        return tuple(t.astimezone(source).replace(tzinfo=None).isoformat(sep=" ") for t in (start, end))
+        return (_local(start, source), _local(end, source))
 
     def day_end(self, day: dt.date) -> dt.datetime:
         return dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), ZoneInfo(self.timezone))
@@ -149,3 +149,7 @@ def pipeline_name(path: str | Path) -> str:
     except (OSError, yaml.YAMLError):
         return "pipeline"
     return str(doc.get("name") or "pipeline") if isinstance(doc, dict) else "pipeline"
+
+
+def _local(moment: dt.datetime, zone) -> str:
+    return moment.astimezone(zone).replace(tzinfo=None).isoformat(sep=" ")

@@ -66,7 +66,7 @@ def record_decoder(schema: TableSchema, batch_rows: bool = False) -> msgspec.jso
         forbid_unknown_fields=True,
         gc=False,
     )  # a column the target does not know is an error
-    fields = [("batch", str | None), ("part", int | None, None), ("attempt", int | None, None)]
+    fields: list[tuple[Any, ...]] = [("batch", str | None), ("part", int | None, None), ("attempt", int | None, None)]
     if not batch_rows:
         fields += [
             ("txn", dict | None, None),
@@ -80,13 +80,13 @@ def record_decoder(schema: TableSchema, batch_rows: bool = False) -> msgspec.jso
             ("server", str | None, None),
         ]
     source = msgspec.defstruct("Source", fields, gc=False)  # other fields are skipped
-    wire = [("op", str), ("before", row | None), ("after", row | None), ("source", source)]
+    wire: list[tuple[Any, ...]] = [("op", str), ("before", row | None), ("after", row | None), ("source", source)]
     if not batch_rows:
         wire += [("ts_ms", int, 0), ("cascade", dict | None, None)]
     return msgspec.json.Decoder(msgspec.defstruct("Wire", wire, gc=False))
 
 
-_SOURCE_ONLY = msgspec.json.Decoder(
+_SOURCE_ONLY: msgspec.json.Decoder[Any] = msgspec.json.Decoder(
     msgspec.defstruct(
         "Wire", [("source", msgspec.defstruct("S", [("batch", str | None, None), ("txn", dict | None, None)]))]
     )
@@ -349,9 +349,9 @@ class Sink:
     def _apply_all(self, messages: list) -> None:
         """Messages of any topics, in offset order per topic, applied in ONE transaction with the offsets."""
         if len(self.tables) == 1:
-            by_topic = {messages[0].topic(): messages}
+            by_topic: dict[str, list] = {messages[0].topic(): messages}
         else:
-            by_topic: dict[str, list] = {}
+            by_topic = {}
             for m in messages:
                 by_topic.setdefault(m.topic(), []).append(m)
         with no_cyclic_gc(), self.conn.transaction():

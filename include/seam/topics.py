@@ -15,6 +15,7 @@ import hashlib
 import logging
 import re
 import time
+from typing import Any
 from zlib import crc32  # boundary.message_hash, inlined in the hot loop
 
 from seam.config import Pipeline, TableConfig
@@ -72,12 +73,16 @@ def consumer_config(pipeline: Pipeline) -> dict:
     }
 
 
+def _admin_config(pipeline: Pipeline) -> dict[str, Any]:
+    return {"bootstrap.servers": pipeline.kafka.bootstrap, "logger": _KAFKA_LOG}
+
+
 def _broker_topics(pipeline: Pipeline, timeout: float):
     """An admin client and the broker's topics (name -> metadata); a clear error if the broker is down."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": pipeline.kafka.bootstrap, "logger": _KAFKA_LOG})
+    admin = AdminClient(_admin_config(pipeline))
     try:
         return admin, admin.list_topics(timeout=timeout).topics
     except KafkaException as exc:
@@ -112,7 +117,7 @@ def topic_ids(pipeline: Pipeline, topics: list[str], timeout: float = 15.0) -> d
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": pipeline.kafka.bootstrap, "logger": _KAFKA_LOG})
+    admin = AdminClient(_admin_config(pipeline))
     futures = admin.describe_topics(TopicCollection(topics), request_timeout=timeout)
     return {topic: str(future.result(timeout).topic_id) for topic, future in futures.items()}
 
@@ -165,7 +170,7 @@ class Publisher:
         for messages whose order does not matter (snapshot rows of one chunk)."""
         from confluent_kafka import KafkaError
 
-        messages = [{"value": v, "key": k} for v, k in zip(values, keys)]
+        messages: list[dict[str, Any]] = [{"value": v, "key": k} for v, k in zip(values, keys)]
         while messages:
             try:
                 queued = self._producer.produce_batch(topic, messages, partition=0)
@@ -245,8 +250,9 @@ def tail(pipeline: Pipeline, topic: str, last: int, follow: bool, should_stop=la
                 if at_end and not follow:
                     break
                 continue
-            if message.error():
-                if message.error().code() == KafkaError._PARTITION_EOF:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
                     if not at_end:
                         at_end = True
                         yield from recent[-last:] if last else []
@@ -254,7 +260,7 @@ def tail(pipeline: Pipeline, topic: str, last: int, follow: bool, should_stop=la
                     if not follow:
                         break
                     continue
-                raise BrokerError(f"Kafka error on {topic}: {message.error().str()}")
+                raise BrokerError(f"Kafka error on {topic}: {error.str()}")
             item = (message.offset(), message.key(), bool(message.headers()), message.value())
             if at_end:
                 yield item

@@ -93,10 +93,16 @@ class Scope:
     window: Window | tuple[str, str] | None = None
     key_range: tuple[int, int] | None = None
 
+    @property
+    def resolved(self) -> Window | None:
+        """The window once ``_resolve`` has made it a ``Window`` (it is two strings before)."""
+        assert not isinstance(self.window, tuple), "the scope's window was not resolved"
+        return self.window
+
     def describe(self) -> str:
         parts = []
-        if self.window:
-            parts.append(f"{self.window.cursor} in ({self.window.start}, {self.window.end}]")
+        if self.resolved:
+            parts.append(f"{self.resolved.cursor} in ({self.resolved.start}, {self.resolved.end}]")
         if self.key_range:
             parts.append(f"key in [{self.key_range[0]}, {self.key_range[1]}]")
         return " and ".join(parts) or "whole table"
@@ -287,7 +293,7 @@ class _Side:
 
     def where(self, extra: str = "") -> str:
         terms = []
-        w = self.scope.window
+        w = self.scope.resolved
         if w is not None:
             terms.append(window_condition(self.schema, w) if self.kind == "mysql" else self._pg_window(w))
         if self.scope.key_range is not None:
@@ -569,10 +575,10 @@ def _resolve(schema: TableSchema, table: TableConfig, scope: Scope) -> Scope:
     start, end = scope.window
     if schema.column(table.cursor).data_type in _INTEGER:
         try:
-            lo, hi = int(start), int(end)
+            first, last = int(start), int(end)
         except ValueError:
             raise ValidationError(f"{table.name}: window bounds must be integers for cursor {table.cursor}") from None
-        window = Window(table.cursor, str(lo), str(hi), str(hi), False)
+        window = Window(table.cursor, str(first), str(last), str(last), False)
     else:
         try:
             lo, hi = (
@@ -673,8 +679,9 @@ def _cap_window(schema: TableSchema, table: TableConfig, scope: Scope, watermark
     if scope.window is None:
         window = Window(table.cursor, start, watermark, watermark, False)
     else:
-        end = min(scope.window.end, watermark, key=lambda v: (len(v), v) if v.isdigit() else (0, v))
-        window = Window(table.cursor, scope.window.start, end, scope.window.end, end != scope.window.end)
+        given = scope.resolved
+        end = min(given.end, watermark, key=lambda v: (len(v), v) if v.isdigit() else (0, v))
+        window = Window(table.cursor, given.start, end, given.end, end != given.end)
     return Scope(window=window, key_range=scope.key_range)
 
 
@@ -757,7 +764,7 @@ def _in_scope(schema: TableSchema, table: TableConfig, scope: Scope, image: dict
         k = int(image[table.key[0]])
         if not scope.key_range[0] <= k <= scope.key_range[1]:
             return False
-    w = scope.window
+    w = scope.resolved
     if w is not None:
         column = schema.column(w.cursor)
         lo, hi = _window_bounds(column, w)
@@ -1061,7 +1068,7 @@ def _moved_on(
     keys = [tuple(d.key[k] for k in table.key) for d in suspects]
     now = source.values_by_key(keys, in_scope=False)
     column = schema.column(table.cursor)
-    end = _window_bounds(column, source.scope.window)[1]
+    end = _window_bounds(column, source.scope.resolved)[1]
     return [
         d
         for d, key in zip(suspects, keys)

@@ -10,6 +10,7 @@ import json
 import os
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 
@@ -80,10 +81,10 @@ class AirflowClient:
         )
 
     def run_state(self, dag_id: str, run_id: str) -> str:
-        return self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.request.quote(run_id)}")["state"]
+        return self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}")["state"]
 
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
-        tis = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.request.quote(run_id)}/taskInstances")
+        tis = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances")
         # a mapped task by its label (the table, from map_index_template), else by its index
         return {
             f"{t['task_id']}[{t.get('rendered_map_index') or t['map_index']}]"
@@ -94,7 +95,7 @@ class AirflowClient:
 
     def failures(self, dag_id: str, run_id: str) -> dict[str, str]:
         """Each failed task of a run (by its label) with the message of the exception that failed it."""
-        run = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.request.quote(run_id)}"
+        run = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}"
         out = {}
         for t in self._request("GET", f"{run}/taskInstances")["task_instances"]:
             if t["state"] != "failed":
@@ -125,7 +126,8 @@ class AirflowClient:
         """Wait for the run's end; ``progress`` gets each new run state (and with ``tasks``, each task's
         new state as ``task: state``)."""
         deadline = time.monotonic() + timeout
-        last, seen = None, {}
+        last: str | None = None
+        seen: dict[str, str] = {}
         while time.monotonic() < deadline:
             state = self.run_state(dag_id, run_id)
             if progress and tasks:

@@ -400,7 +400,7 @@ class _Writer(threading.Thread):
 
 def run_writer(
     admin_url: str, rate: float, seconds: float, threads: int = 2, seed: int | None = None, database: str = DATABASE
-) -> dict[str, int]:
+) -> dict[str, float]:
     """Run ``threads`` concurrent writers for ``seconds`` at about ``rate`` changes/s in total."""
     if not admin_url:
         raise RuntimeError("SEAM_MYSQL_URL is not set (run `seam up`)")
@@ -413,7 +413,7 @@ def run_writer(
             bounds[table] = (int(lo), int(hi))
     conn.close()
     lock = threading.Lock()
-    stats: dict[str, int] = {}
+    stats: dict[str, float] = {}
     base_seed = seed if seed is not None else time.time_ns()
     workers = [
         _Writer(admin_url, database, rate / threads, seconds, base_seed + i, bounds, lock, stats)

@@ -117,7 +117,8 @@ class _ProviderJob:
     def __init__(self, hook, application: str) -> None:
         import threading
 
-        self.hook, self.error = hook, None
+        self.hook = hook
+        self.error: Exception | None = None
         self.thread = threading.Thread(target=self._run, args=(application,), name="spark-submit", daemon=True)
         self.thread.start()
 
@@ -185,7 +186,7 @@ class SeamFullLoadOperator(BaseOperator):
         )
         self._started: list = []  # what the running load started (the Spark job, the sink): on_kill stops it
 
-    def execute(self, context) -> dict:
+    def execute(self, context) -> dict | list[dict]:
         from seam.loads import full_load, job_env
 
         hook = SeamHook(**self.hook_conn_ids)
