@@ -189,31 +189,23 @@ def cmd_trigger(args, procs: Processes) -> int:
 
 
 def cmd_load(args, procs: Processes) -> int:
-    from seam.loads import full_load, incremental_load
+    from seam.loads import Runner, full_load, incremental_load
 
     pipeline = _pipeline(args)
-    say = lambda line: print(line, flush=True)  # noqa: E731
+    runner = Runner(say=lambda line: print(line, flush=True), timeout=args.timeout)
     if args.mode == "full":
         if args.all or args.start or args.end:
             raise ConfigError("load", "--all/--start/--end are for `seam load incremental`")
         if not args.tables:
             raise ConfigError("load", "name the table(s) to load: seam load full TABLE...")
-        full_load(
-            pipeline,
-            [pipeline.table(t) for t in args.tables],
-            pipeline_path=args.pipeline,
-            timeout=args.timeout,
-            say=say,
-        )
+        full_load(pipeline, [pipeline.table(t) for t in args.tables], runner)
         return 0
     if args.all == bool(args.tables):
         raise ConfigError("load", "name the table(s) to load, or give --all for every incremental table")
     tables = [t for t in pipeline.tables if t.incremental] if args.all else [pipeline.table(t) for t in args.tables]
     if not tables:
         raise ConfigError("tables", "no table of the pipeline is incremental (give it a cursor: updated_at)")
-    incremental_load(
-        pipeline, tables, start=args.start, end=args.end, pipeline_path=args.pipeline, timeout=args.timeout, say=say
-    )
+    incremental_load(pipeline, tables, runner, start=args.start, end=args.end)
     return 0
 
 

@@ -20,7 +20,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -113,8 +114,25 @@ class SparkJob(Protocol):
 SparkSubmit = Callable[[str, list[str]], SparkJob]
 
 
-def job_env() -> dict[str, str]:
-    env = dict(os.environ)
+@dataclass
+class Runner:
+    """How loads run here, as values: the connections' ``SEAM_*`` variables the processes a load starts read
+    (an Airflow hook's; never written into this process's environment), where their output goes (``say`` for
+    progress, ``log`` for their lines, else this process's stdout), how the Spark job is submitted (default:
+    spark-submit here), and ``children``: what runs now, for a caller that must stop it (a task's on_kill)."""
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    say: Callable[[str], None] = print
+    log: LineLog | None = None
+    submit: SparkSubmit | None = None
+    timeout: float = 3600
+    progress_every: float = 3.0
+    children: list = field(default_factory=list)
+
+
+def job_env(connections: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a process a load starts: this one's, with the connections' ``SEAM_*`` variables."""
+    env = {**os.environ, **(connections or {})}
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     return env
@@ -212,21 +230,15 @@ def cascade_groups(pipeline: Pipeline, tables: list[TableConfig]) -> list[list[T
 def full_load(
     pipeline: Pipeline,
     tables: list[TableConfig],
+    runner: Runner | None = None,
     *,
-    pipeline_path: str | None = None,
-    say: Callable[[str], None] = print,
-    timeout: float = 3600,
-    progress_every: float = 3.0,
     stall_after: float = 300.0,
     rejected_retries: int = 1,
-    log: LineLog | None = None,
-    submit: SparkSubmit | None = None,
-    children: list | None = None,
 ) -> list[dict]:
     """Load each table fully; returns one summary per table. Raises LoadError if any batch did not commit.
-    A rejected batch (its END disagrees with what reached the sink) is loaded again ``rejected_retries`` times.
-    ``submit`` runs the Spark job (default: spark-submit here); what the load starts is in ``children``
-    while it runs, so that the caller can stop it all (an Airflow task's on_kill)."""
+    A rejected batch (its END disagrees with what reached the sink) is loaded again ``rejected_retries`` times."""
+    runner = runner or Runner()
+    say = runner.say
     for table in tables:  # every check before anything is published: a bad table changes nothing
         prepare(pipeline, table)
     lines, tables, reach = cascades_followed(pipeline, tables)
@@ -237,23 +249,7 @@ def full_load(
     for attempt in range(1 + rejected_retries):
         batches = {t.name: new_batch_id() for t in todo}
         job_args = [a for t in todo for a in ("--table", t.name, "--batch", batches[t.name])]
-        results.update(
-            _run_batches(
-                pipeline,
-                todo,
-                batches,
-                "full_load",
-                job_args,
-                pipeline_path=pipeline_path,
-                say=say,
-                timeout=timeout,
-                progress_every=progress_every,
-                stall_after=stall_after,
-                log=log,
-                submit=submit,
-                children=children,
-            )
-        )
+        results.update(_run_batches(pipeline, todo, batches, "full_load", job_args, runner, stall_after))
         # a batch whose END disagrees with what reached the sink lost messages on the way (a broker that lost
         # data): it was rejected, nothing of it is visible, and a new batch is the remedy
         rejected = [t for t in todo if results[t.name]["state"] == "rejected"]
@@ -285,20 +281,15 @@ def full_load(
 def incremental_load(
     pipeline: Pipeline,
     tables: list[TableConfig],
+    runner: Runner | None = None,
     *,
     start: str | None = None,
     end: str | None = None,
-    pipeline_path: str | None = None,
-    say: Callable[[str], None] = print,
-    timeout: float = 3600,
-    progress_every: float = 3.0,
-    log: LineLog | None = None,
-    submit: SparkSubmit | None = None,
-    children: list | None = None,
 ) -> list[dict]:
     """Load one window per table (see ``seam.incremental``); returns one summary per table. Windows of the same
-    table are serialised (an advisory lock per table in the target), whoever starts them. ``submit`` and
-    ``children`` as for ``full_load``."""
+    table are serialised (an advisory lock per table in the target), whoever starts them."""
+    runner = runner or Runner()
+    say = runner.say
     conn = connect_state(pipeline)
     for table in sorted(tables, key=lambda t: t.name):  # windows of one table never run at once: wait our turn
         got = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 54011))", (table.name,)).fetchone()[0]
@@ -306,41 +297,17 @@ def incremental_load(
             say(f"{table.name}: another window of this table is being loaded; waiting for it to finish")
             conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 54011))", (table.name,))
     try:
-        return _incremental_locked(
-            pipeline,
-            tables,
-            conn,
-            start=start,
-            end=end,
-            pipeline_path=pipeline_path,
-            say=say,
-            timeout=timeout,
-            progress_every=progress_every,
-            log=log,
-            submit=submit,
-            children=children,
-        )
+        return _incremental_locked(pipeline, tables, conn, runner, start, end)
     finally:
         conn.close()  # releases the table locks
 
 
 def _incremental_locked(
-    pipeline: Pipeline,
-    tables: list[TableConfig],
-    conn,
-    *,
-    start,
-    end,
-    pipeline_path,
-    say,
-    timeout,
-    progress_every,
-    log,
-    submit=None,
-    children=None,
+    pipeline: Pipeline, tables: list[TableConfig], conn, runner: Runner, start: str | None, end: str | None
 ) -> list[dict]:
     from seam.incremental import plan_window
 
+    say = runner.say
     windows = {}
     for table in tables:  # every window is checked before anything is published
         row = conn.execute(
@@ -366,21 +333,7 @@ def _incremental_locked(
         for t in tables
         for a in ("--table", t.name, "--batch", batches[t.name], "--window", json.dumps(windows[t.name].__dict__))
     ]
-    results = _run_batches(
-        pipeline,
-        tables,
-        batches,
-        "incremental_load",
-        job_args,
-        pipeline_path=pipeline_path,
-        say=say,
-        timeout=timeout,
-        progress_every=progress_every,
-        stall_after=300.0,
-        log=log,
-        submit=submit,
-        children=children,
-    )
+    results = _run_batches(pipeline, tables, batches, "incremental_load", job_args, runner, stall_after=300.0)
     failed = []
     for t in tables:
         r = results[t.name]
@@ -404,19 +357,15 @@ def _run_batches(
     batches: dict[str, str],
     job: str,
     job_args: list[str],
-    *,
-    pipeline_path: str | None,
-    say: Callable[[str], None],
-    timeout: float,
-    progress_every: float,
+    runner: Runner,
     stall_after: float,
-    log: LineLog | None = None,
-    submit: SparkSubmit | None = None,
-    children: list | None = None,
 ) -> dict[str, dict]:
-    """Run the Spark publishing job and a sink (unless one runs) until every batch is final. With ``log``
+    """Run the Spark publishing job and a sink (unless one runs) until every batch is final. With a ``log``
     their output goes to it line by line at each line's own level (else to this process's stdout/stderr)."""
-    children = [] if children is None else children
+    say, log, submit, children = runner.say, runner.log, runner.submit, runner.children
+    timeout, progress_every = runner.timeout, runner.progress_every
+    pipeline_path = pipeline.path or None
+    env = job_env(runner.env)
     output: dict[str, Any] = (
         dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace") if log else {}
     )
@@ -439,7 +388,7 @@ def _run_batches(
                 "--timeout",
                 str(timeout),
             ]
-            sink = Child(subprocess.Popen(sink_cmd, env=job_env(), start_new_session=True, **output))
+            sink = Child(subprocess.Popen(sink_cmd, env=env, start_new_session=True, **output))
             children.append(sink)
             if log:
                 relay_output(sink.proc, log)
@@ -448,7 +397,7 @@ def _run_batches(
         if submit is None:
             spark = Child(
                 subprocess.Popen(
-                    spark_submit_command(pipeline, job, job_args), env=job_env(), start_new_session=True, **output
+                    spark_submit_command(pipeline, job, job_args), env=env, start_new_session=True, **output
                 )
             )
             if log:

@@ -113,6 +113,23 @@ class ProviderSpark:
         return _ProviderJob(hook, spark_job_script(job))
 
 
+def load_runner(task, hook: SeamHook):
+    """How a load runs in an Airflow task: its processes get the connections' variables (this process's
+    environment stays as it is), their lines go to the task log, Spark runs through the ``seam_spark``
+    connection, and what runs is in ``task._started`` for on_kill."""
+    from seam.loads import Runner, job_env
+
+    env = hook.job_env()
+    return Runner(
+        env=env,
+        say=task.log.info,
+        log=task.log,
+        submit=ProviderSpark(task.spark_conn_id, job_env(env)),
+        timeout=task.timeout,
+        children=task._started,
+    )
+
+
 class _ProviderJob:
     def __init__(self, hook, application: str) -> None:
         import threading
@@ -187,23 +204,13 @@ class SeamFullLoadOperator(BaseOperator):
         self._started: list = []  # what the running load started (the Spark job, the sink): on_kill stops it
 
     def execute(self, context) -> dict | list[dict]:
-        from seam.loads import full_load, job_env
+        from seam.loads import full_load
 
         hook = SeamHook(**self.hook_conn_ids)
-        os.environ.update(hook.job_env())  # for the sink process this task starts
         with bad_input_fails_at_once():
             pipeline = hook.load_pipeline(self.pipeline or None)
             tables = [pipeline.table(name) for name in (self.table, *self.with_tables)]
-        summaries = full_load(
-            pipeline,
-            tables,
-            pipeline_path=pipeline.path,
-            timeout=self.timeout,
-            say=self.log.info,
-            log=self.log,
-            children=self._started,
-            submit=ProviderSpark(self.spark_conn_id, job_env()),
-        )
+        summaries = full_load(pipeline, tables, load_runner(self, hook))
         plain = [{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in s.items()} for s in summaries]
         return plain[0] if len(plain) == 1 else plain
 
@@ -256,24 +263,14 @@ class SeamIncrementalLoadOperator(BaseOperator):
         stop_started(self._started, self.log)
 
     def execute(self, context) -> dict:
-        from seam.loads import incremental_load, job_env
+        from seam.loads import incremental_load
 
         hook = SeamHook(**self.hook_conn_ids)
-        os.environ.update(hook.job_env())
         with bad_input_fails_at_once():
             pipeline = hook.load_pipeline(self.pipeline or None)
             table = pipeline.table(self.table)
         (summary,) = incremental_load(
-            pipeline,
-            [table],
-            start=self.start or None,
-            end=self.end or None,
-            pipeline_path=pipeline.path,
-            timeout=self.timeout,
-            say=self.log.info,
-            log=self.log,
-            children=self._started,
-            submit=ProviderSpark(self.spark_conn_id, job_env()),
+            pipeline, [table], load_runner(self, hook), start=self.start or None, end=self.end or None
         )
         return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in summary.items()}
 
@@ -490,30 +487,18 @@ class SeamSettlementOperator(BaseOperator):
 
         from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-        from seam.loads import incremental_load, job_env
+        from seam.loads import incremental_load
         from seam.settlement import stream_passed
         from seam.validation import Scope, validate_tables
 
         hook = SeamHook(**self.hook_conn_ids)
-        os.environ.update(hook.job_env())
         with bad_input_fails_at_once():
             pipeline = hook.load_pipeline(self.pipeline or None)
             table = pipeline.table(self.table)
         day, start, end = self.day, self.start, self.end
         self.log.info("settling %s for business day %s: cursor window (%s, %s]", table.name, day, start, end)
         if table.sync == "windows":
-            (summary,) = incremental_load(
-                pipeline,
-                [table],
-                start=start,
-                end=end,
-                pipeline_path=pipeline.path,
-                timeout=self.timeout,
-                say=self.log.info,
-                log=self.log,
-                children=self._started,
-                submit=ProviderSpark(self.spark_conn_id, job_env()),
-            )
+            (summary,) = incremental_load(pipeline, [table], load_runner(self, hook), start=start, end=end)
             if summary.get("clamped"):
                 raise AirflowException(
                     f"{table.name}: the day's end is within the table's safety delay of the "
