@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from seam.records import Position
-from seam.state import record_cascade, recorded_cascade, table_state
+from seam.state.positions import record_cascade, recorded_cascade, table_state
 from seam.target import pg_type, qi
 
 INNODB_MAX_DEPTH = 15

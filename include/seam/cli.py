@@ -72,8 +72,10 @@ def _table_status(pipeline, tables) -> int:
     from seam.target import qi
 
     conn = connect_state(pipeline)
-    state = qi(pipeline.target.state_schema)
+    from seam.state.ledger import table_history
+
     for t in tables:
+        history = table_history(conn, pipeline.target.state_schema, t.db, t.table)
         print(
             f"{t.name}  (target {qi(t.db)}.{qi(t.table)}; "
             + (
@@ -83,22 +85,13 @@ def _table_status(pipeline, tables) -> int:
             )
             + ")"
         )
-        for cursor, mark, start, end, clamped, at in conn.execute(
-            f"SELECT cursor_column, watermark, window_start, window_end, clamped, updated_at FROM {state}.watermarks "
-            "WHERE db = %s AND tbl = %s",
-            (t.db, t.table),
-        ).fetchall():
+        for cursor, mark, start, end, clamped, at in history["watermarks"]:
             print(
                 f"  watermark {cursor} = {mark}; last window ({start}, {end}]"
                 + (" CLAMPED" if clamped else "")
                 + f", at {at:%Y-%m-%d %H:%M:%S}"
             )
-        rows = conn.execute(
-            f"SELECT batch_id, mode, state, window_start, window_end, final_rows, published_rows, "
-            f"extract(epoch FROM finished_at - opened_at), stats->>'clamped', error FROM {state}.batches "
-            "WHERE db = %s AND tbl = %s ORDER BY opened_at DESC LIMIT 5",
-            (t.db, t.table),
-        ).fetchall()
+        rows = history["batches"]
         for batch, mode, st, ws, we, final, published, seconds, clamped, error in rows:
             window = f" window ({ws}, {we}]" + (" clamped" if clamped == "true" else "") if ws else ""
             took = f" in {seconds:.1f}s" if seconds is not None else ""
@@ -108,19 +101,10 @@ def _table_status(pipeline, tables) -> int:
             )
         if not rows:
             print("  no batches yet")
-        pos = conn.execute(
-            f"SELECT file, pos, stopped FROM {state}.positions WHERE db = %s AND tbl = %s", (t.db, t.table)
-        ).fetchone()
+        pos = history["position"]
         if pos:
             print(f"  stream/binlog position applied {pos[0]}:{pos[1]}" + (f"  STOPPED: {pos[2]}" if pos[2] else ""))
-        checked = (
-            conn.execute("SELECT to_regclass(%s)", (f"{state}.validations",)).fetchone()[0]
-            and conn.execute(
-                f"SELECT verdict, checked_at, missing, extra, different, report->>'html' FROM {state}.validations "
-                "WHERE db = %s AND tbl = %s ORDER BY checked_at DESC LIMIT 1",
-                (t.db, t.table),
-            ).fetchone()
-        )
+        checked = history["validation"]
         if checked:
             verdict, at, missing, extra, different, html = checked
             print(
@@ -215,7 +199,7 @@ def cmd_summary(args, procs: Processes) -> int:
     import pymysql
 
     from seam.sink import connect_state
-    from seam.state import table_summary
+    from seam.state.parts import table_summary
     from seam.streaming import stream_lag
 
     pipeline = _pipeline(args)
@@ -405,7 +389,7 @@ def cmd_stream(args, procs: Processes) -> int:
 
 def _part_states(pipeline) -> dict:
     from seam.sink import connect_state
-    from seam.state import part_states
+    from seam.state.parts import part_states
 
     conn = connect_state(pipeline)
     try:
@@ -417,7 +401,7 @@ def _part_states(pipeline) -> dict:
 def _requested(pipeline, stop: bool) -> None:
     """Tell the stream supervisor (seam_stream) that a person started or stopped the stream."""
     from seam.sink import connect_state
-    from seam.state import supervisor_ran
+    from seam.state.parts import supervisor_ran
 
     conn = connect_state(pipeline)
     try:
@@ -429,7 +413,7 @@ def _requested(pipeline, stop: bool) -> None:
 def _await_parts(pipeline, procs: Processes, timeout: float) -> None:
     """Until both parts have recorded a heartbeat in the target; a part that exits fails with its last line."""
     from seam.sink import connect_state
-    from seam.state import part_states
+    from seam.state.parts import part_states
     from seam.streaming import StreamError
 
     conn = connect_state(pipeline)
@@ -476,7 +460,7 @@ def _stream_wait(pipeline, tables, timeout: float) -> int:
     from seam.records import Position
     from seam.sink import connect_state
     from seam.snapshot import source_head
-    from seam.target import qi
+    from seam.state.positions import positions_of
 
     source = pymysql.connect(**pipeline.source.pymysql_kwargs())
     try:
@@ -488,12 +472,7 @@ def _stream_wait(pipeline, tables, timeout: float) -> int:
     started = last_said = time.monotonic()
     try:
         while True:
-            rows = {
-                (r[0], r[1]): r[2:]
-                for r in conn.execute(
-                    f"SELECT db, tbl, file, pos, row_index, stopped, server FROM {qi(pipeline.target.state_schema)}.positions"
-                ).fetchall()
-            }
+            rows = positions_of(conn, pipeline.target.state_schema)
             behind, stopped = [], []
             for t in streamed:
                 row = rows.get((t.db, t.table))
@@ -561,7 +540,7 @@ def _stream_sink(pipeline, table_args: list[str]) -> int:
 
     from seam.loads import job_env, spark_submit_command
     from seam.sink import connect_state
-    from seam.state import part_beat, part_failed, part_started, part_stopped
+    from seam.state.parts import part_beat, part_failed, part_started, part_stopped
 
     _logging()
     stopping: list[bool] = []
@@ -678,7 +657,7 @@ def _stream_status(pipeline, tables, procs: Processes) -> int:
     """The parts as their heartbeats in the target show them, then each table's position and lag. Exit 1 when
     a part is down, stopped or restarting, or a table is stopped."""
     from seam.sink import connect_target
-    from seam.state import part_states
+    from seam.state.parts import part_states
     from seam.streaming import stream_lag
 
     tables = [t for t in tables if t.sync == "stream"]

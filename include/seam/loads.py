@@ -29,7 +29,9 @@ from seam.boundary import new_batch_id
 from seam.config import Pipeline, TableConfig
 from seam.full_load import prepare
 from seam.schema import reachable
-from seam.sink import batch_status, connect_state
+from seam.sink import connect_state
+from seam.state.ledger import batch_status, watermark
+from seam.state.schema import held_by_another, lock, try_lock
 from seam.target import qi
 from seam.topics import ensure_topics, table_topic
 
@@ -139,10 +141,7 @@ def job_env(connections: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def _sink_running(conn, topic: str) -> bool:
-    got = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 54010))", (topic,)).fetchone()[0]
-    if got:
-        conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 54010))", (topic,))
-    return not got
+    return held_by_another(conn, "topic", topic)
 
 
 def cascades_followed(pipeline: Pipeline, tables: list[TableConfig]) -> tuple[list[str], list[TableConfig], dict]:
@@ -292,10 +291,9 @@ def incremental_load(
     say = runner.say
     conn = connect_state(pipeline)
     for table in sorted(tables, key=lambda t: t.name):  # windows of one table never run at once: wait our turn
-        got = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 54011))", (table.name,)).fetchone()[0]
-        if not got:
+        if not try_lock(conn, "window", table.name):
             say(f"{table.name}: another window of this table is being loaded; waiting for it to finish")
-            conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 54011))", (table.name,))
+            lock(conn, "window", table.name)
     try:
         return _incremental_locked(pipeline, tables, conn, runner, start, end)
     finally:
@@ -310,12 +308,8 @@ def _incremental_locked(
     say = runner.say
     windows = {}
     for table in tables:  # every window is checked before anything is published
-        row = conn.execute(
-            f"SELECT watermark FROM {qi(pipeline.target.state_schema)}.watermarks WHERE db = %s AND "
-            "tbl = %s AND cursor_column = %s",
-            (table.db, table.table, table.cursor or ""),
-        ).fetchone()
-        _, windows[table.name] = plan_window(pipeline, table, start, end, row[0] if row else None)
+        mark = watermark(conn, pipeline.target.state_schema, table.db, table.table, table.cursor)
+        _, windows[table.name] = plan_window(pipeline, table, start, end, mark)
     for table in tables:
         w = windows[table.name]
         say(

@@ -45,13 +45,15 @@ from seam.boundary import RECONCILE_PART, Begin, End, Heartbeat, Rebase, SchemaC
 from seam.config import Pipeline, TableConfig
 from seam.records import Position, no_cyclic_gc
 from seam.schema import Column, TableSchema
-from seam.state import ensure_state, forget_cascades, part_beat
+from seam.state import ledger, positions
+from seam.state.parts import part_beat
+from seam.state.positions import forget_cascades
+from seam.state.schema import ensure_state, try_lock, xact_lock
 from seam.target import create_table_sql, ensure_postgis, has_spatial, pg_type, qi, row_converter, target_table
 from seam.topics import consumer_config, ensure_topics, table_topic, topic_ids
 
 log = logging.getLogger("seam.sink")
 
-FINAL_STATES = ("committed", "rejected", "superseded")
 _CASCADE = object()  # the statement of a queued foreign-key cascade (seam.cascades applies it)
 
 
@@ -240,14 +242,13 @@ class Sink:
 
     def __init__(self, pipeline: Pipeline, tables: list[TableConfig] | None = None):
         self.pipeline = pipeline
-        self.state = qi(pipeline.target.state_schema)
+        self.schema = pipeline.target.state_schema
         self.tables = {table_topic(pipeline, t): t for t in (tables or pipeline.tables)}
         self.conn = connect_target(pipeline)
         self.conn.autocommit = True
         ensure_state(self.conn, pipeline.target.state_schema)
         for topic in self.tables:  # session locks: a second sink on the same topic would double-apply
-            got = self.conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 54010))", (topic,)).fetchone()[0]
-            if not got:
+            if not try_lock(self.conn, "topic", topic):
                 raise SinkError(
                     f"another Seam sink is already applying topic {topic}; stop it first (or let it apply this batch)"
                 )
@@ -389,11 +390,7 @@ class Sink:
         from confluent_kafka import OFFSET_BEGINNING
 
         with self.conn.transaction():
-            rows = self.conn.execute(
-                f"SELECT topic, next_offset, topic_id FROM {self.state}.offsets "
-                "WHERE partition = 0 AND topic = ANY(%s)",
-                (list(self.tables),),
-            ).fetchall()
+            rows = positions.stored_offsets(self.conn, self.schema, list(self.tables))
         resume = {}
         for topic, offset, stored_id in rows:
             if stored_id is not None and stored_id != self.topic_ids.get(topic):
@@ -427,9 +424,7 @@ class Sink:
                     batch.tallies.setdefault(kind, Tally()).add_many(rows, crc)
                 self._copy(batch, stage_rows, change_rows)
             if held:
-                with self.conn.cursor().copy(f"COPY {self.state}.held_changes (topic, seq, value) FROM STDIN") as cp:
-                    for row in held:
-                        cp.write_row(row)
+                positions.hold_changes(self.conn, self.schema, held)
             self._run_ops()
             stage_rows.clear()
             change_rows.clear()
@@ -485,12 +480,8 @@ class Sink:
     def _store_offset(self, topic: str) -> None:
         stream = self.streams.get(topic)
         next_offset = self._next_offset[topic]
-        self.conn.execute(
-            f"INSERT INTO {self.state}.offsets (topic, partition, next_offset, topic_id) "
-            "VALUES (%s, 0, %s, %s) ON CONFLICT (topic, partition) DO UPDATE SET "
-            "next_offset = EXCLUDED.next_offset, topic_id = EXCLUDED.topic_id, updated_at = now()",
-            (topic, stream.resume_offset(next_offset) if stream else next_offset, self.topic_ids.get(topic)),
-        )
+        resume = stream.resume_offset(next_offset) if stream else next_offset
+        positions.store_offset(self.conn, self.schema, topic, resume, self.topic_ids.get(topic))
 
     # ------------------------------------------------------------ change events
 
@@ -590,10 +581,7 @@ class Sink:
         if stream.gap_reported_at != stream.applied:  # once per applied position: the reader rewinds once
             stream.gap_reported_at = stream.applied
             log.warning("%s: %s; waiting for the change reader to republish", stream.target, what)
-            self.conn.execute(
-                f"UPDATE {self.state}.positions SET gap_at = now() WHERE db = %s AND tbl = %s",
-                (stream.schema.db, stream.schema.table),
-            )
+            positions.report_gap(self.conn, self.schema, stream.schema.db, stream.schema.table)
 
     def _queue_transaction(self, stream: StreamTable, docs: list) -> None:
         ops: list = []
@@ -683,10 +671,7 @@ class Sink:
 
         name = f"{stream.schema.db}.{stream.schema.table}"
         reason = f"{reason}; re-run `seam load full {name}`: its BEGIN supersedes the unapplied changes"
-        self.conn.execute(
-            f"UPDATE {self.state}.positions SET stopped = %s WHERE db = %s AND tbl = %s",
-            (reason, stream.schema.db, stream.schema.table),
-        )
+        positions.stop_stream(self.conn, self.schema, stream.schema.db, stream.schema.table, reason)
         self.streams.pop(stream.topic, None)
         self._no_stream.add(stream.topic)
         alert(self.pipeline, name, "stream stopped", reason)
@@ -718,10 +703,7 @@ class Sink:
             self._add_columns(stream, control)
         elif isinstance(control, StreamStop):
             log.error("%s: stream stopped: %s", stream.target, control.reason)
-            self.conn.execute(
-                f"UPDATE {self.state}.positions SET stopped = %s WHERE db = %s AND tbl = %s",
-                (control.reason, stream.schema.db, stream.schema.table),
-            )
+            positions.stop_stream(self.conn, self.schema, stream.schema.db, stream.schema.table, control.reason)
             del self.streams[topic]
             self._no_stream.add(topic)
         stream.applied, stream.dirty = control.position, True
@@ -772,10 +754,7 @@ class Sink:
             else:
                 self.conn.execute(ddl)
             log.info("%s: column %s added (%s)", stream.target, column.name, change.ddl[:200])
-        self.conn.execute(
-            f"UPDATE {self.state}.positions SET columns = %s WHERE db = %s AND tbl = %s",
-            (json.dumps(change.columns), stream.schema.db, stream.schema.table),
-        )
+        positions.store_columns(self.conn, self.schema, stream.schema.db, stream.schema.table, change.columns)
         stream.use(schema)
 
     def _replay_held(self, topic: str) -> None:
@@ -783,43 +762,28 @@ class Sink:
         before the batch's position are skipped by the position check, the rest applied after it."""
         self.streams.pop(topic, None)  # a committed batch brings a new schema and position
         self._no_stream.discard(topic)
-        rows = self.conn.execute(
-            f"DELETE FROM {self.state}.held_changes WHERE topic = %s RETURNING seq, value", (topic,)
-        ).fetchall()
+        rows = positions.take_held(self.conn, self.schema, topic)
         for seq, value in sorted(rows):
             self._stream_change(topic, bytes(value), seq)
         self._run_ops()
 
     def _store_position(self, stream: StreamTable) -> None:
-        self.conn.execute(
-            f"INSERT INTO {self.state}.positions (db, tbl, file, pos, row_index, batch_id, source_ms, changes, gtids, "
-            "server) VALUES (%s, %s, %s, %s, %s, NULL, %s, %s, %s, %s) ON CONFLICT (db, tbl) DO UPDATE SET "
-            "file = EXCLUDED.file, pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, source_ms = EXCLUDED.source_ms, "
-            "changes = positions.changes + EXCLUDED.changes, gtids = EXCLUDED.gtids, server = EXCLUDED.server, "
-            "updated_at = now()",
-            (
-                stream.schema.db,
-                stream.schema.table,
-                stream.applied.file,
-                stream.applied.pos,
-                stream.applied.row,
-                stream.source_ms,
-                stream.applied_changes,
-                stream.gtids,
-                stream.server,
-            ),
+        positions.store_stream_position(
+            self.conn,
+            self.schema,
+            stream.schema.db,
+            stream.schema.table,
+            stream.applied,
+            stream.source_ms,
+            stream.applied_changes,
+            stream.gtids,
+            stream.server,
         )
         stream.applied_changes, stream.dirty = 0, False
 
     def _load_stream(self, topic: str) -> StreamTable | None:
         config = self.tables[topic]
-        row = self.conn.execute(
-            f"SELECT b.db, b.tbl, coalesce(p.columns, b.columns), b.key_columns, p.file, p.pos, p.row_index, "
-            f"p.source_ms, b.mode, p.gtids, p.server FROM {self.state}.batches b JOIN {self.state}.positions p ON p.db = b.db "
-            "AND p.tbl = b.tbl WHERE b.topic = %s AND b.state = 'committed' AND p.stopped IS NULL "
-            "ORDER BY b.finished_at DESC LIMIT 1",
-            (topic,),
-        ).fetchone()
+        row = positions.stream_start(self.conn, self.schema, topic)
         # changes apply only to a streamed table whose last load was a full load (see seam.incremental: modes)
         if row is None or row[8] != "full" or config.sync != "stream":
             self._no_stream.add(topic)
@@ -848,34 +812,21 @@ class Sink:
                 with cur.copy(f"COPY {batch.changes} ({cols}, _seam_seq, _seam_deleted) FROM STDIN") as cp:
                     for row in change_rows:
                         cp.write_row(row)
-            for (part, attempt), tally in batch.tallies.items():
-                cur.execute(
-                    f"INSERT INTO {self.state}.batch_parts VALUES (%s, %s, %s, %s, %s) "
-                    "ON CONFLICT (batch_id, part, attempt) DO UPDATE SET rows = EXCLUDED.rows, "
-                    "checksum = EXCLUDED.checksum",
-                    (batch.begin.batch, part, attempt, tally.rows, tally.checksum),
-                )
-            cur.execute(
-                f"UPDATE {self.state}.batches SET staged_rows = %s WHERE batch_id = %s",
-                (sum(t.rows for t in batch.tallies.values()), batch.begin.batch),
-            )
+            ledger.store_tallies(cur, self.schema, batch.begin.batch, batch.tallies)
 
     def _begin(self, topic: str, begin: Begin, offset: int) -> None:
-        known = self.conn.execute(
-            f"SELECT state FROM {self.state}.batches WHERE batch_id = %s", (begin.batch,)
-        ).fetchone()
+        known = ledger.batch_state(self.conn, self.schema, begin.batch)
         current = self.open[topic]
         if known and current is not None and current.begin.batch == begin.batch:
             # the topic is being read again from before this batch (offsets reset by hand, or a replay):
             # start its staging afresh, or every row would be staged twice and the batch rejected
             log.warning("BEGIN of open batch %s seen again: staging it from the start", begin.batch)
             self.conn.execute(f"TRUNCATE {current.stage}, {current.changes}")
-            self.conn.execute(f"DELETE FROM {self.state}.batch_parts WHERE batch_id = %s", (begin.batch,))
-            self.conn.execute(f"UPDATE {self.state}.batches SET staged_rows = 0 WHERE batch_id = %s", (begin.batch,))
+            ledger.restart_staging(self.conn, self.schema, begin.batch)
             current.tallies.clear()
             return
         if known:
-            log.warning("BEGIN of batch %s seen again (state %s); ignored", begin.batch, known[0])
+            log.warning("BEGIN of batch %s seen again (state %s); ignored", begin.batch, known)
             return
         previous = self.open[topic]
         if previous is not None:
@@ -911,25 +862,7 @@ class Sink:
                 extra="_seam_seq bigint NOT NULL, _seam_deleted boolean NOT NULL",
             )
         )
-        self.conn.execute(
-            f"INSERT INTO {self.state}.batches (batch_id, db, tbl, mode, state, topic, begin_offset, window_start, "
-            "window_end, columns, key_columns, begin_window, soft_delete, opened_at) "
-            "VALUES (%s, %s, %s, %s, 'open', %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp())",
-            (
-                begin.batch,
-                begin.db,
-                begin.table,
-                begin.mode,
-                topic,
-                offset,
-                (begin.window or {}).get("start"),
-                (begin.window or {}).get("end"),
-                json.dumps(begin.columns),
-                json.dumps(begin.key),
-                json.dumps(begin.window) if begin.window else None,
-                begin.soft_delete,
-            ),
-        )
+        ledger.open_batch(self.conn, self.schema, begin, topic, offset)
         self.open[topic] = batch
         log.info("batch %s of %s.%s opened (%s)", begin.batch, begin.db, begin.table, begin.mode)
 
@@ -938,20 +871,7 @@ class Sink:
         if batch is None or batch.begin.batch != end.batch:
             log.warning("END of batch %s ignored: it is not the open batch of %s.%s", end.batch, end.db, end.table)
             return
-        self.conn.execute(
-            f"UPDATE {self.state}.batches SET ended_at = clock_timestamp(), end_offset = %s, "
-            "position_file = %s, position_pos = %s, published_rows = %s, published_checksum = %s, stats = %s "
-            "WHERE batch_id = %s",
-            (
-                offset,
-                end.position.file if end.position else None,
-                end.position.pos if end.position else None,
-                end.rows,
-                end.checksum,
-                json.dumps(end.stats),
-                end.batch,
-            ),
-        )
+        ledger.batch_ended(self.conn, self.schema, end, offset)
         try:
             with self.conn.transaction():  # a savepoint: a rejected batch leaves nothing behind
                 final_rows = self._publish(batch, end)
@@ -961,31 +881,22 @@ class Sink:
             self._finish(end.batch, "rejected", error=error)
             log.error("batch %s of %s.%s REJECTED, the previous table stays: %s", end.batch, end.db, end.table, error)
         else:
-            self.conn.execute(
-                f"UPDATE {self.state}.batches SET final_rows = %s WHERE batch_id = %s", (final_rows, end.batch)
-            )
+            ledger.store_final_rows(self.conn, self.schema, end.batch, final_rows)
             self._finish(end.batch, "committed")
             if end.mode == "incremental":
                 log.info("window %s of %s.%s merged: %s rows", end.window, end.db, end.table, final_rows)
                 self.open[topic] = None
                 return
-            self.conn.execute(
-                f"INSERT INTO {self.state}.positions (db, tbl, file, pos, row_index, batch_id, gtids, server, "
-                "source_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (db, tbl) DO UPDATE SET "
-                "file = EXCLUDED.file, pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, batch_id = EXCLUDED.batch_id, "
-                "updated_at = now(), columns = NULL, stopped = NULL, gap_at = NULL, source_ms = EXCLUDED.source_ms, "
-                "changes = 0, gtids = EXCLUDED.gtids, server = EXCLUDED.server",
-                (
-                    end.db,
-                    end.table,
-                    end.position.file,
-                    end.position.pos,
-                    end.position.row,
-                    end.batch,
-                    end.gtids,
-                    end.server,
-                    (end.stats or {}).get("snapshot_ms"),
-                ),
+            positions.store_loaded_position(
+                self.conn,
+                self.schema,
+                end.db,
+                end.table,
+                end.batch,
+                end.position,
+                end.gtids,
+                end.server,
+                (end.stats or {}).get("snapshot_ms"),
             )
             log.info(
                 "batch %s of %s.%s committed: %s rows at %s", end.batch, end.db, end.table, final_rows, end.position
@@ -1062,7 +973,9 @@ class Sink:
         kept = _grants_and_comments(self.conn, old, target, batch.schema.names) if old is not None else []
         self.conn.execute(f"DROP TABLE IF EXISTS {target}")
         self.conn.execute(f"ALTER TABLE {stage} SET SCHEMA {qi(db)}")
-        self.conn.execute(f"ALTER TABLE {qi(db)}.{qi(_stage_name(batch.begin.batch))} RENAME TO {qi(name)}")
+        self.conn.execute(
+            f"ALTER TABLE {qi(db)}.{qi(ledger.staging_tables(batch.begin.batch)[0])} RENAME TO {qi(name)}"
+        )
         for (constraint,) in self.conn.execute(
             "SELECT conname FROM pg_constraint WHERE conrelid = to_regclass(%s) AND contype = 'p'", (target,)
         ).fetchall():
@@ -1098,35 +1011,19 @@ class Sink:
         ).rowcount
         self.conn.execute(f"DROP TABLE {stage}")
         self.conn.execute(f"DROP TABLE {batch.changes}")
-        window = begin.window or {}
-        self.conn.execute(
-            f"INSERT INTO {self.state}.watermarks (db, tbl, cursor_column, watermark, batch_id, window_start, "
-            "window_end, clamped) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (db, tbl, cursor_column) DO "
-            "UPDATE SET watermark = greatest(watermarks.watermark, EXCLUDED.watermark), batch_id = EXCLUDED.batch_id, "
-            "window_start = EXCLUDED.window_start, window_end = EXCLUDED.window_end, clamped = EXCLUDED.clamped, "
-            "updated_at = now()",
-            (
-                begin.db,
-                begin.table,
-                window.get("cursor", ""),
-                window.get("end", ""),
-                begin.batch,
-                window.get("start"),
-                window.get("end"),
-                bool(end.stats.get("clamped")),
-            ),
-        )
+        ledger.store_watermark(self.conn, self.schema, begin, clamped=bool(end.stats.get("clamped")))
         return merged
 
     # ------------------------------------------------------------ state
 
     def _open_batch(self, begin: Begin) -> OpenBatch:
         schema = schema_from_begin(begin)
+        stage, changes = ledger.staging_tables(begin.batch)
         return OpenBatch(
             begin=begin,
             schema=schema,
-            stage=f"{self.state}.{qi(_stage_name(begin.batch))}",
-            changes=f"{self.state}.{qi('changes_' + begin.batch)}",
+            stage=f"{qi(self.schema)}.{qi(stage)}",
+            changes=f"{qi(self.schema)}.{qi(changes)}",
             convert=row_converter(schema, self._spatial_as_geometry(schema)),
             decode=record_decoder(schema, batch_rows=True).decode,
         )
@@ -1142,13 +1039,10 @@ class Sink:
 
     def _load_open(self, topic: str) -> OpenBatch | None:
         with self.conn.transaction():
-            row = self.conn.execute(
-                f"SELECT batch_id, db, tbl, mode, columns, key_columns, begin_window, soft_delete "
-                f"FROM {self.state}.batches WHERE topic = %s AND state = 'open' ORDER BY opened_at DESC LIMIT 1",
-                (topic,),
-            ).fetchone()
-            if row is None:
+            found = ledger.open_batch_of(self.conn, self.schema, topic)
+            if found is None:
                 return None
+            row, parts = found
             batch = self._open_batch(
                 Begin(
                     batch=row[0],
@@ -1161,9 +1055,7 @@ class Sink:
                     soft_delete=row[7],
                 )
             )
-            for part, attempt, rows, checksum in self.conn.execute(
-                f"SELECT part, attempt, rows, checksum FROM {self.state}.batch_parts WHERE batch_id = %s", (row[0],)
-            ).fetchall():
+            for part, attempt, rows, checksum in parts:
                 batch.tallies[(part, attempt)] = Tally(rows, int(checksum))
         return batch
 
@@ -1172,12 +1064,7 @@ class Sink:
         self.conn.execute(f"DROP TABLE IF EXISTS {batch.changes}")
 
     def _finish(self, batch_id: str, state: str, error: str | None = None) -> None:
-        # clock time, not the transaction's: BEGIN and END of a small batch are often applied in one transaction
-        self.conn.execute(
-            f"UPDATE {self.state}.batches SET state = %s, error = %s, finished_at = clock_timestamp() "
-            "WHERE batch_id = %s",
-            (state, error, batch_id),
-        )
+        ledger.finish_batch(self.conn, self.schema, batch_id, state, error)
         self.finished[batch_id] = state
 
 
@@ -1185,7 +1072,7 @@ def _ensure_schema(conn, name: str) -> None:
     """CREATE SCHEMA IF NOT EXISTS is not safe against a concurrent one (two sinks committing their first
     tables of one database at once): serialise the creation."""
     if conn.execute("SELECT to_regnamespace(%s)", (qi(name),)).fetchone()[0] is None:
-        conn.execute("SELECT pg_advisory_xact_lock(54013)")
+        xact_lock(conn, "target_schema")
         try:  # the other sink's schema is committed now, yet this session's catalog cache may not show it
             with conn.transaction():
                 conn.execute(f"CREATE SCHEMA IF NOT EXISTS {qi(name)}")
@@ -1262,40 +1149,6 @@ def _pos_dict(p: Position | None) -> dict | None:
     return None if p is None else {"file": p.file, "pos": p.pos, "row": p.row}
 
 
-def _stage_name(batch_id: str) -> str:
-    return "stage_" + batch_id
-
-
 def _key(batch: OpenBatch, image) -> dict:
     values = dict(zip(batch.schema.names, msgspec.structs.astuple(image)))
     return {k: values[k] for k in batch.begin.key} if batch.begin.key else values
-
-
-def batch_status(conn, state_schema: str, batch_id: str) -> dict | None:
-    row = conn.execute(
-        f"SELECT state, staged_rows, final_rows, published_rows, position_file, position_pos, "
-        f"error, opened_at, ended_at, finished_at FROM {qi(state_schema)}.batches WHERE batch_id = %s",
-        (batch_id,),
-    ).fetchone()
-    if row is None:
-        return None
-    keys = (
-        "state",
-        "staged_rows",
-        "final_rows",
-        "published_rows",
-        "position_file",
-        "position_pos",
-        "error",
-        "opened_at",
-        "ended_at",
-        "finished_at",
-    )
-    return dict(zip(keys, row))
-
-
-def applied_position(conn, state_schema: str, db: str, table: str) -> Position | None:
-    row = conn.execute(
-        f"SELECT file, pos, row_index FROM {qi(state_schema)}.positions WHERE db = %s AND tbl = %s", (db, table)
-    ).fetchone()
-    return Position(*row) if row else None

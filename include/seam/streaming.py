@@ -81,8 +81,9 @@ from seam.records import Position, Record, key_of, normalize, normalize_row
 from seam.schema import Column, TableSchema, reachable
 from seam.sink import connect_state, connect_target
 from seam.snapshot import binlog_files, source_head
-from seam.state import ensure_state, part_beat, part_failed, part_started, part_stopped
-from seam.target import qi
+from seam.state.parts import part_beat, part_failed, part_started, part_stopped
+from seam.state.positions import followed_tables, lag_sample
+from seam.state.schema import ensure_state
 from seam.topics import Publisher, ensure_topics, table_topic, topic_ids
 
 log = logging.getLogger("seam.streaming")
@@ -190,13 +191,7 @@ class ChangeReader:
     # ------------------------------------------------------------ target state
 
     def _target_state(self) -> dict[tuple[str, str], TargetState]:
-        state = qi(self.pipeline.target.state_schema)
-        rows = self._target.execute(
-            f"SELECT p.db, p.tbl, p.file, p.pos, p.row_index, p.batch_id, p.stopped, p.gap_at, "
-            f"coalesce(p.columns, b.columns), b.key_columns, b.mode, p.gtids, p.server FROM {state}.positions p "
-            f"LEFT JOIN LATERAL (SELECT columns, key_columns, mode FROM {state}.batches b WHERE b.db = p.db "
-            "AND b.tbl = p.tbl AND b.state = 'committed' ORDER BY b.finished_at DESC LIMIT 1) b ON true"
-        ).fetchall()
+        rows = followed_tables(self._target, self.pipeline.target.state_schema)
         return {(r[0], r[1]): TargetState(Position(r[2], r[3], r[4]), *r[5:]) for r in rows}
 
     def _follow_from_target(self, reset: bool, states: dict | None = None) -> list[Followed]:
@@ -978,15 +973,10 @@ def stream_lag(pipeline: Pipeline, tables: list[TableConfig], sample_s: float = 
     source = pymysql.connect(**pipeline.source.pymysql_kwargs())
     target = connect_target(pipeline)
     target.autocommit = True
-    state = qi(pipeline.target.state_schema)
     ensure_state(target, pipeline.target.state_schema)
 
     def read() -> dict:
-        rows = target.execute(
-            f"SELECT db, tbl, file, pos, row_index, source_ms, changes, stopped, "
-            f"(extract(epoch FROM clock_timestamp()) * 1000)::bigint, server FROM {state}.positions"
-        ).fetchall()
-        return {(r[0], r[1]): r[2:] for r in rows}
+        return lag_sample(target, pipeline.target.state_schema)
 
     try:
         first, began = read(), time.monotonic()

@@ -147,7 +147,7 @@ def _signal(pgid: int, sig: int) -> None:
 
 def _states(pipeline: Pipeline) -> dict[str, dict]:
     from seam.sink import connect_state
-    from seam.state import part_states
+    from seam.state.parts import part_states
 
     conn = connect_state(pipeline)
     try:
@@ -225,7 +225,7 @@ def supervise(
 
 def _record(pipeline: Pipeline, health: Health, stop: bool | None) -> None:
     from seam.sink import connect_state
-    from seam.state import supervisor_ran
+    from seam.state.parts import supervisor_ran
 
     conn = connect_state(pipeline)
     try:

@@ -66,6 +66,9 @@ from seam.incremental import _FORMAT, IncrementalError, Window, _parse_time, che
 from seam.records import Position, normalize_row
 from seam.schema import Column, SchemaError, TableSchema, read_schema
 from seam.snapshot import SnapshotError, binlog_files, open_snapshot, quote, snapshot_opening, source_head
+from seam.state.ledger import committed_tables, last_committed, record_validation, watermark
+from seam.state.positions import validation_point
+from seam.state.schema import ensure_state, schema_version, xact_lock
 from seam.target import normalize_target, qi
 
 _INTEGER = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
@@ -432,12 +435,7 @@ def validate(
         tgt.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         tgt.read_only = True
         tgt.autocommit = False
-        st = qi(state)
-        applied = tgt.execute(
-            f"SELECT file, pos, row_index, updated_at, stopped, source_ms, server FROM "
-            f"{st}.positions WHERE db = %s AND tbl = %s",
-            (table.db, table.table),
-        ).fetchone()
+        applied = validation_point(tgt, state, table.db, table.table)
         here = server_identity(src) if applied is not None and applied[6] is not None else None
         if here is not None and applied[6] != here:
             raise ValidationError(
@@ -445,15 +443,8 @@ def validate(
                 f"{applied[6]}, not on this source ({here}): start the stream "
                 "(`seam stream start`), which moves it here by its GTID set, then validate"
             )
-        last = tgt.execute(
-            f"SELECT mode, finished_at FROM {st}.batches WHERE db = %s AND tbl = %s AND "
-            "state = 'committed' ORDER BY finished_at DESC LIMIT 1",
-            (table.db, table.table),
-        ).fetchone()
-        mark = tgt.execute(
-            f"SELECT watermark FROM {st}.watermarks WHERE db = %s AND tbl = %s AND cursor_column = %s",
-            (table.db, table.table, table.cursor or ""),
-        ).fetchone()
+        last = last_committed(tgt, state, table.db, table.table)
+        mark = watermark(tgt, state, table.db, table.table, table.cursor)
         if last is None or (applied is None and mark is None):
             raise NotLoaded(
                 f"{table.name} has no committed load in the target: run `seam load full {table.name}` first"
@@ -636,23 +627,17 @@ def validate_tables(
 def loaded_tables(pipeline: Pipeline) -> list[TableConfig]:
     """The pipeline's tables that have a committed load in the target (the ones validation can compare)."""
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
-        if (
-            conn.execute("SELECT to_regclass(%s)", (f"{qi(pipeline.target.state_schema)}.batches",)).fetchone()[0]
-            is None
-        ):
+        if schema_version(conn, pipeline.target.state_schema) == 0:
             return []
-        have = set(
-            conn.execute(
-                f"SELECT DISTINCT db, tbl FROM {qi(pipeline.target.state_schema)}.batches WHERE state = 'committed'"
-            ).fetchall()
-        )
+        have = committed_tables(conn, pipeline.target.state_schema)
     return [t for t in pipeline.tables if (t.db, t.table) in have]
 
 
 def _ensure_functions(conn, state: str) -> None:
+    """The state schema (its ``validations`` ledger), and validation's SQL helper functions in it."""
+    ensure_state(conn, state)
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(54012)")
-        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {qi(state)}")
+        xact_lock(conn, "functions")
         have = conn.execute(
             "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
             "WHERE n.nspname = %s AND p.proname LIKE 'mariadb\\_%%' AND p.prosrc LIKE %s",
@@ -663,11 +648,6 @@ def _ensure_functions(conn, state: str) -> None:
                 conn.execute(sql.replace("AS $$", f"AS $$ /* {_FUNCTIONS_VERSION} */", 1))
         for sql in canonical.pg_geometry_functions(state):
             conn.execute(sql)
-        conn.execute(f"""CREATE TABLE IF NOT EXISTS {qi(state)}.validations (
-            id text PRIMARY KEY, db text NOT NULL, tbl text NOT NULL, verdict text NOT NULL, mode text NOT NULL,
-            scope text NOT NULL, target_position text, source_position text, source_rows bigint, target_rows bigint,
-            missing bigint, extra bigint, different bigint, seconds double precision,
-            checked_at timestamptz NOT NULL DEFAULT now(), report jsonb NOT NULL)""")
 
 
 _FUNCTIONS_VERSION = "seam-canonical-1"
@@ -1113,28 +1093,7 @@ def record(pipeline: Pipeline, report: Report, vid: str) -> None:
     """Store the report in ``seam.validations`` under the id ``vid``."""
     db, _, tbl = report.table.partition(".")
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:  # validate() made the table
-        conn.execute(
-            f"INSERT INTO {qi(pipeline.target.state_schema)}.validations (id, db, tbl, verdict, mode, scope, "
-            "target_position, source_position, source_rows, target_rows, missing, extra, different, seconds, report) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                vid,
-                db,
-                tbl,
-                report.verdict,
-                report.mode,
-                report.scope,
-                report.target_position,
-                report.source_position,
-                report.source_rows,
-                report.target_rows,
-                report.missing,
-                report.extra,
-                report.different,
-                report.seconds,
-                json.dumps(report.as_dict(), default=str),
-            ),
-        )
+        record_validation(conn, pipeline.target.state_schema, vid, db, tbl, report)
 
 
 def _html(report: Report) -> str:

@@ -11,7 +11,8 @@ import psycopg
 import pytest
 
 from seam.config import load_pipeline
-from seam.state import ensure_state, part_beat, part_failed, part_started, part_states, part_stopped
+from seam.state.parts import part_beat, part_failed, part_started, part_states, part_stopped
+from seam.state.schema import ensure_state
 from tests.support.pipelines import pipeline_file
 
 pytestmark = pytest.mark.stack

@@ -1,0 +1,242 @@
+"""The load ledger: one row per batch (``batches``: open, then committed, rejected or superseded), the
+tallies of its parts (``batch_parts``), the watermarks of incremental tables, and validation verdicts.
+
+A batch's staging tables live in the state schema too; ``staging_tables`` names them.
+
+Delivery guarantee: none of its own; the sink moves a batch's state in the transaction that makes its data
+visible (or drops it), so the ledger never says committed for data that is not there.
+"""
+
+from __future__ import annotations
+
+import json
+
+from seam.target import qi
+
+_STATUS = (
+    "state",
+    "staged_rows",
+    "final_rows",
+    "published_rows",
+    "position_file",
+    "position_pos",
+    "error",
+    "opened_at",
+    "ended_at",
+    "finished_at",
+)
+
+
+def staging_tables(batch_id: str) -> tuple[str, str]:
+    """The names of a batch's staging tables in the state schema: its rows, and the changes that arrive
+    during it (the sink fills, swaps and drops them with the batch's data)."""
+    return f"stage_{batch_id}", f"changes_{batch_id}"
+
+
+def open_batch(conn, schema: str, begin, topic: str, offset: int) -> None:
+    """Record a batch from its BEGIN (``boundary.Begin``) at ``offset`` of ``topic``."""
+    window = begin.window or {}
+    conn.execute(
+        f"INSERT INTO {qi(schema)}.batches (batch_id, db, tbl, mode, state, topic, begin_offset, window_start, "
+        "window_end, columns, key_columns, begin_window, soft_delete, opened_at) "
+        "VALUES (%s, %s, %s, %s, 'open', %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp())",
+        (
+            begin.batch,
+            begin.db,
+            begin.table,
+            begin.mode,
+            topic,
+            offset,
+            window.get("start"),
+            window.get("end"),
+            json.dumps(begin.columns),
+            json.dumps(begin.key),
+            json.dumps(begin.window) if begin.window else None,
+            begin.soft_delete,
+        ),
+    )
+
+
+def batch_state(conn, schema: str, batch_id: str) -> str | None:
+    row = conn.execute(f"SELECT state FROM {qi(schema)}.batches WHERE batch_id = %s", (batch_id,)).fetchone()
+    return row[0] if row else None
+
+
+def restart_staging(conn, schema: str, batch_id: str) -> None:
+    """Forget what was staged of a batch (its BEGIN came again)."""
+    conn.execute(f"DELETE FROM {qi(schema)}.batch_parts WHERE batch_id = %s", (batch_id,))
+    conn.execute(f"UPDATE {qi(schema)}.batches SET staged_rows = 0 WHERE batch_id = %s", (batch_id,))
+
+
+def store_tallies(cur, schema: str, batch_id: str, tallies: dict) -> None:
+    """What was staged of a batch: rows and checksum per (part, attempt) (``boundary.Tally``), and the sum."""
+    for (part, attempt), tally in tallies.items():
+        cur.execute(
+            f"INSERT INTO {qi(schema)}.batch_parts VALUES (%s, %s, %s, %s, %s) "
+            "ON CONFLICT (batch_id, part, attempt) DO UPDATE SET rows = EXCLUDED.rows, "
+            "checksum = EXCLUDED.checksum",
+            (batch_id, part, attempt, tally.rows, tally.checksum),
+        )
+    cur.execute(
+        f"UPDATE {qi(schema)}.batches SET staged_rows = %s WHERE batch_id = %s",
+        (sum(t.rows for t in tallies.values()), batch_id),
+    )
+
+
+def batch_ended(conn, schema: str, end, offset: int) -> None:
+    """Record a batch's END (``boundary.End``) at ``offset``: what was published, and at which position."""
+    conn.execute(
+        f"UPDATE {qi(schema)}.batches SET ended_at = clock_timestamp(), end_offset = %s, "
+        "position_file = %s, position_pos = %s, published_rows = %s, published_checksum = %s, stats = %s "
+        "WHERE batch_id = %s",
+        (
+            offset,
+            end.position.file if end.position else None,
+            end.position.pos if end.position else None,
+            end.rows,
+            end.checksum,
+            json.dumps(end.stats),
+            end.batch,
+        ),
+    )
+
+
+def store_final_rows(conn, schema: str, batch_id: str, rows: int) -> None:
+    conn.execute(f"UPDATE {qi(schema)}.batches SET final_rows = %s WHERE batch_id = %s", (rows, batch_id))
+
+
+def finish_batch(conn, schema: str, batch_id: str, state: str, error: str | None = None) -> None:
+    # clock time, not the transaction's: BEGIN and END of a small batch are often applied in one transaction
+    conn.execute(
+        f"UPDATE {qi(schema)}.batches SET state = %s, error = %s, finished_at = clock_timestamp() WHERE batch_id = %s",
+        (state, error, batch_id),
+    )
+
+
+def open_batch_of(conn, schema: str, topic: str) -> tuple[tuple, list[tuple]] | None:
+    """The topic's open batch, if any: (batch_id, db, tbl, mode, columns, key columns, window, soft delete)
+    and its parts' tallies (part, attempt, rows, checksum)."""
+    s = qi(schema)
+    row = conn.execute(
+        f"SELECT batch_id, db, tbl, mode, columns, key_columns, begin_window, soft_delete "
+        f"FROM {s}.batches WHERE topic = %s AND state = 'open' ORDER BY opened_at DESC LIMIT 1",
+        (topic,),
+    ).fetchone()
+    if row is None:
+        return None
+    parts = conn.execute(
+        f"SELECT part, attempt, rows, checksum FROM {s}.batch_parts WHERE batch_id = %s", (row[0],)
+    ).fetchall()
+    return row, parts
+
+
+def batch_status(conn, schema: str, batch_id: str) -> dict | None:
+    row = conn.execute(
+        f"SELECT {', '.join(_STATUS)} FROM {qi(schema)}.batches WHERE batch_id = %s", (batch_id,)
+    ).fetchone()
+    return None if row is None else dict(zip(_STATUS, row))
+
+
+def last_committed(conn, schema: str, db: str, table: str) -> tuple | None:
+    """(mode, finished_at) of the table's last committed batch."""
+    return conn.execute(
+        f"SELECT mode, finished_at FROM {qi(schema)}.batches WHERE db = %s AND tbl = %s AND "
+        "state = 'committed' ORDER BY finished_at DESC LIMIT 1",
+        (db, table),
+    ).fetchone()
+
+
+def committed_tables(conn, schema: str) -> set[tuple[str, str]]:
+    """(db, tbl) of every table with a committed batch."""
+    return set(conn.execute(f"SELECT DISTINCT db, tbl FROM {qi(schema)}.batches WHERE state = 'committed'").fetchall())
+
+
+def any_open(conn, schema: str, tables: list[tuple[str, str]]) -> bool:
+    """Whether a batch of one of these tables is open."""
+    return conn.execute(
+        f"SELECT EXISTS (SELECT 1 FROM {qi(schema)}.batches WHERE state = 'open' AND (db, tbl) IN "
+        "(SELECT * FROM unnest(%s::text[], %s::text[])))",
+        ([db for db, _ in tables], [t for _, t in tables]),
+    ).fetchone()[0]
+
+
+def store_watermark(conn, schema: str, begin, clamped: bool) -> None:
+    """An incremental window (``begin.window``) was merged: the watermark moves to its end, never back."""
+    window = begin.window or {}
+    conn.execute(
+        f"INSERT INTO {qi(schema)}.watermarks (db, tbl, cursor_column, watermark, batch_id, window_start, "
+        "window_end, clamped) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (db, tbl, cursor_column) DO "
+        "UPDATE SET watermark = greatest(watermarks.watermark, EXCLUDED.watermark), batch_id = EXCLUDED.batch_id, "
+        "window_start = EXCLUDED.window_start, window_end = EXCLUDED.window_end, clamped = EXCLUDED.clamped, "
+        "updated_at = now()",
+        (
+            begin.db,
+            begin.table,
+            window.get("cursor", ""),
+            window.get("end", ""),
+            begin.batch,
+            window.get("start"),
+            window.get("end"),
+            clamped,
+        ),
+    )
+
+
+def watermark(conn, schema: str, db: str, table: str, cursor: str | None) -> str | None:
+    row = conn.execute(
+        f"SELECT watermark FROM {qi(schema)}.watermarks WHERE db = %s AND tbl = %s AND cursor_column = %s",
+        (db, table, cursor or ""),
+    ).fetchone()
+    return row[0] if row else None
+
+
+def record_validation(conn, schema: str, vid: str, db: str, table: str, report) -> None:
+    """Store a validation report (``seam.validation.Report``) under the id ``vid``."""
+    conn.execute(
+        f"INSERT INTO {qi(schema)}.validations (id, db, tbl, verdict, mode, scope, "
+        "target_position, source_position, source_rows, target_rows, missing, extra, different, seconds, report) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (
+            vid,
+            db,
+            table,
+            report.verdict,
+            report.mode,
+            report.scope,
+            report.target_position,
+            report.source_position,
+            report.source_rows,
+            report.target_rows,
+            report.missing,
+            report.extra,
+            report.different,
+            report.seconds,
+            json.dumps(report.as_dict(), default=str),
+        ),
+    )
+
+
+def table_history(conn, schema: str, db: str, table: str) -> dict:
+    """What ``seam status TABLE`` prints: watermarks, the last five batches, the position, the last verdict."""
+    s = qi(schema)
+    return {
+        "watermarks": conn.execute(
+            f"SELECT cursor_column, watermark, window_start, window_end, clamped, updated_at FROM {s}.watermarks "
+            "WHERE db = %s AND tbl = %s",
+            (db, table),
+        ).fetchall(),
+        "batches": conn.execute(
+            f"SELECT batch_id, mode, state, window_start, window_end, final_rows, published_rows, "
+            f"extract(epoch FROM finished_at - opened_at), stats->>'clamped', error FROM {s}.batches "
+            "WHERE db = %s AND tbl = %s ORDER BY opened_at DESC LIMIT 5",
+            (db, table),
+        ).fetchall(),
+        "position": conn.execute(
+            f"SELECT file, pos, stopped FROM {s}.positions WHERE db = %s AND tbl = %s", (db, table)
+        ).fetchone(),
+        "validation": conn.execute(
+            f"SELECT verdict, checked_at, missing, extra, different, report->>'html' FROM {s}.validations "
+            "WHERE db = %s AND tbl = %s ORDER BY checked_at DESC LIMIT 1",
+            (db, table),
+        ).fetchone(),
+    }

@@ -1,0 +1,137 @@
+"""The stream's parts' heartbeats (``stream_parts``), and what a person reads of one table.
+
+``seam stream status`` reads the parts from here, so it sees them however they were started (the CLI,
+Airflow, a process supervisor, a cluster) and on whichever host.
+
+Delivery guarantee: none; heartbeats are best effort.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from seam.target import qi
+
+PART_DEAD_AFTER_S = 20.0  # a part whose last heartbeat is older is down
+PART_LOOPING_S = 120.0  # a part that restarted within this is restarting, not running
+
+
+def part_started(conn, schema: str, pipeline: str, part: str, fresh: bool) -> None:
+    """A stream part (re)starts; ``fresh``: a new start, not a restart after a failure (counts reset)."""
+    s = qi(schema)
+    conn.execute(
+        f"INSERT INTO {s}.stream_parts (pipeline, part, host, pid, started_at, beat_at) "
+        "VALUES (%s, %s, %s, %s, now(), now()) ON CONFLICT (pipeline, part) DO UPDATE SET "
+        "host = EXCLUDED.host, pid = EXCLUDED.pid, started_at = now(), beat_at = now(), batches = 0, "
+        "stopped_at = NULL" + (", restarts = 0, failed_at = NULL, last_error = NULL" if fresh else ""),
+        (pipeline, part, socket.gethostname(), os.getpid()),
+    )
+
+
+def part_beat(conn, schema: str, pipeline: str, part: str, batches: int = 0) -> None:
+    conn.execute(
+        f"UPDATE {qi(schema)}.stream_parts SET beat_at = now(), batches = batches + %s "
+        "WHERE pipeline = %s AND part = %s",
+        (batches, pipeline, part),
+    )
+
+
+def part_failed(conn, schema: str, pipeline: str, part: str, error: str) -> None:
+    conn.execute(
+        f"UPDATE {qi(schema)}.stream_parts SET restarts = restarts + 1, failed_at = now(), "
+        "last_error = %s, beat_at = now() WHERE pipeline = %s AND part = %s",
+        (error[:1000], pipeline, part),
+    )
+
+
+def part_stopped(conn, schema: str, pipeline: str, part: str) -> None:
+    conn.execute(
+        f"UPDATE {qi(schema)}.stream_parts SET stopped_at = now() WHERE pipeline = %s AND part = %s", (pipeline, part)
+    )
+
+
+def supervisor_ran(conn, schema: str, pipeline: str, problems: list[str], stop: bool | None) -> None:
+    """The stream supervisor's own heartbeat (part ``supervisor``) with its problems, if any; ``stop`` True
+    records that the stream was stopped on request (a scheduled supervisor leaves it stopped), False that
+    it was started (None: as it was)."""
+    conn.execute(
+        f"INSERT INTO {qi(schema)}.stream_parts (pipeline, part, host, pid, started_at, beat_at, last_error, "
+        "stopped_at) VALUES (%s, 'supervisor', %s, %s, now(), now(), %s, CASE WHEN %s THEN now() END) "
+        "ON CONFLICT (pipeline, part) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid, beat_at = now(), "
+        "last_error = EXCLUDED.last_error, stopped_at = CASE WHEN %s THEN now() WHEN %s THEN NULL "
+        "ELSE stream_parts.stopped_at END",
+        (
+            pipeline,
+            socket.gethostname(),
+            os.getpid(),
+            "; ".join(problems)[:1000] or None,
+            bool(stop),
+            stop is True,
+            stop is False,
+        ),
+    )
+
+
+def part_states(conn, schema: str, pipeline: str) -> dict[str, dict]:
+    """Per part: ``state`` (running, starting, restarting, stopped, down) and what shows it."""
+    rows = conn.execute(
+        f"SELECT part, host, pid, batches, restarts, last_error, stopped_at IS NOT NULL, "
+        f"extract(epoch FROM now() - beat_at), extract(epoch FROM now() - failed_at), "
+        f"extract(epoch FROM now() - started_at) FROM {qi(schema)}.stream_parts WHERE pipeline = %s",
+        (pipeline,),
+    ).fetchall()
+    out = {}
+    for part, host, pid, batches, restarts, error, stopped, beat_age, failed_age, up_s in rows:
+        if stopped:
+            state = "stopped"
+        elif beat_age > PART_DEAD_AFTER_S:
+            state = "down"
+        elif failed_age is not None and failed_age < PART_LOOPING_S:
+            state = "restarting"
+        elif batches == 0:
+            state = "starting"
+        else:
+            state = "running"
+        out[part] = dict(
+            state=state,
+            host=host,
+            pid=pid,
+            batches=batches,
+            restarts=restarts,
+            last_error=error,
+            beat_age=float(beat_age),
+            up_s=float(up_s),
+            failed_age=None if failed_age is None else float(failed_age),
+        )
+    return out
+
+
+def table_summary(conn, schema: str, db: str, table: str) -> dict:
+    """What a person asks of one table after a run: its last committed full load (rows, seconds), its
+    watermark (windows), and its last validation (verdict, target rows, when); absent parts are None."""
+    s = qi(schema)
+    load = conn.execute(
+        f"SELECT final_rows, extract(epoch FROM finished_at - opened_at) FROM {s}.batches "
+        "WHERE db = %s AND tbl = %s AND mode = 'full' AND state = 'committed' "
+        "ORDER BY opened_at DESC LIMIT 1",
+        (db, table),
+    ).fetchone()
+    mark = conn.execute(
+        f"SELECT watermark FROM {s}.watermarks WHERE db = %s AND tbl = %s ORDER BY updated_at DESC LIMIT 1", (db, table)
+    ).fetchone()
+    checked = None
+    if conn.execute("SELECT to_regclass(%s)", (f"{s}.validations",)).fetchone()[0]:
+        checked = conn.execute(
+            f"SELECT verdict, target_rows, checked_at FROM {s}.validations WHERE db = %s AND "
+            "tbl = %s ORDER BY checked_at DESC LIMIT 1",
+            (db, table),
+        ).fetchone()
+    return {
+        "load_rows": load[0] if load else None,
+        "load_seconds": float(load[1]) if load and load[1] else None,
+        "watermark": mark[0] if mark else None,
+        "verdict": checked[0] if checked else None,
+        "rows": checked[1] if checked else None,
+        "checked_at": checked[2] if checked else None,
+    }
