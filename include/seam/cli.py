@@ -68,8 +68,7 @@ def cmd_status(args, procs: Processes) -> int:
 
 def _table_status(pipeline, tables) -> int:
     """Per table: watermark and last window (incremental), last batches from the ledger, stream position."""
-    from seam.sink import connect_state
-    from seam.target import qi
+    from seam.target import connect_state, qi
 
     conn = connect_state(pipeline)
     from seam.state.ledger import table_history
@@ -198,9 +197,9 @@ def cmd_summary(args, procs: Processes) -> int:
     Exit 1 unless every table's last validation is EQUAL."""
     import pymysql
 
-    from seam.sink import connect_state
     from seam.state.parts import table_summary
     from seam.streaming import stream_lag
+    from seam.target import connect_state
 
     pipeline = _pipeline(args)
     streamed = [t for t in pipeline.tables if not t.incremental]
@@ -286,7 +285,7 @@ def cmd_sink(args, procs: Processes) -> int:
     import logging
     import signal
 
-    from seam.sink import Sink
+    from seam.apply.sink import Sink
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     pipeline = _pipeline(args)
@@ -388,8 +387,8 @@ def cmd_stream(args, procs: Processes) -> int:
 
 
 def _part_states(pipeline) -> dict:
-    from seam.sink import connect_state
     from seam.state.parts import part_states
+    from seam.target import connect_state
 
     conn = connect_state(pipeline)
     try:
@@ -400,8 +399,8 @@ def _part_states(pipeline) -> dict:
 
 def _requested(pipeline, stop: bool) -> None:
     """Tell the stream supervisor (seam_stream) that a person started or stopped the stream."""
-    from seam.sink import connect_state
     from seam.state.parts import supervisor_ran
+    from seam.target import connect_state
 
     conn = connect_state(pipeline)
     try:
@@ -412,9 +411,9 @@ def _requested(pipeline, stop: bool) -> None:
 
 def _await_parts(pipeline, procs: Processes, timeout: float) -> None:
     """Until both parts have recorded a heartbeat in the target; a part that exits fails with its last line."""
-    from seam.sink import connect_state
     from seam.state.parts import part_states
     from seam.streaming import StreamError
+    from seam.target import connect_state
 
     conn = connect_state(pipeline)
     began = time.monotonic()
@@ -458,9 +457,9 @@ def _stream_wait(pipeline, tables, timeout: float) -> int:
 
     from seam.gtid import server_identity
     from seam.records import Position
-    from seam.sink import connect_state
     from seam.snapshot import source_head
     from seam.state.positions import positions_of
+    from seam.target import connect_state
 
     source = pymysql.connect(**pipeline.source.pymysql_kwargs())
     try:
@@ -539,8 +538,8 @@ def _stream_sink(pipeline, table_args: list[str]) -> int:
     import subprocess
 
     from seam.loads import job_env, spark_submit_command
-    from seam.sink import connect_state
     from seam.state.parts import part_beat, part_failed, part_started, part_stopped
+    from seam.target import connect_state
 
     _logging()
     stopping: list[bool] = []
@@ -616,7 +615,7 @@ def _stream_foreground(pipeline, tables, until_idle: bool) -> int:
     import signal
     import threading
 
-    from seam.sink import Sink
+    from seam.apply.sink import Sink
     from seam.streaming import ChangeReader
 
     _logging()
@@ -656,9 +655,9 @@ def _stream_foreground(pipeline, tables, until_idle: bool) -> int:
 def _stream_status(pipeline, tables, procs: Processes) -> int:
     """The parts as their heartbeats in the target show them, then each table's position and lag. Exit 1 when
     a part is down, stopped or restarting, or a table is stopped."""
-    from seam.sink import connect_target
     from seam.state.parts import part_states
     from seam.streaming import stream_lag
+    from seam.target import connect_target
 
     tables = [t for t in tables if t.sync == "stream"]
     head, lags = stream_lag(pipeline, tables)
@@ -855,10 +854,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def operational_errors() -> tuple[type[Exception], ...]:
     """Errors that mean "the world is not as needed": reported as one line, no traceback."""
+    from seam.apply import SinkError
     from seam.incremental import IncrementalError
     from seam.loads import LoadError
     from seam.schema import SchemaError
-    from seam.sink import SinkError
     from seam.snapshot import SnapshotError
     from seam.streaming import StreamError
     from seam.target import TargetError

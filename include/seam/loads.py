@@ -3,7 +3,7 @@ the batch with a sink, and report rows, rows/s and the recorded binlog position.
 
 The Spark job runs through ``spark-submit`` (the same entry point Airflow
 runs), the sink in its own process (unless one already applies the table's
-topic): either can be killed and re-run without harm (see ``seam.sink``).
+topic): either can be killed and re-run without harm (see ``seam.apply.sink``).
 
 Delivery guarantee: that of the sink (exactly once, whole batches only).
 Progress is the ledger's staged row count, i.e. rows safely in PostgreSQL.
@@ -29,10 +29,9 @@ from seam.boundary import new_batch_id
 from seam.config import Pipeline, TableConfig
 from seam.full_load import prepare
 from seam.schema import reachable
-from seam.sink import connect_state
 from seam.state.ledger import batch_status, watermark
 from seam.state.schema import held_by_another, lock, try_lock
-from seam.target import qi
+from seam.target import connect_state, qi
 from seam.topics import ensure_topics, table_topic
 
 

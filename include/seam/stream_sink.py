@@ -1,5 +1,5 @@
 """The Structured Streaming sink: ``seam.kafka_source`` micro-batches applied by
-``seam.sink.Sink`` in ``foreachBatch`` (BEGIN/END batches and change events
+``seam.apply.sink.Sink`` in ``foreachBatch`` (BEGIN/END batches and change events
 alike, one PostgreSQL transaction per micro-batch with the offsets).
 
 Delivery guarantee: exactly once into PostgreSQL; the stream starts from the
@@ -13,9 +13,9 @@ import os
 import shutil
 from pathlib import Path
 
+from seam.apply.sink import Sink
 from seam.config import Pipeline, TableConfig, state_dir
 from seam.kafka_source import SeamKafkaSource
-from seam.sink import Sink
 
 
 def start_stream_sink(

@@ -79,11 +79,11 @@ from seam.config import Pipeline, TableConfig
 from seam.gtid import GtidError, GtidSet, gtids_at, gtids_enabled, is_mariadb, server_identity
 from seam.records import Position, Record, key_of, normalize, normalize_row
 from seam.schema import Column, TableSchema, reachable
-from seam.sink import connect_state, connect_target
 from seam.snapshot import binlog_files, source_head
 from seam.state.parts import part_beat, part_failed, part_started, part_stopped
 from seam.state.positions import followed_tables, lag_sample
 from seam.state.schema import ensure_state
+from seam.target import connect_state, connect_target
 from seam.topics import Publisher, ensure_topics, table_topic, topic_ids
 
 log = logging.getLogger("seam.streaming")

@@ -146,8 +146,8 @@ def _signal(pgid: int, sig: int) -> None:
 
 
 def _states(pipeline: Pipeline) -> dict[str, dict]:
-    from seam.sink import connect_state
     from seam.state.parts import part_states
+    from seam.target import connect_state
 
     conn = connect_state(pipeline)
     try:
@@ -224,8 +224,8 @@ def supervise(
 
 
 def _record(pipeline: Pipeline, health: Health, stop: bool | None) -> None:
-    from seam.sink import connect_state
     from seam.state.parts import supervisor_ran
+    from seam.target import connect_state
 
     conn = connect_state(pipeline)
     try:

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import logging
 
+import psycopg
+
 from seam.codecs import Spatial, codec
+from seam.config import Pipeline
 from seam.schema import Column, TableSchema
 
 log = logging.getLogger("seam.target")
@@ -118,3 +121,25 @@ def row_converter(schema: TableSchema, postgis: bool = True):
 def normalize_target(column: Column, value):
     """A value read back from PostgreSQL (psycopg) in the record's canonical form."""
     return None if value is None else codec(column).from_target(column, value)
+
+
+def connect_target(pipeline: Pipeline) -> psycopg.Connection:
+    t = pipeline.target
+    try:
+        return psycopg.connect(**t.conninfo(), connect_timeout=10, application_name="seam-sink")
+    except psycopg.OperationalError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TargetError(
+            f"target PostgreSQL at {t.host}:{t.port}/{t.database} is unreachable ({first}): "
+            "start it (`seam up postgres`) or fix the pipeline's target"
+        ) from None
+
+
+def connect_state(pipeline: Pipeline) -> psycopg.Connection:
+    """An autocommit connection to the target whose state schema exists (what every reader of it needs)."""
+    conn = connect_target(pipeline)
+    conn.autocommit = True
+    from seam.state.schema import ensure_state  # state builds on this module
+
+    ensure_state(conn, pipeline.target.state_schema)
+    return conn

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from seam.config import load_pipeline
-from seam.sink import connect_state
+from seam.target import connect_state
 from seam_dev import demo
 from tests.support.airflow import run_dag
 from tests.support.pipelines import pipeline_file, stream_once

@@ -12,8 +12,8 @@ import sys
 import psycopg
 import pytest
 
+from seam.apply.sink import Sink
 from seam.config import load_pipeline
-from seam.sink import Sink
 from seam.streaming import ChangeReader
 from seam_dev import demo
 from tests.support.independent import compare

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 import yaml
 
+from seam.apply.sink import Sink
 from seam.config import load_pipeline
-from seam.sink import Sink
 from seam.streaming import ChangeReader, StreamError
 from seam_dev import demo
 from tests.support.compare import diff, source_rows, target_rows

@@ -11,11 +11,11 @@ from dataclasses import asdict, replace
 import psycopg
 import pytest
 
+from seam.apply.sink import Sink
 from seam.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally, new_batch_id
 from seam.config import parse_pipeline
 from seam.records import Position, Record
 from seam.schema import Column, TableSchema
-from seam.sink import Sink
 from seam.topics import Publisher, ensure_topics, table_topic
 
 pytestmark = pytest.mark.stack

@@ -80,7 +80,7 @@ def seeded_db(stack):
 def test_back_pressure_bounds_what_a_stopped_sink_leaves(seeded_db, tmp_path_factory):
     """With the sink stopped, the reader publishes at most the bound (plus one transaction) and pauses;
     restarted, the sink applies everything and the target converges."""
-    from seam.sink import Sink
+    from seam.apply.sink import Sink
     from seam.streaming import ChangeReader
 
     bound = 300

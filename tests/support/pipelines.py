@@ -24,7 +24,7 @@ def pipeline_file(tmp_path_factory, name: str, tables: list[dict], pipeline_name
 def stream_once(pipeline) -> dict:
     """The change reader up to the binlog's end, then the sink until idle (both in this process); returns the
     reader's counts (transactions, changes, rewinds)."""
-    from seam.sink import Sink
+    from seam.apply.sink import Sink
     from seam.streaming import ChangeReader
 
     reader = ChangeReader(pipeline)

@@ -9,7 +9,7 @@ against its tables.
 - ``parts``: the stream's parts' heartbeats, and what a person reads of a table (``table_summary``).
 
 Two things live in the schema without being state: a batch's staging tables (``ledger.staging_tables``
-names them; ``seam.sink`` fills, swaps and drops them with the batch's data) and validation's SQL helper
+names them; ``seam.apply`` fills, swaps and drops them with the batch's data) and validation's SQL helper
 functions (``seam.canonical``), which the comparison calls.
 
 Delivery guarantee: none of its own; the sink writes positions and offsets in the transaction of the data

@@ -1,0 +1,18 @@
+"""Apply: the sink by role. What reaches the target, and when it becomes visible.
+
+- ``sink``: the ``Sink`` (routes each message of a table topic to its role, and runs in the Kafka loop or
+  in Spark's ``foreachBatch``); every message group it applies commits with the Kafka offsets and source
+  positions it moves.
+- ``batch``: an open batch between its BEGIN and END; ``swap``: END's check and the atomic replace of a full
+  load; ``merge``: an incremental window merged by key, and its watermark.
+- ``changes``: a streamed table's change events (the ``prev`` chain, held transactions, schema changes).
+- ``decode``: records into per-schema structs.
+
+The ledger, positions and offsets themselves are written by ``seam.state``.
+
+Delivery guarantee: exactly once into the target; see ``seam.apply.sink``.
+"""
+
+
+class SinkError(RuntimeError):
+    """The sink cannot go on; the message says why and what to do."""

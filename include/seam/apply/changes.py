@@ -1,0 +1,445 @@
+"""A streamed table as the sink applies its change events: its decoder and statements for its current
+columns, its applied position, the source transaction being received and the ones waiting behind a
+cascade of the level above.
+
+Delivery guarantee: none of its own; ``resume_offset`` keeps a restarted sink from skipping anything held
+here in memory, and the position moves in the transaction that applies the changes up to it.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from dataclasses import replace
+from typing import Any
+
+import msgspec
+import psycopg
+
+from seam import cascades
+from seam.apply import SinkError
+from seam.apply.decode import SOURCE_ONLY, flagged, record_decoder, schema_from_begin
+from seam.boundary import Begin, Heartbeat, Rebase, SchemaChange, StreamStop
+from seam.config import Pipeline, TableConfig
+from seam.records import Position
+from seam.schema import Column, TableSchema
+from seam.state import positions
+from seam.target import pg_type, qi, row_converter, target_table
+
+log = logging.getLogger("seam.sink")
+
+_CASCADE = object()  # the statement of a queued foreign-key cascade (seam.cascades applies it)
+
+
+class StreamTable:
+    """A table that receives change events: its schema, applied position, statements and open transaction."""
+
+    def __init__(
+        self,
+        topic: str,
+        schema: TableSchema,
+        key: tuple[str, ...],
+        applied: Position,
+        source_ms: int | None,
+        soft_delete: str | None,
+        postgis: bool = True,
+    ):
+        self.topic, self.key, self.applied, self.source_ms, self.soft_delete = (
+            topic,
+            key,
+            applied,
+            source_ms,
+            soft_delete,
+        )
+        self.postgis = postgis  # spatial columns are PostGIS geometry (else bytea)
+        self.buffer: list[tuple[int, object]] = []  # (offset, record) of the transaction being received
+        self.buffer_txn: Position | None = None
+        self.buffer_at: Position | None = None
+        self.gap_reported_at: Position | None = None
+        self.wait_logged: Position | None = None
+        # complete transactions (and stream controls) behind one whose cascade waits for the level above:
+        # (first offset, commit position, records or control)
+        self.waiting: collections.deque = collections.deque()
+        self.applied_changes = 0  # since the last stored position
+        self.dirty = False
+        self.gtids: str | None = None  # the GTID set through ``applied`` (None: not known) and its server
+        self.server: str | None = None
+        self.use(schema)
+
+    def use(self, schema: TableSchema) -> None:
+        """(Re)build decoder, converter and statements for the table's columns."""
+        self.schema, key = schema, self.key
+        self.decode, self.convert = record_decoder(schema).decode, row_converter(schema, self.postgis)
+        self.target = target_table(schema.db, schema.table)
+        types = {c.name: pg_type(c, self.postgis) for c in schema.columns}
+        names = schema.names
+        self.key_index = [names.index(k) for k in key]
+        self.soft_index = names.index(self.soft_delete) if self.soft_delete in names else None
+        cols = ", ".join(qi(n) for n in names)
+        values = ", ".join(f"%s::{types[n]}" for n in names)
+        if key:
+            match = " AND ".join(f"{qi(k)} = %s::{types[k]}" for k in key)
+            self.delete_sql = f"DELETE FROM {self.target} WHERE {match}"
+            updates = (
+                ", ".join(f"{qi(n)} = EXCLUDED.{qi(n)}" for n in names if n not in key)
+                or f"{qi(key[0])} = EXCLUDED.{qi(key[0])}"
+            )
+            self.upsert_sql = (
+                f"INSERT INTO {self.target} ({cols}) VALUES ({values}) "
+                f"ON CONFLICT ({', '.join(qi(k) for k in key)}) DO UPDATE SET {updates}"
+            )
+        else:  # keyless: one row identical in every column goes, duplicates stay counted
+            match = " AND ".join(f"{qi(n)} IS NOT DISTINCT FROM %s::{types[n]}" for n in names)
+            self.delete_sql = (
+                f"DELETE FROM {self.target} WHERE ctid = (SELECT ctid FROM {self.target} WHERE {match} LIMIT 1)"
+            )
+            self.upsert_sql = f"INSERT INTO {self.target} ({cols}) VALUES ({values})"
+
+    def key_of(self, values: tuple) -> tuple:
+        return tuple(values[i] for i in self.key_index)
+
+    def resume_offset(self, next_offset: int) -> int:
+        """Where a restarted sink must read this topic from: nothing kept in memory may be skipped."""
+        kept = [self.buffer[0][0]] if self.buffer else []
+        if self.waiting:
+            kept.append(self.waiting[0][0])
+        return min(kept, default=next_offset)
+
+    def removed(self, values: tuple | None) -> bool:
+        """The row is flagged deleted: Seam keeps it out of the target."""
+        return values is not None and self.soft_index is not None and flagged(values[self.soft_index])
+
+
+def pos_dict(p: Position | None) -> dict | None:
+    return None if p is None else {"file": p.file, "pos": p.pos, "row": p.row}
+
+
+class ChangeApplier:
+    """The change events of one sink's streamed tables: each source transaction is applied whole, once, if it
+    follows on from the table's applied position (its ``prev``); one whose foreign-key cascade needs the
+    level above waits behind it; stream controls (heartbeats, added columns, stops, rebases) move the
+    position. Everything runs in the sink's current transaction, with the offsets it stores."""
+
+    def __init__(self, conn, pipeline: Pipeline, tables: dict[str, TableConfig], spatial_as_geometry, store_offset):
+        self.conn, self.pipeline, self.tables = conn, pipeline, tables
+        self.schema = pipeline.target.state_schema
+        self.spatial_as_geometry = spatial_as_geometry  # (TableSchema) -> bool, asked of the target once
+        self.store_offset = store_offset  # (topic) -> None: a released transaction moves its topic's offset
+        self.streams: dict[str, StreamTable] = {}  # topic -> change-event state, loaded on first use
+        self._ops: list[tuple[StreamTable, str, tuple, bool]] = []  # change statements not yet executed
+        self._no_stream: set[str] = set()  # topics whose table has no committed load, or a stopped stream
+
+    def change(self, topic: str, value: bytes, offset: int) -> None:
+        """Buffer a change until its source transaction is complete for this table, then apply it whole,
+        if it is new (after the applied position) and follows on from it (its ``prev`` is applied)."""
+        stream = self.streams.get(topic) or (None if topic in self._no_stream else self._load_stream(topic))
+        if stream is None:
+            return  # no committed full load (or the table's stream stopped): nothing to apply changes to
+        try:
+            doc = stream.decode(value)
+        except msgspec.ValidationError as exc:  # other columns: fine for what is applied already, else an error
+            source = SOURCE_ONLY.decode(value).source
+            if source.batch is not None or not Position.through(source.txn["file"], source.txn["pos"]).after(
+                stream.applied
+            ):
+                return  # a batch row (of a batch never opened here, or superseded), or an applied change
+            self.stop_table(stream, f"a change at {source.txn} does not match the table's columns ({exc})")
+            return
+        if doc.source.batch is not None:
+            return  # rows of a batch whose BEGIN this sink never saw (superseded, or before its time)
+        commit = Position.through(doc.source.txn["file"], doc.source.txn["pos"])
+        if not commit.after(stream.applied):
+            return  # its transaction is already in the target (a snapshot or an applied transaction)
+        at, seq = Position(doc.source.file, doc.source.pos, doc.source.row), doc.source.seq
+        if stream.buffer and (
+            stream.buffer_txn != commit
+            or not (  # records before seq: by position
+                stream.buffer_at < at if seq is None else seq == len(stream.buffer)
+            )
+        ):
+            log.info("%s: incomplete transaction %s dropped (its publisher restarted)", topic, stream.buffer_txn)
+            stream.buffer.clear()
+        if seq is not None and seq != len(stream.buffer):
+            return  # the rest of a transaction whose start this sink did not see
+        stream.buffer.append((offset, doc))
+        stream.buffer_txn, stream.buffer_at = commit, at
+        if not doc.source.last:
+            return
+        first, docs = stream.buffer[0][0], [d for _, d in stream.buffer]
+        stream.buffer.clear()
+        if stream.waiting or not self._take_transaction(stream, commit, docs):
+            stream.waiting.append((first, commit, docs))
+
+    def _take_transaction(self, stream: StreamTable, commit: Position, docs: list) -> bool:
+        """Queue a complete transaction if it is new and follows on; False if it must wait (a cascade it
+        carries needs the level above to have applied the same change: see seam.cascades)."""
+        if not commit.after(stream.applied) or not self._follows_on(stream, docs[-1].source.prev, commit):
+            return True
+        verdict = cascades.waits_for(self.conn, self.pipeline.target.state_schema, docs, commit)
+        if verdict is not None and verdict[0] == "wait":
+            if stream.wait_logged != commit:
+                stream.wait_logged = commit
+                log.warning(
+                    "%s: the transaction at %s waits for %s to apply the cascade it continues (if that "
+                    "table is not loaded, load it)",
+                    stream.target,
+                    commit,
+                    verdict[1],
+                )
+            return False
+        if verdict is not None:
+            self.stop_table(stream, verdict[1])
+            return True
+        self._queue_transaction(stream, docs)
+        stream.applied, stream.source_ms, stream.dirty = commit, docs[-1].ts_ms, True
+        stream.gtids, stream.server = docs[-1].source.gtids, docs[-1].source.server or stream.server
+        stream.applied_changes += len(docs)
+        return True
+
+    def release_waiting(self) -> None:
+        """Apply what waited for a cascade's level above, as far as it can go now (inside the caller's
+        transaction)."""
+        for stream in [s for s in self.streams.values() if s.waiting]:
+            while stream.waiting and self.streams.get(stream.topic) is stream:
+                _, commit, item = stream.waiting[0]
+                if isinstance(item, list):
+                    if not self._take_transaction(stream, commit, item):
+                        break
+                    stream.waiting.popleft()
+                else:
+                    stream.waiting.popleft()
+                    self.control(stream.topic, item, None)
+            self.run_ops()
+            self.store_offset(stream.topic)
+
+    def _follows_on(self, stream: StreamTable, prev: dict | None, at: Position) -> bool:
+        """The chain check: the table's previous published position must be applied already."""
+        if prev is None or not Position(**prev).after(stream.applied):
+            return True
+        self._report_gap(stream, f"changes between {stream.applied} and {at} are missing (lost by Kafka)")
+        return False
+
+    def _report_gap(self, stream: StreamTable, what: str) -> None:
+        """Ask the change reader to publish again from the target's position (``gap_at``)."""
+        if stream.gap_reported_at != stream.applied:  # once per applied position: the reader rewinds once
+            stream.gap_reported_at = stream.applied
+            log.warning("%s: %s; waiting for the change reader to republish", stream.target, what)
+            positions.report_gap(self.conn, self.schema, stream.schema.db, stream.schema.table)
+
+    def _queue_transaction(self, stream: StreamTable, docs: list) -> None:
+        ops: list = []
+        try:
+            self._transaction_ops(stream, docs, ops)
+        except SinkError as exc:
+            self.stop_table(stream, str(exc))
+            return
+        self._ops.extend(ops)
+
+    def _transaction_ops(self, stream: StreamTable, docs: list, ops: list) -> None:
+        for doc in docs:
+            if doc.op == "x":  # a foreign-key cascade: a predicate on the child's key columns, 0..n rows
+                try:
+                    cascade = cascades.parse(doc.cascade, stream.schema.names, stream.target)
+                except cascades.CascadeError as exc:
+                    raise SinkError(str(exc)) from None
+                ops.append(
+                    (stream, _CASCADE, (cascade, Position(doc.source.file, doc.source.pos, doc.source.row)), False)
+                )
+                continue
+            before = stream.convert(doc.before) if doc.before is not None else None
+            after = stream.convert(doc.after) if doc.after is not None else None
+            after_removed = stream.removed(after)
+            if before is not None and (
+                after is None or after_removed or not stream.key or stream.key_of(before) != stream.key_of(after)
+            ):
+                # a row flagged deleted before this change is not in the target: Seam removed it, no divergence
+                ops.append(
+                    (
+                        stream,
+                        stream.delete_sql,
+                        stream.key_of(before) if stream.key else before,
+                        not stream.removed(before),
+                    )
+                )
+            if after is not None and not after_removed:
+                ops.append((stream, stream.upsert_sql, after, False))
+
+    def run_ops(self) -> None:
+        """Execute queued change statements, table by table in order, runs of the same statement pipelined
+        (executemany), then store each touched table's position: one transaction with the caller's offsets.
+        Each table's statements run in a savepoint: a table whose changes fail (a divergence, a value the
+        target refuses) is STOPPED with the reason, and the other tables go on."""
+        ops, self._ops = self._ops, []
+        by_table: dict[str, list] = {}
+        for op in ops:
+            by_table.setdefault(op[0].topic, []).append(op)
+        for table_ops in by_table.values():
+            stream = table_ops[0][0]
+            try:
+                with self.conn.transaction():
+                    self._execute(table_ops)
+            except (psycopg.Error, SinkError) as exc:
+                problem = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                self.stop_table(stream, f"changes up to {stream.applied} could not be applied ({problem})")
+        for stream in self.streams.values():
+            if stream.dirty:
+                self._store_position(stream)
+
+    def _execute(self, ops: list) -> None:
+        with self.conn.cursor() as cur:
+            i = 0
+            while i < len(ops):
+                stream, sql, params, must_delete = ops[i]
+                if sql is _CASCADE:
+                    try:
+                        cascades.apply(cur, self.pipeline.target.state_schema, stream, *params)
+                    except cascades.CascadeError as exc:
+                        raise SinkError(str(exc)) from None
+                    i += 1
+                    continue
+                j = i + 1
+                while j < len(ops) and ops[j][1] is sql and ops[j][3] == must_delete:
+                    j += 1
+                cur.executemany(sql, [params for _, _, params, _ in ops[i:j]])
+                if must_delete and cur.rowcount != j - i:
+                    raise SinkError(
+                        f"{j - i - cur.rowcount} change(s) delete rows the target does not have: the "
+                        "target diverged from the source"
+                    )
+                i = j
+
+    def stop_table(self, stream: StreamTable, reason: str) -> None:
+        """Stop applying changes to one table (until its next full load), record why, and alert."""
+        from seam.alerts import alert
+
+        name = f"{stream.schema.db}.{stream.schema.table}"
+        reason = f"{reason}; re-run `seam load full {name}`: its BEGIN supersedes the unapplied changes"
+        positions.stop_stream(self.conn, self.schema, stream.schema.db, stream.schema.table, reason)
+        self.streams.pop(stream.topic, None)
+        self._no_stream.add(stream.topic)
+        alert(self.pipeline, name, "stream stopped", reason)
+
+    def control(self, topic: str, control, offset: int | None) -> None:
+        """A heartbeat, schema change, stop or rebase; ``offset`` None: it waited behind a transaction."""
+        stream = self.streams.get(topic) or (None if topic in self._no_stream else self._load_stream(topic))
+        if stream is None:
+            return
+        if isinstance(control, Rebase):
+            if stream.waiting and offset is not None:
+                stream.waiting.append((offset, control.position, control))
+            else:
+                self._rebase(stream, control)
+            return
+        if not control.position.after(stream.applied):
+            return
+        if stream.buffer and offset is not None:  # a transaction cut short: its publisher restarted
+            stream.buffer.clear()
+        if stream.waiting and offset is not None:  # in order behind the transaction that waits
+            stream.waiting.append((offset, control.position, control))
+            return
+        if not self._follows_on(stream, pos_dict(control.prev), control.position):
+            return
+        self.run_ops()
+        if topic not in self.streams:
+            return  # its pending changes just stopped the table
+        if isinstance(control, SchemaChange):
+            self._add_columns(stream, control)
+        elif isinstance(control, StreamStop):
+            log.error("%s: stream stopped: %s", stream.target, control.reason)
+            positions.stop_stream(self.conn, self.schema, stream.schema.db, stream.schema.table, control.reason)
+            del self.streams[topic]
+            self._no_stream.add(topic)
+        stream.applied, stream.dirty = control.position, True
+        stream.gtids, stream.server = getattr(control, "gtids", None), getattr(control, "server", None) or stream.server
+        if isinstance(control, Heartbeat):
+            stream.source_ms = control.seen_ms
+        if not isinstance(control, StreamStop):
+            self._store_position(stream)
+
+    def _rebase(self, stream: StreamTable, rebase: Rebase) -> None:
+        """The source is another server now: the applied position moves to where its GTID set ends there,
+        if it is still the one the reader started from (else the reader looks again: a gap)."""
+        if stream.server == rebase.server and stream.applied == rebase.position:
+            return  # taken already (the reader restarted before it saw that)
+        if stream.applied != rebase.prev:
+            self._report_gap(
+                stream,
+                f"a move to server {rebase.server} was found from {rebase.prev}, not from the applied {stream.applied}",
+            )
+            return
+        self.run_ops()
+        log.warning(
+            "%s: the source is %s now; position %s there continues %s (GTID set %s)",
+            stream.target,
+            rebase.server,
+            rebase.position,
+            stream.applied,
+            rebase.gtids,
+        )
+        stream.applied, stream.gtids, stream.server, stream.dirty = rebase.position, rebase.gtids, rebase.server, True
+        self._store_position(stream)
+
+    def _add_columns(self, stream: StreamTable, change: SchemaChange) -> None:
+        from psycopg import sql as pgsql
+
+        schema = replace(stream.schema, columns=tuple(Column(**c) for c in change.columns))
+        for column in schema.columns:
+            if column.name in stream.schema.names:
+                continue
+            default = change.defaults.get(column.name)
+            ddl = f"ALTER TABLE {stream.target} ADD COLUMN {qi(column.name)} {pg_type(column, stream.postgis)}"
+            if default is not None:
+                value = row_converter(replace(schema, columns=(column,)), stream.postgis)(
+                    msgspec.defstruct("One", [("v", Any)])(default)
+                )[0]
+                self.conn.execute(pgsql.SQL(ddl + " DEFAULT {}").format(pgsql.Literal(value)))
+                self.conn.execute(f"ALTER TABLE {stream.target} ALTER COLUMN {qi(column.name)} DROP DEFAULT")
+            else:
+                self.conn.execute(ddl)
+            log.info("%s: column %s added (%s)", stream.target, column.name, change.ddl[:200])
+        positions.store_columns(self.conn, self.schema, stream.schema.db, stream.schema.table, change.columns)
+        stream.use(schema)
+
+    def replay_held(self, topic: str) -> None:
+        """After a full load's END: the change events held while it was open, in topic order; those at or
+        before the batch's position are skipped by the position check, the rest applied after it."""
+        self.streams.pop(topic, None)  # a committed batch brings a new schema and position
+        self._no_stream.discard(topic)
+        rows = positions.take_held(self.conn, self.schema, topic)
+        for seq, value in sorted(rows):
+            self.change(topic, bytes(value), seq)
+        self.run_ops()
+
+    def _store_position(self, stream: StreamTable) -> None:
+        positions.store_stream_position(
+            self.conn,
+            self.schema,
+            stream.schema.db,
+            stream.schema.table,
+            stream.applied,
+            stream.source_ms,
+            stream.applied_changes,
+            stream.gtids,
+            stream.server,
+        )
+        stream.applied_changes, stream.dirty = 0, False
+
+    def _load_stream(self, topic: str) -> StreamTable | None:
+        config = self.tables[topic]
+        row = positions.stream_start(self.conn, self.schema, topic)
+        # changes apply only to a streamed table whose last load was a full load (see seam.incremental: modes)
+        if row is None or row[8] != "full" or config.sync != "stream":
+            self._no_stream.add(topic)
+            return None
+        schema = schema_from_begin(Begin(batch="", db=row[0], table=row[1], mode="full", columns=row[2], key=row[3]))
+        stream = self.streams[topic] = StreamTable(
+            topic,
+            schema,
+            tuple(row[3]),
+            Position(row[4], row[5], row[6]),
+            row[7],
+            config.soft_delete,
+            self.spatial_as_geometry(schema),
+        )
+        stream.gtids, stream.server = row[9], row[10]
+        return stream

@@ -1,0 +1,479 @@
+"""The PostgreSQL sink: applies table topics to the target, batch by batch.
+
+How a full-load batch becomes visible, atomically:
+
+- BEGIN: a ledger row (state ``open``) and two empty tables in the state
+  schema: ``stage_<batch>`` for snapshot rows, ``changes_<batch>`` for the
+  reconciliation changes. An older batch of the same table still open is
+  marked ``superseded`` and its tables dropped: a half-published batch (the
+  Spark job died) is never published.
+- rows: COPYed into the staging tables; per (chunk, attempt) counts and
+  checksums are kept in ``batch_parts``.
+- END: in ONE transaction: the staged tallies must equal END's (else the
+  batch is ``rejected``, its tables dropped, the old table untouched, the
+  error recorded); output of discarded Spark task attempts is deleted; the
+  key is added; changes are applied (last change per key wins); the old
+  target table is dropped and the staging table renamed into its place; the
+  ledger row becomes ``committed`` and the table's applied source position
+  is stored.
+
+Every transaction also stores the next Kafka offset of each topic it
+consumed (``offsets``), so a restarted sink (SIGKILL included) resumes
+exactly where its last commit ended: Kafka's redeliveries, consumer groups,
+transactions and read_committed play no part in correctness.
+
+Delivery guarantee: exactly once into PostgreSQL. Readers see the old table
+until the END transaction commits, then the whole new batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from zlib import crc32  # boundary.message_hash, inlined in the hot loop
+
+import msgspec
+import psycopg
+
+from seam.apply import SinkError
+from seam.apply.batch import OpenBatch, key_of
+from seam.apply.changes import ChangeApplier
+from seam.apply.decode import SparkRowMessage, record_decoder, schema_from_begin
+from seam.apply.merge import merge_window
+from seam.apply.swap import check_end, replace_table
+from seam.boundary import Begin, End, Tally, parse_control
+from seam.config import Pipeline, TableConfig
+from seam.records import no_cyclic_gc
+from seam.schema import TableSchema
+from seam.state import ledger, positions
+from seam.state.parts import part_beat
+from seam.state.positions import forget_cascades
+from seam.state.schema import ensure_state, try_lock
+from seam.target import (
+    connect_target,
+    create_table_sql,
+    ensure_postgis,
+    has_spatial,
+    qi,
+    row_converter,
+)
+from seam.topics import consumer_config, ensure_topics, table_topic, topic_ids
+
+log = logging.getLogger("seam.sink")
+
+
+class Sink:
+    """Applies the topics of some tables of a pipeline to PostgreSQL. One sink per topic at a time."""
+
+    def __init__(self, pipeline: Pipeline, tables: list[TableConfig] | None = None):
+        self.pipeline = pipeline
+        self.schema = pipeline.target.state_schema
+        self.tables = {table_topic(pipeline, t): t for t in (tables or pipeline.tables)}
+        self.conn = connect_target(pipeline)
+        self.conn.autocommit = True
+        ensure_state(self.conn, pipeline.target.state_schema)
+        for topic in self.tables:  # session locks: a second sink on the same topic would double-apply
+            if not try_lock(self.conn, "topic", topic):
+                raise SinkError(
+                    f"another Seam sink is already applying topic {topic}; stop it first (or let it apply this batch)"
+                )
+        self.conn.autocommit = False
+        self._postgis: bool | None = None  # whether spatial columns land as geometry: asked when first needed
+        self.open: dict[str, OpenBatch | None] = {topic: self._load_open(topic) for topic in self.tables}
+        self.finished: dict[str, str] = {}  # batch id -> final state, for callers waiting on a batch
+        self.topic_ids: dict[str, str] = {}
+        self._next_offset: dict[str, int] = {}  # topic -> the offset after the last message consumed
+        self.changes = ChangeApplier(self.conn, pipeline, self.tables, self._spatial_as_geometry, self._offset_read)
+        self._forgot_at = 0.0  # when recorded cascade rows were last pruned
+
+    # ------------------------------------------------------------ running
+
+    def run(
+        self,
+        until_batches: set[str] | None = None,
+        idle_exit: float | None = None,
+        deadline: float | None = None,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> dict[str, str]:
+        """Consume and apply until every batch in ``until_batches`` is final, idle for ``idle_exit`` s, or stopped."""
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+        ensure_topics(self.pipeline, list(self.tables))
+        self.topic_ids = topic_ids(self.pipeline, list(self.tables))
+        consumer = Consumer(consumer_config(self.pipeline))
+        stored = self._stored_offsets()
+        consumer.assign([TopicPartition(t, 0, stored.get(t, OFFSET_BEGINNING)) for t in self.tables])
+        last_message = time.monotonic()
+        try:
+            while not should_stop():
+                if until_batches is not None and until_batches <= self.finished.keys():
+                    break
+                if deadline is not None and time.time() > deadline:
+                    raise SinkError(f"timed out waiting for batch(es) {', '.join(sorted(until_batches or ()))}")
+                with no_cyclic_gc():  # Message objects are many and short-lived, see no_cyclic_gc
+                    messages = consumer.consume(50_000, 0.5)
+                good = []
+                for m in messages:
+                    if m.error() is None:
+                        good.append(m)
+                    elif m.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    elif m.error().code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                        self._offset_lost(consumer, m)
+                    else:
+                        raise SinkError(f"Kafka error on {m.topic()}: {m.error().str()}")
+                if not good:
+                    if any(s.waiting for s in self.changes.streams.values()):  # the level above may be another sink's
+                        with self.conn.transaction():
+                            self.changes.release_waiting()
+                    if idle_exit is not None and time.monotonic() - last_message > idle_exit:
+                        break
+                    continue
+                last_message = time.monotonic()
+                self._apply_all(good)
+        finally:
+            consumer.close()
+        return dict(self.finished)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def start_offsets(self) -> dict[str, int]:
+        """Where a stream of these topics starts: the offsets stored with the data (0 when none)."""
+        self.topic_ids = topic_ids(self.pipeline, list(self.tables))
+        stored = self._stored_offsets()
+        return {t: max(0, stored.get(t, 0)) for t in self.tables}
+
+    def apply_rows(self, rows) -> None:
+        """Apply one Spark micro-batch (``seam.kafka_source`` rows) in one transaction. Messages below the
+        stored offsets (a micro-batch replayed after a failure) are skipped: replaying changes nothing. Rows
+        carry their topic's id: a topic recreated on the broker starts again at offset 0."""
+        for row in rows:
+            if row.topic_id and self.topic_ids.get(row.topic) != row.topic_id:
+                log.warning(
+                    "topic %s was recreated on the broker (id %s): reading it from its beginning",
+                    row.topic,
+                    row.topic_id,
+                )
+                self.topic_ids[row.topic] = row.topic_id
+                stream = self.changes.streams.get(row.topic)
+                if stream is not None:
+                    stream.buffer.clear()
+        stored = self._stored_offsets()
+        messages = [
+            SparkRowMessage(row)
+            for row in sorted(rows, key=lambda r: (r.topic, r.offset))
+            if row.offset >= max(0, stored.get(row.topic, 0))
+        ]
+        if messages:
+            self._apply_all(messages)
+        with self.conn.transaction():  # for `seam stream status`: micro-batches are being applied
+            part_beat(self.conn, self.pipeline.target.state_schema, self.pipeline.name, "sink", batches=1)
+
+    def _apply_all(self, messages: list) -> None:
+        """Messages of any topics, in offset order per topic, applied in ONE transaction with the offsets."""
+        if len(self.tables) == 1:
+            by_topic: dict[str, list] = {messages[0].topic(): messages}
+        else:
+            by_topic = {}
+            for m in messages:
+                by_topic.setdefault(m.topic(), []).append(m)
+        with no_cyclic_gc(), self.conn.transaction():
+            for topic, batch in by_topic.items():
+                self._apply(topic, batch)
+            if any(s.waiting for s in self.changes.streams.values()):
+                self.changes.release_waiting()
+            if time.monotonic() - self._forgot_at > 60:  # recorded cascade rows every table is past
+                self._forgot_at = time.monotonic()
+                forget_cascades(
+                    self.conn,
+                    self.pipeline.target.state_schema,
+                    [(t.db, t.table) for t in self.pipeline.tables if t.sync == "stream"],
+                )
+
+    def _offset_lost(self, consumer, message) -> None:
+        """The stored offset is past the log: the broker lost or recreated the topic."""
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        topic = message.topic()
+        log.warning(
+            "topic %s no longer has offset %s (broker restarted or retention expired); reading it from "
+            "its beginning. An open batch that lost messages fails its END check and is rejected.",
+            topic,
+            message.offset(),
+        )
+        consumer.seek(TopicPartition(topic, 0, OFFSET_BEGINNING))
+
+    def _stored_offsets(self) -> dict[str, int]:
+        """Where to resume each topic: the stored offset, or the beginning of a topic that was recreated.
+
+        A broker that lost a topic (the embedded one keeps topics in memory) serves an empty log under the
+        same name, and a stored offset past its end just waits for ever; the topic's id tells them apart.
+        """
+        from confluent_kafka import OFFSET_BEGINNING
+
+        with self.conn.transaction():
+            rows = positions.stored_offsets(self.conn, self.schema, list(self.tables))
+        resume = {}
+        for topic, offset, stored_id in rows:
+            if stored_id is not None and stored_id != self.topic_ids.get(topic):
+                log.warning(
+                    "topic %s was recreated on the broker (id %s, was %s): its earlier messages are gone; "
+                    "reading the new topic from its beginning (an open batch that lost messages fails "
+                    "its END check; the change reader republishes from the target's positions)",
+                    topic,
+                    self.topic_ids.get(topic),
+                    stored_id,
+                )
+                resume[topic] = OFFSET_BEGINNING
+            else:
+                resume[topic] = offset
+        return resume
+
+    # ------------------------------------------------------------ applying
+
+    def _apply(self, topic: str, messages: list) -> None:
+        """Apply consumed messages of one topic (part of the caller's transaction). The hot loop: one
+        decode, one CRC and one tuple per row; bookkeeping per message group, not per row."""
+        stage_rows: list[tuple] = []
+        change_rows: list[tuple] = []
+        held: list[tuple] = []  # change events that arrive while a full load of the table is open
+        sums: dict[tuple[int, int], list[int]] = {}  # (part, attempt) -> [rows, crc sum] since the last flush
+
+        def flush():
+            batch = self.open[topic]
+            if batch is not None:
+                for kind, (rows, crc) in sums.items():
+                    batch.tallies.setdefault(kind, Tally()).add_many(rows, crc)
+                self._copy(batch, stage_rows, change_rows)
+            if held:
+                positions.hold_changes(self.conn, self.schema, held)
+            self.changes.run_ops()
+            stage_rows.clear()
+            change_rows.clear()
+            held.clear()
+            sums.clear()
+
+        batch = self.open[topic]
+        for m in messages:
+            if m.headers():  # only control messages carry headers
+                flush()
+                control = parse_control(m.value())
+                if isinstance(control, Begin):
+                    self._begin(topic, control, m.offset())
+                elif isinstance(control, End):
+                    self._end(topic, control, m.offset())
+                    self.changes.replay_held(topic)
+                elif batch is None:  # stream control; while a full load is open its END decides the position
+                    self.changes.control(topic, control, m.offset())
+                batch = self.open[topic]
+                continue
+            value = m.value()
+            if batch is None:
+                self.changes.change(topic, value, m.offset())
+                continue
+            try:
+                doc = batch.decode(value)
+            except msgspec.ValidationError:  # not this batch's columns: a change event (or garbage, which END catches)
+                held.append((topic, m.offset(), value))
+                continue
+            source = doc.source
+            if source.batch != batch.begin.batch:
+                if source.batch is None:  # a change event, held until the batch's END: applied if after it
+                    held.append((topic, m.offset(), value))
+                continue  # else a superseded batch's rows
+            kind = (source.part, source.attempt)
+            tally = sums.get(kind)
+            if tally is None:
+                tally = sums[kind] = [0, 0]
+            tally[0] += 1
+            tally[1] += crc32(value)
+            if doc.op == "r":
+                stage_rows.append(batch.convert(doc.after) + kind)
+            else:
+                seq = m.offset() * 2
+                if doc.before is not None and (
+                    doc.after is None or key_of(batch, doc.after) != key_of(batch, doc.before)
+                ):
+                    change_rows.append(batch.convert(doc.before) + (seq, True))  # deleted, or its key moved
+                if doc.after is not None:
+                    change_rows.append(batch.convert(doc.after) + (seq + 1, False))
+        flush()
+        self._next_offset[topic] = messages[-1].offset() + 1
+        self._store_offset(topic)
+
+    def _offset_read(self, topic: str) -> None:
+        """Store the topic's offset if messages of it were read (a transaction released from waiting)."""
+        if topic in self._next_offset:
+            self._store_offset(topic)
+
+    def _store_offset(self, topic: str) -> None:
+        stream = self.changes.streams.get(topic)
+        next_offset = self._next_offset[topic]
+        resume = stream.resume_offset(next_offset) if stream else next_offset
+        positions.store_offset(self.conn, self.schema, topic, resume, self.topic_ids.get(topic))
+
+    # ------------------------------------------------------------ change events
+
+    def _copy(self, batch: OpenBatch, stage_rows: list, change_rows: list) -> None:
+        cols = ", ".join(qi(n) for n in batch.schema.names)
+        with self.conn.cursor() as cur:
+            if stage_rows:
+                with cur.copy(f"COPY {batch.stage} ({cols}, _seam_part, _seam_attempt) FROM STDIN") as cp:
+                    for row in stage_rows:
+                        cp.write_row(row)
+            if change_rows:
+                with cur.copy(f"COPY {batch.changes} ({cols}, _seam_seq, _seam_deleted) FROM STDIN") as cp:
+                    for row in change_rows:
+                        cp.write_row(row)
+            ledger.store_tallies(cur, self.schema, batch.begin.batch, batch.tallies)
+
+    def _begin(self, topic: str, begin: Begin, offset: int) -> None:
+        known = ledger.batch_state(self.conn, self.schema, begin.batch)
+        current = self.open[topic]
+        if known and current is not None and current.begin.batch == begin.batch:
+            # the topic is being read again from before this batch (offsets reset by hand, or a replay):
+            # start its staging afresh, or every row would be staged twice and the batch rejected
+            log.warning("BEGIN of open batch %s seen again: staging it from the start", begin.batch)
+            self.conn.execute(f"TRUNCATE {current.stage}, {current.changes}")
+            ledger.restart_staging(self.conn, self.schema, begin.batch)
+            current.tallies.clear()
+            return
+        if known:
+            log.warning("BEGIN of batch %s seen again (state %s); ignored", begin.batch, known)
+            return
+        previous = self.open[topic]
+        if previous is not None:
+            self._drop_tables(previous)
+            self._finish(
+                previous.begin.batch, "superseded", error=f"superseded by batch {begin.batch} before its END arrived"
+            )
+            log.warning(
+                "batch %s of %s.%s superseded by %s (it never ended)",
+                previous.begin.batch,
+                begin.db,
+                begin.table,
+                begin.batch,
+            )
+        batch = self._open_batch(begin)
+        schema, key = batch.schema, tuple(begin.key)
+        postgis = self._spatial_as_geometry(schema)
+        self.conn.execute(
+            create_table_sql(
+                batch.stage,
+                schema,
+                key,
+                postgis=postgis,
+                extra="_seam_part integer NOT NULL, _seam_attempt bigint NOT NULL",
+            )
+        )
+        self.conn.execute(
+            create_table_sql(
+                batch.changes,
+                schema,
+                key,
+                postgis=postgis,
+                extra="_seam_seq bigint NOT NULL, _seam_deleted boolean NOT NULL",
+            )
+        )
+        ledger.open_batch(self.conn, self.schema, begin, topic, offset)
+        self.open[topic] = batch
+        log.info("batch %s of %s.%s opened (%s)", begin.batch, begin.db, begin.table, begin.mode)
+
+    def _end(self, topic: str, end: End, offset: int) -> None:
+        batch = self.open[topic]
+        if batch is None or batch.begin.batch != end.batch:
+            log.warning("END of batch %s ignored: it is not the open batch of %s.%s", end.batch, end.db, end.table)
+            return
+        ledger.batch_ended(self.conn, self.schema, end, offset)
+        try:
+            with self.conn.transaction():  # a savepoint: a rejected batch leaves nothing behind
+                final_rows = self._publish(batch, end)
+        except (psycopg.Error, SinkError) as exc:
+            error = str(exc).strip().splitlines()[0]
+            self._drop_tables(batch)
+            self._finish(end.batch, "rejected", error=error)
+            log.error("batch %s of %s.%s REJECTED, the previous table stays: %s", end.batch, end.db, end.table, error)
+        else:
+            ledger.store_final_rows(self.conn, self.schema, end.batch, final_rows)
+            self._finish(end.batch, "committed")
+            if end.mode == "incremental":
+                log.info("window %s of %s.%s merged: %s rows", end.window, end.db, end.table, final_rows)
+                self.open[topic] = None
+                return
+            positions.store_loaded_position(
+                self.conn,
+                self.schema,
+                end.db,
+                end.table,
+                end.batch,
+                end.position,
+                end.gtids,
+                end.server,
+                (end.stats or {}).get("snapshot_ms"),
+            )
+            log.info(
+                "batch %s of %s.%s committed: %s rows at %s", end.batch, end.db, end.table, final_rows, end.position
+            )
+        self.open[topic] = None
+
+    def _publish(self, batch: OpenBatch, end: End) -> int:
+        """Verify the staged batch against END and make it visible (replace or merge); raises to reject."""
+        check_end(self.conn, batch, end)
+        if batch.begin.mode == "incremental":
+            return merge_window(self.conn, self.schema, batch, end, self._spatial_as_geometry(batch.schema))
+        return replace_table(self.conn, batch, end)
+
+    # ------------------------------------------------------------ state
+
+    def _open_batch(self, begin: Begin) -> OpenBatch:
+        schema = schema_from_begin(begin)
+        stage, changes = ledger.staging_tables(begin.batch)
+        return OpenBatch(
+            begin=begin,
+            schema=schema,
+            stage=f"{qi(self.schema)}.{qi(stage)}",
+            changes=f"{qi(self.schema)}.{qi(changes)}",
+            convert=row_converter(schema, self._spatial_as_geometry(schema)),
+            decode=record_decoder(schema, batch_rows=True).decode,
+        )
+
+    def _spatial_as_geometry(self, schema: TableSchema) -> bool:
+        """PostGIS geometry for the table's spatial columns, or bytea (``seam.target.ensure_postgis``); asked of
+        the target once, when the first table with spatial columns arrives."""
+        if not has_spatial(schema):
+            return True
+        if self._postgis is None:
+            self._postgis = ensure_postgis(self.conn)
+        return self._postgis
+
+    def _load_open(self, topic: str) -> OpenBatch | None:
+        with self.conn.transaction():
+            found = ledger.open_batch_of(self.conn, self.schema, topic)
+            if found is None:
+                return None
+            row, parts = found
+            batch = self._open_batch(
+                Begin(
+                    batch=row[0],
+                    db=row[1],
+                    table=row[2],
+                    mode=row[3],
+                    columns=row[4],
+                    key=row[5],
+                    window=row[6],
+                    soft_delete=row[7],
+                )
+            )
+            for part, attempt, rows, checksum in parts:
+                batch.tallies[(part, attempt)] = Tally(rows, int(checksum))
+        return batch
+
+    def _drop_tables(self, batch: OpenBatch) -> None:
+        self.conn.execute(f"DROP TABLE IF EXISTS {batch.stage}")
+        self.conn.execute(f"DROP TABLE IF EXISTS {batch.changes}")
+
+    def _finish(self, batch_id: str, state: str, error: str | None = None) -> None:
+        ledger.finish_batch(self.conn, self.schema, batch_id, state, error)
+        self.finished[batch_id] = state

@@ -1,0 +1,169 @@
+"""A full load made visible: END's check of what was staged, and the atomic replace of the target table.
+
+Delivery guarantee: exactly once; everything here runs in the transaction that also marks the batch
+committed and stores its position, so readers see the old table until it commits, then the whole batch.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from seam.apply import SinkError
+from seam.apply.batch import OpenBatch
+from seam.apply.decode import flagged_sql
+from seam.boundary import RECONCILE_PART, End, Tally
+from seam.state.ledger import staging_tables
+from seam.state.schema import xact_lock
+from seam.target import qi, target_table
+
+
+def check_end(conn, batch: OpenBatch, end: End) -> None:
+    """The staged batch must be what END says was published (else SinkError: the batch is rejected); the
+    output of retried or speculative Spark task attempts is dropped."""
+    winners = {(p.part, p.attempt): p for p in end.parts}
+    for (part, attempt), p in winners.items():
+        staged = batch.tallies.get((part, attempt), Tally())
+        if (staged.rows, staged.checksum) != (p.rows, p.checksum):
+            raise SinkError(
+                f"part {part} (attempt {attempt}): staged {staged.rows} rows, checksum "
+                f"{staged.checksum}; END says {p.rows} rows, checksum {p.checksum}"
+            )
+    if sum(p.rows for p in end.parts) != end.rows:
+        raise SinkError(f"END's parts add up to {sum(p.rows for p in end.parts)} rows, END says {end.rows}")
+    stage = batch.stage
+    if set(batch.tallies) - set(winners):  # output of a retried or speculative Spark task attempt
+        conn.execute(
+            f"DELETE FROM {stage} WHERE (_seam_part, _seam_attempt) NOT IN "
+            f"(SELECT * FROM unnest(%s::int[], %s::bigint[]))",
+            ([p for p, _ in winners], [a for _, a in winners]),
+        )
+    conn.execute(f"ALTER TABLE {stage} DROP COLUMN _seam_part, DROP COLUMN _seam_attempt")
+
+
+def replace_table(conn, batch: OpenBatch, end: End) -> int:
+    """A full load's staged rows, with the changes that arrived during it applied (last change per key
+    wins) and soft-deleted rows left out, replace the target table in the caller's transaction; returns its
+    rows."""
+    stage, changes = batch.stage, batch.changes
+    key = [qi(k) for k in batch.begin.key]
+    final_rows = sum(p.rows for p in end.parts if p.part != RECONCILE_PART)  # the winners' staged rows
+    if key:
+        conn.execute("SET LOCAL maintenance_work_mem = '256MB'")  # the key's index in one in-memory sort
+        conn.execute(f"ALTER TABLE {stage} ADD PRIMARY KEY ({', '.join(key)})")
+        match = " AND ".join(f"s.{k} = c.{k}" for k in key)
+        cols = ", ".join(qi(n) for n in batch.schema.names)
+        final_rows -= conn.execute(f"DELETE FROM {stage} s USING {changes} c WHERE {match}").rowcount
+        final_rows += conn.execute(
+            f"INSERT INTO {stage} ({cols}) SELECT {cols} FROM (SELECT DISTINCT ON ({', '.join(key)}) * FROM "
+            f"{changes} ORDER BY {', '.join(key)}, _seam_seq DESC) last WHERE NOT _seam_deleted"
+        ).rowcount
+    elif conn.execute(f"SELECT EXISTS (SELECT 1 FROM {changes})").fetchone()[0]:
+        raise SinkError("changes arrived for a keyless table's snapshot, which is read as one chunk")
+    if batch.begin.soft_delete:  # the target never holds rows flagged deleted, whatever the mode
+        final_rows -= conn.execute(f"DELETE FROM {stage} WHERE {flagged_sql(batch.begin.soft_delete)}").rowcount
+    _swap(conn, batch)
+    conn.execute(f"DROP TABLE {changes}")
+    return final_rows
+
+
+def _swap(conn, batch: OpenBatch) -> None:
+    """Put the staged table in the target table's place, in the caller's transaction, keeping what users
+    built on it. A table with views, user indexes, triggers, policies or foreign keys pointing at it is
+    refilled in place (TRUNCATE + INSERT: it keeps its identity, and all of those); otherwise the staged
+    table is renamed into place (no copy) and takes over the old table's grants and comments, its
+    primary key named after the table."""
+    db, name = batch.begin.db, batch.begin.table
+    target, stage = target_table(db, name), batch.stage
+    ensure_schema(conn, db)
+    old = conn.execute("SELECT to_regclass(%s)::oid", (target,)).fetchone()[0]
+    if old is not None and _has_dependents(conn, old):
+        new = conn.execute("SELECT to_regclass(%s)::oid", (stage,)).fetchone()[0]
+        if _columns(conn, old) != _columns(conn, new):
+            raise SinkError(
+                f"{target} has objects that depend on it (views, indexes, triggers, policies or "
+                f"foreign keys) and its columns changed on the source: drop those objects, load "
+                f"again, then recreate them (the previous table stays)"
+            )
+        cols = ", ".join(qi(n) for n in batch.schema.names)
+        conn.execute(f"TRUNCATE {target}")
+        conn.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {stage}")
+        conn.execute(f"DROP TABLE {stage}")
+        return
+    kept = _grants_and_comments(conn, old, target, batch.schema.names) if old is not None else []
+    conn.execute(f"DROP TABLE IF EXISTS {target}")
+    conn.execute(f"ALTER TABLE {stage} SET SCHEMA {qi(db)}")
+    conn.execute(f"ALTER TABLE {qi(db)}.{qi(staging_tables(batch.begin.batch)[0])} RENAME TO {qi(name)}")
+    for (constraint,) in conn.execute(
+        "SELECT conname FROM pg_constraint WHERE conrelid = to_regclass(%s) AND contype = 'p'", (target,)
+    ).fetchall():
+        conn.execute(f"ALTER TABLE {target} RENAME CONSTRAINT {qi(constraint)} TO {qi(name[:58] + '_pkey')}")
+    for statement in kept:
+        conn.execute(statement)
+
+
+def ensure_schema(conn, name: str) -> None:
+    """CREATE SCHEMA IF NOT EXISTS is not safe against a concurrent one (two sinks committing their first
+    tables of one database at once): serialise the creation."""
+    if conn.execute("SELECT to_regnamespace(%s)", (qi(name),)).fetchone()[0] is None:
+        xact_lock(conn, "target_schema")
+        try:  # the other sink's schema is committed now, yet this session's catalog cache may not show it
+            with conn.transaction():
+                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {qi(name)}")
+        except psycopg.errors.UniqueViolation:
+            pass
+
+
+def _has_dependents(conn, table_oid: int) -> bool:
+    """Views, user indexes, triggers, row policies or foreign keys of other tables on this table."""
+    return conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid WHERE d.classid = "
+        "'pg_rewrite'::regclass AND d.refobjid = %(t)s AND r.ev_class <> %(t)s) "
+        "OR EXISTS (SELECT 1 FROM pg_index WHERE indrelid = %(t)s AND NOT indisprimary) "
+        "OR EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = %(t)s AND NOT tgisinternal) "
+        "OR EXISTS (SELECT 1 FROM pg_policy WHERE polrelid = %(t)s) "
+        "OR EXISTS (SELECT 1 FROM pg_constraint WHERE confrelid = %(t)s AND conrelid <> %(t)s)",
+        {"t": table_oid},
+    ).fetchone()[0]
+
+
+def _columns(conn, table_oid: int) -> list[tuple]:
+    return conn.execute(
+        "SELECT attname, format_type(atttypid, atttypmod), attnotnull FROM pg_attribute WHERE "
+        "attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+        (table_oid,),
+    ).fetchall()
+
+
+def _grants_and_comments(conn, table_oid: int, target: str, columns: tuple[str, ...]) -> list:
+    """Statements that give a table replacing ``target`` the old table's grants and comments."""
+    from psycopg import sql as pgsql
+
+    out = []
+    for privilege, grantee, grantable in conn.execute(
+        "SELECT a.privilege_type, CASE WHEN a.grantee = 0 THEN NULL ELSE pg_get_userbyid(a.grantee) END, "
+        "a.is_grantable FROM pg_class c, aclexplode(c.relacl) a WHERE c.oid = %s AND a.grantee <> c.relowner",
+        (table_oid,),
+    ).fetchall():
+        to = pgsql.SQL("PUBLIC") if grantee is None else pgsql.Identifier(grantee)
+        out.append(
+            pgsql.SQL("GRANT {} ON {} TO {}{}").format(
+                pgsql.SQL(privilege), pgsql.SQL(target), to, pgsql.SQL(" WITH GRANT OPTION" if grantable else "")
+            )
+        )
+    comment = conn.execute("SELECT obj_description(%s, 'pg_class')", (table_oid,)).fetchone()[0]
+    if comment is not None:
+        out.append(pgsql.SQL("COMMENT ON TABLE {} IS {}").format(pgsql.SQL(target), pgsql.Literal(comment)))
+    for column, text in conn.execute(
+        "SELECT attname, col_description(attrelid, attnum) FROM pg_attribute WHERE "
+        "attrelid = %s AND attnum > 0 AND NOT attisdropped AND "
+        "col_description(attrelid, attnum) IS NOT NULL",
+        (table_oid,),
+    ).fetchall():
+        if column not in columns:
+            continue  # dropped on the source
+        out.append(
+            pgsql.SQL("COMMENT ON COLUMN {}.{} IS {}").format(
+                pgsql.SQL(target), pgsql.Identifier(column), pgsql.Literal(text)
+            )
+        )
+    return out
