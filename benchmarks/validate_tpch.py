@@ -5,7 +5,7 @@ Run on the embedded stack (``make bench-validate``, or ``python benchmarks/valid
 1. ``tpch.orders`` at the scale factor in MariaDB (as the full-load benchmark makes it), loaded into the
    target with ``seam load full``.
    A fresh ``seam load full`` first, as the DAGs validate right after their loads.
-2. Equal tables: ``seam.validation.validate`` and ``reladiff.diff_tables`` (all columns, its defaults:
+2. Equal tables: ``seam.validate.validation.validate`` and ``reladiff.diff_tables`` (all columns, its defaults:
    bisection factor 32, threshold 16384, the two databases queried in parallel), each timed.
 3. Ten scattered differences made in the target (4 changed values, 3 deleted rows, 3 extra rows): both
    again; each must report exactly those 10 keys.
@@ -64,7 +64,7 @@ def load(path: str, rows: int) -> None:
 
 
 def run_seam(pipeline, rows: int) -> tuple[float, set]:
-    from seam.validation import validate
+    from seam.validate.validation import validate
 
     started = time.time()
     report = validate(pipeline, pipeline.table("tpch.orders"), limit=100, say=lambda m: None)

@@ -48,7 +48,7 @@ def seam_full_load():
     @task
     def load_groups(planned: list[dict]) -> list[dict]:
         """A table that a cascade reaches through another loaded table loads in one task with it, parents
-        first: the level below must be loaded at or after the level above (seam.cascades)."""
+        first: the level below must be loaded at or after the level above (seam.source.cascades)."""
         from seam.loads import cascade_groups
 
         if not planned:

@@ -41,7 +41,7 @@ DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "own
 def seam_validate():
     @task(retries=0)
     def tables(params=None) -> list[dict]:
-        from seam.validation import loaded_tables
+        from seam.validate.validation import loaded_tables
 
         with bad_input_fails_at_once():  # a typo in a Param: one line, no retry
             pipeline = SeamHook().load_pipeline(params.get("pipeline") or None)

@@ -1,15 +1,15 @@
-"""spark-submit entry point: publish a full load of one or more tables (see seam.full_load)."""
+"""spark-submit entry point: publish a full load of one or more tables (see seam.source.full_load)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from seam.boundary import new_batch_id
 from seam.cli import operational_errors
 from seam.config import load_pipeline
-from seam.full_load import publish_full_load
+from seam.source.full_load import publish_full_load
 from seam.spark import spark_session
+from seam.wire.boundary import new_batch_id
 
 
 def main(argv: list[str] | None = None) -> int:

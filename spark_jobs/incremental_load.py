@@ -1,4 +1,4 @@
-"""spark-submit entry point: publish one incremental window per table (see seam.incremental)."""
+"""spark-submit entry point: publish one incremental window per table (see seam.source.incremental)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 from seam.cli import operational_errors
 from seam.config import load_pipeline
-from seam.incremental import Window, publish_window
+from seam.source.incremental import Window, publish_window
 from seam.spark import spark_session
 
 

@@ -6,9 +6,9 @@ import argparse
 import shutil
 import sys
 
+from seam.apply.stream_sink import checkpoint_dir, start_stream_sink
 from seam.config import load_pipeline
 from seam.spark import spark_session
-from seam.stream_sink import checkpoint_dir, start_stream_sink
 
 
 def main(argv: list[str] | None = None) -> int:

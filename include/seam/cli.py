@@ -68,7 +68,7 @@ def cmd_status(args, procs: Processes) -> int:
 
 def _table_status(pipeline, tables) -> int:
     """Per table: watermark and last window (incremental), last batches from the ledger, stream position."""
-    from seam.target import connect_state, qi
+    from seam.apply.target import connect_state, qi
 
     conn = connect_state(pipeline)
     from seam.state.ledger import table_history
@@ -197,9 +197,9 @@ def cmd_summary(args, procs: Processes) -> int:
     Exit 1 unless every table's last validation is EQUAL."""
     import pymysql
 
+    from seam.apply.target import connect_state
+    from seam.source.streaming import stream_lag
     from seam.state.parts import table_summary
-    from seam.streaming import stream_lag
-    from seam.target import connect_state
 
     pipeline = _pipeline(args)
     streamed = [t for t in pipeline.tables if not t.incremental]
@@ -258,7 +258,7 @@ def cmd_summary(args, procs: Processes) -> int:
 
 
 def cmd_validate(args, procs: Processes) -> int:
-    from seam.validation import Scope, validate_tables
+    from seam.validate.validation import Scope, validate_tables
 
     pipeline = _pipeline(args)
     if args.all == bool(args.tables):
@@ -312,7 +312,7 @@ def cmd_kafka(args, procs: Processes) -> int:
     talk to the embedded broker)."""
     import signal
 
-    from seam.topics import list_topics, tail
+    from seam.wire.topics import list_topics, tail
 
     pipeline = _pipeline(args)
     if args.action == "topics":
@@ -387,8 +387,8 @@ def cmd_stream(args, procs: Processes) -> int:
 
 
 def _part_states(pipeline) -> dict:
+    from seam.apply.target import connect_state
     from seam.state.parts import part_states
-    from seam.target import connect_state
 
     conn = connect_state(pipeline)
     try:
@@ -399,8 +399,8 @@ def _part_states(pipeline) -> dict:
 
 def _requested(pipeline, stop: bool) -> None:
     """Tell the stream supervisor (seam_stream) that a person started or stopped the stream."""
+    from seam.apply.target import connect_state
     from seam.state.parts import supervisor_ran
-    from seam.target import connect_state
 
     conn = connect_state(pipeline)
     try:
@@ -411,9 +411,9 @@ def _requested(pipeline, stop: bool) -> None:
 
 def _await_parts(pipeline, procs: Processes, timeout: float) -> None:
     """Until both parts have recorded a heartbeat in the target; a part that exits fails with its last line."""
+    from seam.apply.target import connect_state
+    from seam.source.streaming import StreamError
     from seam.state.parts import part_states
-    from seam.streaming import StreamError
-    from seam.target import connect_state
 
     conn = connect_state(pipeline)
     began = time.monotonic()
@@ -455,11 +455,11 @@ def _stream_wait(pipeline, tables, timeout: float) -> int:
     exit 1 at the timeout or when a table stops."""
     import pymysql
 
-    from seam.gtid import server_identity
-    from seam.records import Position
-    from seam.snapshot import source_head
+    from seam.apply.target import connect_state
+    from seam.source.gtid import server_identity
+    from seam.source.snapshot import source_head
     from seam.state.positions import positions_of
-    from seam.target import connect_state
+    from seam.wire.records import Position
 
     source = pymysql.connect(**pipeline.source.pymysql_kwargs())
     try:
@@ -479,7 +479,7 @@ def _stream_wait(pipeline, tables, timeout: float) -> int:
                     continue  # never loaded: nothing to follow
                 if row[3]:
                     stopped.append(f"{t.name} STOPPED: {row[3]}")
-                elif row[4] not in (None, here):  # not moved to this server yet (seam.gtid)
+                elif row[4] not in (None, here):  # not moved to this server yet (seam.source.gtid)
                     behind.append(f"{t.name} at {row[0]}:{row[1]} of {row[4]}")
                 elif goal.after(Position(row[0], row[1], row[2])):
                     behind.append(f"{t.name} at {row[0]}:{row[1]}")
@@ -522,7 +522,7 @@ def _stream_reader(pipeline, tables) -> int:
     """The change reader, in the foreground until SIGTERM: binlog to the table topics."""
     import signal
 
-    from seam.streaming import ChangeReader
+    from seam.source.streaming import ChangeReader
 
     _logging()
     stopping: list[bool] = []
@@ -537,9 +537,9 @@ def _stream_sink(pipeline, table_args: list[str]) -> int:
     import signal
     import subprocess
 
+    from seam.apply.target import connect_state
     from seam.loads import job_env, spark_submit_command
     from seam.state.parts import part_beat, part_failed, part_started, part_stopped
-    from seam.target import connect_state
 
     _logging()
     stopping: list[bool] = []
@@ -616,7 +616,7 @@ def _stream_foreground(pipeline, tables, until_idle: bool) -> int:
     import threading
 
     from seam.apply.sink import Sink
-    from seam.streaming import ChangeReader
+    from seam.source.streaming import ChangeReader
 
     _logging()
     stopping: list[BaseException | bool] = []
@@ -655,9 +655,9 @@ def _stream_foreground(pipeline, tables, until_idle: bool) -> int:
 def _stream_status(pipeline, tables, procs: Processes) -> int:
     """The parts as their heartbeats in the target show them, then each table's position and lag. Exit 1 when
     a part is down, stopped or restarting, or a table is stopped."""
+    from seam.apply.target import connect_target
+    from seam.source.streaming import stream_lag
     from seam.state.parts import part_states
-    from seam.streaming import stream_lag
-    from seam.target import connect_target
 
     tables = [t for t in tables if t.sync == "stream"]
     head, lags = stream_lag(pipeline, tables)
@@ -855,14 +855,14 @@ def build_parser() -> argparse.ArgumentParser:
 def operational_errors() -> tuple[type[Exception], ...]:
     """Errors that mean "the world is not as needed": reported as one line, no traceback."""
     from seam.apply import SinkError
-    from seam.incremental import IncrementalError
+    from seam.apply.target import TargetError
     from seam.loads import LoadError
-    from seam.schema import SchemaError
-    from seam.snapshot import SnapshotError
-    from seam.streaming import StreamError
-    from seam.target import TargetError
-    from seam.topics import BrokerError
-    from seam.validation import ValidationError
+    from seam.source.incremental import IncrementalError
+    from seam.source.schema import SchemaError
+    from seam.source.snapshot import SnapshotError
+    from seam.source.streaming import StreamError
+    from seam.validate.validation import ValidationError
+    from seam.wire.topics import BrokerError
 
     return (
         LoadError,

@@ -85,7 +85,7 @@ class MySQLSource:
     user: str
     password: Secret
     server_id: int = 5401
-    snapshot: str = "auto"  # how full loads and validation take a snapshot's position: see seam.snapshot
+    snapshot: str = "auto"  # how full loads and validation take a snapshot's position: see seam.source.snapshot
 
     def pymysql_kwargs(self) -> dict[str, Any]:
         return dict(host=self.host, port=self.port, user=self.user, password=self.password.reveal(), charset="utf8mb4")

@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from seam.boundary import new_batch_id
+from seam.apply.target import connect_state, qi
 from seam.config import Pipeline, TableConfig
-from seam.full_load import prepare
-from seam.schema import reachable
+from seam.source.full_load import prepare
+from seam.source.schema import reachable
 from seam.state.ledger import batch_status, watermark
 from seam.state.schema import held_by_another, lock, try_lock
-from seam.target import connect_state, qi
-from seam.topics import ensure_topics, table_topic
+from seam.wire.boundary import new_batch_id
+from seam.wire.topics import ensure_topics, table_topic
 
 
 class LoadError(RuntimeError):
@@ -147,7 +147,7 @@ def cascades_followed(pipeline: Pipeline, tables: list[TableConfig]) -> tuple[li
     """One line per foreign-key rule the stream will apply to a loaded table (or from one), so that a user
     sees which deletes and key updates reach which synced children; and the tables in the order to load
     them: a parent before the tables its cascades reach, so that a level below is loaded at a later
-    position than the level above (seam.cascades needs the level above to have applied the change); and
+    position than the level above (seam.source.cascades needs the level above to have applied the change); and
     per table, the tables of the list its cascades reach (loaded again with it if its batch is rejected)."""
     keys = _cascading_keys(pipeline)
     loaded = {(t.db, t.table) for t in tables}
@@ -190,7 +190,7 @@ def _cascading_keys(pipeline: Pipeline) -> list:
     """The foreign keys whose rules the stream follows into the pipeline's streamed tables."""
     import pymysql
 
-    from seam.schema import read_foreign_keys
+    from seam.source.schema import read_foreign_keys
 
     streamed = {(t.db, t.table) for t in pipeline.tables if t.sync == "stream"}
     conn = pymysql.connect(**pipeline.source.pymysql_kwargs())
@@ -207,7 +207,7 @@ def _cascading_keys(pipeline: Pipeline) -> list:
 def cascade_groups(pipeline: Pipeline, tables: list[TableConfig]) -> list[list[TableConfig]]:
     """The tables split into groups that can load independently (for example in parallel): a table that
     a cascade reaches through another table of the list (a middle level) loads in one ``full_load`` with
-    it, which orders them parents first (see seam.cascades). Other tables are groups of their own."""
+    it, which orders them parents first (see seam.source.cascades). Other tables are groups of their own."""
     keys = _cascading_keys(pipeline)
     wanted = {(t.db, t.table): t for t in tables}
     middle = {fk.child for fk in keys if fk.child != fk.parent}
@@ -284,7 +284,7 @@ def incremental_load(
     start: str | None = None,
     end: str | None = None,
 ) -> list[dict]:
-    """Load one window per table (see ``seam.incremental``); returns one summary per table. Windows of the same
+    """Load one window per table (see ``seam.source.incremental``); returns one summary per table. Windows of the same
     table are serialised (an advisory lock per table in the target), whoever starts them."""
     runner = runner or Runner()
     say = runner.say
@@ -302,7 +302,7 @@ def incremental_load(
 def _incremental_locked(
     pipeline: Pipeline, tables: list[TableConfig], conn, runner: Runner, start: str | None, end: str | None
 ) -> list[dict]:
-    from seam.incremental import plan_window
+    from seam.source.incremental import plan_window
 
     say = runner.say
     windows = {}

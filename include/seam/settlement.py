@@ -116,8 +116,8 @@ def read(path: str | Path) -> Settlement | None:
 
 def stream_passed(pipeline, table, day_end: dt.datetime) -> str | None:
     """None when the stream has applied the source past ``day_end`` for ``table``; else why not, one line."""
+    from seam.apply.target import connect_state
     from seam.state.positions import applied_source_time
-    from seam.target import connect_state
 
     conn = connect_state(pipeline)
     try:

@@ -9,7 +9,7 @@ the positions stored in the target, so a (re)start at any moment loses and doubl
 measures each streamed table's lag, and reports a problem for a table that is STOPPED or lags more than
 ``stream.max_lag_seconds``, and for a part that did not come up.
 
-Delivery guarantee: none of its own; starting and stopping parts is safe at any time (see seam.streaming).
+Delivery guarantee: none of its own; starting and stopping parts is safe at any time (see seam.source.streaming).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Health:
 
     parts: dict[str, dict] = field(default_factory=dict)  # part -> its state (seam.state.part_states) after
     actions: list[str] = field(default_factory=list)  # what was done, one line each
-    lags: list = field(default_factory=list)  # seam.streaming.TableLag per streamed table
+    lags: list = field(default_factory=list)  # seam.source.streaming.TableLag per streamed table
     problems: list[str] = field(default_factory=list)  # why the stream is not healthy, one line each
 
     @property
@@ -146,8 +146,8 @@ def _signal(pgid: int, sig: int) -> None:
 
 
 def _states(pipeline: Pipeline) -> dict[str, dict]:
+    from seam.apply.target import connect_state
     from seam.state.parts import part_states
-    from seam.target import connect_state
 
     conn = connect_state(pipeline)
     try:
@@ -224,8 +224,8 @@ def supervise(
 
 
 def _record(pipeline: Pipeline, health: Health, stop: bool | None) -> None:
+    from seam.apply.target import connect_state
     from seam.state.parts import supervisor_ran
-    from seam.target import connect_state
 
     conn = connect_state(pipeline)
     try:
@@ -257,7 +257,7 @@ def _await(pipeline: Pipeline, started: dict[str, int], timeout: float, health: 
 
 
 def _measure(pipeline: Pipeline, tables: list[TableConfig], health: Health) -> None:
-    from seam.streaming import stream_lag
+    from seam.source.streaming import stream_lag
 
     for part in PARTS:
         s = health.parts.get(part)

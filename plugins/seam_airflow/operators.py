@@ -308,7 +308,7 @@ class SeamValidateOperator(BaseOperator):
     def execute(self, context) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
 
-        from seam.validation import Scope, validate_tables
+        from seam.validate.validation import Scope, validate_tables
 
         with bad_input_fails_at_once():
             pipeline = SeamHook(**self.hook_conn_ids).load_pipeline(self.pipeline or None)
@@ -489,7 +489,7 @@ class SeamSettlementOperator(BaseOperator):
 
         from seam.loads import incremental_load
         from seam.settlement import stream_passed
-        from seam.validation import Scope, validate_tables
+        from seam.validate.validation import Scope, validate_tables
 
         hook = SeamHook(**self.hook_conn_ids)
         with bad_input_fails_at_once():

@@ -14,7 +14,7 @@ import pytest
 
 from seam.apply.sink import Sink
 from seam.config import load_pipeline
-from seam.streaming import ChangeReader
+from seam.source.streaming import ChangeReader
 from seam_dev import demo
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file, stream_once

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from seam.config import load_pipeline
-from seam.streaming import ChangeReader, StreamError
+from seam.source.streaming import ChangeReader, StreamError
 from seam_dev import demo
 from tests.support.compare import diff, source_rows, target_rows
 from tests.support.pipelines import stream_once

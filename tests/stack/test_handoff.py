@@ -17,7 +17,7 @@ import yaml
 
 from seam.apply.sink import Sink
 from seam.config import load_pipeline
-from seam.streaming import ChangeReader, StreamError
+from seam.source.streaming import ChangeReader, StreamError
 from seam_dev import demo
 from tests.support.compare import diff, source_rows, target_rows
 
@@ -146,7 +146,7 @@ def test_stream_start_status_stop(pipeline_path):
         assert caught_up.stdout.count(" 0 bytes behind") == len(TABLES), caught_up.stdout
         # validation of streamed tables while the writer and the stream both run: compared at the applied
         # position each target snapshot holds, without pausing either
-        from seam.validation import validate
+        from seam.validate.validation import validate
 
         writer = threading.Thread(
             target=lambda: demo.run_writer(

@@ -8,8 +8,8 @@ import os
 import pymysql
 import pytest
 
-from seam.records import Position, Record, binlog_values, key_of, normalize_row
-from seam.schema import SchemaError, read_schema
+from seam.source.schema import SchemaError, read_schema
+from seam.wire.records import Position, Record, binlog_values, key_of, normalize_row
 from seam_dev import demo
 
 pytestmark = pytest.mark.stack

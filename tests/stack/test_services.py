@@ -175,7 +175,7 @@ def test_seam_env_and_status(stack):
 def test_seam_kafka_lists_topics_and_tails_one(stack, pipeline):
     from confluent_kafka import Producer
 
-    from seam.topics import ensure_topics
+    from seam.wire.topics import ensure_topics
 
     topic = f"seam.test.tail-{uuid.uuid4().hex[:8]}"
     ensure_topics(pipeline, [topic])

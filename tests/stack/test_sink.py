@@ -12,11 +12,11 @@ import psycopg
 import pytest
 
 from seam.apply.sink import Sink
-from seam.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally, new_batch_id
 from seam.config import parse_pipeline
-from seam.records import Position, Record
-from seam.schema import Column, TableSchema
-from seam.topics import Publisher, ensure_topics, table_topic
+from seam.source.schema import Column, TableSchema
+from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally, new_batch_id
+from seam.wire.records import Position, Record
+from seam.wire.topics import Publisher, ensure_topics, table_topic
 
 pytestmark = pytest.mark.stack
 
@@ -245,8 +245,8 @@ def test_structured_streaming_sink_applies_batches_and_resumes_from_the_target(s
     as they arrive; restarted with a fresh checkpoint it resumes from the offsets stored in the target."""
     import time
 
+    from seam.apply.stream_sink import start_stream_sink
     from seam.spark import spark_session
-    from seam.stream_sink import start_stream_sink
 
     pipeline = sink_pipeline
     ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])

@@ -81,7 +81,7 @@ def test_back_pressure_bounds_what_a_stopped_sink_leaves(seeded_db, tmp_path_fac
     """With the sink stopped, the reader publishes at most the bound (plus one transaction) and pauses;
     restarted, the sink applies everything and the target converges."""
     from seam.apply.sink import Sink
-    from seam.streaming import ChangeReader
+    from seam.source.streaming import ChangeReader
 
     bound = 300
     path = _pipeline_file(tmp_path_factory, "pressure", {"max_unapplied_events": bound})

@@ -14,10 +14,10 @@ import time
 import psycopg
 import pytest
 
-from seam.binlog import BinlogReader
 from seam.config import load_pipeline
-from seam.snapshot import source_head
-from seam.streaming import ChangeReader, StreamError
+from seam.source.binlog import BinlogReader
+from seam.source.snapshot import source_head
+from seam.source.streaming import ChangeReader, StreamError
 from seam_dev import demo
 from tests.support.compare import diff, source_rows, target_rows
 from tests.support.independent import compare

@@ -2,7 +2,7 @@
 same value everywhere.
 
 Paths: the full load's SQL rendering in the source (``snapshot.object_sql``, what the Spark job reads), a driver's
-SELECT and the binlog (both through ``seam.codecs`` in Python), the target after a real full load and a real
+SELECT and the binlog (both through ``seam.wire.codecs`` in Python), the target after a real full load and a real
 stream of changes that move the same values between rows (read back from PostgreSQL), and the validation
 checksum's text on both sides. Then ``seam validate`` and the independent comparer must find the tables equal.
 """
@@ -18,14 +18,14 @@ import psycopg
 import pymysql
 import pytest
 
-from seam import canonical
-from seam.codecs import codec, record_value
+from seam.apply.target import normalize_target, qi
 from seam.config import load_pipeline
-from seam.full_load import _canonical_json_values
-from seam.records import Position, binlog_values
-from seam.schema import read_schema
-from seam.snapshot import canonical_json_columns, object_sql, quote, source_head
-from seam.target import normalize_target, qi
+from seam.source.full_load import _canonical_json_values
+from seam.source.schema import read_schema
+from seam.source.snapshot import canonical_json_columns, object_sql, quote, source_head
+from seam.validate import canonical
+from seam.wire.codecs import codec, record_value
+from seam.wire.records import Position, binlog_values
 from seam_dev import demo
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file, stream_once

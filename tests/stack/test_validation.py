@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from seam.config import load_pipeline
-from seam.validation import validate
+from seam.validate.validation import validate
 from seam_dev import demo
 from tests.support.pipelines import pipeline_file
 

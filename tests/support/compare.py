@@ -10,9 +10,9 @@ import json
 import psycopg
 import pymysql
 
-from seam.records import normalize_row
-from seam.schema import read_schema
-from seam.target import normalize_target, qi
+from seam.apply.target import normalize_target, qi
+from seam.source.schema import read_schema
+from seam.wire.records import normalize_row
 
 
 def _canon(row: dict) -> str:
@@ -58,7 +58,7 @@ def replay_to_now(pipeline, schema, rows_at: collections.Counter, position) -> c
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-    from seam.records import binlog_values
+    from seam.wire.records import binlog_values
 
     image = collections.Counter(rows_at)
     src = pipeline.source

@@ -25,7 +25,7 @@ def stream_once(pipeline) -> dict:
     """The change reader up to the binlog's end, then the sink until idle (both in this process); returns the
     reader's counts (transactions, changes, rewinds)."""
     from seam.apply.sink import Sink
-    from seam.streaming import ChangeReader
+    from seam.source.streaming import ChangeReader
 
     reader = ChangeReader(pipeline)
     try:

@@ -1,13 +1,13 @@
-"""GTID sets (seam.gtid): MySQL's and MariaDB's forms, as servers print them and as the binlog names
+"""GTID sets (seam.source.gtid): MySQL's and MariaDB's forms, as servers print them and as the binlog names
 single transactions; and the wire: positions carry their set and server to the sink."""
 
 from __future__ import annotations
 
 import pytest
 
-from seam.boundary import End, Heartbeat, Rebase, parse_control
-from seam.gtid import GtidError, GtidSet
-from seam.records import Position, Record
+from seam.source.gtid import GtidError, GtidSet
+from seam.wire.boundary import End, Heartbeat, Rebase, parse_control
+from seam.wire.records import Position, Record
 
 U1 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 U2 = "4c9e3dfc-9d25-11e9-8d2e-0242ac1cfd7e"

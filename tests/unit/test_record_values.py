@@ -1,7 +1,7 @@
 """Values the binlog decoder hands over in a form that differs from the stored one (no database needed)."""
 
-from seam.records import normalize
-from seam.schema import Column
+from seam.source.schema import Column
+from seam.wire.records import normalize
 
 
 def test_year_zero_from_the_binlog_is_zero():
@@ -26,7 +26,7 @@ def test_float_is_the_stored_single_precision_value_from_text_or_binlog():
 
 
 def test_spatial_values_and_postgis_ewkb_round_trip():
-    from seam.codecs import _ewkb_hex, _ewkb_to_record, _stored
+    from seam.wire.codecs import _ewkb_hex, _ewkb_to_record, _stored
 
     g = Column("g", "point", "point", True)
     stored = bytes.fromhex("e6100000" + "0101000000" + "000000000000f83f" + "00000000000000c0")  # SRID 4326, (1.5 -2)
@@ -39,7 +39,7 @@ def test_spatial_values_and_postgis_ewkb_round_trip():
 def test_window_bounds_reach_sql_only_as_formatted_timestamps():
     import pytest
 
-    from seam.incremental import IncrementalError, Window, check_time_bounds
+    from seam.source.incremental import IncrementalError, Window, check_time_bounds
 
     check_time_bounds(Window("c", "2026-11-21 00:00:00.000000", "2026-11-22 00:00:00.000000", "x", False))
     with pytest.raises(IncrementalError, match="bad window bound"):
@@ -49,8 +49,8 @@ def test_window_bounds_reach_sql_only_as_formatted_timestamps():
 def test_a_type_seam_cannot_map_names_the_column():
     import pytest
 
-    from seam.codecs import codec
-    from seam.target import TargetError
+    from seam.apply.target import TargetError
+    from seam.wire.codecs import codec
 
     with pytest.raises(TargetError, match="column 'v' has MySQL type vector.*does not map"):
         codec(Column("v", "vector", "vector(3)", True))

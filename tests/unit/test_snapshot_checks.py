@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from seam.schema import Column, TableSchema
-from seam.snapshot import Chunk, ChunkPlan, SnapshotError, check_source, chunk_sql
+from seam.source.schema import Column, TableSchema
+from seam.source.snapshot import Chunk, ChunkPlan, SnapshotError, check_source, chunk_sql
 
 SCHEMA = TableSchema(
     "shop",

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from seam.binlog import ddl_effect, query_kind, xid_text
-from seam.streaming import _COMPUTED, literal_default
+from seam.source.binlog import ddl_effect, query_kind, xid_text
+from seam.source.streaming import _COMPUTED, literal_default
 
 
 @pytest.mark.parametrize(
@@ -86,7 +86,7 @@ def test_xids_have_one_spelling():
 
 
 def test_foreign_key_rules_from_show_create_table():
-    from seam.schema import _fk_rules
+    from seam.source.schema import _fk_rules
 
     text = """CREATE TABLE `orders` (
   `id` int(11) NOT NULL,
@@ -106,7 +106,7 @@ def test_foreign_key_rules_from_show_create_table():
 
 
 def test_what_a_parent_change_does_to_its_children():
-    from seam.schema import ForeignKey
+    from seam.source.schema import ForeignKey
 
     def fk(on_delete, on_update):
         return ForeignKey(("d", "child"), ("pid",), ("d", "parent"), ("id",), on_delete, on_update)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from seam.boundary import Begin, Tally
-from seam.schema import TableSchema
+from seam.source.schema import TableSchema
+from seam.wire.boundary import Begin, Tally
 
 
 @dataclass

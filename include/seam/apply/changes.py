@@ -16,19 +16,19 @@ from typing import Any
 import msgspec
 import psycopg
 
-from seam import cascades
 from seam.apply import SinkError
 from seam.apply.decode import SOURCE_ONLY, flagged, record_decoder, schema_from_begin
-from seam.boundary import Begin, Heartbeat, Rebase, SchemaChange, StreamStop
+from seam.apply.target import pg_type, qi, row_converter, target_table
 from seam.config import Pipeline, TableConfig
-from seam.records import Position
-from seam.schema import Column, TableSchema
+from seam.source import cascades
+from seam.source.schema import Column, TableSchema
 from seam.state import positions
-from seam.target import pg_type, qi, row_converter, target_table
+from seam.wire.boundary import Begin, Heartbeat, Rebase, SchemaChange, StreamStop
+from seam.wire.records import Position
 
 log = logging.getLogger("seam.sink")
 
-_CASCADE = object()  # the statement of a queued foreign-key cascade (seam.cascades applies it)
+_CASCADE = object()  # the statement of a queued foreign-key cascade (seam.source.cascades applies it)
 
 
 class StreamTable:
@@ -172,7 +172,7 @@ class ChangeApplier:
 
     def _take_transaction(self, stream: StreamTable, commit: Position, docs: list) -> bool:
         """Queue a complete transaction if it is new and follows on; False if it must wait (a cascade it
-        carries needs the level above to have applied the same change: see seam.cascades)."""
+        carries needs the level above to have applied the same change: see seam.source.cascades)."""
         if not commit.after(stream.applied) or not self._follows_on(stream, docs[-1].source.prev, commit):
             return True
         verdict = cascades.waits_for(self.conn, self.pipeline.target.state_schema, docs, commit)
@@ -427,7 +427,7 @@ class ChangeApplier:
     def _load_stream(self, topic: str) -> StreamTable | None:
         config = self.tables[topic]
         row = positions.stream_start(self.conn, self.schema, topic)
-        # changes apply only to a streamed table whose last load was a full load (see seam.incremental: modes)
+        # changes apply only to a streamed table whose last load was a full load (see seam.source.incremental: modes)
         if row is None or row[8] != "full" or config.sync != "stream":
             self._no_stream.add(topic)
             return None

@@ -11,9 +11,9 @@ from typing import Any
 
 import msgspec
 
-from seam.boundary import Begin
-from seam.schema import Column, TableSchema
-from seam.target import qi
+from seam.apply.target import qi
+from seam.source.schema import Column, TableSchema
+from seam.wire.boundary import Begin
 
 
 def record_decoder(schema: TableSchema, batch_rows: bool = False) -> msgspec.json.Decoder:
@@ -61,7 +61,7 @@ def schema_from_begin(begin: Begin) -> TableSchema:
 
 
 class SparkRowMessage:
-    """A Spark row from ``seam.kafka_source`` with the confluent-kafka Message methods the sink uses."""
+    """A Spark row from ``seam.wire.kafka_source`` with the confluent-kafka Message methods the sink uses."""
 
     __slots__ = ("_row", "_headers")
 

@@ -10,9 +10,9 @@ from seam.apply import SinkError
 from seam.apply.batch import OpenBatch
 from seam.apply.decode import flagged_sql
 from seam.apply.swap import ensure_schema
-from seam.boundary import End
+from seam.apply.target import create_table_sql, qi, target_table
 from seam.state.ledger import store_watermark
-from seam.target import create_table_sql, qi, target_table
+from seam.wire.boundary import End
 
 
 def merge_window(conn, state_schema: str, batch: OpenBatch, end: End, postgis: bool) -> int:

@@ -42,15 +42,7 @@ from seam.apply.changes import ChangeApplier
 from seam.apply.decode import SparkRowMessage, record_decoder, schema_from_begin
 from seam.apply.merge import merge_window
 from seam.apply.swap import check_end, replace_table
-from seam.boundary import Begin, End, Tally, parse_control
-from seam.config import Pipeline, TableConfig
-from seam.records import no_cyclic_gc
-from seam.schema import TableSchema
-from seam.state import ledger, positions
-from seam.state.parts import part_beat
-from seam.state.positions import forget_cascades
-from seam.state.schema import ensure_state, try_lock
-from seam.target import (
+from seam.apply.target import (
     connect_target,
     create_table_sql,
     ensure_postgis,
@@ -58,7 +50,15 @@ from seam.target import (
     qi,
     row_converter,
 )
-from seam.topics import consumer_config, ensure_topics, table_topic, topic_ids
+from seam.config import Pipeline, TableConfig
+from seam.source.schema import TableSchema
+from seam.state import ledger, positions
+from seam.state.parts import part_beat
+from seam.state.positions import forget_cascades
+from seam.state.schema import ensure_state, try_lock
+from seam.wire.boundary import Begin, End, Tally, parse_control
+from seam.wire.records import no_cyclic_gc
+from seam.wire.topics import consumer_config, ensure_topics, table_topic, topic_ids
 
 log = logging.getLogger("seam.sink")
 
@@ -146,7 +146,7 @@ class Sink:
         return {t: max(0, stored.get(t, 0)) for t in self.tables}
 
     def apply_rows(self, rows) -> None:
-        """Apply one Spark micro-batch (``seam.kafka_source`` rows) in one transaction. Messages below the
+        """Apply one Spark micro-batch (``seam.wire.kafka_source`` rows) in one transaction. Messages below the
         stored offsets (a micro-batch replayed after a failure) are skipped: replaying changes nothing. Rows
         carry their topic's id: a topic recreated on the broker starts again at offset 0."""
         for row in rows:
@@ -440,7 +440,7 @@ class Sink:
         )
 
     def _spatial_as_geometry(self, schema: TableSchema) -> bool:
-        """PostGIS geometry for the table's spatial columns, or bytea (``seam.target.ensure_postgis``); asked of
+        """PostGIS geometry for the table's spatial columns, or bytea (``seam.apply.target.ensure_postgis``); asked of
         the target once, when the first table with spatial columns arrives."""
         if not has_spatial(schema):
             return True

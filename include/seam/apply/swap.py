@@ -11,10 +11,10 @@ import psycopg
 from seam.apply import SinkError
 from seam.apply.batch import OpenBatch
 from seam.apply.decode import flagged_sql
-from seam.boundary import RECONCILE_PART, End, Tally
+from seam.apply.target import qi, target_table
 from seam.state.ledger import staging_tables
 from seam.state.schema import xact_lock
-from seam.target import qi, target_table
+from seam.wire.boundary import RECONCILE_PART, End, Tally
 
 
 def check_end(conn, batch: OpenBatch, end: End) -> None:

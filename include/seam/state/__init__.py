@@ -10,7 +10,7 @@ against its tables.
 
 Two things live in the schema without being state: a batch's staging tables (``ledger.staging_tables``
 names them; ``seam.apply`` fills, swaps and drops them with the batch's data) and validation's SQL helper
-functions (``seam.canonical``), which the comparison calls.
+functions (``seam.validate.canonical``), which the comparison calls.
 
 Delivery guarantee: none of its own; the sink writes positions and offsets in the transaction of the data
 they describe (every function here runs in its caller's transaction). Heartbeats are best effort.

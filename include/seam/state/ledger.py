@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from seam.target import qi
+from seam.apply.target import qi
 
 _STATUS = (
     "state",
@@ -191,7 +191,7 @@ def watermark(conn, schema: str, db: str, table: str, cursor: str | None) -> str
 
 
 def record_validation(conn, schema: str, vid: str, db: str, table: str, report) -> None:
-    """Store a validation report (``seam.validation.Report``) under the id ``vid``."""
+    """Store a validation report (``seam.validate.validation.Report``) under the id ``vid``."""
     conn.execute(
         f"INSERT INTO {qi(schema)}.validations (id, db, tbl, verdict, mode, scope, "
         "target_position, source_position, source_rows, target_rows, missing, extra, different, seconds, report) "

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from seam.records import Position
-from seam.target import qi
+from seam.apply.target import qi
+from seam.wire.records import Position
 
 
 def applied_position(conn, schema: str, db: str, table: str) -> Position | None:

@@ -8,7 +8,7 @@ Delivery guarantee: none (DDL under a lock, in one transaction).
 
 from __future__ import annotations
 
-from seam.target import qi
+from seam.apply.target import qi
 
 # Advisory lock keys. A plain key locks one thing; a key used as the seed of ``hashtextextended(name, key)``
 # locks one name (a topic, a table) of a kind.
@@ -57,7 +57,7 @@ def migrations(schema: str) -> list[tuple[int, list[str]]]:
                 f"""ALTER TABLE {s}.positions ADD COLUMN IF NOT EXISTS columns jsonb,
             ADD COLUMN IF NOT EXISTS stopped text, ADD COLUMN IF NOT EXISTS gap_at timestamptz,
             ADD COLUMN IF NOT EXISTS source_ms bigint, ADD COLUMN IF NOT EXISTS changes bigint NOT NULL DEFAULT 0""",
-                # the GTID set executed through the position and the server it was read on (seam.gtid): NULL when
+                # the GTID set executed through the position and the server it was read on (seam.source.gtid): NULL when
                 # not known, never a set of another position
                 f"ALTER TABLE {s}.positions ADD COLUMN IF NOT EXISTS gtids text, ADD COLUMN IF NOT EXISTS server text",
                 f"""CREATE TABLE IF NOT EXISTS {s}.watermarks (
@@ -67,7 +67,7 @@ def migrations(schema: str) -> list[tuple[int, list[str]]]:
                 f"""CREATE TABLE IF NOT EXISTS {s}.held_changes (
             topic text NOT NULL, seq bigint NOT NULL, value bytea NOT NULL, PRIMARY KEY (topic, seq))""",
                 # the rows a foreign-key cascade changed in a table at a source position, for the levels below it
-                # (seam.cascades); a record with no rows says the cascade was applied and changed nothing
+                # (seam.source.cascades); a record with no rows says the cascade was applied and changed nothing
                 f"""CREATE TABLE IF NOT EXISTS {s}.cascade_rows (
             db text NOT NULL, tbl text NOT NULL, file text NOT NULL, file_no integer NOT NULL, pos bigint NOT NULL,
             row_index integer NOT NULL, rows jsonb NOT NULL)""",

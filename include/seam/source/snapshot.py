@@ -68,9 +68,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from seam.codecs import Date, codec
-from seam.records import Position, Record, key_of, normalize_row
-from seam.schema import Column, TableSchema
+from seam.source.schema import Column, TableSchema
+from seam.wire.codecs import Date, codec
+from seam.wire.records import Position, Record, key_of, normalize_row
 
 _INTEGER_KEY = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 _SNAPSHOT_FILE = (
@@ -114,7 +114,7 @@ def snapshot_opening(conn, pipeline, table) -> Opening:
     """How a snapshot of ``table`` (a TableConfig) opens: the pipeline's method, and for the portable one the
     tables it locks and whether the position must be exact (a keyless table; a table that cascades reach,
     whose cascaded rows are not in the binlog: it locks every table whose cascades reach it)."""
-    from seam.schema import reachable, read_foreign_keys
+    from seam.source.schema import reachable, read_foreign_keys
 
     keys = [fk for fk in read_foreign_keys(conn, {t.db for t in pipeline.tables} | {table.db}) if fk.follows()]
     me = (table.db, table.table)
@@ -235,7 +235,7 @@ def _open_under_global_lock(conn, what: str) -> Position:
 
 def _touched(source, low: Position, high: Position, tables) -> bool:
     """Whether the binlog (low, high] changes any of ``tables`` (rows, DDL, or something unreadable)."""
-    from seam.binlog import BinlogReader, LostTransaction, Statement, Transaction, ddl_effect
+    from seam.source.binlog import BinlogReader, LostTransaction, Statement, Transaction, ddl_effect
 
     wanted = set(tables)
     reader = BinlogReader(source, low, {db for db, _ in wanted}, tables=wanted, end=high, server_id=None)
@@ -350,7 +350,7 @@ def plan_chunks(conn, schema: TableSchema, key: tuple[str, ...], partitions: int
 
 
 def json_sql(column: Column) -> str:
-    """The column as JSON text in the record's canonical form (``seam.codecs``), computed by the source; NULL
+    """The column as JSON text in the record's canonical form (``seam.wire.codecs``), computed by the source; NULL
     becomes ``null``. The Spark task then only adds the record's envelope: no per-value Python on the hot path.
     MySQL 8's JSON columns are the exception (keys must be sorted): ``canonical_json_columns``."""
     family = codec(column)
@@ -473,7 +473,7 @@ def reconcile(
     cascading foreign key is never reconciled: ``full_load.prepare`` reads it in one chunk.
 
     A change is emitted for chunk i when its transaction commits after Pi and at
-    or before the target (whole committed transactions from ``seam.binlog``: an
+    or before the target (whole committed transactions from ``seam.source.binlog``: an
     XA transaction prepared before Pi and committed after it counts, rolled-back
     work never does; the snapshot is InnoDB's, so a ROLLBACK undid its rows). An update that moves a row between chunks is split into a delete
     (old chunk) and an insert (new chunk), each subject to its own chunk's Pi.
@@ -481,7 +481,7 @@ def reconcile(
     start = min(positions.values())
     if not target.after(start):
         return
-    from seam.binlog import BinlogReader, LostTransaction, Statement, Transaction, ddl_effect
+    from seam.source.binlog import BinlogReader, LostTransaction, Statement, Transaction, ddl_effect
 
     def needed(image: dict, commit: Position) -> bool:  # chunk i's snapshot holds what committed up to Pi
         return commit.after(positions[plan.chunk_of(image[plan.column])] if plan.column else start)

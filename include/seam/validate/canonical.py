@@ -2,7 +2,7 @@
 MySQL/MariaDB and PostgreSQL for equal data; and the 64-bit row hash built on
 it. Validation sums these hashes per key range on both sides and compares.
 
-The text follows the record shape's normalisation rules (``seam.records``),
+The text follows the record shape's normalisation rules (``seam.wire.records``),
 written the way MariaDB prints them, because the source is the side whose
 functions Seam cannot extend; the target gets small SQL functions in Seam's
 state schema (``pg_functions``) that print PostgreSQL values the same way:
@@ -20,17 +20,17 @@ A row's text joins its columns with U+001F, NULL as U+001E; its hash is the
 first 64 bits of the MD5 of that text. A sum of hashes mod 2^64 is
 order-independent and additive, so key ranges can be summed and split freely.
 
-Each type family's text is defined in ``seam.codecs`` next to its other renderings.
+Each type family's text is defined in ``seam.wire.codecs`` next to its other renderings.
 
 Delivery guarantee: none (expressions only).
 """
 
 from __future__ import annotations
 
-from seam.codecs import codec
-from seam.schema import Column
-from seam.snapshot import quote
-from seam.target import qi
+from seam.apply.target import qi
+from seam.source.schema import Column
+from seam.source.snapshot import quote
+from seam.wire.codecs import codec
 
 MOD = 2**64
 
@@ -41,7 +41,7 @@ def mysql_text(column: Column, alias: str = "x") -> str:
 
 
 def pg_text(column: Column, state: str, alias: str = "x") -> str:
-    """The same text for the column as Seam maps it into PostgreSQL (``seam.codecs``)."""
+    """The same text for the column as Seam maps it into PostgreSQL (``seam.wire.codecs``)."""
     return codec(column).check_pg(column, f"{alias}.{qi(column.name)}", qi(state))
 
 

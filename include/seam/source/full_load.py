@@ -1,7 +1,7 @@
 """The full load, publishing side: snapshot a table in parallel with Spark,
 reconcile the chunks to one binlog position, and publish the batch to the
-table's topic between BEGIN and END (see ``seam.snapshot`` for the method and
-``seam.boundary`` for the protocol).
+table's topic between BEGIN and END (see ``seam.source.snapshot`` for the method and
+``seam.wire.boundary`` for the protocol).
 
 One Spark task per chunk reads it with the C MySQL client in its own
 consistent snapshot (the source builds each row's JSON, see
@@ -29,12 +29,10 @@ from typing import Any
 
 import pymysql
 
-from seam.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally
 from seam.config import Pipeline, TableConfig
-from seam.gtid import gtids_at, gtids_enabled, head_gtids, server_identity
-from seam.records import Position, no_cyclic_gc, record_json
-from seam.schema import SchemaError, TableSchema, read_schema
-from seam.snapshot import (
+from seam.source.gtid import gtids_at, gtids_enabled, head_gtids, server_identity
+from seam.source.schema import SchemaError, TableSchema, read_schema
+from seam.source.snapshot import (
     ChunkPlan,
     ChunkRead,
     Opening,
@@ -50,14 +48,16 @@ from seam.snapshot import (
     snapshot_position,
     source_head,
 )
-from seam.topics import Publisher, ensure_topics, table_topic
+from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally
+from seam.wire.records import Position, no_cyclic_gc, record_json
+from seam.wire.topics import Publisher, ensure_topics, table_topic
 
 CONTROL = [(CONTROL_HEADER, b"1")]
 
 
 def prepare(pipeline: Pipeline, table: TableConfig) -> tuple[TableSchema, ChunkPlan, Opening]:
     """Read and check the source table: schema, configured key, binlog settings, privileges, chunks, and how
-    each chunk opens its snapshot (``seam.snapshot``: the method, and what the portable one locks)."""
+    each chunk opens its snapshot (``seam.source.snapshot``: the method, and what the portable one locks)."""
     try:
         conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), connect_timeout=10)
     except pymysql.err.OperationalError as exc:
@@ -137,7 +137,7 @@ def publish_full_load(
         else:
             target, gtids = head_gtids(conn)
             target = target or source_head(conn)  # (which says what is wrong when there is no binlog)
-        server = server_identity(conn)  # with the set, a stream can resume from it on a replica (seam.gtid)
+        server = server_identity(conn)  # with the set, a stream can resume from it on a replica (seam.source.gtid)
     finally:
         conn.close()
     say(

@@ -217,7 +217,7 @@ def gtids_enabled(conn) -> bool:
 
 def head_gtids(conn):
     """The binlog's end and the GTID set executed through it, read together: (Position, GtidSet | None)."""
-    from seam.records import Position
+    from seam.wire.records import Position
 
     with conn.cursor() as cur:
         try:
@@ -244,7 +244,7 @@ def gtids_at(conn, position, source=None) -> GtidSet | None:
         return None if found is None else GtidSet(found)
     if not gtids_enabled(conn) or source is None:
         return None
-    from seam.binlog import gtids_between
+    from seam.source.binlog import gtids_between
 
     head, at_head = head_gtids(conn)
     if at_head is None:

@@ -16,7 +16,7 @@ the pipeline config refuses that layout instead.)
 Control messages are JSON with ``"control": "BEGIN"|"END"``, the key
 ``__seam_control__`` and the header ``seam-control``: the only messages with
 headers, so a consumer tells them apart without parsing. Data messages are
-plain records (``seam.records``) whose ``source`` names the chunk (``part``)
+plain records (``seam.wire.records``) whose ``source`` names the chunk (``part``)
 and the Spark task attempt (``attempt``) that published them. END lists, per
 chunk, the attempt whose output counts and that part's row count and
 checksum; output of other attempts (a retried task) is discarded by the sink.
@@ -41,7 +41,7 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from seam.records import FORMAT_VERSION, Position
+from seam.wire.records import FORMAT_VERSION, Position
 
 MODES = ("full", "incremental")
 CONTROL_HEADER = "seam-control"
@@ -150,7 +150,7 @@ class Heartbeat:
     position: Position
     prev: Position | None = None
     seen_ms: int = 0
-    gtids: str | None = None  # the GTID set executed through ``position`` (seam.gtid), and the server it is on
+    gtids: str | None = None  # the GTID set executed through ``position`` (seam.source.gtid), and the server it is on
     server: str | None = None
 
     def to_json(self) -> bytes:
@@ -211,7 +211,7 @@ class StreamStop:
 @dataclass(frozen=True)
 class Rebase:
     """The source is another server now (a failover, or a replica): the table's applied position ``prev``, read
-    on the old server, is ``position`` on ``server``, found there by its GTID set ``gtids`` (seam.gtid). A sink
+    on the old server, is ``position`` on ``server``, found there by its GTID set ``gtids`` (seam.source.gtid). A sink
     takes it only when it has applied exactly ``prev``; else it reports a gap and the reader finds it anew."""
 
     position: Position

@@ -1,4 +1,4 @@
-"""The Structured Streaming sink: ``seam.kafka_source`` micro-batches applied by
+"""The Structured Streaming sink: ``seam.wire.kafka_source`` micro-batches applied by
 ``seam.apply.sink.Sink`` in ``foreachBatch`` (BEGIN/END batches and change events
 alike, one PostgreSQL transaction per micro-batch with the offsets).
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from seam.apply.sink import Sink
 from seam.config import Pipeline, TableConfig, state_dir
-from seam.kafka_source import SeamKafkaSource
+from seam.wire.kafka_source import SeamKafkaSource
 
 
 def start_stream_sink(

@@ -4,7 +4,7 @@ position of their last committed full load.
 Positions and chains. The reader starts each table at the position the
 target has applied (``seam.positions``, written by the sink in the same
 transaction as the data), always a source transaction boundary. It reads
-whole committed transactions from ``seam.binlog`` (which owns BEGIN/COMMIT,
+whole committed transactions from ``seam.source.binlog`` (which owns BEGIN/COMMIT,
 savepoints, ROLLBACK, XA and GTIDs) and publishes each at its commit; each record carries the commit position
 (``source.txn``), ``source.last`` on the table's last change of the
 transaction, and ``source.prev``: the table's previously published position.
@@ -25,7 +25,7 @@ also carry the GTID set executed through their position and the server
 they were read on, which the sink stores with the position. When the source
 is another server at the start of a pass (a failover, or a replica), the
 reader finds each moved table's set in the new server's binlog and publishes
-REBASE first (``seam.gtid``); what it cannot find stops the stream with the
+REBASE first (``seam.source.gtid``); what it cannot find stops the stream with the
 remedy, before anything is published. A transaction read twice (the binlog
 library reconnected to another server behind the reader's back) restarts
 the pass, which then moves the positions.
@@ -62,7 +62,9 @@ from dataclasses import asdict, dataclass, field, replace
 import pymysql
 
 from seam.alerts import alert
-from seam.binlog import (
+from seam.apply.target import connect_state, connect_target
+from seam.config import Pipeline, TableConfig
+from seam.source.binlog import (
     SAME_SERVER_ID,
     BinlogReader,
     LostTransaction,
@@ -74,17 +76,15 @@ from seam.binlog import (
     locate,
     replica_clash,
 )
-from seam.boundary import CONTROL_HEADER, Heartbeat, Rebase, SchemaChange, StreamStop
-from seam.config import Pipeline, TableConfig
-from seam.gtid import GtidError, GtidSet, gtids_at, gtids_enabled, is_mariadb, server_identity
-from seam.records import Position, Record, key_of, normalize, normalize_row
-from seam.schema import Column, TableSchema, reachable
-from seam.snapshot import binlog_files, source_head
+from seam.source.gtid import GtidError, GtidSet, gtids_at, gtids_enabled, is_mariadb, server_identity
+from seam.source.schema import Column, TableSchema, reachable
+from seam.source.snapshot import binlog_files, source_head
 from seam.state.parts import part_beat, part_failed, part_started, part_stopped
 from seam.state.positions import followed_tables, lag_sample
 from seam.state.schema import ensure_state
-from seam.target import connect_state, connect_target
-from seam.topics import Publisher, ensure_topics, table_topic, topic_ids
+from seam.wire.boundary import CONTROL_HEADER, Heartbeat, Rebase, SchemaChange, StreamStop
+from seam.wire.records import Position, Record, key_of, normalize, normalize_row
+from seam.wire.topics import Publisher, ensure_topics, table_topic, topic_ids
 
 log = logging.getLogger("seam.streaming")
 
@@ -144,7 +144,7 @@ class TargetState:
 class ChangeReader:
     def __init__(self, pipeline: Pipeline, tables: list[TableConfig] | None = None):
         self.pipeline = pipeline
-        # sync: windows tables are kept current by windows, never by the stream (see seam.incremental: modes)
+        # sync: windows tables are kept current by windows, never by the stream (see seam.source.incremental: modes)
         self.tables = {(t.db, t.table): t for t in (tables or pipeline.tables) if t.sync == "stream"}
         for t in tables or ():
             if t.sync != "stream":
@@ -166,7 +166,9 @@ class ChangeReader:
         self._stopped_batch: dict[tuple[str, str], str | None] = {}  # stopped tables: the load they stopped in
         self._target = connect_state(pipeline)
         self._rewound_at = self._target.execute("SELECT now()").fetchone()[0]
-        self._here: str | None = server_identity(self._source())  # the source server (seam.gtid), read at each pass
+        self._here: str | None = server_identity(
+            self._source()
+        )  # the source server (seam.source.gtid), read at each pass
         self._reading: BinlogReader | None = None
         self._follow_from_target(reset=True)
         here = [f.published for f in self.followed.values() if self._on_this_server(f)]
@@ -529,7 +531,7 @@ class ChangeReader:
     def _load_cascades(self) -> dict[tuple[str, str], list]:
         """Per parent table: its foreign keys into streamed tables whose rule the storage engine applies
         without logging rows (ON DELETE / ON UPDATE CASCADE or SET NULL), with the parent's schema."""
-        from seam.schema import read_foreign_keys, read_schema
+        from seam.source.schema import read_foreign_keys, read_schema
 
         conn = self._source()
         out: dict[tuple[str, str], list] = {}
@@ -552,7 +554,7 @@ class ChangeReader:
         """What the storage engine did to streamed tables because of a parent's change (not in the binlog),
         as ``x`` records at the parent's change. The first level names the parent's old (and new) values.
         A level below names the level above (``via``): which of its rows went is known only in the target,
-        so the sink applies it with the rows it recorded there (see seam.records). A table's keys into
+        so the sink applies it with the rows it recorded there (see seam.wire.records). A table's keys into
         itself (a tree) are carried in the record: the sink repeats them until no row changes."""
 
         def publish(fk, cascade: dict) -> None:
@@ -692,7 +694,7 @@ class ChangeReader:
         followed.bytes += size
         followed.backlog.append((position, followed.events, followed.bytes))
 
-    # ------------------------------------------------------------ servers and GTID sets (seam.gtid)
+    # ------------------------------------------------------------ servers and GTID sets (seam.source.gtid)
 
     def _on_this_server(self, followed: Followed) -> bool:
         return followed.server is None or self._here is None or followed.server == self._here

@@ -3,11 +3,11 @@ conversion of normalised record values into COPY rows.
 
 A source table ``db.t`` lands as ``"db"."t"`` (schema named after the source
 database, names kept exactly, quoted). The PostgreSQL type of each MySQL type
-is defined by its codec (``seam.codecs``; the README's table of types lists
+is defined by its codec (``seam.wire.codecs``; the README's table of types lists
 them all).
 
 Temporal columns are nullable in the target even when NOT NULL in the source,
-because zero dates become NULL (see ``seam.records``).
+because zero dates become NULL (see ``seam.wire.records``).
 
 Delivery guarantee: none (DDL and conversion only).
 """
@@ -18,9 +18,9 @@ import logging
 
 import psycopg
 
-from seam.codecs import Spatial, codec
 from seam.config import Pipeline
-from seam.schema import Column, TableSchema
+from seam.source.schema import Column, TableSchema
+from seam.wire.codecs import Spatial, codec
 
 log = logging.getLogger("seam.target")
 
@@ -43,7 +43,7 @@ def target_table(db: str, table: str) -> str:
 
 
 def pg_type(column: Column, postgis: bool = True) -> str:
-    """The PostgreSQL type for a MySQL column (``seam.codecs``). Column definitions arrive in Kafka messages:
+    """The PostgreSQL type for a MySQL column (``seam.wire.codecs``). Column definitions arrive in Kafka messages:
     every number pasted into the DDL is checked to be a small integer first. ``postgis``: the target has
     PostGIS (spatial columns become ``geometry``; without it ``bytea``)."""
     return codec(column).pg_type(column, postgis)

@@ -3,7 +3,7 @@
 InnoDB applies ON DELETE / ON UPDATE CASCADE and SET NULL inside the storage
 engine: the binlog has the parent's row and nothing for the rows the rule
 changed. The change reader publishes one ``x`` record per level (see
-seam.records): the first level names the parent's old and new values, so
+seam.wire.records): the first level names the parent's old and new values, so
 the sink changes the child's rows that reference them. Which child rows went
 is known only in the target, so a level below names the level above
 (``via``): when the sink applies a level whose table other streamed tables
@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from seam.records import Position
+from seam.apply.target import pg_type, qi
 from seam.state.positions import record_cascade, recorded_cascade, table_state
-from seam.target import pg_type, qi
+from seam.wire.records import Position
 
 INNODB_MAX_DEPTH = 15
 _ACTIONS = {"delete", "set_null", "update"}

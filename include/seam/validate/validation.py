@@ -9,7 +9,7 @@ Method (all heavy work inside the two databases, no table pulled to Python):
    whose exact binlog position Q >= P MariaDB reports.
 2. Both sides compute, in one scan each and concurrently, per key bucket: the
    row count, the sum mod 2^64 of a 64-bit hash of every row's canonical text
-   (``seam.canonical``), and the configured column checks (null counts, sums).
+   (``seam.validate.canonical``), and the configured column checks (null counts, sums).
 3. Buckets that differ, and buckets holding keys the binlog changed between P
    and Q, are narrowed down: a bucket of more than ``pull_rows`` rows is split
    into 16 key ranges and checksummed again (bisection, as reladiff does), a
@@ -58,18 +58,18 @@ from typing import Any
 import psycopg
 import pymysql
 
-from seam import canonical
-from seam.codecs import codec
+from seam.apply.target import normalize_target, qi
 from seam.config import Pipeline, TableConfig, state_dir
-from seam.gtid import server_identity
-from seam.incremental import _FORMAT, IncrementalError, Window, _parse_time, check_time_bounds, window_condition
-from seam.records import Position, normalize_row
-from seam.schema import Column, SchemaError, TableSchema, read_schema
-from seam.snapshot import SnapshotError, binlog_files, open_snapshot, quote, snapshot_opening, source_head
+from seam.source.gtid import server_identity
+from seam.source.incremental import _FORMAT, IncrementalError, Window, _parse_time, check_time_bounds, window_condition
+from seam.source.schema import Column, SchemaError, TableSchema, read_schema
+from seam.source.snapshot import SnapshotError, binlog_files, open_snapshot, quote, snapshot_opening, source_head
 from seam.state.ledger import committed_tables, last_committed, record_validation, watermark
 from seam.state.positions import validation_point
 from seam.state.schema import ensure_state, schema_version, xact_lock
-from seam.target import normalize_target, qi
+from seam.validate import canonical
+from seam.wire.codecs import codec
+from seam.wire.records import Position, normalize_row
 
 _INTEGER = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 _NUMERIC = _INTEGER | {"decimal", "year", "bit"}
@@ -523,7 +523,7 @@ def _staleness(
 ) -> str | None:
     """Why a streamed table's target is behind its source: its stream stopped, or it misses changes of the
     table that the source committed more than ``STALE_AFTER_S`` ago. None when it is current."""
-    from seam.streaming import table_events_between
+    from seam.source.streaming import table_events_between
 
     if applied[4]:
         return f"its stream is stopped ({applied[4][:200]})"
@@ -678,7 +678,7 @@ def _changes_since(
             f"is {files[0] if files else 'none'}), so the table cannot be compared at that "
             "position; run `seam load full` and validate soon after, or stream the table"
         )
-    from seam.binlog import BinlogReader, LostTransaction, Transaction
+    from seam.source.binlog import BinlogReader, LostTransaction, Transaction
 
     reader = BinlogReader(pipeline.source, start, [schema.db], tables={(schema.db, schema.table)}, end=end)
     out: list[tuple[dict | None, dict | None]] = []
@@ -729,7 +729,7 @@ def _images_at(schema: TableSchema, table: TableConfig, changes) -> dict[tuple[s
 
 
 def _key_texts(schema: TableSchema, table: TableConfig, image: dict) -> tuple[str, ...]:
-    """A normalised row's key in canonical text (``seam.canonical``) form."""
+    """A normalised row's key in canonical text (``seam.validate.canonical``) form."""
     return tuple(_value_text(schema.column(k), image[k]) for k in table.key)
 
 

@@ -27,7 +27,7 @@ of these columns for the levels below) and ``"self": [rules]`` (the table's
 keys into itself, repeated by the sink until no row changes).
 
 ``gtids`` (on a table's last change in a transaction) is the GTID set executed
-through the commit and ``server`` the server it was read on (``seam.gtid``).
+through the commit and ``server`` the server it was read on (``seam.source.gtid``).
 ``txn`` is where the source transaction commits; ``last`` marks the table's
 last change in it and ``seq`` counts the table's changes in it from 0 (a
 cascade shares its parent row's position), so a sink can apply whole source
@@ -42,7 +42,7 @@ language) can read it without a schema registry, which the embedded broker
 does not run; the version field lets the format evolve.
 
 Values: one canonical form per MySQL type family, defined with all its renderings
-in ``seam.codecs`` (its docstring and the README list what each type looks like).
+in ``seam.wire.codecs`` (its docstring and the README list what each type looks like).
 
 Delivery guarantee: none by itself (a value format); positions defined here
 are what the sinks use to apply each change exactly once.
@@ -58,8 +58,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from seam.codecs import record_value
-from seam.schema import Column, TableSchema
+from seam.source.schema import Column, TableSchema
+from seam.wire.codecs import record_value
 
 FORMAT_VERSION = 1
 OPS = ("r", "c", "u", "d", "x")  # x: a foreign-key cascade (``cascade``), change events only
@@ -122,7 +122,7 @@ class Record:
     attempt: int | None = None  # batch records: the Spark task attempt that published it
     cascade: dict | None = None  # op x: {"action": delete|set_null|update, "columns", "old", "new", "parent"}
     gtids: str | None = None  # a table's last change in a transaction: the GTID set executed through its commit
-    server: str | None = None  # ... and the server that is on (seam.gtid)
+    server: str | None = None  # ... and the server that is on (seam.source.gtid)
 
     def __post_init__(self):
         if self.op not in OPS:
@@ -280,7 +280,7 @@ def binlog_values(values: dict[str, Any], none_sources: dict[str, str] | None) -
 
 
 def normalize(column: Column, value: Any) -> Any:
-    """A source value (from a SELECT or from a binlog event) in Seam's canonical form (``seam.codecs``)."""
+    """A source value (from a SELECT or from a binlog event) in Seam's canonical form (``seam.wire.codecs``)."""
     return record_value(column, value)
 
 

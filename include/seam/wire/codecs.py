@@ -49,7 +49,7 @@ import json
 from decimal import Decimal
 from typing import Any, Literal
 
-from seam.schema import Column
+from seam.source.schema import Column
 
 _EPOCH = dt.datetime(1970, 1, 1)
 
@@ -71,7 +71,7 @@ def _small(column: Column, value, most: int) -> int:
     pasted into DDL."""
     text = str(value).strip()
     if not text.isdigit() or int(text) > most:
-        from seam.target import TargetError
+        from seam.apply.target import TargetError
 
         raise TargetError(
             f"column {column.name!r}: {text!r} in its type {column.column_type!r} is not a number "
@@ -512,7 +512,7 @@ SUPPORTED = tuple(sorted(_BY_TYPE))
 def codec(column: Column) -> Codec:
     found = _BY_TYPE.get(column.data_type)
     if found is None:
-        from seam.target import TargetError
+        from seam.apply.target import TargetError
 
         raise TargetError(f"column {column.name!r} has MySQL type {column.column_type}, which Seam does not map")
     return found

@@ -51,11 +51,11 @@ from dataclasses import asdict, dataclass
 
 import pymysql
 
-from seam.boundary import CONTROL_HEADER, Begin, End, Tally
 from seam.config import Pipeline, TableConfig
-from seam.schema import TableSchema, read_schema
-from seam.snapshot import ChunkPlan, plan_chunks, quote
-from seam.topics import Publisher, ensure_topics, table_topic
+from seam.source.schema import TableSchema, read_schema
+from seam.source.snapshot import ChunkPlan, plan_chunks, quote
+from seam.wire.boundary import CONTROL_HEADER, Begin, End, Tally
+from seam.wire.topics import Publisher, ensure_topics, table_topic
 
 CONTROL = [(CONTROL_HEADER, b"1")]
 INITIAL = "1970-01-01 00:00:00.000000"
@@ -219,7 +219,7 @@ def publish_window(
     spark, pipeline: Pipeline, table: TableConfig, batch: str, window: Window, say: Callable[[str], None] = print
 ) -> End:
     """Publish one window: BEGIN (with the window), its rows read in parallel key chunks, END."""
-    from seam.full_load import publish_chunks
+    from seam.source.full_load import publish_chunks
 
     started = time.time()
     conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), connect_timeout=10)

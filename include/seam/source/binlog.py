@@ -43,8 +43,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from seam.gtid import GtidError, GtidSet
-from seam.records import Position, binlog_values
+from seam.source.gtid import GtidError, GtidSet
+from seam.wire.records import Position, binlog_values
 
 
 @dataclass(frozen=True)
@@ -259,7 +259,7 @@ class BinlogReader:
         backwards from the start's file."""
         import pymysql
 
-        from seam.snapshot import binlog_files
+        from seam.source.snapshot import binlog_files
 
         conn = pymysql.connect(**self.source.pymysql_kwargs())
         try:
@@ -451,7 +451,7 @@ def locate(source, executed: GtidSet, mariadb: bool) -> Position:
         raise GtidError(f"the server cannot start from GTID set {executed}: {exc.args[-1]}") from None
     finally:
         stream.close()
-    from seam.gtid import head_gtids
+    from seam.source.gtid import head_gtids
 
     conn = pymysql.connect(**source.pymysql_kwargs())
     try:

@@ -128,7 +128,7 @@ class ForeignKey:
         return self._ACTIONS.get(self.on_delete if op == "d" else self.on_update, {}).get(op)
 
     def rule(self) -> dict:
-        """The rule as a cascade message carries it for a level below the first (see seam.records)."""
+        """The rule as a cascade message carries it for a level below the first (see seam.wire.records)."""
         return {
             "columns": list(self.columns),
             "referenced": list(self.referenced),
