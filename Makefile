@@ -13,7 +13,7 @@ setup:            ## Debian packages, .venv with pinned requirements, seam (edit
 demo: setup       ## start the embedded stack, seed demo data, run the demo DAG
 	@bash scripts/demo.sh
 
-test: setup       ## the whole test suite against the real embedded services
+test: lint        ## lint, then the whole test suite against the real embedded services
 	@bash scripts/test.sh $(PYTEST_ARGS)
 
 lint: setup       ## ruff (lint and format) over all Python, mypy over include/ and plugins/

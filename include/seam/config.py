@@ -158,6 +158,13 @@ class TableConfig:
         return f"{self.db}.{self.table}"
 
     @property
+    def cursor_column(self) -> str:
+        """The cursor, for what needs one (windows, a validation scope): a clear error for a table without."""
+        if not self.cursor:
+            raise ConfigError(f"tables[{self.name}].cursor", "this table has no cursor: give it one (e.g. updated_at)")
+        return self.cursor
+
+    @property
     def keyless(self) -> bool:
         return not self.key
 

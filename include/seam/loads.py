@@ -501,6 +501,7 @@ def relay_output(proc: subprocess.Popen, log: LineLog) -> threading.Thread:
 
     def relay():
         level = logging.INFO
+        assert proc.stdout is not None  # started with stdout=PIPE
         for line in proc.stdout:
             line = line.rstrip()
             if not line:

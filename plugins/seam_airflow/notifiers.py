@@ -26,7 +26,7 @@ class SeamWebhookNotifier(BaseNotifier):
 
 
 def pipeline_notifiers(
-    notify: Mapping[str, Any], *, subject: str, payload: Mapping[str, Any], html: str
+    notify: Mapping[str, Any], *, subject: str, payload: Mapping[str, Any], html: str | None
 ) -> list[BaseNotifier]:
     """The notifiers configured in a pipeline's ``notify:`` section, loaded with one finding."""
     out: list[BaseNotifier] = []

@@ -154,7 +154,7 @@ class ChangeApplier:
         if stream.buffer and (
             stream.buffer_txn != commit
             or not (  # records before seq: by position
-                stream.buffer_at < at if seq is None else seq == len(stream.buffer)
+                (stream.buffer_at is not None and stream.buffer_at < at) if seq is None else seq == len(stream.buffer)
             )
         ):
             log.info("%s: incomplete transaction %s dropped (its publisher restarted)", topic, stream.buffer_txn)

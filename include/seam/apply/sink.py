@@ -115,14 +115,15 @@ class Sink:
                     messages = consumer.consume(50_000, 0.5)
                 good = []
                 for m in messages:
-                    if m.error() is None:
+                    error = m.error()
+                    if error is None:
                         good.append(m)
-                    elif m.error().code() == KafkaError._PARTITION_EOF:
+                    elif error.code() == KafkaError._PARTITION_EOF:
                         continue
-                    elif m.error().code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                    elif error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
                         self._offset_lost(consumer, m)
                     else:
-                        raise SinkError(f"Kafka error on {m.topic()}: {m.error().str()}")
+                        raise SinkError(f"Kafka error on {m.topic()}: {error.str()}")
                 if not good:
                     if any(s.waiting for s in self.changes.streams.values()):  # the level above may be another sink's
                         with self.conn.transaction():
@@ -402,6 +403,7 @@ class Sink:
                 log.info("window %s of %s.%s merged: %s rows", end.window, end.db, end.table, final_rows)
                 self.open[topic] = None
                 return
+            assert end.position is not None  # a full load's END carries its snapshot's position
             positions.store_loaded_position(
                 self.conn,
                 self.schema,

@@ -15,6 +15,7 @@ Delivery guarantee: none (DDL and conversion only).
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import psycopg
 
@@ -121,6 +122,12 @@ def row_converter(schema: TableSchema, postgis: bool = True):
 def normalize_target(column: Column, value):
     """A value read back from PostgreSQL (psycopg) in the record's canonical form."""
     return None if value is None else codec(column).from_target(column, value)
+
+
+def scalar(conn, query: str, params: tuple | dict | None = None) -> Any:
+    """The first column of a query's first row, or None when it returns no row."""
+    row = conn.execute(query, params).fetchone()
+    return None if row is None else row[0]
 
 
 def connect_target(pipeline: Pipeline) -> psycopg.Connection:

@@ -339,6 +339,7 @@ class BinlogReader:
                 elif kind in ("xa_end", "xa_prepare"):
                     pass  # the XA_prepare event that follows ends the transaction's rows
                 elif kind in ("xa_commit", "xa_rollback"):
+                    assert qxid is not None  # query_kind gives the xid of every XA statement
                     yield _Resolve(qxid, kind == "xa_commit", at, gtid, event.timestamp)
                     open_, gtid = None, None
                     yield Tick(at, True)
@@ -585,7 +586,7 @@ def ddl_effect(query: str, default_db: str | None, db: str, table: str) -> tuple
     ADD COLUMN, ("stop", what) for anything else that changes its rows or shape."""
     q = re.sub(r"/\*.*?\*/|--[^\n]*|#[^\n]*", " ", query, flags=re.S).strip()
 
-    def names_at(text: str) -> list[tuple[str, str]]:
+    def names_at(text: str) -> list[tuple[str | None, str]]:
         out = []
         for part in _split_clauses(text):
             m = _QUALIFIED.match(part)

@@ -131,7 +131,7 @@ def waits_for(conn, state_schema: str, docs: list, commit: Position) -> tuple[st
         if commit.after(state[0]):
             return "stop", (
                 f"a cascade through {db}.{table} at {at} cannot be followed: that table's stream "
-                f"stopped ({state[1][:200]})"
+                f"stopped ({str(state[1])[:200]})"
             )
         if recorded_cascade(conn, state_schema, db, table, at) is None:
             return "stop", (
@@ -147,6 +147,7 @@ def apply(cur, state_schema: str, stream, cascade: Cascade, at: Position) -> int
     below need them. Returns the number of rows changed."""
     returning = cascade.returning
     if cascade.via is None:
+        assert cascade.action is not None  # the first level carries the parent's action
         changed = _step(
             cur, stream, cascade.action, cascade.columns, [(list(cascade.old), list(cascade.new))], returning
         )
@@ -154,6 +155,7 @@ def apply(cur, state_schema: str, stream, cascade: Cascade, at: Position) -> int
         above = recorded_cascade(cur.connection, state_schema, *cascade.via, at)
         if above is None:
             raise CascadeError(f"the cascade through {'.'.join(cascade.via)} at {at} was not recorded")
+        assert cascade.rule is not None  # a level below carries its rule
         changed = _below(cur, stream, cascade.rule, above, returning)
     frontier, depth = changed, 1
     while frontier and cascade.selves:  # a table's keys into itself, level by level

@@ -25,7 +25,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
-from typing import Any
+from typing import Any, cast
 
 import pymysql
 
@@ -240,7 +240,7 @@ def record_frame(
         key,
         None,
         after,
-        Position(file, pos, 0),
+        Position(cast(str, file), cast(int, pos), 0),  # None without a binlog position: the record says null
         snapshot,
         batch,
         None,
@@ -271,7 +271,9 @@ def _publish_chunk(
     produce call and the CRC."""
     from pyspark import TaskContext
 
-    attempt = TaskContext.get().taskAttemptId()
+    context = TaskContext.get()
+    assert context is not None  # runs as a Spark task
+    attempt = context.taskAttemptId()
     publisher = Publisher.shared(pipeline)
     publisher.flush()  # nothing of an earlier (failed) task may be counted in this one
     for read in reads:

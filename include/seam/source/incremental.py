@@ -119,7 +119,7 @@ def check_table(conn, pipeline: Pipeline, table: TableConfig) -> TableSchema:
             f"{table.name}: cursor column {table.cursor!r} is not in the table (columns: "
             f"{', '.join(schema.names)}); fix tables[].cursor"
         )
-    kind = schema.column(table.cursor).data_type
+    kind = schema.column(table.cursor_column).data_type
     if kind not in _TIME_TYPES | _INT_TYPES:
         raise IncrementalError(
             f"{table.name}: cursor column {table.cursor!r} is {kind}; it must be a date/time "
@@ -149,11 +149,11 @@ def plan_window(
     conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), connect_timeout=10)
     try:
         schema = check_table(conn, pipeline, table)
-        kind = schema.column(table.cursor).data_type
+        kind = schema.column(table.cursor_column).data_type
         if kind in _INT_TYPES:
             with conn.cursor() as cur:
                 cur.execute(
-                    f"SELECT COALESCE(MAX({quote(table.cursor)}), 0) FROM {quote(table.db)}.{quote(table.table)}"
+                    f"SELECT COALESCE(MAX({quote(table.cursor_column)}), 0) FROM {quote(table.db)}.{quote(table.table)}"
                 )
                 top = int(cur.fetchone()[0])
             first = int(start) if start is not None else int(watermark or 0)
@@ -161,7 +161,7 @@ def plan_window(
             if end is not None and int(end) <= first:
                 raise IncrementalError(f"window end {end} is not after its start {first}")
             return schema, Window(
-                table.cursor,
+                table.cursor_column,
                 str(first),
                 str(last),
                 str(end if end is not None else top),
@@ -192,7 +192,7 @@ def plan_window(
             f"now, {now.strftime(_FORMAT)}); nothing is safe to load yet, try again later"
         )
     return schema, Window(
-        table.cursor, lo.strftime(_FORMAT), hi.strftime(_FORMAT), requested.strftime(_FORMAT), hi < requested
+        table.cursor_column, lo.strftime(_FORMAT), hi.strftime(_FORMAT), requested.strftime(_FORMAT), hi < requested
     )
 
 

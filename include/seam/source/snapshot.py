@@ -66,7 +66,7 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from seam.source.schema import Column, TableSchema
 from seam.wire.codecs import Date, codec
@@ -281,7 +281,7 @@ class ChunkPlan:
     def chunk_of(self, value: Any) -> int:
         if self.column is None:
             return 0
-        bounds = [c.lo for c in self.chunks[1:]]
+        bounds = [cast(int, c.lo) for c in self.chunks[1:]]  # only the first chunk is open below
         return bisect.bisect_right(bounds, int(value))
 
 

@@ -62,7 +62,7 @@ from dataclasses import asdict, dataclass, field, replace
 import pymysql
 
 from seam.alerts import alert
-from seam.apply.target import connect_state, connect_target
+from seam.apply.target import connect_state, connect_target, scalar
 from seam.config import Pipeline, TableConfig
 from seam.source.binlog import (
     SAME_SERVER_ID,
@@ -130,7 +130,7 @@ class Followed:
 
 @dataclass
 class TargetState:
-    applied: Position | None
+    applied: Position
     batch: str | None
     stopped: str | None
     gap_at: object | None
@@ -165,7 +165,7 @@ class ChangeReader:
         self._clash_checked = False  # another replica with our server_id, looked for before the first read
         self._stopped_batch: dict[tuple[str, str], str | None] = {}  # stopped tables: the load they stopped in
         self._target = connect_state(pipeline)
-        self._rewound_at = self._target.execute("SELECT now()").fetchone()[0]
+        self._rewound_at = scalar(self._target, "SELECT now()")
         self._here: str | None = server_identity(
             self._source()
         )  # the source server (seam.source.gtid), read at each pass
@@ -264,7 +264,7 @@ class ChangeReader:
         """Update what the sink has applied; raise _Rewind when the binlog must be read again."""
         self._part(part_beat, batches=1)
         states = self._target_state()
-        now = self._target.execute("SELECT now()").fetchone()[0]
+        now = scalar(self._target, "SELECT now()")
         for key, f in list(self.followed.items()):
             st = states.get(key)
             if st is None:
@@ -497,7 +497,7 @@ class ChangeReader:
             if followed is not None and txn.commit.after(followed.published):
                 failed[followed.table.name] = (followed, error)
         for change in txn.changes:
-            cascaded = self._cascaded(change, txn, failed) if (change.db, change.table) in self._cascades else []
+            cascaded = self._cascaded(change, txn, failed) if (change.db, change.table) in self._read_cascades else []
             followed = self.followed.get((change.db, change.table))
             if followed is None or not txn.commit.after(followed.published) or followed.table.name in failed:
                 out.extend(cascaded)
@@ -527,6 +527,12 @@ class ChangeReader:
             )
             out.extend(cascaded)  # after the row itself: in a tree, the row may reference itself
         return [(f, r) for f, r in out if f.table.name not in failed], failed
+
+    @property
+    def _read_cascades(self) -> dict[tuple[str, str], list]:
+        """The cascades, once the first pass has read them."""
+        assert self._cascades is not None
+        return self._cascades
 
     def _load_cascades(self) -> dict[tuple[str, str], list]:
         """Per parent table: its foreign keys into streamed tables whose rule the storage engine applies
@@ -583,7 +589,7 @@ class ChangeReader:
 
         out: list[tuple[Followed, Record]] = []
         reached: list[tuple[str, str]] = []
-        for fk, parent in self._cascades[(change.db, change.table)]:
+        for fk, parent in self._read_cascades[(change.db, change.table)]:
             try:
                 old = (
                     [normalize(parent.column(c), change.before[c]) for c in fk.referenced]
@@ -622,7 +628,7 @@ class ChangeReader:
             if table in expanded:
                 continue
             expanded.add(table)
-            for fk, _ in self._cascades.get(table, []):
+            for fk, _ in self._read_cascades.get(table, []):
                 if fk.child == table:
                     continue  # the sink repeats a table's keys into itself
                 if fk.child in self._cyclic():
@@ -645,7 +651,7 @@ class ChangeReader:
         and the columns other streamed tables reference (``keep``: the sink records the changed rows). Every
         streamed table below counts, followed yet or not: a table loaded while this change is read gets its
         level of it when the reader rewinds for it, and then the rows must have been recorded."""
-        fks = [fk for fk, _ in self._cascades.get(table, [])]
+        fks = [fk for fk, _ in self._read_cascades.get(table, [])]
         own = [fk.rule() for fk in fks if fk.child == table]
         keep = sorted({c for fk in fks if fk.child != table for c in fk.referenced})
         return {**({"self": own} if own else {}), **({"keep": keep} if keep else {})}
@@ -653,7 +659,7 @@ class ChangeReader:
     def _cyclic(self) -> set[tuple[str, str]]:
         """Tables on a cycle of cascading keys through other tables (a table's keys into itself excepted)."""
         if self._cycles_of is not self._cascades:
-            edges = {p: {fk.child for fk, _ in fks if fk.child != p} for p, fks in self._cascades.items()}
+            edges = {p: {fk.child for fk, _ in fks if fk.child != p} for p, fks in self._read_cascades.items()}
             self._cycles = {t for t in edges if t in reachable(t, lambda n: edges.get(n, ()))}
             self._cycles_of = self._cascades
         return self._cycles
@@ -720,6 +726,8 @@ class ChangeReader:
         moved = [f for f in self.followed.values() if not self._on_this_server(f)]
         if not moved:
             return
+        here = self._here
+        assert here is not None  # a table is on another server only when this one is known
         conn, names = self._source(), " ".join(f.table.name for f in moved)
         if not gtids_enabled(conn):
             raise StreamError(
@@ -751,7 +759,7 @@ class ChangeReader:
                 f.gtids,
                 at,
             )
-            self._control(publisher, f, Rebase(at, f.published, f.gtids, self._here))
+            self._control(publisher, f, Rebase(at, f.published, f.gtids, here))
             f.server = self._here
         publisher.flush()
 
@@ -998,6 +1006,7 @@ def stream_lag(pipeline: Pipeline, tables: list[TableConfig], sample_s: float = 
             if server not in (None, here):  # read on another server; the reader has not moved it here yet
                 out.append(TableLag(t.name, applied, None, None, None, None, stopped))
                 continue
+            behind_bytes: int | None
             if applied.file == head.file:
                 behind_bytes = max(0, head.pos - applied.pos)
             else:

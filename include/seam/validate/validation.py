@@ -53,12 +53,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pymysql
 
-from seam.apply.target import normalize_target, qi
+from seam.apply.target import normalize_target, qi, scalar
 from seam.config import Pipeline, TableConfig, state_dir
 from seam.source.gtid import server_identity
 from seam.source.incremental import _FORMAT, IncrementalError, Window, _parse_time, check_time_bounds, window_condition
@@ -224,7 +224,8 @@ class Report:
             key = ", ".join(f"{k}={v}" for k, v in d.key.items())
             if d.kind == "different":
                 cols = "; ".join(
-                    f"{c}: source {_short(d.source.get(c))} target {_short(d.target.get(c))}" for c in d.columns
+                    f"{c}: source {_short((d.source or {}).get(c))} target {_short((d.target or {}).get(c))}"
+                    for c in d.columns
                 )
                 lines.append(f"  different  {key}: {cols}")
             else:
@@ -426,7 +427,7 @@ def validate(
         _check_config(schema, table, scope)
         scope = _resolve(schema, table, scope)
         _ensure_functions(tgt, state)
-        exists = tgt.execute("SELECT to_regclass(%s)", (f"{qi(table.db)}.{qi(table.table)}",)).fetchone()[0]
+        exists = scalar(tgt, "SELECT to_regclass(%s)", (f"{qi(table.db)}.{qi(table.table)}",))
         if exists is None:
             raise NotLoaded(
                 f"the target has no table {qi(table.db)}.{qi(table.table)}: run `seam load full {table.name}` first"
@@ -436,8 +437,9 @@ def validate(
         tgt.read_only = True
         tgt.autocommit = False
         applied = validation_point(tgt, state, table.db, table.table)
-        here = server_identity(src) if applied is not None and applied[6] is not None else None
-        if here is not None and applied[6] != here:
+        read_on = applied[6] if applied is not None else None
+        here = server_identity(src) if read_on is not None else None
+        if applied is not None and here is not None and read_on != here:
             raise ValidationError(
                 f"{table.name}: the target's position {applied[0]}:{applied[1]} was read on "
                 f"{applied[6]}, not on this source ({here}): start the stream "
@@ -461,8 +463,8 @@ def validate(
         except SnapshotError as exc:
             raise ValidationError(str(exc)) from None
         target_at = Position(applied[0], applied[1], applied[2]) if applied else None
-        if window_mode:
-            scope = _cap_window(schema, table, scope, mark[0])
+        if window_mode and mark is not None:  # window_mode needs a watermark
+            scope = _cap_window(schema, table, scope, mark)
         report = Report(
             pipeline=pipeline.name,
             table=table.name,
@@ -484,6 +486,7 @@ def validate(
             if window_mode:
                 return []
             t0 = time.monotonic()
+            assert target_at is not None  # outside a window, a loaded table has a position (NotLoaded above)
             found = _changes_since(pipeline, src, schema, table, target_at, source_at)
             say(
                 f"{table.name}: {len(found):,} row changes in the binlog ({target_at}, {source_at}], read in "
@@ -505,7 +508,7 @@ def validate(
             pull_rows=pull_rows,
             say=say,
         )
-        if not window_mode and table.sync == "stream":
+        if not window_mode and table.sync == "stream" and target_at is not None:
             report.stale = _staleness(pipeline, src, table, applied, target_at, source_at)
         report.seconds = time.monotonic() - started
         return report
@@ -564,12 +567,12 @@ def _resolve(schema: TableSchema, table: TableConfig, scope: Scope) -> Scope:
     if scope.window is None or isinstance(scope.window, Window):
         return scope
     start, end = scope.window
-    if schema.column(table.cursor).data_type in _INTEGER:
+    if schema.column(table.cursor_column).data_type in _INTEGER:
         try:
             first, last = int(start), int(end)
         except ValueError:
             raise ValidationError(f"{table.name}: window bounds must be integers for cursor {table.cursor}") from None
-        window = Window(table.cursor, str(first), str(last), str(last), False)
+        window = Window(table.cursor_column, str(first), str(last), str(last), False)
     else:
         try:
             lo, hi = (
@@ -577,7 +580,7 @@ def _resolve(schema: TableSchema, table: TableConfig, scope: Scope) -> Scope:
             )
         except IncrementalError as exc:
             raise ValidationError(str(exc)) from None
-        window = Window(table.cursor, lo, hi, hi, False)
+        window = Window(table.cursor_column, lo, hi, hi, False)
     if window.end <= window.start if not window.end.isdigit() else int(window.end) <= int(window.start):
         raise ValidationError(f"window end {end} is not after its start {start}")
     return Scope(window=window, key_range=scope.key_range)
@@ -655,13 +658,14 @@ _FUNCTIONS_VERSION = "seam-canonical-1"
 
 def _cap_window(schema: TableSchema, table: TableConfig, scope: Scope, watermark: str) -> Scope:
     """An incremental table is compared up to its watermark: later rows are not loaded yet."""
-    start = "0" if schema.column(table.cursor).data_type in _INTEGER else "0001-01-01 00:00:00.000000"
+    start = "0" if schema.column(table.cursor_column).data_type in _INTEGER else "0001-01-01 00:00:00.000000"
     if scope.window is None:
-        window = Window(table.cursor, start, watermark, watermark, False)
+        window = Window(table.cursor_column, start, watermark, watermark, False)
     else:
         given = scope.resolved
+        assert given is not None
         end = min(given.end, watermark, key=lambda v: (len(v), v) if v.isdigit() else (0, v))
-        window = Window(table.cursor, given.start, end, given.end, end != given.end)
+        window = Window(table.cursor_column, given.start, end, given.end, end != given.end)
     return Scope(window=window, key_range=scope.key_range)
 
 
@@ -730,7 +734,8 @@ def _images_at(schema: TableSchema, table: TableConfig, changes) -> dict[tuple[s
 
 def _key_texts(schema: TableSchema, table: TableConfig, image: dict) -> tuple[str, ...]:
     """A normalised row's key in canonical text (``seam.validate.canonical``) form."""
-    return tuple(_value_text(schema.column(k), image[k]) for k in table.key)
+    texts = tuple(_value_text(schema.column(k), image[k]) for k in table.key)
+    return cast(tuple[str, ...], texts)  # key columns are NOT NULL
 
 
 def _value_text(column: Column, value: Any) -> str | None:
@@ -764,6 +769,7 @@ def _cursor_value(column: Column, value: Any) -> int | str:
     if column.data_type in _INTEGER:
         return int(value)
     text = _value_text(column, value)
+    assert text is not None  # callers leave rows without a cursor value out of every window
     return text + " 00:00:00.000000" if len(text) == 10 else text
 
 
@@ -1000,7 +1006,7 @@ def _diff_rows(schema: TableSchema, table: TableConfig, s_rows, t_rows, at_p: di
         s, t = s_map.get(key), t_map.get(key)
         key_dict = dict(zip(table.key, key))
         if t is None:
-            out.append(Difference("missing", key_dict, source=dict(zip(names, s))))
+            out.append(Difference("missing", key_dict, source=dict(zip(names, s or ()))))
         elif s is None:
             out.append(Difference("extra", key_dict, target=dict(zip(names, t))))
         elif s != t:
@@ -1047,12 +1053,14 @@ def _moved_on(
         return []
     keys = [tuple(d.key[k] for k in table.key) for d in suspects]
     now = source.values_by_key(keys, in_scope=False)
-    column = schema.column(table.cursor)
-    end = _window_bounds(column, source.scope.resolved)[1]
+    column = schema.column(table.cursor_column)
+    window = source.scope.resolved
+    assert window is not None  # only a window can leave rows its cursor says were loaded later
+    end = _window_bounds(column, window)[1]
     return [
         d
         for d, key in zip(suspects, keys)
-        if now.get(key) is not None and _cursor_value(column, now[key][table.cursor]) > end
+        if now.get(key) is not None and _cursor_value(column, now[key][table.cursor_column]) > end
     ]
 
 

@@ -249,12 +249,14 @@ def kafka_key(key: dict[str, Any]) -> bytes:
     return json.dumps(key, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def key_of(schema: TableSchema, key_columns: tuple[str, ...], row: dict[str, Any]) -> dict[str, Any]:
+def key_of(schema: TableSchema, key_columns: tuple[str, ...], row: dict[str, Any] | None) -> dict[str, Any]:
     """The record key of a normalised row: its key columns, or the whole row when keyless."""
+    assert row is not None  # a change has an image, after or before
     return {c: row[c] for c in key_columns} if key_columns else dict(row)
 
 
-def normalize_row(schema: TableSchema, row: dict[str, Any]) -> dict[str, Any]:
+def normalize_row(schema: TableSchema, row: dict[str, Any] | None) -> dict[str, Any]:
+    assert row is not None  # the image a change's op says it has
     return {c.name: normalize(c, row[c.name]) for c in schema.columns}
 
 
