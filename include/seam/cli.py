@@ -69,10 +69,9 @@ def cmd_status(args, procs: Processes) -> int:
 def _table_status(pipeline, tables) -> int:
     """Per table: watermark and last window (incremental), last batches from the ledger, stream position."""
     from seam.apply.target import connect_state, qi
-
-    conn = connect_state(pipeline)
     from seam.state.ledger import table_history
 
+    conn = connect_state(pipeline)
     for t in tables:
         history = table_history(conn, pipeline.target.state_schema, t.db, t.table)
         print(
