@@ -18,6 +18,7 @@ from seam.config import load_pipeline
 from seam_dev import demo
 from seam_dev.airflow_api import AirflowClient
 from tests.support.pipelines import pipeline_file
+from tests.support.source import fresh_database
 
 DB = "loadkill_test"
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
@@ -43,15 +44,11 @@ def _count(pipeline) -> int:
 
 
 def test_a_load_task_killed_from_airflow_leaves_no_process_and_the_target_unchanged(airflow_stack, tmp_path_factory):
-    conn = demo.connect(os.environ["SEAM_MYSQL_URL"])
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS `{DB}`")
-        cur.execute(f"CREATE DATABASE `{DB}`")
-        cur.execute(f"CREATE TABLE `{DB}`.big (id INT PRIMARY KEY, amount DECIMAL(18,2), note VARCHAR(100))")
-        cur.executemany(
-            f"INSERT INTO `{DB}`.big VALUES (%s, %s, %s)", [(i, f"{i}.5", "x" * 40) for i in range(1, 5001)]
-        )
-    conn.close()
+    fresh_database(
+        DB,
+        f"CREATE TABLE `{DB}`.big (id INT PRIMARY KEY, amount DECIMAL(18,2), note VARCHAR(100))",
+        f"INSERT INTO `{DB}`.big SELECT seq, seq + 0.5, REPEAT('x', 40) FROM `{DB}`.seq_1_to_5000",
+    )
     path = pipeline_file(tmp_path_factory, "loadkill", [{"name": f"{DB}.big", "key": ["id"]}], pipeline_name="loadkill")
     pipeline = load_pipeline(path)
     first = subprocess.run(

@@ -22,6 +22,7 @@ from seam_dev import demo
 from tests.support.airflow import run_dag
 from tests.support.compare import diff, source_rows, target_rows
 from tests.support.pipelines import pipeline_file
+from tests.support.source import fresh_database
 
 DB = "cluster_test"
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
@@ -119,13 +120,11 @@ def _seam(path: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_full_load_and_streaming_sink_run_on_a_standalone_cluster(airflow_stack, spark_cluster, tmp_path_factory):
-    conn = demo.connect(os.environ["SEAM_MYSQL_URL"])
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS `{DB}`")
-        cur.execute(f"CREATE DATABASE `{DB}`")
-        cur.execute(f"CREATE TABLE `{DB}`.ledger (id INT PRIMARY KEY, amount DECIMAL(18,2), note VARCHAR(20))")
-        cur.execute(f"INSERT INTO `{DB}`.ledger SELECT seq, seq * 1.25, 'old' FROM `{DB}`.seq_1_to_5000")
-    conn.close()
+    fresh_database(
+        DB,
+        f"CREATE TABLE `{DB}`.ledger (id INT PRIMARY KEY, amount DECIMAL(18,2), note VARCHAR(20))",
+        f"INSERT INTO `{DB}`.ledger SELECT seq, seq * 1.25, 'old' FROM `{DB}`.seq_1_to_5000",
+    )
     path = pipeline_file(
         tmp_path_factory,
         "cluster",

@@ -19,6 +19,7 @@ from seam.supervise import _group
 from seam_dev import demo
 from tests.support.airflow import run_dag
 from tests.support.pipelines import pipeline_file
+from tests.support.source import fresh_database
 
 DB = "streamdag_test"
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
@@ -54,15 +55,11 @@ def _write(first_id: int, rows: int) -> None:
 
 
 def test_supervisor_starts_restarts_alerts_and_stops_the_stream(airflow_stack, tmp_path_factory, webhook):
-    conn = demo.connect(os.environ["SEAM_MYSQL_URL"])
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS `{DB}`")
-        cur.execute(f"CREATE DATABASE `{DB}`")
-        cur.execute(f"CREATE TABLE `{DB}`.ledger (id INT PRIMARY KEY, amount DECIMAL(18,2), note VARCHAR(20))")
-        cur.executemany(
-            f"INSERT INTO `{DB}`.ledger VALUES (%s, %s, %s)", [(i, f"{i}.25", "old") for i in range(1, 301)]
-        )
-    conn.close()
+    fresh_database(
+        DB,
+        f"CREATE TABLE `{DB}`.ledger (id INT PRIMARY KEY, amount DECIMAL(18,2), note VARCHAR(20))",
+        f"INSERT INTO `{DB}`.ledger SELECT seq, seq + 0.25, 'old' FROM `{DB}`.seq_1_to_300",
+    )
     logs = tmp_path_factory.mktemp("stream-logs")
     path = pipeline_file(
         tmp_path_factory,

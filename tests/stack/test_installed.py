@@ -18,21 +18,19 @@ import psycopg
 import pytest
 
 from seam.config import CHECKOUT, load_pipeline
-from seam_dev import demo
 from tests.support.pipelines import pipeline_file
+from tests.support.source import fresh_database
 
 DB = "installed_test"
 pytestmark = pytest.mark.stack
 
 
 def test_an_installed_seam_loads_and_validates_outside_the_checkout(stack, tmp_path_factory):
-    conn = demo.connect(os.environ["SEAM_MYSQL_URL"])
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {DB}")
-        cur.execute(f"CREATE DATABASE {DB}")
-        cur.execute(f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, note VARCHAR(20), amount DECIMAL(12,2))")
-        cur.execute(f"INSERT INTO {DB}.t SELECT seq, CONCAT('n', seq), seq / 7 FROM `{DB}`.seq_1_to_5000")
-    conn.close()
+    fresh_database(
+        DB,
+        f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, note VARCHAR(20), amount DECIMAL(12,2))",
+        f"INSERT INTO {DB}.t SELECT seq, CONCAT('n', seq), seq / 7 FROM `{DB}`.seq_1_to_5000",
+    )
     work = tmp_path_factory.mktemp("elsewhere")
     pipeline = Path(pipeline_file(tmp_path_factory, "installed", [{"name": f"{DB}.t", "key": ["id"]}]))
     shutil.copy(pipeline, work / "p.yaml")
