@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "include"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from common import bench_pipeline  # noqa: E402
-from full_load_tpch import ensure_orders  # noqa: E402
+from full_load_tpch import ensure_table  # noqa: E402
 
 from seam.config import load_pipeline  # noqa: E402
 
@@ -152,7 +152,7 @@ def main() -> int:
     args = parser.parse_args()
     path = bench_pipeline([{"name": "tpch.orders", "key": ["o_orderkey"]}])
     pipeline = load_pipeline(path)
-    rows = ensure_orders(args.scale)
+    rows = ensure_table("orders", args.scale)
     load(path, rows)
     print(f"\nequal tables ({rows:,} rows):", flush=True)
     seam_equal, keys = run_seam(pipeline, rows)
