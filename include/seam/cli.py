@@ -1,5 +1,8 @@
 """The ``seam`` command line.
 
+Its size: one function per command and the parser; the work is in the library, the command bodies only call it
+and print.
+
 Every command takes ``--pipeline PATH`` (default ``include/pipelines/demo.yaml``).
 When the embedded stack has been set up, its endpoints and credentials are
 put in the environment (without overriding what is already set), so the

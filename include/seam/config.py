@@ -1,6 +1,9 @@
 """Pipeline configuration: one YAML file names the source, Kafka, the target
 and the tables to sync.
 
+Its size: the whole pipeline schema is validated in one pass, so that a bad file fails on its first fault,
+naming the field.
+
 Loading validates everything up front and raises ``ConfigError`` naming the
 exact field at fault (``tables[2].cursor``), so a bad file never starts a
 half-configured job. Values may reference the environment as ``${VAR}`` or

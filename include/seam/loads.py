@@ -1,6 +1,9 @@
 """``seam load full``: check everything, run the Spark publishing job, apply
 the batch with a sink, and report rows, rows/s and the recorded binlog position.
 
+Its size: one load from check to commit (cascade order, the sink and the Spark job as children, progress,
+stall and kill handling, the relay of their log lines) reads best in one place.
+
 The Spark job runs through ``spark-submit`` (the same entry point Airflow
 runs), the sink in its own process (unless one already applies the table's
 topic): either can be killed and re-run without harm (see ``seam.apply.sink``).

@@ -1,6 +1,8 @@
 """Demo data: a small settlement-style schema in MySQL/MariaDB, a seeder, and
 a writer that runs a concurrent insert/update/delete mix against it.
 
+Its size: the demo schema, its seeder and its writer change together (a new column is all three).
+
 The schema covers what breaks sync tools: a ledger with DATETIME(6)
 ``updated_at`` and an unsigned auto-increment id, a table with no primary key
 (and duplicate rows), and a table of awkward types (DECIMAL(20,6), unsigned

@@ -2,6 +2,9 @@
 PostgreSQL (the target) and Airflow standalone, each a child process of ours
 on a private loopback port, with all data under one state dir.
 
+Its size: four services' start, health and bootstrap, one method each, next to the ports and credentials they
+share.
+
 ``up`` starts what is not running and waits for each service's health with a
 timeout, failing with the reason (port taken, binary missing, datadir
 corrupt, the service's own last log lines). ``down`` stops only processes

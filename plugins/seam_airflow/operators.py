@@ -1,4 +1,8 @@
-"""Thin operators: the Seam library does the work, these hand it Airflow's connections."""
+"""Thin operators: the Seam library does the work, these hand it Airflow's connections.
+
+Its size: one thin operator per kind of DAG task (Spark job, full load, incremental, validate, stream
+supervisor, settlement) with the shared bad-input and notify helpers.
+"""
 
 from __future__ import annotations
 

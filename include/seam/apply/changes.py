@@ -2,6 +2,9 @@
 columns, its applied position, the source transaction being received and the ones waiting behind a
 cascade of the level above.
 
+Its size: the change-event path is one state machine (the transaction being received, the ``prev`` chain,
+transactions waiting behind a cascade, stream controls) over state its steps share.
+
 Delivery guarantee: none of its own; ``resume_offset`` keeps a restarted sink from skipping anything held
 here in memory, and the position moves in the transaction that applies the changes up to it.
 """

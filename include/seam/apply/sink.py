@@ -1,5 +1,9 @@
 """The PostgreSQL sink: applies table topics to the target, batch by batch.
 
+Its size: the router, its two runners (the Kafka loop, Spark's ``foreachBatch``) and a batch's lifecycle
+(BEGIN, staging, END) share the sink's open batches and offsets; the roles with their own state are ``swap``,
+``merge`` and ``changes``.
+
 How a full-load batch becomes visible, atomically:
 
 - BEGIN: a ledger row (state ``open``) and two empty tables in the state

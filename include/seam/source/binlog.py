@@ -1,6 +1,9 @@
 """The binlog as whole committed source transactions: the one binlog reader
 that snapshot reconciliation, streaming and validation share.
 
+Its size: it is the one binlog reader (events into whole transactions, XA, savepoints, DDL classified apart);
+splitting it would make two.
+
 It owns the transaction grammar of MySQL and MariaDB (what a CDC reader
 must know; Debezium's ``handleQueryEvent`` treats the same cases apart):
 

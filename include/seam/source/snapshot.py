@@ -3,6 +3,9 @@ position, by one of two methods (``source.snapshot``: ``auto`` picks
 ``mariadb`` on MariaDB and ``portable`` elsewhere; tests force ``portable``
 on MariaDB).
 
+Its size: both snapshot methods, chunk planning and the reconciliation of chunks read at different positions
+share the position arithmetic that makes them exact.
+
 Method ``mariadb`` (exact, no lock):
 
 1. Split the table into chunks on an integer key column (``plan_chunks``).

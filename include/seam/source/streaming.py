@@ -1,6 +1,10 @@
 """Binlog streaming: the change reader that follows tables from the binlog
 position of their last committed full load.
 
+Its size: the change reader is one loop over shared state (followed tables, rewinds, cascades, rebases after a
+failover) plus the lag it reports; the next split is planned (cascade tracking and lag into their own
+modules).
+
 Positions and chains. The reader starts each table at the position the
 target has applied (``seam.positions``, written by the sink in the same
 transaction as the data), always a source transaction boundary. It reads

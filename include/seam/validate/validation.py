@@ -1,5 +1,8 @@
 """Validation: is the target equal to the source, and if not, which rows differ?
 
+Its size: one comparison at one consistent point, from snapshots to the differing rows and the report; the
+next split is planned (the report, and the bucket search, into their own modules).
+
 Method (all heavy work inside the two databases, no table pulled to Python):
 
 1. A consistent pair of snapshots. The target's is taken first (REPEATABLE

@@ -1,6 +1,9 @@
 """One codec per MySQL type family: the canonical value of a column, defined once, with every rendering of it
 next to the others.
 
+Its size: every type family's renderings (record value, PostgreSQL type, COPY value, canonical SQL) sit side
+by side on purpose: a type is added or changed in one place.
+
 - ``record(column, value)``: a value as the binlog decoder or a driver's SELECT hands it over -> the record's
   JSON value (the stream and reconciliation compute it in Python).
 - ``snapshot_sql(column, x)``: MySQL SQL that computes the same JSON text in the source (the full load's hot
