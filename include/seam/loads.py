@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -57,9 +58,15 @@ def spark_submit_command(
     """spark-submit of ``spark_jobs/<job>.py`` (or of ``script``) on ``seam.spark.spark_master``."""
     from seam.spark import spark_job_script, spark_master
 
-    submit = Path(sys.executable).with_name("spark-submit")
+    here = Path(sys.executable).with_name("spark-submit")
+    submit = str(here) if here.exists() else shutil.which("spark-submit")
+    if submit is None:
+        raise LoadError(
+            "spark-submit not found next to this Python or on PATH: install pyspark here, or put "
+            "$SPARK_HOME/bin on PATH"
+        )
     return [
-        str(submit if submit.exists() else "spark-submit"),
+        submit,
         "--master",
         spark_master(pipeline),
         "--jars",

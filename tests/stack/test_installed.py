@@ -48,6 +48,7 @@ def test_an_installed_seam_loads_and_validates_outside_the_checkout(stack, tmp_p
     (next(venv.glob("lib/python*/site-packages")) / "deps.pth").write_text(f"{packages}\n")
 
     env = {k: v for k, v in os.environ.items() if k not in ("SEAM_STATE_DIR", "PYTHONPATH")}
+    env["PATH"] = os.pathsep.join([str(venv / "bin"), str(packages.parents[2] / "bin"), env["PATH"]])  # spark-submit
     where = subprocess.run(
         [str(venv / "bin/python"), "-c", "import seam, spark_jobs; print(seam.__file__, spark_jobs.__file__)"],
         cwd=work,

@@ -67,14 +67,25 @@ class _TopicReader(SimpleDataSourceStreamReader):
         ids = self._ids()
         if ids is None:
             return iter([]), start
+        if any(tid != ids[t] for t, (tid, _) in start.items()):
+            self._forget_consumer()
         begin = {t: [ids[t], off if tid == ids[t] else 0] for t, (tid, off) in start.items()}
         rows, end = self._consume(begin, None)
         return iter(rows), end
 
     def readBetweenOffsets(self, start: dict, end: dict):
+        if any(tid != end[t][0] for t, (tid, _) in start.items()):
+            self._forget_consumer()
         begin = {t: [end[t][0], off if tid == end[t][0] else 0] for t, (tid, off) in start.items()}
         rows, _ = self._consume(begin, end)
         return iter(rows)
+
+    def _forget_consumer(self) -> None:
+        """A topic was recreated on the broker: a consumer's cached metadata would keep fetching the old one
+        (until its periodic refresh, minutes later), so the next read starts a new consumer."""
+        if self._kafka is not None:
+            self._kafka.close()
+            self._kafka = None
 
     def _consumer(self):
         """One long-lived consumer (clients created and destroyed per micro-batch once cost the runner its

@@ -1,0 +1,65 @@
+"""The Spark sink's Kafka source across a topic recreated on the broker (what a restart of the in-memory
+broker does to every topic): the next read starts at the new topic's beginning and sees its messages at
+once. Its long-lived consumer once kept the old topic's metadata for minutes (until librdkafka's periodic
+refresh), so that a batch published right after a broker restart waited about five minutes."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from seam.wire.kafka_source import _TopicReader
+
+pytestmark = pytest.mark.stack
+
+
+def _create(admin: AdminClient, topic: str) -> None:
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for value in values:
+        producer.produce(topic, value, partition=0)
+    assert producer.flush(15) == 0
+
+
+def _read_until(reader: _TopicReader, start: dict, want: int, limit_s: float) -> tuple[list, dict, float]:
+    began, rows = time.monotonic(), []
+    while time.monotonic() - began < limit_s:
+        batch, start = reader.read(start)
+        rows += list(batch)
+        if len(rows) >= want:
+            break
+    return rows, start, time.monotonic() - began
+
+
+def test_a_recreated_topic_is_read_from_its_beginning_at_once(stack):
+    bootstrap = os.environ["SEAM_KAFKA_BOOTSTRAP"]
+    topic = f"seam.source-test.{int(time.time() * 1000)}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    _create(admin, topic)
+    _produce(bootstrap, topic, [b"old-%d" % i for i in range(5)])
+    reader = _TopicReader({"bootstrap": bootstrap, "topics": json.dumps([topic])})
+    start = reader.initialOffset()
+    rows, start, _ = _read_until(reader, start, 5, 30)
+    assert [r[4] for r in rows] == [b"old-%d" % i for i in range(5)]
+    old_id = start[topic][0]
+
+    admin.delete_topics([topic])[topic].result(15)
+    deadline = time.monotonic() + 30
+    while topic in admin.list_topics(timeout=5).topics and time.monotonic() < deadline:
+        time.sleep(0.2)
+    _create(admin, topic)
+    _produce(bootstrap, topic, [b"new-%d" % i for i in range(3)])
+
+    rows, start, took = _read_until(reader, start, 3, 60)
+    assert [r[4] for r in rows] == [b"new-0", b"new-1", b"new-2"], rows
+    assert [r[2] for r in rows] == [0, 1, 2] and all(r[1] != old_id for r in rows)
+    assert took < 20, f"the recreated topic's messages took {took:.0f} s to be read"
+    assert start[topic][0] != old_id and start[topic][1] == 3
