@@ -7,6 +7,8 @@
   load; ``merge``: an incremental window merged by key, and its watermark.
 - ``changes``: a streamed table's change events (the ``prev`` chain, held transactions, schema changes).
 - ``decode``: records into per-schema structs.
+- ``transaction``: the unit of commit: data, offsets and positions in one transaction; what the sink holds in
+  memory is trusted only while its transactions commit.
 
 The ledger, positions and offsets themselves are written by ``seam.state``.
 

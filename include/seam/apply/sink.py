@@ -54,6 +54,7 @@ from seam.apply.target import (
     qi,
     row_converter,
 )
+from seam.apply.transaction import TargetTransaction
 from seam.config import Pipeline, TableConfig
 from seam.source.schema import TableSchema
 from seam.state import ledger, positions
@@ -85,7 +86,8 @@ class Sink:
         self.conn.autocommit = False
         self._postgis: bool | None = None  # whether spatial columns land as geometry: asked when first needed
         self.open: dict[str, OpenBatch | None] = {topic: self._load_open(topic) for topic in self.tables}
-        self.finished: dict[str, str] = {}  # batch id -> final state, for callers waiting on a batch
+        self.finished: dict[str, str] = {}  # batch id -> final state once committed, for callers waiting on one
+        self.txn = TargetTransaction(self.conn)  # data, offsets and positions: one commit
         self.topic_ids: dict[str, str] = {}
         self._next_offset: dict[str, int] = {}  # topic -> the offset after the last message consumed
         self.changes = ChangeApplier(self.conn, pipeline, self.tables, self._spatial_as_geometry, self._offset_read)
@@ -130,7 +132,7 @@ class Sink:
                         raise SinkError(f"Kafka error on {m.topic()}: {error.str()}")
                 if not good:
                     if any(s.waiting for s in self.changes.streams.values()):  # the level above may be another sink's
-                        with self.conn.transaction():
+                        with self.txn():
                             self.changes.release_waiting()
                     if idle_exit is not None and time.monotonic() - last_message > idle_exit:
                         break
@@ -184,7 +186,7 @@ class Sink:
             by_topic = {}
             for m in messages:
                 by_topic.setdefault(m.topic(), []).append(m)
-        with no_cyclic_gc(), self.conn.transaction():
+        with no_cyclic_gc(), self.txn():
             for topic, batch in by_topic.items():
                 self._apply(topic, batch)
             if any(s.waiting for s in self.changes.streams.values()):
@@ -482,4 +484,4 @@ class Sink:
 
     def _finish(self, batch_id: str, state: str, error: str | None = None) -> None:
         ledger.finish_batch(self.conn, self.schema, batch_id, state, error)
-        self.finished[batch_id] = state
+        self.txn.on_commit(lambda: self.finished.__setitem__(batch_id, state))
