@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 from seam.apply.sink import Sink
@@ -66,12 +67,14 @@ def start_stream_sink(
 
 
 def checkpoint_dir() -> Path:
-    """This process's Spark checkpoint, under the state dir. Spark needs one, but the offsets that count are
-    the target's: a checkpoint is never read again, so those of processes that ended are removed."""
+    """A new Spark checkpoint for each start of the query, under the state dir. Spark needs one, but the
+    offsets that count are the target's: a checkpoint is never read again (a query started again in the same
+    process starts from the target, not from where the last one's checkpoint ended), and those of processes
+    that ended are removed."""
     base = state_dir() / "checkpoints"
     base.mkdir(parents=True, exist_ok=True)
     for old in base.glob("stream-*"):
-        pid = old.name.removeprefix("stream-")
+        pid = old.name.removeprefix("stream-").split("-")[0]
         if not (pid.isdigit() and Path(f"/proc/{pid}").exists()):
             shutil.rmtree(old, ignore_errors=True)
-    return base / f"stream-{os.getpid()}"
+    return base / f"stream-{os.getpid()}-{time.time_ns()}"
