@@ -123,7 +123,17 @@ try {
   const typo = await taskLog(page, 'seam_settlement', run, 'plan', null, 'bad input');
   report('settlement_typo', { run, ...done, log: typo.log });
   await page.goto(`${base}/assets`);
-  await page.getByText(/demo\.accounts/).first().waitFor({ timeout: 60_000 });
+  // an asset this run emitted for the first time is listed once Airflow has registered it, moments later,
+  // and the page does not refresh by itself: reload until it is there
+  for (let tries = 1; ; tries++) {
+    try {
+      await page.getByText(/demo\.accounts/).first().waitFor({ timeout: 5_000 });
+      break;
+    } catch (error) {
+      if (tries >= 24) throw error;
+      await page.reload();
+    }
+  }
   report('assets', { text: await page.locator('body').innerText(), screenshot: await snap(page, 'assets') });
 } finally {
   await browser.close();
