@@ -39,6 +39,17 @@ def _cluster_state(ui: int) -> dict:
         return json.load(resp)
 
 
+def _app_listed(ui: int, name: str, where: str, limit_s: float = 60) -> dict:
+    """The master's state once app ``name`` is among its ``where`` apps (the master moves an app to its
+    completed ones moments after the driver exits), or as it is at the limit."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        state = _cluster_state(ui)
+        if name in [a["name"] for a in state[where]] or time.monotonic() > deadline:
+            return state
+        time.sleep(1)
+
+
 @pytest.fixture()
 def spark_cluster(tmp_path):
     """A standalone master and one worker (2 cores) from pyspark's ``spark-class``; yields the master URL
@@ -144,7 +155,7 @@ def test_full_load_and_streaming_sink_run_on_a_standalone_cluster(airflow_stack,
     loaded = run_dag(airflow_stack, "seam_full_load", {"tables": [f"{DB}.ledger"], "pipeline": path}, env=conn_env)
     assert loaded["state"] == "success", loaded["log"][-5000:]
     assert loaded["tasks"]["validate[0]"] == "success"
-    apps = _cluster_state(spark_cluster["ui"])
+    apps = _app_listed(spark_cluster["ui"], "seam-full-load", "completedapps")
     assert "seam-full-load" in [a["name"] for a in apps["completedapps"]], apps
 
     started = run_dag(airflow_stack, "seam_stream", {"action": "start", "pipeline": path}, env=conn_env)
@@ -158,7 +169,7 @@ def test_full_load_and_streaming_sink_run_on_a_standalone_cluster(airflow_stack,
         conn.close()
         caught = _seam(path, "stream", "wait", "--timeout", "300")
         assert caught.returncode == 0, caught.stdout + caught.stderr
-        apps = _cluster_state(spark_cluster["ui"])
+        apps = _app_listed(spark_cluster["ui"], "seam-stream-sink", "activeapps")
         assert "seam-stream-sink" in [a["name"] for a in apps["activeapps"]], apps  # the sink runs on the cluster
         src, schema = source_rows(pipeline, DB, "ledger")
         tgt = target_rows(pipeline, schema)
