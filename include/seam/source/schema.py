@@ -56,8 +56,7 @@ def read_schema(conn, db: str, table: str) -> TableSchema:
     """Read a table's columns and primary key through a PyMySQL connection."""
     with conn.cursor() as cur:
         cur.execute(
-            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_SCALE, DATETIME_PRECISION "
-            "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+            f"SELECT {COLUMN_FIELDS} FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
             "ORDER BY ORDINAL_POSITION",
             (db, table),
         )
@@ -73,18 +72,22 @@ def read_schema(conn, db: str, table: str) -> TableSchema:
             (db, table),
         )
         pk = tuple(r[0] for r in cur.fetchall())
-    columns = tuple(
-        Column(
-            name=r[0],
-            data_type=r[1].lower(),
-            column_type=r[2],
-            nullable=r[3] == "YES",
-            numeric_scale=r[4],
-            datetime_precision=r[5],
-        )
-        for r in rows
+    return TableSchema(db=db, table=table, columns=tuple(column_from_row(r) for r in rows), primary_key=pk)
+
+
+COLUMN_FIELDS = "COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_SCALE, DATETIME_PRECISION"
+
+
+def column_from_row(r) -> Column:
+    """A ``Column`` from an information_schema.COLUMNS row that starts with ``COLUMN_FIELDS``."""
+    return Column(
+        name=r[0],
+        data_type=r[1].lower(),
+        column_type=r[2],
+        nullable=r[3] == "YES",
+        numeric_scale=r[4],
+        datetime_precision=r[5],
     )
-    return TableSchema(db=db, table=table, columns=columns, primary_key=pk)
 
 
 @dataclass(frozen=True)

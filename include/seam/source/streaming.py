@@ -81,7 +81,7 @@ from seam.source.binlog import (
     replica_clash,
 )
 from seam.source.gtid import GtidError, GtidSet, gtids_at, gtids_enabled, is_mariadb, server_identity
-from seam.source.schema import Column, TableSchema, reachable
+from seam.source.schema import COLUMN_FIELDS, Column, TableSchema, column_from_row, reachable
 from seam.source.snapshot import binlog_files, source_head
 from seam.state.parts import part_beat, part_failed, part_started, part_stopped
 from seam.state.positions import followed_tables, lag_sample
@@ -867,8 +867,7 @@ class ChangeReader:
         a string (the reason) when that cannot be done exactly."""
         with self._source().cursor() as cur:
             cur.execute(
-                "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_SCALE, "
-                "DATETIME_PRECISION, COLUMN_DEFAULT FROM information_schema.COLUMNS "
+                f"SELECT {COLUMN_FIELDS}, COLUMN_DEFAULT FROM information_schema.COLUMNS "
                 "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
                 (followed.table.db, followed.table.table),
             )
@@ -878,14 +877,7 @@ class ChangeReader:
             r = found.get(name)
             if r is None:
                 return f"column {name} is no longer on the source"
-            column = Column(
-                name=r[0],
-                data_type=r[1].lower(),
-                column_type=r[2],
-                nullable=r[3] == "YES",
-                numeric_scale=r[4],
-                datetime_precision=r[5],
-            )
+            column = column_from_row(r)
             default = literal_default(r[6])
             if default is _COMPUTED or (default is None and not column.nullable):
                 return f"column {name} gets a default the stream cannot reproduce ({r[6]!r})"
