@@ -8,8 +8,9 @@ import os
 import pymysql
 import pytest
 
+from seam.source.binlog import BinlogReader, Transaction
 from seam.source.schema import SchemaError, read_schema
-from seam.wire.records import Position, Record, binlog_values, key_of, normalize_row
+from seam.wire.records import Position, Record, key_of, normalize_row
 from seam_dev import demo
 
 pytestmark = pytest.mark.stack
@@ -59,30 +60,18 @@ def _select(pipeline, table):
 
 
 def _binlog(pipeline, start, table):
-    from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.row_event import WriteRowsEvent
-
-    src = pipeline.source
-    stream = BinLogStreamReader(
-        connection_settings={"host": src.host, "port": src.port, "user": src.user, "passwd": src.password.reveal()},
-        server_id=src.server_id + 200,
-        log_file=start[0],
-        log_pos=start[1],
-        resume_stream=True,
-        is_mariadb=False,
-        blocking=False,
-        only_events=[WriteRowsEvent],
-        only_schemas=["records_test"],
-        only_tables=[table],
-    )
+    """The rows inserted into ``table`` since ``start``, decoded by the stream's reader."""
+    reader = BinlogReader(pipeline.source, Position.through(*start), {"records_test"}, tables={("records_test", table)})
     try:
         return [
-            (Position(stream.log_file, event.packet.log_pos, i), binlog_values(row["values"], row.get("none_sources")))
-            for event in stream
-            for i, row in enumerate(event.rows)
+            (c.position, c.after)
+            for item in reader
+            if isinstance(item, Transaction)
+            for c in item.changes
+            if c.op == "c"
         ]
     finally:
-        stream.close()
+        reader.close()
 
 
 @pytest.mark.parametrize("table", ["type_zoo", "zero dates"])

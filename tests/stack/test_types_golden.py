@@ -20,12 +20,13 @@ import pytest
 
 from seam.apply.target import normalize_target, qi
 from seam.config import load_pipeline
+from seam.source.binlog import BinlogReader, Transaction
 from seam.source.full_load import _canonical_json_values
 from seam.source.schema import read_schema
 from seam.source.snapshot import canonical_json_columns, object_sql, quote, source_head
 from seam.validate import canonical
 from seam.wire.codecs import codec, record_value
-from seam.wire.records import Position, binlog_values
+from seam.wire.records import Position
 from seam_dev import demo
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file, stream_once
@@ -251,36 +252,17 @@ def _by_snapshot_sql(pipeline, schema) -> dict:
 
 def _by_binlog(pipeline, schema, start: Position) -> dict:
     """The last image of every row in the binlog since the table was created, decoded as the stream does."""
-    from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
-
-    src = pipeline.source
-    stream = BinLogStreamReader(
-        connection_settings={"host": src.host, "port": src.port, "user": src.user, "passwd": src.password.reveal()},
-        server_id=src.server_id + 400,
-        log_file=start.file,
-        log_pos=start.pos,
-        resume_stream=True,
-        blocking=False,
-        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
-        only_schemas=[DB],
-        only_tables=["golden"],
-    )
+    reader = BinlogReader(pipeline.source, start, {DB}, tables={(DB, "golden")})
     rows: dict = {}
     try:
-        for event in stream:
-            for row in event.rows:
-                if isinstance(event, DeleteRowsEvent):
-                    rows.pop(row["values"]["id"], None)
-                    continue
-                image = row["after_values"] if isinstance(event, UpdateRowsEvent) else row["values"]
-                sources = (
-                    row.get("after_none_sources") if isinstance(event, UpdateRowsEvent) else row.get("none_sources")
-                )
-                values = binlog_values(image, sources)
-                rows[values["id"]] = {c.name: record_value(c, values[c.name]) for c in schema.columns}
+        for item in reader:
+            for change in item.changes if isinstance(item, Transaction) else ():
+                if change.after is None:
+                    rows.pop(change.before["id"], None)
+                else:
+                    rows[change.after["id"]] = {c.name: record_value(c, change.after[c.name]) for c in schema.columns}
     finally:
-        stream.close()
+        reader.close()
     return rows
 
 

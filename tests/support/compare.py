@@ -58,7 +58,7 @@ def replay_to_now(pipeline, schema, rows_at: collections.Counter, position) -> c
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-    from seam.wire.records import binlog_values
+    from tests.support.library_binlog import binlog_values
 
     image = collections.Counter(rows_at)
     src = pipeline.source

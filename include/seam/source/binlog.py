@@ -47,7 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from seam.source.gtid import GtidError, GtidSet
-from seam.wire.records import Position, binlog_values
+from seam.source.rows import Rows, Stream
+from seam.wire.records import Position
 
 
 @dataclass(frozen=True)
@@ -194,8 +195,10 @@ class BinlogReader:
         s = self._stream
         return Position.through(s.log_file, s.log_pos) if s is not None and s.log_file else None
 
+    def _watched(self, db: str, table: str) -> bool:
+        return db in self.schemas and (self.tables is None or (db, table) in self.tables)
+
     def _open(self, file: str, pos: int, blocking: bool, server_id: int | None = None):
-        from pymysqlreplication import BinLogStreamReader
         from pymysqlreplication.event import (
             GtidEvent,
             HeartbeatLogEvent,
@@ -210,8 +213,9 @@ class BinlogReader:
         extra: dict[str, Any] = {"slave_heartbeat": self.heartbeat_s} if self.heartbeat_s else {}
         if self.report_as:
             extra["report_slave"] = self.report_as
-        return BinLogStreamReader(
+        return Stream(
             connection_settings={"host": s.host, "port": s.port, "user": s.user, "passwd": s.password.reveal()},
+            watched=self._watched,
             server_id=server_id or self.server_id,
             log_file=file,
             log_pos=pos,
@@ -296,13 +300,12 @@ class BinlogReader:
             XAPrepareEvent,
             XidEvent,
         )
-        from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
 
         open_: Transaction | None = None
         gtid = None
         rows_seen = 0
         for event in stream:
-            at = Position.through(stream.log_file, event.packet.log_pos)
+            at = Position.through(stream.log_file, stream.event_end)
             if end is not None and at.after(end):
                 return
             if isinstance(event, (MariadbGtidEvent, GtidEvent)):
@@ -381,18 +384,16 @@ class BinlogReader:
                 if stream.log_file:
                     yield Tick(Position.through(stream.log_file, stream.log_pos), open_ is None)
                 continue
-            # a row event
-            if self.tables is not None and (event.schema, event.table) not in self.tables:
-                continue
+            # a row event of a watched table (Stream passes no other)
             if open_ is None:  # rows outside BEGIN: a non-transactional table's autocommitted statement
                 open_ = Transaction(at, gtid, event.timestamp)
             try:
-                open_.changes.extend(_changes(event, stream.log_file, UpdateRowsEvent, WriteRowsEvent))
+                open_.changes.extend(_changes(event, stream.log_file))
             except Exception as exc:  # noqa: BLE001 - kept: only fatal if the table's rows are needed
                 open_.errors.setdefault((event.schema, event.table), f"{type(exc).__name__}: {exc}")
             rows_seen += 1
             if rows_seen % 2000 == 0:
-                yield Tick(Position.through(stream.log_file, event.packet.log_pos), False)
+                yield Tick(at, False)
 
 
 def _gtid_stream(source, **where):
@@ -512,29 +513,12 @@ class _Resolve:
     timestamp: int
 
 
-def _changes(event, log_file: str, update_event, write_event) -> list[RowChange]:
-    out = []
-    for i, row in enumerate(event.rows):
-        at = Position(log_file, event.packet.log_pos, i)
-        if isinstance(event, update_event):
-            out.append(
-                RowChange(
-                    "u",
-                    event.schema,
-                    event.table,
-                    binlog_values(row["before_values"], row.get("before_none_sources")),
-                    binlog_values(row["after_values"], row.get("after_none_sources")),
-                    at,
-                )
-            )
-        else:
-            image = binlog_values(row["values"], row.get("none_sources"))
-            out.append(
-                RowChange("c", event.schema, event.table, None, image, at)
-                if isinstance(event, write_event)
-                else RowChange("d", event.schema, event.table, image, None, at)
-            )
-    return out
+def _changes(event: Rows, log_file: str) -> list[RowChange]:
+    op, db, table, end = event.op, event.schema, event.table, event.log_pos
+    return [
+        RowChange(op, db, table, before, after, Position(log_file, end, i))
+        for i, (before, after) in enumerate(event.images())
+    ]
 
 
 def _text(value) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 
 class SchemaError(LookupError):
@@ -23,11 +24,11 @@ class Column:
     numeric_scale: int | None = None
     datetime_precision: int | None = None
 
-    @property
+    @cached_property
     def unsigned(self) -> bool:
         return "unsigned" in self.column_type.lower()
 
-    @property
+    @cached_property
     def members(self) -> tuple[str, ...]:
         """ENUM/SET members in definition order."""
         body = self.column_type[self.column_type.index("(") + 1 : self.column_type.rindex(")")]
@@ -44,6 +45,13 @@ class TableSchema:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
+
+    @cached_property
+    def recorders(self) -> tuple:
+        """(name, column, its codec's ``record``) per column: what ``normalize_row`` runs for every value."""
+        from seam.wire.codecs import codec  # the codecs read Column from here
+
+        return tuple((c.name, c, codec(c).record) for c in self.columns)
 
     def column(self, name: str) -> Column:
         for c in self.columns:

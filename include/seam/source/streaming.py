@@ -681,9 +681,8 @@ class ChangeReader:
             size = 0
             for i, r in enumerate(records):
                 last = i == len(records) - 1
-                value = replace(
-                    r, txn=commit, last=last, prev=followed.published, seq=i, **(self._anchor() if last else {})
-                ).to_json()
+                anchor = self._anchor() if last else {}
+                value = r.chained_json(commit, last, followed.published, i, anchor.get("gtids"), anchor.get("server"))
                 publisher.send(followed.topic, value, r.kafka_key())
                 size += len(value)
             self._advance(followed, commit, len(records), size)

@@ -152,6 +152,33 @@ class Record:
             self.server,
         )
 
+    def chained_json(
+        self, txn: Position, last: bool, prev: Position | None, seq: int, gtids: str | None, server: str | None
+    ) -> bytes:
+        """``to_json`` of this change event as published: with its place in the table's chain."""
+        return record_json(
+            self.op,
+            self.db,
+            self.table,
+            self.key,
+            self.before,
+            self.after,
+            self.position,
+            self.snapshot,
+            self.batch,
+            self.gtid,
+            self.ts_ms,
+            txn,
+            last,
+            prev,
+            self.part,
+            self.attempt,
+            self.cascade,
+            seq,
+            gtids,
+            server,
+        )
+
     def kafka_key(self) -> bytes:
         return kafka_key(self.key)
 
@@ -257,28 +284,7 @@ def key_of(schema: TableSchema, key_columns: tuple[str, ...], row: dict[str, Any
 
 def normalize_row(schema: TableSchema, row: dict[str, Any] | None) -> dict[str, Any]:
     assert row is not None  # the image a change's op says it has
-    return {c.name: normalize(c, row[c.name]) for c in schema.columns}
-
-
-def binlog_values(values: dict[str, Any], none_sources: dict[str, str] | None) -> dict[str, Any]:
-    """Undo python-mysql-replication's lossy ``None``s, using the reason it records.
-
-    It decodes an empty SET as ``None`` (reason "empty set"), which would
-    otherwise be indistinguishable from NULL. A partial JSON update (MySQL 8
-    with binlog_row_value_options=PARTIAL_JSON) carries no full value: refuse it.
-    """
-    if not none_sources:
-        return values
-    fixed = dict(values)
-    for name, reason in none_sources.items():
-        if reason == "empty set":
-            fixed[name] = ""
-        elif reason == "same with before values":  # NONE_SOURCE.JSON_PARTIAL_UPDATE
-            raise ValueError(
-                f"column {name!r} arrived as a partial JSON update: set "
-                "binlog_row_value_options='' on the source so row images are full"
-            )
-    return fixed
+    return {name: None if (v := row[name]) is None else record(c, v) for name, c, record in schema.recorders}
 
 
 def normalize(column: Column, value: Any) -> Any:
