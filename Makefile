@@ -4,8 +4,9 @@ SEAM := .venv/bin/seam
 PYTEST_ARGS ?=
 
 .PHONY: setup demo test lint torture bench bench-stream bench-validate up down status lock clean
-SCALE ?= 0.5
-TABLE ?= orders
+SCALE ?= 0.2
+REPEATS ?= 3
+CASES ?= full,incremental,stream,validation
 
 setup:            ## Debian packages, .venv with pinned requirements, seam (editable)
 	@bash scripts/setup.sh
@@ -27,14 +28,14 @@ SNAPSHOT ?=
 torture: setup    ## randomized differential test: workload, loads, kills, independent compare (SEED=1 DURATION=120 SNAPSHOT=portable)
 	@SEAM_TEST_SNAPSHOT=$(SNAPSHOT) bash scripts/torture.sh --seed $(SEED) --duration $(DURATION)
 
-bench: setup      ## full load of TPC-H orders (TABLE=lineitem) vs a raw Spark JDBC->Parquet read (SCALE=0.5)
-	@.venv/bin/python benchmarks/full_load_tpch.py --table $(TABLE) --scale $(SCALE)
+bench: setup      ## every benchmark case next to its baselines, one process (SCALE=0.2 REPEATS=3 CASES=full,incremental,stream,validation)
+	@.venv/bin/python benchmarks/harness.py --scale $(SCALE) --repeats $(REPEATS) --cases $(CASES)
 
-bench-stream: setup  ## binlog CDC through the whole chain vs raw python-mysql-replication decode, and latency
-	@.venv/bin/python benchmarks/stream_cdc.py
+bench-stream: setup  ## the stream case of `make bench` alone
+	@.venv/bin/python benchmarks/harness.py --repeats $(REPEATS) --cases stream
 
-bench-validate: setup  ## validation of TPC-H orders (equal, then 10 differences) vs reladiff (SCALE=1)
-	@.venv/bin/python benchmarks/validate_tpch.py --scale $(or $(SCALE_VALIDATE),1)
+bench-validate: setup  ## the validation case of `make bench` alone
+	@.venv/bin/python benchmarks/harness.py --scale $(SCALE) --repeats $(REPEATS) --cases validation
 
 up: setup
 	@$(SEAM) up

@@ -1,24 +1,16 @@
-"""Benchmark: full load of TPC-H ``orders`` (or ``lineitem``) vs a raw Spark JDBC -> Parquet read of the same table.
+"""The full-load and incremental cases of ``benchmarks/harness.py``: TPC-H tables in MariaDB and the baselines.
 
-Run on the embedded stack (``make bench``, or ``python benchmarks/full_load_tpch.py --scale 0.5``):
-
-1. tpchgen-cli generates ``orders`` at the given scale factor (SF 1 = 1.5M rows; ``--table lineitem``:
-   6M rows, 16 columns); it is loaded into MariaDB as ``tpch.orders`` (primary key ``o_orderkey``; lineitem:
-   ``(l_orderkey, l_linenumber)``) unless already there at that size.
-2. Baseline: spark-submit of ``benchmarks/raw_jdbc_to_parquet.py`` (same master, same JDBC partitions)
-   reads the table and writes Parquet: once warm (a count first), once cold, timed inside the job and
-   as the whole spark-submit.
-3. Seam: ``seam load full tpch.orders`` (Spark snapshot + reconciliation, Kafka, sink, atomic swap),
-   timed from BEGIN to commit as recorded in the ledger (JVM start excluded, like the baseline), and
-   wall-clock including the spark-submit start; then again with ``source.snapshot: portable`` (the
-   method MySQL 8 gets: a brief LOCK TABLES per chunk and reconciliation from low watermarks).
-
-Prints both rates and their ratio. The target on a 2-core machine: Seam >= 0.5 x baseline.
+1. tpchgen-cli generates ``orders`` or ``lineitem`` at the scale factor (SF 1 = 1.5M orders, 6M lines); it is
+   loaded into MariaDB as ``tpch.<table>`` (keys ``o_orderkey``; ``(l_orderkey, l_linenumber)``) unless it is
+   there at that size.
+2. Baseline: spark-submit of ``benchmarks/raw_jdbc_to_parquet.py`` (same master, same JDBC partitions) reads
+   the table and writes Parquet: warm (a count first) or cold, timed inside the job.
+3. Seam: ``seam load full tpch.<table>`` (Spark snapshot + reconciliation, Kafka, sink, atomic swap), timed
+   from BEGIN to commit as recorded in the ledger (JVM start excluded, like the baseline).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -29,9 +21,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
 
-from common import bench_pipeline  # noqa: E402
-
-from seam.config import load_pipeline  # noqa: E402
 
 TABLES = {  # TPC-H DDL, rows per scale factor, key
     "orders": (
@@ -191,37 +180,24 @@ def seam_full_load(pipeline_path: str, name: str, rows: int) -> tuple[float, flo
     return rows / seconds, rows / wall
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scale", type=float, default=0.5, help="TPC-H scale factor (SF 1 = 1.5M orders)")
-    parser.add_argument("--table", choices=sorted(TABLES), default="orders")
-    args = parser.parse_args()
-    name = args.table
-    path = bench_pipeline([{"name": f"tpch.{name}", "key": TABLES[name][2]}])
-    pipeline = load_pipeline()
-    rows = ensure_table(name, args.scale)
-    raw_warm, _ = baseline(pipeline, name, rows, warm=True)
-    raw_cold, raw_wall = baseline(pipeline, name, rows, warm=False)
-    seam_rate, seam_wall_rate = seam_full_load(path, name, rows)
-    portable = bench_pipeline([{"name": f"tpch.{name}", "key": TABLES[name][2]}], snapshot="portable")
-    portable_rate, _ = seam_full_load(portable, name, rows)
-    os.unlink(portable)
-    print(
-        f"\nRESULT TPC-H {name} SF {args.scale} ({rows:,} rows), {os.cpu_count()} cores:\n"
-        f"  raw JDBC->Parquet, warm JVM, copy only     {raw_warm:>10,.0f} rows/s\n"
-        f"  raw JDBC->Parquet, cold, copy only         {raw_cold:>10,.0f} rows/s\n"
-        f"  raw JDBC->Parquet, whole spark-submit      {raw_wall:>10,.0f} rows/s\n"
-        f"  seam full load, BEGIN -> commit            {seam_rate:>10,.0f} rows/s  "
-        f"({seam_rate / raw_warm:.2f} x warm raw, {seam_rate / raw_cold:.2f} x cold raw; target >= 0.50)\n"
-        f"  seam full load, whole command              {seam_wall_rate:>10,.0f} rows/s  "
-        f"({seam_wall_rate / raw_wall:.2f} x whole raw spark-submit)\n"
-        f"  seam full load, portable snapshot          {portable_rate:>10,.0f} rows/s  "
-        f"({portable_rate / seam_rate:.2f} x the MariaDB method, {portable_rate / raw_cold:.2f} x cold raw)",
-        flush=True,
-    )
-    os.unlink(path)
-    return 0
+def raw_window(pipeline, start: str, end: str, rows: int) -> float:
+    """Seconds of a partitioned Spark JDBC read of lineitem's ship-date window (start, end] to Parquet (cold)."""
+    from seam.loads import job_env, spark_submit_command
 
-
-if __name__ == "__main__":
-    sys.exit(main())
+    with tempfile.TemporaryDirectory() as out:
+        where = f"`l_shipdate` > '{start}' AND `l_shipdate` <= '{end}'"  # the harness's own constants
+        command = spark_submit_command(
+            pipeline,
+            "raw",
+            ["--table", f"(SELECT * FROM `tpch`.`lineitem` WHERE {where}) w", "--key", "l_orderkey"]
+            + ["--upper", str(max_key("lineitem", "l_orderkey")), "--out", out + "/w"],
+            script=ROOT / "benchmarks" / "raw_jdbc_to_parquet.py",
+        )
+        result = subprocess.run(command, env=job_env(), capture_output=True, text=True)
+    if result.returncode:
+        sys.exit(f"raw window read failed:\n{result.stdout}\n{result.stderr}")
+    line = [x for x in result.stdout.splitlines() if x.startswith("RAW ")][-1]
+    copied, seconds = int(line.split("rows=")[1].split()[0]), float(line.split("seconds=")[1])
+    assert copied == rows, (copied, rows)
+    print(f"raw JDBC window read: {rows:,} rows in {seconds:.1f}s = {rows / seconds:,.0f} rows/s", flush=True)
+    return seconds

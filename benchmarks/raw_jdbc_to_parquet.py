@@ -12,7 +12,7 @@ from seam.spark import jdbc_options, spark_session
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--table", required=True, help="`db`.`table`")
+    parser.add_argument("--table", required=True, help="`db`.`table`, or a subquery with an alias")
     parser.add_argument("--key", required=True)
     parser.add_argument("--upper", type=int, required=True)
     parser.add_argument("--out", required=True)

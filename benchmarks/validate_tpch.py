@@ -1,23 +1,16 @@
-"""Benchmark: validating TPC-H ``orders`` (MariaDB source vs PostgreSQL target), Seam vs reladiff.
+"""The validation case of ``benchmarks/harness.py``: TPC-H ``orders`` (MariaDB source vs PostgreSQL target),
+Seam vs reladiff.
 
-Run on the embedded stack (``make bench-validate``, or ``python benchmarks/validate_tpch.py --scale 1``):
-
-1. ``tpch.orders`` at the scale factor in MariaDB (as the full-load benchmark makes it), loaded into the
-   target with ``seam load full``.
-   A fresh ``seam load full`` first, as the DAGs validate right after their loads.
+1. ``tpch.orders`` at the scale factor, loaded into the target with a fresh ``seam load full`` (the DAGs
+   validate right after their loads).
 2. Equal tables: ``seam.validate.validation.validate`` and ``reladiff.diff_tables`` (all columns, its defaults:
    bisection factor 32, threshold 16384, the two databases queried in parallel), each timed.
 3. Ten scattered differences made in the target (4 changed values, 3 deleted rows, 3 extra rows): both
-   again; each must report exactly those 10 keys.
-4. The target is put back as it was.
-
-Prints rows/s for each and the ratio. Target: Seam faster than reladiff in both cases.
+   again; each must report exactly those 10 keys. Then the target is put back as it was.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import subprocess
 import sys
 import time
@@ -27,10 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from common import bench_pipeline  # noqa: E402
-from full_load_tpch import ensure_table  # noqa: E402
-
-from seam.config import load_pipeline  # noqa: E402
 
 COLUMNS = (
     "o_custkey",
@@ -144,42 +133,3 @@ def scatter_differences(pipeline) -> tuple[set, callable]:
                 cur.executemany(f"INSERT INTO tpch.orders VALUES ({', '.join(['%s'] * 9)})", saved)
 
     return set(changed) | set(deleted) | set(extra), undo
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor (SF 1 = 1.5M orders)")
-    args = parser.parse_args()
-    path = bench_pipeline([{"name": "tpch.orders", "key": ["o_orderkey"]}])
-    pipeline = load_pipeline(path)
-    rows = ensure_table("orders", args.scale)
-    load(path, rows)
-    print(f"\nequal tables ({rows:,} rows):", flush=True)
-    seam_equal, keys = run_seam(pipeline, rows)
-    assert not keys
-    rd_equal, keys = run_reladiff(pipeline, rows)
-    assert not keys
-    expected, undo = scatter_differences(pipeline)
-    try:
-        print("\n10 scattered differences:", flush=True)
-        seam_diff, keys = run_seam(pipeline, rows)
-        assert keys == expected, (sorted(keys), sorted(expected))
-        rd_diff, keys = run_reladiff(pipeline, rows)
-        assert keys == expected, (sorted(keys), sorted(expected))
-    finally:
-        undo()
-    print(
-        f"\nRESULT TPC-H orders SF {args.scale} ({rows:,} rows), {os.cpu_count()} cores:\n"
-        f"  equal:            seam {rows / seam_equal:>10,.0f} rows/s   reladiff {rows / rd_equal:>10,.0f} rows/s"
-        f"   seam {rd_equal / seam_equal:.2f}x faster\n"
-        f"  10 differences:   seam {rows / seam_diff:>10,.0f} rows/s   reladiff {rows / rd_diff:>10,.0f} rows/s"
-        f"   seam {rd_diff / seam_diff:.2f}x faster\n"
-        f"  both found the same 10 keys: {sorted(expected)}",
-        flush=True,
-    )
-    os.unlink(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -231,7 +231,9 @@ class EmbeddedStack(Processes):
             "--skip-name-resolve",
             "--innodb-buffer-pool-size=512M",
             "--innodb-flush-log-at-trx-commit=2",
+            f"--secure-file-priv={base / 'files'}",  # SELECT ... INTO OUTFILE, the benchmarks' export floor
         ]
+        (base / "files").mkdir(exist_ok=True)
         if os.geteuid() == 0:
             cmd.insert(2, "--user=root")
         self._spawn("mysql", cmd, self.log_dir / "mysql.out")

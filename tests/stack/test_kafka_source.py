@@ -32,8 +32,8 @@ def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
 def _read_until(reader: _TopicReader, start: dict, want: int, limit_s: float) -> tuple[list, dict, float]:
     began, rows = time.monotonic(), []
     while time.monotonic() - began < limit_s:
-        batch, start = reader.read(start)
-        rows += list(batch)
+        batches, start = reader.read(start)
+        rows += [tuple(r.values()) for batch in batches for r in batch.to_pylist()]  # Arrow record batches
         if len(rows) >= want:
             break
     return rows, start, time.monotonic() - began

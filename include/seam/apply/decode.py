@@ -7,7 +7,7 @@ Delivery guarantee: none of its own; a record that does not decode as its table'
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -60,14 +60,32 @@ def schema_from_begin(begin: Begin) -> TableSchema:
     )
 
 
+class SparkRow(NamedTuple):
+    """A message of a Spark micro-batch (``seam.wire.kafka_source``'s columns)."""
+
+    topic: str
+    topic_id: str | None
+    offset: int
+    key: bytes | None
+    value: bytes
+    headers: str  # JSON
+
+
+def arrow_rows(table) -> list[SparkRow]:
+    """A micro-batch fetched as Arrow (``DataFrame.toArrow``: columns, not a Row object per message)."""
+    columns = [table.column(name).to_pylist() for name in SparkRow._fields]
+    return [SparkRow._make(values) for values in zip(*columns)]
+
+
 class SparkRowMessage:
-    """A Spark row from ``seam.wire.kafka_source`` with the confluent-kafka Message methods the sink uses."""
+    """A ``SparkRow`` with the confluent-kafka Message methods the sink uses."""
 
     __slots__ = ("_row", "_headers")
 
-    def __init__(self, row):
+    def __init__(self, row: SparkRow):
         self._row = row
-        self._headers = [(k, v.encode()) for k, v in json.loads(row.headers).items()] or None
+        headers = row.headers
+        self._headers = [(k, v.encode()) for k, v in json.loads(headers).items()] if headers != "{}" else None
 
     def topic(self):
         return self._row.topic
@@ -76,7 +94,7 @@ class SparkRowMessage:
         return self._row.offset
 
     def value(self):
-        return bytes(self._row.value)
+        return self._row.value
 
     def headers(self):
         return self._headers

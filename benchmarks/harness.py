@@ -1,0 +1,450 @@
+"""``make bench``: every benchmark case in one process, each next to its baselines measured in the same run.
+
+Cases (``benchmarks/README.md`` explains each, how to reproduce it, and where the time goes):
+
+- full load of TPC-H ``orders`` and ``lineitem``: Seam (MariaDB's snapshot; the portable one MySQL 8 gets) vs a
+  raw Spark JDBC -> Parquet copy (cold and warm JVM) and ``SELECT ... INTO OUTFILE`` (the export floor);
+- incremental: a 1% window of ``lineitem`` (cursor ``l_shipdate``) vs a raw Spark JDBC read of that window;
+- stream: a backlog applied flat out (binlog -> reader -> Kafka -> Spark sink -> PostgreSQL) vs
+  python-mysql-replication's decode and ``mariadb-binlog --verbose`` of the same binlog (the C floor); then
+  commit-to-visible latency at 500, 1,000 and 2,000 changes/s;
+- validation of ``orders``: equal, and with 10 scattered differences, vs reladiff.
+
+Each measurement is repeated (``--repeats``, 3 by default): the median and the spread (min-max). For every run:
+rows, seconds, rows/s, rows per CPU-second of Seam's processes (the harness, ``seam`` commands, the stream's
+reader and sink, their Spark JVMs and Python workers: sampled every 0.2 s, so a process living less than that
+is missed; the databases and the broker are not counted) and their peak RSS together.
+
+Writes ``benchmarks/results/<date>.json``, ``<date>.md`` (the table) and ``<date>.png`` (each case's ratio to
+its baselines). ``--tiny`` runs every case at a toy scale once (the test suite does, so that no case rots; its
+full load is of ``orders`` alone, the incremental case loads ``lineitem``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "include"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import psutil  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+TRACKED: set[str] = set()  # the pipeline files of this run: processes started with one are Seam's (the stream)
+
+
+# ------------------------------------------------------------------ measuring ----
+
+
+class Usage:
+    """CPU seconds and peak RSS of Seam's processes while it runs (a thread samples them every 0.2 s)."""
+
+    def __init__(self, every: float = 0.2):
+        self.every = every
+        self.start: dict[int, float] = {}  # pid -> CPU seconds when first seen (0 for processes started since)
+        self.last: dict[int, float] = {}
+        self.peak_rss = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _processes(self) -> dict[int, psutil.Process]:
+        me = psutil.Process()
+        roots = [me]
+        for p in psutil.process_iter(["cmdline"]):  # the stream's reader and sink are not this process's children
+            cmdline = " ".join(p.info["cmdline"] or [])
+            if p.pid != me.pid and any(path in cmdline for path in TRACKED):
+                roots.append(p)
+        found = {}
+        for root in roots:
+            found[root.pid] = root
+            try:
+                for child in root.children(recursive=True):
+                    found[child.pid] = child
+            except psutil.Error:
+                pass
+        return found
+
+    def _sample(self, first: bool = False) -> None:
+        rss = 0
+        for pid, p in self._processes().items():
+            try:
+                with p.oneshot():
+                    t = p.cpu_times()
+                    cpu = t.user + t.system
+                    rss += p.memory_info().rss
+            except psutil.Error:
+                continue
+            if pid not in self.start:
+                self.start[pid] = cpu if first else 0.0
+            self.last[pid] = cpu
+        self.peak_rss = max(self.peak_rss, rss)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self._sample()
+
+    def __enter__(self) -> Usage:
+        self._sample(first=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(self.last[pid] - self.start[pid] for pid in self.last)
+
+
+@dataclass
+class Run:
+    rows: int
+    seconds: float
+    cpu_seconds: float = 0.0
+    peak_rss_mb: float = 0.0
+    note: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.rows / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class Result:
+    case: str
+    variant: str
+    runs: list[Run] = field(default_factory=list)
+    baselines: list[str] = field(default_factory=list)  # variants of the same case this one is compared with
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(r.rate for r in self.runs)
+
+    def summary(self) -> dict:
+        rates = [r.rate for r in self.runs]
+        cpu = statistics.median(r.cpu_seconds for r in self.runs)
+        rows = self.runs[0].rows
+        return {
+            "case": self.case,
+            "variant": self.variant,
+            "rows": rows,
+            "seconds": statistics.median(r.seconds for r in self.runs),
+            "rows_per_s": statistics.median(rates),
+            "spread": [min(rates), max(rates)],
+            "rows_per_cpu_s": rows / cpu if cpu else None,
+            "peak_rss_mb": max(r.peak_rss_mb for r in self.runs),
+            "runs": [asdict(r) for r in self.runs],
+            **self.extra,
+        }
+
+
+def measured(action: Callable[..., Run], *args) -> Run:
+    with Usage() as usage:
+        run = action(*args)
+    run.cpu_seconds, run.peak_rss_mb = usage.cpu_seconds, usage.peak_rss / 2**20
+    return run
+
+
+def say(text: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+# ------------------------------------------------------------------ cases ----
+
+
+def full_load_case(name: str, scale: float, repeats: int, results: list[Result]) -> None:
+    from common import bench_pipeline
+    from full_load_tpch import TABLES, baseline, ensure_table, seam_full_load
+
+    from seam.config import load_pipeline
+
+    key = TABLES[name][2]
+    native = bench_pipeline([{"name": f"tpch.{name}", "key": key}])  # the stack up, its variables set
+    portable = bench_pipeline([{"name": f"tpch.{name}", "key": key}], snapshot="portable")
+    TRACKED.update((native, portable))
+    rows = ensure_table(name, scale)
+    pipeline = load_pipeline(native)
+    case = f"full load {name}"
+    seam = Result(case, "seam", baselines=["raw JDBC->Parquet, cold", "raw JDBC->Parquet, warm", "SELECT INTO OUTFILE"])
+    seam_portable = Result(case, "seam, portable snapshot", baselines=["raw JDBC->Parquet, cold", "seam"])
+    cold, warm = Result(case, "raw JDBC->Parquet, cold"), Result(case, "raw JDBC->Parquet, warm")
+    outfile = Result(case, "SELECT INTO OUTFILE")
+    for i in range(repeats):
+        say(f"{case}, run {i + 1} of {repeats} ({rows:,} rows)")
+        cold.runs.append(measured(lambda: Run(rows, rows / baseline(pipeline, name, rows, warm=False)[0])))
+        warm.runs.append(measured(lambda: Run(rows, rows / baseline(pipeline, name, rows, warm=True)[0])))
+        seam.runs.append(measured(lambda: Run(rows, rows / seam_full_load(native, name, rows)[0])))
+        seam_portable.runs.append(measured(lambda: Run(rows, rows / seam_full_load(portable, name, rows)[0])))
+        floor = measured(lambda: select_into_outfile(name, rows))
+        if floor.seconds:
+            outfile.runs.append(floor)
+    results += [seam, seam_portable, cold, warm] + ([outfile] if outfile.runs else [])
+    if not outfile.runs:
+        seam.baselines.remove("SELECT INTO OUTFILE")
+    for path in (native, portable):
+        os.unlink(path)
+
+
+def select_into_outfile(name: str, rows: int) -> Run:
+    """The server writing the table to a file: what no reader of it can beat (server CPU, not counted)."""
+    from seam_dev import demo
+
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"])
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@secure_file_priv")
+            allowed = cur.fetchone()[0]
+            if allowed is None:  # NULL: the server writes no files
+                say("SELECT INTO OUTFILE skipped: the server's secure_file_priv is NULL (`seam down; seam up` sets it)")
+                return Run(rows, 0.0)
+            target = Path(allowed or tempfile.gettempdir()) / f"seam-bench-{name}-{time.time_ns()}.tsv"
+            began = time.perf_counter()
+            cur.execute(f"SELECT * INTO OUTFILE %s FROM `tpch`.`{name}`", (str(target),))
+            seconds = time.perf_counter() - began
+        target.unlink(missing_ok=True)
+    finally:
+        conn.close()
+    say(f"SELECT INTO OUTFILE: {rows:,} rows in {seconds:.1f}s = {rows / seconds:,.0f} rows/s")
+    return Run(rows, seconds)
+
+
+def incremental_case(scale: float, repeats: int, results: list[Result]) -> None:
+    """A 1% window of lineitem by ship date (TPC-H ship dates span 1992-01-02 to 1998-12-01: 25 days)."""
+    from common import bench_pipeline
+    from full_load_tpch import TABLES, ensure_table, raw_window
+
+    from seam.config import load_pipeline
+
+    start, end = "1995-03-01", "1995-03-26"
+    entry = {"name": "tpch.lineitem", "key": TABLES["lineitem"][2], "cursor": "l_shipdate", "safety_delay": "0s"}
+    path = bench_pipeline([entry])
+    ensure_table("lineitem", scale)
+    pipeline = load_pipeline(path)
+    rows = window_rows(start, end)
+    seam, raw = Result("incremental lineitem 1%", "seam", baselines=["raw JDBC window read"]), None
+    raw = Result("incremental lineitem 1%", "raw JDBC window read")
+    subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", "tpch.lineitem"], check=True)
+    for i in range(repeats):
+        say(f"incremental lineitem 1%, run {i + 1} of {repeats} ({rows:,} rows)")
+        raw.runs.append(measured(lambda: Run(rows, raw_window(pipeline, start, end, rows))))
+        seam.runs.append(measured(seam_window, path, start, end, rows))
+    results += [seam, raw]
+    os.unlink(path)
+
+
+def window_rows(start: str, end: str) -> int:
+    from seam_dev import demo
+
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"])
+    with conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM tpch.lineitem WHERE l_shipdate > %s AND l_shipdate <= %s", (start, end))
+        rows = int(cur.fetchone()[0])
+    conn.close()
+    return rows
+
+
+def seam_window(path: str, start: str, end: str, rows: int) -> Run:
+    began = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "incremental", "tpch.lineitem"]
+        + ["--start", start, "--end", end],
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - began
+    if done.returncode:
+        sys.exit(f"seam load incremental failed:\n{done.stdout}\n{done.stderr}")
+    line = [x for x in done.stdout.splitlines() if "committed window" in x][-1]
+    seconds = float(line.split(" rows merged in ")[1].split("s")[0])
+    say(f"seam incremental: {rows:,} rows BEGIN->commit {seconds:.1f}s, wall {wall:.1f}s")
+    return Run(rows, seconds, note=f"wall incl. spark-submit {wall:.1f}s")
+
+
+def stream_case(changes: int, latency_s: float, repeats: int, results: list[Result]) -> None:
+    import stream_cdc as sc
+
+    flat = Result("stream, flat out", "seam", baselines=["python-mysql-replication decode", "mariadb-binlog --verbose"])
+    pmr, cfloor = (
+        Result("stream, flat out", "python-mysql-replication decode"),
+        Result("stream, flat out", "mariadb-binlog --verbose"),
+    )
+    latencies = {rate: Result(f"stream at {rate:,} changes/s", "seam") for rate in (500, 1000, 2000)}
+    with sc.BenchStream() as bench:
+        TRACKED.add(bench.path)
+        for i in range(repeats):
+            say(f"stream backlog, run {i + 1} of {repeats} ({changes:,} changes)")
+            start, end = bench.backlog(changes)
+            pmr.runs.append(measured(lambda s, e: Run(*bench.raw_decode(s, e)), start, end))
+            cfloor.runs.append(measured(lambda s, e: Run(*bench.mariadb_binlog(s, e)), start, end))
+            flat.runs.append(measured(lambda e: Run(changes, bench.apply_backlog(e)), end))
+        for rate, result in latencies.items():
+            for i in range(repeats):
+                say(f"stream latency at {rate:,} changes/s, run {i + 1} of {repeats} ({latency_s:g}s)")
+                run = measured(bench.steady, rate, latency_s)
+                result.runs.append(run)
+            lat = sorted(x for r in result.runs for x in json.loads(r.note)["latencies"])
+            result.extra = {f"p{p}": _pct(lat, p / 100) for p in (50, 95, 99)}
+            for r in result.runs:
+                r.note = ""
+    results += [flat, pmr, cfloor, *latencies.values()]
+
+
+def _pct(values: list[float], p: float) -> float:
+    return values[min(len(values) - 1, int(p * len(values)))] if values else float("nan")
+
+
+def validation_case(scale: float, repeats: int, results: list[Result]) -> None:
+    from common import bench_pipeline
+    from full_load_tpch import ensure_table
+    from validate_tpch import load, run_reladiff, run_seam, scatter_differences
+
+    from seam.config import load_pipeline
+
+    path = bench_pipeline([{"name": "tpch.orders", "key": ["o_orderkey"]}])
+    pipeline = load_pipeline(path)
+    rows = ensure_table("orders", scale)
+    load(path, rows)
+    for label in ("equal", "10 differences"):
+        case = f"validation orders, {label}"
+        seam, reladiff = Result(case, "seam", baselines=["reladiff"]), Result(case, "reladiff")
+        expected, undo = scatter_differences(pipeline) if label != "equal" else (set(), lambda: None)
+        try:
+            for i in range(repeats):
+                say(f"{case}, run {i + 1} of {repeats}")
+                for result, run in ((seam, run_seam), (reladiff, run_reladiff)):
+                    found: dict = {}
+
+                    def once(run=run, found=found) -> Run:
+                        seconds, found["keys"] = run(pipeline, rows)
+                        return Run(rows, seconds)
+
+                    result.runs.append(measured(once))
+                    if found["keys"] != expected:
+                        sys.exit(f"{result.variant} found {sorted(found['keys'])}, not {sorted(expected)}")
+        finally:
+            undo()
+        results += [seam, reladiff]
+    os.unlink(path)
+
+
+# ------------------------------------------------------------------ reporting ----
+
+
+def ratios(results: list[Result]) -> list[tuple[str, str, float]]:
+    by = {(r.case, r.variant): r for r in results}
+    out = []
+    for r in results:
+        for b in r.baselines:
+            if (r.case, b) in by and by[(r.case, b)].median:
+                out.append((r.case, f"{r.variant} / {b}", r.median / by[(r.case, b)].median))
+    return out
+
+
+def markdown(results: list[Result], meta: dict) -> str:
+    lines = [
+        f"# Seam benchmarks, {meta['date']}",
+        "",
+        f"{meta['cores']} cores, {meta['ram_gb']:.0f} GB RAM; TPC-H scale {meta['scale']}; {meta['repeats']} runs "
+        "each (median, and min-max of rows/s).",
+        "",
+        "| case | variant | rows | seconds | rows/s (min-max) | rows per CPU-s | peak RSS MB | latency p50/p95/p99 |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in results:
+        s = r.summary()
+        cpu = f"{s['rows_per_cpu_s']:,.0f}" if s["rows_per_cpu_s"] else "-"
+        lat = "/".join(f"{s[p]:.2f}s" for p in ("p50", "p95", "p99")) if "p50" in s else ""
+        lines.append(
+            f"| {r.case} | {r.variant} | {s['rows']:,} | {s['seconds']:.2f} | {s['rows_per_s']:,.0f} "
+            f"({s['spread'][0]:,.0f}-{s['spread'][1]:,.0f}) | {cpu} | {s['peak_rss_mb']:,.0f} | {lat} |"
+        )
+    lines += ["", "| case | ratio | x |", "|---|---|---:|"]
+    lines += [f"| {case} | {label} | {x:.2f} |" for case, label, x in ratios(results)]
+    return "\n".join(lines) + "\n"
+
+
+def chart(results: list[Result], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = ratios(results)
+    fig, ax = plt.subplots(figsize=(10, 0.45 * len(rows) + 1.5))
+    labels = [f"{case}: {label}" for case, label, _ in rows]
+    values = [x for _, _, x in rows]
+    ax.barh(labels, values, color=["#2a7ab0" if x >= 1 else "#c0504d" for x in values])
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.invert_yaxis()
+    ax.set_xlabel("rows/s of the first over the second (1 = as fast)")
+    for i, x in enumerate(values):
+        ax.text(x, i, f" {x:.2f}", va="center", fontsize=8)
+    ax.set_title("Seam vs its baselines, measured in the same run")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", type=float, default=0.2, help="TPC-H scale factor (SF 1 = 1.5M orders, 6M lines)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--changes", type=int, default=100_000, help="stream: the backlog's row changes")
+    parser.add_argument("--latency-seconds", type=float, default=20, help="stream: each latency run's length")
+    parser.add_argument("--cases", default="full,incremental,stream,validation", help="comma-separated subset")
+    parser.add_argument("--tiny", action="store_true", help="every case at a toy scale, once (the test suite)")
+    parser.add_argument("--out", default=str(RESULTS), help="where the JSON, the table and the chart go")
+    args = parser.parse_args()
+    if args.tiny:
+        args.scale, args.repeats, args.changes, args.latency_seconds = 0.002, 1, 2_000, 3
+    cases = set(args.cases.split(","))
+    began = time.perf_counter()
+    results: list[Result] = []
+    if "full" in cases:
+        for name in ("orders",) if args.tiny else ("orders", "lineitem"):  # tiny: lineitem is the incremental's
+            full_load_case(name, args.scale, args.repeats, results)
+    if "incremental" in cases:
+        incremental_case(args.scale, args.repeats, results)
+    if "stream" in cases:
+        stream_case(args.changes, args.latency_seconds, args.repeats, results)
+    if "validation" in cases:
+        validation_case(args.scale, args.repeats, results)
+    meta = {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H-%M-%SZ"),
+        "cores": os.cpu_count(),
+        "ram_gb": psutil.virtual_memory().total / 2**30,
+        "scale": args.scale,
+        "repeats": args.repeats,
+        "seconds": round(time.perf_counter() - began, 1),
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / meta["date"]
+    doc = {**meta, "results": [r.summary() for r in results], "ratios": ratios(results)}
+    stem.with_suffix(".json").write_text(json.dumps(doc, indent=2))
+    table = markdown(results, meta)
+    stem.with_suffix(".md").write_text(table)
+    chart(results, stem.with_suffix(".png"))
+    print("\n" + table)
+    say(f"done in {meta['seconds']:.0f}s: {stem}.json, .md and .png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""Every benchmark case at a toy scale (``benchmarks/harness.py --tiny``), so that no benchmark can rot: the harness
+runs each case next to its baselines and writes the JSON, the table and the chart. The figures mean nothing at
+this scale; that each case ran, measured its baselines and found what it should is what is checked."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.stack
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_case_runs_next_to_its_baselines(stack, tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "harness.py"), "--tiny", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    [report] = tmp_path.glob("*.json")
+    doc = json.loads(report.read_text())
+    found = {(r["case"], r["variant"]): r for r in doc["results"]}
+    expected = {
+        ("full load orders", "seam"),
+        ("full load orders", "seam, portable snapshot"),
+        ("full load orders", "raw JDBC->Parquet, cold"),
+        ("full load orders", "raw JDBC->Parquet, warm"),
+        ("full load orders", "SELECT INTO OUTFILE"),
+        ("incremental lineitem 1%", "seam"),
+        ("incremental lineitem 1%", "raw JDBC window read"),
+        ("stream, flat out", "seam"),
+        ("stream, flat out", "python-mysql-replication decode"),
+        ("stream, flat out", "mariadb-binlog --verbose"),
+        ("stream at 1,000 changes/s", "seam"),
+        ("validation orders, equal", "seam"),
+        ("validation orders, 10 differences", "reladiff"),
+    }
+    assert expected <= found.keys(), sorted(expected - found.keys())
+    for result in found.values():
+        assert result["rows"] > 0 and result["rows_per_s"] > 0, result
+        assert result["peak_rss_mb"] > 0, result
+    # the decoders saw exactly the changes the stream case wrote
+    assert found[("stream, flat out", "python-mysql-replication decode")]["rows"] == 2_000
+    assert found[("stream, flat out", "mariadb-binlog --verbose")]["rows"] == 2_000
+    assert {"p50", "p95", "p99"} <= found[("stream at 1,000 changes/s", "seam")].keys()
+    assert any(label == "seam / raw JDBC->Parquet, cold" for _, label, _ in doc["ratios"])
+    assert report.with_suffix(".md").read_text().startswith("# Seam benchmarks")
+    assert report.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
