@@ -159,19 +159,24 @@ def baseline(pipeline, name: str, rows: int, warm: bool) -> tuple[float, float]:
     return rows / seconds, rows / wall
 
 
-def seam_full_load(pipeline_path: str, name: str, rows: int) -> tuple[float, float]:
+def seam_load(pipeline_path: str, *args: str, done_marker: str, seconds_after: str) -> tuple[float, float]:
+    """``seam load ...``: (the seconds its result line gives, from BEGIN to commit; the whole command's)."""
     started = time.time()
     result = subprocess.run(
-        [sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "load", "full", f"tpch.{name}"],
-        capture_output=True,
-        text=True,
+        [sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "load", *args], capture_output=True, text=True
     )
     wall = time.time() - started
     if result.returncode:
-        sys.exit(f"seam load full failed:\n{result.stdout}\n{result.stderr}")
-    line = [x for x in result.stdout.splitlines() if "committed batch" in x][-1]
+        sys.exit(f"seam load {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    line = [x for x in result.stdout.splitlines() if done_marker in x][-1]
     print(line, flush=True)
-    seconds = float(line.split(" rows in ")[1].split("s")[0])
+    return float(line.split(seconds_after)[1].split("s")[0]), wall
+
+
+def seam_full_load(pipeline_path: str, name: str, rows: int) -> tuple[float, float]:
+    seconds, wall = seam_load(
+        pipeline_path, "full", f"tpch.{name}", done_marker="committed batch", seconds_after=" rows in "
+    )
     print(
         f"seam full load: {rows:,} rows BEGIN->commit in {seconds:.1f}s = {rows / seconds:,.0f} rows/s; "
         f"wall incl. spark-submit start {wall:.1f}s = {rows / wall:,.0f} rows/s",

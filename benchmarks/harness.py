@@ -50,10 +50,11 @@ TRACKED: set[str] = set()  # the pipeline files of this run: processes started w
 
 
 class Usage:
-    """CPU seconds and peak RSS of Seam's processes while it runs (a thread samples them every 0.2 s)."""
+    """CPU seconds and peak RSS of Seam's processes while it runs (a thread samples them every 0.2 s). With
+    ``stream=False`` only this process and its children count: a baseline does not pay for an idle stream."""
 
-    def __init__(self, every: float = 0.2):
-        self.every = every
+    def __init__(self, every: float = 0.2, stream: bool = True):
+        self.every, self.stream = every, stream
         self.start: dict[int, float] = {}  # pid -> CPU seconds when first seen (0 for processes started since)
         self.last: dict[int, float] = {}
         self.peak_rss = 0
@@ -63,7 +64,7 @@ class Usage:
     def _processes(self) -> dict[int, psutil.Process]:
         me = psutil.Process()
         roots = [me]
-        for p in psutil.process_iter(["cmdline"]):  # the stream's reader and sink are not this process's children
+        for p in psutil.process_iter(["cmdline"]) if self.stream else ():  # the stream is not a child of this one
             cmdline = " ".join(p.info["cmdline"] or [])
             if p.pid != me.pid and any(path in cmdline for path in TRACKED):
                 roots.append(p)
@@ -131,6 +132,7 @@ class Result:
     runs: list[Run] = field(default_factory=list)
     baselines: list[str] = field(default_factory=list)  # variants of the same case this one is compared with
     extra: dict = field(default_factory=dict)
+    counts_cpu: bool = True  # False where the work is the server's (its CPU is not sampled)
 
     @property
     def median(self) -> float:
@@ -147,7 +149,7 @@ class Result:
             "seconds": statistics.median(r.seconds for r in self.runs),
             "rows_per_s": statistics.median(rates),
             "spread": [min(rates), max(rates)],
-            "rows_per_cpu_s": rows / cpu if cpu else None,
+            "rows_per_cpu_s": rows / cpu if cpu and self.counts_cpu else None,
             "peak_rss_mb": max(r.peak_rss_mb for r in self.runs),
             "runs": [asdict(r) for r in self.runs],
             **self.extra,
@@ -155,7 +157,17 @@ class Result:
 
 
 def measured(action: Callable[..., Run], *args) -> Run:
-    with Usage() as usage:
+    """A run of Seam: its processes' CPU and memory, the stream's included."""
+    return _measured(Usage(), action, *args)
+
+
+def baseline_measured(action: Callable[..., Run], *args) -> Run:
+    """A run of a baseline: this process and its children only."""
+    return _measured(Usage(stream=False), action, *args)
+
+
+def _measured(usage: Usage, action: Callable[..., Run], *args) -> Run:
+    with usage:
         run = action(*args)
     run.cpu_seconds, run.peak_rss_mb = usage.cpu_seconds, usage.peak_rss / 2**20
     return run
@@ -184,14 +196,14 @@ def full_load_case(name: str, scale: float, repeats: int, results: list[Result])
     seam = Result(case, "seam", baselines=["raw JDBC->Parquet, cold", "raw JDBC->Parquet, warm", "SELECT INTO OUTFILE"])
     seam_portable = Result(case, "seam, portable snapshot", baselines=["raw JDBC->Parquet, cold", "seam"])
     cold, warm = Result(case, "raw JDBC->Parquet, cold"), Result(case, "raw JDBC->Parquet, warm")
-    outfile = Result(case, "SELECT INTO OUTFILE")
+    outfile = Result(case, "SELECT INTO OUTFILE", counts_cpu=False)
     for i in range(repeats):
         say(f"{case}, run {i + 1} of {repeats} ({rows:,} rows)")
-        cold.runs.append(measured(lambda: Run(rows, rows / baseline(pipeline, name, rows, warm=False)[0])))
-        warm.runs.append(measured(lambda: Run(rows, rows / baseline(pipeline, name, rows, warm=True)[0])))
+        cold.runs.append(baseline_measured(lambda: Run(rows, rows / baseline(pipeline, name, rows, warm=False)[0])))
+        warm.runs.append(baseline_measured(lambda: Run(rows, rows / baseline(pipeline, name, rows, warm=True)[0])))
         seam.runs.append(measured(lambda: Run(rows, rows / seam_full_load(native, name, rows)[0])))
         seam_portable.runs.append(measured(lambda: Run(rows, rows / seam_full_load(portable, name, rows)[0])))
-        floor = measured(lambda: select_into_outfile(name, rows))
+        floor = baseline_measured(lambda: select_into_outfile(name, rows))  # the server's CPU: not counted
         if floor.seconds:
             outfile.runs.append(floor)
     results += [seam, seam_portable, cold, warm] + ([outfile] if outfile.runs else [])
@@ -242,7 +254,7 @@ def incremental_case(scale: float, repeats: int, results: list[Result]) -> None:
     subprocess.run([sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", "tpch.lineitem"], check=True)
     for i in range(repeats):
         say(f"incremental lineitem 1%, run {i + 1} of {repeats} ({rows:,} rows)")
-        raw.runs.append(measured(lambda: Run(rows, raw_window(pipeline, start, end, rows))))
+        raw.runs.append(baseline_measured(lambda: Run(rows, raw_window(pipeline, start, end, rows))))
         seam.runs.append(measured(seam_window, path, start, end, rows))
     results += [seam, raw]
     os.unlink(path)
@@ -260,18 +272,14 @@ def window_rows(start: str, end: str) -> int:
 
 
 def seam_window(path: str, start: str, end: str, rows: int) -> Run:
-    began = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "incremental", "tpch.lineitem"]
-        + ["--start", start, "--end", end],
-        capture_output=True,
-        text=True,
+    from full_load_tpch import seam_load
+
+    seconds, wall = seam_load(
+        path,
+        *("incremental", "tpch.lineitem", "--start", start, "--end", end),
+        done_marker="committed window",
+        seconds_after=" rows merged in ",
     )
-    wall = time.perf_counter() - began
-    if done.returncode:
-        sys.exit(f"seam load incremental failed:\n{done.stdout}\n{done.stderr}")
-    line = [x for x in done.stdout.splitlines() if "committed window" in x][-1]
-    seconds = float(line.split(" rows merged in ")[1].split("s")[0])
     say(f"seam incremental: {rows:,} rows BEGIN->commit {seconds:.1f}s, wall {wall:.1f}s")
     return Run(rows, seconds, note=f"wall incl. spark-submit {wall:.1f}s")
 
@@ -290,8 +298,8 @@ def stream_case(changes: int, latency_s: float, repeats: int, results: list[Resu
         for i in range(repeats):
             say(f"stream backlog, run {i + 1} of {repeats} ({changes:,} changes)")
             start, end = bench.backlog(changes)
-            pmr.runs.append(measured(lambda s, e: Run(*bench.raw_decode(s, e)), start, end))
-            cfloor.runs.append(measured(lambda s, e: Run(*bench.mariadb_binlog(s, e)), start, end))
+            pmr.runs.append(baseline_measured(lambda s, e: Run(*bench.raw_decode(s, e)), start, end))
+            cfloor.runs.append(baseline_measured(lambda s, e: Run(*bench.mariadb_binlog(s, e)), start, end))
             flat.runs.append(measured(lambda e: Run(changes, bench.apply_backlog(e)), end))
         for rate, result in latencies.items():
             for i in range(repeats):
@@ -309,7 +317,7 @@ def _pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(p * len(values)))] if values else float("nan")
 
 
-def validation_case(scale: float, repeats: int, results: list[Result]) -> None:
+def validation_case(scale: float, repeats: int, results: list[Result], fresh_load: bool = True) -> None:
     from common import bench_pipeline
     from full_load_tpch import ensure_table
     from validate_tpch import load, run_reladiff, run_seam, scatter_differences
@@ -319,7 +327,8 @@ def validation_case(scale: float, repeats: int, results: list[Result]) -> None:
     path = bench_pipeline([{"name": "tpch.orders", "key": ["o_orderkey"]}])
     pipeline = load_pipeline(path)
     rows = ensure_table("orders", scale)
-    load(path, rows)
+    if fresh_load:  # else the full-load case has just loaded it
+        load(path, rows)
     for label in ("equal", "10 differences"):
         case = f"validation orders, {label}"
         seam, reladiff = Result(case, "seam", baselines=["reladiff"]), Result(case, "reladiff")
@@ -334,7 +343,7 @@ def validation_case(scale: float, repeats: int, results: list[Result]) -> None:
                         seconds, found["keys"] = run(pipeline, rows)
                         return Run(rows, seconds)
 
-                    result.runs.append(measured(once))
+                    result.runs.append((measured if result is seam else baseline_measured)(once))
                     if found["keys"] != expected:
                         sys.exit(f"{result.variant} found {sorted(found['keys'])}, not {sorted(expected)}")
         finally:
@@ -424,7 +433,7 @@ def main() -> int:
     if "stream" in cases:
         stream_case(args.changes, args.latency_seconds, args.repeats, results)
     if "validation" in cases:
-        validation_case(args.scale, args.repeats, results)
+        validation_case(args.scale, args.repeats, results, fresh_load=not (args.tiny and "full" in cases))
     meta = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H-%M-%SZ"),
         "cores": os.cpu_count(),

@@ -55,25 +55,12 @@ def replay_to_now(pipeline, schema, rows_at: collections.Counter, position) -> c
     """Apply the binlog changes after ``position`` (until the binlog's current end) to a table image
     taken at ``position``: the result must equal the source table now. Keyed by whole rows, so it works
     for keyless tables too (a delete removes one identical row)."""
-    from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+    from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
 
-    from tests.support.library_binlog import binlog_values
+    from tests.support.library_binlog import binlog_values, library_stream
 
     image = collections.Counter(rows_at)
-    src = pipeline.source
-    stream = BinLogStreamReader(
-        connection_settings={"host": src.host, "port": src.port, "user": src.user, "passwd": src.password.reveal()},
-        server_id=src.server_id + 300,
-        log_file=position.file,
-        log_pos=position.pos,
-        resume_stream=True,
-        is_mariadb=False,
-        blocking=False,
-        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
-        only_schemas=[schema.db],
-        only_tables=[schema.table],
-    )
+    stream = library_stream(pipeline, position, schema.db, [schema.table], server_offset=300)
     try:
         for event in stream:
             for row in event.rows:

@@ -4,6 +4,7 @@
 - ``snapshot``: consistent chunk snapshots at an exact binlog position (MariaDB's method and the portable
   one that works on any MySQL-protocol server), and the reconciliation of chunks read at different positions.
 - ``binlog``: the one binlog reader: events into transactions (BEGIN, COMMIT, XA, SAVEPOINT, DDL apart).
+  ``rows`` decodes its row events with readers chosen once per table map.
 - ``gtid``: positions that survive a failover; ``cascades``: foreign-key rules the binlog does not show.
 - ``full_load`` and ``incremental``: the Spark jobs' publishing of a snapshot or a window, between BEGIN and END.
 - ``streaming``: the change reader, which publishes each table's changes from the target's applied position.

@@ -131,33 +131,18 @@ class Record:
             raise ValueError(f"op must be one of {OPS}, got {self.op!r}")
 
     def to_json(self) -> bytes:
-        return record_json(
-            self.op,
-            self.db,
-            self.table,
-            self.key,
-            self.before,
-            self.after,
-            self.position,
-            self.snapshot,
-            self.batch,
-            self.gtid,
-            self.ts_ms,
-            self.txn,
-            self.last,
-            self.prev,
-            self.part,
-            self.attempt,
-            self.cascade,
-            self.seq,
-            self.gtids,
-            self.server,
-        )
+        return self.chained_json(self.txn, self.last, self.prev, self.seq, self.gtids, self.server)
 
     def chained_json(
-        self, txn: Position, last: bool, prev: Position | None, seq: int, gtids: str | None, server: str | None
+        self,
+        txn: Position | None,
+        last: bool,
+        prev: Position | None,
+        seq: int | None,
+        gtids: str | None,
+        server: str | None,
     ) -> bytes:
-        """``to_json`` of this change event as published: with its place in the table's chain."""
+        """The serialised record with its place in the table's chain given (a change event as published)."""
         return record_json(
             self.op,
             self.db,
