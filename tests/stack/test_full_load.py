@@ -272,7 +272,7 @@ def test_spark_killed_mid_publish_is_never_published_and_a_rerun_succeeds(pipeli
     monkeypatch.setenv("SEAM_SNAPSHOT", snapshot)  # portable: MySQL 8's method, forced on MariaDB
     pipeline = load_pipeline(pipeline_path)
     before = _target_count(pipeline, "payments")
-    _grow_payments(100_000)
+    _grow_payments(300_000)
     sink = _sink(pipeline_path)  # a long-running sink, as in production
     try:
         spark = _spark_publish(pipeline_path)
