@@ -32,6 +32,7 @@ from seam.wire.records import Position
 log = logging.getLogger("seam.sink")
 
 _CASCADE = object()  # the statement of a queued foreign-key cascade (seam.source.cascades applies it)
+_RUN = "\x00run\x00"  # where merge_run names its temporary table: no quoted identifier holds a NUL
 
 
 class StreamTable:
@@ -87,9 +88,15 @@ class StreamTable:
                 ", ".join(f"{qi(n)} = EXCLUDED.{qi(n)}" for n in names if n not in key)
                 or f"{qi(key[0])} = EXCLUDED.{qi(key[0])}"
             )
-            self.upsert_sql = (
-                f"INSERT INTO {self.target} ({cols}) VALUES ({values}) "
-                f"ON CONFLICT ({', '.join(qi(k) for k in key)}) DO UPDATE SET {updates}"
+            on_conflict = f"ON CONFLICT ({', '.join(qi(k) for k in key)}) DO UPDATE SET {updates}"
+            self.upsert_sql = f"INSERT INTO {self.target} ({cols}) VALUES ({values}) {on_conflict}"
+            run = _RUN  # the run's temporary table, named by merge_run
+            self.run_sql = (
+                f"CREATE TEMPORARY TABLE {run} ON COMMIT DROP AS SELECT {cols}, NULL::boolean AS _seam_deleted, "
+                f"NULL::boolean AS _seam_must FROM {self.target} WITH NO DATA",
+                f"SELECT count(*) FROM {self.target} t JOIN {run} r ON {self._match('t', 'r')} WHERE r._seam_must",
+                f"DELETE FROM {self.target} t USING {run} r WHERE {self._match('t', 'r')} AND r._seam_deleted",
+                f"INSERT INTO {self.target} ({cols}) SELECT {cols} FROM {run} WHERE NOT _seam_deleted {on_conflict}",
             )
         else:  # keyless: one row identical in every column goes, duplicates stay counted
             match = " AND ".join(f"{qi(n)} IS NOT DISTINCT FROM %s::{types[n]}" for n in names)
@@ -101,6 +108,16 @@ class StreamTable:
     def key_of(self, values: tuple) -> tuple:
         return tuple(values[i] for i in self.key_index)
 
+    def key_row(self, key: tuple) -> tuple:
+        """A row of the table's columns with only the key's values (the rest NULL)."""
+        row = [None] * len(self.schema.names)
+        for i, value in zip(self.key_index, key):
+            row[i] = value
+        return tuple(row)
+
+    def _match(self, a: str, b: str) -> str:
+        return " AND ".join(f"{a}.{qi(k)} = {b}.{qi(k)}" for k in self.key)
+
     def resume_offset(self, next_offset: int) -> int:
         """Where a restarted sink must read this topic from: nothing kept in memory may be skipped."""
         kept = [self.buffer[0][0]] if self.buffer else []
@@ -111,6 +128,52 @@ class StreamTable:
     def removed(self, values: tuple | None) -> bool:
         """The row is flagged deleted: Seam keeps it out of the target."""
         return values is not None and self.soft_index is not None and flagged(values[self.soft_index])
+
+
+def merge_run(cur, stream: StreamTable, run: list, name: str) -> None:
+    """A keyed table's run of changes as sets: the last image of each key it touches (or its deletion) is
+    COPYed into a temporary table, then one DELETE and one upsert apply them all. The same rows as applying
+    each change in order, in a handful of statements instead of one per change. A change that deletes a row
+    must find it: one that the run itself deleted already is a divergence, and so is a row the run first
+    touches by deleting it when the target does not have it."""
+    last: dict[tuple, tuple | None] = {}  # key -> its last image, None: deleted
+    must_exist: set[tuple] = set()  # keys whose first change in the run deletes a row the target must hold
+    absent = 0  # deletions of rows the run deleted already
+    upsert, key_of = stream.upsert_sql, stream.key_of
+    for _, sql, params, must_delete in run:
+        if sql is upsert:
+            last[key_of(params)] = params
+            continue
+        if must_delete:
+            if params not in last:
+                must_exist.add(params)
+            elif last[params] is None:
+                absent += 1
+        last[params] = None
+    if absent:
+        raise SinkError(_diverged(absent))
+    create, count_found, delete, upsert_all = (sql.replace(_RUN, name) for sql in stream.run_sql)
+    cur.execute(create)
+    deleted = 0
+    with cur.copy(f"COPY {name} FROM STDIN") as copy:
+        for key, image in last.items():
+            if image is None:
+                deleted += 1
+                copy.write_row(stream.key_row(key) + (True, key in must_exist))
+            else:
+                copy.write_row(image + (False, key in must_exist))
+    if must_exist:
+        found = cur.execute(count_found).fetchone()[0]
+        if found != len(must_exist):
+            raise SinkError(_diverged(len(must_exist) - found))
+    if deleted:
+        cur.execute(delete)
+    if deleted < len(last):
+        cur.execute(upsert_all)
+
+
+def _diverged(missing: int) -> str:
+    return f"{missing} change(s) delete rows the target does not have: the target diverged from the source"
 
 
 def pos_dict(p: Position | None) -> dict | None:
@@ -131,6 +194,7 @@ class ChangeApplier:
         self.streams: dict[str, StreamTable] = {}  # topic -> change-event state, loaded on first use
         self._ops: list[tuple[StreamTable, str, tuple, bool]] = []  # change statements not yet executed
         self._no_stream: set[str] = set()  # topics whose table has no committed load, or a stopped stream
+        self._runs = 0  # names the temporary table of each run of changes merged (merge_run)
 
     def change(self, topic: str, value: bytes, offset: int) -> None:
         """Buffer a change until its source transaction is complete for this table, then apply it whole,
@@ -289,27 +353,38 @@ class ChangeApplier:
                 self._store_position(stream)
 
     def _execute(self, ops: list) -> None:
+        """One table's queued statements in order: the changes between two cascades as one run."""
+        stream, run = ops[0][0], []
         with self.conn.cursor() as cur:
-            i = 0
-            while i < len(ops):
-                stream, sql, params, must_delete = ops[i]
-                if sql is _CASCADE:
-                    try:
-                        cascades.apply(cur, self.pipeline.target.state_schema, stream, *params)
-                    except cascades.CascadeError as exc:
-                        raise SinkError(str(exc)) from None
-                    i += 1
+            for op in ops:
+                if op[1] is not _CASCADE:
+                    run.append(op)
                     continue
-                j = i + 1
-                while j < len(ops) and ops[j][1] is sql and ops[j][3] == must_delete:
-                    j += 1
-                cur.executemany(sql, [params for _, _, params, _ in ops[i:j]])
-                if must_delete and cur.rowcount != j - i:
-                    raise SinkError(
-                        f"{j - i - cur.rowcount} change(s) delete rows the target does not have: the "
-                        "target diverged from the source"
-                    )
-                i = j
+                self._execute_run(cur, stream, run)
+                run = []
+                try:
+                    cascades.apply(cur, self.pipeline.target.state_schema, stream, *op[2])
+                except cascades.CascadeError as exc:
+                    raise SinkError(str(exc)) from None
+            self._execute_run(cur, stream, run)
+
+    def _execute_run(self, cur, stream: StreamTable, run: list) -> None:
+        if not run:
+            return
+        if stream.key:
+            self._runs += 1
+            merge_run(cur, stream, run, f"seam_run_{self._runs}")
+            return
+        i = 0  # a keyless table: its statements in order, runs of the same one pipelined (executemany)
+        while i < len(run):
+            _, sql, _, must_delete = run[i]
+            j = i + 1
+            while j < len(run) and run[j][1] is sql and run[j][3] == must_delete:
+                j += 1
+            cur.executemany(sql, [params for _, _, params, _ in run[i:j]])
+            if must_delete and cur.rowcount != j - i:
+                raise SinkError(_diverged(j - i - cur.rowcount))
+            i = j
 
     def stop_table(self, stream: StreamTable, reason: str) -> None:
         """Stop applying changes to one table (until its next full load), record why, and alert."""

@@ -21,9 +21,10 @@ def record_decoder(schema: TableSchema, batch_rows: bool = False) -> msgspec.jso
     (several times faster than dicts); a record missing a column fails to decode instead of loading NULL.
     ``batch_rows``: only what staging a batch needs (op, images, batch, part, attempt), the hot path."""
     # gc=False: these never form reference cycles, and untracked objects cost the cyclic GC nothing
+    plain = not any(c in n for n in schema.names for c in _UNNAMEABLE)
     row = msgspec.defstruct(
         "Row",
-        [(f"f{i}", Any, msgspec.field(name=n)) for i, n in enumerate(schema.names)],
+        [(f"f{i}", Any, msgspec.field(name=n) if plain else msgspec.NODEFAULT) for i, n in enumerate(schema.names)],
         forbid_unknown_fields=True,
         gc=False,
     )  # a column the target does not know is an error
@@ -44,7 +45,32 @@ def record_decoder(schema: TableSchema, batch_rows: bool = False) -> msgspec.jso
     wire: list[tuple[Any, ...]] = [("op", str), ("before", row | None), ("after", row | None), ("source", source)]
     if not batch_rows:
         wire += [("ts_ms", int, 0), ("cascade", dict | None, None)]
-    return msgspec.json.Decoder(msgspec.defstruct("Wire", wire, gc=False))
+    if plain:
+        return msgspec.json.Decoder(msgspec.defstruct("Wire", wire, gc=False))
+    return _NamesByDict(wire, row, schema.names)
+
+
+# msgspec cannot name a struct field with these: images of a table whose column names hold one are read as
+# dicts (slower) and turned into the same structs
+_UNNAMEABLE = frozenset('"\\') | frozenset(map(chr, range(32)))
+
+
+class _NamesByDict:
+    def __init__(self, wire: list, row: type, names: tuple[str, ...]):
+        image = dict[str, Any] | None
+        fields = [(f[0], image, *f[2:]) if f[0] in ("before", "after") else f for f in wire]
+        self._decoder = msgspec.json.Decoder(msgspec.defstruct("Wire", fields, gc=False))
+        self._row, self._names, self._expected = row, names, set(names)
+
+    def decode(self, value: bytes):
+        doc = self._decoder.decode(value)
+        for side in ("before", "after"):
+            image = getattr(doc, side)
+            if image is not None:
+                if image.keys() != self._expected:
+                    raise msgspec.ValidationError(f"the image's columns are not the table's: {sorted(image)}")
+                setattr(doc, side, self._row(*(image[n] for n in self._names)))
+        return doc
 
 
 SOURCE_ONLY: msgspec.json.Decoder[Any] = msgspec.json.Decoder(
