@@ -88,11 +88,11 @@ def source(stack):
     with conn.cursor() as cur:
         cur.execute(
             f"CREATE TABLE `{ODD_TABLE.replace('`', '``')}` (`select` INT PRIMARY KEY, `group` VARCHAR(20), "
-            "`a b` DECIMAL(10,2), `x``y` TEXT, `ünïcode` VARCHAR(10))"
+            "`a b` DECIMAL(10,2), `x``y` TEXT, `ünïcode` VARCHAR(10), `say \"hi\"` INT, `back\\slash` INT)"
         )
         cur.executemany(
-            f"INSERT INTO `{ODD_TABLE.replace('`', '``')}` VALUES (%s, %s, %s, %s, %s)",
-            [(i, f"g{i % 3}", f"{i}.25", "tab\there \\ back`tick", "ü") for i in range(1, 101)],
+            f"INSERT INTO `{ODD_TABLE.replace('`', '``')}` VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            [(i, f"g{i % 3}", f"{i}.25", "tab\there \\ back`tick", "ü", i, -i) for i in range(1, 101)],
         )
         cur.execute("CREATE TABLE `empty` (`id` INT PRIMARY KEY, `v` VARCHAR(10))")
         cur.execute("SET SESSION sql_mode = ''")
