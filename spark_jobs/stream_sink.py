@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import shutil
 import sys
 
@@ -22,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         help="seam: the bundled Python Kafka source; kafka: Spark's format('kafka') (needs its jar)",
     )
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     pipeline = load_pipeline(args.pipeline)
     tables = [pipeline.table(t) for t in args.table] if args.table else list(pipeline.tables)
     spark = spark_session(pipeline, "seam-stream-sink")

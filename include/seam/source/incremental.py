@@ -61,7 +61,11 @@ CONTROL = [(CONTROL_HEADER, b"1")]
 INITIAL = "1970-01-01 00:00:00.000000"
 _TIME_TYPES = {"datetime", "timestamp", "date"}
 _INT_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
-_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
+
+
+def time_text(t: dt.datetime) -> str:
+    """A window bound as MySQL reads it: four-digit years (strftime's %Y prints the year 99 as 99, read as 1999)."""
+    return t.isoformat(sep=" ", timespec="microseconds")
 
 
 class IncrementalError(ValueError):
@@ -178,22 +182,19 @@ def plan_window(
     )
     requested = _parse_time(end, "window end") if end is not None else now
     if end is not None and requested <= lo:
-        raise IncrementalError(f"window end {end} is not after its start {lo.strftime(_FORMAT)}")
+        raise IncrementalError(f"window end {end} is not after its start {time_text(lo)}")
     if start is not None and lo > now:
         raise IncrementalError(
-            f"window start {start} is in the future (the source's clock says "
-            f"{now.strftime(_FORMAT)}); nothing was loaded"
+            f"window start {start} is in the future (the source's clock says {time_text(now)}); nothing was loaded"
         )
     hi = min(requested, safe)
     if hi <= lo:
         raise IncrementalError(
-            f"{table.name}: the window ({lo.strftime(_FORMAT)}, {requested.strftime(_FORMAT)}] "
+            f"{table.name}: the window ({time_text(lo)}, {time_text(requested)}] "
             f"lies entirely within the safety delay ({table.safety_delay_s:g}s before the source's "
-            f"now, {now.strftime(_FORMAT)}); nothing is safe to load yet, try again later"
+            f"now, {time_text(now)}); nothing is safe to load yet, try again later"
         )
-    return schema, Window(
-        table.cursor_column, lo.strftime(_FORMAT), hi.strftime(_FORMAT), requested.strftime(_FORMAT), hi < requested
-    )
+    return schema, Window(table.cursor_column, time_text(lo), time_text(hi), time_text(requested), hi < requested)
 
 
 def window_condition(schema: TableSchema, window: Window) -> str:

@@ -64,7 +64,14 @@ import pymysql
 from seam.apply.target import normalize_target, qi, scalar
 from seam.config import Pipeline, TableConfig, state_dir
 from seam.source.gtid import server_identity
-from seam.source.incremental import _FORMAT, IncrementalError, Window, _parse_time, check_time_bounds, window_condition
+from seam.source.incremental import (
+    IncrementalError,
+    Window,
+    _parse_time,
+    check_time_bounds,
+    time_text,
+    window_condition,
+)
 from seam.source.schema import Column, SchemaError, TableSchema, read_schema
 from seam.source.snapshot import SnapshotError, binlog_files, open_snapshot, quote, snapshot_opening, source_head
 from seam.state.ledger import committed_tables, last_committed, record_validation, watermark
@@ -578,9 +585,7 @@ def _resolve(schema: TableSchema, table: TableConfig, scope: Scope) -> Scope:
         window = Window(table.cursor_column, str(first), str(last), str(last), False)
     else:
         try:
-            lo, hi = (
-                _parse_time(v, what).strftime(_FORMAT) for v, what in ((start, "window start"), (end, "window end"))
-            )
+            lo, hi = (time_text(_parse_time(v, what)) for v, what in ((start, "window start"), (end, "window end")))
         except IncrementalError as exc:
             raise ValidationError(str(exc)) from None
         window = Window(table.cursor_column, lo, hi, hi, False)

@@ -268,7 +268,7 @@ class Date(Codec):
             value = value.astimezone(dt.UTC).replace(tzinfo=None)
         if kind == "timestamp" and value == _EPOCH:
             return None  # the binlog's form of a zero TIMESTAMP (valid ones start at 00:00:01)
-        text = value.strftime("%Y-%m-%dT%H:%M:%S.%f")
+        text = value.isoformat(timespec="microseconds")  # strftime's %Y drops a year's leading zeros: 99, not 0099
         return text + "Z" if kind == "timestamp" else text
 
     def snapshot_sql(self, column, x):
