@@ -32,6 +32,8 @@ from typing import Any
 
 import pymysql
 from pymysql.charset import charset_by_name
+from pymysql.connections import MAX_PACKET_LEN, MysqlPacket
+from pymysql.constants import CR
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.binlogstream import MYSQL_EXPECTED_ERROR_CODES
 from pymysqlreplication.constants import FIELD_TYPE
@@ -476,6 +478,35 @@ class Rows:
         return out
 
 
+def _packet(connection) -> bytes:
+    """One packet of the replication connection: pymysql's ``_read_packet`` without a packet object and a
+    socket timeout set for each of its two reads (a tenth of the reader's time). The timeout is pymysql's
+    read timeout all the same: nothing else on this connection sets another once the stream runs."""
+    read, body = connection._rfile.read, b""
+    if connection._sock.gettimeout() != connection._read_timeout:
+        connection._sock.settimeout(connection._read_timeout)
+    while True:
+        try:
+            header = read(4)
+            size = int.from_bytes(header[:3], "little")
+            if len(header) < 4 or header[3] != connection._next_seq_id:
+                connection._force_close()
+                raise pymysql.OperationalError(CR.CR_SERVER_LOST, "Lost connection to MySQL server during query")
+            connection._next_seq_id = (connection._next_seq_id + 1) % 256
+            part = read(size)
+        except OSError as error:
+            connection._force_close()
+            raise pymysql.OperationalError(
+                CR.CR_SERVER_LOST, f"Lost connection to MySQL server during query ({error})"
+            ) from None
+        if len(part) < size:
+            connection._force_close()
+            raise pymysql.OperationalError(CR.CR_SERVER_LOST, "Lost connection to MySQL server during query")
+        if size < MAX_PACKET_LEN:
+            return body + part if body else part
+        body += part  # a packet of 16 MiB or more comes in parts
+
+
 class Stream(BinLogStreamReader):
     """python-mysql-replication's ``BinLogStreamReader``, with table maps and row events read by ``Decoder``.
     ``event_end`` is where the event returned last ends (its header's log_pos)."""
@@ -510,20 +541,22 @@ class Stream(BinLogStreamReader):
                 self._BinLogStreamReader__connect_to_stream()
             if not self._BinLogStreamReader__connected_ctl:
                 self._BinLogStreamReader__connect_to_ctl()
+            connection = self._stream_connection
             try:
-                pkt = self._stream_connection._read_packet()
+                data = _packet(connection) or b"\x01"  # (an empty packet is not an event)
+                if data[0] == 0xFF:  # an error packet: pymysql raises it
+                    MysqlPacket(data, connection.encoding).raise_for_error()
             except pymysql.OperationalError as error:
                 if error.args[0] in MYSQL_EXPECTED_ERROR_CODES:  # the library's own reconnect
                     self._stream_connection.close()
                     self._BinLogStreamReader__connected_stream = False
                     continue
                 raise
-            if pkt.is_eof_packet():
+            if data[0] == 0xFE and len(data) < 9:  # EOF: the server ends the stream (not blocking)
                 self.close()
                 return None
-            if not pkt.is_ok_packet():
+            if data[0] != 0 or len(data) < 7:  # not an event
                 continue
-            data = pkt.get_all_data()
             timestamp, kind, _, size, log_pos, _ = _HEADER.unpack_from(data, 1)
             if kind in _ROWS or kind == TABLE_MAP or kind == PARTIAL_UPDATE_ROWS:
                 if log_pos:
@@ -533,7 +566,7 @@ class Stream(BinLogStreamReader):
                 self.event_end = log_pos
                 end = 1 + size - (4 if self._BinLogStreamReader__use_checksum else 0)
                 if kind == TABLE_MAP:
-                    self._table_map(pkt, data, end)
+                    self._table_map(data, end)
                     continue
                 rows = self._rows(kind, data, end, timestamp, log_pos)
                 if rows is not None:
@@ -549,7 +582,7 @@ class Stream(BinLogStreamReader):
                     f"the binlog at {self.log_file}:{log_pos} holds a compressed event ({_MARIADB_COMPRESSED[kind]}): "
                     "set log_bin_compress=OFF on the source, then start the stream from a load"
                 )
-            event = self._library_event(pkt, kind)
+            event = self._library_event(MysqlPacket(data, connection.encoding), kind)
             if event is not None:
                 return event
 
@@ -595,7 +628,7 @@ class Stream(BinLogStreamReader):
         lengths = self._BinLogStreamReader__post_header_lengths
         return lengths[kind - 1] if lengths and 0 < kind <= len(lengths) else known
 
-    def _table_map(self, pkt, data: bytes, end: int) -> None:
+    def _table_map(self, data: bytes, end: int) -> None:
         table_id = int.from_bytes(data[20:26], "little")
         body = data[20 + self._post_header(TABLE_MAP, 8) : end]
         key = bytes(data[26:end])
@@ -607,7 +640,7 @@ class Stream(BinLogStreamReader):
                 self._maps[key] = None
             else:  # parsed by the library once per distinct map
                 wrapped = BinLogPacketWrapper(
-                    pkt,
+                    MysqlPacket(data, self._stream_connection.encoding),
                     {},
                     self._ctl_connection,
                     self.mysql_version,

@@ -423,8 +423,8 @@ class ChangeReader:
                 now = time.monotonic()
                 here = reader.here
                 if between and here and now - last_beat > HEARTBEAT_EVERY_S:
+                    # not flushed: linger.ms sends it soon, its chain (prev) guards it, the poll's flush checks it
                     self._heartbeats(publisher, here)
-                    publisher.flush()
                     last_beat = now
                 if now - last_poll > POLL_EVERY_S or self._over_bound:
                     publisher.flush()
