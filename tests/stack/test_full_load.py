@@ -88,7 +88,7 @@ def source(stack):
     with conn.cursor() as cur:
         cur.execute(
             f"CREATE TABLE `{ODD_TABLE.replace('`', '``')}` (`select` INT PRIMARY KEY, `group` VARCHAR(20), "
-            "`a b` DECIMAL(10,2), `x``y` TEXT, `ünïcode` VARCHAR(10), `say \"hi\"` INT, `back\\slash` INT)"
+            '`a b` DECIMAL(10,2), `x``y` TEXT, `ünïcode` VARCHAR(10), `say "hi"` INT, `back\\slash` INT)'
         )
         cur.executemany(
             f"INSERT INTO `{ODD_TABLE.replace('`', '``')}` VALUES (%s, %s, %s, %s, %s, %s, %s)",
