@@ -16,7 +16,7 @@ from seam.source.schema import Column, TableSchema
 from seam.wire.boundary import Begin
 
 
-def record_decoder(schema: TableSchema, batch_rows: bool = False) -> msgspec.json.Decoder:
+def record_decoder(schema: TableSchema, batch_rows: bool = False) -> msgspec.json.Decoder | _NamesByDict:
     """A decoder for one table's records whose row images decode straight into tuples' worth of fields
     (several times faster than dicts); a record missing a column fails to decode instead of loading NULL.
     ``batch_rows``: only what staging a batch needs (op, images, batch, part, attempt), the hot path."""
