@@ -95,7 +95,7 @@ def test_a_merged_run_equals_its_changes_in_order(stream, seed):
         ops, model, diverged = _run(rnd, start, table)
         try:
             with conn.transaction(), conn.cursor() as cur:
-                merge_run(cur, table, ops, f"seam_run_{n}")
+                merge_run(cur, table, ops)
         except SinkError as exc:
             assert diverged, f"seed {seed} run {n}: {exc}"
             assert "diverged" in str(exc)

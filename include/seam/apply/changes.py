@@ -12,6 +12,7 @@ here in memory, and the position moves in the transaction that applies the chang
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 from dataclasses import replace
 from typing import Any
@@ -32,7 +33,7 @@ from seam.wire.records import Position
 log = logging.getLogger("seam.sink")
 
 _CASCADE = object()  # the statement of a queued foreign-key cascade (seam.source.cascades applies it)
-_RUN = "\x00run\x00"  # where merge_run names its temporary table: no quoted identifier holds a NUL
+_RUN_TABLES = itertools.count(1)  # names each StreamTable's temporary table uniquely in the sink's session
 
 
 class StreamTable:
@@ -90,10 +91,14 @@ class StreamTable:
             )
             on_conflict = f"ON CONFLICT ({', '.join(qi(k) for k in key)}) DO UPDATE SET {updates}"
             self.upsert_sql = f"INSERT INTO {self.target} ({cols}) VALUES ({values}) {on_conflict}"
-            run = _RUN  # the run's temporary table, named by merge_run
+            # one temporary table per table and columns, kept by the session, emptied for each run (a table of
+            # its own per run would take a lock and catalog rows for each, until the commit)
+            run = f"pg_temp.seam_run_{next(_RUN_TABLES)}"
             self.run_sql = (
-                f"CREATE TEMPORARY TABLE {run} ON COMMIT DROP AS SELECT {cols}, NULL::boolean AS _seam_deleted, "
-                f"NULL::boolean AS _seam_must FROM {self.target} WITH NO DATA",
+                f"CREATE TEMPORARY TABLE IF NOT EXISTS {run} ON COMMIT DELETE ROWS AS SELECT {cols}, "
+                f"NULL::boolean AS _seam_deleted, NULL::boolean AS _seam_must FROM {self.target} WITH NO DATA; "
+                f"DELETE FROM {run}",
+                f"COPY {run} FROM STDIN",
                 f"SELECT count(*) FROM {self.target} t JOIN {run} r ON {self._match('t', 'r')} WHERE r._seam_must",
                 f"DELETE FROM {self.target} t USING {run} r WHERE {self._match('t', 'r')} AND r._seam_deleted",
                 f"INSERT INTO {self.target} ({cols}) SELECT {cols} FROM {run} WHERE NOT _seam_deleted {on_conflict}",
@@ -130,7 +135,7 @@ class StreamTable:
         return values is not None and self.soft_index is not None and flagged(values[self.soft_index])
 
 
-def merge_run(cur, stream: StreamTable, run: list, name: str) -> None:
+def merge_run(cur, stream: StreamTable, run: list) -> None:
     """A keyed table's run of changes as sets: the last image of each key it touches (or its deletion) is
     COPYed into a temporary table, then one DELETE and one upsert apply them all. The same rows as applying
     each change in order, in a handful of statements instead of one per change. A change that deletes a row
@@ -152,10 +157,10 @@ def merge_run(cur, stream: StreamTable, run: list, name: str) -> None:
         last[params] = None
     if absent:
         raise SinkError(_diverged(absent))
-    create, count_found, delete, upsert_all = (sql.replace(_RUN, name) for sql in stream.run_sql)
+    create, copy_in, count_found, delete, upsert_all = stream.run_sql
     cur.execute(create)
     deleted = 0
-    with cur.copy(f"COPY {name} FROM STDIN") as copy:
+    with cur.copy(copy_in) as copy:
         for key, image in last.items():
             if image is None:
                 deleted += 1
@@ -194,7 +199,6 @@ class ChangeApplier:
         self.streams: dict[str, StreamTable] = {}  # topic -> change-event state, loaded on first use
         self._ops: list[tuple[StreamTable, str, tuple, bool]] = []  # change statements not yet executed
         self._no_stream: set[str] = set()  # topics whose table has no committed load, or a stopped stream
-        self._runs = 0  # names the temporary table of each run of changes merged (merge_run)
 
     def change(self, topic: str, value: bytes, offset: int) -> None:
         """Buffer a change until its source transaction is complete for this table, then apply it whole,
@@ -372,8 +376,7 @@ class ChangeApplier:
         if not run:
             return
         if stream.key:
-            self._runs += 1
-            merge_run(cur, stream, run, f"seam_run_{self._runs}")
+            merge_run(cur, stream, run)
             return
         i = 0  # a keyless table: its statements in order, runs of the same one pipelined (executemany)
         while i < len(run):
