@@ -11,6 +11,7 @@ from dataclasses import asdict, replace
 import psycopg
 import pytest
 
+from seam.apply.batch import Stager
 from seam.apply.sink import Sink
 from seam.config import parse_pipeline
 from seam.source.schema import Column, TableSchema
@@ -127,8 +128,11 @@ def _complete(pipeline, publisher: Publisher, ids) -> Batch:
     return batch
 
 
-def _apply(pipeline, *batches: str) -> dict[str, str]:
+def _apply(pipeline, *batches: str, parallel: bool = False) -> dict[str, str]:
+    """Run a sink until these batches are final; ``parallel``: every run of rows staged by worker processes."""
     sink = Sink(pipeline)
+    if parallel:
+        sink.stager = Stager(workers=2, parallel_from=1)
     try:
         return sink.run(until_batches=set(batches), idle_exit=5)
     finally:
@@ -147,20 +151,21 @@ def _ledger(pipeline, batch: str) -> tuple:
         ).fetchone()
 
 
-def test_batches_commit_reject_discard_attempts_and_apply_changes(sink_pipeline):
+@pytest.mark.parametrize("parallel", [False, True], ids=["staged-here", "staged-by-workers"])
+def test_batches_commit_reject_discard_attempts_and_apply_changes(sink_pipeline, parallel):
     pipeline = sink_pipeline
     ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
     publisher = Publisher(pipeline)
 
     first = _complete(pipeline, publisher, range(1, 6))
-    assert _apply(pipeline, first.id) == {first.id: "committed"}
+    assert _apply(pipeline, first.id, parallel=parallel) == {first.id: "committed"}
     old = _table(pipeline)
     assert [r[0] for r in old] == [1, 2, 3, 4, 5] and old[0][1:] == ("1.00", "n", b"\x00\x01")
 
     # END's count disagrees with what was staged: rejected, the old table stays, the reason is recorded
     wrong = Batch(pipeline, publisher).rows(range(1, 4), "9.99")
     wrong.end([(0, 1)], rows_delta=1)
-    assert _apply(pipeline, wrong.id) == {wrong.id: "rejected"}
+    assert _apply(pipeline, wrong.id, parallel=parallel) == {wrong.id: "rejected"}
     state, _, error = _ledger(pipeline, wrong.id)
     assert state == "rejected" and "staged 3 rows" in error and "END says 4 rows" in error
     assert _table(pipeline) == old
@@ -181,7 +186,7 @@ def test_batches_commit_reject_discard_attempts_and_apply_changes(sink_pipeline)
     ):
         retried.send(record, part=RECONCILE_PART, attempt=0)
     retried.end([(0, 8), (1, 9), (RECONCILE_PART, 0)])
-    assert _apply(pipeline, retried.id) == {retried.id: "committed"}
+    assert _apply(pipeline, retried.id, parallel=parallel) == {retried.id: "committed"}
     assert _table(pipeline) == [
         (1, "6.00", None, b"\x00\x01"),
         (4, "5.00", "n", b"\x00\x01"),
@@ -193,7 +198,7 @@ def test_batches_commit_reject_discard_attempts_and_apply_changes(sink_pipeline)
     # a batch that never ends is superseded by the next BEGIN, and its staging tables are dropped
     stale = Batch(pipeline, publisher).rows([99])
     fresh = _complete(pipeline, publisher, [7])
-    assert _apply(pipeline, fresh.id) == {stale.id: "superseded", fresh.id: "committed"}
+    assert _apply(pipeline, fresh.id, parallel=parallel) == {stale.id: "superseded", fresh.id: "committed"}
     assert [r[0] for r in _table(pipeline)] == [7]
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
         assert (

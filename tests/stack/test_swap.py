@@ -47,6 +47,8 @@ def path(stack, tmp_path_factory):
     file = pipeline_file(
         tmp_path_factory, "swap", [{"name": f"{DB}.viewed", "key": ["id"]}, {"name": f"{DB}.plain", "key": ["id"]}]
     )
+    with psycopg.connect(**load_pipeline(file).target.conninfo(), autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{DB}" CASCADE')  # views an earlier, failed run left behind
     first = _seam(file, "load", "full", f"{DB}.viewed", f"{DB}.plain")
     assert first.returncode == 0, first.stdout + first.stderr
     return file

@@ -1,5 +1,10 @@
-"""An open batch as the sink holds it between its BEGIN and its END: its schema, staging tables, the
-tallies of what was staged per (part, attempt), and the decoder and converter of its rows.
+"""An open batch as the sink holds it between its BEGIN and its END (its staging tables and the tallies of
+what was staged per (part, attempt)), and the staging of its rows: each message decoded, counted and turned
+into COPY text, by worker processes when a run of messages is long.
+
+Staging is a pure function of the messages (``stage_rows``): the sink writes what it returns, in message
+order, in the transaction that stores their Kafka offsets. Where it runs (this process or a worker) changes
+nothing that reaches the target; the workers only spread the decoding over the machine's cores.
 
 Delivery guarantee: none of its own; the tallies are stored with the staged rows (``state.ledger``), so a
 restarted sink resumes a batch exactly.
@@ -7,26 +12,201 @@ restarted sink resumes a batch exactly.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import multiprocessing
+import os
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
+from zlib import crc32
 
 import msgspec
 
+from seam.apply import SinkError
 from seam.source.schema import TableSchema
 from seam.wire.boundary import Begin, Tally
+
+
+@dataclass(frozen=True)
+class Staging:
+    """What staging a batch's rows needs, as a plain value (it is sent to the workers)."""
+
+    batch: str
+    schema: TableSchema
+    key: tuple[str, ...]
+    postgis: bool  # spatial columns are PostGIS geometry (else bytea)
 
 
 @dataclass
 class OpenBatch:
     begin: Begin
-    schema: TableSchema
+    staging: Staging
     stage: str
     changes: str
-    convert: Callable
-    decode: Callable
     tallies: dict[tuple[int, int], Tally] = field(default_factory=dict)
 
+    @property
+    def schema(self) -> TableSchema:
+        return self.staging.schema
 
-def key_of(batch: OpenBatch, image) -> dict:
-    values = dict(zip(batch.schema.names, msgspec.structs.astuple(image)))
-    return {k: values[k] for k in batch.begin.key} if batch.begin.key else values
+
+@dataclass
+class Staged:
+    """One run of messages staged: COPY text for the stage table (snapshot rows with their part and attempt)
+    and the changes table (the batch's change records with seq and deleted), the indexes of the messages
+    held for END (change events, or not this batch's columns) and (rows, CRC sum) per (part, attempt)."""
+
+    stage: bytes
+    changes: bytes
+    held: list[int]
+    sums: dict[tuple[int, int], list[int]]
+
+
+def stage_rows(staging: Staging, values: list[bytes], offsets: list[int]) -> Staged:
+    """Stage messages of the open batch (none of them a control message). A message of another (superseded)
+    batch is dropped; one that does not decode as the batch's columns, or is not a batch record, is held."""
+    from psycopg._copy_base import format_row_text  # psycopg's C formatter (pinned <3.4 for it)
+
+    decode, convert = _codecs(staging)
+    tx = _transformer()
+    rows, changes = bytearray(), bytearray()
+    key = [staging.schema.names.index(k) for k in staging.key] or None
+    held: list[int] = []
+    sums: dict[tuple[int, int], list[int]] = {}
+    for i, value in enumerate(values):
+        try:
+            doc = decode(value)
+        except msgspec.ValidationError:  # not this batch's columns: a change event (or garbage, which END catches)
+            held.append(i)
+            continue
+        source = doc.source
+        if source.batch != staging.batch:
+            if source.batch is None:  # a change event, held until the batch's END: applied if after it
+                held.append(i)
+            continue  # else a superseded batch's rows
+        kind = (source.part, source.attempt)
+        tally = sums.get(kind)
+        if tally is None:
+            tally = sums[kind] = [0, 0]
+        tally[0] += 1
+        tally[1] += crc32(value)
+        if doc.op == "r":
+            format_row_text(convert(doc.after) + kind, tx, rows)
+            continue
+        seq = offsets[i] * 2
+        before, after = doc.before, doc.after
+        if before is not None and (after is None or _key(before, key) != _key(after, key)):
+            format_row_text(convert(before) + (seq, True), tx, changes)  # deleted, or its key moved
+        if after is not None:
+            format_row_text(convert(after) + (seq + 1, False), tx, changes)
+    return Staged(bytes(rows), bytes(changes), held, sums)
+
+
+def _key(image, key: list[int] | None) -> tuple:
+    values = msgspec.structs.astuple(image)
+    return tuple(values[i] for i in key) if key is not None else values
+
+
+@functools.lru_cache(maxsize=4)
+def _codecs(staging: Staging):
+    """The batch's decoder and its converter to COPY values, made once per process."""
+    from seam.apply.decode import record_decoder
+    from seam.apply.target import row_converter
+
+    decoder = record_decoder(staging.schema, batch_rows=True)
+    return decoder.decode, row_converter(staging.schema, staging.postgis)
+
+
+def _transformer():
+    """psycopg's adaptation for COPY text without a connection: UTF-8 (the sink's connections use it), and
+    bytea in hex as a connection would write it (without one, psycopg writes the older escape format)."""
+    import psycopg
+    from psycopg import adapt
+
+    context = adapt.AdaptersMap(psycopg.adapters)
+    context.register_dumper(bytes, _HexBytea)
+    return adapt.Transformer(context)
+
+
+def _hex_dumper():
+    from psycopg.adapt import Dumper
+    from psycopg.postgres import types
+    from psycopg.pq import Format
+
+    class HexBytea(Dumper):
+        format = Format.TEXT
+        oid = types["bytea"].oid
+
+        def dump(self, obj) -> bytes:
+            return b"\\x" + bytes(obj).hex().encode()
+
+    return HexBytea
+
+
+_HexBytea = _hex_dumper()
+
+
+class Stager:
+    """Stages runs of messages: in this process when short, else in slices spread over worker processes
+    (started when first needed, one per core up to ``workers``). Results come back in message order."""
+
+    def __init__(self, workers: int | None = None, parallel_from: int = 4_000):
+        self.workers = workers if workers is not None else min(4, os.cpu_count() or 1)
+        self.parallel_from = parallel_from  # shorter runs cost more to send than to stage here
+        self._pool: ProcessPoolExecutor | None = None
+
+    def stage(self, staging: Staging, values: list[bytes], offsets: list[int]) -> Iterator[Staged]:
+        if self.workers < 2 or len(values) < self.parallel_from:
+            yield stage_rows(staging, values, offsets)
+            return
+        if self._pool is None:
+            # spawned, not forked: the sink's process has the Kafka client's threads
+            self._pool = ProcessPoolExecutor(
+                self.workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_exit_with,
+                initargs=(os.getpid(),),
+            )
+        size = -(-len(values) // (2 * self.workers))  # two slices per worker: COPY starts on the first early
+        futures: list[Future] = [
+            self._pool.submit(stage_rows, staging, values[i : i + size], offsets[i : i + size])
+            for i in range(0, len(values), size)
+        ]
+        try:
+            for n, future in enumerate(futures):
+                staged = _result(future)
+                staged.held = [n * size + i for i in staged.held]
+                yield staged
+        finally:
+            for future in futures:
+                future.cancel()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def _exit_with(parent: int) -> None:
+    """A worker ends when the sink's process does, however it ended (SIGKILL included)."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _result(future: Future) -> Staged:
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        raise SinkError(
+            "a staging worker process of the sink died (killed, or out of memory); start the sink again: it "
+            "resumes from what the target committed"
+        ) from None

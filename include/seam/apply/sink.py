@@ -34,16 +34,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from zlib import crc32  # boundary.message_hash, inlined in the hot loop
+from collections.abc import Callable, Iterator
 
-import msgspec
 import psycopg
 
 from seam.apply import SinkError
-from seam.apply.batch import OpenBatch, key_of
+from seam.apply.batch import OpenBatch, Staged, Stager, Staging
 from seam.apply.changes import ChangeApplier
-from seam.apply.decode import SparkRowMessage, record_decoder, schema_from_begin
+from seam.apply.decode import SparkRowMessage, schema_from_begin
 from seam.apply.merge import merge_window
 from seam.apply.swap import check_end, replace_table
 from seam.apply.target import (
@@ -52,7 +50,6 @@ from seam.apply.target import (
     ensure_postgis,
     has_spatial,
     qi,
-    row_converter,
 )
 from seam.apply.transaction import TargetTransaction
 from seam.config import Pipeline, TableConfig
@@ -92,6 +89,7 @@ class Sink:
         self._next_offset: dict[str, int] = {}  # topic -> the offset after the last message consumed
         self.changes = ChangeApplier(self.conn, pipeline, self.tables, self._spatial_as_geometry, self._offset_read)
         self._forgot_at = 0.0  # when recorded cascade rows were last pruned
+        self.stager = Stager()  # a batch's rows are decoded on every core
 
     # ------------------------------------------------------------ running
 
@@ -144,6 +142,7 @@ class Sink:
         return dict(self.finished)
 
     def close(self) -> None:
+        self.stager.close()
         self.conn.close()
 
     def start_offsets(self) -> dict[str, int]:
@@ -241,74 +240,38 @@ class Sink:
     # ------------------------------------------------------------ applying
 
     def _apply(self, topic: str, messages: list) -> None:
-        """Apply consumed messages of one topic (part of the caller's transaction). The hot loop: one
-        decode, one CRC and one tuple per row; bookkeeping per message group, not per row."""
-        stage_rows: list[tuple] = []
-        change_rows: list[tuple] = []
-        held: list[tuple] = []  # change events that arrive while a full load of the table is open
-        sums: dict[tuple[int, int], list[int]] = {}  # (part, attempt) -> [rows, crc sum] since the last flush
-
-        def flush():
-            batch = self.open[topic]
-            if batch is not None:
-                for kind, (rows, crc) in sums.items():
-                    batch.tallies.setdefault(kind, Tally()).add_many(rows, crc)
-                self._copy(batch, stage_rows, change_rows)
-            if held:
-                positions.hold_changes(self.conn, self.schema, held)
-            self.changes.run_ops()
-            stage_rows.clear()
-            change_rows.clear()
-            held.clear()
-            sums.clear()
-
-        batch = self.open[topic]
-        for m in messages:
+        """Apply consumed messages of one topic (part of the caller's transaction): the runs of rows between
+        control messages, then each control message."""
+        start = 0
+        for i, m in enumerate(messages):
             if m.headers():  # only control messages carry headers
-                flush()
+                self._apply_run(topic, messages[start:i])
                 control = parse_control(m.value())
                 if isinstance(control, Begin):
                     self._begin(topic, control, m.offset())
                 elif isinstance(control, End):
                     self._end(topic, control, m.offset())
                     self.changes.replay_held(topic)
-                elif batch is None:  # stream control; while a full load is open its END decides the position
+                elif self.open[topic] is None:  # stream control; while a full load is open its END decides the position
                     self.changes.control(topic, control, m.offset())
-                batch = self.open[topic]
-                continue
-            value = m.value()
-            if batch is None:
-                self.changes.change(topic, value, m.offset())
-                continue
-            try:
-                doc = batch.decode(value)
-            except msgspec.ValidationError:  # not this batch's columns: a change event (or garbage, which END catches)
-                held.append((topic, m.offset(), value))
-                continue
-            source = doc.source
-            if source.batch != batch.begin.batch:
-                if source.batch is None:  # a change event, held until the batch's END: applied if after it
-                    held.append((topic, m.offset(), value))
-                continue  # else a superseded batch's rows
-            kind = (source.part, source.attempt)
-            tally = sums.get(kind)
-            if tally is None:
-                tally = sums[kind] = [0, 0]
-            tally[0] += 1
-            tally[1] += crc32(value)
-            if doc.op == "r":
-                stage_rows.append(batch.convert(doc.after) + kind)
-            else:
-                seq = m.offset() * 2
-                if doc.before is not None and (
-                    doc.after is None or key_of(batch, doc.after) != key_of(batch, doc.before)
-                ):
-                    change_rows.append(batch.convert(doc.before) + (seq, True))  # deleted, or its key moved
-                if doc.after is not None:
-                    change_rows.append(batch.convert(doc.after) + (seq + 1, False))
-        flush()
+                start = i + 1
+        self._apply_run(topic, messages[start:])
         self._next_offset[topic] = messages[-1].offset() + 1
         self._store_offset(topic)
+
+    def _apply_run(self, topic: str, run: list) -> None:
+        """Messages without a control message among them: staged into the open batch (change events that
+        arrive meanwhile are held until its END), or else the table's change events."""
+        batch = self.open[topic]
+        if batch is None:
+            for m in run:
+                self.changes.change(topic, m.value(), m.offset())
+        elif run:
+            values = [m.value() for m in run]
+            held = self._copy(batch, self.stager.stage(batch.staging, values, [m.offset() for m in run]))
+            if held:
+                positions.hold_changes(self.conn, self.schema, [(topic, run[i].offset(), values[i]) for i in held])
+        self.changes.run_ops()
 
     def _offset_read(self, topic: str) -> None:
         """Store the topic's offset if messages of it were read (a transaction released from waiting)."""
@@ -323,18 +286,26 @@ class Sink:
 
     # ------------------------------------------------------------ change events
 
-    def _copy(self, batch: OpenBatch, stage_rows: list, change_rows: list) -> None:
+    def _copy(self, batch: OpenBatch, runs: Iterator[Staged]) -> list[int]:
+        """COPY staged runs into the batch's tables (each run as it arrives) and store the tallies; returns the
+        indexes of the messages to hold."""
         cols = ", ".join(qi(n) for n in batch.schema.names)
+        changes: list[bytes] = []
+        held: list[int] = []
         with self.conn.cursor() as cur:
-            if stage_rows:
-                with cur.copy(f"COPY {batch.stage} ({cols}, _seam_part, _seam_attempt) FROM STDIN") as cp:
-                    for row in stage_rows:
-                        cp.write_row(row)
-            if change_rows:
+            with cur.copy(f"COPY {batch.stage} ({cols}, _seam_part, _seam_attempt) FROM STDIN") as cp:
+                for staged in runs:
+                    cp.write(staged.stage)
+                    changes.append(staged.changes)
+                    held += staged.held
+                    for kind, (rows, crc) in staged.sums.items():
+                        batch.tallies.setdefault(kind, Tally()).add_many(rows, crc)
+            if any(changes):
                 with cur.copy(f"COPY {batch.changes} ({cols}, _seam_seq, _seam_deleted) FROM STDIN") as cp:
-                    for row in change_rows:
-                        cp.write_row(row)
+                    for data in changes:
+                        cp.write(data)
             ledger.store_tallies(cur, self.schema, batch.begin.batch, batch.tallies)
+        return held
 
     def _begin(self, topic: str, begin: Begin, offset: int) -> None:
         known = ledger.batch_state(self.conn, self.schema, begin.batch)
@@ -440,11 +411,9 @@ class Sink:
         stage, changes = ledger.staging_tables(begin.batch)
         return OpenBatch(
             begin=begin,
-            schema=schema,
+            staging=Staging(begin.batch, schema, tuple(begin.key), self._spatial_as_geometry(schema)),
             stage=f"{qi(self.schema)}.{qi(stage)}",
             changes=f"{qi(self.schema)}.{qi(changes)}",
-            convert=row_converter(schema, self._spatial_as_geometry(schema)),
-            decode=record_decoder(schema, batch_rows=True).decode,
         )
 
     def _spatial_as_geometry(self, schema: TableSchema) -> bool:

@@ -37,6 +37,10 @@ def check_end(conn, batch: OpenBatch, end: End) -> None:
             f"(SELECT * FROM unnest(%s::int[], %s::bigint[]))",
             ([p for p, _ in winners], [a for _, a in winners]),
         )
+    snapshot_rows = sum(p.rows for p in end.parts if p.part != RECONCILE_PART)
+    staged_rows = conn.execute(f"SELECT count(*) FROM {stage}").fetchone()[0]
+    if staged_rows != snapshot_rows:  # the tallies count messages; this counts what reached the table
+        raise SinkError(f"the staging table holds {staged_rows} rows, END's parts say {snapshot_rows}")
     conn.execute(f"ALTER TABLE {stage} DROP COLUMN _seam_part, DROP COLUMN _seam_attempt")
 
 

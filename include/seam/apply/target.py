@@ -133,7 +133,8 @@ def scalar(conn, query: str, params: tuple | dict | None = None) -> Any:
 def connect_target(pipeline: Pipeline) -> psycopg.Connection:
     t = pipeline.target
     try:
-        return psycopg.connect(**t.conninfo(), connect_timeout=10, application_name="seam-sink")
+        # UTF-8 whatever the server's default: staging formats COPY text in it (seam.apply.batch)
+        return psycopg.connect(**t.conninfo(), connect_timeout=10, application_name="seam-sink", client_encoding="UTF8")
     except psycopg.OperationalError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TargetError(

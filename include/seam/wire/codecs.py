@@ -272,7 +272,8 @@ class Date(Codec):
         return text + "Z" if kind == "timestamp" else text
 
     def snapshot_sql(self, column, x):
-        formatted = f"DATE_FORMAT({x}, '{self._JSON[column.data_type]}')"
+        # a DATE's own text is YYYY-MM-DD (years below 1000 padded), a third cheaper to render than DATE_FORMAT
+        formatted = x if column.data_type == "date" else f"DATE_FORMAT({x}, '{self._JSON[column.data_type]}')"
         return f"IF({_zero_date(x)}, NULL, {_quoted(formatted)})"
 
     def check_mysql(self, column, x):
