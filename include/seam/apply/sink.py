@@ -33,6 +33,8 @@ until the END transaction commits, then the whole new batch.
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -63,6 +65,47 @@ from seam.wire.records import no_cyclic_gc
 from seam.wire.topics import consumer_config, ensure_topics, table_topic, topic_ids
 
 log = logging.getLogger("seam.sink")
+
+
+class _ReadAhead:
+    """Consumes in a thread, one list of messages ahead of the sink, so that the next list is read while the
+    current one is applied. What it read counts only once applied: offsets are stored with the data."""
+
+    def __init__(self, consumer):
+        self._consumer = consumer
+        self._lists: queue.Queue = queue.Queue(maxsize=1)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._read, name="seam-sink-read-ahead", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            while not self._stopped.is_set():
+                with no_cyclic_gc():  # Message objects are many and short-lived, see no_cyclic_gc
+                    item: list | BaseException = self._consumer.consume(50_000, 0.5)
+                self._hand_over(item)
+        except Exception as exc:  # noqa: BLE001 (any failure of the read: the sink raises it in its own thread)
+            self._hand_over(exc)
+
+    def _hand_over(self, item) -> None:
+        while not self._stopped.is_set():
+            try:
+                self._lists.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+    def next(self) -> list:
+        """The next list of messages (empty after 0.5 s without any)."""
+        item = self._lists.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def stop(self) -> None:
+        """Stop reading; what was read ahead and not taken is dropped."""
+        self._stopped.set()
+        self._thread.join()
 
 
 class Sink:
@@ -109,14 +152,14 @@ class Sink:
         stored = self._stored_offsets()
         consumer.assign([TopicPartition(t, 0, stored.get(t, OFFSET_BEGINNING)) for t in self.tables])
         last_message = time.monotonic()
+        ahead = _ReadAhead(consumer)
         try:
             while not should_stop():
                 if until_batches is not None and until_batches <= self.finished.keys():
                     break
                 if deadline is not None and time.time() > deadline:
                     raise SinkError(f"timed out waiting for batch(es) {', '.join(sorted(until_batches or ()))}")
-                with no_cyclic_gc():  # Message objects are many and short-lived, see no_cyclic_gc
-                    messages = consumer.consume(50_000, 0.5)
+                messages = ahead.next()
                 good = []
                 for m in messages:
                     error = m.error()
@@ -125,7 +168,9 @@ class Sink:
                     elif error.code() == KafkaError._PARTITION_EOF:
                         continue
                     elif error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                        ahead.stop()  # what it read past the lost offset is void
                         self._offset_lost(consumer, m)
+                        ahead = _ReadAhead(consumer)
                     else:
                         raise SinkError(f"Kafka error on {m.topic()}: {error.str()}")
                 if not good:
@@ -138,6 +183,7 @@ class Sink:
                 last_message = time.monotonic()
                 self._apply_all(good)
         finally:
+            ahead.stop()
             consumer.close()
         return dict(self.finished)
 

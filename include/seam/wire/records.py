@@ -54,6 +54,7 @@ import contextlib
 import functools
 import gc
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -287,11 +288,21 @@ def normalize(column: Column, value: Any) -> Any:
 def no_cyclic_gc():
     """Hold the cyclic garbage collector off while a batch of rows is handled: it would otherwise walk the
     growing lists of row tuples again and again (a fifth of the sink's CPU). Memory is still freed by
-    reference counting; the collector runs as usual between batches."""
-    enabled = gc.isenabled()
-    gc.disable()
+    reference counting; the collector runs as usual between batches. Threads may overlap their holds: the
+    collector comes back when the last one ends (if it ran before the first)."""
+    with _GC_HOLD:
+        if _GC_HOLDS[0] == 0:
+            _GC_HOLDS[1] = gc.isenabled()
+            gc.disable()
+        _GC_HOLDS[0] += 1
     try:
         yield
     finally:
-        if enabled:
-            gc.enable()
+        with _GC_HOLD:
+            _GC_HOLDS[0] -= 1
+            if _GC_HOLDS[0] == 0 and _GC_HOLDS[1]:
+                gc.enable()
+
+
+_GC_HOLD = threading.Lock()
+_GC_HOLDS: list = [0, False]  # holds open now, whether the collector ran before the first
