@@ -377,24 +377,28 @@ def _run_batches(
     conn = connect_state(pipeline)
     started = time.time()
 
+    def start_sink() -> Child:
+        sink_cmd = [
+            sys.executable,
+            "-m",
+            "seam.cli",
+            "sink",
+            *(["--pipeline", pipeline_path] if pipeline_path else []),
+            *[a for t in tables for a in ("--table", t.name)],
+            *[a for b in batches.values() for a in ("--until-batch", b)],
+            "--timeout",
+            str(timeout),
+        ]
+        child = Child(subprocess.Popen(sink_cmd, env=env, start_new_session=True, **output))
+        children.append(child)
+        if log:
+            relay_output(child.proc, log)
+        return child
+
     sink = None
     try:
         if not all(_sink_running(conn, topic) for topic in topics):
-            sink_cmd = [
-                sys.executable,
-                "-m",
-                "seam.cli",
-                "sink",
-                *(["--pipeline", pipeline_path] if pipeline_path else []),
-                *[a for t in tables for a in ("--table", t.name)],
-                *[a for b in batches.values() for a in ("--until-batch", b)],
-                "--timeout",
-                str(timeout),
-            ]
-            sink = Child(subprocess.Popen(sink_cmd, env=env, start_new_session=True, **output))
-            children.append(sink)
-            if log:
-                relay_output(sink.proc, log)
+            sink = start_sink()
         job_args = [*(["--pipeline", pipeline_path] if pipeline_path else []), *job_args]
         spark: SparkJob
         if submit is None:
@@ -436,6 +440,10 @@ def _run_batches(
                     f"the Spark job failed (exit {code}); nothing of the unfinished batch is visible, "
                     "the target keeps the previous data; fix the cause above and re-run"
                 )
+            if sink is None and not all(_sink_running(conn, t) for t in topics):
+                # the sink we left it to was another load's, and it ended with that load's batch
+                say("the running sink stopped before the batch committed; starting one for it")
+                sink = start_sink()
             if sink is not None and sink.poll() is not None and all(_sink_running(conn, t) for t in topics):
                 # a streaming sink (re)started between the check above and ours, and took the topics first: it
                 # applies the batch as it does when it runs from the start

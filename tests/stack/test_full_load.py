@@ -388,3 +388,31 @@ def test_portable_snapshot_under_concurrent_writes_is_exact_at_its_position(pipe
         replayed = replay_to_now(pipeline, schema, target_rows(pipeline, schema), Position.through(file, pos))
         assert replayed == src, f"{table}: {diff(src, replayed)}"
     assert "4 chunk(s)" in result.stdout, result.stdout
+
+
+def test_a_load_left_to_another_loads_sink_commits_after_that_sink_ends(pipeline_path):
+    """A load that finds the table's topic taken by a sink leaves its batch to it; when that sink was another
+    load's (it ends with its own batch), the load must start a sink of its own, not wait until it stalls (a
+    nightly settlement's load and a user's, side by side). The other sink is played by its topic lock."""
+    from seam.state.schema import try_lock
+    from seam.wire.topics import table_topic
+
+    pipeline = load_pipeline(pipeline_path)
+    other = psycopg.connect(**pipeline.target.conninfo(), autocommit=True)
+    assert try_lock(other, "topic", table_topic(pipeline, pipeline.table(f"{DB}.payments")))
+    load = subprocess.Popen(
+        [sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "load", "full", f"{DB}.payments"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = []
+    assert load.stdout is not None
+    for line in load.stdout:
+        lines.append(line)
+        if "applied by the running sink" in line:
+            other.close()  # the other load's sink ends, with its own batch
+    assert load.wait(timeout=600) == 0, "".join(lines)
+    out = "".join(lines)
+    assert "the running sink stopped before the batch committed; starting one for it" in out, out
+    assert "committed batch" in out, out
