@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from seam.processes import Processes
+from seam.processes import Processes, stop_group
 
 # the dev stack runs from a checkout: Airflow reads its dags/ and plugins/
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -155,10 +155,30 @@ class EmbeddedStack(Processes):
             log(f"{name:9} up on {HOST}:{self.port(name)} in {time.monotonic() - started:.1f}s")
 
     def down(self, log: Callable[[str], None] = print) -> None:
-        for name in ("stream-sink", "stream-reader", *reversed(SERVICES)):  # the stream before what it reads
-            pid = self.stop(name)
-            if pid:
+        # Airflow first (its seam_stream would start the stream again), then the stream, then what it reads
+        for name in ("airflow", "stream-sink", "stream-reader", "stream parts", "postgres", "kafka", "mysql"):
+            pids = self._stop_stream_parts() if name == "stream parts" else [self.stop(name)]
+            for pid in filter(None, pids):
                 log(f"{name:9} stopped (pid {pid})")
+
+    def _stop_stream_parts(self) -> list[int]:
+        """Stop the stream parts the supervisor started detached on this stack (``seam.supervise``: no PID
+        file here; they carry this stack's SEAM_STATE_DIR in their environment), each with its process group
+        (the sink's Spark job included)."""
+        mine = f"SEAM_STATE_DIR={self.state}".encode()
+        pids = []
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+                if b"seam.cli" not in cmdline[:3] or b"stream" not in cmdline:
+                    continue
+                if mine in (proc / "environ").read_bytes().split(b"\0"):
+                    pids.append(int(proc.name))
+            except OSError:
+                continue
+        for pid in pids:
+            stop_group(pid, signal.SIGTERM)
+        return pids
 
     def stop(self, name: str, sig: int = signal.SIGTERM) -> int | None:
         # Postgres: SIGINT is its fast shutdown; SIGTERM would wait for clients.

@@ -263,6 +263,30 @@ def test_down_does_not_touch_processes_it_did_not_start(private_stack):
         stranger.kill()
 
 
+def test_down_stops_the_stream_parts_the_supervisor_started_on_this_stack(private_stack, tmp_path):
+    """The supervisor starts stream parts detached, without a PID file: down finds them by their
+    environment, and leaves another stack's alone."""
+    fake = tmp_path / "fake" / "seam"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "cli.py").write_text("import time\ntime.sleep(120)\n")
+
+    def part(state: Path) -> subprocess.Popen:
+        env = {**os.environ, "PYTHONPATH": str(fake.parent), "SEAM_STATE_DIR": str(state)}
+        cmd = [sys.executable, "-m", "seam.cli", "--pipeline", "p.yaml", "stream", "reader"]
+        return subprocess.Popen(cmd, env=env, start_new_session=True)
+
+    ours, theirs = part(private_stack.state), part(tmp_path / "another-stack")
+    try:
+        private_stack.down(log=lambda m: None)
+        assert ours.wait(timeout=30) is not None
+        assert theirs.poll() is None
+    finally:
+        for p in (ours, theirs):
+            p.kill()
+            p.wait()
+
+
 def test_up_fails_clearly_when_the_port_is_taken(private_stack):
     s = private_stack
     with socket.socket() as blocker:
