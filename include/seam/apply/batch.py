@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from zlib import crc32
 
 import msgspec
+from psycopg import postgres
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
 
 from seam.apply import SinkError
 from seam.source.schema import TableSchema
@@ -118,8 +121,8 @@ def _codecs(staging: Staging):
 
 
 def _transformer():
-    """psycopg's adaptation for COPY text without a connection: UTF-8 (the sink's connections use it), and
-    bytea in hex as a connection would write it (without one, psycopg writes the older escape format)."""
+    """psycopg's adaptation for COPY text without a connection: UTF-8 (the sink's connections use it), bytea
+    in hex."""
     import psycopg
     from psycopg import adapt
 
@@ -128,22 +131,14 @@ def _transformer():
     return adapt.Transformer(context)
 
 
-def _hex_dumper():
-    from psycopg.adapt import Dumper
-    from psycopg.postgres import types
-    from psycopg.pq import Format
+class _HexBytea(Dumper):
+    """bytea in hex, as psycopg writes it with a connection (without one it writes the older escape format)."""
 
-    class HexBytea(Dumper):
-        format = Format.TEXT
-        oid = types["bytea"].oid
+    format = Format.TEXT
+    oid = postgres.types["bytea"].oid
 
-        def dump(self, obj) -> bytes:
-            return b"\\x" + bytes(obj).hex().encode()
-
-    return HexBytea
-
-
-_HexBytea = _hex_dumper()
+    def dump(self, obj) -> bytes:
+        return b"\\x" + bytes(obj).hex().encode()
 
 
 class Stager:

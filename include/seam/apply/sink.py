@@ -32,6 +32,7 @@ until the END transaction commits, then the whole new batch.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -339,9 +340,15 @@ class Sink:
         changes: list[bytes] = []
         held: list[int] = []
         with self.conn.cursor() as cur:
-            with cur.copy(f"COPY {batch.stage} ({cols}, _seam_part, _seam_attempt) FROM STDIN") as cp:
+            with contextlib.ExitStack() as opened:  # the COPY opened by the first run with rows to stage
+                copy = None
                 for staged in runs:
-                    cp.write(staged.stage)
+                    if staged.stage:
+                        if copy is None:
+                            copy = opened.enter_context(
+                                cur.copy(f"COPY {batch.stage} ({cols}, _seam_part, _seam_attempt) FROM STDIN")
+                            )
+                        copy.write(staged.stage)
                     changes.append(staged.changes)
                     held += staged.held
                     for kind, (rows, crc) in staged.sums.items():
