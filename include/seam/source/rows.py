@@ -489,22 +489,22 @@ def _packet(connection) -> bytes:
         try:
             header = read(4)
             size = int.from_bytes(header[:3], "little")
-            if len(header) < 4 or header[3] != connection._next_seq_id:
-                connection._force_close()
-                raise pymysql.OperationalError(CR.CR_SERVER_LOST, "Lost connection to MySQL server during query")
-            connection._next_seq_id = (connection._next_seq_id + 1) % 256
-            part = read(size)
+            in_order = len(header) == 4 and header[3] == connection._next_seq_id
+            part = read(size) if in_order else b""
         except OSError as error:
-            connection._force_close()
-            raise pymysql.OperationalError(
-                CR.CR_SERVER_LOST, f"Lost connection to MySQL server during query ({error})"
-            ) from None
-        if len(part) < size:
-            connection._force_close()
-            raise pymysql.OperationalError(CR.CR_SERVER_LOST, "Lost connection to MySQL server during query")
+            raise _lost(connection, f" ({error})") from None
+        if not in_order or len(part) < size:
+            raise _lost(connection)
+        connection._next_seq_id = (connection._next_seq_id + 1) % 256
         if size < MAX_PACKET_LEN:
             return body + part if body else part
         body += part  # a packet of 16 MiB or more comes in parts
+
+
+def _lost(connection, detail: str = "") -> pymysql.OperationalError:
+    """The error pymysql raises for a connection that broke mid-packet, the connection closed."""
+    connection._force_close()
+    return pymysql.OperationalError(CR.CR_SERVER_LOST, f"Lost connection to MySQL server during query{detail}")
 
 
 class Stream(BinLogStreamReader):
