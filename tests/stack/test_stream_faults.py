@@ -181,6 +181,11 @@ def test_ddl_add_column_goes_on_other_ddl_stops_only_its_table(seeded_db, tmp_pa
         with admin.cursor() as cur:
             cur.execute("UPDATE payments SET amount = amount + 1 WHERE id % 13 = 0")
         _wait_converged(pipeline, 120)
+        with psycopg.connect(**pipeline.target.conninfo()) as conn:  # the sink's run tables: one per keyed table
+            runs = conn.execute(
+                "SELECT count(*) FROM pg_class WHERE relpersistence = 't' AND relname LIKE 'seam\\_run\\_%'"
+            ).fetchone()[0]
+        assert runs <= 2, f"{runs} run tables: those of the columns before ADD COLUMN, or before the reload, linger"
     finally:
         admin.close()
         _seam(path, "stream", "stop", timeout=120)

@@ -93,7 +93,7 @@ class StreamTable:
             self.upsert_sql = f"INSERT INTO {self.target} ({cols}) VALUES ({values}) {on_conflict}"
             # one temporary table per table and columns, kept by the session, emptied for each run (a table of
             # its own per run would take a lock and catalog rows for each, until the commit)
-            run = f"pg_temp.seam_run_{next(_RUN_TABLES)}"
+            run = self.run_table = f"pg_temp.seam_run_{next(_RUN_TABLES)}"
             self.run_sql = (
                 f"CREATE TEMPORARY TABLE IF NOT EXISTS {run} ON COMMIT DELETE ROWS AS SELECT {cols}, "
                 f"NULL::boolean AS _seam_deleted, NULL::boolean AS _seam_must FROM {self.target} WITH NO DATA; "
@@ -479,12 +479,19 @@ class ChangeApplier:
                 self.conn.execute(ddl)
             log.info("%s: column %s added (%s)", stream.target, column.name, change.ddl[:200])
         positions.store_columns(self.conn, self.schema, stream.schema.db, stream.schema.table, change.columns)
+        self._drop_run_table(stream)
         stream.use(schema)
+
+    def _drop_run_table(self, stream: StreamTable | None) -> None:
+        """A table's run table has the columns it had: the session would keep it (and empty it at every commit)
+        after the table's StreamTable is rebuilt with a new one."""
+        if stream is not None and stream.key:
+            self.conn.execute(f"DROP TABLE IF EXISTS {stream.run_table}")
 
     def replay_held(self, topic: str) -> None:
         """After a full load's END: the change events held while it was open, in topic order; those at or
         before the batch's position are skipped by the position check, the rest applied after it."""
-        self.streams.pop(topic, None)  # a committed batch brings a new schema and position
+        self._drop_run_table(self.streams.pop(topic, None))  # a committed batch brings a new schema and position
         self._no_stream.discard(topic)
         rows = positions.take_held(self.conn, self.schema, topic)
         for seq, value in sorted(rows):
