@@ -45,7 +45,9 @@ TABLE = """CREATE TABLE golden (
   b1 BIT(1) NULL, b8 BIT(8) NULL, b64 BIT(64) NULL, y YEAR NULL,
   ti TINYINT NULL, ub BIGINT UNSIGNED NULL, tb TINYINT(1) NULL,
   g GEOMETRY NULL, pt POINT NULL, ls LINESTRING NULL, pg POLYGON NULL, mpt MULTIPOINT NULL,
-  mls MULTILINESTRING NULL, mpg MULTIPOLYGON NULL, gc GEOMETRYCOLLECTION NULL
+  mls MULTILINESTRING NULL, mpg MULTIPOLYGON NULL, gc GEOMETRYCOLLECTION NULL,
+  zi INT(11) UNSIGNED ZEROFILL NULL, zb BIGINT UNSIGNED ZEROFILL NULL, zd DECIMAL(10,2) ZEROFILL NULL,
+  zf DOUBLE ZEROFILL NULL, bn BINARY(16) NULL
 ) ENGINE=InnoDB"""
 
 GEO = ("g", "pt", "ls", "pg", "mpt", "mls", "mpg", "gc")
@@ -82,6 +84,11 @@ ROWS = [
         mls=("MULTILINESTRING((0 0,1 1),(2 2,3 3))", 0),
         mpg=("MULTIPOLYGON(((0 0,1 0,1 1,0 0)))", 4326),
         gc=("GEOMETRYCOLLECTION(POINT(1 1),LINESTRING(0 0,1 1))", 0),
+        zi=4294967295,  # ZEROFILL: the column's text is "04294967295"
+        zb=2**64 - 1,
+        zd="12.50",
+        zf=2.25,
+        bn=bytes.fromhex("651a00000000000000000000000074"),  # BINARY(16) pads with a zero byte; the binlog drops it
     ),
     dict(
         id=2,
@@ -115,6 +122,11 @@ ROWS = [
         mls=("MULTILINESTRING((1 2,3 4))", 0),
         mpg=("MULTIPOLYGON(((0 0,2 0,2 2,0 0)),((5 5,6 5,6 6,5 5)))", 0),
         gc=("GEOMETRYCOLLECTION EMPTY", 0),
+        zi=0,
+        zb=0,
+        zd="0.00",
+        zf=0,
+        bn=bytes(16),  # all zero: the binlog hands over b""
     ),
     dict(id=3),  # every column NULL
     dict(
@@ -149,6 +161,11 @@ ROWS = [
         mls=None,
         mpg=None,
         gc=("GEOMETRYCOLLECTION(MULTIPOINT(1 1,2 2),POLYGON((0 0,1 0,1 1,0 0)))", 4326),
+        zi=7,
+        zb=2**63,
+        zd="99999999.99",  # ZEROFILL implies UNSIGNED
+        zf=1e-300,
+        bn=b"\xff" * 16,
     ),
     dict(id=5, dd="0099-03-04", dt="0099-03-04 05:06:07.000008"),  # before 1000: stored, if unsupported
 ]
@@ -301,6 +318,10 @@ def test_every_path_gives_the_same_value(loaded):
     ), row["j"]
     assert row["pt"] == {"wkb": "AQEAAAAAAAAAAAD4PwAAAAAAAADA", "srid": 4326}
     assert row["ub"] == "18446744073709551615" and row["b64"] == 2**64 - 1 and row["d6"] == "-0.000001"
+    assert row["zi"] == 4294967295 and row["zd"] == "12.50" and row["zf"] == 2.25
+    assert (
+        row["bn"] == "ZRoAAAAAAAAAAAAAAAB0AA==" and reference[1]["bn"] == "AAAAAAAAAAAAAAAAAAAAAA=="
+    )  # row 2's, streamed
     assert reference[103]["rating"] == "PG-13" and reference[103]["tags"] == "Commentaries,a b"
     assert reference[104]["rating"] == "Ünrated" and reference[104]["f"] == 16777216.0
 

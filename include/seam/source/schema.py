@@ -29,6 +29,11 @@ class Column:
         return "unsigned" in self.column_type.lower()
 
     @cached_property
+    def zerofill(self) -> bool:
+        """MySQL pads the column's text with zeros ("04294967295"): every rendering in SQL adds 0 first."""
+        return "zerofill" in self.column_type.lower()
+
+    @cached_property
     def members(self) -> tuple[str, ...]:
         """ENUM/SET members in definition order."""
         body = self.column_type[self.column_type.index("(") + 1 : self.column_type.rindex(")")]

@@ -83,6 +83,12 @@ def _small(column: Column, value, most: int) -> int:
     return int(text)
 
 
+def _unpadded(column: Column, x: str) -> str:
+    """A ZEROFILL column's value without its zero padding (+ 0 keeps a DECIMAL's scale and a DOUBLE's value);
+    other columns as they are."""
+    return f"({x} + 0)" if column.zerofill else x
+
+
 def _type_argument(column: Column, default: str) -> str:
     t = column.column_type
     return t.split("(")[1].split(",")[0].split(")")[0] if "(" in t else default
@@ -133,6 +139,7 @@ class Integer(Codec):
         return number
 
     def snapshot_sql(self, column, x):
+        x = _unpadded(column, x)  # "04294967295" is no JSON number
         return _quoted(f"CAST({x} AS CHAR)") if column.data_type == "bigint" and column.unsigned else x
 
     def check_mysql(self, column, x):
@@ -193,10 +200,10 @@ class Decimal_(Codec):
         return f"{Decimal(str(value)):.{column.numeric_scale or 0}f}"
 
     def snapshot_sql(self, column, x):
-        return _quoted(f"CAST({x} AS CHAR)")
+        return _quoted(f"CAST({_unpadded(column, x)} AS CHAR)")
 
     def check_mysql(self, column, x):
-        return f"CAST({x} AS CHAR)"
+        return f"CAST({_unpadded(column, x)} AS CHAR)"
 
     def pg_type(self, column, postgis=True):
         precision = _type_argument(column, "10")
@@ -234,10 +241,10 @@ class Double(Codec):
         return float(value)
 
     def snapshot_sql(self, column, x):
-        return f"CAST({x} AS CHAR)"
+        return f"CAST({_unpadded(column, x)} AS CHAR)"
 
     def check_mysql(self, column, x):
-        return f"CAST({x} AS CHAR)"
+        return f"CAST({_unpadded(column, x)} AS CHAR)"
 
     def check_pg(self, column, x, state):
         return f"{state}.mariadb_double(({x})::float8)"
@@ -392,7 +399,10 @@ class Binary(Codec):
     types = ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob")
 
     def record(self, column, value):  # the binlog reader hands an empty binary value back as ''
-        return base64.b64encode(value.encode() if isinstance(value, str) else bytes(value)).decode()
+        data = value.encode() if isinstance(value, str) else bytes(value)
+        if column.data_type == "binary":  # the binlog drops BINARY(N)'s trailing zero bytes; the column has N
+            data = data.ljust(_small(column, _type_argument(column, "1"), 255), b"\0")
+        return base64.b64encode(data).decode()
 
     def snapshot_sql(self, column, x):
         return _quoted(f"REPLACE(TO_BASE64({x}), CHAR(10), '')")
