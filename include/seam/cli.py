@@ -336,6 +336,57 @@ def cmd_kafka(args, procs: Processes) -> int:
     return 0
 
 
+def cmd_quarantine(args, procs: Processes) -> int:
+    """`seam quarantine list|show ID|skip ID`: the messages the sink would not apply, and the decision on one."""
+    from seam.apply.target import connect_state
+    from seam.state import quarantine
+    from seam.wire.topics import table_topic
+
+    pipeline = _pipeline(args)
+    if args.action != "list" and args.id is None:
+        raise ConfigError("quarantine", f"name the message: seam quarantine {args.action} ID (`seam quarantine list`)")
+    conn = connect_state(pipeline)
+    try:
+        schema = pipeline.target.state_schema
+        if args.action == "list":
+            topics = [table_topic(pipeline, t) for t in pipeline.tables]
+            found = quarantine.listed(conn, schema, topics, all_=args.all)
+            if not found:
+                print("no quarantined messages" + ("" if args.all else " waiting for a decision"))
+            for item in found:
+                decided = f"  skipped {item.skipped_at:%Y-%m-%d %H:%M} by {item.skipped_by}" if item.skipped_at else ""
+                print(
+                    f"#{item.id:<5} {item.name:30} {item.topic}:{item.offset}  "
+                    f"{item.quarantined_at:%Y-%m-%d %H:%M:%S}  {item.reason}{decided}"
+                )
+            return 1 if any(item.skipped_at is None for item in found) else 0
+        q = quarantine.get(conn, schema, args.id)
+        if q is None:
+            raise ConfigError("quarantine", f"no quarantined message #{args.id} (`seam quarantine list --all`)")
+        if args.action == "show":
+            value = q.value or b""
+            print(f"#{q.id} {q.name}: {q.topic} partition {q.partition} offset {q.offset}, at {q.quarantined_at}")
+            print(f"reason: {q.reason}")
+            print(f"key:    {q.key!r}")
+            print(f"value:  {len(value):,} bytes: {value[:2000].decode('utf-8', 'replace')}")
+            if q.skipped_at:
+                print(f"skipped {q.skipped_at} by {q.skipped_by}" + (f": {q.note}" if q.note else ""))
+            return 0
+        with conn.transaction():
+            goes_on = quarantine.skip(conn, schema, args.id, args.note)
+        print(
+            f"#{q.id} skipped; {q.name} "
+            + (
+                "goes on: the stream publishes its changes again from the applied position"
+                if goes_on
+                else "stays stopped (other quarantined messages, or another stop: `seam stream status`)"
+            )
+        )
+        return 0
+    finally:
+        conn.close()
+
+
 STREAM_PARTS = ("stream-reader", "stream-sink")
 
 
@@ -688,6 +739,8 @@ def _stream_status(pipeline, tables, procs: Processes) -> int:
             f"{p['beat_age']:.0f}s ago; {what}"
             + (f" ({p['restarts']} restart(s) since start)" if p["restarts"] and p["state"] == "running" else "")
         )
+        if p["retries"]:
+            print(f"          {p['retries']:,} transient target error(s) retried, the last: {p['last_retry']}")
     overall = (
         "running"
         if set(states) == {"running"}
@@ -844,6 +897,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--follow", "-f", action="store_true", help="tail: keep printing new messages until Ctrl-C")
     p.add_argument("--full", action="store_true", help="tail: print whole values (default: 300 characters)")
     p.set_defaults(func=cmd_kafka)
+
+    p = sub.add_parser(
+        "quarantine",
+        parents=[common],
+        help="messages the sink would not apply: `seam quarantine list`, `show ID`, `skip ID [--note TEXT]`",
+    )
+    p.add_argument("action", choices=["list", "show", "skip"])
+    p.add_argument("id", nargs="?", type=int, help="show, skip: the message's number (`seam quarantine list`)")
+    p.add_argument("--all", action="store_true", help="list: the skipped ones too")
+    p.add_argument("--note", help="skip: why (recorded with who and when)")
+    p.set_defaults(func=cmd_quarantine)
 
     p = sub.add_parser("trigger", parents=[common], help="trigger an Airflow DAG run on the stack's Airflow")
     p.add_argument("dag_id")

@@ -195,3 +195,147 @@ def test_ddl_add_column_goes_on_other_ddl_stops_only_its_table(seeded_db, tmp_pa
         admin.close()
         _seam(path, "stream", "stop", timeout=120)
         receiver.shutdown()
+
+
+def _sink_backends(pipeline, waiting: bool) -> list[int]:
+    """The pids of the sink's target sessions (its application_name), those waiting on a lock if ``waiting``."""
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND datname = current_database() "
+                "AND state <> 'idle' AND query NOT LIKE '%%pg_stat_activity%%' AND (NOT %s OR wait_event_type = 'Lock')",
+                (waiting,),
+            )
+        ]
+
+
+def test_transient_target_errors_are_retried_and_stop_no_table(seeded_db, tmp_path_factory):
+    """A reporting session holds a target row; the sink's statement waits on it and is cancelled (as a DBA or
+    a statement_timeout would), twice; then its session is terminated. Nothing stops: the change is applied
+    once the lock is gone, and every table equals the source."""
+    from seam.apply.sink import Sink
+    from seam.source.streaming import ChangeReader
+
+    path = _pipeline_file(tmp_path_factory, "transient")
+    pipeline = load_pipeline(path)
+    load = _seam(path, "load", "full", *[f"{DB}.{t}" for t in TABLES])
+    assert load.returncode == 0, load.stderr + load.stdout
+    reader, sink = ChangeReader(pipeline), Sink(pipeline)
+    stop = threading.Event()
+    threads = [
+        threading.Thread(target=lambda: reader.serve(should_stop=stop.is_set)),
+        threading.Thread(target=lambda: sink.run(should_stop=stop.is_set)),
+    ]
+    for t in threads:
+        t.start()
+    report = psycopg.connect(**pipeline.target.conninfo())  # the reporting session
+    admin = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    admin.autocommit(True)
+    try:
+        report.execute(f'SELECT * FROM "{DB}".accounts WHERE id = 1 FOR UPDATE')
+        with admin.cursor() as cur:
+            cur.execute("UPDATE accounts SET balance = balance + 5 WHERE id IN (1, 2)")
+            cur.execute("INSERT INTO audit_log VALUES (NOW(6), 9, 'z', 'while a lock is held')")
+        cancelled = 0
+        deadline = time.time() + 120
+        while cancelled < 2 and time.time() < deadline:
+            for pid in _sink_backends(pipeline, waiting=True):
+                with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as dba:
+                    cancelled += dba.execute("SELECT pg_cancel_backend(%s)", (pid,)).fetchone()[0]
+            time.sleep(0.05)
+        assert cancelled == 2, "the sink's statement never waited on the held row"
+        report.rollback()  # the report ends
+        _wait_converged(pipeline, 120)
+        with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as dba:  # a failover-like loss
+            dba.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                "AND datname = current_database() AND application_name NOT LIKE 'seam-test%%' "
+                "AND backend_type = 'client backend' AND pid IN (SELECT pid FROM pg_locks WHERE "
+                "locktype = 'advisory')"
+            )
+        demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=5, threads=1, seed=11, database=DB)
+        _wait_converged(pipeline, 180)
+        with psycopg.connect(**pipeline.target.conninfo()) as conn:
+            stopped = conn.execute(
+                "SELECT db, tbl, stopped FROM seam.positions WHERE db = %s AND stopped IS NOT NULL", (DB,)
+            ).fetchall()
+        assert stopped == [], stopped
+        assert sink.retrier.count >= 3, (sink.retrier.count, sink.retrier.last)  # 2 cancels, 1 lost connection
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+        report.close()
+        admin.close()
+        reader.close()
+        sink.close()
+
+
+def _stopped(pipeline) -> dict[str, str]:
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        rows = conn.execute("SELECT tbl, stopped FROM seam.positions WHERE db = %s AND stopped IS NOT NULL", (DB,))
+        return dict(rows.fetchall())
+
+
+def test_messages_that_are_not_seams_are_quarantined_and_stop_only_their_table(seeded_db, tmp_path_factory):
+    """A plain Kafka client writes garbage on payments' topic and a BEGIN naming payments on accounts' topic,
+    under a running stream and writer. Those two tables stop, each naming its message and the way out; the
+    third is applied throughout; `seam quarantine skip` lets both go on, and every table equals the source."""
+    from confluent_kafka import Producer
+
+    from seam.apply.sink import Sink
+    from seam.source.streaming import ChangeReader
+    from seam.wire.boundary import CONTROL_HEADER
+    from seam.wire.topics import table_topic
+
+    path = _pipeline_file(tmp_path_factory, f"quarantine{os.getpid()}")  # topics of its own: no earlier garbage
+    pipeline = load_pipeline(path)
+    load = _seam(path, "load", "full", *[f"{DB}.{t}" for t in TABLES])
+    assert load.returncode == 0, load.stderr + load.stdout
+    reader, sink = ChangeReader(pipeline), Sink(pipeline)
+    stop = threading.Event()
+    threads = [
+        threading.Thread(target=lambda: reader.serve(should_stop=stop.is_set)),
+        threading.Thread(target=lambda: sink.run(should_stop=stop.is_set)),
+    ]
+    for t in threads:
+        t.start()
+    try:
+        topic = {t.table: table_topic(pipeline, t) for t in pipeline.tables}
+        producer = Producer({"bootstrap.servers": pipeline.kafka.bootstrap})
+        producer.produce(topic["payments"], b"\x00not a seam record!!", key=b"k")
+        forged = {"v": 1, "control": "BEGIN", "batch": "forged", "db": DB, "table": "payments", "mode": "full"}
+        producer.produce(
+            topic["accounts"],
+            json.dumps({**forged, "columns": [], "key": []}).encode(),
+            headers=[(CONTROL_HEADER, b"1")],
+        )
+        producer.flush(30)
+        demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=5, threads=1, seed=5, database=DB)
+        _wait_converged(pipeline, 120, tables=["audit_log"])  # the third table is applied throughout
+        deadline = time.time() + 60
+        while set(_stopped(pipeline)) != {"payments", "accounts"} and time.time() < deadline:
+            time.sleep(1)
+        stopped = _stopped(pipeline)
+        assert set(stopped) == {"payments", "accounts"}, stopped
+        assert "not a Seam change record" in stopped["payments"] and "seam quarantine skip" in stopped["payments"]
+        assert f"naming table {DB}.payments, not this topic's {DB}.accounts" in stopped["accounts"]
+        listed = _seam(path, "quarantine", "list")
+        assert listed.returncode == 1 and listed.stdout.count("\n") == 2, listed.stdout + listed.stderr
+        ids = [line.split()[0].lstrip("#") for line in listed.stdout.splitlines()]
+        shown = _seam(path, "quarantine", "show", ids[0])
+        assert shown.returncode == 0 and "offset" in shown.stdout, shown.stdout + shown.stderr
+        for id_ in ids:
+            skipped = _seam(path, "quarantine", "skip", id_, "--note", "test garbage")
+            assert skipped.returncode == 0 and "goes on" in skipped.stdout, skipped.stdout + skipped.stderr
+        demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=100, seconds=3, threads=1, seed=6, database=DB)
+        _wait_converged(pipeline, 180)
+        assert _stopped(pipeline) == {}
+        assert _seam(path, "quarantine", "list").returncode == 0
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+        reader.close()
+        sink.close()

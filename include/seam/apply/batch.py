@@ -79,7 +79,7 @@ def stage_rows(staging: Staging, values: list[bytes], offsets: list[int]) -> Sta
     for i, value in enumerate(values):
         try:
             doc = decode(value)
-        except msgspec.ValidationError:  # not this batch's columns: a change event (or garbage, which END catches)
+        except msgspec.DecodeError:  # not this batch's columns: a change event, or garbage (quarantined when replayed)
             held.append(i)
             continue
         source = doc.source

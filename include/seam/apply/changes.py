@@ -12,8 +12,10 @@ here in memory, and the position moves in the transaction that applies the chang
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import logging
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -22,16 +24,19 @@ import psycopg
 
 from seam.apply import SinkError
 from seam.apply.decode import SOURCE_ONLY, flagged, record_decoder, schema_from_begin
+from seam.apply.retry import Retrier, first_line, transient
 from seam.apply.target import pg_type, qi, row_converter, target_table
 from seam.config import Pipeline, TableConfig
 from seam.source import cascades
 from seam.source.schema import Column, TableSchema
-from seam.state import positions
+from seam.state import positions, quarantine
 from seam.wire.boundary import Begin, Heartbeat, Rebase, SchemaChange, StreamStop
 from seam.wire.records import Position
 
 log = logging.getLogger("seam.sink")
 
+# what decoding a message that is not Seam's raises
+MALFORMED = (msgspec.DecodeError, KeyError, TypeError, ValueError, AttributeError)
 _CASCADE = object()  # the statement of a queued foreign-key cascade (seam.source.cascades applies it)
 _RUN_TABLES = itertools.count(1)  # names each StreamTable's temporary table uniquely in the sink's session
 
@@ -191,19 +196,64 @@ class ChangeApplier:
     level above waits behind it; stream controls (heartbeats, added columns, stops, rebases) move the
     position. Everything runs in the sink's current transaction, with the offsets it stores."""
 
-    def __init__(self, conn, pipeline: Pipeline, tables: dict[str, TableConfig], spatial_as_geometry, store_offset):
-        self.conn, self.pipeline, self.tables = conn, pipeline, tables
+    def __init__(
+        self,
+        conn,
+        pipeline: Pipeline,
+        tables: dict[str, TableConfig],
+        spatial_as_geometry,
+        store_offset,
+        retrier: Retrier,
+    ):
+        self.conn, self.pipeline, self.tables, self.retrier = conn, pipeline, tables, retrier
         self.schema = pipeline.target.state_schema
         self.spatial_as_geometry = spatial_as_geometry  # (TableSchema) -> bool, asked of the target once
         self.store_offset = store_offset  # (topic) -> None: a released transaction moves its topic's offset
         self.streams: dict[str, StreamTable] = {}  # topic -> change-event state, loaded on first use
         self._ops: list[tuple[StreamTable, str, tuple, bool]] = []  # change statements not yet executed
         self._no_stream: set[str] = set()  # topics whose table has no committed load, or a stopped stream
+        self._no_stream_at = time.monotonic()  # when _no_stream was last emptied, to be asked again
 
-    def change(self, topic: str, value: bytes, offset: int) -> None:
+    def change(self, topic: str, value: bytes, offset: int, key: bytes | None = None) -> None:
         """Buffer a change until its source transaction is complete for this table, then apply it whole,
-        if it is new (after the applied position) and follows on from it (its ``prev`` is applied)."""
+        if it is new (after the applied position) and follows on from it (its ``prev`` is applied). A message
+        that is not a Seam change record is quarantined, and stops its table only."""
+        try:
+            self._change(topic, value, offset)
+        except MALFORMED as exc:
+            self.quarantine(topic, offset, key, value, f"not a Seam change record ({first_line(exc)})")
+
+    def quarantine(self, topic: str, offset: int, key: bytes | None, value: bytes | None, reason: str) -> None:
+        """Keep a message the sink will not apply (``seam.state.quarantine``) and stop its table, in the
+        transaction that moves the topic's offset past it; the other tables go on."""
+        from seam.alerts import alert
+
+        table = self.tables[topic]
+        id_ = quarantine.add(self.conn, self.schema, table.db, table.table, topic, offset, key, value, reason)
+        why = quarantine.stop_reason(id_, table.name, topic, offset, reason)
+        log.error("%s: STOPPED: %s", table.name, why)
         stream = self.streams.get(topic) or (None if topic in self._no_stream else self._load_stream(topic))
+        if stream is not None:
+            self.stop_table(stream, why, remedy=False)
+        else:
+            positions.stop_stream(self.conn, self.schema, table.db, table.table, why)
+            alert(self.pipeline, table.name, "message quarantined", why)
+
+    def _stream_of(self, topic: str) -> StreamTable | None:
+        """The topic's streamed table, or None (no committed full load, or stopped: asked again every few
+        seconds, so a table whose stop was lifted goes on)."""
+        stream = self.streams.get(topic)
+        if stream is not None:
+            return stream
+        if topic in self._no_stream:
+            if time.monotonic() - self._no_stream_at < 5:
+                return None
+            self._no_stream.clear()
+            self._no_stream_at = time.monotonic()
+        return self._load_stream(topic)
+
+    def _change(self, topic: str, value: bytes, offset: int) -> None:
+        stream = self._stream_of(topic)
         if stream is None:
             return  # no committed full load (or the table's stream stopped): nothing to apply changes to
         try:
@@ -339,7 +389,8 @@ class ChangeApplier:
         """Execute queued change statements, table by table in order, runs of the same statement pipelined
         (executemany), then store each touched table's position: one transaction with the caller's offsets.
         Each table's statements run in a savepoint: a table whose changes fail (a divergence, a value the
-        target refuses) is STOPPED with the reason, and the other tables go on."""
+        target refuses) is STOPPED with the reason, and the other tables go on; a transient error (a lock
+        wait cancelled, a deadlock) is retried (``seam.apply.retry``), and a lost connection goes up."""
         ops, self._ops = self._ops, []
         by_table: dict[str, list] = {}
         for op in ops:
@@ -347,11 +398,11 @@ class ChangeApplier:
         for table_ops in by_table.values():
             stream = table_ops[0][0]
             try:
-                with self.conn.transaction():
-                    self._execute(table_ops)
+                self.retrier.run(self.conn, functools.partial(self._execute, table_ops), f"changes of {stream.target}")
             except (psycopg.Error, SinkError) as exc:
-                problem = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                self.stop_table(stream, f"changes up to {stream.applied} could not be applied ({problem})")
+                if transient(exc):
+                    raise  # the connection is gone, and the transaction with it: the sink resumes from the target
+                self.stop_table(stream, f"changes up to {stream.applied} could not be applied ({first_line(exc)})")
         for stream in self.streams.values():
             if stream.dirty:
                 self._store_position(stream)
@@ -389,12 +440,13 @@ class ChangeApplier:
                 raise SinkError(_diverged(j - i - cur.rowcount))
             i = j
 
-    def stop_table(self, stream: StreamTable, reason: str) -> None:
+    def stop_table(self, stream: StreamTable, reason: str, remedy: bool = True) -> None:
         """Stop applying changes to one table (until its next full load), record why, and alert."""
         from seam.alerts import alert
 
         name = f"{stream.schema.db}.{stream.schema.table}"
-        reason = f"{reason}; re-run `seam load full {name}`: its BEGIN supersedes the unapplied changes"
+        if remedy:
+            reason = f"{reason}; re-run `seam load full {name}`: its BEGIN supersedes the unapplied changes"
         positions.stop_stream(self.conn, self.schema, stream.schema.db, stream.schema.table, reason)
         self.streams.pop(stream.topic, None)
         self._no_stream.add(stream.topic)

@@ -122,6 +122,9 @@ class SparkRowMessage:
     def value(self):
         return self._row.value
 
+    def key(self):
+        return self._row.key
+
     def headers(self):
         return self._headers
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -43,9 +44,10 @@ import psycopg
 
 from seam.apply import SinkError
 from seam.apply.batch import OpenBatch, Staged, Stager, Staging
-from seam.apply.changes import ChangeApplier
+from seam.apply.changes import MALFORMED, ChangeApplier
 from seam.apply.decode import SparkRowMessage, schema_from_begin
 from seam.apply.merge import merge_window
+from seam.apply.retry import Retrier, connection_lost, first_line, transient
 from seam.apply.swap import check_end, replace_table
 from seam.apply.target import (
     connect_target,
@@ -66,6 +68,11 @@ from seam.wire.records import no_cyclic_gc
 from seam.wire.topics import consumer_config, ensure_topics, table_topic, topic_ids
 
 log = logging.getLogger("seam.sink")
+
+
+def _key(message) -> bytes | None:
+    key = message.key()
+    return key.encode() if isinstance(key, str) else key
 
 
 class _ReadAhead:
@@ -116,24 +123,60 @@ class Sink:
         self.pipeline = pipeline
         self.schema = pipeline.target.state_schema
         self.tables = {table_topic(pipeline, t): t for t in (tables or pipeline.tables)}
-        self.conn = connect_target(pipeline)
-        self.conn.autocommit = True
-        ensure_state(self.conn, pipeline.target.state_schema)
+        self.retrier = Retrier()  # transient target errors: retried, counted
+        self.conn = self._connect()
+        self._postgis: bool | None = None  # whether spatial columns land as geometry: asked when first needed
+        self.finished: dict[str, str] = {}  # batch id -> final state once committed, for callers waiting on one
+        self.topic_ids: dict[str, str] = {}
+        self._forgot_at = 0.0  # when recorded cascade rows were last pruned
+        self.stager = Stager()  # a batch's rows are decoded on every core
+        self._load_state()
+
+    def _connect(self):
+        conn = connect_target(self.pipeline)
+        conn.autocommit = True
+        ensure_state(conn, self.schema)
         for topic in self.tables:  # session locks: a second sink on the same topic would double-apply
-            if not try_lock(self.conn, "topic", topic):
+            if not try_lock(conn, "topic", topic):
+                conn.close()
                 raise SinkError(
                     f"another Seam sink is already applying topic {topic}; stop it first (or let it apply this batch)"
                 )
-        self.conn.autocommit = False
-        self._postgis: bool | None = None  # whether spatial columns land as geometry: asked when first needed
+        conn.autocommit = False
+        return conn
+
+    def _load_state(self) -> None:
+        """What the sink holds in memory, from what the target committed (at the start, and after a
+        transaction failed for a transient reason)."""
         self.open: dict[str, OpenBatch | None] = {topic: self._load_open(topic) for topic in self.tables}
-        self.finished: dict[str, str] = {}  # batch id -> final state once committed, for callers waiting on one
         self.txn = TargetTransaction(self.conn)  # data, offsets and positions: one commit
-        self.topic_ids: dict[str, str] = {}
         self._next_offset: dict[str, int] = {}  # topic -> the offset after the last message consumed
-        self.changes = ChangeApplier(self.conn, pipeline, self.tables, self._spatial_as_geometry, self._offset_read)
-        self._forgot_at = 0.0  # when recorded cascade rows were last pruned
-        self.stager = Stager()  # a batch's rows are decoded on every core
+        self.changes = ChangeApplier(
+            self.conn, self.pipeline, self.tables, self._spatial_as_geometry, self._offset_read, self.retrier
+        )
+
+    def _recover(self, exc: BaseException) -> None:
+        """A transaction failed for a transient reason: reconnect if the connection is gone, and start again
+        from what the target committed (the caller reads the topics again from the stored offsets)."""
+        self.retrier.note("sink", exc)
+        delay = 1.0
+        while True:
+            log.warning("the sink's transaction failed (%s, transient): resuming from the target", first_line(exc))
+            time.sleep(delay * random.uniform(0.5, 1.5))
+            try:
+                if connection_lost(self.conn):
+                    self.conn.close()
+                    self.conn = self._connect()
+                else:
+                    for stream in self.changes.streams.values():  # its session keeps them otherwise
+                        self.changes._drop_run_table(stream)
+                    self.conn.commit()
+                self._load_state()
+                return
+            except psycopg.Error as again:
+                if not transient(again):
+                    raise
+                exc, delay = again, min(delay * 2, 30.0)
 
     # ------------------------------------------------------------ running
 
@@ -182,7 +225,16 @@ class Sink:
                         break
                     continue
                 last_message = time.monotonic()
-                self._apply_all(good)
+                try:
+                    self._apply_all(good)
+                except psycopg.Error as exc:
+                    if not transient(exc):
+                        raise
+                    ahead.stop()  # what it read is void: read again from the stored offsets
+                    self._recover(exc)
+                    stored = self._stored_offsets()
+                    consumer.assign([TopicPartition(t, 0, stored.get(t, OFFSET_BEGINNING)) for t in self.tables])
+                    ahead = _ReadAhead(consumer)
         finally:
             ahead.stop()
             consumer.close()
@@ -221,8 +273,9 @@ class Sink:
         ]
         if messages:
             self._apply_all(messages)
+        retries, last = self.retrier.take()
         with self.conn.transaction():  # for `seam stream status`: micro-batches are being applied
-            part_beat(self.conn, self.pipeline.target.state_schema, self.pipeline.name, "sink", batches=1)
+            part_beat(self.conn, self.schema, self.pipeline.name, "sink", batches=1, retries=retries, last_retry=last)
 
     def _apply_all(self, messages: list) -> None:
         """Messages of any topics, in offset order per topic, applied in ONE transaction with the offsets."""
@@ -293,7 +346,10 @@ class Sink:
         for i, m in enumerate(messages):
             if m.headers():  # only control messages carry headers
                 self._apply_run(topic, messages[start:i])
-                control = parse_control(m.value())
+                start = i + 1
+                control = self._control_of(topic, m)
+                if control is None:
+                    continue
                 if isinstance(control, Begin):
                     self._begin(topic, control, m.offset())
                 elif isinstance(control, End):
@@ -301,10 +357,25 @@ class Sink:
                     self.changes.replay_held(topic)
                 elif self.open[topic] is None:  # stream control; while a full load is open its END decides the position
                     self.changes.control(topic, control, m.offset())
-                start = i + 1
         self._apply_run(topic, messages[start:])
         self._next_offset[topic] = messages[-1].offset() + 1
         self._store_offset(topic)
+
+    def _control_of(self, topic: str, message):
+        """The control message, checked: it parses, and a BEGIN or END names the topic's own table (taken from
+        the pipeline, never from the message). Else it is quarantined (None)."""
+        try:
+            control = parse_control(message.value())
+        except MALFORMED as exc:
+            reason = f"a control message that does not parse ({first_line(exc)})"
+        else:
+            table = self.tables[topic]
+            named = (getattr(control, "db", table.db), getattr(control, "table", table.table))
+            if named == (table.db, table.table):
+                return control
+            reason = f"a {type(control).__name__} naming table {named[0]}.{named[1]}, not this topic's {table.name}"
+        self.changes.quarantine(topic, message.offset(), _key(message), message.value(), reason)
+        return None
 
     def _apply_run(self, topic: str, run: list) -> None:
         """Messages without a control message among them: staged into the open batch (change events that
@@ -312,7 +383,7 @@ class Sink:
         batch = self.open[topic]
         if batch is None:
             for m in run:
-                self.changes.change(topic, m.value(), m.offset())
+                self.changes.change(topic, m.value(), m.offset(), _key(m))
         elif run:
             values = [m.value() for m in run]
             held = self._copy(batch, self.stager.stage(batch.staging, values, [m.offset() for m in run]))
@@ -418,11 +489,12 @@ class Sink:
             log.warning("END of batch %s ignored: it is not the open batch of %s.%s", end.batch, end.db, end.table)
             return
         ledger.batch_ended(self.conn, self.schema, end, offset)
-        try:
-            with self.conn.transaction():  # a savepoint: a rejected batch leaves nothing behind
-                final_rows = self._publish(batch, end)
+        try:  # in a savepoint: a rejected batch leaves nothing behind; a cancelled one is tried again
+            final_rows = self.retrier.run(self.conn, lambda: self._publish(batch, end), f"batch {end.batch}")
         except (psycopg.Error, SinkError) as exc:
-            error = str(exc).strip().splitlines()[0]
+            if transient(exc):
+                raise  # the connection is gone: the batch is not the reason
+            error = first_line(exc)
             self._drop_tables(batch)
             self._finish(end.batch, "rejected", error=error)
             log.error("batch %s of %s.%s REJECTED, the previous table stays: %s", end.batch, end.db, end.table, error)

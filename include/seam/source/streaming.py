@@ -211,7 +211,7 @@ class ChangeReader:
                 if self.followed.pop(key, None) or table.name not in self.stopped:
                     log.error("%s: stream stopped: %s", table.name, st.stopped)
                 self.stopped[table.name] = st.stopped
-                self._stopped_batch[key] = st.batch
+                self._stopped_batch.pop(key, None)  # the target has the stop: lifted there, the table goes on
                 continue
             if key in self._stopped_batch and self._stopped_batch[key] == st.batch:
                 continue  # stopped by this reader; the sink has not applied the STOP yet

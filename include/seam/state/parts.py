@@ -24,16 +24,20 @@ def part_started(conn, schema: str, pipeline: str, part: str, fresh: bool) -> No
         f"INSERT INTO {s}.stream_parts (pipeline, part, host, pid, started_at, beat_at) "
         "VALUES (%s, %s, %s, %s, now(), now()) ON CONFLICT (pipeline, part) DO UPDATE SET "
         "host = EXCLUDED.host, pid = EXCLUDED.pid, started_at = now(), beat_at = now(), batches = 0, "
-        "stopped_at = NULL" + (", restarts = 0, failed_at = NULL, last_error = NULL" if fresh else ""),
+        "stopped_at = NULL"
+        + (", restarts = 0, failed_at = NULL, last_error = NULL, retries = 0, last_retry = NULL" if fresh else ""),
         (pipeline, part, socket.gethostname(), os.getpid()),
     )
 
 
-def part_beat(conn, schema: str, pipeline: str, part: str, batches: int = 0) -> None:
+def part_beat(
+    conn, schema: str, pipeline: str, part: str, batches: int = 0, retries: int = 0, last_retry: str | None = None
+) -> None:
+    """A part is alive; ``retries``: transient errors it retried since its last beat (``seam.apply.retry``)."""
     conn.execute(
-        f"UPDATE {qi(schema)}.stream_parts SET beat_at = now(), batches = batches + %s "
-        "WHERE pipeline = %s AND part = %s",
-        (batches, pipeline, part),
+        f"UPDATE {qi(schema)}.stream_parts SET beat_at = now(), batches = batches + %s, retries = retries + %s, "
+        "last_retry = coalesce(%s, last_retry) WHERE pipeline = %s AND part = %s",
+        (batches, retries, last_retry, pipeline, part),
     )
 
 
@@ -76,13 +80,13 @@ def supervisor_ran(conn, schema: str, pipeline: str, problems: list[str], stop: 
 def part_states(conn, schema: str, pipeline: str) -> dict[str, dict]:
     """Per part: ``state`` (running, starting, restarting, stopped, down) and what shows it."""
     rows = conn.execute(
-        f"SELECT part, host, pid, batches, restarts, last_error, stopped_at IS NOT NULL, "
+        f"SELECT part, host, pid, batches, restarts, last_error, stopped_at IS NOT NULL, retries, last_retry, "
         f"extract(epoch FROM now() - beat_at), extract(epoch FROM now() - failed_at), "
         f"extract(epoch FROM now() - started_at) FROM {qi(schema)}.stream_parts WHERE pipeline = %s",
         (pipeline,),
     ).fetchall()
     out = {}
-    for part, host, pid, batches, restarts, error, stopped, beat_age, failed_age, up_s in rows:
+    for part, host, pid, batches, restarts, error, stopped, retries, last_retry, beat_age, failed_age, up_s in rows:
         if stopped:
             state = "stopped"
         elif beat_age > PART_DEAD_AFTER_S:
@@ -100,6 +104,8 @@ def part_states(conn, schema: str, pipeline: str) -> dict[str, dict]:
             batches=batches,
             restarts=restarts,
             last_error=error,
+            retries=retries,
+            last_retry=last_retry,
             beat_age=float(beat_age),
             up_s=float(up_s),
             failed_age=None if failed_age is None else float(failed_age),

@@ -90,6 +90,24 @@ def migrations(schema: str) -> list[tuple[int, list[str]]]:
             checked_at timestamptz NOT NULL DEFAULT now(), report jsonb NOT NULL)""",
             ],
         ),
+        (
+            3,
+            [  # transient target errors a part retried (seam.apply.retry), for `seam stream status`
+                f"""ALTER TABLE {s}.stream_parts ADD COLUMN IF NOT EXISTS retries bigint NOT NULL DEFAULT 0,
+            ADD COLUMN IF NOT EXISTS last_retry text""",
+            ],
+        ),
+        (
+            4,
+            [
+                # messages the sink would not apply (seam.state.quarantine), kept as they arrived
+                f"""CREATE TABLE IF NOT EXISTS {s}.quarantine (
+            id bigserial PRIMARY KEY, db text NOT NULL, tbl text NOT NULL, topic text NOT NULL,
+            kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL, kafka_key bytea, value bytea,
+            reason text NOT NULL, quarantined_at timestamptz NOT NULL DEFAULT now(),
+            skipped_at timestamptz, skipped_by text, note text)""",
+            ],
+        ),
     ]
 
 

@@ -1,0 +1,88 @@
+"""Target errors by SQLSTATE: a transient one is retried, never turned into a stopped table or a rejected batch.
+
+Transient: what a moment later may not happen again. A statement cancelled (a DBA's ``pg_cancel_backend``, a
+``statement_timeout`` while a reporting query held a lock: 57014), a lock not available (55P03), a deadlock or
+serialization failure (40P01, 40001, 40003), the server shutting down or restarting (57P01-57P03), the
+connection lost (class 08, or no SQLSTATE at all), resources short (class 53: a full disk, memory,
+connections) and system errors (class 58). Everything else (a value the target refuses, a constraint, a
+missing table) is deterministic: the same statement fails the same way again.
+
+A step retried here runs in a savepoint of the caller's transaction, so a failed attempt leaves nothing
+behind. When the connection itself is gone there is nothing to retry on: the error goes up as it is, and the
+part that owns the connection starts again from what the target committed.
+
+Delivery guarantee: none of its own; a retried step is applied once (its failed attempts rolled back).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import psycopg
+
+log = logging.getLogger("seam.sink")
+
+T = TypeVar("T")
+
+_TRANSIENT_CODES = {"55P03", "57014", "57P01", "57P02", "57P03", "40001", "40P01", "40003"}
+_TRANSIENT_CLASSES = ("08", "53", "58")  # 40002 (a deferred constraint at commit) is the data's, not transient
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether a target error may not happen again when the same work is retried."""
+    if not isinstance(exc, psycopg.Error):
+        return False
+    state = exc.sqlstate
+    if state is None:  # no answer from the server at all: the connection broke
+        return isinstance(exc, psycopg.OperationalError)
+    return state in _TRANSIENT_CODES or state.startswith(_TRANSIENT_CLASSES)
+
+
+def connection_lost(conn) -> bool:
+    return bool(conn.closed or conn.broken)
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class Retrier:
+    """Runs steps in savepoints, retrying transient errors with exponential backoff and jitter; counts them
+    (``seam stream status`` shows the count and the last one)."""
+
+    def __init__(self, first_delay: float = 0.2, max_delay: float = 30.0):
+        self.first_delay, self.max_delay = first_delay, max_delay
+        self.count = 0  # transient errors retried since the count was last taken
+        self.last: str | None = None
+
+    def run(self, conn, step: Callable[[], T], what: str) -> T:
+        """``step()`` in a savepoint until it succeeds or fails for a reason that is not transient (raised),
+        or the connection is lost (raised: the caller's transaction is gone)."""
+        delay = self.first_delay
+        while True:
+            try:
+                with conn.transaction():
+                    return step()
+            except psycopg.Error as exc:
+                if not transient(exc) or connection_lost(conn):
+                    raise
+                self.note(what, exc)
+                log.warning(
+                    "%s: %s (SQLSTATE %s, transient): retrying in %.1f s", what, first_line(exc), exc.sqlstate, delay
+                )
+                time.sleep(delay * random.uniform(0.5, 1.5))
+                delay = min(delay * 2, self.max_delay)
+
+    def note(self, what: str, exc: BaseException) -> None:
+        self.count += 1
+        self.last = f"{what}: {first_line(exc)}"[:500]
+
+    def take(self) -> tuple[int, str | None]:
+        """The retries since the last call, and the last one's description."""
+        count, self.count = self.count, 0
+        return count, self.last
