@@ -345,3 +345,34 @@ def test_messages_that_are_not_seams_are_quarantined_and_stop_only_their_table(r
             t.join(60)
         reader.close()
         sink.close()
+
+
+@pytest.mark.parametrize("image", ["MINIMAL", "NOBLOB"])
+def test_a_partial_row_image_stops_its_table_naming_the_setting(reseeded, tmp_path_factory, image):
+    """An UPDATE logged with binlog_row_image MINIMAL or NOBLOB (a session's setting) lacks the values of
+    columns it did not log: the table stops naming binlog_row_image, never a NULL in their place; a table
+    written with FULL meanwhile goes on."""
+    from tests.support.pipelines import stream_once
+
+    path = _pipeline_file(tmp_path_factory, f"image{image.lower()}")
+    pipeline = load_pipeline(path)
+    load = _seam(path, "load", "full", *[f"{DB}.{t}" for t in TABLES])
+    assert load.returncode == 0, load.stderr + load.stdout
+    admin = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    admin.autocommit(True)
+    try:
+        with admin.cursor() as cur:
+            cur.execute(f"SET SESSION binlog_row_image = '{image}'")
+            if image == "NOBLOB":  # NOBLOB leaves out BLOB/TEXT columns an UPDATE does not change
+                cur.execute("ALTER TABLE payments MODIFY memo TEXT NULL")
+                load = _seam(path, "load", "full", f"{DB}.payments")
+                assert load.returncode == 0, load.stderr + load.stdout
+            cur.execute("UPDATE payments SET amount = amount + 1000 WHERE id <= 5")
+            cur.execute("SET SESSION binlog_row_image = 'FULL'")
+            cur.execute("UPDATE accounts SET balance = balance + 1 WHERE id <= 5")
+        stream_once(pipeline)
+    finally:
+        admin.close()
+    stopped = _stopped(pipeline)
+    assert set(stopped) == {"payments"} and "binlog_row_image" in stopped["payments"], stopped
+    _wait_converged(pipeline, 60, tables=["accounts", "audit_log"])

@@ -59,6 +59,10 @@ _MARIADB_COMPRESSED = {
 _HEADER = struct.Struct("<IBIIIH")  # after the OK byte: timestamp, type, server id, event size, log_pos, flags
 
 
+class PartialRowImage(ValueError):
+    """A row event lacks columns (binlog_row_image is not FULL): the values that were not logged are unknown."""
+
+
 class UnreadableBinlog(RuntimeError):
     """The binlog holds events no reader here can decode: the reader stops (it never skips them)."""
 
@@ -406,25 +410,17 @@ class Decoder:
                 else:
                     row[name], pos = read(data, pos)
             return row, pos
-        return self._partial_image(data, pos, present)
+        return self._partial_image(present)
 
-    def _partial_image(self, data: bytes, pos: int, present: bytes) -> tuple[dict, int]:
-        readers, names = self.readers, self.names
-        count = bin(int.from_bytes(present, "little")).count("1")
-        nulls = data[pos : pos + (count + 7) // 8]
-        pos += (count + 7) // 8
-        row: dict[str, Any] = {}
-        j = 0
-        for i, name in enumerate(names):
-            if not present[i >> 3] & (1 << (i & 7)):
-                row[name] = None  # not in the image (binlog_row_image MINIMAL; Seam requires FULL)
-                continue
-            if nulls[j >> 3] & (1 << (j & 7)):
-                row[name] = None
-            else:
-                row[name], pos = readers[i](data, pos)
-            j += 1
-        return row, pos
+    def _partial_image(self, present: bytes) -> tuple[dict, int]:
+        """A row image without some columns (binlog_row_image MINIMAL or NOBLOB): their values are not in the
+        binlog, and a NULL in their place would be silently wrong. The table stops, naming the setting."""
+        missing = [n for i, n in enumerate(self.names) if not present[i >> 3] & (1 << (i & 7))]
+        raise PartialRowImage(
+            f"a row image without column(s) {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}: the "
+            "source logs binlog_row_image MINIMAL or NOBLOB (for this session or globally), and Seam needs FULL. "
+            "Set binlog_row_image = FULL (globally and for the sessions that write), then re-run `seam load full`"
+        )
 
 
 @dataclass
