@@ -4,6 +4,7 @@ workload are in test_torture.py, the randomized differential test.)"""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
@@ -203,30 +204,33 @@ def test_ddl_add_column_goes_on_other_ddl_stops_only_its_table(seeded_db, tmp_pa
         receiver.shutdown()
 
 
-def _sink_backends(pipeline, waiting: bool) -> list[int]:
-    """The pids of the sink's target sessions (its application_name), those waiting on a lock if ``waiting``."""
+def _waiting_on_a_lock(pipeline) -> list[int]:
+    """The pids of the target sessions waiting on a lock (the sink's, while the reporting session holds a row)."""
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
         return [
             r[0]
             for r in conn.execute(
                 "SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND datname = current_database() "
-                "AND state <> 'idle' AND query NOT LIKE '%%pg_stat_activity%%' AND (NOT %s OR wait_event_type = 'Lock')",
-                (waiting,),
+                "AND state <> 'idle' AND wait_event_type = 'Lock'"
             )
         ]
 
 
-def test_transient_target_errors_are_retried_and_stop_no_table(reseeded, tmp_path_factory):
-    """A reporting session holds a target row; the sink's statement waits on it and is cancelled (as a DBA or
-    a statement_timeout would), twice; then its session is terminated. Nothing stops: the change is applied
-    once the lock is gone, and every table equals the source."""
+def _loaded(tmp_path_factory, name: str):
+    """A pipeline of its own (topics under ``name``) with every table full-loaded: (path, pipeline)."""
+    path = _pipeline_file(tmp_path_factory, name)
+    load = _seam(path, "load", "full", *[f"{DB}.{t}" for t in TABLES])
+    assert load.returncode == 0, load.stderr + load.stdout
+    return path, load_pipeline(path)
+
+
+@contextlib.contextmanager
+def _streaming(pipeline):
+    """The change reader and the sink's Kafka loop running in this process (threads) until the block ends;
+    yields the sink."""
     from seam.apply.sink import Sink
     from seam.source.streaming import ChangeReader
 
-    path = _pipeline_file(tmp_path_factory, "transient")
-    pipeline = load_pipeline(path)
-    load = _seam(path, "load", "full", *[f"{DB}.{t}" for t in TABLES])
-    assert load.returncode == 0, load.stderr + load.stdout
     reader, sink = ChangeReader(pipeline), Sink(pipeline)
     stop = threading.Event()
     threads = [
@@ -235,10 +239,32 @@ def test_transient_target_errors_are_retried_and_stop_no_table(reseeded, tmp_pat
     ]
     for t in threads:
         t.start()
-    report = psycopg.connect(**pipeline.target.conninfo())  # the reporting session
-    admin = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
-    admin.autocommit(True)
     try:
+        yield sink
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+        reader.close()
+        sink.close()
+
+
+def _stopped(pipeline) -> dict[str, str]:
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        rows = conn.execute("SELECT tbl, stopped FROM seam.positions WHERE db = %s AND stopped IS NOT NULL", (DB,))
+        return dict(rows.fetchall())
+
+
+def test_transient_target_errors_are_retried_and_stop_no_table(reseeded, tmp_path_factory):
+    """A reporting session holds a target row; the sink's statement waits on it and is cancelled (as a DBA or
+    a statement_timeout would), twice; then its session is terminated. Nothing stops: the change is applied
+    once the lock is gone, and every table equals the source."""
+    _, pipeline = _loaded(tmp_path_factory, "transient")
+    with (
+        psycopg.connect(**pipeline.target.conninfo()) as report,  # the reporting session
+        contextlib.closing(demo.connect(os.environ["SEAM_MYSQL_URL"], DB)) as admin,
+        _streaming(pipeline) as sink,
+    ):
         report.execute(f'SELECT * FROM "{DB}".accounts WHERE id = 1 FOR UPDATE')
         with admin.cursor() as cur:
             cur.execute("UPDATE accounts SET balance = balance + 5 WHERE id IN (1, 2)")
@@ -246,7 +272,7 @@ def test_transient_target_errors_are_retried_and_stop_no_table(reseeded, tmp_pat
         cancelled = 0
         deadline = time.time() + 120
         while cancelled < 2 and time.time() < deadline:
-            for pid in _sink_backends(pipeline, waiting=True):
+            for pid in _waiting_on_a_lock(pipeline):
                 with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as dba:
                     cancelled += dba.execute("SELECT pg_cancel_backend(%s)", (pid,)).fetchone()[0]
             time.sleep(0.05)
@@ -262,26 +288,8 @@ def test_transient_target_errors_are_retried_and_stop_no_table(reseeded, tmp_pat
             )
         demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=5, threads=1, seed=11, database=DB)
         _wait_converged(pipeline, 180)
-        with psycopg.connect(**pipeline.target.conninfo()) as conn:
-            stopped = conn.execute(
-                "SELECT db, tbl, stopped FROM seam.positions WHERE db = %s AND stopped IS NOT NULL", (DB,)
-            ).fetchall()
-        assert stopped == [], stopped
+        assert _stopped(pipeline) == {}
         assert sink.retrier.count >= 3, (sink.retrier.count, sink.retrier.last)  # 2 cancels, 1 lost connection
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(60)
-        report.close()
-        admin.close()
-        reader.close()
-        sink.close()
-
-
-def _stopped(pipeline) -> dict[str, str]:
-    with psycopg.connect(**pipeline.target.conninfo()) as conn:
-        rows = conn.execute("SELECT tbl, stopped FROM seam.positions WHERE db = %s AND stopped IS NOT NULL", (DB,))
-        return dict(rows.fetchall())
 
 
 def test_messages_that_are_not_seams_are_quarantined_and_stop_only_their_table(reseeded, tmp_path_factory):
@@ -290,24 +298,11 @@ def test_messages_that_are_not_seams_are_quarantined_and_stop_only_their_table(r
     third is applied throughout; `seam quarantine skip` lets both go on, and every table equals the source."""
     from confluent_kafka import Producer
 
-    from seam.apply.sink import Sink
-    from seam.source.streaming import ChangeReader
     from seam.wire.boundary import CONTROL_HEADER
     from seam.wire.topics import table_topic
 
-    path = _pipeline_file(tmp_path_factory, f"quarantine{os.getpid()}")  # topics of its own: no earlier garbage
-    pipeline = load_pipeline(path)
-    load = _seam(path, "load", "full", *[f"{DB}.{t}" for t in TABLES])
-    assert load.returncode == 0, load.stderr + load.stdout
-    reader, sink = ChangeReader(pipeline), Sink(pipeline)
-    stop = threading.Event()
-    threads = [
-        threading.Thread(target=lambda: reader.serve(should_stop=stop.is_set)),
-        threading.Thread(target=lambda: sink.run(should_stop=stop.is_set)),
-    ]
-    for t in threads:
-        t.start()
-    try:
+    path, pipeline = _loaded(tmp_path_factory, f"quarantine{os.getpid()}")  # topics of its own: no earlier garbage
+    with _streaming(pipeline):
         topic = {t.table: table_topic(pipeline, t) for t in pipeline.tables}
         producer = Producer({"bootstrap.servers": pipeline.kafka.bootstrap})
         producer.produce(topic["payments"], b"\x00not a seam record!!", key=b"k")
@@ -339,12 +334,6 @@ def test_messages_that_are_not_seams_are_quarantined_and_stop_only_their_table(r
         _wait_converged(pipeline, 180)
         assert _stopped(pipeline) == {}
         assert _seam(path, "quarantine", "list").returncode == 0
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(60)
-        reader.close()
-        sink.close()
 
 
 @pytest.mark.parametrize("image", ["MINIMAL", "NOBLOB"])
@@ -354,10 +343,7 @@ def test_a_partial_row_image_stops_its_table_naming_the_setting(reseeded, tmp_pa
     written with FULL meanwhile goes on."""
     from tests.support.pipelines import stream_once
 
-    path = _pipeline_file(tmp_path_factory, f"image{image.lower()}")
-    pipeline = load_pipeline(path)
-    load = _seam(path, "load", "full", *[f"{DB}.{t}" for t in TABLES])
-    assert load.returncode == 0, load.stderr + load.stdout
+    path, pipeline = _loaded(tmp_path_factory, f"image{image.lower()}")
     admin = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     admin.autocommit(True)
     try:

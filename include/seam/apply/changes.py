@@ -232,7 +232,7 @@ class ChangeApplier:
         id_ = quarantine.add(self.conn, self.schema, table.db, table.table, topic, offset, key, value, reason)
         why = quarantine.stop_reason(id_, table.name, topic, offset, reason)
         log.error("%s: STOPPED: %s", table.name, why)
-        stream = self.streams.get(topic) or (None if topic in self._no_stream else self._load_stream(topic))
+        stream = self._stream_of(topic)
         if stream is not None:
             self.stop_table(stream, why, remedy=False)
         else:
@@ -533,6 +533,11 @@ class ChangeApplier:
         positions.store_columns(self.conn, self.schema, stream.schema.db, stream.schema.table, change.columns)
         self._drop_run_table(stream)
         stream.use(schema)
+
+    def drop_run_tables(self) -> None:
+        """Every table's run table (the sink's session is kept, its streamed tables are loaded again)."""
+        for stream in self.streams.values():
+            self._drop_run_table(stream)
 
     def _drop_run_table(self, stream: StreamTable | None) -> None:
         """A table's run table has the columns it had: the session would keep it (and empty it at every commit)

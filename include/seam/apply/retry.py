@@ -75,8 +75,12 @@ class Retrier:
                 log.warning(
                     "%s: %s (SQLSTATE %s, transient): retrying in %.1f s", what, first_line(exc), exc.sqlstate, delay
                 )
-                time.sleep(delay * random.uniform(0.5, 1.5))
-                delay = min(delay * 2, self.max_delay)
+                delay = self.pause(delay)
+
+    def pause(self, delay: float) -> float:
+        """Sleep about ``delay`` (jittered, so that parts retrying together spread out); the next delay."""
+        time.sleep(delay * random.uniform(0.5, 1.5))
+        return min(delay * 2, self.max_delay)
 
     def note(self, what: str, exc: BaseException) -> None:
         self.count += 1

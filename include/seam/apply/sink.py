@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -162,21 +161,20 @@ class Sink:
         delay = 1.0
         while True:
             log.warning("the sink's transaction failed (%s, transient): resuming from the target", first_line(exc))
-            time.sleep(delay * random.uniform(0.5, 1.5))
+            delay = self.retrier.pause(delay)
             try:
                 if connection_lost(self.conn):
                     self.conn.close()
                     self.conn = self._connect()
                 else:
-                    for stream in self.changes.streams.values():  # its session keeps them otherwise
-                        self.changes._drop_run_table(stream)
+                    self.changes.drop_run_tables()  # the session would keep them
                     self.conn.commit()
                 self._load_state()
                 return
             except psycopg.Error as again:
                 if not transient(again):
                     raise
-                exc, delay = again, min(delay * 2, 30.0)
+                exc = again
 
     # ------------------------------------------------------------ running
 
