@@ -108,6 +108,9 @@ class KafkaConfig:
     # back-pressure: what the change reader may have published that the sink has not applied, per table
     max_unapplied_events: int = 200_000
     max_unapplied_bytes: int = 256 * 1024 * 1024
+    # the largest column value a row may carry (a LONGBLOB, a JSON document): messages, topics and consumers
+    # are sized for it (``seam.wire.topics.message_limit``)
+    max_value_bytes: int = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -307,7 +310,7 @@ SNAPSHOT_METHODS = ("auto", "mariadb", "portable")
 _TOP = ("version", "name", "source", "kafka", "target", "spark", "defaults", "tables", "notify", "stream", "settlement")
 _STREAM = ("max_lag_seconds", "log_dir")
 _SOURCE = ("type", "host", "port", "user", "password", "server_id", "snapshot")
-_KAFKA = ("bootstrap", "topic_prefix", "partitions", "max_unapplied_events", "max_unapplied_bytes")
+_KAFKA = ("bootstrap", "topic_prefix", "partitions", "max_unapplied_events", "max_unapplied_bytes", "max_value_bytes")
 _TARGET = ("type", "host", "port", "database", "user", "password", "state_schema")
 _SPARK = ("master", "jdbc_jar", "jdbc_driver", "partitions")
 _DEFAULTS = ("safety_delay", "semantics")
@@ -383,6 +386,8 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
         max_unapplied_bytes=r.integer(
             kaf, "max_unapplied_bytes", "kafka", KafkaConfig.max_unapplied_bytes, 65536, 2**40
         ),
+        # at most 256 MiB: librdkafka takes messages up to 1e9 bytes, and a value's record is about twice its size
+        max_value_bytes=r.integer(kaf, "max_value_bytes", "kafka", KafkaConfig.max_value_bytes, 2**20, 2**28),
     )
     if kafka.partitions != 1:
         raise r.fail(

@@ -362,3 +362,54 @@ def test_a_partial_row_image_stops_its_table_naming_the_setting(reseeded, tmp_pa
     stopped = _stopped(pipeline)
     assert set(stopped) == {"payments"} and "binlog_row_image" in stopped["payments"], stopped
     _wait_converged(pipeline, 60, tables=["accounts", "audit_log"])
+
+
+def test_large_values_load_and_stream_and_one_over_the_limit_stops_only_its_table(reseeded, tmp_path_factory):
+    """A 5 MiB LONGBLOB and a 1 MiB JSON document go through the full load and the stream (messages, topics
+    and consumers are sized by kafka.max_value_bytes, 64 MiB by default). With the limit at 1 MiB, a change
+    too large for it stops its table naming the setting, and the other tables go on."""
+    from tests.support.pipelines import stream_once
+
+    admin = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    admin.autocommit(True)
+    big = os.urandom(5 * 2**20)
+    document = json.dumps({"k": "x" * 2**20})
+    with admin.cursor() as cur:
+        cur.execute("DROP TABLE IF EXISTS blobs")
+        cur.execute("CREATE TABLE blobs (id INT PRIMARY KEY, b LONGBLOB, j JSON)")
+        cur.execute("INSERT INTO blobs VALUES (1, %s, %s), (2, 'small', '{}')", (big, document))
+    paths = {}
+    for name, limit in (("large", None), ("limited", 2**20)):
+        doc = yaml.safe_load(open(_pipeline_file(tmp_path_factory, f"{name}{os.getpid()}")))
+        doc["tables"].append({"name": f"{DB}.blobs", "key": ["id"]})
+        if limit:
+            doc["kafka"]["max_value_bytes"] = limit
+        paths[name] = tmp_path_factory.mktemp(name) / "pipeline.yaml"
+        paths[name].write_text(yaml.safe_dump(doc))
+    try:
+        load = _seam(str(paths["large"]), "load", "full", *[f"{DB}.{t}" for t in [*TABLES, "blobs"]])
+        assert load.returncode == 0, load.stderr + load.stdout
+        pipeline = load_pipeline(str(paths["large"]))
+        _wait_converged(pipeline, 10, tables=["blobs"])
+        with admin.cursor() as cur:
+            cur.execute("UPDATE blobs SET b = %s, j = %s WHERE id = 2", (big[::-1], document))
+        stream_once(pipeline)
+        _wait_converged(pipeline, 10, tables=["blobs"])
+
+        limited = load_pipeline(str(paths["limited"]))
+        with admin.cursor() as cur:  # what the limited pipeline loads fits its limit
+            cur.execute("UPDATE blobs SET b = 'small', j = '{}'")
+        load = _seam(str(paths["limited"]), "load", "full", *[f"{DB}.{t}" for t in [*TABLES, "blobs"]])
+        assert load.returncode == 0, load.stderr + load.stdout
+        with admin.cursor() as cur:
+            # 2.5 MiB: its base64 is over the 2 x 1 MiB + 1 MiB a record may have at this limit
+            cur.execute("UPDATE blobs SET b = %s WHERE id = 2", (big[: 5 * 2**19],))
+            cur.execute("UPDATE accounts SET balance = balance + 3 WHERE id <= 10")
+        stream_once(limited)
+        stopped = _stopped(limited)
+        assert set(stopped) == {"blobs"} and "kafka.max_value_bytes" in stopped["blobs"], stopped
+        _wait_converged(limited, 60, tables=TABLES)
+    finally:
+        with admin.cursor() as cur:
+            cur.execute("DROP TABLE IF EXISTS blobs")
+        admin.close()

@@ -19,6 +19,7 @@ from seam.apply.decode import arrow_rows
 from seam.apply.sink import Sink
 from seam.config import Pipeline, TableConfig, state_dir
 from seam.wire.kafka_source import SeamKafkaSource
+from seam.wire.topics import receive_limit
 
 log = logging.getLogger("seam.sink")
 
@@ -59,6 +60,7 @@ def start_stream_sink(
             .option("bootstrap", pipeline.kafka.bootstrap)
             .option("topics", json.dumps(sorted(start)))
             .option("start", json.dumps(start))
+            .option("receiveMessageMaxBytes", str(receive_limit(pipeline)))
             .load()
         )
     query = (

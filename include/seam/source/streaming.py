@@ -88,7 +88,7 @@ from seam.state.positions import followed_tables, lag_sample
 from seam.state.schema import ensure_state
 from seam.wire.boundary import CONTROL_HEADER, Heartbeat, Rebase, SchemaChange, StreamStop
 from seam.wire.records import Position, Record, key_of, normalize, normalize_row
-from seam.wire.topics import Publisher, ensure_topics, table_topic, topic_ids
+from seam.wire.topics import Publisher, ensure_topics, message_limit, table_topic, topic_ids
 
 log = logging.getLogger("seam.streaming")
 
@@ -155,6 +155,7 @@ class ChangeReader:
                 log.warning("%s is kept current by windows (sync: windows): the stream does not follow it", t.name)
         self.max_events = pipeline.kafka.max_unapplied_events
         self.max_bytes = pipeline.kafka.max_unapplied_bytes
+        self.message_limit = message_limit(pipeline)
         self.followed: dict[tuple[str, str], Followed] = {}
         self.stopped: dict[str, str] = {}
         self.paused_s = 0.0
@@ -677,15 +678,22 @@ class ChangeReader:
             if commit.after(followed.published):  # else already published (or applied) for this table
                 by_table.setdefault(followed.table.name, (followed, []))[1].append(record)
         sent = 0
-        for followed, records in by_table.values():
-            size = 0
+        for followed, records in list(by_table.values()):
+            values = []
             for i, r in enumerate(records):
                 last = i == len(records) - 1
                 anchor = self._anchor() if last else {}
-                value = r.chained_json(commit, last, followed.published, i, anchor.get("gtids"), anchor.get("server"))
+                values.append(
+                    r.chained_json(commit, last, followed.published, i, anchor.get("gtids"), anchor.get("server"))
+                )
+            largest = max(map(len, values))
+            if largest > self.message_limit:  # the broker would refuse it for ever: this table stops, no other
+                self._stop(publisher, followed, commit, self._too_large(largest))
+                del by_table[followed.table.name]
+                continue
+            for r, value in zip(records, values):
                 publisher.send(followed.topic, value, r.kafka_key())
-                size += len(value)
-            self._advance(followed, commit, len(records), size)
+            self._advance(followed, commit, len(records), sum(map(len, values)))
             sent += len(records)
         for followed, _ in by_table.values():
             events, size = followed.unapplied()
@@ -694,6 +702,13 @@ class ChangeReader:
             elif events > 0.75 * self.max_events or size > 0.75 * self.max_bytes:
                 time.sleep(0.002)  # the slowing half of back-pressure, per transaction
         return sent
+
+    def _too_large(self, size: int) -> str:
+        return (
+            f"a change's record is {size:,} bytes, over the {self.message_limit:,} that a value of "
+            f"kafka.max_value_bytes ({self.pipeline.kafka.max_value_bytes:,}) allows: raise kafka.max_value_bytes "
+            "in the pipeline (on Apache Kafka also the broker's message.max.bytes for topics Seam did not create)"
+        )
 
     def _advance(self, followed: Followed, position: Position, events: int, size: int) -> None:
         followed.published = position

@@ -45,6 +45,7 @@ class _TopicReader(SimpleDataSourceStreamReader):
         self.start = json.loads(options.get("start", "{}"))
         self.max_messages = int(options.get("maxMessages", "50000"))
         self.max_wait_s = float(options.get("maxWaitSeconds", "0.5"))
+        self.receive_limit = int(options.get("receiveMessageMaxBytes", "100000000"))  # librdkafka's default
         self._admin = None
         self._kafka = None
 
@@ -97,6 +98,7 @@ class _TopicReader(SimpleDataSourceStreamReader):
             self._kafka = Consumer(
                 {
                     "bootstrap.servers": self.bootstrap,
+                    "receive.message.max.bytes": self.receive_limit,
                     "group.id": "seam-stream-source",
                     "enable.auto.commit": False,
                     "auto.offset.reset": "earliest",

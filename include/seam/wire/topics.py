@@ -44,9 +44,17 @@ def table_topic(pipeline: Pipeline, table: TableConfig) -> str:
     return topic_name(pipeline, table.db, table.table)
 
 
+def message_limit(pipeline: Pipeline) -> int:
+    """The largest message Seam sends: a row whose value is ``kafka.max_value_bytes`` (base64 makes bytes a
+    third larger, JSON escapes some characters), with room for the rest of the record. Producers, consumers
+    and the topics Seam creates are all set to take it."""
+    return 2 * pipeline.kafka.max_value_bytes + 2**20
+
+
 def producer_config(pipeline: Pipeline) -> dict:
     return {
         "bootstrap.servers": pipeline.kafka.bootstrap,
+        "message.max.bytes": message_limit(pipeline),
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 20,
@@ -67,10 +75,17 @@ def consumer_config(pipeline: Pipeline) -> dict:
         "auto.offset.reset": "error",  # a stored offset past the log end must be noticed, not skipped
         "fetch.max.bytes": 52_428_800,
         "max.partition.fetch.bytes": 16_777_216,
+        "receive.message.max.bytes": receive_limit(pipeline),
         "queued.min.messages": 500_000,  # prefetch deep: 3x the consume rate of the defaults here
         "queued.max.messages.kbytes": 262_144,
         "logger": _KAFKA_LOG,
     }
+
+
+def receive_limit(pipeline: Pipeline) -> int:
+    """A consumer's largest response: a full fetch, or one message of the largest size (which a fetch returns
+    whole, whatever the fetch sizes say)."""
+    return 52_428_800 + message_limit(pipeline)
 
 
 def _admin_config(pipeline: Pipeline) -> dict[str, Any]:
@@ -101,8 +116,9 @@ def ensure_topics(pipeline: Pipeline, topics: list[str], timeout: float = 15.0) 
     missing = [t for t in topics if t not in existing]
     if not missing:
         return
+    limit = {"max.message.bytes": str(message_limit(pipeline))}  # a broker's default is 1 MB
     futures = admin.create_topics(
-        [NewTopic(t, pipeline.kafka.partitions, 1) for t in missing], operation_timeout=timeout
+        [NewTopic(t, pipeline.kafka.partitions, 1, config=limit) for t in missing], operation_timeout=timeout
     )
     for topic, future in futures.items():
         try:
@@ -181,6 +197,11 @@ class Publisher:
             failed = [m for m in messages if "_error" in m] if queued else messages
             for m in failed:
                 error = m.pop("_error", None)
+                if error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                    raise BrokerError(
+                        f"a row of {topic} is {len(m['value']):,} bytes as a record, over the limit that "
+                        "kafka.max_value_bytes sets: raise kafka.max_value_bytes in the pipeline"
+                    )
                 if error is not None and error.code() != KafkaError._QUEUE_FULL:
                     raise BrokerError(f"cannot queue a message for {topic}: {error.str()}")
             messages = failed
