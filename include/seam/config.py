@@ -181,6 +181,14 @@ class TableConfig:
 
 
 @dataclass(frozen=True)
+class LoadConfig:
+    """Loads as the sink sees them: a batch none of whose rows arrived for ``abandon_after`` seconds belongs
+    to a load that is gone (killed with its whole process tree, its machine lost) and is abandoned."""
+
+    abandon_after: float = 900.0
+
+
+@dataclass(frozen=True)
 class Pipeline:
     name: str
     source: MySQLSource
@@ -191,6 +199,7 @@ class Pipeline:
     path: str = ""
     notify: Mapping[str, Any] = field(default_factory=dict)
     stream: StreamConfig = field(default_factory=StreamConfig)
+    load: LoadConfig = field(default_factory=LoadConfig)
     settlement: Any = None  # seam.settlement.Settlement: the nightly settlement, if the file has one
 
     def table(self, ref: str) -> TableConfig:
@@ -307,8 +316,22 @@ def parse_duration(value: Any) -> float:
 
 
 SNAPSHOT_METHODS = ("auto", "mariadb", "portable")
-_TOP = ("version", "name", "source", "kafka", "target", "spark", "defaults", "tables", "notify", "stream", "settlement")
+_TOP = (
+    "version",
+    "name",
+    "source",
+    "kafka",
+    "target",
+    "spark",
+    "defaults",
+    "tables",
+    "notify",
+    "stream",
+    "load",
+    "settlement",
+)
 _STREAM = ("max_lag_seconds", "log_dir")
+_LOAD = ("abandon_after",)
 _SOURCE = ("type", "host", "port", "user", "password", "server_id", "snapshot")
 _KAFKA = ("bootstrap", "topic_prefix", "partitions", "max_unapplied_events", "max_unapplied_bytes", "max_value_bytes")
 _TARGET = ("type", "host", "port", "database", "user", "password", "state_schema")
@@ -494,6 +517,10 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
     )
     if stream.max_lag_seconds <= 0:
         raise r.fail("stream.max_lag_seconds", "must be more than 0 (e.g. 5m)")
+    ld = r.mapping(top.get("load") or {}, "load", _LOAD)
+    load = LoadConfig(abandon_after=_duration(r, ld, "abandon_after", "load", LoadConfig.abandon_after))
+    if load.abandon_after <= 0:
+        raise r.fail("load.abandon_after", "must be more than 0 (e.g. 15m)")
     from seam import settlement as settlement_section
 
     settlement = settlement_section.parse(top.get("settlement"), source)
@@ -509,6 +536,7 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
         path=source,
         notify=notify,
         stream=stream,
+        load=load,
         settlement=settlement,
     )
 

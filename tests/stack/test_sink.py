@@ -296,3 +296,36 @@ def test_structured_streaming_sink_applies_batches_and_resumes_from_the_target(s
             "SELECT batch_id, state FROM seam.batches WHERE batch_id = ANY(%s)", ([first.id, second.id],)
         ).fetchall()
     assert sorted(s for _, s in states) == ["committed", "committed"]
+
+
+def test_a_batch_whose_load_is_gone_is_abandoned_and_leaves_nothing(sink_pipeline):
+    """A load killed as a whole process tree between BEGIN and END (no cleanup ran): after load.abandon_after
+    without its rows the sink abandons the batch: its staging tables are dropped, the ledger says why, the
+    table keeps its committed data, and a new batch of the table commits."""
+    from seam.state import ledger
+
+    pipeline = replace(sink_pipeline, load=replace(sink_pipeline.load, abandon_after=2.0))
+    topic = table_topic(pipeline, pipeline.tables[0])
+    ensure_topics(pipeline, [topic])
+    publisher = Publisher(pipeline)
+    first = _complete(pipeline, publisher, range(1, 6))
+    assert _apply(pipeline, first.id) == {first.id: "committed"}
+    dead = Batch(pipeline, publisher).rows(range(1, 100))  # its END never comes
+    publisher.flush()
+    sink = Sink(pipeline)
+    try:
+        sink.run(idle_exit=6)
+    finally:
+        sink.close()
+    state, _, error = _ledger(pipeline, dead.id)
+    assert state == "abandoned" and "load.abandon_after" in error and "seam load full sink_test.ledger" in error
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        left = conn.execute(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'seam' AND tablename IN (%s, %s)",
+            ledger.staging_tables(dead.id),
+        ).fetchone()[0]
+    assert left == 0
+    assert [r[0] for r in _table(pipeline)] == list(range(1, 6))
+    again = _complete(pipeline, publisher, range(1, 8))
+    assert _apply(pipeline, again.id) == {again.id: "committed"}
+    assert [r[0] for r in _table(pipeline)] == list(range(1, 8))

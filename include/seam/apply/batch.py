@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ class OpenBatch:
     stage: str
     changes: str
     tallies: dict[tuple[int, int], Tally] = field(default_factory=dict)
+    rows_at: float = field(default_factory=time.monotonic)  # when its last rows arrived (or the sink took it up)
 
     @property
     def schema(self) -> TableSchema:

@@ -219,6 +219,9 @@ class Sink:
                     if any(s.waiting for s in self.changes.streams.values()):  # the level above may be another sink's
                         with self.txn():
                             self.changes.release_waiting()
+                    if self._stale():
+                        with self.txn():
+                            self._abandon_stale()
                     if idle_exit is not None and time.monotonic() - last_message > idle_exit:
                         break
                     continue
@@ -271,6 +274,9 @@ class Sink:
         ]
         if messages:
             self._apply_all(messages)
+        elif self._stale():
+            with self.txn():
+                self._abandon_stale()
         retries, last = self.retrier.take()
         with self.conn.transaction():  # for `seam stream status`: micro-batches are being applied
             part_beat(self.conn, self.schema, self.pipeline.name, "sink", batches=1, retries=retries, last_retry=last)
@@ -286,6 +292,7 @@ class Sink:
         with no_cyclic_gc(), self.txn():
             for topic, batch in by_topic.items():
                 self._apply(topic, batch)
+            self._abandon_stale()
             if any(s.waiting for s in self.changes.streams.values()):
                 self.changes.release_waiting()
             if time.monotonic() - self._forgot_at > 60:  # recorded cascade rows every table is past
@@ -422,6 +429,8 @@ class Sink:
                     held += staged.held
                     for kind, (rows, crc) in staged.sums.items():
                         batch.tallies.setdefault(kind, Tally()).add_many(rows, crc)
+                    if staged.sums:  # its load is alive
+                        batch.rows_at = time.monotonic()
             if any(changes):
                 with cur.copy(f"COPY {batch.changes} ({cols}, _seam_seq, _seam_deleted) FROM STDIN") as cp:
                     for data in changes:
@@ -519,6 +528,33 @@ class Sink:
                 "batch %s of %s.%s committed: %s rows at %s", end.batch, end.db, end.table, final_rows, end.position
             )
         self.open[topic] = None
+
+    def _stale(self) -> list[str]:
+        """The topics whose open batch got no rows for ``load.abandon_after``: its load is gone."""
+        limit = time.monotonic() - self.pipeline.load.abandon_after
+        return [topic for topic, batch in self.open.items() if batch is not None and batch.rows_at < limit]
+
+    def _abandon_stale(self) -> None:
+        """Abandon the batches whose load is gone (killed as a whole process tree, its machine lost: nothing
+        ran its cleanup): staging dropped, the ledger says why, and the table's change events held behind it
+        are applied in order to the table as it was, so the stream goes on (and the reader's back-pressure,
+        which counts them, lets go)."""
+        from seam.alerts import alert
+
+        for topic in self._stale():
+            batch = self.open[topic]
+            assert batch is not None
+            name = f"{batch.begin.db}.{batch.begin.table}"
+            why = (
+                f"abandoned: no rows of its load arrived for {self.pipeline.load.abandon_after:.0f} s (load.abandon_after); "
+                f"the load is gone, the table keeps its previous data; run `seam load full {name}` again"
+            )
+            self._drop_tables(batch)
+            self._finish(batch.begin.batch, "abandoned", error=why)
+            self.open[topic] = None
+            self.changes.replay_held(topic)
+            log.error("batch %s of %s %s", batch.begin.batch, name, why)
+            alert(self.pipeline, name, "load abandoned", why)
 
     def _publish(self, batch: OpenBatch, end: End) -> int:
         """Verify the staged batch against END and make it visible (replace or merge); raises to reject."""

@@ -108,6 +108,14 @@ def migrations(schema: str) -> list[tuple[int, list[str]]]:
             skipped_at timestamptz, skipped_by text, note text)""",
             ],
         ),
+        (
+            5,
+            [  # a batch whose load is gone (seam.apply.sink: abandoned batches)
+                f"ALTER TABLE {s}.batches DROP CONSTRAINT IF EXISTS batches_state_check",
+                f"""ALTER TABLE {s}.batches ADD CONSTRAINT batches_state_check
+            CHECK (state IN ('open', 'committed', 'rejected', 'superseded', 'abandoned'))""",
+            ],
+        ),
     ]
 
 
