@@ -16,9 +16,14 @@ RUN_DAG = """
 import json, sys
 from airflow.dag_processing.dagbag import DagBag
 from airflow.models.asset import AssetEvent
+from airflow.models.dag import DagModel
 from airflow.utils.session import create_session
 bag = DagBag(dag_folder=sys.argv[1])
 dag = bag.get_dag(sys.argv[3])
+# A test that triggered this DAG through the scheduler left it unpaused; the standalone scheduler would then
+# drive dag.test's run too (deadlocks on dag_run, tasks run twice). Paused, the scheduler leaves it alone.
+with create_session() as session:
+    session.query(DagModel).filter(DagModel.dag_id == dag.dag_id).update({"is_paused": True})
 run = dag.test(run_conf=json.loads(sys.argv[2]))
 states = {(f"{ti.task_id}[{ti.map_index}]" if ti.map_index >= 0 else ti.task_id): str(ti.state)
           for ti in run.get_task_instances()}
