@@ -423,7 +423,7 @@ def cmd_stream(args, procs: Processes) -> int:
         print("stream started; `seam stream status` shows its state and lag, `seam stream wait` waits for lag 0")
         return 0
     if args.action == "wait":
-        return _stream_wait(pipeline, tables, timeout=args.timeout)
+        return _stream_wait(pipeline, tables, timeout=args.timeout, fail_fast=args.fail_fast)
     if args.action == "stop":
         from seam.supervise import stop_part
 
@@ -503,66 +503,13 @@ def _beating(state: dict, waited_s: float) -> bool:
     )
 
 
-def _stream_wait(pipeline, tables, timeout: float) -> int:
-    """Wait until every streamed table has applied the source's binlog as it is now (lag 0), showing progress;
-    exit 1 at the timeout or when a table stops."""
-    import pymysql
+def _stream_wait(pipeline, tables, timeout: float, fail_fast: bool) -> int:
+    from seam.waiting import wait_for_stream
 
-    from seam.apply.target import connect_state
-    from seam.source.gtid import server_identity
-    from seam.source.snapshot import source_head
-    from seam.state.positions import positions_of
-    from seam.wire.records import Position
+    def say(line: str) -> None:
+        print(line, file=sys.stderr if line.startswith("seam:") else sys.stdout, flush=True)
 
-    source = pymysql.connect(**pipeline.source.pymysql_kwargs())
-    try:
-        goal, here = source_head(source), server_identity(source)
-    finally:
-        source.close()
-    conn = connect_state(pipeline)
-    streamed = [t for t in tables if t.sync == "stream"]
-    started = last_said = time.monotonic()
-    try:
-        while True:
-            rows = positions_of(conn, pipeline.target.state_schema)
-            behind, stopped = [], []
-            for t in streamed:
-                row = rows.get((t.db, t.table))
-                if row is None:
-                    continue  # never loaded: nothing to follow
-                if row[3]:
-                    stopped.append(f"{t.name} STOPPED: {row[3]}")
-                elif row[4] not in (None, here):  # not moved to this server yet (seam.source.gtid)
-                    behind.append(f"{t.name} at {row[0]}:{row[1]} of {row[4]}")
-                elif goal.after(Position(row[0], row[1], row[2])):
-                    behind.append(f"{t.name} at {row[0]}:{row[1]}")
-            if stopped:
-                print("seam: " + "; ".join(stopped), file=sys.stderr)
-                return 1
-            if not behind:
-                print(
-                    f"stream caught up: every streamed table has applied the binlog up to {goal} "
-                    f"({time.monotonic() - started:.1f}s)",
-                    flush=True,
-                )
-                return 0
-            if time.monotonic() - started > timeout:
-                print(
-                    f"seam: the stream did not reach {goal} within {timeout:.0f}s: still behind: "
-                    f"{', '.join(behind)}; see `seam stream status`",
-                    file=sys.stderr,
-                )
-                return 1
-            if time.monotonic() - last_said >= 5:
-                print(
-                    f"  waiting for the stream to apply up to {goal}: {', '.join(behind)} "
-                    f"({time.monotonic() - started:.0f}s)",
-                    flush=True,
-                )
-                last_said = time.monotonic()
-            time.sleep(0.5)
-    finally:
-        conn.close()
+    return wait_for_stream(pipeline, tables, timeout, fail_fast, say)
 
 
 def _logging() -> None:
@@ -576,11 +523,24 @@ def _stream_reader(pipeline, tables) -> int:
     import signal
 
     from seam.source.streaming import ChangeReader
+    from seam.state.owners import Owner
 
     _logging()
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-    ChangeReader(pipeline, tables).serve(should_stop=lambda: bool(stopping))
+    owner = Owner(pipeline, "change reader")
+    try:
+        ChangeReader(pipeline, tables).serve(should_stop=lambda: bool(stopping) or bool(owner.lost))
+    finally:
+        owner.release()
+    return _lost(owner)
+
+
+def _lost(owner) -> int:
+    """Exit status of a part whose loop ended: 2 when another process took its lock."""
+    if owner.lost:
+        print(f"seam: error: {owner.lost}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -592,11 +552,14 @@ def _stream_sink(pipeline, table_args: list[str]) -> int:
 
     from seam.apply.target import connect_state
     from seam.loads import job_env, spark_submit_command
+    from seam.state.owners import Owner
     from seam.state.parts import part_beat, part_failed, part_started, part_stopped
 
     _logging()
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    owner = Owner(pipeline, "stream sink")
+    stopping_or_lost = lambda: bool(stopping) or bool(owner.lost)  # noqa: E731
     # on a cluster the sink holds its executors for as long as it runs: one core leaves the rest to the loads
     # (its work is the driver's foreachBatch; the setting is ignored by local[*])
     cmd = spark_submit_command(
@@ -606,14 +569,14 @@ def _stream_sink(pipeline, table_args: list[str]) -> int:
     part = (conn, pipeline.target.state_schema, pipeline.name, "sink")
     fresh, delay = True, 5.0
     try:
-        while not stopping:
+        while not stopping_or_lost():
             part_started(*part, fresh=fresh)
             fresh = False
             job = subprocess.Popen(cmd, env=job_env(), stderr=subprocess.PIPE, text=True, errors="replace")
             relay, last_lines = _relay_stderr(job)
             started, beat = time.monotonic(), 0.0
             while job.poll() is None:
-                if stopping:
+                if stopping_or_lost():
                     job.terminate()
                     job.wait(60)
                 if time.monotonic() - beat > 2:
@@ -621,7 +584,7 @@ def _stream_sink(pipeline, table_args: list[str]) -> int:
                     beat = time.monotonic()
                 time.sleep(0.5)
             relay.join(timeout=10)
-            if not stopping:
+            if not stopping_or_lost():
                 error = _last_error(last_lines) or f"exit {job.returncode}"
                 part_failed(*part, error=error)
                 delay = 5.0 if time.monotonic() - started > 120 else min(delay * 2, 60.0)  # back off a loop
@@ -634,7 +597,8 @@ def _stream_sink(pipeline, table_args: list[str]) -> int:
         part_stopped(*part)
     finally:
         conn.close()
-    return 0
+        owner.release()
+    return _lost(owner)
 
 
 def _relay_stderr(job):
@@ -666,23 +630,37 @@ def _last_error(lines) -> str | None:
 def _stream_foreground(pipeline, tables, until_idle: bool) -> int:
     """Reader and a plain (non-Spark) sink in one process: with ``until_idle``, a one-shot catch-up."""
     import signal
+
+    from seam.state.owners import Owner
+
+    _logging()
+    stopping: list[BaseException | bool] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    owners = [Owner(pipeline, "change reader")]
+    try:
+        owners.append(Owner(pipeline, "stream sink"))
+        return _run_foreground(pipeline, tables, until_idle, stopping, owners)
+    finally:
+        for owner in owners:
+            owner.release()
+
+
+def _run_foreground(pipeline, tables, until_idle: bool, stopping: list, owners: list) -> int:
     import threading
 
     from seam.apply.sink import Sink
     from seam.source.streaming import ChangeReader
 
-    _logging()
-    stopping: list[BaseException | bool] = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    stopping_or_lost = lambda: bool(stopping) or any(o.lost for o in owners)  # noqa: E731
     reader = ChangeReader(pipeline, tables)
     sink = Sink(pipeline, tables)
 
     def read():
         try:
             if until_idle:
-                reader.run(should_stop=lambda: bool(stopping), until_idle=True)
+                reader.run(should_stop=stopping_or_lost, until_idle=True)
             else:
-                reader.serve(should_stop=lambda: bool(stopping))
+                reader.serve(should_stop=stopping_or_lost)
         except BaseException as exc:  # the sink loop must stop too, and the error must be reported
             stopping.append(exc)
             raise
@@ -691,7 +669,7 @@ def _stream_foreground(pipeline, tables, until_idle: bool) -> int:
     thread.start()
     try:
         sink.run(
-            should_stop=lambda: bool(stopping) or (until_idle and not thread.is_alive()),
+            should_stop=lambda: stopping_or_lost() or (until_idle and not thread.is_alive()),
             idle_exit=4 if until_idle else None,
         )
         if until_idle:
@@ -702,7 +680,8 @@ def _stream_foreground(pipeline, tables, until_idle: bool) -> int:
     errors = [e for e in stopping if isinstance(e, BaseException)]
     if errors:
         raise errors[0]
-    return 0
+    lost = [o for o in owners if o.lost]
+    return _lost(lost[0]) if lost else 0
 
 
 def _stream_status(pipeline, tables, procs: Processes) -> int:
@@ -883,6 +862,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--foreground", action="store_true", help="start: run here instead of in the background")
     p.add_argument("--until-idle", action="store_true", help="start --foreground: stop at the binlog's end")
     p.add_argument(
+        "--fail-fast", action="store_true", help="wait: exit 3 at the first STOPPED table (default: wait for the rest)"
+    )
+    p.add_argument(
         "--timeout",
         type=float,
         default=600,
@@ -927,10 +909,12 @@ def operational_errors() -> tuple[type[Exception], ...]:
     from seam.source.schema import SchemaError
     from seam.source.snapshot import SnapshotError
     from seam.source.streaming import StreamError
+    from seam.state.owners import OwnerTaken
     from seam.validate.validation import ValidationError
     from seam.wire.topics import BrokerError
 
     return (
+        OwnerTaken,
         LoadError,
         SchemaError,
         SinkError,

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from seam.config import state_dir
+from seam.files import open_private, private_dir
 
 
 class Processes:
@@ -29,7 +30,7 @@ class Processes:
 
     def start_process(self, name: str, cmd: list[str]) -> int:
         """Start a long-running process under a PID file, logging to logs/<name>.log."""
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.log_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._spawn(name, cmd, self.log_dir / f"{name}.log", env=dict(os.environ))
         return self._procs[name].pid
@@ -52,7 +53,7 @@ class Processes:
     def _spawn(
         self, name: str, cmd: list[str], logfile: Path, env: dict | None = None, user: str | None = None
     ) -> None:
-        with open(logfile, "ab") as out:
+        with open_private(logfile) as out:
             proc = subprocess.Popen(
                 cmd,
                 stdout=out,

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from seam.config import Pipeline, TableConfig
+from seam.files import open_private, private_dir
 
 PARTS = ("reader", "sink")
 ACTIONS = ("ensure", "start", "stop", "restart")
@@ -50,8 +51,7 @@ class Health:
 
 def log_dir(pipeline: Pipeline) -> Path:
     path = Path(pipeline.stream.log_dir or os.environ.get("SEAM_STREAM_LOG_DIR") or Path.home() / ".seam" / "logs")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return private_dir(path)
 
 
 def part_command(pipeline: Pipeline, part: str, tables: list[TableConfig]) -> list[str]:
@@ -71,7 +71,7 @@ def part_command(pipeline: Pipeline, part: str, tables: list[TableConfig]) -> li
 def start_part(pipeline: Pipeline, part: str, tables: list[TableConfig], env: dict[str, str]) -> int:
     """Start one part detached (its own session, so it outlives the caller); returns its pid."""
     out = log_dir(pipeline) / f"{pipeline.name}-{part}.log"
-    with open(out, "ab") as sink:
+    with open_private(out) as sink:
         proc = subprocess.Popen(
             part_command(pipeline, part, tables),
             env=env,

@@ -54,7 +54,9 @@ class SeamSparkJobOperator(SparkSubmitOperator):
     """Run ``spark_jobs/<job>.py`` with the pipeline and job arguments.
 
     Endpoints and credentials come from :class:`SeamHook` at execute time, into
-    the spark-submit environment only (not into rendered task fields).
+    the spark-submit environment only: not into rendered task fields, and not into ``env_vars``, which the
+    provider turns into ``--conf spark.yarn.appMasterEnv.*`` (or ``spark.kubernetes.driverEnv.*``) arguments,
+    readable in ``ps`` by every user of the machine. The driver runs in client mode and reads them there.
     """
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "job_args", "pipeline")
@@ -88,14 +90,18 @@ class SeamSparkJobOperator(SparkSubmitOperator):
 
     def execute(self, context) -> None:
         self.application_args = [*(["--pipeline", self.pipeline] if self.pipeline else []), *self.job_args]
-        self.env_vars = {**os.environ, **(self.env_vars or {}), **SeamHook(**self.hook_conn_ids).job_env()}
+        # this task's own process: its environment is inherited by spark-submit and dies with the task
+        os.environ.update(SeamHook(**self.hook_conn_ids).job_env())
         return super().execute(context)
 
 
 class ProviderSpark:
     """A load's Spark job through the apache-spark provider: ``SparkSubmitHook`` with the ``seam_spark``
     connection (its master: local[*] on the embedded stack, spark:// in docker-compose, yarn, k8s), run in a
-    thread so that the load can watch the ledger meanwhile. A job here is ``seam.loads.SparkSubmit``'s."""
+    thread so that the load can watch the ledger meanwhile. A job here is ``seam.loads.SparkSubmit``'s.
+
+    The environment (credentials included) goes to the spark-submit process itself, never through the hook's
+    ``env_vars``, which become ``--conf`` arguments on YARN and Kubernetes."""
 
     def __init__(self, conn_id: str, env: dict[str, str]) -> None:
         self.conn_id, self.env = conn_id, env
@@ -112,9 +118,8 @@ class ProviderSpark:
             conf=dict(SPARK_CONF),
             jars=self.env.get("SEAM_JDBC_JAR", DEFAULT_JDBC_JAR),
             application_args=args,
-            env_vars=self.env,
         )
-        return _ProviderJob(hook, spark_job_script(job))
+        return _ProviderJob(hook, spark_job_script(job), self.env)
 
 
 def load_runner(task, hook: SeamHook):
@@ -135,18 +140,18 @@ def load_runner(task, hook: SeamHook):
 
 
 class _ProviderJob:
-    def __init__(self, hook, application: str) -> None:
+    def __init__(self, hook, application: str, env: dict[str, str]) -> None:
         import threading
 
         self.hook = hook
         self.error: Exception | None = None
-        self.thread = threading.Thread(target=self._run, args=(application,), name="spark-submit", daemon=True)
+        self.thread = threading.Thread(target=self._run, args=(application, env), name="spark-submit", daemon=True)
         self.thread.start()
 
-    def _run(self, application: str) -> None:
+    def _run(self, application: str, env: dict[str, str]) -> None:
         try:
             # its own session: stop() takes the JVM and the Python driver under it together
-            self.hook.submit(application, start_new_session=True)
+            self.hook.submit(application, start_new_session=True, env=env)
         except Exception as exc:  # noqa: BLE001 - the load reports the failed job; the hook logged its output
             self.error = exc
 

@@ -22,6 +22,7 @@ from seam_dev import demo
 from tests.support.airflow import run_dag
 from tests.support.compare import diff, source_rows, target_rows
 from tests.support.pipelines import pipeline_file
+from tests.support.secrets import watching_command_lines
 from tests.support.source import fresh_database
 
 DB = "cluster_test"
@@ -152,6 +153,13 @@ def test_full_load_and_streaming_sink_run_on_a_standalone_cluster(airflow_stack,
         )
     }
 
+    passwords = [os.environ["SEAM_MYSQL_PASSWORD"], os.environ["SEAM_TARGET_PASSWORD"]]
+    with watching_command_lines(passwords) as shown:  # no password in any process's arguments (`ps`)
+        _load_and_stream(airflow_stack, spark_cluster, path, pipeline, conn_env)
+    assert shown == [], shown[:3]
+
+
+def _load_and_stream(airflow_stack, spark_cluster, path: str, pipeline, conn_env: dict) -> None:
     loaded = run_dag(airflow_stack, "seam_full_load", {"tables": [f"{DB}.ledger"], "pipeline": path}, env=conn_env)
     assert loaded["state"] == "success", loaded["log"][-5000:]
     assert loaded["tasks"]["validate[0]"] == "success"

@@ -250,8 +250,13 @@ def _streaming(pipeline):
 
 
 def _stopped(pipeline) -> dict[str, str]:
+    """The pipeline's stopped tables (another test's tables of this database may be stopped still)."""
+    names = [t.table for t in pipeline.tables]
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
-        rows = conn.execute("SELECT tbl, stopped FROM seam.positions WHERE db = %s AND stopped IS NOT NULL", (DB,))
+        rows = conn.execute(
+            "SELECT tbl, stopped FROM seam.positions WHERE db = %s AND tbl = ANY(%s) AND stopped IS NOT NULL",
+            (DB, names),
+        )
         return dict(rows.fetchall())
 
 
@@ -362,6 +367,12 @@ def test_a_partial_row_image_stops_its_table_naming_the_setting(reseeded, tmp_pa
     stopped = _stopped(pipeline)
     assert set(stopped) == {"payments"} and "binlog_row_image" in stopped["payments"], stopped
     _wait_converged(pipeline, 60, tables=["accounts", "audit_log"])
+    # `seam stream wait` names the stopped table, sees the others caught up, and exits 3 (so does --fail-fast)
+    for fail_fast in ([], ["--fail-fast"]):
+        waited = _seam(path, "stream", "wait", "--timeout", "60", *fail_fast, timeout=120)
+        assert waited.returncode == 3, waited.stdout + waited.stderr
+        assert f"{DB}.payments STOPPED: " in waited.stderr and "binlog_row_image" in waited.stderr
+        assert "every other streamed table caught up" in waited.stderr
 
 
 def test_large_values_load_and_stream_and_one_over_the_limit_stops_only_its_table(reseeded, tmp_path_factory):
@@ -413,3 +424,49 @@ def test_large_values_load_and_stream_and_one_over_the_limit_stops_only_its_tabl
         with admin.cursor() as cur:
             cur.execute("DROP TABLE IF EXISTS blobs")
         admin.close()
+
+
+def test_one_reader_and_one_sink_per_pipeline_a_second_refuses_naming_the_holder(stack, tmp_path_factory):
+    """A second change reader of a pipeline refuses with one line naming the first (host, pid, since); so does
+    a second sink on its topics. A reader whose lock's session was lost (a PostgreSQL restart) while another
+    took the lock stops, naming the new holder."""
+    import socket
+
+    from seam.apply import SinkError
+    from seam.apply.sink import Sink
+    from seam.state.owners import Owner
+
+    path = _pipeline_file(tmp_path_factory, "owners")
+    pipeline = load_pipeline(path)
+    first = Owner(pipeline, "change reader")
+    try:
+        second = _seam(path, "stream", "reader", timeout=120)
+        line = second.stderr.strip()
+        assert second.returncode == 2 and "\n" not in line, second.stderr + second.stdout
+        assert f"already runs: the change reader of pipeline {pipeline.name!r}" in line
+        assert f"on host {socket.gethostname()}, pid {os.getpid()}, since " in line and "seam stream stop" in line
+        sink = Sink(pipeline)
+        try:
+            with pytest.raises(
+                SinkError, match=rf"already applying topic .*: a Seam sink on host .*, pid {os.getpid()}"
+            ):
+                Sink(pipeline)
+        finally:
+            sink.close()
+        with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as dba:  # the lock's session is lost
+            dba.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND pid IN "
+                "(SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid())"
+            )
+        usurper = Owner(pipeline, "change reader")  # another process takes the lock before the first is back
+        try:
+            deadline = time.time() + 30
+            while not first.lost and time.time() < deadline:
+                time.sleep(0.5)
+            assert first.lost and "already runs: the change reader" in first.lost, first.lost
+        finally:
+            usurper.release()
+    finally:
+        first.release()
+    again = Owner(pipeline, "change reader")  # released: free for the next one
+    again.release()

@@ -193,6 +193,8 @@ def test_equal_tables_validate_equal_while_the_source_changes(path, tmp_path, sn
     assert "check sum(amount): source" in out.stdout and "check null_count(memo)" in out.stdout
     reports = sorted(tmp_path.glob("validate-*.html"))
     assert len(reports) == 5
+    # reports hold rows: readable by owner and group only, whatever the umask
+    assert {r.stat().st_mode & 0o777 for r in reports} == {0o640} and tmp_path.stat().st_mode & 0o777 == 0o750
     assert "<svg" in reports[0].read_text() and "EQUAL" in reports[0].read_text()
 
 

@@ -59,6 +59,7 @@ from seam.apply.transaction import TargetTransaction
 from seam.config import Pipeline, TableConfig
 from seam.source.schema import TableSchema
 from seam.state import ledger, positions
+from seam.state.owners import holder_of, record_holder
 from seam.state.parts import part_beat
 from seam.state.positions import forget_cascades
 from seam.state.schema import ensure_state, try_lock
@@ -137,10 +138,13 @@ class Sink:
         ensure_state(conn, self.schema)
         for topic in self.tables:  # session locks: a second sink on the same topic would double-apply
             if not try_lock(conn, "topic", topic):
+                holder = holder_of(conn, self.schema, "topic", topic)
                 conn.close()
                 raise SinkError(
-                    f"another Seam sink is already applying topic {topic}; stop it first (or let it apply this batch)"
+                    f"another Seam sink is already applying topic {topic}: {holder}; stop it first "
+                    "(or let it apply this batch)"
                 )
+            record_holder(conn, self.schema, "topic", topic, "a Seam sink")
         conn.autocommit = False
         return conn
 

@@ -18,6 +18,7 @@ LOCKS = {
     "window": 54011,  # per table: windows of one table are loaded one at a time
     "functions": 54012,  # validation's SQL helper functions
     "target_schema": 54013,  # creating a target database's schema (CREATE SCHEMA races with itself)
+    "owner": 54014,  # per pipeline and role: one change reader, one stream sink (seam.state.owners)
 }
 
 
@@ -114,6 +115,14 @@ def migrations(schema: str) -> list[tuple[int, list[str]]]:
                 f"ALTER TABLE {s}.batches DROP CONSTRAINT IF EXISTS batches_state_check",
                 f"""ALTER TABLE {s}.batches ADD CONSTRAINT batches_state_check
             CHECK (state IN ('open', 'committed', 'rejected', 'superseded', 'abandoned'))""",
+            ],
+        ),
+        (
+            6,
+            [  # who holds a named session lock (seam.state.owners), for the line that refuses a second one
+                f"""CREATE TABLE IF NOT EXISTS {s}.lock_holders (
+            kind text NOT NULL, name text NOT NULL, holder text NOT NULL, host text NOT NULL, pid integer NOT NULL,
+            since timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (kind, name))""",
             ],
         ),
     ]

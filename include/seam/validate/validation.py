@@ -63,6 +63,7 @@ import pymysql
 
 from seam.apply.target import normalize_target, qi, scalar
 from seam.config import Pipeline, TableConfig, state_dir
+from seam.files import private_dir, write_private
 from seam.source.gtid import server_identity
 from seam.source.incremental import (
     IncrementalError,
@@ -606,7 +607,7 @@ def validate_tables(
     """Validate each table, store each report in the ledger and as HTML; what the CLI and Airflow run."""
     out = []
     folder = Path(report_dir or os.environ.get("SEAM_REPORT_DIR") or state_dir() / "reports")
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(folder)
     for table in tables:  # every table gets a verdict: one that cannot be compared does not stop the others
         try:
             report = validate(pipeline, table, scope, limit=limit, say=say)
@@ -626,7 +627,7 @@ def validate_tables(
             continue
         vid = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
         path = folder / f"validate-{table.db}.{table.table}-{vid}.html".replace("/", "_").replace(" ", "_")
-        path.write_text(report.to_html(), encoding="utf-8")
+        write_private(path, report.to_html())
         report.html = str(path)
         record(pipeline, report, vid)
         say(report.to_text())
