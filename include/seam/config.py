@@ -113,6 +113,10 @@ class KafkaConfig:
     max_value_bytes: int = 64 * 1024 * 1024
 
 
+# target.text_nul: what a NUL character in MySQL text or JSON becomes in PostgreSQL
+NUL_MAPPINGS = {"replace": "\ufffd", "strip": ""}
+
+
 @dataclass(frozen=True)
 class PostgresTarget:
     host: str
@@ -121,6 +125,14 @@ class PostgresTarget:
     user: str
     password: Secret
     state_schema: str = "seam"
+    # PostgreSQL text and jsonb cannot hold U+0000, which MySQL text can: what Seam writes instead
+    # (seam.apply.decode: mapped at the sink, and by validation on the source side, the same way)
+    text_nul: str = "replace"
+
+    @property
+    def nul_replacement(self) -> str:
+        """What a NUL in a text or JSON value becomes: U+FFFD (``replace``) or nothing (``strip``)."""
+        return NUL_MAPPINGS[self.text_nul]
 
     def conninfo(self) -> dict[str, Any]:
         return dict(
@@ -334,7 +346,7 @@ _STREAM = ("max_lag_seconds", "log_dir")
 _LOAD = ("abandon_after",)
 _SOURCE = ("type", "host", "port", "user", "password", "server_id", "snapshot")
 _KAFKA = ("bootstrap", "topic_prefix", "partitions", "max_unapplied_events", "max_unapplied_bytes", "max_value_bytes")
-_TARGET = ("type", "host", "port", "database", "user", "password", "state_schema")
+_TARGET = ("type", "host", "port", "database", "user", "password", "state_schema", "text_nul")
 _SPARK = ("master", "jdbc_jar", "jdbc_driver", "partitions")
 _DEFAULTS = ("safety_delay", "semantics")
 _TABLE = ("name", "key", "cursor", "safety_delay", "semantics", "soft_delete", "sync", "incremental", "checks")
@@ -429,7 +441,14 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
         user=r.required(tgt, "user", "target"),
         password=r.secret(tgt, "password", "target"),
         state_schema=r.string(tgt, "state_schema", "target", "seam"),
+        text_nul=r.string(tgt, "text_nul", "target", "replace"),
     )
+    if target.text_nul not in NUL_MAPPINGS:
+        raise r.fail(
+            "target.text_nul",
+            f"'{target.text_nul}' must be one of: {', '.join(NUL_MAPPINGS)} (what a NUL character in MySQL text "
+            "becomes: PostgreSQL text cannot hold it)",
+        )
 
     spk = r.mapping(top.get("spark") or {}, "spark", _SPARK)
     spark = SparkConfig(

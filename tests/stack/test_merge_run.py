@@ -35,7 +35,7 @@ def stream(pipeline):
     conn = connect_target(pipeline)
     conn.execute(f"DROP SCHEMA IF EXISTS {qi(SCHEMA.db)} CASCADE")
     conn.execute(f"CREATE SCHEMA {qi(SCHEMA.db)}")
-    table = StreamTable("t", SCHEMA, SCHEMA.primary_key, Position("f", 4, 0), None, None)
+    table = StreamTable("t", SCHEMA, SCHEMA.primary_key, Position("f", 4, 0), None, None, postgis=True, nul="\ufffd")
     conn.execute(create_table_sql(table.target, SCHEMA, SCHEMA.primary_key))
     conn.execute(f"ALTER TABLE {table.target} ADD PRIMARY KEY (region, id)")
     conn.commit()

@@ -156,7 +156,7 @@ def test_staging_in_workers_equals_staging_here_and_reads_back_exactly(target, s
     rnd = random.Random(seed)
     values, sums, held, rows, change_rows = _messages(rnd)
     offsets = [100 + i for i in range(len(values))]
-    staging = Staging(BATCH, SCHEMA, ("id",), postgis=False)
+    staging = Staging(BATCH, SCHEMA, ("id",), postgis=False, nul="\ufffd")
 
     here = stage_rows(staging, values, offsets)
     stager = Stager(workers=2, parallel_from=1)

@@ -10,7 +10,9 @@ own small rules, written from the databases' documentation rather than from Seam
   mapping); TIME: ``timedelta``;
 - SET: a frozenset of members; ENUM and text: ``str``; binary: ``bytes``; JSON: the parsed document;
 - spatial: ``SRID:WKB`` (hex of the OGC WKB, little-endian) as each database's own ST_SRID and ST_AsBinary
-  print them (PostGIS ``geometry``; a ``bytea`` holds MySQL's stored value: 4-byte SRID, then WKB).
+  print them (PostGIS ``geometry``; a ``bytea`` holds MySQL's stored value: 4-byte SRID, then WKB);
+- a NUL character in source text or JSON strings: U+FFFD (PostgreSQL cannot hold it; Seam's documented
+  default mapping, ``target.text_nul: replace``).
 
 A mismatch lists up to five rows missing in the target and five extra, as the comparer read them.
 """
@@ -48,6 +50,17 @@ def _zero_date(value) -> bool:
     return isinstance(value, str) and (value.startswith("0000") or "-00" in value[:10])
 
 
+def _no_nul(doc):
+    """A parsed JSON document with U+FFFD for NUL in its strings (keys too)."""
+    if isinstance(doc, str):
+        return doc.replace("\x00", "\ufffd")
+    if isinstance(doc, dict):
+        return {_no_nul(k): _no_nul(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_no_nul(v) for v in doc]
+    return doc
+
+
 def _value(kind: str, value, side: str):
     if value is None:
         return None
@@ -77,17 +90,17 @@ def _value(kind: str, value, side: str):
         )
     if kind == "set":
         if isinstance(value, (set, frozenset)):
-            return frozenset(value)
-        return frozenset(m for m in str(value).split(",") if m)
+            return frozenset(_no_nul(m) for m in value)
+        return frozenset(_no_nul(m) for m in str(value).split(",") if m)
     if kind == "json":
-        return json.dumps(json.loads(value) if isinstance(value, (str, bytes)) else value, sort_keys=True)
+        return json.dumps(_no_nul(json.loads(value) if isinstance(value, (str, bytes)) else value), sort_keys=True)
     if kind in _BINARY:
         return bytes(value)
     if kind in _SPATIAL:
         if isinstance(value, (bytes, bytearray)):  # a bytea target: MySQL's stored value
             return f"{int.from_bytes(value[:4], 'little')}:{bytes(value[4:]).hex().upper()}"
         return value.upper()
-    return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
+    return _no_nul(value.decode() if isinstance(value, (bytes, bytearray)) else str(value))
 
 
 def _canon(row: tuple) -> str:

@@ -39,6 +39,7 @@ class Staging:
     schema: TableSchema
     key: tuple[str, ...]
     postgis: bool  # spatial columns are PostGIS geometry (else bytea)
+    nul: str  # what a NUL in text becomes (seam.apply.decode)
 
 
 @dataclass
@@ -118,7 +119,7 @@ def _codecs(staging: Staging):
     from seam.apply.decode import record_decoder
     from seam.apply.target import row_converter
 
-    decoder = record_decoder(staging.schema, batch_rows=True)
+    decoder = record_decoder(staging.schema, staging.nul, batch_rows=True)
     return decoder.decode, row_converter(staging.schema, staging.postgis)
 
 

@@ -52,7 +52,8 @@ class StreamTable:
         applied: Position,
         source_ms: int | None,
         soft_delete: str | None,
-        postgis: bool = True,
+        postgis: bool,
+        nul: str,
     ):
         self.topic, self.key, self.applied, self.source_ms, self.soft_delete = (
             topic,
@@ -62,6 +63,7 @@ class StreamTable:
             soft_delete,
         )
         self.postgis = postgis  # spatial columns are PostGIS geometry (else bytea)
+        self.nul = nul  # what a NUL in text becomes (seam.apply.decode)
         self.buffer: list[tuple[int, object]] = []  # (offset, record) of the transaction being received
         self.buffer_txn: Position | None = None
         self.buffer_at: Position | None = None
@@ -79,7 +81,7 @@ class StreamTable:
     def use(self, schema: TableSchema) -> None:
         """(Re)build decoder, converter and statements for the table's columns."""
         self.schema, key = schema, self.key
-        self.decode, self.convert = record_decoder(schema).decode, row_converter(schema, self.postgis)
+        self.decode, self.convert = record_decoder(schema, self.nul).decode, row_converter(schema, self.postgis)
         self.target = target_table(schema.db, schema.table)
         types = {c.name: pg_type(c, self.postgis) for c in schema.columns}
         names = schema.names
@@ -585,6 +587,7 @@ class ChangeApplier:
             row[7],
             config.soft_delete,
             self.spatial_as_geometry(schema),
+            self.pipeline.target.nul_replacement,
         )
         stream.gtids, stream.server = row[9], row[10]
         return stream

@@ -1,12 +1,19 @@
 """Decoding what the sink reads: records into msgspec structs built per table schema, a BEGIN's columns
 into a schema, Spark's rows into messages, and the soft-delete flag.
 
+NUL characters. MySQL text and JSON may hold U+0000; PostgreSQL text and jsonb cannot. In a record whose
+bytes hold the escape that JSON writes a NUL as, the text and JSON columns of every image have it mapped to
+``target.text_nul``'s replacement (U+FFFD, or nothing), so keys and rows stay consistent across the load and
+the stream; validation maps the source's text the same way (``seam.validate.canonical``). Records are kept as
+the source sent them: only what reaches the target is mapped.
+
 Delivery guarantee: none of its own; a record that does not decode as its table's columns fails loudly.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, NamedTuple
 
 import msgspec
@@ -14,12 +21,51 @@ import msgspec
 from seam.apply.target import qi
 from seam.source.schema import Column, TableSchema
 from seam.wire.boundary import Begin
+from seam.wire.codecs import Enum, Json, Set, Text, codec
 
 
-def record_decoder(schema: TableSchema, batch_rows: bool = False) -> msgspec.json.Decoder | _NamesByDict:
+def record_decoder(schema: TableSchema, nul: str, batch_rows: bool = False):
     """A decoder for one table's records whose row images decode straight into tuples' worth of fields
     (several times faster than dicts); a record missing a column fails to decode instead of loading NULL.
-    ``batch_rows``: only what staging a batch needs (op, images, batch, part, attempt), the hot path."""
+    ``nul``: what a NUL in a text or JSON value becomes (module docstring). ``batch_rows``: only what staging
+    a batch needs (op, images, batch, part, attempt), the hot path."""
+    decoder = _record_decoder(schema, batch_rows)
+    texts = [f"f{i}" for i, c in enumerate(schema.columns) if isinstance(codec(c), (Text, Enum, Set))]
+    jsons = [f"f{i}" for i, c in enumerate(schema.columns) if isinstance(codec(c), Json)]
+    return _NulMapped(decoder, texts, jsons, nul) if texts or jsons else decoder
+
+
+class _NulMapped:
+    """A record decoder that maps NUL characters; a record without any costs one search of its bytes."""
+
+    def __init__(self, decoder, texts: list[str], jsons: list[str], nul: str):
+        self._decoder, self._texts, self._jsons, self._nul = decoder, texts, jsons, nul
+
+    def decode(self, value: bytes):
+        doc = self._decoder.decode(value)
+        if b"\\u0000" in value:  # how JSON writes a NUL (inside a JSON column's text: \\u0000, found too)
+            for side in ("before", "after"):
+                image = getattr(doc, side)
+                if image is not None:
+                    self._map(image)
+        return doc
+
+    def _map(self, image) -> None:
+        for name in self._texts:
+            text = getattr(image, name)
+            if isinstance(text, str) and "\x00" in text:
+                setattr(image, name, text.replace("\x00", self._nul))
+        for name in self._jsons:  # the column's JSON text, where a NUL is the escape \u0000
+            text = getattr(image, name)
+            if isinstance(text, str) and "\\u0000" in text:
+                setattr(image, name, _JSON_NUL.sub(lambda m: m.group(1) + self._nul, text))
+
+
+# the escape \u0000 in JSON text, unless its backslash is itself escaped (\\u0000 is a backslash and "u0000")
+_JSON_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
+
+
+def _record_decoder(schema: TableSchema, batch_rows: bool) -> msgspec.json.Decoder | _NamesByDict:
     # gc=False: these never form reference cycles, and untracked objects cost the cyclic GC nothing
     plain = not any(c in n for n in schema.names for c in _UNNAMEABLE)
     row = msgspec.defstruct(

@@ -574,7 +574,13 @@ class Sink:
         stage, changes = ledger.staging_tables(begin.batch)
         return OpenBatch(
             begin=begin,
-            staging=Staging(begin.batch, schema, tuple(begin.key), self._spatial_as_geometry(schema)),
+            staging=Staging(
+                begin.batch,
+                schema,
+                tuple(begin.key),
+                self._spatial_as_geometry(schema),
+                self.pipeline.target.nul_replacement,
+            ),
             stage=f"{qi(self.schema)}.{qi(stage)}",
             changes=f"{qi(self.schema)}.{qi(changes)}",
         )

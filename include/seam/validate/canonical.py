@@ -12,8 +12,10 @@ state schema (``pg_functions``) that print PostgreSQL values the same way:
   (``1.5e20``, ``0.00000015``); FLOAT widened exactly to double first;
 - DATE ``YYYY-MM-DD``; DATETIME ``YYYY-MM-DD HH:MM:SS.ffffff``; TIMESTAMP the
   same in UTC; zero dates NULL; TIME ``[-]HH:MM:SS.ffffff`` (hours may exceed 99);
-- text, ENUM, SET (members comma-joined in definition order): UTF-8 text;
-- JSON: MariaDB's ``JSON_NORMALIZE`` form (keys sorted, numbers as ``1.0E0``);
+- text, ENUM, SET (members comma-joined in definition order): UTF-8 text; on the source side a NUL mapped
+  as the sink maps it (``target.text_nul``, ``seam.apply.decode``);
+- JSON: MariaDB's ``JSON_NORMALIZE`` form (keys sorted, numbers as ``1.0E0``); the escape ``\u0000`` mapped
+  the same way on the source side;
 - BINARY/BLOB: lower-case hex.
 
 A row's text joins its columns with U+001F, NULL as U+001E; its hash is the
@@ -30,14 +32,26 @@ from __future__ import annotations
 from seam.apply.target import qi
 from seam.source.schema import Column
 from seam.source.snapshot import quote
-from seam.wire.codecs import codec
+from seam.wire.codecs import Enum, Json, Set, Text, codec
 
 MOD = 2**64
 
 
-def mysql_text(column: Column, alias: str = "x") -> str:
-    """The column's canonical text in MariaDB/MySQL (session time_zone '+00:00')."""
-    return codec(column).check_mysql(column, f"{alias}.{quote(column.name)}")
+def mysql_text(column: Column, nul: str, alias: str = "x") -> str:
+    """The column's canonical text in MariaDB/MySQL (session time_zone '+00:00'); ``nul``: what the sink
+    writes for a NUL in text and JSON (``target.nul_replacement``)."""
+    family = codec(column)
+    text = family.check_mysql(column, f"{alias}.{quote(column.name)}")
+    if not isinstance(family, (Text, Enum, Set, Json)):
+        return text
+    instead = f"_utf8mb4 X'{nul.encode().hex()}'" if nul else "''"
+    if not isinstance(family, Json):
+        return f"REPLACE({text}, CHAR(0 USING utf8mb4), {instead})"
+    # the escape \u0000, not a backslash escaped before "u0000": escaped backslashes (\\, paired left to right as
+    # JSON reads them) are set aside as CHAR(1) first, which JSON text never holds raw
+    pairs, aside = "_utf8mb4 X'5c5c'", "CHAR(1 USING utf8mb4)"
+    escape = "_utf8mb4 X'5c7530303030'"
+    return f"REPLACE(REPLACE(REPLACE({text}, {pairs}, {aside}), {escape}, {instead}), {aside}, {pairs})"
 
 
 def pg_text(column: Column, state: str, alias: str = "x") -> str:
@@ -45,8 +59,8 @@ def pg_text(column: Column, state: str, alias: str = "x") -> str:
     return codec(column).check_pg(column, f"{alias}.{qi(column.name)}", qi(state))
 
 
-def mysql_row_text(columns, alias: str = "x") -> str:
-    parts = [f"COALESCE({mysql_text(c, alias)}, CHAR(30 USING utf8mb4))" for c in columns]
+def mysql_row_text(columns, nul: str, alias: str = "x") -> str:
+    parts = [f"COALESCE({mysql_text(c, nul, alias)}, CHAR(30 USING utf8mb4))" for c in columns]
     return f"CONCAT_WS(CHAR(31 USING utf8mb4), {', '.join(parts)})" if len(parts) > 1 else parts[0]
 
 

@@ -280,7 +280,15 @@ class _Side:
     """One database's view of the table: SQL text for its dialect, and a connection inside its snapshot."""
 
     def __init__(
-        self, kind: str, conn, schema: TableSchema, table: TableConfig, state: str, scope: Scope, soft_delete: bool
+        self,
+        kind: str,
+        conn,
+        schema: TableSchema,
+        table: TableConfig,
+        state: str,
+        scope: Scope,
+        soft_delete: bool,
+        nul: str,
     ):
         self.kind, self.conn, self.schema, self.table, self.state = kind, conn, schema, table, state
         self.scope, self.soft_delete = scope, soft_delete
@@ -292,8 +300,13 @@ class _Side:
         self.values_sql = ", ".join(
             codec(c).read_mysql(c, self.col(c.name)) if my else self.col(c.name) for c in schema.columns
         )
-        self.text = (lambda c: canonical.mysql_text(c)) if my else (lambda c: canonical.pg_text(c, state))
-        row = canonical.mysql_row_text if my else (lambda cols: canonical.pg_row_text(cols, state))
+        # the source's text maps a NUL as the sink does (seam.apply.decode)
+        self.text = (lambda c: canonical.mysql_text(c, nul)) if my else (lambda c: canonical.pg_text(c, state))
+        row = (
+            (lambda cols: canonical.mysql_row_text(cols, nul))
+            if my
+            else (lambda cols: canonical.pg_row_text(cols, state))
+        )
         self.row_text = row(schema.columns)
         self.key_text = row(self.key_cols)
         self.hash = (canonical.mysql_hash if my else canonical.pg_hash)(self.row_text)
@@ -488,8 +501,9 @@ def validate(
             limit=limit,
         )
         soft = bool(table.soft_delete)  # flagged rows are kept out of the target in every mode
-        source = _Side("mysql", src, schema, table, state, scope, soft)
-        target = _Side("postgres", tgt, schema, table, state, scope, soft)
+        nul = pipeline.target.nul_replacement
+        source = _Side("mysql", src, schema, table, state, scope, soft, nul)
+        target = _Side("postgres", tgt, schema, table, state, scope, soft, nul)
 
         def changes() -> list:
             """The table's changes in (P, Q]: read only when some bucket differs (an equal table never pays
