@@ -40,6 +40,7 @@ def _pipeline_file(tmp_path, **overrides) -> str:
         {"name": f"{DB}.empty", "key": ["id"]},
         {"name": f"{DB}.zero dates", "key": ["id"]},
         {"name": f"{DB}.missing", "key": ["id"]},
+        {"name": f"{DB}.zero key", "key": ["d", "id"]},
     ]
     for section, values in overrides.items():
         doc[section] = {**doc[section], **values}
@@ -104,6 +105,8 @@ def source(stack):
             "INSERT INTO `zero dates` VALUES (1, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00'),"
             " (2, '2024-00-10', '2024-02-29 23:59:59.5', '2038-01-19 03:14:07'), (3, '2024-01-01', NULL, NULL)"
         )
+        cur.execute("CREATE TABLE `zero key` (`d` DATE NOT NULL, `id` INT NOT NULL, PRIMARY KEY (`d`, `id`))")
+        cur.execute("INSERT INTO `zero key` VALUES ('2024-01-01', 1), ('2024-05-00', 2), ('2024-01-02', 3)")
     conn.close()
     return DB
 
@@ -331,6 +334,7 @@ def test_spark_killed_mid_publish_is_never_published_and_a_rerun_succeeds(pipeli
     "case, overrides, message",
     [
         ("missing table", {}, "fl_test.missing does not exist"),
+        ("zero date in a key", {}, "fl_test.zero key: key column d holds zero dates (such as '2024-05-00')"),
         ("target unreachable", {"target": {"port": 1}}, "target PostgreSQL at 127.0.0.1:1"),
         ("broker down", {"kafka": {"bootstrap": "127.0.0.1:1"}}, "Kafka broker at 127.0.0.1:1 is unreachable"),
     ],
@@ -341,7 +345,7 @@ def test_bad_input_is_one_clear_error_and_the_target_is_intact(pipeline_path, tm
         assert _seam(pipeline_path, "load", "full", f"{DB}.type_zoo").returncode == 0
     before = _target_count(pipeline, "type_zoo")
     path = _pipeline_file(tmp_path, **overrides)
-    table = f"{DB}.missing" if case == "missing table" else f"{DB}.type_zoo"
+    table = f"{DB}." + {"missing table": "missing", "zero date in a key": "zero key"}.get(case, "type_zoo")
     result = _seam(path, "load", "full", table, timeout=120)
     assert result.returncode == 2, result.stdout + result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]

@@ -39,6 +39,7 @@ from seam.source.snapshot import (
     SnapshotError,
     binlog_files,
     canonical_json_columns,
+    check_key_values,
     check_source,
     chunk_sql,
     plan_chunks,
@@ -75,6 +76,7 @@ def prepare(pipeline: Pipeline, table: TableConfig) -> tuple[TableSchema, ChunkP
                 f"(columns: {', '.join(schema.names)}); fix tables[].key in the pipeline"
             )
         check_source(conn, schema)
+        check_key_values(conn, schema, table.key)
         # InnoDB's cascades into this table are not in the binlog, so chunks read at different positions could
         # not be reconciled: a child of a cascading key is read in one consistent snapshot
         opening = snapshot_opening(conn, pipeline, table)

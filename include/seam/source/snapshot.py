@@ -72,7 +72,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from seam.source.schema import Column, TableSchema
-from seam.wire.codecs import Date, codec
+from seam.wire.codecs import Date, codec, zero_date_sql
 from seam.wire.records import Position, Record, key_of, normalize_row
 
 _INTEGER_KEY = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
@@ -327,6 +327,26 @@ def check_source(conn, schema: TableSchema) -> None:
             )
     for column in schema.columns:
         codec(column)  # a type Seam cannot map stops the table now, with its name
+
+
+def check_key_values(conn, schema: TableSchema, key: tuple[str, ...]) -> None:
+    """A key column that holds zero dates (records hold them as null, and a key cannot be null): a clear
+    error before the snapshot starts, naming the table, the column and the remedy."""
+    dates = [schema.column(k) for k in key if isinstance(codec(schema.column(k)), Date)]
+    with conn.cursor() as cur:
+        for column in dates:
+            x = quote(column.name)
+            cur.execute(
+                f"SELECT CAST({x} AS CHAR) FROM {quote(schema.db)}.{quote(schema.table)} "
+                f"WHERE {zero_date_sql(x)} LIMIT 1"
+            )
+            found = cur.fetchone()
+            if found is not None:
+                raise SnapshotError(
+                    f"{schema.db}.{schema.table}: key column {column.name} holds zero dates (such as "
+                    f"{found[0]!r}), which PostgreSQL cannot hold and Seam records as null, and a key cannot be "
+                    f"null: set them to real dates at the source, or key the table by other columns (tables[].key)"
+                )
 
 
 def _variable(cur, name: str):

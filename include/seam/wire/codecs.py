@@ -61,7 +61,8 @@ def _text(value: Any) -> str:
     return value.decode("utf-8") if isinstance(value, (bytes, bytearray)) else str(value)
 
 
-def _zero_date(x: str) -> str:
+def zero_date_sql(x: str) -> str:
+    """True for a zero or partly zero date (0000-00-00, 2024-00-10): what a record holds as null."""
     return f"(YEAR({x}) = 0 OR MONTH({x}) = 0 OR DAYOFMONTH({x}) = 0)"
 
 
@@ -281,10 +282,10 @@ class Date(Codec):
     def snapshot_sql(self, column, x):
         # a DATE's own text is YYYY-MM-DD (years below 1000 padded), a third cheaper to render than DATE_FORMAT
         formatted = x if column.data_type == "date" else f"DATE_FORMAT({x}, '{self._JSON[column.data_type]}')"
-        return f"IF({_zero_date(x)}, NULL, {_quoted(formatted)})"
+        return f"IF({zero_date_sql(x)}, NULL, {_quoted(formatted)})"
 
     def check_mysql(self, column, x):
-        return f"IF({_zero_date(x)}, NULL, DATE_FORMAT({x}, '{self._CHECK[column.data_type]}'))"
+        return f"IF({zero_date_sql(x)}, NULL, DATE_FORMAT({x}, '{self._CHECK[column.data_type]}'))"
 
     def check_pg(self, column, x, state):
         t = column.data_type
