@@ -47,7 +47,8 @@ TABLE = """CREATE TABLE golden (
   g GEOMETRY NULL, pt POINT NULL, ls LINESTRING NULL, pg POLYGON NULL, mpt MULTIPOINT NULL,
   mls MULTILINESTRING NULL, mpg MULTIPOLYGON NULL, gc GEOMETRYCOLLECTION NULL,
   zi INT(11) UNSIGNED ZEROFILL NULL, zb BIGINT UNSIGNED ZEROFILL NULL, zd DECIMAL(10,2) ZEROFILL NULL,
-  zf DOUBLE ZEROFILL NULL, bn BINARY(16) NULL, nt VARCHAR(40) NULL, jn JSON NULL
+  zf DOUBLE ZEROFILL NULL, bn BINARY(16) NULL, nt VARCHAR(40) NULL, jn JSON NULL,
+  u UUID NULL, i4 INET4 NULL, i6 INET6 NULL
 ) ENGINE=InnoDB"""
 
 GEO = ("g", "pt", "ls", "pg", "mpt", "mls", "mpg", "gc")
@@ -91,6 +92,9 @@ ROWS = [
         bn=bytes.fromhex("651a00000000000000000000000074"),  # BINARY(16) pads with a zero byte; the binlog drops it
         nt="nul\x00inside\x00",  # PostgreSQL text cannot hold NUL: U+FFFD in the target (target.text_nul)
         jn='{"k": "a\\u0000b", "literal": "\\\\u0000"}',  # a NUL escape, and a backslash then "u0000"
+        u="123E4567-E89B-12D3-A456-426655440000",  # MariaDB's UUID, INET4, INET6: text as MariaDB prints it
+        i4="255.255.255.255",
+        i6="::ffff:1.2.3.4",  # Python's ipaddress prints ::ffff:102:304
     ),
     dict(
         id=2,
@@ -131,6 +135,9 @@ ROWS = [
         bn=bytes(16),  # all zero: the binlog hands over b""
         nt="",
         jn="[]",
+        u="00000000-0000-0000-0000-000000000000",  # all zero: the binlog hands over ''
+        i4="0.0.0.0",
+        i6="::",
     ),
     dict(id=3),  # every column NULL
     dict(
@@ -172,6 +179,9 @@ ROWS = [
         bn=b"\xff" * 16,
         nt="\x00",
         jn='"\\u0000"',
+        u="550e8400-e29b-41d4-a716-446655440000",  # trailing zero bytes: the binlog drops them
+        i4="10.0.0.0",
+        i6="::1.2.3.4",
     ),
     dict(id=5, dd="0099-03-04", dt="0099-03-04 05:06:07.000008"),  # before 1000: stored, if unsupported
 ]
@@ -333,6 +343,7 @@ def test_every_path_gives_the_same_value(loaded):
             assert not different, f"{path} differs from a SELECT in row {key}: {different}"
     assert paths["target"][101]["nt"] == "nul\ufffdinside\ufffd" and paths["target"][104]["nt"] == "\ufffd"
     row = reference[101]  # row 1's values, streamed: as the README documents them
+    assert row["u"] == "123e4567-e89b-12d3-a456-426655440000" and row["i6"] == "::ffff:1.2.3.4"
     assert row["tags"] == "Trailers,a b,Größe" and row["rating"] == "Ünrated" and row["f"] == 0.10000000149011612
     assert row["dd"] is None and row["ts"] is None and row["t"] == "-838:59:59.000000" and row["y"] == 0
     # MariaDB's JSON is a LONGTEXT with a json_valid check: its text as stored (MySQL's JSON: canonical text)

@@ -11,6 +11,7 @@ own small rules, written from the databases' documentation rather than from Seam
 - SET: a frozenset of members; ENUM and text: ``str``; binary: ``bytes``; JSON: the parsed document;
 - spatial: ``SRID:WKB`` (hex of the OGC WKB, little-endian) as each database's own ST_SRID and ST_AsBinary
   print them (PostGIS ``geometry``; a ``bytea`` holds MySQL's stored value: 4-byte SRID, then WKB);
+- MariaDB's UUID: ``uuid.UUID``; INET4, INET6: ``ipaddress`` addresses (PostgreSQL ``uuid``, ``inet``);
 - a NUL character in source text or JSON strings: U+FFFD (PostgreSQL cannot hold it; Seam's documented
   default mapping, ``target.text_nul: replace``).
 
@@ -21,8 +22,10 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import ipaddress
 import json
 import struct
+import uuid
 from decimal import Decimal
 
 import psycopg
@@ -92,6 +95,10 @@ def _value(kind: str, value, side: str):
         if isinstance(value, (set, frozenset)):
             return frozenset(_no_nul(m) for m in value)
         return frozenset(_no_nul(m) for m in str(value).split(",") if m)
+    if kind == "uuid":
+        return uuid.UUID(str(value))
+    if kind in ("inet4", "inet6"):
+        return ipaddress.ip_address(str(value))
     if kind == "json":
         return json.dumps(_no_nul(json.loads(value) if isinstance(value, (str, bytes)) else value), sort_keys=True)
     if kind in _BINARY:

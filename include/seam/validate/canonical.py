@@ -16,7 +16,8 @@ state schema (``pg_functions``) that print PostgreSQL values the same way:
   as the sink maps it (``target.text_nul``, ``seam.apply.decode``);
 - JSON: MariaDB's ``JSON_NORMALIZE`` form (keys sorted, numbers as ``1.0E0``); the escape ``\u0000`` mapped
   the same way on the source side;
-- BINARY/BLOB: lower-case hex.
+- BINARY/BLOB: lower-case hex;
+- UUID: lower-case 8-4-4-4-12; INET4/INET6: the address as MariaDB prints it (PostgreSQL's ``host()``).
 
 A row's text joins its columns with U+001F, NULL as U+001E; its hash is the
 first 64 bits of the MD5 of that text. A sum of hashes mod 2^64 is

@@ -36,6 +36,8 @@ Enum, Set              the member as defined (its case too); SET: members comma-
                        order, "" for the empty set. An ENUM that arrives as an index is its member
 Json                   canonical text: keys sorted, compact, UTF-8 kept
 Binary                 base64
+Uuid (MariaDB)         lower-case 8-4-4-4-12 text; PostgreSQL ``uuid``
+Inet (MariaDB)         INET4/INET6 as MariaDB prints them (IPv4-mapped dotted); PostgreSQL ``inet``
 Spatial                {"wkb": base64 of the OGC WKB, "srid": n}: MySQL's stored value (4-byte SRID,
                        then WKB), as Debezium records it. PostgreSQL: PostGIS ``geometry`` with its SRID,
                        or, without PostGIS, ``bytea`` holding MySQL's stored value
@@ -48,7 +50,10 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import ipaddress
 import json
+import struct
+import uuid
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -427,6 +432,61 @@ class Binary(Codec):
         return self.record(column, value)
 
 
+class Uuid(Codec):
+    """MariaDB's UUID: lower-case 8-4-4-4-12 text, as MariaDB prints it; PostgreSQL ``uuid``. The binlog hands
+    over its 16 bytes in text order, trailing zero bytes dropped (all of them: '')."""
+
+    types = ("uuid",)
+
+    def record(self, column, value):
+        if isinstance(value, uuid.UUID):  # psycopg's, from the target
+            return str(value)
+        if isinstance(value, str) and len(value) == 36:  # a SELECT's text
+            return value.lower()
+        data = value.encode("latin-1") if isinstance(value, str) else bytes(value)
+        return str(uuid.UUID(bytes=data.ljust(16, b"\0")))
+
+    def pg_type(self, column, postgis=True):
+        return "uuid"
+
+
+class Inet(Codec):
+    """MariaDB's INET4 and INET6: the address as MariaDB (and PostgreSQL's ``host()``) prints it, INET6 as
+    RFC 5952 with IPv4-mapped and IPv4-compatible addresses dotted; PostgreSQL ``inet``. The binlog hands over
+    4 or 16 bytes, trailing zero bytes dropped."""
+
+    types = ("inet4", "inet6")
+
+    def record(self, column, value):
+        if isinstance(value, str) and value:  # a SELECT's text (the binlog hands over bytes, or '' for zeros)
+            data = ipaddress.ip_address(value).packed
+        else:
+            data = value.encode("latin-1") if isinstance(value, str) else bytes(value)
+        if column.data_type == "inet4":
+            return str(ipaddress.IPv4Address(data.ljust(4, b"\0")))
+        return inet6_text(data.ljust(16, b"\0"))
+
+    def check_pg(self, column, x, state):
+        return f"host({x})"
+
+    def pg_type(self, column, postgis=True):
+        return "inet"
+
+    def from_target(self, column, value):
+        return str(value) if column.data_type == "inet4" else inet6_text(value.packed)
+
+
+def inet6_text(packed: bytes) -> str:
+    """An IPv6 address as MariaDB and PostgreSQL print it (inet_ntop): Python prints ::ffff:1.2.3.4 as
+    ::ffff:102:304."""
+    words = struct.unpack(">8H", packed)
+    if words[:5] == (0,) * 5 and words[5] == 0xFFFF:
+        return f"::ffff:{ipaddress.IPv4Address(packed[12:])}"
+    if words[:6] == (0,) * 6 and words[6] != 0:
+        return f"::{ipaddress.IPv4Address(packed[12:])}"
+    return ipaddress.IPv6Address(packed).compressed
+
+
 class Spatial(Codec):
     """MySQL stores a geometry as its SRID (4 bytes, little-endian) followed by the OGC WKB (little-endian);
     the binlog and a SELECT hand over those bytes. Validation hashes them as lower-case hex."""
@@ -517,6 +577,8 @@ _BY_TYPE: dict[str, Codec] = {
         Set(),
         Json(),
         Binary(),
+        Uuid(),
+        Inet(),
         Spatial(),
     )
     for t in codec.types
