@@ -6,16 +6,30 @@ Delivery guarantee: none by itself; the jobs that use it state theirs.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
 from seam.config import Pipeline
 
+TASK_ATTEMPTS = 4  # Spark's default spark.task.maxFailures, which local mode does not apply
+
 
 def spark_master(pipeline: Pipeline) -> str:
     """Where Seam's Spark jobs run: ``SEAM_SPARK_MASTER_OVERRIDE`` (Airflow sets it from the ``seam_spark``
-    connection, so that changing only the connection moves every job), else the pipeline's ``spark.master``."""
-    return os.environ.get("SEAM_SPARK_MASTER_OVERRIDE") or pipeline.spark.master
+    connection, so that changing only the connection moves every job), else the pipeline's ``spark.master``.
+
+    A local master gets its task attempts spelled out (``local[2]`` -> ``local[2,4]``): local mode gives a task
+    one attempt, so a chunk whose source connection was lost for a moment would fail the whole load. A chunk
+    read again is a new attempt, which the sink tells apart (``seam.apply.batch``) and reconciliation puts at
+    the batch's position."""
+    return with_task_attempts(os.environ.get("SEAM_SPARK_MASTER_OVERRIDE") or pipeline.spark.master)
+
+
+def with_task_attempts(master: str) -> str:
+    """``local`` / ``local[N]`` with ``TASK_ATTEMPTS`` attempts per task; any other master as it is."""
+    local = re.fullmatch(r"local(?:\[(\*|\d+)\])?", master.strip())
+    return f"local[{local.group(1) or 1},{TASK_ATTEMPTS}]" if local else master
 
 
 def spark_job_script(job: str) -> str:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seam.processes import Processes, stop_group
+from seam.spark import with_task_attempts
 
 # the dev stack runs from a checkout: Airflow reads its dags/ and plugins/
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -505,7 +506,7 @@ class EmbeddedStack(Processes):
             "schema": TARGET_DB,
         }
         kafka_conn = {"conn_type": "kafka", "extra": {"bootstrap.servers": e["SEAM_KAFKA_BOOTSTRAP"]}}
-        spark_conn = {"conn_type": "spark", "host": e["SEAM_SPARK_MASTER"]}
+        spark_conn = {"conn_type": "spark", "host": with_task_attempts(e["SEAM_SPARK_MASTER"])}
         venv = venv_bin()
         return {
             **e,

@@ -61,9 +61,11 @@ from typing import Any, cast
 import psycopg
 import pymysql
 
+from seam.apply.retry import first_line, transient
 from seam.apply.target import normalize_target, qi, scalar
 from seam.config import Pipeline, TableConfig, state_dir
 from seam.files import private_dir, write_private
+from seam.source.errors import transient_source_error
 from seam.source.gtid import server_identity
 from seam.source.incremental import (
     IncrementalError,
@@ -442,7 +444,9 @@ def validate(
     src = pymysql.connect(
         **pipeline.source.pymysql_kwargs(), connect_timeout=10, init_command="SET time_zone = '+00:00'"
     )
-    tgt = psycopg.connect(**pipeline.target.conninfo(), connect_timeout=10, autocommit=True)
+    tgt = psycopg.connect(
+        **pipeline.target.conninfo(), connect_timeout=10, autocommit=True, application_name="seam-validate"
+    )
     try:
         try:
             schema = read_schema(src, table.db, table.table)
@@ -624,7 +628,7 @@ def validate_tables(
     private_dir(folder)
     for table in tables:  # every table gets a verdict: one that cannot be compared does not stop the others
         try:
-            report = validate(pipeline, table, scope, limit=limit, say=say)
+            report = _validate_retrying(pipeline, table, scope, limit, say)
         except ValidationError as exc:
             report = Report(
                 pipeline=pipeline.name,
@@ -648,6 +652,32 @@ def validate_tables(
         say(f"  report: {path}")
         out.append(report)
     return out
+
+
+VALIDATE_ATTEMPTS = 5  # a table is validated again after a transient error, waiting 1, 2, 4, 8 s
+
+
+def _validate_retrying(pipeline: Pipeline, table: TableConfig, scope: Scope, limit: int, say) -> Report:
+    """``validate``, again from the start after a transient error of either database (a validation only
+    reads, so nothing is left half-done); any other database error is the table's ERROR verdict, one line."""
+    delay = 1.0
+    for attempt in range(1, VALIDATE_ATTEMPTS + 1):
+        try:
+            return validate(pipeline, table, scope, limit=limit, say=say)
+        except (psycopg.Error, pymysql.err.MySQLError) as exc:
+            again = transient(exc) or transient_source_error(exc)
+            side = "target" if isinstance(exc, psycopg.Error) else "source"
+            if not again:
+                raise ValidationError(f"{table.name}: the {side} failed: {first_line(exc)}") from None
+            if attempt == VALIDATE_ATTEMPTS:
+                raise ValidationError(
+                    f"{table.name}: the {side} failed {attempt} times for a transient reason, the last: "
+                    f"{first_line(exc)}; validate again when it is back"
+                ) from None
+            say(f"  {table.name}: the {side} failed ({first_line(exc)}, transient): validating again in {delay:.0f} s")
+            time.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")
 
 
 def loaded_tables(pipeline: Pipeline) -> list[TableConfig]:

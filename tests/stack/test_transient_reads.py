@@ -1,0 +1,97 @@
+"""Transient source errors in the full load and in validation are retried, never a failed load or an ERROR
+verdict: a DBA kills a snapshot chunk's connection in the middle of its read (Spark reads the chunk again as a
+new attempt, which the sink tells apart), and kills validation's checksum query (the table is validated
+again). Both end equal to the source, checked by the independent comparer."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from seam.config import load_pipeline
+from seam_dev import demo
+from tests.support.independent import compare
+from tests.support.pipelines import pipeline_file
+
+DB = "transient_test"
+ROWS = 400_000
+pytestmark = pytest.mark.stack
+
+
+@pytest.fixture(scope="module")
+def big(stack, tmp_path_factory):
+    admin = demo.connect(os.environ["SEAM_MYSQL_URL"], None)
+    with admin.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {DB}")
+        cur.execute(f"CREATE DATABASE {DB}")
+        cur.execute(f"CREATE TABLE {DB}.big (id INT PRIMARY KEY, amount DECIMAL(12,2), note VARCHAR(40))")
+        cur.execute(f"INSERT INTO {DB}.big SELECT seq, seq / 7, CONCAT('note ', seq) FROM {DB}.seq_1_to_{ROWS}")
+    admin.commit()
+    admin.close()
+    return pipeline_file(tmp_path_factory, "transient", [{"name": f"{DB}.big", "key": ["id"]}])
+
+
+@contextlib.contextmanager
+def _killing(pattern: str, statement: str):
+    """While the block runs, kills (``statement``: KILL or KILL QUERY) the first source session whose running
+    query matches ``pattern``; yields the list of what it killed."""
+    killed: list[str] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        conn = demo.connect(os.environ["SEAM_MYSQL_URL"], None)
+        try:
+            with conn.cursor() as cur:
+                while not killed and not done.is_set():
+                    cur.execute(
+                        "SELECT ID, INFO FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() "
+                        "AND COMMAND = 'Query' AND INFO LIKE %s",
+                        (pattern,),
+                    )
+                    row = cur.fetchone()
+                    if row is not None:
+                        cur.execute(f"{statement} {int(row[0])}")
+                        killed.append(row[1][:200])
+                    time.sleep(0.01)
+        finally:
+            conn.close()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield killed
+    finally:
+        done.set()
+        thread.join(30)
+
+
+def _seam(path: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=900
+    )
+
+
+def test_a_killed_chunk_read_is_read_again_and_the_load_is_exact(big):
+    with _killing(f"%FROM `{DB}`.`big`%WHERE%", "KILL") as killed:  # a chunk's read, not the planner's
+        load = _seam(big, "load", "full", f"{DB}.big")
+    assert killed, "no chunk read was caught running: nothing was killed"
+    assert load.returncode == 0, load.stdout[-3000:] + load.stderr[-3000:]
+    pipeline = load_pipeline(big)
+    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "big") is None
+
+
+def test_a_killed_checksum_query_is_validated_again(big):
+    pipeline = load_pipeline(big)
+    if compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "big") is not None:
+        assert _seam(big, "load", "full", f"{DB}.big").returncode == 0  # run alone: load it first
+    with _killing("%MD5(%", "KILL QUERY") as killed:
+        checked = _seam(big, "validate", f"{DB}.big")
+    assert killed, "no checksum query was caught running: nothing was killed"
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "transient): validating again in" in checked.stdout and f"{DB}.big: EQUAL" in checked.stdout
