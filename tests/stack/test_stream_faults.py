@@ -303,7 +303,8 @@ def test_messages_that_are_not_seams_are_quarantined_and_stop_only_their_table(r
     third is applied throughout; `seam quarantine skip` lets both go on, and every table equals the source."""
     from confluent_kafka import Producer
 
-    from seam.wire.boundary import CONTROL_HEADER
+    from seam.wire.boundary import CONTROL_HEADER, Heartbeat
+    from seam.wire.records import Position
     from seam.wire.topics import table_topic
 
     path, pipeline = _loaded(tmp_path_factory, f"quarantine{os.getpid()}")  # topics of its own: no earlier garbage
@@ -339,6 +340,19 @@ def test_messages_that_are_not_seams_are_quarantined_and_stop_only_their_table(r
         _wait_converged(pipeline, 180)
         assert _stopped(pipeline) == {}
         assert _seam(path, "quarantine", "list").returncode == 0
+        # a HEARTBEAT without prev, far ahead: applied, it would move audit_log past changes never applied
+        ahead = Heartbeat(Position.through("mysql-bin.999999", 4), prev=None)
+        producer.produce(topic["audit_log"], ahead.to_json(), key=b"__seam_control__", headers=[(CONTROL_HEADER, b"1")])
+        producer.flush(30)
+        deadline = time.time() + 60
+        while "audit_log" not in _stopped(pipeline) and time.time() < deadline:
+            time.sleep(1)
+        assert "a Heartbeat without prev" in _stopped(pipeline).get("audit_log", ""), _stopped(pipeline)
+        (held,) = [line.split()[0].lstrip("#") for line in _seam(path, "quarantine", "list").stdout.splitlines()]
+        assert _seam(path, "quarantine", "skip", held, "--note", "forged heartbeat").returncode == 0
+        demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=100, seconds=3, threads=1, seed=7, database=DB)
+        _wait_converged(pipeline, 180)
+        assert _stopped(pipeline) == {}
 
 
 @pytest.mark.parametrize("image", ["MINIMAL", "NOBLOB"])

@@ -270,6 +270,8 @@ class ChangeApplier:
             return
         if doc.source.batch is not None:
             return  # rows of a batch whose BEGIN this sink never saw (superseded, or before its time)
+        if doc.source.prev is None:  # the change reader chains every change (quarantined by ``change``)
+            raise ValueError("a change without source.prev, which the chain check needs")
         commit = Position.through(doc.source.txn["file"], doc.source.txn["pos"])
         if not commit.after(stream.applied):
             return  # its transaction is already in the target (a snapshot or an applied transaction)

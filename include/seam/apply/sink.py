@@ -63,7 +63,7 @@ from seam.state.owners import holder_of, record_holder
 from seam.state.parts import part_beat
 from seam.state.positions import forget_cascades
 from seam.state.schema import ensure_state, try_lock
-from seam.wire.boundary import Begin, End, Tally, parse_control
+from seam.wire.boundary import Begin, End, Heartbeat, SchemaChange, StreamStop, Tally, parse_control
 from seam.wire.records import no_cyclic_gc
 from seam.wire.topics import consumer_config, ensure_topics, table_topic, topic_ids
 
@@ -380,9 +380,14 @@ class Sink:
         else:
             table = self.tables[topic]
             named = (getattr(control, "db", table.db), getattr(control, "table", table.table))
-            if named == (table.db, table.table):
+            if named != (table.db, table.table):
+                reason = f"a {type(control).__name__} naming table {named[0]}.{named[1]}, not this topic's {table.name}"
+            elif isinstance(control, (Heartbeat, SchemaChange, StreamStop)) and control.prev is None:
+                # the change reader chains every one to the table's last (seam.source.streaming): without it
+                # the chain check could not tell a lost change
+                reason = f"a {type(control).__name__} without prev (not the change reader's)"
+            else:
                 return control
-            reason = f"a {type(control).__name__} naming table {named[0]}.{named[1]}, not this topic's {table.name}"
         self.changes.quarantine(topic, message.offset(), _key(message), message.value(), reason)
         return None
 
