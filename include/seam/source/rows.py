@@ -378,6 +378,7 @@ class Decoder:
         self.names = [c.name or f"UNKNOWN_COL{i}" for i, c in enumerate(table.columns)]
         self._readers: list[Reader] | None = None
         self._columns = table.columns
+        self._unnamed = any(not c.name for c in table.columns)
 
     @property
     def readers(self) -> list[Reader]:
@@ -400,6 +401,12 @@ class Decoder:
         return (len(self.names) + 7) // 8
 
     def image(self, data: bytes, pos: int, present: bytes) -> tuple[dict, int]:
+        if self._unnamed:  # matched to today's columns by position, a row could land in the wrong columns
+            raise PartialRowImage(
+                "the binlog's table map carries no column names: the source logs binlog_row_metadata MINIMAL "
+                "(since this table was loaded), and Seam needs FULL. SET GLOBAL binlog_row_metadata = 'FULL' "
+                "(and in my.cnf), then re-run `seam load full`"
+            )
         if present == self._all:  # every column in the image (binlog_row_image FULL): the short way
             nulls = data[pos : pos + self._null_bytes]
             pos += self._null_bytes
