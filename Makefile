@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SEAM := .venv/bin/seam
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test lint torture bench bench-stream bench-validate up down status lock clean
+.PHONY: setup demo test lint torture faults bench bench-stream bench-validate up down status lock clean
 SCALE ?= 0.2
 REPEATS ?= 3
 CASES ?= full,incremental,stream,validation
@@ -27,6 +27,9 @@ DURATION ?= 120
 SNAPSHOT ?=
 torture: setup    ## randomized differential test: workload, loads, kills, independent compare (SEED=1 DURATION=120 SNAPSHOT=portable)
 	@SEAM_TEST_SNAPSHOT=$(SNAPSHOT) bash scripts/torture.sh --seed $(SEED) --duration $(DURATION)
+
+faults: setup     ## every fault of a pipeline's second week under a writer, each with its way out and an independent compare
+	@bash scripts/faults.sh
 
 bench: setup      ## every benchmark case next to its baselines, one process (SCALE=0.2 REPEATS=3 CASES=full,incremental,stream,validation)
 	@.venv/bin/python benchmarks/harness.py --scale $(SCALE) --repeats $(REPEATS) --cases $(CASES)

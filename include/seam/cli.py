@@ -18,6 +18,7 @@ import shlex
 import sys
 import time
 import urllib.parse
+from typing import Any
 
 from seam.config import DEFAULT_PIPELINE, ConfigError, Pipeline, load_pipeline
 from seam.processes import Processes
@@ -550,7 +551,6 @@ def _stream_sink(pipeline, table_args: list[str]) -> int:
     import signal
     import subprocess
 
-    from seam.apply.target import connect_state
     from seam.loads import job_env, spark_submit_command
     from seam.state.owners import Owner
     from seam.state.parts import part_beat, part_failed, part_started, part_stopped
@@ -565,12 +565,11 @@ def _stream_sink(pipeline, table_args: list[str]) -> int:
     cmd = spark_submit_command(
         pipeline, "stream_sink", ["--pipeline", pipeline.path, *table_args], conf={"spark.cores.max": "1"}
     )
-    conn = connect_state(pipeline)
-    part = (conn, pipeline.target.state_schema, pipeline.name, "sink")
+    state = _PartState(pipeline, "sink")
     fresh, delay = True, 5.0
     try:
         while not stopping_or_lost():
-            part_started(*part, fresh=fresh)
+            state.record(part_started, fresh=fresh)
             fresh = False
             job = subprocess.Popen(cmd, env=job_env(), stderr=subprocess.PIPE, text=True, errors="replace")
             relay, last_lines = _relay_stderr(job)
@@ -580,13 +579,13 @@ def _stream_sink(pipeline, table_args: list[str]) -> int:
                     job.terminate()
                     job.wait(60)
                 if time.monotonic() - beat > 2:
-                    part_beat(*part)
+                    state.record(part_beat)
                     beat = time.monotonic()
                 time.sleep(0.5)
             relay.join(timeout=10)
             if not stopping_or_lost():
                 error = _last_error(last_lines) or f"exit {job.returncode}"
-                part_failed(*part, error=error)
+                state.record(part_failed, error=error)
                 delay = 5.0 if time.monotonic() - started > 120 else min(delay * 2, 60.0)  # back off a loop
                 print(
                     f"seam: the streaming sink exited ({job.returncode}: {error}); restarting in {delay:.0f} s",
@@ -594,11 +593,40 @@ def _stream_sink(pipeline, table_args: list[str]) -> int:
                     flush=True,
                 )
                 time.sleep(delay)
-        part_stopped(*part)
+        state.record(part_stopped)
     finally:
-        conn.close()
+        state.close()
         owner.release()
     return _lost(owner)
+
+
+class _PartState:
+    """A part's heartbeats in the target, on a connection of its own that is made again when lost (the
+    target restarted, a DBA terminated it): a heartbeat never stops the part it reports on."""
+
+    def __init__(self, pipeline, part: str):
+        self.pipeline, self.part = pipeline, part
+        self.conn: Any = None
+
+    def record(self, what, **kwargs) -> None:
+        import psycopg
+
+        from seam.apply.target import connect_state
+
+        try:
+            if self.conn is None or self.conn.closed or self.conn.broken:
+                self.conn = connect_state(self.pipeline)
+            what(self.conn, self.pipeline.target.state_schema, self.pipeline.name, self.part, **kwargs)
+        except (psycopg.Error, OSError) as exc:
+            line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            print(f"seam: could not record the {self.part}'s state in the target ({line}); retrying", file=sys.stderr)
+            if self.conn is not None:
+                self.conn.close()
+            self.conn = None
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
 
 
 def _relay_stderr(job):

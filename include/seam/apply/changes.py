@@ -38,6 +38,7 @@ log = logging.getLogger("seam.sink")
 # what decoding a message that is not Seam's raises
 MALFORMED = (msgspec.DecodeError, KeyError, TypeError, ValueError, AttributeError)
 _CASCADE = object()  # the statement of a queued foreign-key cascade (seam.source.cascades applies it)
+GAP_AGAIN_S = 15.0  # a gap still there after this is reported again
 _RUN_TABLES = itertools.count(1)  # names each StreamTable's temporary table uniquely in the sink's session
 
 
@@ -68,6 +69,7 @@ class StreamTable:
         self.buffer_txn: Position | None = None
         self.buffer_at: Position | None = None
         self.gap_reported_at: Position | None = None
+        self.gap_reported_mono = 0.0  # when (time.monotonic)
         self.wait_logged: Position | None = None
         # complete transactions (and stream controls) behind one whose cascade waits for the level above:
         # (first offset, commit position, records or control)
@@ -346,8 +348,11 @@ class ChangeApplier:
 
     def _report_gap(self, stream: StreamTable, what: str) -> None:
         """Ask the change reader to publish again from the target's position (``gap_at``)."""
-        if stream.gap_reported_at != stream.applied:  # once per applied position: the reader rewinds once
-            stream.gap_reported_at = stream.applied
+        # once per applied position (the reader rewinds once), and again while it stays there: a republication
+        # can miss the sink (it arrived while the table's stop was being lifted, or the reader rewound just
+        # before this report and ignored it), and then nothing would ever ask again
+        if stream.gap_reported_at != stream.applied or time.monotonic() - stream.gap_reported_mono > GAP_AGAIN_S:
+            stream.gap_reported_at, stream.gap_reported_mono = stream.applied, time.monotonic()
             log.warning("%s: %s; waiting for the change reader to republish", stream.target, what)
             positions.report_gap(self.conn, self.schema, stream.schema.db, stream.schema.table)
 
@@ -458,7 +463,7 @@ class ChangeApplier:
 
     def control(self, topic: str, control, offset: int | None) -> None:
         """A heartbeat, schema change, stop or rebase; ``offset`` None: it waited behind a transaction."""
-        stream = self.streams.get(topic) or (None if topic in self._no_stream else self._load_stream(topic))
+        stream = self._stream_of(topic)  # a table whose stop was lifted (`seam quarantine skip`) is asked again
         if stream is None:
             return
         if isinstance(control, Rebase):

@@ -258,7 +258,18 @@ class Sink:
     def apply_rows(self, rows) -> None:
         """Apply one Spark micro-batch (``seam.wire.kafka_source`` rows) in one transaction. Messages below the
         stored offsets (a micro-batch replayed after a failure) are skipped: replaying changes nothing. Rows
-        carry their topic's id: a topic recreated on the broker starts again at offset 0."""
+        carry their topic's id: a topic recreated on the broker starts again at offset 0. A transient target
+        error (a lost connection included) applies the micro-batch again from what the target committed,
+        instead of failing the query (which would restart the whole Spark job)."""
+        while True:
+            try:
+                return self._apply_rows(rows)
+            except psycopg.Error as exc:
+                if not transient(exc):
+                    raise
+                self._recover(exc)
+
+    def _apply_rows(self, rows) -> None:
         for row in rows:
             if row.topic_id and self.topic_ids.get(row.topic) != row.topic_id:
                 log.warning(

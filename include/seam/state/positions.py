@@ -85,8 +85,11 @@ def store_columns(conn, schema: str, db: str, table: str, columns: list[dict]) -
 
 
 def report_gap(conn, schema: str, db: str, table: str) -> None:
-    """Ask the change reader to publish the table's changes again from its applied position."""
-    conn.execute(f"UPDATE {qi(schema)}.positions SET gap_at = now() WHERE db = %s AND tbl = %s", (db, table))
+    """Ask the change reader to publish the table's changes again from its applied position. The time is the
+    clock's, not the transaction's start: the reader compares it with when it last rewound."""
+    conn.execute(
+        f"UPDATE {qi(schema)}.positions SET gap_at = clock_timestamp() WHERE db = %s AND tbl = %s", (db, table)
+    )
 
 
 def stream_start(conn, schema: str, topic: str) -> tuple | None:

@@ -1,0 +1,506 @@
+"""`make faults`: a pipeline's second week, one fault after another, under a running writer (issue 32, item 9).
+
+The stream runs as users run it (`seam stream start`: the change reader and the Spark streaming sink) over
+the demo tables, which a writer keeps changing, and three tables of its own: ``notes`` (the table the
+message and row-image faults hit), ``blobs`` (large values) and ``bulk`` (the full load that is killed).
+Each fault is injected while the writer writes; then the writer pauses, the way out Seam printed is taken
+(`seam quarantine skip`, `seam load full`), the stream drains, and the independent comparer
+(``tests/support/independent.py``, no Seam code) compares every table with its source.
+
+A fault passes when exactly the tables it must stop stopped (the others went on), the way out worked, every
+table is equal afterwards and neither part restarted more than twice. The last lines are the table of
+faults and outcomes.
+
+    python -m tests.faults.run             (make faults)
+    python -m tests.faults.run --short     (the CI subset: tests/stack/test_faults.py)
+
+Runs on the test stack (``scripts/test-env.sh``): it starts what is not running and stops what it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import psycopg
+import yaml
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from seam.config import load_pipeline
+from seam.wire.boundary import CONTROL_HEADER
+from seam.wire.topics import table_topic
+from seam_dev import demo
+from seam_dev.stack import EmbeddedStack
+from tests.support.independent import compare
+
+DEMO = ["accounts", "payments", "audit_log"]
+OWN = ["notes", "blobs", "bulk"]
+KEYS = {"audit_log": "none"}
+
+
+class FaultsFailed(AssertionError):
+    pass
+
+
+@dataclass
+class Outcome:
+    fault: str
+    must_stop: set[str]
+    stopped: set[str] = field(default_factory=set)
+    way_out: str = "-"
+    equal: bool = False
+    restarts: int = 0
+    seconds: float = 0.0
+    note: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.stopped == self.must_stop and self.equal and self.restarts <= 2
+
+
+class Run:
+    """One pipeline of its own (database, topics, target schema) with its stream running."""
+
+    def __init__(self, workdir: str, say: Callable[[str], None]):
+        self.say = say
+        self.stack = EmbeddedStack()
+        self.db = f"faults_{int(time.time())}"
+        self.admin = os.environ["SEAM_MYSQL_URL"]
+        demo.seed(load_pipeline(), rows=3000, admin_url=self.admin, database=self.db, log=lambda m: None)
+        with contextlib.closing(demo.connect(self.admin, self.db)) as conn, conn.cursor() as cur:
+            cur.execute("CREATE TABLE notes (id INT PRIMARY KEY, n INT NOT NULL, body TEXT)")
+            cur.execute(f"INSERT INTO notes SELECT seq, 0, CONCAT('note ', seq) FROM {self.db}.seq_1_to_200")
+            cur.execute("CREATE TABLE blobs (id INT PRIMARY KEY, data LONGBLOB)")
+            cur.execute("CREATE TABLE bulk (id INT PRIMARY KEY, v VARCHAR(60))")
+            cur.execute(f"INSERT INTO bulk SELECT seq, REPEAT('v', 50) FROM {self.db}.seq_1_to_300000")
+            conn.commit()
+        doc = yaml.safe_load(open(load_pipeline().path))
+        doc["tables"] = [{"name": f"{self.db}.{t}", "key": KEYS.get(t, ["id"])} for t in DEMO + OWN]
+        doc["kafka"]["topic_prefix"] = f"seam.{self.db}"
+        doc["load"] = {"abandon_after": "20s"}
+        doc["stream"] = {**(doc.get("stream") or {}), "log_dir": workdir}
+        self.path = os.path.join(workdir, "faults.yaml")
+        with open(self.path, "w") as f:
+            yaml.safe_dump(doc, f)
+        self.pipeline = load_pipeline(self.path)
+        self.topic = {t.table: table_topic(self.pipeline, t) for t in self.pipeline.tables}
+        self.writing = threading.Event()
+        self.done = threading.Event()
+        self.writer = threading.Thread(target=self._write, name="faults-writer", daemon=True)
+
+    # ----------------------------------------------------------------- plumbing
+
+    def seam(self, *args: str, timeout: float = 900, check: bool = True) -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            [sys.executable, "-m", "seam.cli", "--pipeline", self.path, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and done.returncode != 0:
+            raise FaultsFailed(
+                f"seam {' '.join(args)} failed ({done.returncode}): {(done.stdout + done.stderr)[-2000:]}"
+            )
+        return done
+
+    def _write(self) -> None:
+        while not self.done.is_set():
+            if not self.writing.wait(0.2):
+                continue
+            demo.run_writer(self.admin, rate=100, seconds=1, threads=1, database=self.db)
+
+    def target(self):
+        return psycopg.connect(**self.pipeline.target.conninfo(), autocommit=True)
+
+    def source(self):
+        conn = demo.connect(self.admin, self.db)
+        conn.autocommit(True)
+        return contextlib.closing(conn)
+
+    def stopped(self) -> dict[str, str]:
+        with self.target() as conn:
+            rows = conn.execute(
+                "SELECT tbl, stopped FROM seam.positions WHERE db = %s AND stopped IS NOT NULL", (self.db,)
+            ).fetchall()
+        return dict(rows)
+
+    def restarts(self) -> int:
+        with self.target() as conn:
+            row = conn.execute(
+                "SELECT coalesce(sum(restarts), 0) FROM seam.stream_parts WHERE pipeline = %s "
+                "AND part IN ('reader', 'sink')",
+                (self.pipeline.name,),
+            ).fetchone()
+        return int(row[0])
+
+    def sink_backends(self, waiting: bool = False) -> list[int]:
+        """The target sessions of Seam's parts (``waiting``: those waiting on a lock)."""
+        with self.target() as conn:
+            return [
+                r[0]
+                for r in conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = 'seam-sink' "
+                    "AND datname = current_database() AND pid <> pg_backend_pid()"
+                    + (" AND state = 'active' AND wait_event_type = 'Lock'" if waiting else "")
+                )
+            ]
+
+    def published(self, table: str) -> int:
+        """The end offset of the table's topic."""
+        consumer = Consumer({"bootstrap.servers": self.pipeline.kafka.bootstrap, "group.id": "seam-faults"})
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(self.topic[table], 0), timeout=10)[1]
+        finally:
+            consumer.close()
+
+    def dba(self, sql: str, pids: list[int]) -> int:
+        with self.target() as conn:
+            return sum(conn.execute(sql, (pid,)).fetchone()[0] for pid in pids)
+
+    def wait_for(self, what: str, condition: Callable[[], bool], limit_s: float = 120) -> bool:
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            if condition():
+                return True
+            time.sleep(0.5)
+        self.say(f"  gave up waiting for {what} after {limit_s:.0f} s")
+        return False
+
+    def produce(self, table: str, value: bytes, control: bool = False) -> None:
+        producer = Producer({"bootstrap.servers": self.pipeline.kafka.bootstrap})
+        producer.produce(self.topic[table], value, key=b"k", headers=[(CONTROL_HEADER, b"1")] if control else None)
+        producer.flush(30)
+
+    def skip_quarantined(self) -> str:
+        listed = self.seam("quarantine", "list", check=False)
+        ids = [line.split()[0].lstrip("#") for line in listed.stdout.splitlines() if line.startswith("#")]
+        for id_ in ids:
+            self.seam("quarantine", "skip", id_, "--note", "make faults")
+        return f"seam quarantine skip {', '.join(ids)}"
+
+    def reload(self, table: str) -> str:
+        self.seam("load", "full", f"{self.db}.{table}")
+        return f"seam load full {self.db}.{table}"
+
+    def equal(self) -> tuple[bool, str]:
+        """After the stream drained: every table that is not stopped equal to its source."""
+        waited = self.seam("stream", "wait", "--timeout", "180", check=False)
+        if waited.returncode not in (0, 3):
+            return False, waited.stderr.strip()[-300:]
+        kwargs = self.pipeline.source.pymysql_kwargs()
+        stopped = self.stopped()
+        for table in DEMO + OWN:
+            if table in stopped:
+                continue
+            why = compare(kwargs, self.pipeline.target.conninfo(), self.db, table)
+            if why:
+                return False, why[:300]
+        return True, ""
+
+    # ----------------------------------------------------------------- the run
+
+    def start(self) -> None:
+        self.seam("load", "full", *[f"{self.db}.{t}" for t in DEMO + OWN])
+        self.seam("stream", "start", timeout=300)
+        self.writer.start()
+
+    def close(self) -> None:
+        self.done.set()
+        self.writing.clear()
+        self.writer.join(60)
+        self.seam("stream", "stop", timeout=180, check=False)
+
+    def fault(self, name: str, must_stop: set[str], inject: Callable[[Run], str | None]) -> Outcome:
+        """Inject under the writer; take the way out for what stopped; drain; compare."""
+        began, restarts = time.monotonic(), self.restarts()
+        outcome = Outcome(name, must_stop)
+        self.say(f"fault: {name}")
+        self.writing.set()
+        try:
+            outcome.note = inject(self) or ""
+            if must_stop:
+                self.wait_for(f"{', '.join(sorted(must_stop))} to stop", lambda: set(self.stopped()) >= must_stop)
+            time.sleep(1)  # the writer writes on after the fault
+        finally:
+            self.writing.clear()
+        outcome.stopped = set(self.stopped())
+        ways = []
+        if outcome.stopped:
+            listed = self.seam("quarantine", "list", check=False)
+            if listed.returncode == 1:
+                ways.append(self.skip_quarantined())
+            for table in sorted(set(self.stopped())):
+                ways.append(self.reload(table))
+        outcome.way_out = "; ".join(ways) or "-"
+        outcome.equal, why = self.equal()
+        if why:
+            outcome.note = (outcome.note + " " + why).strip()
+        outcome.restarts = self.restarts() - restarts
+        outcome.seconds = time.monotonic() - began
+        self.say(
+            f"  {'ok' if outcome.passed else 'FAILED'}: stopped {sorted(outcome.stopped) or 'none'} "
+            f"(must: {sorted(must_stop) or 'none'}); way out: {outcome.way_out}; equal: {outcome.equal}; "
+            f"restarts: {outcome.restarts}; {outcome.seconds:.0f} s {outcome.note}"
+        )
+        return outcome
+
+
+# --------------------------------------------------------------------- faults
+
+
+def cancel_storm(seconds: float) -> Callable[[Run], str]:
+    def inject(run: Run) -> str:
+        cancelled, deadline = 0, time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            cancelled += run.dba("SELECT pg_cancel_backend(%s)", run.sink_backends())
+            time.sleep(0.05)
+        return f"{cancelled} cancel signals"
+
+    return inject
+
+
+def held_row_cancelled(run: Run) -> str:
+    with run.target() as report:
+        report.autocommit = False
+        report.execute(f'SELECT * FROM "{run.db}".accounts WHERE id = 1 FOR UPDATE')
+        with run.source() as src, src.cursor() as cur:
+            cur.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+        cancelled = 0
+        deadline = time.monotonic() + 60
+        while cancelled < 2 and time.monotonic() < deadline:
+            cancelled += run.dba("SELECT pg_cancel_backend(%s)", run.sink_backends(waiting=True))
+            time.sleep(0.05)
+        report.rollback()
+    return f"the sink's wait cancelled {cancelled} times"
+
+
+def deadlock(run: Run) -> str:
+    with run.target() as other:
+        other.autocommit = False
+        other.execute(f'SELECT * FROM "{run.db}".accounts WHERE id = 2 FOR UPDATE')
+        with run.source() as src, src.cursor() as cur:
+            cur.execute("UPDATE accounts SET balance = balance + 1 WHERE id IN (1, 2)")
+        if not run.wait_for("the sink to wait on row 2", lambda: bool(run.sink_backends(waiting=True)), 60):
+            other.rollback()
+            return "the sink never waited"
+        try:  # row 1 is the sink's now: one of the two is chosen as the deadlock's victim
+            other.execute(f'UPDATE "{run.db}".accounts SET balance = balance WHERE id = 1')
+            result = "the sink was the victim (retried)"
+        except psycopg.errors.DeadlockDetected:
+            result = "the other session was the victim"
+        other.rollback()
+    return result
+
+
+def terminate_sink(run: Run) -> str:
+    return f"{run.dba('SELECT pg_terminate_backend(%s)', run.sink_backends())} sink sessions terminated"
+
+
+def restart(service: str) -> Callable[[Run], str]:
+    def inject(run: Run) -> str:
+        run.stack.stop(service)
+        run.stack.up((service,), timeout=240, log=lambda m: None)
+        return f"{service} stopped and started"
+
+    return inject
+
+
+def garbage(run: Run) -> str:
+    run.produce("notes", b"\x00not a seam record at all")
+    return "20 bytes of garbage on notes' topic"
+
+
+def truncated(run: Run) -> str:
+    run.produce("notes", b'{"op":"u","before":{"id":1,"n":0},"after":{"id":1,"n":')
+    return "a record cut short on notes' topic"
+
+
+def forged_begin(run: Run) -> str:
+    begin = (
+        b'{"v":1,"control":"BEGIN","batch":"forged","db":"%s","table":"accounts","mode":"full","columns":[],"key":[]}'
+    )
+    run.produce("notes", begin % run.db.encode(), control=True)
+    return "a BEGIN naming accounts on notes' topic"
+
+
+def row_image(image: str) -> Callable[[Run], str]:
+    def inject(run: Run) -> str:
+        with run.source() as src, src.cursor() as cur:
+            cur.execute(f"SET SESSION binlog_row_image = '{image}'")
+            cur.execute("UPDATE notes SET n = n + 1 WHERE id <= 5")  # body (TEXT) unchanged: not logged
+        return f"an UPDATE of notes logged with binlog_row_image {image}"
+
+    return inject
+
+
+def large_value(run: Run) -> str:
+    with run.source() as src, src.cursor() as cur:
+        cur.execute(
+            "INSERT INTO blobs VALUES (1, REPEAT('x', 5 * 1024 * 1024)) ON DUPLICATE KEY UPDATE data = VALUES(data)"
+        )
+    return "a 5 MiB LONGBLOB"
+
+
+def nul(run: Run) -> str:
+    with run.source() as src, src.cursor() as cur:
+        cur.execute("UPDATE notes SET body = 'nul\\0inside' WHERE id = 7")
+    return "a NUL in notes.body"
+
+
+def second_reader(run: Run) -> str:
+    done = run.seam("stream", "reader", timeout=120, check=False)
+    line = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+    if done.returncode != 2 or "already runs" not in line:
+        raise FaultsFailed(f"a second reader was not refused: {done.returncode} {line}")
+    return f"refused: {line[:120]}"
+
+
+def killed_full_load(run: Run) -> str:
+    before = run.published("bulk")
+    load = subprocess.Popen(
+        [sys.executable, "-m", "seam.cli", "--pipeline", run.path, "load", "full", f"{run.db}.bulk"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+    def begun() -> bool:  # BEGIN and some of the 300,000 rows are on the topic, END is not
+        return run.published("bulk") > before + 2000
+
+    caught = run.wait_for("the load to publish rows", begun, 300)
+    for pid in _tree(load.pid):  # the whole tree (Spark runs in sessions of its own): no on_kill, no cleanup
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    load.wait(60)
+    if not caught:
+        return "the load ended before it could be killed"
+
+    def abandoned() -> bool:
+        with run.target() as conn:
+            return bool(
+                conn.execute(
+                    "SELECT 1 FROM seam.batches WHERE db = %s AND tbl = 'bulk' AND state = 'abandoned'", (run.db,)
+                ).fetchone()
+            )
+
+    return "killed between BEGIN and END; " + (
+        "abandoned" if run.wait_for("the batch to be abandoned", abandoned, 180) else "NOT abandoned"
+    )
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and every process below it, whatever session or group they run in."""
+    children: dict[int, list[int]] = {}
+    for proc in os.listdir("/proc"):
+        if proc.isdigit():
+            try:
+                with open(f"/proc/{proc}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(proc))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def faults(short: bool) -> list[tuple[str, set[str], Callable[[Run], str | None]]]:
+    every = [
+        ("pg_cancel_backend on the sink every 50 ms", set(), cancel_storm(5 if short else 30)),
+        ("a target row held, the sink's wait cancelled", set(), held_row_cancelled),
+        ("a deadlock with the sink", set(), deadlock),
+        ("pg_terminate_backend of the sink", set(), terminate_sink),
+        ("PostgreSQL restarted", set(), restart("postgres")),
+        ("the broker restarted", set(), restart("kafka")),
+        ("a garbage message", {"notes"}, garbage),
+        ("a truncated record", {"notes"}, truncated),
+        ("a BEGIN naming another table", {"notes"}, forged_begin),
+        ("a full load SIGKILLed between BEGIN and END", set(), killed_full_load),
+        ("binlog_row_image NOBLOB", {"notes"}, row_image("NOBLOB")),
+        ("binlog_row_image MINIMAL", {"notes"}, row_image("MINIMAL")),
+        ("a 5 MiB value", set(), large_value),
+        ("a NUL character", set(), nul),
+        ("a second change reader", set(), second_reader),
+    ]
+    if short:  # CI: one of each kind
+        keep = {0, 3, 6, 8, 9, 10, 13, 14}
+        return [f for i, f in enumerate(every) if i in keep]
+    return every
+
+
+def table(outcomes: list[Outcome]) -> str:
+    rows = [("fault", "must stop", "stopped", "way out", "equal", "restarts", "s", "")]
+    for o in outcomes:
+        rows.append(
+            (
+                o.fault,
+                ",".join(sorted(o.must_stop)) or "-",
+                ",".join(sorted(o.stopped)) or "-",
+                o.way_out.replace(f"seam load full {o.fault}", "")[:60],
+                "yes" if o.equal else "NO",
+                str(o.restarts),
+                f"{o.seconds:.0f}",
+                "ok" if o.passed else "FAILED",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def run_faults(short: bool, say: Callable[[str], None] = print) -> list[Outcome]:
+    workdir = tempfile.mkdtemp(prefix="seam-faults-")
+    run = Run(workdir, say)
+    say(f"faults: database {run.db}, pipeline {run.path}")
+    run.start()
+    outcomes = []
+    try:
+        for name, must_stop, inject in faults(short):
+            outcomes.append(run.fault(name, must_stop, inject))
+    finally:
+        run.close()
+    say("\n" + table(outcomes))
+    return outcomes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--short", action="store_true", help="the CI subset")
+    args = parser.parse_args(argv)
+    from seam_dev.stack import use_stack_env
+
+    stack = EmbeddedStack()
+    stack.settings(create=True)
+    started = [name for name in ("mysql", "kafka", "postgres") if not stack._alive_pid(name)]
+    for name in started:
+        stack.up((name,), timeout=240, log=print)
+    use_stack_env(stack)
+    try:
+        outcomes = run_faults(args.short, say=lambda m: print(m, flush=True))
+    except FaultsFailed as exc:
+        print(f"faults FAILED: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if os.environ.get("SEAM_TEST_KEEP_STACK") != "1":
+            for name in reversed(started):
+                stack.stop(name)
+    failed = [o.fault for o in outcomes if not o.passed]
+    print(
+        f"faults: {len(outcomes) - len(failed)} of {len(outcomes)} passed" + (f"; FAILED: {failed}" if failed else "")
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
