@@ -176,9 +176,23 @@ class Run:
         return False
 
     def produce(self, table: str, value: bytes, control: bool = False) -> None:
+        """A message on the table's topic from a plain client, delivered (checked: after a broker restart a
+        client may need a few tries)."""
         producer = Producer({"bootstrap.servers": self.pipeline.kafka.bootstrap})
-        producer.produce(self.topic[table], value, key=b"k", headers=[(CONTROL_HEADER, b"1")] if control else None)
-        producer.flush(30)
+        results: list = []
+        for _ in range(10):
+            producer.produce(
+                self.topic[table],
+                value,
+                key=b"k",
+                headers=[(CONTROL_HEADER, b"1")] if control else None,
+                on_delivery=lambda error, message: results.append(error),
+            )
+            producer.flush(30)
+            if results and results[-1] is None:
+                return
+            time.sleep(2)
+        raise FaultsFailed(f"could not produce on {self.topic[table]}: {results[-1:]}")
 
     def skip_quarantined(self) -> str:
         listed = self.seam("quarantine", "list", check=False)

@@ -509,3 +509,26 @@ def test_rows_without_column_names_stop_their_table_naming_binlog_row_metadata(r
     stopped = _stopped(pipeline)
     assert set(stopped) == {"payments"} and "binlog_row_metadata" in stopped["payments"], stopped
     _wait_converged(pipeline, 60, tables=["accounts", "audit_log"])
+
+
+def test_a_lock_held_on_one_table_does_not_hold_the_others(reseeded, tmp_path_factory):
+    """A reporting session holds a row of accounts for longer than the sink's lock_timeout: accounts' changes
+    are left for the change reader to publish again, payments and audit_log are applied meanwhile; once the
+    report ends, accounts catches up. Nothing stops."""
+    _, pipeline = _loaded(tmp_path_factory, "lockheld")
+    with (
+        psycopg.connect(**pipeline.target.conninfo()) as report,
+        contextlib.closing(demo.connect(os.environ["SEAM_MYSQL_URL"], DB)) as admin,
+        _streaming(pipeline),
+    ):
+        report.execute(f'SELECT * FROM "{DB}".accounts WHERE id = 1 FOR UPDATE')  # held until the rollback
+        with admin.cursor() as cur:
+            cur.execute("UPDATE accounts SET balance = balance + 5 WHERE id IN (1, 2)")
+            admin.commit()
+        demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=5, threads=1, seed=21, database=DB)
+        _wait_converged(pipeline, 120, tables=["payments", "audit_log"])  # while accounts' row is held
+        ok, _ = _converged(pipeline, ["accounts"])
+        assert not ok, "accounts cannot be equal while its row is held"
+        report.rollback()
+        _wait_converged(pipeline, 180)
+        assert _stopped(pipeline) == {}

@@ -24,7 +24,7 @@ import psycopg
 
 from seam.apply import SinkError
 from seam.apply.decode import SOURCE_ONLY, flagged, record_decoder, schema_from_begin
-from seam.apply.retry import Retrier, first_line, transient
+from seam.apply.retry import LOCK_WAIT, LockWait, Retrier, first_line, transient
 from seam.apply.target import pg_type, qi, row_converter, target_table
 from seam.config import Pipeline, TableConfig
 from seam.source import cascades
@@ -406,8 +406,11 @@ class ChangeApplier:
             by_table.setdefault(op[0].topic, []).append(op)
         for table_ops in by_table.values():
             stream = table_ops[0][0]
+            what = f"changes of {stream.target}"
             try:
-                self.retrier.run(self.conn, functools.partial(self._execute, table_ops), f"changes of {stream.target}")
+                self.retrier.run(self.conn, functools.partial(self._execute, table_ops), what, lock_waits=False)
+            except LockWait as exc:
+                self._defer(stream, str(exc))
             except (psycopg.Error, SinkError) as exc:
                 if transient(exc):
                     raise  # the connection is gone, and the transaction with it: the sink resumes from the target
@@ -415,6 +418,19 @@ class ChangeApplier:
         for stream in self.streams.values():
             if stream.dirty:
                 self._store_position(stream)
+
+    def _defer(self, stream: StreamTable, why: str) -> None:
+        """A table whose changes wait on another session's lock: they are left unapplied in this transaction
+        (its position does not move) and the table is taken up again from the target's position, so its next
+        change reports a gap and the change reader publishes them again; the other tables go on."""
+        log.warning(
+            "%s: its changes wait on a lock another session holds (%s, lock_timeout %s): left for the change "
+            "reader to publish again; the other tables go on",
+            stream.target,
+            why,
+            LOCK_WAIT,
+        )
+        self.streams.pop(stream.topic, None)
 
     def _execute(self, ops: list) -> None:
         """One table's queued statements in order: the changes between two cascades as one run."""

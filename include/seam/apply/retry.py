@@ -8,7 +8,13 @@ connections) and system errors (class 58). Everything else (a value the target r
 missing table) is deterministic: the same statement fails the same way again.
 
 A step retried here runs in a savepoint of the caller's transaction, so a failed attempt leaves nothing
-behind. When the connection itself is gone there is nothing to retry on: the error goes up as it is, and the
+behind.
+
+Locks held by others. The sink's session waits at most ``LOCK_WAIT`` for a row or table lock (``lock_timeout``):
+a reporting query that holds one table's rows for minutes must not hold every table. A table's change
+statements that hit it are not retried in place (``LockWait``): the sink leaves that table's changes unapplied
+in this transaction, the other tables go on, and the change reader publishes that table's changes again
+(``seam.apply.changes``: deferred tables). When the connection itself is gone there is nothing to retry on: the error goes up as it is, and the
 part that owns the connection starts again from what the target committed.
 
 Delivery guarantee: none of its own; a retried step is applied once (its failed attempts rolled back).
@@ -27,6 +33,9 @@ import psycopg
 log = logging.getLogger("seam.sink")
 
 T = TypeVar("T")
+
+LOCK_WAIT = "5s"  # the sink session's lock_timeout
+LOCK_NOT_AVAILABLE = "55P03"
 
 _TRANSIENT_CODES = {"55P03", "57014", "57P01", "57P02", "57P03", "40001", "40P01", "40003"}
 _TRANSIENT_CLASSES = ("08", "53", "58")  # 40002 (a deferred constraint at commit) is the data's, not transient
@@ -51,6 +60,14 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+class LockWait(Exception):
+    """A step waited ``LOCK_WAIT`` on a lock another session holds; the caller leaves it for later."""
+
+    def __init__(self, error: psycopg.Error):
+        super().__init__(first_line(error))
+        self.error = error
+
+
 class Retrier:
     """Runs steps in savepoints, retrying transient errors with exponential backoff and jitter; counts them
     (``seam stream status`` shows the count and the last one)."""
@@ -60,9 +77,10 @@ class Retrier:
         self.count = 0  # transient errors retried since the count was last taken
         self.last: str | None = None
 
-    def run(self, conn, step: Callable[[], T], what: str) -> T:
+    def run(self, conn, step: Callable[[], T], what: str, lock_waits: bool = True) -> T:
         """``step()`` in a savepoint until it succeeds or fails for a reason that is not transient (raised),
-        or the connection is lost (raised: the caller's transaction is gone)."""
+        or the connection is lost (raised: the caller's transaction is gone). ``lock_waits`` False: a lock
+        another session holds past ``LOCK_WAIT`` raises ``LockWait`` instead of waiting again."""
         delay = self.first_delay
         while True:
             try:
@@ -71,6 +89,9 @@ class Retrier:
             except psycopg.Error as exc:
                 if not transient(exc) or connection_lost(conn):
                     raise
+                if not lock_waits and exc.sqlstate == LOCK_NOT_AVAILABLE:
+                    self.note(what, exc)
+                    raise LockWait(exc) from None
                 self.note(what, exc)
                 log.warning(
                     "%s: %s (SQLSTATE %s, transient): retrying in %.1f s", what, first_line(exc), exc.sqlstate, delay

@@ -46,7 +46,7 @@ from seam.apply.batch import OpenBatch, Staged, Stager, Staging
 from seam.apply.changes import MALFORMED, ChangeApplier
 from seam.apply.decode import SparkRowMessage, schema_from_begin
 from seam.apply.merge import merge_window
-from seam.apply.retry import Retrier, connection_lost, first_line, transient
+from seam.apply.retry import LOCK_WAIT, Retrier, connection_lost, first_line, transient
 from seam.apply.swap import check_end, replace_table
 from seam.apply.target import (
     connect_target,
@@ -145,6 +145,7 @@ class Sink:
                     "(or let it apply this batch)"
                 )
             record_holder(conn, self.schema, "topic", topic, "a Seam sink")
+        conn.execute(f"SET lock_timeout = '{LOCK_WAIT}'")  # after the migrations' lock (seam.apply.retry)
         conn.autocommit = False
         return conn
 
