@@ -185,6 +185,7 @@ class Run:
                 self.topic[table],
                 value,
                 key=b"k",
+                partition=0,  # the topic's one partition (one the broker auto-created after a restart has more)
                 headers=[(CONTROL_HEADER, b"1")] if control else None,
                 on_delivery=lambda error, message: results.append(error),
             )
