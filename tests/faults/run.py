@@ -94,6 +94,7 @@ class Run:
         self.pipeline = load_pipeline(self.path)
         self.topic = {t.table: table_topic(self.pipeline, t) for t in self.pipeline.tables}
         self.writing = threading.Event()
+        self.burst = threading.Lock()
         self.done = threading.Event()
         self.writer = threading.Thread(target=self._write, name="faults-writer", daemon=True)
 
@@ -116,7 +117,15 @@ class Run:
         while not self.done.is_set():
             if not self.writing.wait(0.2):
                 continue
-            demo.run_writer(self.admin, rate=100, seconds=1, threads=1, database=self.db)
+            with self.burst:  # ``pause`` waits for a burst to end
+                if self.writing.is_set():
+                    demo.run_writer(self.admin, rate=100, seconds=1, threads=1, database=self.db)
+
+    def pause(self) -> None:
+        """Stop the writer, and wait for its last burst: the source does not move while a fault is judged."""
+        self.writing.clear()
+        with self.burst:
+            pass
 
     def target(self):
         return psycopg.connect(**self.pipeline.target.conninfo(), autocommit=True)
@@ -230,7 +239,7 @@ class Run:
 
     def close(self) -> None:
         self.done.set()
-        self.writing.clear()
+        self.pause()
         self.writer.join(60)
         self.seam("stream", "stop", timeout=180, check=False)
 
@@ -246,7 +255,7 @@ class Run:
                 self.wait_for(f"{', '.join(sorted(must_stop))} to stop", lambda: set(self.stopped()) >= must_stop)
             time.sleep(1)  # the writer writes on after the fault
         finally:
-            self.writing.clear()
+            self.pause()
         outcome.stopped = set(self.stopped())
         ways = []
         if outcome.stopped:

@@ -94,6 +94,7 @@ log = logging.getLogger("seam.streaming")
 
 CONTROL_KEY = b"__seam_control__"
 HEARTBEAT_EVERY_S = 0.5
+IDLE_BEAT_S = 5.0  # an idle table's heartbeat is sent again this often (``_heartbeats``)
 POLL_EVERY_S = 1.0
 
 
@@ -123,6 +124,7 @@ class Followed:
     backlog: collections.deque = field(default_factory=collections.deque)  # (position, events, bytes) published
     gtids: str | None = None  # the GTID set through the applied position it started from, and the server that
     server: str | None = None  # position was read on (None: not recorded; taken to be this one)
+    beat_at: float = 0.0  # when its last heartbeat was sent (time.monotonic)
 
     def unapplied(self) -> tuple[int, int]:
         return self.events - self.applied_events, self.bytes - self.applied_bytes
@@ -782,12 +784,16 @@ class ChangeReader:
         publisher.flush()
 
     def _heartbeats(self, publisher: Publisher, here: Position) -> None:
-        seen = int(time.time() * 1000)
+        """A HEARTBEAT to each table whose chain ends before ``here``, and again every ``IDLE_BEAT_S`` to one
+        whose chain ends there: if the sink missed the last one (it was taking the table up again after a
+        lifted stop), the next one shows it a gap, and it asks for the republication."""
+        seen, now = int(time.time() * 1000), time.monotonic()
         for f in self.followed.values():
-            if here.after(f.published):
+            if here.after(f.published) or (here == f.published and now - f.beat_at > IDLE_BEAT_S):
                 value = Heartbeat(here, prev=f.published, seen_ms=seen, **self._anchor()).to_json()
                 publisher.send(f.topic, value, CONTROL_KEY, headers=[(CONTROL_HEADER, b"1")])
                 self._advance(f, here, 0, len(value))
+                f.beat_at = now
 
     def _control(self, publisher: Publisher, followed: Followed, message) -> None:
         if isinstance(message, SchemaChange):
