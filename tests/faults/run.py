@@ -41,6 +41,7 @@ from seam.wire.topics import table_topic
 from seam_dev import demo
 from seam_dev.stack import EmbeddedStack
 from tests.support.independent import compare
+from tests.support.services import stack_services
 
 DEMO = ["accounts", "payments", "audit_log"]
 OWN = ["notes", "blobs", "bulk"]
@@ -472,7 +473,7 @@ def table(outcomes: list[Outcome]) -> str:
                 o.fault,
                 ",".join(sorted(o.must_stop)) or "-",
                 ",".join(sorted(o.stopped)) or "-",
-                o.way_out.replace(f"seam load full {o.fault}", "")[:60],
+                o.way_out[:60],
                 "yes" if o.equal else "NO",
                 str(o.restarts),
                 f"{o.seconds:.0f}",
@@ -502,23 +503,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--short", action="store_true", help="the CI subset")
     args = parser.parse_args(argv)
-    from seam_dev.stack import use_stack_env
-
-    stack = EmbeddedStack()
-    stack.settings(create=True)
-    started = [name for name in ("mysql", "kafka", "postgres") if not stack._alive_pid(name)]
-    for name in started:
-        stack.up((name,), timeout=240, log=print)
-    use_stack_env(stack)
     try:
-        outcomes = run_faults(args.short, say=lambda m: print(m, flush=True))
+        with stack_services():
+            outcomes = run_faults(args.short, say=lambda m: print(m, flush=True))
     except FaultsFailed as exc:
         print(f"faults FAILED: {exc}", file=sys.stderr)
         return 1
-    finally:
-        if os.environ.get("SEAM_TEST_KEEP_STACK") != "1":
-            for name in reversed(started):
-                stack.stop(name)
     failed = [o.fault for o in outcomes if not o.passed]
     print(
         f"faults: {len(outcomes) - len(failed)} of {len(outcomes)} passed" + (f"; FAILED: {failed}" if failed else "")

@@ -33,6 +33,7 @@ import yaml
 from seam.config import load_pipeline
 from seam_dev.stack import EmbeddedStack
 from tests.support.independent import compare
+from tests.support.services import stack_services
 from tests.torture.workload import BELOW, TABLES, Workload
 
 KEYS = {"owners": ["id"], "entries": ["id"], "notes": ["id"], "events": "none", "postings": ["id"]}
@@ -255,23 +256,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--big-rows", type=int, default=100_000, help="rows of the one big transaction")
     args = parser.parse_args(argv)
-    from seam_dev.stack import use_stack_env
-
-    stack = EmbeddedStack()
-    stack.settings(create=True)
-    started = [name for name in ("mysql", "kafka", "postgres") if not stack._alive_pid(name)]
-    for name in started:
-        stack.up((name,), timeout=240, log=print)
-    use_stack_env(stack)
     try:
-        torture(args.seed, args.duration, args.big_rows, say=lambda m: print(f"[torture] {m}", flush=True))
+        with stack_services():
+            torture(args.seed, args.duration, args.big_rows, say=lambda m: print(f"[torture] {m}", flush=True))
     except TortureFailed as exc:
         print(f"torture FAILED (seed {args.seed}): {exc}", file=sys.stderr)
         return 1
-    finally:
-        if os.environ.get("SEAM_TEST_KEEP_STACK") != "1":
-            for name in reversed(started):
-                stack.stop(name)
     print(f"torture passed (seed {args.seed})")
     return 0
 
