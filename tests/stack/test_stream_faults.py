@@ -1,4 +1,5 @@
-"""Faults of the stream: ADD COLUMN mid-stream is applied and other DDL stops only its table; back-pressure
+"""Faults of the stream: DDL the target can follow is applied mid-stream under a writer, other DDL (and a
+`seam seed` dropping the database) stops only its tables; back-pressure
 bounds what a stopped sink leaves unapplied. (SIGKILLs of the reader, the sink and the broker under a
 workload are in test_torture.py, the randomized differential test.)"""
 
@@ -140,7 +141,29 @@ class _Hooks(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_ddl_add_column_goes_on_other_ddl_stops_only_its_table(seeded_db, tmp_path_factory):
+# DDL the stream follows, run while a writer changes the same tables (the writer updates accounts by id and
+# balance only, inserts payments by column name, and audit_log by position)
+FOLLOWED_DDL = [
+    "ALTER TABLE accounts ADD COLUMN `risk note` varchar(40) NULL AFTER owner, ADD COLUMN tier int NOT NULL DEFAULT 3 FIRST",
+    "UPDATE accounts SET `risk note` = concat('r', id), tier = id % 5 WHERE id % 3 = 0",
+    "ALTER TABLE accounts RENAME COLUMN owner TO holder",
+    "ALTER TABLE accounts DROP COLUMN currency",
+    "ALTER TABLE accounts MODIFY status ENUM('open','frozen','closed','dormant') NOT NULL DEFAULT 'open'",
+    "UPDATE accounts SET status = 'dormant' WHERE id % 4 = 0",
+    "ALTER TABLE accounts MODIFY holder VARCHAR(200) NULL, CHANGE balance balance DECIMAL(24,6) NOT NULL DEFAULT 0",
+    "UPDATE accounts SET holder = NULL WHERE id % 10 = 0",
+    "ALTER TABLE accounts ALTER COLUMN tier SET DEFAULT 7",
+    "ALTER TABLE payments MODIFY amount DECIMAL(24,6) NOT NULL, MODIFY reference VARCHAR(100) NOT NULL",
+    "ALTER TABLE payments MODIFY account_id BIGINT NOT NULL",  # no change at all
+    "TRUNCATE TABLE audit_log",
+]
+
+
+def test_ddl_the_target_can_follow_is_followed_under_a_writer_other_ddl_stops_only_its_table(
+    seeded_db, tmp_path_factory
+):
+    """Each DDL of FOLLOWED_DDL is applied at its binlog position, in order with the writer's changes; the
+    target converges row by row. Then a narrowing MODIFY stops payments alone, loudly, with the remedy."""
     receiver = http.server.HTTPServer(("127.0.0.1", 0), _Hooks)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
     path = _pipeline_file(tmp_path_factory, "ddl", webhook=f"http://127.0.0.1:{receiver.server_port}/seam")
@@ -151,37 +174,51 @@ def test_ddl_add_column_goes_on_other_ddl_stops_only_its_table(seeded_db, tmp_pa
     assert started.returncode == 0, started.stderr + started.stdout
     admin = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     admin.autocommit(True)
+    failed: list[BaseException] = []
+
+    def write():
+        try:
+            demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=150, seconds=20, threads=1, seed=5, database=DB)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            failed.append(exc)
+
+    writer = threading.Thread(target=write)
+    writer.start()
     try:
         with admin.cursor() as cur:
-            cur.execute("UPDATE accounts SET balance = balance + 1 WHERE id % 7 = 0")
-            cur.execute(
-                "ALTER TABLE accounts ADD COLUMN `risk note` varchar(40) NULL, ADD COLUMN tier int NOT NULL DEFAULT 3"
-            )
-            cur.execute("UPDATE accounts SET `risk note` = concat('r', id), tier = id % 5 WHERE id % 3 = 0")
-            cur.execute("INSERT INTO audit_log VALUES (NOW(6), 1, 'x', 'after ddl')")
-            cur.execute("ALTER TABLE payments DROP COLUMN memo")
-            cur.execute("UPDATE accounts SET balance = balance - 1 WHERE id % 11 = 0")
-            cur.execute("INSERT INTO audit_log VALUES (NOW(6), 2, 'y', 'after drop')")
-        _wait_converged(pipeline, 120, tables=["accounts", "audit_log"])
-        status = _seam(path, "stream", "status", timeout=60)
-        assert status.returncode == 1, status.stdout + status.stderr  # a stopped table is a failure to see
-        assert f"{DB}.payments" in status.stdout and "STOPPED" in status.stdout and "DROP COLUMN" in status.stdout
-        assert "seam load full faults_test.payments" in status.stdout
-        alerts = [a for a in _Hooks.received if a["table"] == f"{DB}.payments"]  # the webhook alert
-        assert alerts and alerts[0]["problem"] == "stream stopped" and "DROP COLUMN" in alerts[0]["detail"], (
-            _Hooks.received
-        )
-        assert not [a for a in _Hooks.received if a["table"] != f"{DB}.payments"]
+            for statement in FOLLOWED_DDL:
+                cur.execute(statement)
+                time.sleep(1)
+        writer.join()
+        assert not failed, failed
+        _wait_converged(pipeline, 180)
         with psycopg.connect(**pipeline.target.conninfo()) as conn:
-            cols = [
-                r[0]
+            cols = {
+                r[0]: r[1]
                 for r in conn.execute(
-                    "SELECT column_name FROM information_schema.columns WHERE "
+                    "SELECT column_name, is_nullable FROM information_schema.columns WHERE "
                     "table_schema = %s AND table_name = 'accounts'",
                     (DB,),
                 )
-            ]
-        assert "risk note" in cols and "tier" in cols
+            }
+        assert {"risk note", "tier", "holder"} <= set(cols) and not {"owner", "currency"} & set(cols), cols
+        assert cols["holder"] == "YES"
+        status = _seam(path, "stream", "status", timeout=60)
+        assert status.returncode == 0, status.stdout + status.stderr
+        with admin.cursor() as cur:
+            cur.execute("ALTER TABLE payments MODIFY reference VARCHAR(80) NOT NULL")
+            cur.execute("UPDATE accounts SET balance = balance - 1 WHERE id % 11 = 0")
+            cur.execute("INSERT INTO audit_log VALUES (NOW(6), 2, 'y', 'after the narrowing')")
+        _wait_converged(pipeline, 120, tables=["accounts", "audit_log"])
+        status = _seam(path, "stream", "status", timeout=60)
+        assert status.returncode == 1, status.stdout + status.stderr  # a stopped table is a failure to see
+        assert f"{DB}.payments" in status.stdout and "STOPPED" in status.stdout and "not a widening" in status.stdout
+        assert "seam load full faults_test.payments" in status.stdout
+        alerts = [a for a in _Hooks.received if a["table"] == f"{DB}.payments"]  # the webhook alert
+        assert alerts and alerts[0]["problem"] == "stream stopped" and "VARCHAR(80)" in alerts[0]["detail"], (
+            _Hooks.received
+        )
+        assert not [a for a in _Hooks.received if a["table"] != f"{DB}.payments"]
         # the remedy: a new full load of the stopped table, after which it streams again
         reload = _seam(path, "load", "full", f"{DB}.payments")
         assert reload.returncode == 0, reload.stderr + reload.stdout
@@ -195,13 +232,38 @@ def test_ddl_add_column_goes_on_other_ddl_stops_only_its_table(seeded_db, tmp_pa
                 "AND relnamespace IN (SELECT relnamespace FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid "
                 "WHERE c.relpersistence = 't' AND c.relname LIKE 'seam\\_run\\_%' AND a.attname = 'risk note')"
             ).fetchone()[0]
-        assert 1 <= runs <= 2, (
-            f"{runs} run tables: those of the columns before ADD COLUMN, or before the reload, linger"
-        )
+        assert 1 <= runs <= 2, f"{runs} run tables: those of the columns before the DDL, or before the reload, linger"
     finally:
+        writer.join()
         admin.close()
         _seam(path, "stream", "stop", timeout=120)
         receiver.shutdown()
+
+
+def test_seam_seed_under_a_running_stream_stops_its_tables_never_applies_onto_them(reseeded, tmp_path_factory):
+    """`seam seed` drops and recreates the database while the stream follows it: DROP DATABASE stops every
+    table of it (the recreated tables' rows are never applied on top of the old ones); a full load resumes."""
+    path = _pipeline_file(tmp_path_factory, "reseed")
+    pipeline = load_pipeline(path)
+    load = _seam(path, "load", "full", *[f"{DB}.{t}" for t in TABLES])
+    assert load.returncode == 0, load.stderr + load.stdout
+    started = _seam(path, "stream", "start", timeout=120)
+    assert started.returncode == 0, started.stderr + started.stdout
+    try:
+        demo.seed(load_pipeline(), rows=2_000, admin_url=os.environ["SEAM_MYSQL_URL"], database=DB, log=lambda m: None)
+        demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=5, threads=1, seed=9, database=DB)
+        waited = _seam(path, "stream", "wait", "--timeout", "120", timeout=180)
+        assert waited.returncode == 3, waited.stdout + waited.stderr  # tables stopped
+        with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+            stopped = dict(conn.execute("SELECT tbl, stopped FROM seam.positions WHERE db = %s", (DB,)).fetchall())
+        for table in TABLES:
+            assert stopped.get(table) and "DROP DATABASE" in stopped[table], stopped
+        reload = _seam(path, "load", "full", *[f"{DB}.{t}" for t in TABLES])
+        assert reload.returncode == 0, reload.stderr + reload.stdout
+        demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=5, threads=1, seed=10, database=DB)
+        _wait_converged(pipeline, 180)
+    finally:
+        _seam(path, "stream", "stop", timeout=120)
 
 
 def _waiting_on_a_lock(pipeline) -> list[int]:

@@ -430,7 +430,7 @@ class ChangeApplier:
             why,
             LOCK_WAIT,
         )
-        self.streams.pop(stream.topic, None)
+        self._drop_run_table(self.streams.pop(stream.topic, None))
 
     def _execute(self, ops: list) -> None:
         """One table's queued statements in order: the changes between two cascades as one run."""
@@ -473,7 +473,7 @@ class ChangeApplier:
         if remedy:
             reason = f"{reason}; re-run `seam load full {name}`: its BEGIN supersedes the unapplied changes"
         positions.stop_stream(self.conn, self.schema, stream.schema.db, stream.schema.table, reason)
-        self.streams.pop(stream.topic, None)
+        self._drop_run_table(self.streams.pop(stream.topic, None))
         self._no_stream.add(stream.topic)
         alert(self.pipeline, name, "stream stopped", reason)
 
@@ -500,12 +500,12 @@ class ChangeApplier:
         self.run_ops()
         if topic not in self.streams:
             return  # its pending changes just stopped the table
-        if isinstance(control, SchemaChange):
-            self._add_columns(stream, control)
+        if isinstance(control, SchemaChange) and not self._follow_schema(stream, control):
+            return
         elif isinstance(control, StreamStop):
             log.error("%s: stream stopped: %s", stream.target, control.reason)
             positions.stop_stream(self.conn, self.schema, stream.schema.db, stream.schema.table, control.reason)
-            del self.streams[topic]
+            self._drop_run_table(self.streams.pop(topic))
             self._no_stream.add(topic)
         stream.applied, stream.dirty = control.position, True
         stream.gtids, stream.server = getattr(control, "gtids", None), getattr(control, "server", None) or stream.server
@@ -537,27 +537,69 @@ class ChangeApplier:
         stream.applied, stream.gtids, stream.server, stream.dirty = rebase.position, rebase.gtids, rebase.server, True
         self._store_position(stream)
 
-    def _add_columns(self, stream: StreamTable, change: SchemaChange) -> None:
-        from psycopg import sql as pgsql
-
+    def _follow_schema(self, stream: StreamTable, change: SchemaChange) -> bool:
+        """DDL the source ran (``seam.source.ddl``) made on the target's table, in this transaction: TRUNCATE,
+        renamed, dropped, widened and added columns, and the table's recorded columns. False when the table
+        was left for later (a lock another session holds) or stopped (the target refused)."""
         schema = replace(stream.schema, columns=tuple(Column(**c) for c in change.columns))
-        for column in schema.columns:
-            if column.name in stream.schema.names:
-                continue
-            default = change.defaults.get(column.name)
-            ddl = f"ALTER TABLE {stream.target} ADD COLUMN {qi(column.name)} {pg_type(column, stream.postgis)}"
-            if default is not None:
-                value = row_converter(replace(schema, columns=(column,)), stream.postgis)(
-                    msgspec.defstruct("One", [("v", Any)])(default)
-                )[0]
-                self.conn.execute(pgsql.SQL(ddl + " DEFAULT {}").format(pgsql.Literal(value)))
-                self.conn.execute(f"ALTER TABLE {stream.target} ALTER COLUMN {qi(column.name)} DROP DEFAULT")
-            else:
-                self.conn.execute(ddl)
-            log.info("%s: column %s added (%s)", stream.target, column.name, change.ddl[:200])
-        positions.store_columns(self.conn, self.schema, stream.schema.db, stream.schema.table, change.columns)
+        try:
+            self.retrier.run(
+                self.conn, functools.partial(self._alter_target, stream, schema, change), "DDL", lock_waits=False
+            )
+        except LockWait as exc:
+            self._defer(stream, str(exc))
+            return False
+        except psycopg.Error as exc:
+            if transient(exc):
+                raise
+            self.stop_table(stream, f"the target could not follow {change.ddl[:200]!r} ({first_line(exc)})")
+            return False
+        log.info("%s: followed %s", stream.target, change.ddl[:200])
         self._drop_run_table(stream)
         stream.use(schema)
+        return True
+
+    def _alter_target(self, stream: StreamTable, schema: TableSchema, change: SchemaChange) -> None:
+        target, old = stream.target, stream.schema
+        if change.truncate:
+            self._truncate(stream)
+        for old_name, new_name in change.renamed.items():
+            self.conn.execute(f"ALTER TABLE {target} RENAME COLUMN {qi(old_name)} TO {qi(new_name)}")
+        before = {change.renamed.get(c.name, c.name): c for c in old.columns}
+        for name in set(before) - set(schema.names):
+            self.conn.execute(f"ALTER TABLE {target} DROP COLUMN {qi(name)}")
+        for column in schema.columns:
+            was = before.get(column.name)
+            if was is None:
+                self._add_column(stream, schema, column, change.defaults.get(column.name))
+                continue
+            new_type = pg_type(column, stream.postgis)
+            if pg_type(was, stream.postgis) != new_type:
+                self.conn.execute(f"ALTER TABLE {target} ALTER COLUMN {qi(column.name)} TYPE {new_type}")
+            if column.nullable and not was.nullable and column.name not in stream.key:
+                self.conn.execute(f"ALTER TABLE {target} ALTER COLUMN {qi(column.name)} DROP NOT NULL")
+        positions.store_columns(self.conn, self.schema, old.db, old.table, change.columns)
+
+    def _truncate(self, stream: StreamTable) -> None:
+        """TRUNCATE when no other session holds the table; DELETE when one does (a report is not cut off)."""
+        try:
+            with self.conn.transaction():
+                self.conn.execute(f"TRUNCATE {stream.target}")
+        except psycopg.errors.LockNotAvailable:
+            self.conn.execute(f"DELETE FROM {stream.target}")
+
+    def _add_column(self, stream: StreamTable, schema: TableSchema, column: Column, default) -> None:
+        from psycopg import sql as pgsql
+
+        ddl = f"ALTER TABLE {stream.target} ADD COLUMN {qi(column.name)} {pg_type(column, stream.postgis)}"
+        if default is None:
+            self.conn.execute(ddl)
+            return
+        value = row_converter(replace(schema, columns=(column,)), stream.postgis)(
+            msgspec.defstruct("One", [("v", Any)])(default)
+        )[0]
+        self.conn.execute(pgsql.SQL(ddl + " DEFAULT {}").format(pgsql.Literal(value)))
+        self.conn.execute(f"ALTER TABLE {stream.target} ALTER COLUMN {qi(column.name)} DROP DEFAULT")
 
     def drop_run_tables(self) -> None:
         """Every table's run table (the sink's session is kept, its streamed tables are loaded again)."""

@@ -71,6 +71,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
+from seam.source.ddl import ddl_effect
 from seam.source.schema import Column, TableSchema
 from seam.wire.codecs import Date, codec, zero_date_sql
 from seam.wire.records import Position, Record, key_of, normalize_row
@@ -238,7 +239,7 @@ def _open_under_global_lock(conn, what: str) -> Position:
 
 def _touched(source, low: Position, high: Position, tables) -> bool:
     """Whether the binlog (low, high] changes any of ``tables`` (rows, DDL, or something unreadable)."""
-    from seam.source.binlog import BinlogReader, LostTransaction, Statement, Transaction, ddl_effect
+    from seam.source.binlog import BinlogReader, LostTransaction, Statement, Transaction
 
     wanted = set(tables)
     reader = BinlogReader(source, low, {db for db, _ in wanted}, tables=wanted, end=high, server_id=None)
@@ -504,7 +505,7 @@ def reconcile(
     start = min(positions.values())
     if not target.after(start):
         return
-    from seam.source.binlog import BinlogReader, LostTransaction, Statement, Transaction, ddl_effect
+    from seam.source.binlog import BinlogReader, LostTransaction, Statement, Transaction
 
     def needed(image: dict, commit: Position) -> bool:  # chunk i's snapshot holds what committed up to Pi
         return commit.after(positions[plan.chunk_of(image[plan.column])] if plan.column else start)

@@ -76,10 +76,10 @@ from seam.source.binlog import (
     Statement,
     Tick,
     Transaction,
-    ddl_effect,
     locate,
     replica_clash,
 )
+from seam.source.ddl import ddl_effect, followed_columns
 from seam.source.gtid import GtidError, GtidSet, gtids_at, gtids_enabled, is_mariadb, server_identity
 from seam.source.schema import COLUMN_FIELDS, Column, TableSchema, column_from_row, reachable
 from seam.source.snapshot import binlog_files, source_head
@@ -830,29 +830,33 @@ class ChangeReader:
                 )
         for (db, table), followed in list(self.followed.items()):
             effect = ddl_effect(statement.query, statement.schema, db, table)
-            if effect is None:
+            if effect is None or not statement.position.after(followed.published):
                 continue
             kind, detail = effect
-            if kind == "add" and not statement.in_transaction:
-                change = self._added_columns(followed, detail, statement.query, statement.position)
-                if isinstance(change, SchemaChange):
-                    if statement.position.after(followed.published):
-                        self._control(publisher, followed, change)
-                        followed.schema = replace(followed.schema, columns=tuple(Column(**c) for c in change.columns))
-                        log.info(
-                            "%s: columns %s added at %s; the stream goes on",
-                            followed.table.name,
-                            ", ".join(detail),
-                            statement.position,
-                        )
-                    continue
-                detail = change
+            if kind == "truncate":
+                change = SchemaChange(
+                    statement.position,
+                    followed.published,
+                    [asdict(c) for c in followed.schema.columns],
+                    {},
+                    statement.query.strip()[:1000],
+                    truncate=True,
+                )
+            elif kind == "alter" and not statement.in_transaction:
+                change = self._altered(followed, detail, statement.query, statement.position)
+            else:
+                change = detail
+            if isinstance(change, SchemaChange):
+                self._control(publisher, followed, change)
+                followed.schema = replace(followed.schema, columns=tuple(Column(**c) for c in change.columns))
+                log.info("%s: %s at %s followed; the stream goes on", followed.table.name, kind, statement.position)
+                continue
             self._stop(
                 publisher,
                 followed,
                 statement.position,
                 f"a statement at {statement.position} that the "
-                f"stream cannot follow: {statement.query.strip()[:300]!r} ({detail})",
+                f"stream cannot follow: {statement.query.strip()[:300]!r} ({change})",
             )
 
     def _rolled_back(self, publisher: Publisher, rolled: RolledBack) -> None:
@@ -882,47 +886,29 @@ class ChangeReader:
             row = cur.fetchone()
         return str(row[0]) if row and row[0] else "unknown"
 
-    def _added_columns(self, followed: Followed, names: list[str], ddl: str, position: Position):
-        """The table's columns after ADD COLUMN, from the source's current definition of the added ones;
-        a string (the reason) when that cannot be done exactly."""
+    def _altered(self, followed: Followed, clauses: list[tuple], ddl: str, position: Position):
+        """The SCHEMA message for an ALTER whose column clauses the target can follow (checked against the
+        source's definition now, ``seam.source.ddl.followed_columns``); a string (the reason) otherwise."""
         with self._source().cursor() as cur:
             cur.execute(
                 f"SELECT {COLUMN_FIELDS}, COLUMN_DEFAULT FROM information_schema.COLUMNS "
-                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
                 (followed.table.db, followed.table.table),
             )
-            found = {r[0]: r for r in cur.fetchall()}
-        columns, defaults = [asdict(c) for c in followed.schema.columns], {}
-        for name in names:
-            r = found.get(name)
-            if r is None:
-                return f"column {name} is no longer on the source"
-            column = column_from_row(r)
-            default = literal_default(r[6])
-            if default is _COMPUTED or (default is None and not column.nullable):
-                return f"column {name} gets a default the stream cannot reproduce ({r[6]!r})"
-            if default is not None and column.data_type in {
-                "date",
-                "datetime",
-                "timestamp",
-                "time",
-                "bit",
-                "binary",
-                "varbinary",
-                "blob",
-                "json",
-            }:
-                return f"column {name} has a {column.data_type} default the stream does not reproduce"
-            defaults[name] = None if default is None else normalize(column, default)
-            columns.append(asdict(column))
-        return SchemaChange(position, followed.published, columns, defaults, ddl.strip()[:1000])
+            now = [(column_from_row(r), r[6]) for r in cur.fetchall()]
+        result = followed_columns(followed.schema.columns, followed.schema.primary_key, clauses, now)
+        if isinstance(result, str):
+            return result
+        columns, renamed, defaults = result
+        by_name = {c.name: c for c in columns}
+        defaults = {n: None if v is None else normalize(by_name[n], v) for n, v in defaults.items()}
+        return SchemaChange(
+            position, followed.published, [asdict(c) for c in columns], defaults, ddl.strip()[:1000], renamed=renamed
+        )
 
 
 _MAY_CHANGE_KEYS = re.compile(r"\bFOREIGN\b|\bCONSTRAINT\b|^\s*(CREATE|DROP|RENAME)\b", re.I)
 _TRANSACTIONAL = {"innodb", "xtradb", "rocksdb", "tokudb", "ndbcluster", "ndb"}
-
-
-_COMPUTED = object()
 
 
 def _clash(server_id: int, who: str) -> str:
@@ -930,17 +916,6 @@ def _clash(server_id: int, who: str) -> str:
         f"server_id {server_id} is used by {who}: each binlog reader needs its own; give this pipeline a "
         f"source.server_id of its own in the pipeline file (or stop the other `seam stream` of this pipeline)"
     )
-
-
-def literal_default(value):
-    """MariaDB's COLUMN_DEFAULT: None for no default/NULL, the value of a literal, _COMPUTED otherwise."""
-    if value is None or value.upper() == "NULL":
-        return None
-    if value.startswith("'") and value.endswith("'"):
-        return value[1:-1].replace("''", "'").replace("\\\\", "\\")
-    if re.fullmatch(r"-?\d+(\.\d+)?", value):
-        return value
-    return _COMPUTED
 
 
 # ------------------------------------------------------------------ lag ----

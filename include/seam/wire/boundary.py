@@ -168,8 +168,10 @@ class Heartbeat:
 
 @dataclass(frozen=True)
 class SchemaChange:
-    """``ALTER TABLE ... ADD COLUMN`` at ``position``: the table's columns from here on (with the value the
-    source gave existing rows, ``defaults``); the sink adds the new columns to the target."""
+    """DDL the stream follows, at ``position``: the table's columns from here on (``seam.source.ddl``), with
+    the value the source gave existing rows in added columns (``defaults``) and the columns ``renamed`` (old
+    name to new); ``truncate``: every row is gone. The sink makes the target's table the same, in the
+    transaction that stores the position."""
 
     position: Position
     prev: Position | None
@@ -178,11 +180,15 @@ class SchemaChange:
     ddl: str
     gtids: str | None = None
     server: str | None = None
+    renamed: dict[str, str] = field(default_factory=dict)
+    truncate: bool = False
 
     def to_json(self) -> bytes:
         return _dump(
             {
                 "control": "SCHEMA",
+                "renamed": self.renamed,
+                "truncate": self.truncate,
                 "position": _pos(self.position),
                 "prev": _pos(self.prev),
                 "columns": self.columns,

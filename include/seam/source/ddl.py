@@ -1,0 +1,285 @@
+"""What a statement in the binlog does to one followed table: the DDL the stream follows, the DDL that stops it.
+
+Every statement that removes, recreates, renames onto, refills or reshapes the table is seen (never ignored):
+``DROP DATABASE``/``DROP SCHEMA`` of its database, ``DROP TABLE``, ``CREATE [OR REPLACE] TABLE`` of its name,
+``RENAME TABLE`` away from or onto its name (also ``ALTER TABLE ... RENAME``), ``EXCHANGE PARTITION`` on
+either side, ``IMPORT``/``DISCARD TABLESPACE``, ``TRUNCATE``, every ``ALTER TABLE`` clause that is not an
+index, key or table option, and DML logged as a statement.
+
+The answer is data for the change reader (``seam.source.streaming``), which decides with the source's new
+definition in hand:
+
+- ``None``: nothing happens to the table's rows or columns.
+- ``("truncate", what)``: every row is gone; the sink empties the target in the transaction of the position.
+- ``("alter", [clause, ...])``: column clauses the stream may follow, each a tuple ``("add", name)``,
+  ``("drop", name)``, ``("rename", old, new)``, ``("change", old, new)`` or ``("modify", name)``; the reader
+  checks the result against the source (``widening``) and stops the table when the target cannot follow.
+- ``("stop", what)``: the table's stream stops, loudly, naming ``what``.
+
+Delivery guarantee: none of its own (pure parsing); what it misses would be applied silently, so anything it
+does not recognise as harmless on the table is a stop.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from seam.source.schema import Column
+
+_NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+_QUALIFIED = re.compile(rf"\s*(?:({_NAME})\s*\.\s*)?({_NAME})", re.S)
+_COMMENTS = re.compile(r"/\*.*?\*/|--[^\n]*|#[^\n]*", re.S)
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1].replace("``", "`") if name.startswith("`") else name
+
+
+def _split_clauses(text: str) -> list[str]:
+    """Top-level comma-separated clauses (commas inside parentheses or quotes do not split)."""
+    clauses: list[str] = []
+    current: list[str] = []
+    depth, quote = 0, None
+    for ch in text:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"`":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            clauses.append("".join(current).strip())
+            current = []
+            continue
+        current.append(ch)
+    clauses.append("".join(current).strip())
+    return [c for c in clauses if c]
+
+
+# clauses that change neither rows nor columns: indexes, keys other than the primary, table options, defaults
+_HARMLESS = re.compile(
+    r"^(ADD\s+(INDEX|KEY|UNIQUE|FULLTEXT|SPATIAL|CONSTRAINT|FOREIGN|CHECK)\b|DROP\s+(INDEX|KEY|FOREIGN|CONSTRAINT"
+    r"|CHECK)\b|ALGORITHM\b|LOCK\b|COMMENT\b|FORCE$|ENGINE\b|RENAME\s+(INDEX|KEY)\b|AUTO_INCREMENT\b|ROW_FORMAT\b"
+    r"|KEY_BLOCK_SIZE\b|STATS_\w+\b|(DEFAULT\s+)?(CHARACTER\s+SET|CHARSET|COLLATE)\b|ALTER\s+(INDEX|KEY)\b"
+    rf"|ALTER\s+(COLUMN\s+)?{_NAME}\s+(SET\s+DEFAULT|DROP\s+DEFAULT)\b)",
+    re.I,
+)
+_IF_EXISTS = r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?"
+_COLUMN_CLAUSES = [
+    ("add", re.compile(rf"^ADD\s+(?:COLUMN\s+)?{_IF_EXISTS}({_NAME})\s", re.I)),
+    ("drop", re.compile(rf"^DROP\s+(?:COLUMN\s+)?{_IF_EXISTS}({_NAME})\s*$", re.I)),
+    ("rename", re.compile(rf"^RENAME\s+COLUMN\s+{_IF_EXISTS}({_NAME})\s+TO\s+({_NAME})\s*$", re.I)),
+    ("change", re.compile(rf"^CHANGE\s+(?:COLUMN\s+)?{_IF_EXISTS}({_NAME})\s+({_NAME})\s", re.I)),
+    ("modify", re.compile(rf"^MODIFY\s+(?:COLUMN\s+)?{_IF_EXISTS}({_NAME})\s", re.I)),
+]
+# words after ADD/DROP that are not a column name (ADD PRIMARY KEY, DROP PARTITION, ADD PERIOD ...)
+_NOT_A_COLUMN = {"PRIMARY", "PARTITION", "SYSTEM", "PERIOD", "INDEX", "KEY", "CONSTRAINT", "FOREIGN", "CHECK"}
+_STATEMENT_DML = re.compile(r"(INSERT|REPLACE|UPDATE|DELETE|LOAD\s+DATA|LOAD\s+XML|CALL)\b", re.I)
+
+
+def _column_clause(clause: str) -> tuple | None:
+    for kind, pattern in _COLUMN_CLAUSES:
+        m = pattern.match(clause + " ")
+        if m and not (m.group(1).upper() in _NOT_A_COLUMN and not re.match(r"\w+\s+COLUMN\b", clause, re.I)):
+            return (kind, *(_unquote(g) for g in m.groups()))
+    return None
+
+
+def ddl_effect(query: str, default_db: str | None, db: str, table: str) -> tuple[str, Any] | None:
+    """What ``query`` (run with ``default_db`` as the session's database) does to ``db.table``: see the module."""
+    q = _COMMENTS.sub(" ", query).strip().rstrip(";").strip()
+    me = (db, table)
+
+    def name_at(text: str, at: int = 0) -> tuple[tuple[str | None, str] | None, int]:
+        m = _QUALIFIED.match(text, at)
+        if not m:
+            return None, at
+        return (_unquote(m.group(1)) if m.group(1) else default_db, _unquote(m.group(2))), m.end()
+
+    def names_in(text: str) -> list[tuple[str | None, str]]:
+        return [n for n in (name_at(part)[0] for part in _split_clauses(text)) if n]
+
+    m = re.match(r"ALTER\s+(?:ONLINE\s+)?(?:IGNORE\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?", q, re.I)
+    if m:
+        name, end = name_at(q, m.end())
+        return _alter(q[end:], name == me, me, name_at)
+    m = re.match(r"(DROP|CREATE\s+OR\s+REPLACE)\s+(?:DATABASE|SCHEMA)\s+(?:IF\s+EXISTS\s+)?", q, re.I)
+    if m:  # a database name is one name, which name_at takes for a table's
+        name, _ = name_at(q, m.end())
+        return ("stop", f"{m.group(1).split()[0].upper()} DATABASE") if name and name[1] == db else None
+    m = re.match(r"DROP\s+(TEMPORARY\s+)?TABLES?\s+(?:IF\s+EXISTS\s+)?", q, re.I)
+    if m:  # a temporary table only hides the real one from its own session, and its rows are never logged
+        return ("stop", "DROP TABLE") if not m.group(1) and me in names_in(q[m.end() :]) else None
+    m = re.match(r"CREATE\s+(OR\s+REPLACE\s+)?(TEMPORARY\s+)?TABLE\s+(IF\s+NOT\s+EXISTS\s+)?", q, re.I)
+    if m:
+        # IF NOT EXISTS on a followed table does nothing: the table is there (its DROP would have stopped it)
+        name, _ = name_at(q, m.end())
+        if name != me or m.group(2) or (m.group(3) and not m.group(1)):
+            return None
+        return ("stop", "CREATE OR REPLACE TABLE" if m.group(1) else "CREATE TABLE (the table was recreated)")
+    m = re.match(r"TRUNCATE\s+(?:TABLE\s+)?", q, re.I)
+    if m:
+        name, _ = name_at(q, m.end())
+        return ("truncate", "TRUNCATE") if name == me else None
+    m = re.match(r"RENAME\s+TABLES?\s+", q, re.I)
+    if m:
+        for pair in _split_clauses(q[m.end() :]):
+            old, new = (re.split(r"\s+TO\s+", pair, maxsplit=1, flags=re.I) + [""])[:2]
+            if name_at(old)[0] == me:
+                return ("stop", "RENAME TABLE (renamed away)")
+            if name_at(new)[0] == me:
+                return ("stop", "RENAME TABLE (another table renamed onto its name)")
+        return None
+    m = _STATEMENT_DML.match(q)
+    if (
+        m
+        and (default_db == db or re.search(rf"(?<![\w$]){re.escape(db)}(?![\w$])", q))
+        and re.search(rf"(?<![\w$]){re.escape(table)}(?![\w$])", q)
+    ):
+        return ("stop", f"{' '.join(m.group(1).split()).upper()} logged as a statement, not as rows")
+    return None
+
+
+def _alter(rest: str, mine: bool, me: tuple[str, str], name_at) -> tuple[str, Any] | None:
+    """The clauses of an ALTER TABLE: of the followed table (``mine``), or of another one, which reaches the
+    followed table only by exchanging a partition with it or by being renamed onto its name."""
+    clauses = _split_clauses(rest)
+    if not mine:
+        for clause in clauses:
+            m = re.match(r"(EXCHANGE\s+PARTITION\s+\S+\s+WITH\s+TABLE|RENAME(?:\s+TO|\s+AS)?)\s+", clause, re.I)
+            if m and not re.match(r"RENAME\s+(COLUMN|INDEX|KEY)\b", clause, re.I) and name_at(clause, m.end())[0] == me:
+                what = "EXCHANGE PARTITION" if m.group(1).upper().startswith("EX") else "RENAME (onto its name)"
+                return ("stop", f"ALTER TABLE {what}")
+        return None
+    followed, other = [], []
+    for clause in clauses:
+        if _HARMLESS.match(clause):
+            continue
+        column = _column_clause(clause)
+        if column:
+            followed.append(column)
+        else:
+            words = clause.split() + [""]
+            other.append(f"{words[0].upper()} {words[1]}".strip())
+    if other:
+        return ("stop", "ALTER TABLE " + ", ".join(other))
+    return ("alter", followed) if followed else None
+
+
+# ------------------------------------------------------------------ following an ALTER ----
+
+_INTEGERS = ["tinyint", "smallint", "mediumint", "int", "bigint"]
+_TEXTS = ["tinytext", "text", "mediumtext", "longtext"]
+_BLOBS = ["tinyblob", "blob", "mediumblob", "longblob"]
+# added columns whose default the stream does not turn into a target value (they stop the table)
+_NO_DEFAULT = {"date", "datetime", "timestamp", "time", "bit", "binary", "varbinary", "blob", "json"}
+_COMPUTED = object()
+
+
+def _numbers(column: Column) -> list[int]:
+    return [int(n) for n in re.findall(r"\d+", column.column_type.split(")")[0])]
+
+
+def widening(old: Column, new: Column) -> str | None:
+    """None when every value of ``old`` is the same value of ``new`` and the source rewrote no row for it
+    (so the target, changed the same way, still holds the source's rows); else why not."""
+    if new.nullable < old.nullable:
+        return f"column {new.name} became NOT NULL (the source may have rewritten its NULLs)"
+    if old.column_type == new.column_type:
+        return None
+    a, b = old.data_type, new.data_type
+    same_sign = old.unsigned == new.unsigned and old.zerofill == new.zerofill
+    if a in _INTEGERS and b in _INTEGERS and not (new.zerofill or old.zerofill):
+        wider = _INTEGERS.index(b) - _INTEGERS.index(a)
+        if (same_sign and wider >= 0) or (old.unsigned and not new.unsigned and wider > 0):
+            return None
+    elif a == b and a in ("varchar", "char", "varbinary"):
+        if _numbers(new) >= _numbers(old):
+            return None
+    elif a == b == "decimal" and same_sign:
+        (p, s), (p2, s2) = (_numbers(old) + [0, 0])[:2], (_numbers(new) + [0, 0])[:2]
+        if s2 == s and p2 >= p:
+            return None
+    elif (a in _TEXTS and b in _TEXTS and _TEXTS.index(b) >= _TEXTS.index(a)) or (
+        a in _BLOBS and b in _BLOBS and _BLOBS.index(b) >= _BLOBS.index(a)
+    ):
+        return None
+    elif a == b and a in ("enum", "set") and new.members[: len(old.members)] == old.members:
+        return None
+    return f"column {new.name} changed from {old.column_type} to {new.column_type}, which is not a widening"
+
+
+def literal_default(value):
+    """MariaDB's COLUMN_DEFAULT: None for no default/NULL, the value of a literal, _COMPUTED otherwise."""
+    if value is None or value.upper() == "NULL":
+        return None
+    if value.startswith("'") and value.endswith("'"):
+        return value[1:-1].replace("''", "'").replace("\\\\", "\\")
+    if re.fullmatch(r"-?\d+(\.\d+)?", value):
+        return value
+    return _COMPUTED
+
+
+def followed_columns(
+    old: tuple[Column, ...], key: tuple[str, ...], clauses: list[tuple], now: list[tuple[Column, Any]]
+) -> tuple[list[Column], dict[str, str], dict[str, Any]] | str:
+    """The table's columns after an ALTER of ``clauses``, given its columns before (``old``) and the
+    source's definition now (``now``: each column with its COLUMN_DEFAULT, in the source's order):
+    (columns, renamed old -> new, defaults of added columns as source literals), or why the stream cannot
+    follow it exactly. The source's definition must be what the clauses leave: when a later ALTER already
+    changed it, the stream stops rather than guess."""
+    names = [c.name for c in old]
+    renamed: dict[str, str] = {}
+    changed, added, dropped = set(), set(), set()
+    for clause in clauses:
+        kind, name = clause[0], clause[1]
+        if kind in ("drop", "rename", "change") and name in key and (kind == "drop" or clause[2] != name):
+            return f"it {'drops' if kind == 'drop' else 'renames'} key column {name}"
+        if kind == "add":
+            if name in names or name in dropped:
+                return f"column {name} is added where one of that name was or is"
+            names.append(name)
+            added.add(name)
+        elif name not in names or name in added:
+            return f"column {name} is not one the stream knows"
+        elif kind == "drop":
+            names.remove(name)
+            dropped.add(name)
+        else:
+            new = clause[2] if kind in ("rename", "change") else name
+            if new != name:
+                if new in names or new in dropped:
+                    return f"column {name} is renamed onto {new}, a name the table had"
+                names[names.index(name)] = new
+                first = next((o for o, n in renamed.items() if n == name), name)
+                renamed.pop(first, None)
+                renamed[first] = new
+            if kind != "rename":
+                changed.add(new)
+    current = {c.name: (c, d) for c, d in now}
+    if set(current) != set(names):
+        return (
+            f"the source's columns now ({', '.join(current)}) are not those the statement leaves "
+            f"({', '.join(names)}): a later change came first"
+        )
+    before = {renamed.get(c.name, c.name): c for c in old}
+    defaults: dict[str, Any] = {}
+    for column, default in now:
+        if column.name in added:
+            value = literal_default(default)
+            if value is _COMPUTED or (value is None and not column.nullable):
+                return f"column {column.name} gets a default the stream cannot reproduce ({default!r})"
+            if value is not None and column.data_type in _NO_DEFAULT:
+                return f"column {column.name} has a {column.data_type} default the stream does not reproduce"
+            defaults[column.name] = value
+            continue
+        was = before[column.name]
+        if column.name not in changed and was.column_type != column.column_type:
+            return f"column {column.name} is not {was.column_type} any more: a later change came first"
+        why = widening(was, column)
+        if why:
+            return why
+    return [c for c, _ in now], renamed, defaults
