@@ -284,6 +284,25 @@ def cmd_validate(args, procs: Processes) -> int:
     return 0 if all(r.verdict == "equal" for r in reports) else 1
 
 
+def cmd_repair(args, procs: Processes) -> int:
+    from seam.repair import repair_table
+
+    pipeline = _pipeline(args)
+    if args.max_rows is not None and args.max_rows < 1:
+        raise ConfigError("repair", "--max-rows must be at least 1")
+    for name in args.tables:
+        result = repair_table(
+            pipeline,
+            pipeline.table(name),
+            full=args.full,
+            max_rows=args.max_rows,
+            timeout=args.timeout,
+            say=lambda line: print(line, flush=True),
+        )
+        print(result.summary(), flush=True)
+    return 0
+
+
 def cmd_sink(args, procs: Processes) -> int:
     import logging
     import signal
@@ -872,6 +891,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="also print the reports as JSON")
     p.set_defaults(func=cmd_validate)
 
+    p = sub.add_parser(
+        "repair",
+        parents=[common],
+        help="copy again only the rows that differ from the source, and go on streaming from there",
+    )
+    p.add_argument("tables", nargs="+", metavar="TABLE", help="db.table, or a table name unique in the pipeline")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="compare with the source as it is now, not at the table's position (its binlog is gone, or it stopped)",
+    )
+    p.add_argument("--max-rows", type=int, default=None, help="at most this many differing rows (repair.max_rows)")
+    p.add_argument("--timeout", type=float, default=900.0, help="give up after this many seconds")
+    p.set_defaults(func=cmd_repair)
+
     p = sub.add_parser("sink", parents=[common], help="apply table topics to the target (runs until stopped)")
     p.add_argument("--table", action="append", default=[], help="only these tables (repeatable; default all)")
     p.add_argument("--until-batch", action="append", default=[], help="exit once these batches are final")
@@ -933,6 +967,7 @@ def operational_errors() -> tuple[type[Exception], ...]:
     from seam.apply import SinkError
     from seam.apply.target import TargetError
     from seam.loads import LoadError
+    from seam.repair import RepairError
     from seam.source.incremental import IncrementalError
     from seam.source.schema import SchemaError
     from seam.source.snapshot import SnapshotError
@@ -944,6 +979,7 @@ def operational_errors() -> tuple[type[Exception], ...]:
     return (
         OwnerTaken,
         LoadError,
+        RepairError,
         SchemaError,
         SinkError,
         SnapshotError,

@@ -201,6 +201,14 @@ class LoadConfig:
 
 
 @dataclass(frozen=True)
+class RepairConfig:
+    """``seam repair`` (seam.repair): a repair that finds more differing rows than ``max_rows`` in a table
+    changes nothing and says to load the table in full."""
+
+    max_rows: int = 100_000
+
+
+@dataclass(frozen=True)
 class Pipeline:
     name: str
     source: MySQLSource
@@ -212,6 +220,7 @@ class Pipeline:
     notify: Mapping[str, Any] = field(default_factory=dict)
     stream: StreamConfig = field(default_factory=StreamConfig)
     load: LoadConfig = field(default_factory=LoadConfig)
+    repair: RepairConfig = field(default_factory=RepairConfig)
     settlement: Any = None  # seam.settlement.Settlement: the nightly settlement, if the file has one
 
     def table(self, ref: str) -> TableConfig:
@@ -340,10 +349,12 @@ _TOP = (
     "notify",
     "stream",
     "load",
+    "repair",
     "settlement",
 )
 _STREAM = ("max_lag_seconds", "log_dir")
 _LOAD = ("abandon_after",)
+_REPAIR = ("max_rows",)
 _SOURCE = ("type", "host", "port", "user", "password", "server_id", "snapshot")
 _KAFKA = ("bootstrap", "topic_prefix", "partitions", "max_unapplied_events", "max_unapplied_bytes", "max_value_bytes")
 _TARGET = ("type", "host", "port", "database", "user", "password", "state_schema", "text_nul")
@@ -540,6 +551,8 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
     load = LoadConfig(abandon_after=_duration(r, ld, "abandon_after", "load", LoadConfig.abandon_after))
     if load.abandon_after <= 0:
         raise r.fail("load.abandon_after", "must be more than 0 (e.g. 15m)")
+    rp = r.mapping(top.get("repair") or {}, "repair", _REPAIR)
+    repair = RepairConfig(max_rows=r.integer(rp, "max_rows", "repair", RepairConfig.max_rows, 1, 10**9))
     from seam import settlement as settlement_section
 
     settlement = settlement_section.parse(top.get("settlement"), source)
@@ -556,6 +569,7 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
         notify=notify,
         stream=stream,
         load=load,
+        repair=repair,
         settlement=settlement,
     )
 

@@ -149,7 +149,7 @@ def job_env(connections: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _sink_running(conn, topic: str) -> bool:
+def sink_running(conn, topic: str) -> bool:
     return held_by_another(conn, "topic", topic)
 
 
@@ -397,7 +397,7 @@ def _run_batches(
 
     sink = None
     try:
-        if not all(_sink_running(conn, topic) for topic in topics):
+        if not all(sink_running(conn, topic) for topic in topics):
             sink = start_sink()
         job_args = [*(["--pipeline", pipeline_path] if pipeline_path else []), *job_args]
         spark: SparkJob
@@ -440,11 +440,11 @@ def _run_batches(
                     f"the Spark job failed (exit {code}); nothing of the unfinished batch is visible, "
                     "the target keeps the previous data; fix the cause above and re-run"
                 )
-            if sink is None and not all(_sink_running(conn, t) for t in topics):
+            if sink is None and not all(sink_running(conn, t) for t in topics):
                 # the sink we left it to was another load's, and it ended with that load's batch
                 say("the running sink stopped before the batch committed; starting one for it")
                 sink = start_sink()
-            if sink is not None and sink.poll() is not None and all(_sink_running(conn, t) for t in topics):
+            if sink is not None and sink.poll() is not None and all(sink_running(conn, t) for t in topics):
                 # a streaming sink (re)started between the check above and ours, and took the topics first: it
                 # applies the batch as it does when it runs from the start
                 say("a running sink took the topics first: it applies the batch")

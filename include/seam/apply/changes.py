@@ -30,7 +30,7 @@ from seam.config import Pipeline, TableConfig
 from seam.source import cascades
 from seam.source.schema import Column, TableSchema
 from seam.state import positions, quarantine
-from seam.wire.boundary import Begin, Heartbeat, Rebase, SchemaChange, StreamStop
+from seam.wire.boundary import EXACT_MODES, Begin, Heartbeat, Rebase, SchemaChange, StreamStop
 from seam.wire.records import Position
 
 log = logging.getLogger("seam.sink")
@@ -640,7 +640,7 @@ class ChangeApplier:
         config = self.tables[topic]
         row = positions.stream_start(self.conn, self.schema, topic)
         # changes apply only to a streamed table whose last load was a full load (see seam.source.incremental: modes)
-        if row is None or row[8] != "full" or config.sync != "stream":
+        if row is None or row[8] not in EXACT_MODES or config.sync != "stream":
             self._no_stream.add(topic)
             return None
         schema = schema_from_begin(Begin(batch="", db=row[0], table=row[1], mode="full", columns=row[2], key=row[3]))

@@ -47,7 +47,7 @@ from seam.apply.changes import MALFORMED, ChangeApplier
 from seam.apply.decode import SparkRowMessage, schema_from_begin
 from seam.apply.merge import merge_window
 from seam.apply.retry import LOCK_WAIT, Retrier, connection_lost, first_line, transient
-from seam.apply.swap import check_end, replace_table
+from seam.apply.swap import check_end, patch_table, replace_table
 from seam.apply.target import (
     connect_target,
     create_table_sql,
@@ -517,6 +517,14 @@ class Sink:
             log.warning("END of batch %s ignored: it is not the open batch of %s.%s", end.batch, end.db, end.table)
             return
         ledger.batch_ended(self.conn, self.schema, end, offset)
+        if end.mode == "repair" and end.position is None:  # the repair found more to do than it may
+            self._drop_tables(batch)
+            self._finish(end.batch, "cancelled", error=(end.stats or {}).get("cancelled"))
+            log.warning(
+                "repair %s of %s.%s cancelled: %s", end.batch, end.db, end.table, (end.stats or {}).get("cancelled")
+            )
+            self.open[topic] = None
+            return
         try:  # in a savepoint: a rejected batch leaves nothing behind; a cancelled one is tried again
             final_rows = self.retrier.run(self.conn, lambda: self._publish(batch, end), f"batch {end.batch}")
         except (psycopg.Error, SinkError) as exc:
@@ -582,6 +590,8 @@ class Sink:
         check_end(self.conn, batch, end)
         if batch.begin.mode == "incremental":
             return merge_window(self.conn, self.schema, batch, end, self._spatial_as_geometry(batch.schema))
+        if batch.begin.mode == "repair":
+            return patch_table(self.conn, batch)
         return replace_table(self.conn, batch, end)
 
     # ------------------------------------------------------------ state

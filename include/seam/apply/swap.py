@@ -70,6 +70,26 @@ def replace_table(conn, batch: OpenBatch, end: End) -> int:
     return final_rows
 
 
+def patch_table(conn, batch: OpenBatch) -> int:
+    """A repair (``seam.repair``): the target rows with a key the batch names, by a row (the source's row at
+    the batch's position) or by a delete (a row the source does not have), are replaced by the batch's rows,
+    in the caller's transaction; the rest of the table stays as it is. Returns the rows written."""
+    stage, changes, target = batch.stage, batch.changes, target_table(batch.begin.db, batch.begin.table)
+    key = [qi(k) for k in batch.begin.key]
+    if not key:
+        raise SinkError("a repair needs the table's key")
+    match = " AND ".join(f"t.{k} = s.{k}" for k in key)
+    conn.execute(f"DELETE FROM {target} t USING {changes} s WHERE {match}")
+    conn.execute(f"DELETE FROM {target} t USING {stage} s WHERE {match}")
+    if batch.begin.soft_delete:
+        conn.execute(f"DELETE FROM {stage} WHERE {flagged_sql(batch.begin.soft_delete)}")
+    cols = ", ".join(qi(n) for n in batch.schema.names)
+    written = conn.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {stage}").rowcount
+    conn.execute(f"DROP TABLE {stage}")
+    conn.execute(f"DROP TABLE {changes}")
+    return written
+
+
 def _swap(conn, batch: OpenBatch) -> None:
     """Put the staged table in the target table's place, in the caller's transaction, keeping what users
     built on it. A table with views, user indexes, triggers, policies or foreign keys pointing at it is

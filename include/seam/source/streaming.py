@@ -86,7 +86,7 @@ from seam.source.snapshot import binlog_files, source_head
 from seam.state.parts import part_beat, part_failed, part_started, part_stopped
 from seam.state.positions import followed_tables, lag_sample
 from seam.state.schema import ensure_state
-from seam.wire.boundary import CONTROL_HEADER, Heartbeat, Rebase, SchemaChange, StreamStop
+from seam.wire.boundary import CONTROL_HEADER, EXACT_MODES, Heartbeat, Rebase, SchemaChange, StreamStop
 from seam.wire.records import Position, Record, key_of, normalize, normalize_row
 from seam.wire.topics import Publisher, ensure_topics, message_limit, table_topic, topic_ids
 
@@ -218,7 +218,7 @@ class ChangeReader:
                 continue
             if key in self._stopped_batch and self._stopped_batch[key] == st.batch:
                 continue  # stopped by this reader; the sink has not applied the STOP yet
-            if st.last_load != "full":  # a window was merged after the last full load: no exact position
+            if st.last_load not in EXACT_MODES:  # a window was merged after the last full load: no exact position
                 if self.followed.pop(key, None) or key not in self._told_waiting:
                     log.warning(
                         "%s: its last load was a window; the stream follows it again after `seam load full %s`",

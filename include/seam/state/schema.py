@@ -125,6 +125,14 @@ def migrations(schema: str) -> list[tuple[int, list[str]]]:
             since timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (kind, name))""",
             ],
         ),
+        (
+            7,
+            [  # a repair that found more differing rows than it may repair (seam.repair)
+                f"ALTER TABLE {s}.batches DROP CONSTRAINT IF EXISTS batches_state_check",
+                f"""ALTER TABLE {s}.batches ADD CONSTRAINT batches_state_check
+            CHECK (state IN ('open', 'committed', 'rejected', 'superseded', 'abandoned', 'cancelled'))""",
+            ],
+        ),
     ]
 
 

@@ -176,6 +176,7 @@ class Report:
     stale: str | None = None  # why the target is behind its source (a stopped or lagging stream)
     unchecked: str | None = None  # "not loaded" or "error": the table could not be compared ...
     problem: str | None = None  # ... and why
+    compared_at: Position | None = None  # the position both sides were compared at (position mode)
 
     @property
     def verdict(self) -> str:
@@ -278,7 +279,7 @@ def enabled_checks(table: TableConfig) -> tuple[str, ...]:
 # ------------------------------------------------------------------ the two sides
 
 
-class _Side:
+class Side:
     """One database's view of the table: SQL text for its dialect, and a connection inside its snapshot."""
 
     def __init__(
@@ -436,9 +437,12 @@ def validate(
     bucket_rows: int = 1000,
     max_buckets: int = 4096,
     pull_rows: int = 5000,
+    as_of_source: bool = False,
     say: Callable[[str], None] = print,
 ) -> Report:
-    """Compare the table's source and target at a consistent point; see the module docstring."""
+    """Compare the table's source and target at a consistent point; see the module docstring.
+    ``as_of_source``: compare the target as it is with the source's snapshot (exact position Q) as it is, not
+    at the target's position (``seam repair --full``: a position whose binlog is gone, or a stopped table)."""
     started = time.monotonic()
     state = pipeline.target.state_schema
     src = pymysql.connect(
@@ -454,7 +458,7 @@ def validate(
             raise ValidationError(str(exc)) from None
         _check_config(schema, table, scope)
         scope = _resolve(schema, table, scope)
-        _ensure_functions(tgt, state)
+        ensure_functions(tgt, state)
         exists = scalar(tgt, "SELECT to_regclass(%s)", (f"{qi(table.db)}.{qi(table.table)}",))
         if exists is None:
             raise NotLoaded(
@@ -485,8 +489,8 @@ def validate(
         # between is explained by the binlog (P, Q] like any change after the target's position
         opening = snapshot_opening(src, pipeline, table)
         try:
-            source_at = open_snapshot(src, pipeline.source, replace(opening, exact=False), table.name)
-            if opening.method != "mariadb":
+            source_at = open_snapshot(src, pipeline.source, replace(opening, exact=as_of_source), table.name)
+            if opening.method != "mariadb" and not as_of_source:
                 source_at = source_head(src)
         except SnapshotError as exc:
             raise ValidationError(str(exc)) from None
@@ -498,7 +502,8 @@ def validate(
             table=table.name,
             scope=scope.describe(),
             mode="window" if window_mode else "position",
-            target_position=None if window_mode else str(target_at),
+            target_position=None if window_mode else str(source_at if as_of_source else target_at),
+            compared_at=None if window_mode else (source_at if as_of_source else target_at),
             source_position=str(source_at) if source_at else None,
             checks=enabled_checks(table),
             started=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -506,17 +511,17 @@ def validate(
         )
         soft = bool(table.soft_delete)  # flagged rows are kept out of the target in every mode
         nul = pipeline.target.nul_replacement
-        source = _Side("mysql", src, schema, table, state, scope, soft, nul)
-        target = _Side("postgres", tgt, schema, table, state, scope, soft, nul)
+        source = Side("mysql", src, schema, table, state, scope, soft, nul)
+        target = Side("postgres", tgt, schema, table, state, scope, soft, nul)
 
         def changes() -> list:
             """The table's changes in (P, Q]: read only when some bucket differs (an equal table never pays
             for a long binlog since its load)."""
-            if window_mode:
+            if window_mode or as_of_source:
                 return []
             t0 = time.monotonic()
             assert target_at is not None  # outside a window, a loaded table has a position (NotLoaded above)
-            found = _changes_since(pipeline, src, schema, table, target_at, source_at)
+            found = changes_since(pipeline, src, schema, table, target_at, source_at)
             say(
                 f"{table.name}: {len(found):,} row changes in the binlog ({target_at}, {source_at}], read in "
                 f"{time.monotonic() - t0:.1f}s"
@@ -537,7 +542,7 @@ def validate(
             pull_rows=pull_rows,
             say=say,
         )
-        if not window_mode and table.sync == "stream" and target_at is not None:
+        if not window_mode and not as_of_source and table.sync == "stream" and target_at is not None:
             report.stale = _staleness(pipeline, src, table, applied, target_at, source_at)
         report.seconds = time.monotonic() - started
         return report
@@ -689,7 +694,7 @@ def loaded_tables(pipeline: Pipeline) -> list[TableConfig]:
     return [t for t in pipeline.tables if (t.db, t.table) in have]
 
 
-def _ensure_functions(conn, state: str) -> None:
+def ensure_functions(conn, state: str) -> None:
     """The state schema (its ``validations`` ledger), and validation's SQL helper functions in it."""
     ensure_state(conn, state)
     with conn.transaction():
@@ -722,7 +727,7 @@ def _cap_window(schema: TableSchema, table: TableConfig, scope: Scope, watermark
     return Scope(window=window, key_range=scope.key_range)
 
 
-def _changes_since(
+def changes_since(
     pipeline: Pipeline, conn, schema: TableSchema, table: TableConfig, start: Position, end: Position
 ) -> list[tuple[dict | None, dict | None]]:
     """(before, after) images of the table's row changes in (start, end], in binlog order."""
@@ -779,13 +784,13 @@ def _images_at(schema: TableSchema, table: TableConfig, changes) -> dict[tuple[s
     at: dict[tuple[str, ...], dict | None] = {}
     for before, after in changes:
         if before is not None:
-            at.setdefault(_key_texts(schema, table, before), before)
+            at.setdefault(key_texts(schema, table, before), before)
         if after is not None:
-            at.setdefault(_key_texts(schema, table, after), None)
+            at.setdefault(key_texts(schema, table, after), None)
     return at
 
 
-def _key_texts(schema: TableSchema, table: TableConfig, image: dict) -> tuple[str, ...]:
+def key_texts(schema: TableSchema, table: TableConfig, image: dict) -> tuple[str, ...]:
     """A normalised row's key in canonical text (``seam.validate.canonical``) form."""
     texts = tuple(_value_text(schema.column(k), image[k]) for k in table.key)
     return cast(tuple[str, ...], texts)  # key columns are NOT NULL
@@ -844,8 +849,8 @@ class _Plan:
 
 def _compare(
     report: Report,
-    source: _Side,
-    target: _Side,
+    source: Side,
+    target: Side,
     schema: TableSchema,
     table: TableConfig,
     changes: Callable[[], list],
@@ -967,7 +972,7 @@ def _compare(
     ]
 
 
-def _compare_keyless(report: Report, source: _Side, target: _Side, schema: TableSchema, changes, limit: int) -> None:
+def _compare_keyless(report: Report, source: Side, target: Side, schema: TableSchema, changes, limit: int) -> None:
     def canon(image: dict) -> str:
         return json.dumps(image, sort_keys=True, default=str)
 
@@ -993,7 +998,7 @@ def _compare_keyless(report: Report, source: _Side, target: _Side, schema: Table
     ]
 
 
-def _estimated_rows(side: _Side) -> int:
+def _estimated_rows(side: Side) -> int:
     rows = side.run(
         "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
         (side.schema.db, side.schema.table),
@@ -1008,7 +1013,7 @@ def _bucket_of(plan: _Plan, key: tuple[str, ...]) -> int:
     return int(hashlib.md5(text.encode()).hexdigest()[16:23], 16) % plan.buckets
 
 
-def _narrow(source: _Side, target: _Side, lo: int, hi: int, rows: int, pull_rows: int, keep_all: bool) -> list[str]:
+def _narrow(source: Side, target: Side, lo: int, hi: int, rows: int, pull_rows: int, keep_all: bool) -> list[str]:
     """Key-range conditions covering the differences in [lo, hi): split by 16 while a range is too big to pull."""
     k_src = source.col(source.key_cols[0].name)
     if rows <= pull_rows or hi - lo <= SPLIT or keep_all:
@@ -1096,9 +1101,7 @@ def _difference(
     return Difference("different", key_dict, cols, {c: expected[c] for c in cols}, {c: actual[c] for c in cols})
 
 
-def _moved_on(
-    source: _Side, schema: TableSchema, table: TableConfig, differences: list[Difference]
-) -> list[Difference]:
+def _moved_on(source: Side, schema: TableSchema, table: TableConfig, differences: list[Difference]) -> list[Difference]:
     """Window mode: target rows whose source row now has a cursor past the compared window changed after
     its window was loaded; the next window brings them. Those are counted, not reported."""
     suspects = [d for d in differences if d.kind == "extra"]

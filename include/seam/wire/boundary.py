@@ -43,7 +43,9 @@ from typing import Any
 
 from seam.wire.records import FORMAT_VERSION, Position
 
-MODES = ("full", "incremental")
+MODES = ("full", "incremental", "repair")
+# a committed batch of these modes leaves the whole table exact at its END's position: the stream goes on from it
+EXACT_MODES = ("full", "repair")
 CONTROL_HEADER = "seam-control"
 RECONCILE_PART = -1  # binlog changes that bring every chunk to the batch position
 _MOD = 2**64

@@ -1,0 +1,290 @@
+"""Repair, not reload: ``seam repair TABLE`` copies again only the rows of a table that differ from its source.
+
+1. BEGIN of a ``repair`` batch on the table's topic. While a batch of a table is open the sink holds that
+   table's change events (as for a full load): its target rows and its applied position A stay as they are.
+   The repair waits until the sink has opened the batch.
+2. Validation finds every key whose target row differs from the source's row at A (``seam.validate``: at one
+   consistent point, by bisection of checksums; rows changed after A compared with their image at A). With
+   ``--full`` it compares with the source as it is now, at an exact snapshot position Q instead: for a
+   position whose binlog is gone (purged, a failover without GTIDs) or a table that was left behind.
+3. A consistent snapshot of the source at an exact position P (taken after 2). The keys to copy again are
+   the differing keys and every key the binlog (A, P] (or (Q, P]) changed: every other key's target row is
+   already the source's row at P. Their rows at P are published (a key without a row at P as a delete),
+   then END at P.
+4. The sink replaces exactly those keys' rows in the target, stores P as the table's position in the same
+   transaction, and applies the held change events after P: the table goes on streaming from P (a STOPPED
+   table is taken up again; so is a running one, which lost no change and doubled none).
+
+A repair that finds more than ``repair.max_rows`` differing rows changes nothing (its batch is cancelled; the
+held changes are applied) and says so: a full load is then the cheaper way. Keyless tables cannot be
+repaired by key: ``seam load full``. Its cost follows the difference, not the table: one checksum scan of
+each side (validation), the binlog since A, and the differing rows.
+
+Delivery guarantee: exactly once, as a batch: the sink applies the repair's END atomically with its
+position, or (cancelled, rejected, or the process gone and the batch abandoned) not at all.
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+
+import psycopg
+import pymysql
+
+from seam.apply.target import connect_state
+from seam.config import Pipeline, TableConfig
+from seam.loads import job_env, sink_running
+from seam.source.gtid import gtids_at, gtids_enabled, server_identity
+from seam.source.schema import read_schema
+from seam.source.snapshot import open_snapshot, snapshot_opening
+from seam.state.ledger import batch_status
+from seam.validate.validation import Scope, Side, ValidationError, changes_since, ensure_functions, key_texts, validate
+from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally, new_batch_id
+from seam.wire.records import Record, kafka_key, key_of
+from seam.wire.topics import Publisher, ensure_topics, table_topic
+
+CONTROL = [(CONTROL_HEADER, b"1")]
+
+
+class RepairError(RuntimeError):
+    """A repair that could not be done; the message names why and the way out. The target is unchanged."""
+
+
+@dataclass
+class RepairResult:
+    table: str
+    batch: str
+    compared_at: str  # the position the target was compared at (A, or Q with --full)
+    position: str  # where the table is now (P)
+    differing: int  # rows validation found different, missing or extra
+    changed: int  # keys the binlog changed between the comparison and P (copied again too)
+    rows: int  # rows published (the source's rows of those keys at P)
+    deletes: int  # keys without a row at P: deleted from the target
+    seconds: float
+
+    def summary(self) -> str:
+        return (
+            f"{self.table}: repaired at {self.position}: {self.differing:,} differing row(s) found at "
+            f"{self.compared_at}, {self.changed:,} key(s) changed since; {self.rows:,} row(s) written, "
+            f"{self.deletes:,} deleted, in {self.seconds:.1f}s (batch {self.batch})"
+        )
+
+
+def repair_table(
+    pipeline: Pipeline,
+    table: TableConfig,
+    *,
+    full: bool = False,
+    max_rows: int | None = None,
+    timeout: float = 900.0,
+    say: Callable[[str], None] = print,
+) -> RepairResult:
+    """Repair one table (see the module docstring); raises RepairError (target unchanged) or returns what
+    was done."""
+    if not table.key:
+        raise RepairError(
+            f"{table.name} has no key: a repair finds rows by key; run `seam load full {table.name}` instead"
+        )
+    limit = max_rows or pipeline.repair.max_rows
+    started = time.monotonic()
+    topic = table_topic(pipeline, table)
+    ensure_topics(pipeline, [topic])
+    batch = new_batch_id()
+    state = connect_state(pipeline)
+    publisher = Publisher(pipeline)
+    sink: subprocess.Popen | None = None
+    ended = False
+    try:
+        source = pymysql.connect(**pipeline.source.pymysql_kwargs(), connect_timeout=10)
+        try:
+            schema = read_schema(source, table.db, table.table)
+        finally:
+            source.close()
+        if not sink_running(state, topic):
+            sink = _start_sink(pipeline, table, batch, timeout)
+        begin = Begin(
+            batch=batch,
+            db=table.db,
+            table=table.table,
+            mode="repair",
+            columns=[asdict(c) for c in schema.columns],
+            key=list(table.key),
+            soft_delete=table.soft_delete,
+        )
+        publisher.send(topic, begin.to_json(), b"__seam_control__", headers=CONTROL)
+        publisher.flush()
+        _wait_state(state, pipeline, batch, lambda s: s is not None, timeout, sink, "open the repair's batch")
+        say(f"{table.name}: repair batch {batch} open; the sink holds the table's changes meanwhile")
+
+        def cancel(why: str) -> None:
+            nonlocal ended
+            end = End(batch, table.db, table.table, "repair", None, [], 0, 0, stats={"cancelled": why})
+            publisher.send(topic, end.to_json(), b"__seam_control__", headers=CONTROL)
+            publisher.flush()
+            ended = True
+
+        try:
+            report = validate(pipeline, table, limit=limit + 1, as_of_source=full, say=say)
+        except ValidationError as exc:
+            cancel(str(exc))
+            raise RepairError(f"{table.name}: {exc}") from None
+        if report.unchecked:
+            cancel(report.problem or report.unchecked)
+            raise RepairError(f"{table.name}: {report.problem}")
+        differing = report.missing + report.extra + report.different
+        if differing > limit:
+            why = (
+                f"{differing:,} rows differ, more than repair.max_rows ({limit:,}): run `seam load full "
+                f"{table.name}` (or repair with a higher --max-rows)"
+            )
+            cancel(why)
+            raise RepairError(f"{table.name}: {why}; nothing was changed")
+        compared_at = report.compared_at
+        assert compared_at is not None  # a streamed or fully loaded table is compared at a position
+        say(f"{table.name}: {differing:,} differing row(s) at {compared_at} ({report.seconds:.1f}s)")
+        end, changed, deletes = _publish_rows(
+            pipeline,
+            table,
+            schema,
+            batch,
+            topic,
+            publisher,
+            compared_at,
+            {tuple(d.key.values()) for d in report.differences},
+        )
+        ended = True
+        final = _wait_state(
+            state, pipeline, batch, lambda s: s is not None and s["state"] != "open", timeout, sink, "apply the repair"
+        )
+        if final["state"] != "committed":
+            raise RepairError(f"{table.name}: the sink did not commit the repair ({final['state']}: {final['error']})")
+        return RepairResult(
+            table=table.name,
+            batch=batch,
+            compared_at=str(compared_at),
+            position=str(end.position),
+            differing=differing,
+            changed=changed,
+            rows=end.parts[0].rows,
+            deletes=deletes,
+            seconds=round(time.monotonic() - started, 2),
+        )
+    except BaseException:
+        if not ended:  # the open batch would hold the table's changes until load.abandon_after
+            try:
+                end = End(batch, table.db, table.table, "repair", None, [], 0, 0, stats={"cancelled": "interrupted"})
+                publisher.send(topic, end.to_json(), b"__seam_control__", headers=CONTROL)
+                publisher.flush()
+            except Exception:  # noqa: BLE001 - the batch is then abandoned by the sink
+                pass
+        raise
+    finally:
+        if sink is not None:
+            _stop(sink)
+        state.close()
+
+
+def _publish_rows(pipeline, table, schema, batch, topic, publisher, compared_at, keys) -> tuple[End, int, int]:
+    """The rows at an exact snapshot position P of ``keys`` and of every key changed in (compared_at, P],
+    then END at P."""
+    src = pymysql.connect(
+        **pipeline.source.pymysql_kwargs(), connect_timeout=10, init_command="SET time_zone = '+00:00'"
+    )
+    tgt = psycopg.connect(**pipeline.target.conninfo(), autocommit=True, application_name="seam-repair")
+    try:
+        opening = replace(snapshot_opening(src, pipeline, table), exact=True)
+        at = open_snapshot(src, pipeline.source, opening, table.name)
+        changes = changes_since(pipeline, src, schema, table, compared_at, at)
+        changed = {key_texts(schema, table, image) for pair in changes for image in pair if image is not None}
+        wanted = sorted(keys | changed)
+        nul, state = pipeline.target.nul_replacement, pipeline.target.state_schema
+        ensure_functions(tgt, state)
+        rows = Side("mysql", src, schema, table, state, Scope(), bool(table.soft_delete), nul).values_by_key(
+            wanted, True
+        )
+        gone = [k for k in wanted if k not in rows]
+        target_rows = Side("postgres", tgt, schema, table, state, Scope(), False, nul).values_by_key(gone, False)
+        gtids = gtids_at(src, at, pipeline.source) if gtids_enabled(src) else None
+        server = server_identity(src)
+    finally:
+        src.close()
+        tgt.close()
+    written, deleted = Tally(), Tally()
+    record = functools.partial(Record, db=table.db, table=table.table, position=at, batch=batch, attempt=0)
+    for row in rows.values():
+        value = record(
+            op="r", key=key_of(schema, table.key, row), before=None, after=row, snapshot=True, part=0
+        ).to_json()
+        publisher.send(topic, value, kafka_key(key_of(schema, table.key, row)))
+        written.add(value)
+    for row in target_rows.values():
+        value = record(
+            op="d", key=key_of(schema, table.key, row), before=row, after=None, part=RECONCILE_PART
+        ).to_json()
+        publisher.send(topic, value, kafka_key(key_of(schema, table.key, row)))
+        deleted.add(value)
+    total = written.merge(deleted)
+    end = End(
+        batch=batch,
+        db=table.db,
+        table=table.table,
+        mode="repair",
+        position=at,
+        parts=[Part(0, 0, written.rows, written.checksum), Part(RECONCILE_PART, 0, deleted.rows, deleted.checksum)],
+        rows=total.rows,
+        checksum=total.checksum,
+        gtids=str(gtids) if gtids and gtids.flavour else None,
+        server=server,
+        stats={"compared_at": str(compared_at), "changed_keys": len(changed), "keys": len(wanted)},
+    )
+    publisher.send(topic, end.to_json(), b"__seam_control__", headers=CONTROL)
+    publisher.flush()
+    return end, len(changed - keys), deleted.rows
+
+
+def _start_sink(pipeline: Pipeline, table: TableConfig, batch: str, timeout: float) -> subprocess.Popen:
+    """A sink for the table's topic until the repair's batch is final (no sink holds the topic)."""
+    command = [
+        sys.executable,
+        "-m",
+        "seam.cli",
+        "sink",
+        *(["--pipeline", pipeline.path] if pipeline.path else []),
+        "--table",
+        table.name,
+        "--until-batch",
+        batch,
+        "--timeout",
+        str(timeout),
+    ]
+    return subprocess.Popen(command, env=job_env(), start_new_session=True, stdout=subprocess.DEVNULL)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _wait_state(state, pipeline, batch, done, timeout, sink, what) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        status = batch_status(state, pipeline.target.state_schema, batch)
+        if done(status):
+            return status or {}
+        if sink is not None and sink.poll() is not None:
+            raise RepairError(f"the sink stopped (exit {sink.returncode}) before it could {what}")
+        if time.monotonic() > deadline:
+            raise RepairError(
+                f"the sink did not {what} within {timeout:.0f}s: is the stream's sink running and reading the same "
+                f"broker? (`seam stream status`)"
+            )
+        time.sleep(0.3)

@@ -1,0 +1,159 @@
+"""`seam repair`: only the rows that differ are copied again, at an exact position from which the stream goes
+on, on a running table under a writer and on a STOPPED one; a repair over `repair.max_rows` changes nothing.
+Every outcome is checked with the independent comparer (tests/support/independent.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg
+import pytest
+
+from seam.config import load_pipeline
+from seam_dev import demo
+from tests.support.independent import compare
+from tests.support.pipelines import pipeline_file
+
+DB = "repair_test"
+TABLES = ["accounts", "payments", "audit_log"]
+COLUMNS = "id, account_id, amount, currency, status, reference, memo, value_date, is_deleted, created_at, updated_at"
+pytestmark = pytest.mark.stack
+
+
+def _seam(path: str, *args, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _target(pipeline, *statements: str) -> None:
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+def _stopped(pipeline, table: str) -> str | None:
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        row = conn.execute("SELECT stopped FROM seam.positions WHERE db = %s AND tbl = %s", (DB, table)).fetchone()
+    return row[0] if row else None
+
+
+def _equal(pipeline, table: str) -> str | None:
+    return compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, table)
+
+
+def _wait_equal(pipeline, tables, seconds: float = 180) -> None:
+    deadline, why = time.time() + seconds, None
+    while time.time() < deadline:
+        why = next((f"{t}: {w}" for t in tables if (w := _equal(pipeline, t))), None)
+        if why is None:
+            return
+        time.sleep(2)
+    raise AssertionError(f"not equal within {seconds:.0f} s: {why}")
+
+
+@pytest.fixture(scope="module")
+def path(stack, tmp_path_factory):
+    demo.seed(load_pipeline(), rows=20_000, admin_url=os.environ["SEAM_MYSQL_URL"], database=DB, log=lambda m: None)
+    tables = [{"name": f"{DB}.{t}", "key": "none" if t == "audit_log" else ["id"]} for t in TABLES]
+    return pipeline_file(tmp_path_factory, "repair", tables, repair={"max_rows": 50})
+
+
+def test_repair_copies_only_the_differing_rows_running_or_stopped_and_the_stream_goes_on(path):
+    pipeline = load_pipeline(path)
+    load = _seam(path, "load", "full", *[f"{DB}.{t}" for t in TABLES])
+    assert load.returncode == 0, load.stderr + load.stdout
+    started = _seam(path, "stream", "start", timeout=180)
+    assert started.returncode == 0, started.stderr + started.stdout
+    failed: list[BaseException] = []
+
+    def write(seconds: float, seed: int) -> threading.Thread:
+        def run():
+            try:
+                demo.run_writer(
+                    os.environ["SEAM_MYSQL_URL"], rate=150, seconds=seconds, threads=1, seed=seed, database=DB
+                )
+            except BaseException as exc:  # noqa: BLE001 - reported by the test
+                failed.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    try:
+        # 1. a running table, under a writer: rows deleted, changed and added behind Seam's back
+        _target(
+            pipeline,
+            f'DELETE FROM "{DB}".payments WHERE id IN (11, 12, 13)',
+            f"UPDATE \"{DB}\".payments SET memo = 'tampered', amount = amount + 1 WHERE id IN (21, 22, 23, 24)",
+            f'INSERT INTO "{DB}".payments ({COLUMNS}) SELECT id + 1000000, {COLUMNS[4:]} FROM "{DB}".payments '
+            "WHERE id IN (31, 32, 33)",
+        )
+        writer = write(20, 1)
+        repaired = _seam(path, "repair", f"{DB}.payments")
+        writer.join()
+        assert not failed, failed
+        assert repaired.returncode == 0, repaired.stderr + repaired.stdout
+        # 10, unless the writer rewrote one of those rows before the repair began
+        found = re.search(r"([\d,]+) differing row\(s\) found", repaired.stdout)
+        assert found and 7 <= int(found.group(1)) <= 10, repaired.stdout
+        _wait_equal(pipeline, TABLES)
+
+        # 2. more differing rows than repair.max_rows (50): nothing changes, the stream goes on
+        _target(pipeline, f"UPDATE \"{DB}\".accounts SET owner = 'x' WHERE id <= 60")
+        refused = _seam(path, "repair", f"{DB}.accounts")
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert "60 rows differ, more than repair.max_rows (50)" in refused.stderr and "seam load full" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        writer = write(5, 2)
+        writer.join()
+        waited = _seam(path, "stream", "wait", "--timeout", "120", timeout=180)
+        assert waited.returncode == 0, waited.stdout + waited.stderr  # the held changes were applied
+        repaired = _seam(path, "repair", f"{DB}.accounts", "--max-rows", "100")
+        assert repaired.returncode == 0, repaired.stderr + repaired.stdout
+        _wait_equal(pipeline, TABLES)
+
+        # 3. a STOPPED table: a row the target lost is then deleted on the source, and the table stops
+        _target(pipeline, f'DELETE FROM "{DB}".payments WHERE id = 101')
+        admin = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+        try:
+            with admin.cursor() as cur:
+                cur.execute("DELETE FROM payments WHERE id = 101")
+            admin.commit()
+        finally:
+            admin.close()
+        deadline = time.time() + 120
+        while not _stopped(pipeline, "payments") and time.time() < deadline:
+            time.sleep(1)
+        assert _stopped(pipeline, "payments"), "the divergence did not stop the table"
+        writer = write(5, 3)
+        writer.join()
+        repaired = _seam(path, "repair", f"{DB}.payments")
+        assert repaired.returncode == 0, repaired.stderr + repaired.stdout
+        assert "1 differing row(s)" in repaired.stdout, repaired.stdout
+        assert _stopped(pipeline, "payments") is None
+        writer = write(5, 4)
+        writer.join()
+        waited = _seam(path, "stream", "wait", "--timeout", "120", timeout=180)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        _wait_equal(pipeline, TABLES)
+
+        # 4. --full: compared with the source as it is now (what a position whose binlog is gone needs)
+        _target(pipeline, f'UPDATE "{DB}".accounts SET balance = -1 WHERE id IN (5, 6, 7)')
+        repaired = _seam(path, "repair", f"{DB}.accounts", "--full")
+        assert repaired.returncode == 0, repaired.stderr + repaired.stdout
+        assert "3 differing row(s)" in repaired.stdout, repaired.stdout
+        writer = write(5, 5)
+        writer.join()
+        _wait_equal(pipeline, TABLES)
+
+        # 5. a keyless table: one line with the way out
+        keyless = _seam(path, "repair", f"{DB}.audit_log")
+        assert keyless.returncode == 2 and "has no key" in keyless.stderr and "seam load full" in keyless.stderr
+    finally:
+        _seam(path, "stream", "stop", timeout=120)
