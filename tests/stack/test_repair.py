@@ -157,3 +157,32 @@ def test_repair_copies_only_the_differing_rows_running_or_stopped_and_the_stream
         assert keyless.returncode == 2 and "has no key" in keyless.stderr and "seam load full" in keyless.stderr
     finally:
         _seam(path, "stream", "stop", timeout=120)
+
+
+def test_a_position_whose_binlog_is_gone_stops_only_its_table_and_repair_full_takes_it_up(path):
+    """The binlog at accounts' position is gone (as after a purge, or a failover without GTIDs: forced by
+    naming a binlog file the server does not have, so that the other tests' binlog stays): accounts stops
+    with `seam repair ... --full` as its way out, payments goes on; the way out works as printed."""
+    pipeline = load_pipeline(path)
+    load = _seam(path, "load", "full", *[f"{DB}.{t}" for t in TABLES])
+    assert load.returncode == 0, load.stderr + load.stdout
+    _target(pipeline, f"UPDATE seam.positions SET file = 'mysql-bin.000000' WHERE db = '{DB}' AND tbl = 'accounts'")
+    demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=5, threads=1, seed=6, database=DB)
+    started = _seam(path, "stream", "start", timeout=180)
+    assert started.returncode == 0, started.stderr + started.stdout
+    try:
+        waited = _seam(path, "stream", "wait", "--timeout", "120", timeout=180)
+        assert waited.returncode == 3, waited.stdout + waited.stderr  # a table stopped, the others caught up
+        reason = _stopped(pipeline, "accounts")
+        assert reason and "no longer has binlog mysql-bin.000000" in reason, reason
+        way_out = re.search(r"run `(seam repair \S+ --full)`", reason)
+        assert way_out, reason
+        assert _equal(pipeline, "payments") is None and _stopped(pipeline, "payments") is None
+        repaired = _seam(path, *way_out.group(1).split()[1:], "--max-rows", "100000")
+        assert repaired.returncode == 0, repaired.stderr + repaired.stdout
+        demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=5, threads=1, seed=7, database=DB)
+        waited = _seam(path, "stream", "wait", "--timeout", "120", timeout=180)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        _wait_equal(pipeline, TABLES)
+    finally:
+        _seam(path, "stream", "stop", timeout=120)

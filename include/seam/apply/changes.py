@@ -471,7 +471,12 @@ class ChangeApplier:
 
         name = f"{stream.schema.db}.{stream.schema.table}"
         if remedy:
-            reason = f"{reason}; re-run `seam load full {name}`: its BEGIN supersedes the unapplied changes"
+            reason = f"{reason}; " + (
+                f"run `seam repair {name}` (it copies again only the rows that differ, and the stream goes on), "
+                f"or `seam load full {name}`"
+                if stream.key
+                else f"re-run `seam load full {name}`: its BEGIN supersedes the unapplied changes"
+            )
         positions.stop_stream(self.conn, self.schema, stream.schema.db, stream.schema.table, reason)
         self._drop_run_table(self.streams.pop(stream.topic, None))
         self._no_stream.add(stream.topic)

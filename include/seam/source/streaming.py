@@ -84,7 +84,7 @@ from seam.source.gtid import GtidError, GtidSet, gtids_at, gtids_enabled, is_mar
 from seam.source.schema import COLUMN_FIELDS, Column, TableSchema, column_from_row, reachable
 from seam.source.snapshot import binlog_files, source_head
 from seam.state.parts import part_beat, part_failed, part_started, part_stopped
-from seam.state.positions import followed_tables, lag_sample
+from seam.state.positions import followed_tables, lag_sample, stop_stream
 from seam.state.schema import ensure_state
 from seam.wire.boundary import CONTROL_HEADER, EXACT_MODES, Heartbeat, Rebase, SchemaChange, StreamStop
 from seam.wire.records import Position, Record, key_of, normalize, normalize_row
@@ -178,9 +178,7 @@ class ChangeReader:
         )  # the source server (seam.source.gtid), read at each pass
         self._reading: BinlogReader | None = None
         self._follow_from_target(reset=True)
-        here = [f.published for f in self.followed.values() if self._on_this_server(f)]
-        if here:
-            self._check_binlog_has(min(here))
+        self._stop_purged()
 
     def close(self) -> None:
         self._target.close()
@@ -251,21 +249,36 @@ class ChangeReader:
                 self._told_waiting.add(key)
         return added
 
-    def _check_binlog_has(self, position: Position) -> None:
-        import pymysql
+    def _stop_purged(self) -> None:
+        """A table whose position is in a binlog the source no longer has (purged, expired) stops, with the
+        way out; the other tables go on."""
+        files = binlog_files(self._source())
+        if not files:
+            raise StreamError("the source's binary log is off (no binlog files): start it with --log-bin")
+        for f in list(self.followed.values()):
+            if self._on_this_server(f) and f.published.file not in files:
+                self._position_lost(
+                    f,
+                    f"the source no longer has binlog {f.published.file} (purged; oldest is {files[0]}), so its "
+                    f"changes after {f.published} are gone",
+                    "keep binlogs longer (binlog_expire_logs_seconds)",
+                )
 
-        conn = pymysql.connect(**self.pipeline.source.pymysql_kwargs())
-        try:
-            files = binlog_files(conn)
-        finally:
-            conn.close()
-        if position.file not in files:
-            tables = " ".join(f.table.name for f in self.followed.values() if f.published.file == position.file)
-            raise StreamError(
-                f"the source no longer has binlog {position.file} (purged; oldest is "
-                f"{files[0] if files else 'none'}), so changes after {position} are gone: re-run "
-                f"`seam load full {tables}` and keep binlogs longer (binlog_expire_logs_seconds)"
-            )
+    def _position_lost(self, f: Followed, why: str, advice: str) -> None:
+        """Stop a table whose position cannot be read on this source (its binlog is gone, a failover without
+        GTIDs) with the way out, in the target's state (no message can be placed at a lost position); the
+        other tables go on."""
+        way_out = (
+            f"`seam repair {f.table.name} --full` (it copies again only the rows that differ)"
+            if f.table.key
+            else f"`seam load full {f.table.name}`"
+        )
+        reason = f"{why}: run {way_out}, and {advice}"
+        stop_stream(self._target, self.pipeline.target.state_schema, f.table.db, f.table.table, reason)
+        del self.followed[(f.table.db, f.table.table)]
+        self.stopped[f.table.name] = reason
+        log.error("%s: stream stopped: %s", f.table.name, reason)
+        alert(self.pipeline, f.table.name, "stream stopped", reason)
 
     def _poll(self, here: Position | None, ids: dict[str, str]) -> None:
         """Update what the sink has applied; raise _Rewind when the binlog must be read again."""
@@ -354,8 +367,10 @@ class ChangeReader:
                     continue
                 self._here = server_identity(self._source())
                 self._rebase(publisher)
+                self._stop_purged()
+                if not self.followed:
+                    continue
                 start = min(f.published for f in self.followed.values())
-                self._check_binlog_has(start)
                 try:
                     self._read(publisher, start, stats, should_stop, until_idle)
                     break
@@ -748,29 +763,23 @@ class ChangeReader:
             return
         here = self._here
         assert here is not None  # a table is on another server only when this one is known
-        conn, names = self._source(), " ".join(f.table.name for f in moved)
-        if not gtids_enabled(conn):
-            raise StreamError(
-                f"{names}: their positions were read on {moved[0].server} and the source is "
-                f"{self._here} now, which logs no GTIDs, so they cannot be found there: set "
-                f"gtid_mode=ON, or re-run `seam load full {names}`"
-            )
-        mariadb = is_mariadb(conn)
+        conn = self._source()
+        logs_gtids, mariadb = gtids_enabled(conn), is_mariadb(conn)
         for f in moved:
+            where = f"its position {f.published} was read on {f.server} and the source is {here} now"
+            if not logs_gtids:
+                self._position_lost(f, f"{where}, which logs no GTIDs", "set gtid_mode=ON for failovers")
+                continue
             if not f.gtids:
-                raise StreamError(
-                    f"{f.table.name}: its position {f.published} was read on {f.server} without a "
-                    f"GTID set, so it cannot be found on {self._here}: re-run `seam load full "
-                    f"{f.table.name}`"
-                )
+                self._position_lost(f, f"{where}; it has no GTID set to find it by", "keep GTIDs on")
+                continue
             try:
                 at = locate(self.pipeline.source, GtidSet(f.gtids), mariadb)
             except GtidError as exc:
-                raise StreamError(
-                    f"{f.table.name}: its position {f.published} (GTID set {f.gtids}, read on "
-                    f"{f.server}) cannot be found on {self._here}: {exc}; re-run `seam load full "
-                    f"{f.table.name}`"
-                ) from None
+                self._position_lost(
+                    f, f"{where}; its GTID set {f.gtids} cannot be found there ({exc})", "check the failover"
+                )
+                continue
             log.warning(
                 "%s: the source is %s now, not %s: its GTID set %s ends at %s there; the stream goes on from there",
                 f.table.name,

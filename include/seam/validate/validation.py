@@ -471,7 +471,7 @@ def validate(
         applied = validation_point(tgt, state, table.db, table.table)
         read_on = applied[6] if applied is not None else None
         here = server_identity(src) if read_on is not None else None
-        if applied is not None and here is not None and read_on != here:
+        if applied is not None and here is not None and read_on != here and not as_of_source:
             raise ValidationError(
                 f"{table.name}: the target's position {applied[0]}:{applied[1]} was read on "
                 f"{applied[6]}, not on this source ({here}): start the stream "
