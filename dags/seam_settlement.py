@@ -36,6 +36,12 @@ SETTLEMENT = settlement_section.read(DEFAULT_PIPELINE)
             type=["null", "string"],
             description="business day to settle, YYYY-MM-DD; empty: the run's previous business day",
         ),
+        "repair": Param(
+            False,
+            type="boolean",
+            description="on a mismatch, repair the table (seam repair: only the rows that differ, up to the "
+            "pipeline's repair.max_rows), validate again, and notify with what was repaired",
+        ),
         "pipeline": Param(
             None,
             type=["null", "string"],
@@ -77,6 +83,7 @@ def seam_settlement():
                 "end": end,
                 "day_end": section.day_end(day).isoformat(),
                 "pipeline": pipeline.path,
+                "repair": bool(params.get("repair")),
             }
             for name in section.tables
         ]

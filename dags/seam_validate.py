@@ -31,6 +31,12 @@ DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "own
             items={"type": "string"},
             description="db.table names; empty: every table of the pipeline loaded so far",
         ),
+        "repair": Param(
+            False,
+            type="boolean",
+            description="on a mismatch, repair the table (seam repair: only the rows that differ, up to the "
+            "pipeline's repair.max_rows), validate again, and notify with what was repaired",
+        ),
         "pipeline": Param(
             None,
             type=["null", "string"],
@@ -50,7 +56,7 @@ def seam_validate():
                 if params.get("tables")
                 else [t.name for t in loaded_tables(pipeline)]
             )
-        return [{"table": name, "pipeline": pipeline.path} for name in names]
+        return [{"table": name, "pipeline": pipeline.path, "repair": bool(params.get("repair"))} for name in names]
 
     SeamValidateOperator.partial(
         task_id="validate", max_active_tis_per_dagrun=2, map_index_template="{{ task.table }}"

@@ -30,7 +30,7 @@ import functools
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 
 import psycopg
@@ -82,10 +82,11 @@ def repair_table(
     full: bool = False,
     max_rows: int | None = None,
     timeout: float = 900.0,
+    env: Mapping[str, str] | None = None,
     say: Callable[[str], None] = print,
 ) -> RepairResult:
     """Repair one table (see the module docstring); raises RepairError (target unchanged) or returns what
-    was done."""
+    was done. ``env``: the connections' ``SEAM_*`` variables for the sink it starts when none runs."""
     if not table.key:
         raise RepairError(
             f"{table.name} has no key: a repair finds rows by key; run `seam load full {table.name}` instead"
@@ -106,7 +107,7 @@ def repair_table(
         finally:
             source.close()
         if not sink_running(state, topic):
-            sink = _start_sink(pipeline, table, batch, timeout)
+            sink = _start_sink(pipeline, table, batch, timeout, env)
         begin = Begin(
             batch=batch,
             db=table.db,
@@ -136,6 +137,13 @@ def repair_table(
         if report.unchecked:
             cancel(report.problem or report.unchecked)
             raise RepairError(f"{table.name}: {report.problem}")
+        if report.compared_at is None:
+            why = (
+                f"its last load was a window, so it is compared up to its watermark, not at a position: load the "
+                f"window again (`seam load incremental {table.name}`) or `seam load full {table.name}`"
+            )
+            cancel(why)
+            raise RepairError(f"{table.name}: {why}")
         differing = report.missing + report.extra + report.different
         if differing > limit:
             why = (
@@ -145,7 +153,6 @@ def repair_table(
             cancel(why)
             raise RepairError(f"{table.name}: {why}; nothing was changed")
         compared_at = report.compared_at
-        assert compared_at is not None  # a streamed or fully loaded table is compared at a position
         say(f"{table.name}: {differing:,} differing row(s) at {compared_at} ({report.seconds:.1f}s)")
         end, changed, deletes = _publish_rows(
             pipeline,
@@ -247,7 +254,7 @@ def _publish_rows(pipeline, table, schema, batch, topic, publisher, compared_at,
     return end, len(changed - keys), deleted.rows
 
 
-def _start_sink(pipeline: Pipeline, table: TableConfig, batch: str, timeout: float) -> subprocess.Popen:
+def _start_sink(pipeline: Pipeline, table: TableConfig, batch: str, timeout: float, env) -> subprocess.Popen:
     """A sink for the table's topic until the repair's batch is final (no sink holds the topic)."""
     command = [
         sys.executable,
@@ -262,7 +269,7 @@ def _start_sink(pipeline: Pipeline, table: TableConfig, batch: str, timeout: flo
         "--timeout",
         str(timeout),
     ]
-    return subprocess.Popen(command, env=job_env(), start_new_session=True, stdout=subprocess.DEVNULL)
+    return subprocess.Popen(command, env=job_env(env), start_new_session=True, stdout=subprocess.DEVNULL)
 
 
 def _stop(proc: subprocess.Popen) -> None:

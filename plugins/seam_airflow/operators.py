@@ -10,6 +10,7 @@ import logging
 import os
 from collections.abc import Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -284,13 +285,47 @@ class SeamIncrementalLoadOperator(BaseOperator):
         return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in summary.items()}
 
 
+def repaired(pipeline, table, scope, limit: int, log, context, what: str, env: dict[str, str]):
+    """After a mismatch, with ``repair`` on: ``seam repair`` of the table (up to ``repair.max_rows`` rows), then
+    the same validation again. Returns (the new report, what the repair did or why it did not run); a table
+    made equal notifies the pipeline's notifiers with what was repaired."""
+    from seam.repair import RepairError, repair_table
+    from seam.validate.validation import validate_tables
+
+    try:
+        result = repair_table(pipeline, table, env=env, say=log.info)
+    except RepairError as exc:
+        log.error("%s: the repair did not run: %s", table.name, exc)
+        return None, f"the repair did not run: {exc}"
+    log.info("%s", result.summary())
+    (report,) = validate_tables(pipeline, [table], scope, limit=limit, say=log.info)
+    if report.verdict == "equal":
+        notify(
+            pipeline,
+            context,
+            subject=f"Seam: {what}: {table.name} repaired ({result.differing} differing rows)",
+            payload={
+                "pipeline": pipeline.name,
+                "table": table.name,
+                "problem": "repaired",
+                "detail": result.summary(),
+                "verdict": "equal after repair",
+                "repair": asdict(result),
+            },
+            log=log,
+        )
+    return report, result.summary()
+
+
 class SeamValidateOperator(BaseOperator):
     """Validate one pipeline table (``seam validate``): counts, checksums and the configured column checks,
     source against target at a consistent point; optionally only an incremental window (start, end].
 
     On a mismatch the task fails without retrying (a mismatch is a finding, not a glitch), its log carries
     the summary and the differing rows, and the pipeline's notifiers (``notify:`` webhook and e-mail) fire
-    once. Returns the report summary as XCom.
+    once. With ``repair`` on, a mismatch is repaired first (``seam repair``, up to ``repair.max_rows`` rows)
+    and validated again: equal then, the task succeeds and the notifiers say what was repaired. Returns the
+    report summary as XCom.
     """
 
     template_fields: Sequence[str] = ("table", "pipeline", "start", "end")
@@ -306,10 +341,12 @@ class SeamValidateOperator(BaseOperator):
         kafka_conn_id: str = "seam_kafka",
         target_conn_id: str = "seam_target",
         limit: int = 50,
+        repair: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**{"retry_policy": BAD_INPUT_FAILS, **kwargs})
         self.table, self.start, self.end, self.pipeline, self.limit = table, start, end, pipeline, limit
+        self.repair = repair
         self.hook_conn_ids = dict(
             mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id, target_conn_id=target_conn_id
         )
@@ -323,10 +360,18 @@ class SeamValidateOperator(BaseOperator):
             pipeline = SeamHook(**self.hook_conn_ids).load_pipeline(self.pipeline or None)
             table = pipeline.table(self.table)
         window = (self.start, self.end) if self.start and self.end and table.cursor else None
-        (report,) = validate_tables(pipeline, [table], Scope(window=window), limit=self.limit, say=self.log.info)
+        scope = Scope(window=window)
+        (report,) = validate_tables(pipeline, [table], scope, limit=self.limit, say=self.log.info)
+        repair = None
+        if report.verdict == "mismatch" and self.repair:
+            hook = SeamHook(**self.hook_conn_ids)
+            again, repair = repaired(
+                pipeline, table, scope, self.limit, self.log, context, "validation", hook.job_env()
+            )
+            report = again or report
         summary = {k: v for k, v in report.as_dict().items() if k not in ("differences", "buckets")}
         if report.verdict == "equal":
-            return summary
+            return {**summary, **({"repaired": repair} if repair else {})}
         payload = {
             "pipeline": pipeline.name,
             "table": table.name,
@@ -338,6 +383,7 @@ class SeamValidateOperator(BaseOperator):
             "different": report.different,
             "report": report.html,
             "keys": [d.key for d in report.differences[:10]],
+            **({"repair": repair} if repair else {}),
         }
         notify(
             pipeline,
@@ -477,10 +523,12 @@ class SeamSettlementOperator(BaseOperator):
         spark_conn_id: str = "seam_spark",
         timeout: float = 3600,
         limit: int = 50,
+        repair: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**{"retry_policy": BAD_INPUT_FAILS, **kwargs})
         self.table, self.day, self.start, self.end, self.day_end = table, day, start, end, day_end
+        self.repair = repair
         self.pipeline, self.timeout, self.limit = pipeline, timeout, limit
         self.spark_conn_id = spark_conn_id
         self.hook_conn_ids = dict(
@@ -517,10 +565,17 @@ class SeamSettlementOperator(BaseOperator):
             behind = stream_passed(pipeline, table, dt.datetime.fromisoformat(self.day_end))
             if behind:
                 raise AirflowException(behind)  # retried: the stream may still be catching up
-        (report,) = validate_tables(
-            pipeline, [table], Scope(window=(start, end) if table.cursor else None), limit=self.limit, say=self.log.info
-        )
+        scope = Scope(window=(start, end) if table.cursor else None)
+        (report,) = validate_tables(pipeline, [table], scope, limit=self.limit, say=self.log.info)
+        repair = None
+        if report.verdict == "mismatch" and self.repair:
+            again, repair = repaired(
+                pipeline, table, scope, self.limit, self.log, context, f"settlement {day}", hook.job_env()
+            )
+            report = again or report
         summary = {k: v for k, v in report.as_dict().items() if k not in ("differences", "buckets")}
+        if repair:
+            summary["repaired"] = repair
         if report.verdict == "equal":
             from airflow.sdk import Asset, AssetAlias
 
@@ -543,6 +598,7 @@ class SeamSettlementOperator(BaseOperator):
                 "problem": f"settlement {report.verdict}",
                 "detail": report.summary(),
                 "keys": [d.key for d in report.differences[:10]],
+                **({"repair": repair} if repair else {}),
             },
             html=report.to_html(),
             log=self.log,

@@ -105,7 +105,7 @@ def loaded(airflow_stack, tmp_path_factory):
     return tables
 
 
-def _run_validate_dag(stack, receivers, path: str, tables: list[str]) -> dict:
+def _run_validate_dag(stack, receivers, path: str, tables: list[str], **conf) -> dict:
     smtp = {
         "conn_type": "smtp",
         "host": "127.0.0.1",
@@ -117,7 +117,7 @@ def _run_validate_dag(stack, receivers, path: str, tables: list[str]) -> dict:
     env = {**os.environ, **stack.airflow_env(), "AIRFLOW_CONN_SEAM_TEST_SMTP": json.dumps(smtp)}
     dags = str(stack.airflow_env()["AIRFLOW__CORE__DAGS_FOLDER"])
     out = subprocess.run(
-        [sys.executable, "-c", RUN_DAG, dags, json.dumps({"tables": tables, "pipeline": path})],
+        [sys.executable, "-c", RUN_DAG, dags, json.dumps({"tables": tables, "pipeline": path, **conf})],
         capture_output=True,
         text=True,
         timeout=600,
@@ -164,3 +164,22 @@ def test_a_mismatch_fails_the_task_and_alerts_once_by_mail_and_webhook(
     assert f"{DB}.settlements" in message["Subject"] and "MISMATCH" in message["Subject"]
     html = next(part for part in message.walk() if part.get_content_type() == "text/html")
     assert "different" in html.get_payload(decode=True).decode() and "42" in html.get_payload(decode=True).decode()
+
+
+def test_with_repair_on_a_mismatch_is_repaired_validated_again_and_reported(
+    airflow_stack, loaded, receivers, tmp_path_factory
+):
+    """The `repair` Param: the differing rows are copied again (seam repair), the table validates EQUAL, the
+    task succeeds, and the webhook says what was repaired; a keyless or too-different table still fails."""
+    path = pipeline_file(tmp_path_factory, "valdag_repair", loaded, notify={"webhook": receivers["webhook"]})
+    pipeline = load_pipeline(path)
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        conn.execute(f"UPDATE \"{DB}\".fees SET note = 'tampered' WHERE id IN (7, 8)")
+        conn.execute(f'DELETE FROM "{DB}".fees WHERE id = 9')
+
+    result = _run_validate_dag(airflow_stack, receivers, path, [f"{DB}.fees"], repair=True)
+    assert result["state"] == "success", result["tasks"]
+    assert f"{DB}.fees: repaired at" in result["log"] and "3 differing row(s)" in result["log"], result["log"][-3000:]
+    assert f"{DB}.fees: EQUAL" in result["log"]
+    (body,) = [b for _, b in receivers["posts"]]
+    assert body["problem"] == "repaired" and body["repair"]["differing"] == 3, body
