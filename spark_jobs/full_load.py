@@ -7,7 +7,7 @@ import sys
 
 from seam.cli import operational_errors
 from seam.config import load_pipeline
-from seam.source.full_load import publish_full_load
+from seam.source.full_load import Resume, publish_full_load
 from seam.spark import spark_session
 from seam.wire.boundary import new_batch_id
 
@@ -19,16 +19,24 @@ def main(argv: list[str] | None = None) -> int:
         "--table", action="append", required=True, help="db.table, or a table name unique in the pipeline (repeatable)"
     )
     parser.add_argument("--batch", action="append", default=[], help="batch id per --table (default: new ones)")
+    parser.add_argument(
+        "--resume", action="append", default=[], help="per --table: the open batch's chunks to keep (JSON), or -"
+    )
     args = parser.parse_args(argv)
     if args.batch and len(args.batch) != len(args.table):
         parser.error("give one --batch per --table, or none")
+    if args.resume and len(args.resume) != len(args.batch):
+        parser.error("give one --resume per --batch, or none")
     pipeline = load_pipeline(args.pipeline)
     tables = [pipeline.table(t) for t in args.table]
     batches = args.batch or [new_batch_id() for _ in tables]
+    resumes = [None if r == "-" else Resume.from_json(r) for r in args.resume] or [None] * len(tables)
     spark = spark_session(pipeline, "seam-full-load")
     try:
-        for table, batch in zip(tables, batches):
-            end = publish_full_load(spark, pipeline, table, batch, say=lambda line: print(line, flush=True))
+        for table, batch, resume in zip(tables, batches, resumes):
+            end = publish_full_load(
+                spark, pipeline, table, batch, say=lambda line: print(line, flush=True), resume=resume
+            )
             print(
                 f"SEAM_RESULT table={table.name} batch={end.batch} messages={end.rows} position={end.position}",
                 flush=True,

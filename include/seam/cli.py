@@ -184,8 +184,10 @@ def cmd_load(args, procs: Processes) -> int:
             raise ConfigError("load", "--all/--start/--end are for `seam load incremental`")
         if not args.tables:
             raise ConfigError("load", "name the table(s) to load: seam load full TABLE...")
-        full_load(pipeline, [pipeline.table(t) for t in args.tables], runner)
+        full_load(pipeline, [pipeline.table(t) for t in args.tables], runner, restart=args.restart)
         return 0
+    if args.restart:
+        raise ConfigError("load", "--restart is for `seam load full`")
     if args.all == bool(args.tables):
         raise ConfigError("load", "name the table(s) to load, or give --all for every incremental table")
     tables = [t for t in pipeline.tables if t.incremental] if args.all else [pipeline.table(t) for t in args.tables]
@@ -863,6 +865,11 @@ def build_parser() -> argparse.ArgumentParser:
         "source's now minus the safety delay)",
     )
     p.add_argument("--timeout", type=float, default=3600, help="seconds to wait for the commit")
+    p.add_argument(
+        "--restart",
+        action="store_true",
+        help="full: start afresh (by default a load interrupted with its batch open resumes it, keeping its chunks)",
+    )
     p.set_defaults(func=cmd_load)
 
     sub.add_parser(

@@ -25,17 +25,20 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from seam.apply.sink import Sink
 from seam.apply.target import connect_state, qi
 from seam.config import Pipeline, TableConfig
-from seam.source.full_load import prepare
+from seam.source.full_load import Resume, plan_from_json, prepare
 from seam.source.schema import reachable
+from seam.state import ledger
 from seam.state.ledger import batch_status, watermark
+from seam.state.positions import stored_offsets
 from seam.state.schema import held_by_another, lock, try_lock
-from seam.wire.boundary import new_batch_id
+from seam.wire.boundary import Part, new_batch_id
 from seam.wire.topics import ensure_topics, table_topic
 
 
@@ -242,21 +245,29 @@ def full_load(
     *,
     stall_after: float = 300.0,
     rejected_retries: int = 1,
+    restart: bool = False,
 ) -> list[dict]:
     """Load each table fully; returns one summary per table. Raises LoadError if any batch did not commit.
-    A rejected batch (its END disagrees with what reached the sink) is loaded again ``rejected_retries`` times."""
+    A rejected batch (its END disagrees with what reached the sink) is loaded again ``rejected_retries`` times.
+    A table whose earlier load was interrupted with its batch still open resumes it (the chunks published
+    whole are kept), unless ``restart``."""
     runner = runner or Runner()
     say = runner.say
-    for table in tables:  # every check before anything is published: a bad table changes nothing
-        prepare(pipeline, table)
+    schemas = {t.name: prepare(pipeline, t)[0] for t in tables}  # every check first: a bad table changes nothing
     lines, tables, reach = cascades_followed(pipeline, tables)
     for line in lines:
         say(line)
     results: dict[str, dict] = {}
     todo = list(tables)
+    resumes = {} if restart else _resumable(pipeline, tables, schemas, say)
     for attempt in range(1 + rejected_retries):
-        batches = {t.name: new_batch_id() for t in todo}
-        job_args = [a for t in todo for a in ("--table", t.name, "--batch", batches[t.name])]
+        batches = {t.name: resumes[t.name][0] if t.name in resumes else new_batch_id() for t in todo}
+        job_args = [
+            a
+            for t in todo
+            for a in ("--table", t.name, "--batch", batches[t.name], "--resume", resumes.get(t.name, ("", "-"))[1])
+        ]
+        resumes = {}  # a batch loaded again after a rejection starts afresh
         results.update(_run_batches(pipeline, todo, batches, "full_load", job_args, runner, stall_after))
         # a batch whose END disagrees with what reached the sink lost messages on the way (a broker that lost
         # data): it was rejected, nothing of it is visible, and a new batch is the remedy
@@ -284,6 +295,54 @@ def full_load(
     if failed:
         raise LoadError("; ".join(failed) + " (the target keeps the previous data)")
     return [results[t.name] for t in tables]
+
+
+def _resumable(pipeline: Pipeline, tables: list[TableConfig], schemas: dict, say) -> dict[str, tuple[str, str]]:
+    """Per table whose last full load was interrupted with its batch still open (and the same columns and
+    key): (batch id, ``Resume`` as JSON for the Spark job). What the interrupted load published is applied
+    first, so that every chunk it published whole is kept."""
+    conn = connect_state(pipeline)
+    out = {}
+    try:
+        interrupted = [t for t in tables if ledger.resumable(conn, pipeline.target.state_schema, t.db, t.table)]
+        if interrupted:
+            say(
+                f"{', '.join(t.name for t in interrupted)}: an interrupted load's batch is open; applying what it published"
+            )
+            _catch_up(pipeline, interrupted, conn)
+        for t in tables:
+            found = ledger.resumable(conn, pipeline.target.state_schema, t.db, t.table)
+            if found is None:
+                continue
+            batch, columns, key, plan, kept = found
+            if columns != [asdict(c) for c in schemas[t.name].columns] or key != list(t.key):
+                continue  # the table changed: a new batch supersedes the open one
+            parts = tuple(
+                Part(part, attempt, rows, checksum, file, pos) for part, attempt, rows, checksum, file, pos in kept
+            )
+            out[t.name] = (batch, Resume(plan_from_json(plan), parts).to_json())
+    finally:
+        conn.close()
+    return out
+
+
+def _catch_up(pipeline: Pipeline, tables: list[TableConfig], conn) -> None:
+    """Until the tables' topics are applied as far as they go: by the running sink (its stored offsets stop
+    moving), or by a sink run here until idle."""
+    topics = [table_topic(pipeline, t) for t in tables]
+    if not all(sink_running(conn, topic) for topic in topics):
+        sink = Sink(pipeline, tables)
+        try:
+            sink.run(idle_exit=3, deadline=time.time() + 900)
+        finally:
+            sink.close()
+        return
+    last, still, deadline = None, 0, time.time() + 300
+    while still < 3 and time.time() < deadline:
+        offsets = stored_offsets(conn, pipeline.target.state_schema, topics)
+        still = still + 1 if offsets == last else 0
+        last = offsets
+        time.sleep(1)
 
 
 def incremental_load(

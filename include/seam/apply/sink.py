@@ -63,7 +63,7 @@ from seam.state.owners import holder_of, record_holder
 from seam.state.parts import part_beat
 from seam.state.positions import forget_cascades
 from seam.state.schema import ensure_state, try_lock
-from seam.wire.boundary import Begin, End, Heartbeat, SchemaChange, StreamStop, Tally, parse_control
+from seam.wire.boundary import Begin, End, Heartbeat, PartDone, SchemaChange, StreamStop, Tally, parse_control
 from seam.wire.records import no_cyclic_gc
 from seam.wire.topics import consumer_config, ensure_topics, table_topic, topic_ids
 
@@ -373,6 +373,10 @@ class Sink:
                     continue
                 if isinstance(control, Begin):
                     self._begin(topic, control, m.offset())
+                elif isinstance(control, PartDone):
+                    current = self.open[topic]
+                    if current is not None and current.begin.batch == control.batch:
+                        ledger.part_done(self.conn, self.schema, control)
                 elif isinstance(control, End):
                     self._end(topic, control, m.offset())
                     self.changes.replay_held(topic)

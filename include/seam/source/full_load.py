@@ -13,6 +13,14 @@ chunk, the task attempt whose output counts. Rows never pass through the JVM:
 Spark schedules, retries and scales out the reads, the bytes go from MariaDB
 to Kafka in one Python process.
 
+Resumable: BEGIN carries the chunk plan, and each task publishes a PART
+message after its chunk's rows, which the sink records with the staged rows.
+A load started again for a table whose batch is still open (``Resume``, from
+``seam.loads``) keeps the chunks published whole and staged, reads only the
+others (as new attempts, so a dead run's partial output is discarded like a
+failed task's), and ends the same batch at one position: the kept chunks'
+snapshot positions take part in the reconciliation like the new ones.
+
 Delivery guarantee: at-least-once into Kafka, exactly-once as a batch: a
 batch whose END was not published (the job died) is never applied, a retried
 task's extra output is discarded by the sink using END's attempt list.
@@ -24,7 +32,7 @@ import functools
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, cast
 
 import pymysql
@@ -33,6 +41,7 @@ from seam.config import Pipeline, TableConfig
 from seam.source.gtid import gtids_at, gtids_enabled, head_gtids, server_identity
 from seam.source.schema import SchemaError, TableSchema, read_schema
 from seam.source.snapshot import (
+    Chunk,
     ChunkPlan,
     ChunkRead,
     Opening,
@@ -49,11 +58,35 @@ from seam.source.snapshot import (
     snapshot_position,
     source_head,
 )
-from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally
+from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, PartDone, Tally
 from seam.wire.records import Position, no_cyclic_gc, record_json
 from seam.wire.topics import Publisher, ensure_topics, table_topic
 
 CONTROL = [(CONTROL_HEADER, b"1")]
+
+
+@dataclass(frozen=True)
+class Resume:
+    """An open batch of the table to continue: its chunk plan and the chunks kept (published whole, staged)."""
+
+    plan: ChunkPlan
+    kept: tuple[Part, ...]
+
+    def to_json(self) -> str:
+        return json.dumps({"plan": plan_json(self.plan), "kept": [asdict(p) for p in self.kept]})
+
+    @classmethod
+    def from_json(cls, text: str) -> Resume:
+        doc = json.loads(text)
+        return cls(plan_from_json(doc["plan"]), tuple(Part(**p) for p in doc["kept"]))
+
+
+def plan_json(plan: ChunkPlan) -> dict[str, Any]:
+    return {"column": plan.column, "chunks": [[c.index, c.lo, c.hi] for c in plan.chunks]}
+
+
+def plan_from_json(doc: dict[str, Any]) -> ChunkPlan:
+    return ChunkPlan(doc["column"], tuple(Chunk(*c) for c in doc["chunks"]))
 
 
 def prepare(pipeline: Pipeline, table: TableConfig) -> tuple[TableSchema, ChunkPlan, Opening]:
@@ -87,43 +120,58 @@ def prepare(pipeline: Pipeline, table: TableConfig) -> tuple[TableSchema, ChunkP
 
 
 def publish_full_load(
-    spark, pipeline: Pipeline, table: TableConfig, batch: str, say: Callable[[str], None] = print
+    spark,
+    pipeline: Pipeline,
+    table: TableConfig,
+    batch: str,
+    say: Callable[[str], None] = print,
+    resume: Resume | None = None,
 ) -> End:
+    """Publish a full load of ``table`` as ``batch`` (``resume``: continue that open batch)."""
     started = time.time()
     schema, plan, opening = prepare(pipeline, table)
     topic = table_topic(pipeline, table)
     ensure_topics(pipeline, [topic])
-    say(
-        f"{table.name}: batch {batch}, {len(plan.chunks)} chunk(s)"
-        + (
-            f" on {plan.column}"
-            if plan.column
-            else " (one consistent chunk: no integer key, or a child of a cascading foreign key)"
-        )
-    )
     driver = Publisher(pipeline)
-    begin = Begin(
-        batch=batch,
-        db=table.db,
-        table=table.table,
-        mode="full",
-        columns=[asdict(c) for c in schema.columns],
-        key=list(table.key),
-        soft_delete=table.soft_delete,
-    )
-    driver.send(topic, begin.to_json(), b"__seam_control__", headers=CONTROL)
-    driver.flush()
+    kept: tuple[Part, ...] = ()
+    if resume is not None:
+        plan, kept = resume.plan, resume.kept
+        say(f"{table.name}: batch {batch} resumed: {len(kept)} of {len(plan.chunks)} chunks kept")
+    else:
+        say(
+            f"{table.name}: batch {batch}, {len(plan.chunks)} chunk(s)"
+            + (
+                f" on {plan.column}"
+                if plan.column
+                else " (one consistent chunk: no integer key, or a child of a cascading foreign key)"
+            )
+        )
+        begin = Begin(
+            batch=batch,
+            db=table.db,
+            table=table.table,
+            mode="full",
+            columns=[asdict(c) for c in schema.columns],
+            key=list(table.key),
+            soft_delete=table.soft_delete,
+            plan=plan_json(plan),
+        )
+        driver.send(topic, begin.to_json(), b"__seam_control__", headers=CONTROL)
+        driver.flush()
 
-    parts = publish_chunks(
+    done = {p.part for p in kept}
+    parts = list(kept) + publish_chunks(
         spark,
         pipeline=pipeline,
         topic=topic,
         schema=schema,
-        plan=plan,
+        plan=ChunkPlan(plan.column, tuple(c for c in plan.chunks if c.index not in done)),
         key=table.key,
         batch=batch,
         ts_ms=int(started * 1000),
         opening=opening,
+        # a dead run's partial output of a chunk must not count as this run's: its attempts differ
+        attempt_base=int(started) << 20 if resume is not None else 0,
     )
     read_done = time.time()
     if sorted(p.part for p in parts) != [c.index for c in plan.chunks]:
@@ -201,9 +249,12 @@ def publish_chunks(
     ts_ms: int,
     window: str | None = None,
     opening: Opening | None = None,
+    attempt_base: int = 0,
 ) -> list[Part]:
     """The Spark job: one task per chunk reads it in its own snapshot and publishes its rows; one Part each.
     ``opening`` None: no position (an incremental window)."""
+    if not plan.chunks:
+        return []
     reads = [ChunkRead(c.index, chunk_sql(schema, plan, c, key, window), opening) for c in plan.chunks]
     task = functools.partial(
         _publish_chunk,
@@ -215,6 +266,7 @@ def publish_chunks(
         ts_ms=ts_ms,
         keyed=bool(key),
         json_columns=canonical_json_columns(schema),
+        attempt_base=attempt_base,
     )
     return spark.sparkContext.parallelize(reads, len(reads)).mapPartitions(task).collect()
 
@@ -266,6 +318,7 @@ def _publish_chunk(
     ts_ms: int,
     keyed: bool,
     json_columns: list[str],
+    attempt_base: int,
 ):
     """Runs on an executor for one chunk: read and publish its rows, return its position, count and checksum.
 
@@ -275,7 +328,7 @@ def _publish_chunk(
 
     context = TaskContext.get()
     assert context is not None  # runs as a Spark task
-    attempt = context.taskAttemptId()
+    attempt = attempt_base + context.taskAttemptId()
     publisher = Publisher.shared(pipeline)
     publisher.flush()  # nothing of an earlier (failed) task may be counted in this one
     for read in reads:
@@ -336,7 +389,10 @@ def _publish_read(
             values = [_canonical_json_values(v, json_columns) for v in values]
         tally.add_many(len(values), publisher.send_many(topic, values, keys))
     publisher.flush()
-    return Part(read.index, attempt, tally.rows, tally.checksum, file, pos)
+    part = Part(read.index, attempt, tally.rows, tally.checksum, file, pos)
+    publisher.send(topic, PartDone(batch, db, table, part).to_json(), b"__seam_control__", headers=CONTROL)
+    publisher.flush()
+    return part
 
 
 def _canonical_json_values(value: bytes, columns: list[str]) -> bytes:

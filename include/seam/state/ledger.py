@@ -38,8 +38,8 @@ def open_batch(conn, schema: str, begin, topic: str, offset: int) -> None:
     window = begin.window or {}
     conn.execute(
         f"INSERT INTO {qi(schema)}.batches (batch_id, db, tbl, mode, state, topic, begin_offset, window_start, "
-        "window_end, columns, key_columns, begin_window, soft_delete, opened_at) "
-        "VALUES (%s, %s, %s, %s, 'open', %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp())",
+        "window_end, columns, key_columns, begin_window, soft_delete, plan, opened_at) "
+        "VALUES (%s, %s, %s, %s, 'open', %s, %s, %s, %s, %s, %s, %s, %s, %s, clock_timestamp())",
         (
             begin.batch,
             begin.db,
@@ -53,8 +53,39 @@ def open_batch(conn, schema: str, begin, topic: str, offset: int) -> None:
             json.dumps(begin.key),
             json.dumps(begin.window) if begin.window else None,
             begin.soft_delete,
+            json.dumps(begin.plan) if begin.plan else None,
         ),
     )
+
+
+def part_done(conn, schema: str, done) -> None:
+    """A chunk of an open batch was published whole (``boundary.PartDone``)."""
+    p = done.part
+    conn.execute(
+        f"INSERT INTO {qi(schema)}.batch_parts_done VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+        (done.batch, p.part, p.attempt, p.rows, p.checksum, p.file, p.pos),
+    )
+
+
+def resumable(conn, schema: str, db: str, table: str) -> tuple[str, list, list, dict, list[tuple]] | None:
+    """The table's open full-load batch that can be resumed: (batch_id, columns, key columns, plan, chunks
+    kept), a kept chunk being one published whole whose staged rows are all there: (part, attempt, rows,
+    checksum, file, pos)."""
+    s = qi(schema)
+    row = conn.execute(
+        f"SELECT batch_id, columns, key_columns, plan FROM {s}.batches WHERE db = %s AND tbl = %s AND "
+        "state = 'open' AND mode = 'full' AND plan IS NOT NULL ORDER BY opened_at DESC LIMIT 1",
+        (db, table),
+    ).fetchone()
+    if row is None:
+        return None
+    kept = conn.execute(
+        f"SELECT DISTINCT ON (d.part) d.part, d.attempt, d.rows, d.checksum, d.file, d.pos "
+        f"FROM {s}.batch_parts_done d JOIN {s}.batch_parts p USING (batch_id, part, attempt) "
+        "WHERE d.batch_id = %s AND p.rows = d.rows AND p.checksum = d.checksum ORDER BY d.part, d.attempt",
+        (row[0],),
+    ).fetchall()
+    return row[0], row[1], row[2], row[3], [(*k[:3], int(k[3]), *k[4:]) for k in kept]
 
 
 def batch_state(conn, schema: str, batch_id: str) -> str | None:

@@ -133,6 +133,16 @@ def migrations(schema: str) -> list[tuple[int, list[str]]]:
             CHECK (state IN ('open', 'committed', 'rejected', 'superseded', 'abandoned', 'cancelled'))""",
             ],
         ),
+        (
+            8,
+            [  # resumable full loads (seam.source.full_load): the batch's chunks, and the chunks published whole
+                f"ALTER TABLE {s}.batches ADD COLUMN IF NOT EXISTS plan jsonb",
+                f"""CREATE TABLE IF NOT EXISTS {s}.batch_parts_done (
+            batch_id text NOT NULL, part integer NOT NULL, attempt bigint NOT NULL,
+            rows bigint NOT NULL, checksum numeric(20,0) NOT NULL, file text, pos bigint,
+            PRIMARY KEY (batch_id, part, attempt))""",
+            ],
+        ),
     ]
 
 

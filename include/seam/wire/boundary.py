@@ -102,9 +102,32 @@ class Begin:
     key: list[str]
     window: dict[str, str] | None = None
     soft_delete: str | None = None  # rows with this column set are kept out of the target (every mode)
+    plan: dict[str, Any] | None = None  # a full load's chunks ({"column", "chunks": [[index, lo, hi]]}): to resume
 
     def to_json(self) -> bytes:
         return _dump({"control": "BEGIN", **asdict(self)})
+
+
+@dataclass(frozen=True)
+class PartDone:
+    """A chunk of a batch was published whole (after its rows, from the task that read it): the sink records
+    it, so that a load started again for the table keeps the chunk (``seam.source.full_load``: resume)."""
+
+    batch: str
+    db: str
+    table: str
+    part: Part
+
+    def to_json(self) -> bytes:
+        return _dump(
+            {
+                "control": "PART",
+                "batch": self.batch,
+                "db": self.db,
+                "table": self.table,
+                "part": {**asdict(self.part), "checksum": str(self.part.checksum)},
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -239,7 +262,7 @@ class Rebase:
         )
 
 
-def parse_control(value: bytes) -> Begin | End | Heartbeat | SchemaChange | StreamStop | Rebase:
+def parse_control(value: bytes) -> Begin | End | PartDone | Heartbeat | SchemaChange | StreamStop | Rebase:
     doc = json.loads(value)
     if doc.get("v") != FORMAT_VERSION:
         raise ValueError(f"control message version {doc.get('v')!r} is not {FORMAT_VERSION}")
@@ -247,6 +270,8 @@ def parse_control(value: bytes) -> Begin | End | Heartbeat | SchemaChange | Stre
     doc.pop("v")
     if kind == "BEGIN":
         return Begin(**doc)
+    if kind == "PART":
+        return PartDone(**{**doc, "part": Part(**{**doc["part"], "checksum": int(doc["part"]["checksum"])})})
     if kind in ("HEARTBEAT", "SCHEMA", "STOP", "REBASE"):
         doc["position"], doc["prev"] = _unpos(doc["position"]), _unpos(doc.get("prev"))
         return {"HEARTBEAT": Heartbeat, "SCHEMA": SchemaChange, "STOP": StreamStop, "REBASE": Rebase}[kind](**doc)

@@ -1,0 +1,163 @@
+"""Resumable full loads (issue 33): a load whose every process is killed part-way leaves its batch open with
+the chunks it published whole; `seam load full` again keeps those (`resumed: K of N chunks kept`), reads the
+others, and ends the batch exact at one position, under a writer whose changes to the kept chunks after their
+snapshots are folded in. `--restart` starts afresh. Checked with the independent comparer."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+import yaml
+
+from seam.config import load_pipeline
+from seam_dev import demo
+from tests.support.independent import compare
+from tests.support.pipelines import pipeline_file
+from tests.support.source import fresh_database
+
+DB = "resume_test"
+ROWS = 1_200_000
+pytestmark = pytest.mark.stack
+
+
+def _seam(path: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _kill_all(marker: str) -> int:
+    """SIGKILL every process whose command line names ``marker`` (the load, its Spark job, its sink): as if
+    the machine running them was lost."""
+    killed = 0
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            pid = int(cmdline.parent.name)
+        except (OSError, ValueError):
+            continue
+        if marker in text and pid != os.getpid():
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+    return killed
+
+
+def _published(pipeline) -> int:
+    """Messages in the table's topic (the broker's high watermark)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from seam.wire.topics import consumer_config, ensure_topics, table_topic
+
+    topic = table_topic(pipeline, pipeline.table(f"{DB}.big"))
+    ensure_topics(pipeline, [topic])
+    consumer = Consumer({**consumer_config(pipeline), "group.id": "seam-test-resume"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        consumer.close()
+
+
+def _parts_done(pipeline) -> tuple[int, int]:
+    """(chunks published whole, chunks) of the table's open batch."""
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass('seam.batch_parts_done')").fetchone()[0] is None:
+            return 0, 0  # the load has not migrated the state schema yet
+        row = conn.execute(
+            "SELECT b.batch_id, jsonb_array_length(b.plan->'chunks') FROM seam.batches b WHERE db = %s AND "
+            "state = 'open' ORDER BY opened_at DESC LIMIT 1",
+            (DB,),
+        ).fetchone()
+        if row is None:
+            return 0, 0
+        done = conn.execute(
+            "SELECT count(DISTINCT part) FROM seam.batch_parts_done WHERE batch_id = %s", (row[0],)
+        ).fetchone()[0]
+    return done, row[1]
+
+
+def test_a_load_killed_part_way_resumes_keeping_its_chunks(stack, tmp_path_factory):
+    fresh_database(
+        DB,
+        f"CREATE TABLE `{DB}`.big (id INT PRIMARY KEY, amount DECIMAL(18,2), note VARCHAR(100))",
+        *(
+            f"INSERT INTO `{DB}`.big SELECT seq, seq + 0.5, REPEAT('x', 60) FROM `{DB}`.seq_{lo}_to_{lo + 199_999}"
+            for lo in range(1, ROWS, 200_000)
+        ),
+    )
+    spark = yaml.safe_load(open(load_pipeline().path))["spark"]
+    # one core for Spark: the chunks are read one after the other, so a kill lands between them
+    spark.update(partitions=12, master="local[1]")
+    path = pipeline_file(tmp_path_factory, "resume", [{"name": f"{DB}.big", "key": ["id"]}], spark=spark)
+    pipeline = load_pipeline(path)
+    stop = threading.Event()
+
+    def write():
+        conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+        conn.autocommit(True)
+        rng = random.Random(33)
+        while not stop.is_set():
+            with conn.cursor() as cur:
+                i = rng.randrange(1, ROWS)
+                cur.execute("UPDATE big SET amount = amount + 1, note = 'moved' WHERE id = %s", (i,))
+                cur.execute("DELETE FROM big WHERE id = %s", (rng.randrange(1, ROWS),))
+                cur.execute("INSERT IGNORE INTO big VALUES (%s, 1.5, 'new')", (ROWS + rng.randrange(1, 10_000),))
+            time.sleep(0.01)
+        conn.close()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        first = subprocess.Popen(
+            [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.big", "--restart"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        deadline, before = time.time() + 600, _published(pipeline)
+        while _published(pipeline) - before < ROWS * 0.45 and time.time() < deadline and first.poll() is None:
+            time.sleep(0.05)
+        assert first.poll() is None and _published(pipeline) - before < ROWS, first.poll()
+        assert _kill_all(path) >= 2  # about half of the rows published, no END
+        chunks = _parts_done(pipeline)[1]
+        assert chunks == 12, chunks
+        first.wait(30)
+        time.sleep(2)  # the writer goes on changing chunks already kept
+    finally:
+        stop.set()
+        writer.join()
+
+    again = _seam(path, "load", "full", f"{DB}.big")
+    assert again.returncode == 0, again.stdout + again.stderr
+    kept = re.search(r"resumed: (\d+) of (\d+) chunks kept", again.stdout)
+    assert kept and 4 <= int(kept.group(1)) < chunks == int(kept.group(2)), again.stdout
+    published = re.search(r"SEAM_RESULT .* position=(\S+)", again.stdout)
+    assert published and f"binlog position {published.group(1)}," in again.stdout, again.stdout  # this END counted
+    # the rows changed after the kept chunks' snapshots were folded in: exact at the batch's position, and
+    # the stream from there makes the table equal to its source
+    started = _seam(path, "stream", "start", timeout=180)
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        waited = _seam(path, "stream", "wait", "--timeout", "180", timeout=240)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "big") is None
+    finally:
+        _seam(path, "stream", "stop", timeout=120)
+
+    # --restart starts afresh
+    fresh = _seam(path, "load", "full", f"{DB}.big", "--restart")
+    assert fresh.returncode == 0 and "resumed" not in fresh.stdout, fresh.stdout + fresh.stderr
+    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "big") is None
