@@ -6,6 +6,7 @@ over the same binlog changes nothing."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -17,7 +18,7 @@ import yaml
 
 from seam.apply.sink import Sink
 from seam.config import load_pipeline
-from seam.source.streaming import ChangeReader, StreamError
+from seam.source.streaming import ChangeReader
 from seam_dev import demo
 from tests.support.compare import diff, source_rows, target_rows
 
@@ -93,20 +94,26 @@ def test_full_load_then_stream_converges_exactly(pipeline_path):
     assert len(positions) == 3 and again["changes"] == 0
 
 
-def test_purged_binlog_is_a_clear_error(pipeline_path, tmp_path):
+def test_a_purged_binlog_stops_only_its_table_with_the_way_out(pipeline_path, tmp_path):
+    """(The way out, `seam repair --full`, is run as printed in test_repair.py.)"""
     pipeline = load_pipeline(pipeline_path)
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
         saved = conn.execute("SELECT file FROM seam.positions WHERE db = %s AND tbl = 'accounts'", (DB,)).fetchone()
         conn.execute("UPDATE seam.positions SET file = 'mysql-bin.000000' WHERE db = %s AND tbl = 'accounts'", (DB,))
         try:
-            with pytest.raises(
-                StreamError,
-                match=r"no longer has binlog mysql-bin.000000 .*seam load full "
-                rf"{DB}.accounts",
-            ):
-                ChangeReader(pipeline)
+            reader = ChangeReader(pipeline)
+            reader.close()
+            assert re.search(
+                rf"no longer has binlog mysql-bin.000000 .*`seam repair {DB}.accounts --full`",
+                reader.stopped[f"{DB}.accounts"],
+            ), reader.stopped
+            assert f"{DB}.payments" not in reader.stopped and (DB, "payments") in reader.followed
+            stopped = conn.execute("SELECT stopped FROM seam.positions WHERE db = %s AND tbl = 'accounts'", (DB,))
+            assert "seam repair" in stopped.fetchone()[0]
         finally:
-            conn.execute("UPDATE seam.positions SET file = %s WHERE db = %s AND tbl = 'accounts'", (saved[0], DB))
+            conn.execute(
+                "UPDATE seam.positions SET file = %s, stopped = NULL WHERE db = %s AND tbl = 'accounts'", (saved[0], DB)
+            )
 
 
 def test_stream_start_status_stop(pipeline_path):
