@@ -186,3 +186,43 @@ def test_a_position_whose_binlog_is_gone_stops_only_its_table_and_repair_full_ta
         _wait_equal(pipeline, TABLES)
     finally:
         _seam(path, "stream", "stop", timeout=120)
+
+
+def test_an_online_schema_change_cut_over_is_followed_then_repaired(path):
+    """gh-ost / pt-online-schema-change: a copy of the table altered apart (a column added, one widened) is
+    swapped in by one RENAME. The target takes the new columns at the cut-over and the table waits for
+    `seam repair`, which copies the rows the tool's copy got different (here: the writer's changes made after
+    the copy, which this tool-less copy lost); then the table streams on."""
+    pipeline = load_pipeline(path)
+    load = _seam(path, "load", "full", *[f"{DB}.{t}" for t in TABLES])
+    assert load.returncode == 0, load.stderr + load.stdout
+    started = _seam(path, "stream", "start", timeout=180)
+    assert started.returncode == 0, started.stderr + started.stdout
+    admin = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    admin.autocommit(True)
+    columns = "id, owner, currency, balance, status, created_at, updated_at"
+    try:
+        with admin.cursor() as cur:
+            cur.execute("DROP TABLE IF EXISTS _accounts_gho, _accounts_del")
+            cur.execute("CREATE TABLE _accounts_gho LIKE accounts")
+            cur.execute(
+                "ALTER TABLE _accounts_gho ADD COLUMN tier INT NULL DEFAULT 2, MODIFY owner VARCHAR(200) NOT NULL"
+            )
+            cur.execute(f"INSERT INTO _accounts_gho ({columns}) SELECT {columns} FROM accounts")
+        demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=3, threads=1, seed=8, database=DB)
+        with admin.cursor() as cur:
+            cur.execute("RENAME TABLE accounts TO _accounts_del, _accounts_gho TO accounts")
+        deadline = time.time() + 120
+        while not _stopped(pipeline, "accounts") and time.time() < deadline:
+            time.sleep(1)
+        reason = _stopped(pipeline, "accounts")
+        assert reason and "cut-over" in reason and f"seam repair {DB}.accounts" in reason, reason
+        repaired = _seam(path, "repair", f"{DB}.accounts", "--max-rows", "100000")
+        assert repaired.returncode == 0, repaired.stderr + repaired.stdout
+        demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=3, threads=1, seed=9, database=DB)
+        waited = _seam(path, "stream", "wait", "--timeout", "120", timeout=180)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        _wait_equal(pipeline, TABLES)
+    finally:
+        admin.close()
+        _seam(path, "stream", "stop", timeout=120)

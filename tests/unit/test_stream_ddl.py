@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from seam.source.binlog import query_kind, xid_text
-from seam.source.ddl import _COMPUTED, ddl_effect, followed_columns, literal_default, widening
+from seam.source.ddl import _COMPUTED, ddl_effect, followed_columns, literal_default, swapped_clauses, widening
 from seam.source.schema import Column
 
 
@@ -56,8 +56,9 @@ from seam.source.schema import Column
         # the cut-over of gh-ost and pt-online-schema-change
         (
             "RENAME TABLE `shop`.`payments` TO `shop`.`_payments_del`, `shop`.`_payments_gho` TO `shop`.`payments`",
-            ("stop", "RENAME TABLE (renamed away)"),
+            ("cutover", ("shop", "_payments_gho")),
         ),
+        ("RENAME TABLE payments TO _payments_old, _payments_new TO payments", ("cutover", ("shop", "_payments_new"))),
         ("RENAME TABLE x TO payments", ("stop", "RENAME TABLE (another table renamed onto its name)")),
         ("RENAME TABLE other.payments TO payments_x", None),
         ("DROP TABLE IF EXISTS other, `payments`", ("stop", "DROP TABLE")),
@@ -250,3 +251,10 @@ def test_followed_columns_rename_drop_widen_add_in_the_source_order():
 def test_followed_columns_refuses_what_it_cannot_follow_exactly(clauses, now, why):
     result = followed_columns(OLD, ("id",), clauses, now)
     assert isinstance(result, str) and why in result, result
+
+
+def test_a_cut_over_is_compared_by_column_name():
+    now = [_col("id", "int(11)", False), _col("amount", "decimal(12,2)"), _col("tier", "int(11)")]
+    assert swapped_clauses(OLD, now) == [("drop", "memo"), ("modify", "amount"), ("add", "tier")]
+    columns, renamed, defaults = followed_columns(OLD, ("id",), swapped_clauses(OLD, now), [(c, "2") for c in now])
+    assert [c.name for c in columns] == ["id", "amount", "tier"] and renamed == {} and defaults == {"tier": "2"}

@@ -507,6 +507,8 @@ class ChangeApplier:
             return  # its pending changes just stopped the table
         if isinstance(control, SchemaChange) and not self._follow_schema(stream, control):
             return
+        if isinstance(control, SchemaChange) and control.stop:
+            self.stop_table(stream, control.stop, remedy=False)
         elif isinstance(control, StreamStop):
             log.error("%s: stream stopped: %s", stream.target, control.reason)
             positions.stop_stream(self.conn, self.schema, stream.schema.db, stream.schema.table, control.reason)

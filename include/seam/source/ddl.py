@@ -11,6 +11,8 @@ definition in hand:
 
 - ``None``: nothing happens to the table's rows or columns.
 - ``("truncate", what)``: every row is gone; the sink empties the target in the transaction of the position.
+- ``("cutover", (db, table))``: the table is swapped, in one RENAME, for another one (the cut-over of gh-ost or
+  pt-online-schema-change): its columns are followed where the target can, then it waits for a repair.
 - ``("alter", [clause, ...])``: column clauses the stream may follow, each a tuple ``("add", name)``,
   ``("drop", name)``, ``("rename", old, new)``, ``("change", old, new)`` or ``("modify", name)``; the reader
   checks the result against the source (``widening``) and stops the table when the target cannot follow.
@@ -126,12 +128,15 @@ def ddl_effect(query: str, default_db: str | None, db: str, table: str) -> tuple
         return ("truncate", "TRUNCATE") if name == me else None
     m = re.match(r"RENAME\s+TABLES?\s+", q, re.I)
     if m:
-        for pair in _split_clauses(q[m.end() :]):
-            old, new = (re.split(r"\s+TO\s+", pair, maxsplit=1, flags=re.I) + [""])[:2]
-            if name_at(old)[0] == me:
-                return ("stop", "RENAME TABLE (renamed away)")
-            if name_at(new)[0] == me:
-                return ("stop", "RENAME TABLE (another table renamed onto its name)")
+        pairs = [(re.split(r"\s+TO\s+", p, maxsplit=1, flags=re.I) + [""])[:2] for p in _split_clauses(q[m.end() :])]
+        away = any(name_at(old)[0] == me for old, _ in pairs)
+        onto = [old for old, new in pairs if name_at(new)[0] == me and name_at(old)[0] != me]
+        if away and onto:  # `t TO _t_old, _t_new TO t` in one statement: gh-ost's and pt-online-schema-change's
+            return ("cutover", name_at(onto[0])[0])
+        if away:
+            return ("stop", "RENAME TABLE (renamed away)")
+        if onto:
+            return ("stop", "RENAME TABLE (another table renamed onto its name)")
         return None
     m = _STATEMENT_DML.match(q)
     if (
@@ -283,3 +288,14 @@ def followed_columns(
         if why:
             return why
     return [c for c, _ in now], renamed, defaults
+
+
+def swapped_clauses(old: tuple[Column, ...], now: list[Column]) -> list[tuple]:
+    """The column clauses that take ``old`` to ``now`` by name (a cut-over swaps in a table altered apart: a
+    renamed column cannot be told from a dropped and an added one)."""
+    before, after = {c.name: c for c in old}, {c.name: c for c in now}
+    return (
+        [("drop", n) for n in before if n not in after]
+        + [("modify", n) for n in before if n in after and before[n] != after[n]]
+        + [("add", n) for n in after if n not in before]
+    )

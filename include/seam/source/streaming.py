@@ -79,7 +79,7 @@ from seam.source.binlog import (
     locate,
     replica_clash,
 )
-from seam.source.ddl import ddl_effect, followed_columns
+from seam.source.ddl import ddl_effect, followed_columns, swapped_clauses
 from seam.source.gtid import GtidError, GtidSet, gtids_at, gtids_enabled, is_mariadb, server_identity
 from seam.source.schema import COLUMN_FIELDS, Column, TableSchema, column_from_row, reachable
 from seam.source.snapshot import binlog_files, source_head
@@ -819,6 +819,10 @@ class ChangeReader:
             return
         reason = f"{reason}; re-run `seam load full {followed.table.name}` to sync the table again"
         self._control(publisher, followed, StreamStop(position, followed.published, reason))
+        self._forget(followed, reason)
+
+    def _forget(self, followed: Followed, reason: str) -> None:
+        """No longer follow a table that stopped (until its next load or repair)."""
         key = (followed.table.db, followed.table.table)
         del self.followed[key]
         self.stopped[followed.table.name] = reason
@@ -841,32 +845,44 @@ class ChangeReader:
             effect = ddl_effect(statement.query, statement.schema, db, table)
             if effect is None or not statement.position.after(followed.published):
                 continue
-            kind, detail = effect
-            if kind == "truncate":
-                change = SchemaChange(
+            change = self._followed_change(followed, statement, *effect)
+            if isinstance(change, str):
+                self._stop(
+                    publisher,
+                    followed,
                     statement.position,
-                    followed.published,
-                    [asdict(c) for c in followed.schema.columns],
-                    {},
-                    statement.query.strip()[:1000],
-                    truncate=True,
+                    f"a statement at {statement.position} that the "
+                    f"stream cannot follow: {statement.query.strip()[:300]!r} ({change})",
                 )
-            elif kind == "alter" and not statement.in_transaction:
-                change = self._altered(followed, detail, statement.query, statement.position)
-            else:
-                change = detail
-            if isinstance(change, SchemaChange):
-                self._control(publisher, followed, change)
-                followed.schema = replace(followed.schema, columns=tuple(Column(**c) for c in change.columns))
-                log.info("%s: %s at %s followed; the stream goes on", followed.table.name, kind, statement.position)
                 continue
-            self._stop(
-                publisher,
-                followed,
-                statement.position,
-                f"a statement at {statement.position} that the "
-                f"stream cannot follow: {statement.query.strip()[:300]!r} ({change})",
+            self._control(publisher, followed, change)
+            if change.stop:
+                self._forget(followed, change.stop)
+                continue
+            followed.schema = replace(followed.schema, columns=tuple(Column(**c) for c in change.columns))
+            log.info("%s: %s at %s followed; the stream goes on", followed.table.name, effect[0], statement.position)
+
+    def _followed_change(self, followed: Followed, statement: Statement, kind: str, detail) -> SchemaChange | str:
+        """The SCHEMA message that follows a statement changing the table (``seam.source.ddl``), or why the
+        table stops."""
+        if kind == "truncate":
+            columns = [asdict(c) for c in followed.schema.columns]
+            ddl = statement.query.strip()[:1000]
+            return SchemaChange(statement.position, followed.published, columns, {}, ddl, truncate=True)
+        if kind == "alter" and not statement.in_transaction:
+            return self._altered(followed, detail, statement.query, statement.position)
+        if kind == "cutover":
+            change = self._altered(followed, None, statement.query, statement.position)
+            swapped = ".".join(detail)
+            if isinstance(change, str):
+                return f"an online schema change's cut-over swapped in {swapped}: {change}"
+            return replace(
+                change,
+                stop=f"the cut-over of an online schema change at {statement.position} swapped in {swapped} "
+                f"(gh-ost, pt-online-schema-change): the target took its columns; run `seam repair "
+                f"{followed.table.name}` to compare the rows the tool copied and go on streaming",
             )
+        return detail
 
     def _rolled_back(self, publisher: Publisher, rolled: RolledBack) -> None:
         """A ROLLBACK logged with rows: undone in transactional tables; a non-transactional table kept them, and
@@ -895,9 +911,10 @@ class ChangeReader:
             row = cur.fetchone()
         return str(row[0]) if row and row[0] else "unknown"
 
-    def _altered(self, followed: Followed, clauses: list[tuple], ddl: str, position: Position):
+    def _altered(self, followed: Followed, clauses: list[tuple] | None, ddl: str, position: Position):
         """The SCHEMA message for an ALTER whose column clauses the target can follow (checked against the
-        source's definition now, ``seam.source.ddl.followed_columns``); a string (the reason) otherwise."""
+        source's definition now, ``seam.source.ddl.followed_columns``); a string (the reason) otherwise.
+        ``clauses`` None: a table swapped in by a cut-over, compared by column name."""
         with self._source().cursor() as cur:
             cur.execute(
                 f"SELECT {COLUMN_FIELDS}, COLUMN_DEFAULT FROM information_schema.COLUMNS "
@@ -905,6 +922,8 @@ class ChangeReader:
                 (followed.table.db, followed.table.table),
             )
             now = [(column_from_row(r), r[6]) for r in cur.fetchall()]
+        if clauses is None:
+            clauses = swapped_clauses(followed.schema.columns, [c for c, _ in now])
         result = followed_columns(followed.schema.columns, followed.schema.primary_key, clauses, now)
         if isinstance(result, str):
             return result

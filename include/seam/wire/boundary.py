@@ -207,6 +207,7 @@ class SchemaChange:
     server: str | None = None
     renamed: dict[str, str] = field(default_factory=dict)
     truncate: bool = False
+    stop: str | None = None  # then the table stops, for this reason (a cut-over: it waits for `seam repair`)
 
     def to_json(self) -> bytes:
         return _dump(
@@ -214,6 +215,7 @@ class SchemaChange:
                 "control": "SCHEMA",
                 "renamed": self.renamed,
                 "truncate": self.truncate,
+                "stop": self.stop,
                 "position": _pos(self.position),
                 "prev": _pos(self.prev),
                 "columns": self.columns,
