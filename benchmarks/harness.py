@@ -8,7 +8,10 @@ Cases (``benchmarks/README.md`` explains each, how to reproduce it, and where th
 - stream: a backlog applied flat out (binlog -> reader -> Kafka -> Spark sink -> PostgreSQL) vs
   python-mysql-replication's decode and ``mariadb-binlog --verbose`` of the same binlog (the C floor); then
   commit-to-visible latency at 500, 1,000 and 2,000 changes/s;
-- validation of ``orders``: equal, and with 10 scattered differences, vs reladiff.
+- validation of ``orders``: equal, and with 10 scattered differences, vs reladiff;
+- repair: 10 differing rows of a 2,000,000-row table, ``seam repair`` vs ``seam load full`` of it;
+- resume: a 5,000,000-row full load killed at about 60% and started again vs a clean one
+  (``benchmarks/repair_resume.py``).
 
 Each measurement is repeated (``--repeats``, 3 by default): the median and the spread (min-max). For every run:
 rows, seconds, rows/s, rows per CPU-second of Seam's processes (the harness, ``seam`` commands, the stream's
@@ -354,6 +357,70 @@ def validation_case(scale: float, repeats: int, results: list[Result], fresh_loa
     os.unlink(path)
 
 
+def repair_case(rows: int, repeats: int, results: list[Result]) -> None:
+    """10 differing rows of a ``rows``-row table: `seam repair` against `seam load full` of it."""
+    from common import bench_pipeline
+    from repair_resume import DB, ensure_table, repair_run, seam
+
+    from seam.config import load_pipeline
+
+    path = bench_pipeline([{"name": f"{DB}.repaired", "key": ["id"]}], topic_prefix="seam.bench_repair")
+    pipeline = load_pipeline(path)
+    TRACKED.add(path)
+    ensure_table("repaired", rows)
+    case = f"10 differing rows of {rows:,}"
+    repair = Result(case, "seam repair", baselines=["seam load full"])
+    reload = Result(case, "seam load full")
+    for i in range(repeats):
+        say(f"{case}, run {i + 1} of {repeats}")
+        reload.runs.append(measured(lambda: Run(rows, seam(path, "load", "full", f"{DB}.repaired")[0])))
+        found: dict = {}
+
+        def once(found=found) -> Run:
+            seconds, found["rows"] = repair_run(path, pipeline, "repaired", rows)
+            return Run(rows, seconds)
+
+        repair.runs.append(measured(once))
+        if found["rows"] != 10:
+            sys.exit(f"seam repair found {found['rows']} differing rows, not the 10 made")
+        check, out = seam(path, "validate", f"{DB}.repaired")
+        if ": EQUAL:" not in out:
+            sys.exit(f"after the repair the table is not EQUAL: {out[-1000:]}")
+    results += [repair, reload]
+    os.unlink(path)
+
+
+def resume_case(rows: int, repeats: int, results: list[Result]) -> None:
+    """A full load killed at about 60% and started again, against a clean full load of the same table."""
+    from common import bench_pipeline
+    from repair_resume import DB, ensure_table, killed_then_resumed, seam
+
+    from seam.config import load_pipeline
+
+    path = bench_pipeline([{"name": f"{DB}.resumed", "key": ["id"]}], topic_prefix="seam.bench_resume")
+    pipeline = load_pipeline(path)
+    TRACKED.add(path)
+    ensure_table("resumed", rows)
+    case = f"full load of {rows:,} rows, killed at 60%"
+    resumed = Result(case, "seam load full again (resumes)", baselines=["seam load full, clean"])
+    clean = Result(case, "seam load full, clean")
+    for i in range(repeats):
+        say(f"{case}, run {i + 1} of {repeats}")
+        clean.runs.append(measured(lambda: Run(rows, seam(path, "load", "full", f"{DB}.resumed", "--restart")[0])))
+        kept: dict = {}
+
+        def once(kept=kept) -> Run:
+            seconds, kept["line"] = killed_then_resumed(path, pipeline, "resumed", rows)
+            return Run(rows, seconds, note=kept["line"])
+
+        resumed.runs.append(measured(once))
+        say(f"  {kept['line']}")
+        if not kept["line"].startswith("resumed"):
+            sys.exit(f"the load started again did not resume: {kept['line']}")
+    results += [resumed, clean]
+    os.unlink(path)
+
+
 # ------------------------------------------------------------------ reporting ----
 
 
@@ -418,12 +485,17 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--changes", type=int, default=100_000, help="stream: the backlog's row changes")
     parser.add_argument("--latency-seconds", type=float, default=20, help="stream: each latency run's length")
-    parser.add_argument("--cases", default="full,incremental,stream,validation", help="comma-separated subset")
+    parser.add_argument("--repair-rows", type=int, default=2_000_000, help="repair: the table's rows")
+    parser.add_argument("--resume-rows", type=int, default=5_000_000, help="resume: the table's rows")
+    parser.add_argument(
+        "--cases", default="full,incremental,stream,validation,repair,resume", help="comma-separated subset"
+    )
     parser.add_argument("--tiny", action="store_true", help="every case at a toy scale, once (the test suite)")
     parser.add_argument("--out", default=str(RESULTS), help="where the JSON, the table and the chart go")
     args = parser.parse_args()
     if args.tiny:
         args.scale, args.repeats, args.changes, args.latency_seconds = 0.002, 1, 2_000, 3
+        args.repair_rows, args.resume_rows = 20_000, 400_000
     cases = set(args.cases.split(","))
     began = time.perf_counter()
     results: list[Result] = []
@@ -436,6 +508,10 @@ def main() -> int:
         stream_case(args.changes, args.latency_seconds, args.repeats, results)
     if "validation" in cases:
         validation_case(args.scale, args.repeats, results, fresh_load=not (args.tiny and "full" in cases))
+    if "repair" in cases:
+        repair_case(args.repair_rows, args.repeats, results)
+    if "resume" in cases:
+        resume_case(args.resume_rows, args.repeats, results)
     meta = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H-%M-%SZ"),
         "cores": os.cpu_count(),

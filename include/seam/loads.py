@@ -257,10 +257,14 @@ def full_load(
     lines, tables, reach = cascades_followed(pipeline, tables)
     for line in lines:
         say(line)
-    results: dict[str, dict] = {}
-    todo = list(tables)
-    resumes = {} if restart else _resumable(pipeline, tables, schemas, say)
+    resumes, results = ({}, {}) if restart else _resumable(pipeline, tables, schemas, say)
+    for r in results.values():
+        seconds = (r["finished_at"] - r["opened_at"]).total_seconds()
+        r["seconds"], r["rows_per_s"] = round(seconds, 2), round((r["final_rows"] or 0) / max(seconds, 1e-3))
+    todo = [t for t in tables if t.name not in results]
     for attempt in range(1 + rejected_retries):
+        if not todo:
+            break
         batches = {t.name: resumes[t.name][0] if t.name in resumes else new_batch_id() for t in todo}
         job_args = [
             a
@@ -297,20 +301,35 @@ def full_load(
     return [results[t.name] for t in tables]
 
 
-def _resumable(pipeline: Pipeline, tables: list[TableConfig], schemas: dict, say) -> dict[str, tuple[str, str]]:
+def _resumable(
+    pipeline: Pipeline, tables: list[TableConfig], schemas: dict, say
+) -> tuple[dict[str, tuple[str, str]], dict[str, dict]]:
     """Per table whose last full load was interrupted with its batch still open (and the same columns and
     key): (batch id, ``Resume`` as JSON for the Spark job). What the interrupted load published is applied
-    first, so that every chunk it published whole is kept."""
+    first, so that every chunk it published whole is kept; a batch whose END it had published commits
+    there, and is the table's load (second dict: its summary)."""
     conn = connect_state(pipeline)
-    out = {}
+    out, finished = {}, {}
+    state = pipeline.target.state_schema
     try:
-        interrupted = [t for t in tables if ledger.resumable(conn, pipeline.target.state_schema, t.db, t.table)]
-        if interrupted:
+        interrupted = {t.name: ledger.resumable(conn, state, t.db, t.table) for t in tables}
+        waiting = [t for t in tables if interrupted[t.name]]
+        if waiting:
             say(
-                f"{', '.join(t.name for t in interrupted)}: an interrupted load's batch is open; applying what it published"
+                f"{', '.join(t.name for t in waiting)}: an interrupted load's batch is open; applying what it published"
             )
-            _catch_up(pipeline, interrupted, conn)
+            _catch_up(pipeline, waiting, conn)
+        for t in waiting:
+            found = interrupted[t.name]
+            assert found is not None  # waiting holds the interrupted ones
+            batch = found[0]
+            status = batch_status(conn, state, batch) or {}
+            if status.get("state") == "committed":
+                say(f"{t.name}: batch {batch} resumed: the interrupted load had published all of it; committed")
+                finished[t.name] = {"table": t.name, "batch": batch, **status}
         for t in tables:
+            if t.name in finished:
+                continue
             found = ledger.resumable(conn, pipeline.target.state_schema, t.db, t.table)
             if found is None:
                 continue
@@ -323,7 +342,7 @@ def _resumable(pipeline: Pipeline, tables: list[TableConfig], schemas: dict, say
             out[t.name] = (batch, Resume(plan_from_json(plan), parts).to_json())
     finally:
         conn.close()
-    return out
+    return out, finished
 
 
 def _catch_up(pipeline: Pipeline, tables: list[TableConfig], conn) -> None:

@@ -21,7 +21,7 @@ def test_every_case_runs_next_to_its_baselines(stack, tmp_path):
         [sys.executable, str(ROOT / "benchmarks" / "harness.py"), "--tiny", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1200,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     [report] = tmp_path.glob("*.json")
@@ -41,6 +41,10 @@ def test_every_case_runs_next_to_its_baselines(stack, tmp_path):
         ("stream at 1,000 changes/s", "seam"),
         ("validation orders, equal", "seam"),
         ("validation orders, 10 differences", "reladiff"),
+        ("10 differing rows of 20,000", "seam repair"),
+        ("10 differing rows of 20,000", "seam load full"),
+        ("full load of 400,000 rows, killed at 60%", "seam load full again (resumes)"),
+        ("full load of 400,000 rows, killed at 60%", "seam load full, clean"),
     }
     assert expected <= found.keys(), sorted(expected - found.keys())
     for result in found.values():
@@ -51,5 +55,7 @@ def test_every_case_runs_next_to_its_baselines(stack, tmp_path):
     assert found[("stream, flat out", "mariadb-binlog --verbose")]["rows"] == 2_000
     assert {"p50", "p95", "p99"} <= found[("stream at 1,000 changes/s", "seam")].keys()
     assert any(label == "seam / raw JDBC->Parquet, cold" for _, label, _ in doc["ratios"])
+    resumed = found[("full load of 400,000 rows, killed at 60%", "seam load full again (resumes)")]
+    assert resumed["runs"][0]["note"].startswith("resumed: "), resumed
     assert report.with_suffix(".md").read_text().startswith("# Seam benchmarks")
     assert report.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

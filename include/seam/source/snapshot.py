@@ -357,14 +357,25 @@ def _variable(cur, name: str):
     return None if row is None else row[1]
 
 
+CHUNK_ROWS = 250_000  # at most about this many rows a chunk: what a load started again reads twice at most
+MAX_CHUNKS = 256
+
+
 def plan_chunks(conn, schema: TableSchema, key: tuple[str, ...], partitions: int) -> ChunkPlan:
-    """Even ranges of the first key column when it is an integer; otherwise one chunk."""
+    """Even ranges of the first key column when it is an integer (``partitions`` of them, more for a table
+    of more than ``partitions * CHUNK_ROWS`` rows); otherwise one chunk."""
     column = key[0] if key and schema.column(key[0]).data_type in _INTEGER_KEY else None
     if column is None or partitions <= 1:
         return ChunkPlan(None, (Chunk(0, None, None),))
     with conn.cursor() as cur:
         cur.execute(f"SELECT MIN({quote(column)}), MAX({quote(column)}) FROM {quote(schema.db)}.{quote(schema.table)}")
         lo, hi = cur.fetchone()
+        cur.execute(
+            "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+            (schema.db, schema.table),
+        )
+        estimate = (cur.fetchone() or (0,))[0] or 0  # InnoDB's estimate: enough to size chunks
+    partitions = max(partitions, min(MAX_CHUNKS, -(-int(estimate) // CHUNK_ROWS)))
     if lo is None or hi - lo < partitions * 2:
         return ChunkPlan(None, (Chunk(0, None, None),))
     step = (int(hi) - int(lo) + 1) / partitions
