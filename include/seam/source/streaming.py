@@ -869,7 +869,9 @@ class ChangeReader:
             columns = [asdict(c) for c in followed.schema.columns]
             ddl = statement.query.strip()[:1000]
             return SchemaChange(statement.position, followed.published, columns, {}, ddl, truncate=True)
-        if kind == "alter" and not statement.in_transaction:
+        if kind == "alter":
+            if statement.in_transaction:  # DDL commits implicitly: inside a transaction it is not what it seems
+                return "ALTER TABLE inside a transaction"
             return self._altered(followed, detail, statement.query, statement.position)
         if kind == "cutover":
             change = self._altered(followed, None, statement.query, statement.position)
@@ -882,7 +884,7 @@ class ChangeReader:
                 f"(gh-ost, pt-online-schema-change): the target took its columns; run `seam repair "
                 f"{followed.table.name}` to compare the rows the tool copied and go on streaming",
             )
-        return detail
+        return str(detail)
 
     def _rolled_back(self, publisher: Publisher, rolled: RolledBack) -> None:
         """A ROLLBACK logged with rows: undone in transactional tables; a non-transactional table kept them, and
