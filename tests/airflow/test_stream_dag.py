@@ -99,7 +99,7 @@ def test_supervisor_starts_restarts_alerts_and_stops_the_stream(airflow_stack, t
 
     conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     with conn.cursor() as cur:  # DDL the stream cannot follow: the table stops, loudly
-        cur.execute("ALTER TABLE ledger MODIFY note VARCHAR(40)")
+        cur.execute("ALTER TABLE ledger MODIFY note VARCHAR(10)")  # a narrowing
     conn.close()
     _seam(path, "stream", "wait", "--timeout", "120")
     stopped = _run(airflow_stack, {"pipeline": path})
