@@ -352,7 +352,7 @@ def _catch_up(pipeline: Pipeline, tables: list[TableConfig], conn) -> None:
     if not all(sink_running(conn, topic) for topic in topics):
         sink = Sink(pipeline, tables)
         try:
-            sink.run(idle_exit=3, deadline=time.time() + 900)
+            sink.run(caught_up=True, deadline=time.time() + 900)
         finally:
             sink.close()
         return

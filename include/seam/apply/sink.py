@@ -90,10 +90,21 @@ class _ReadAhead:
         try:
             while not self._stopped.is_set():
                 with no_cyclic_gc():  # Message objects are many and short-lived, see no_cyclic_gc
-                    item: list | BaseException = self._consumer.consume(50_000, 0.5)
+                    item: list | BaseException = self._take()
                 self._hand_over(item)
         except Exception as exc:  # noqa: BLE001 (any failure of the read: the sink raises it in its own thread)
             self._hand_over(exc)
+
+    def _take(self) -> list:
+        """What the client has fetched, at once; when that is nothing, the first message within 0.1 s and what
+        came with it. (A batch read with a wait returns only when full or when the wait is over: every quiet
+        moment would cost the whole wait in latency.)"""
+        taken = self._consumer.consume(50_000, 0)
+        if not taken:
+            taken = self._consumer.consume(1, 0.1)
+            if taken:
+                taken += self._consumer.consume(49_999, 0)
+        return taken
 
     def _hand_over(self, item) -> None:
         while not self._stopped.is_set():
@@ -104,7 +115,7 @@ class _ReadAhead:
                 continue
 
     def next(self) -> list:
-        """The next list of messages (empty after 0.5 s without any)."""
+        """The next list of messages (empty after 0.1 s without any)."""
         item = self._lists.get()
         if isinstance(item, BaseException):
             raise item
@@ -189,13 +200,16 @@ class Sink:
         idle_exit: float | None = None,
         deadline: float | None = None,
         should_stop: Callable[[], bool] = lambda: False,
+        caught_up: bool = False,
     ) -> dict[str, str]:
-        """Consume and apply until every batch in ``until_batches`` is final, idle for ``idle_exit`` s, or stopped."""
+        """Consume and apply until every batch in ``until_batches`` is final, idle for ``idle_exit`` s, stopped,
+        or (``caught_up``) every topic is applied to its end."""
         from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
         ensure_topics(self.pipeline, list(self.tables))
         self.topic_ids = topic_ids(self.pipeline, list(self.tables))
-        consumer = Consumer(consumer_config(self.pipeline))
+        consumer = Consumer({**consumer_config(self.pipeline), "enable.partition.eof": caught_up})
+        at_end: set[str] = set()
         stored = self._stored_offsets()
         consumer.assign([TopicPartition(t, 0, stored.get(t, OFFSET_BEGINNING)) for t in self.tables])
         last_message = time.monotonic()
@@ -204,6 +218,8 @@ class Sink:
             while not should_stop():
                 if until_batches is not None and until_batches <= self.finished.keys():
                     break
+                if caught_up and len(at_end) == len(self.tables):
+                    break  # every topic's messages up to its end are applied (with the lists before)
                 if deadline is not None and time.time() > deadline:
                     raise SinkError(f"timed out waiting for batch(es) {', '.join(sorted(until_batches or ()))}")
                 messages = ahead.next()
@@ -212,10 +228,13 @@ class Sink:
                     error = m.error()
                     if error is None:
                         good.append(m)
+                        at_end.discard(m.topic())
                     elif error.code() == KafkaError._PARTITION_EOF:
+                        at_end.add(m.topic())
                         continue
                     elif error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
                         ahead.stop()  # what it read past the lost offset is void
+                        at_end.clear()
                         self._offset_lost(consumer, m)
                         ahead = _ReadAhead(consumer)
                     else:
@@ -237,6 +256,7 @@ class Sink:
                     if not transient(exc):
                         raise
                     ahead.stop()  # what it read is void: read again from the stored offsets
+                    at_end.clear()
                     self._recover(exc)
                     stored = self._stored_offsets()
                     consumer.assign([TopicPartition(t, 0, stored.get(t, OFFSET_BEGINNING)) for t in self.tables])
