@@ -10,7 +10,7 @@ import pendulum
 from airflow.sdk import Param, dag, task
 
 from seam_airflow.hooks import SeamHook
-from seam_airflow.operators import SeamFullLoadOperator, SeamValidateOperator, bad_input_fails_at_once
+from seam_airflow.operators import SeamFullLoadOperator, SeamValidateOperator, seam_errors
 
 DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "owner": "seam"}
 
@@ -40,7 +40,7 @@ DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "own
 def seam_full_load():
     @task(retries=0)
     def tables(params=None) -> list[dict]:
-        with bad_input_fails_at_once():  # a typo in a Param: one line, no retry, before any load
+        with seam_errors():  # a typo in a Param: one line, no retry, before any load
             pipeline = SeamHook().load_pipeline(params.get("pipeline") or None)
             wanted = params.get("tables") or [t.name for t in pipeline.tables]
             return [{"table": pipeline.table(name).name, "pipeline": pipeline.path} for name in wanted]
@@ -53,7 +53,7 @@ def seam_full_load():
 
         if not planned:
             return []
-        with bad_input_fails_at_once():
+        with seam_errors():
             pipeline = SeamHook().load_pipeline(planned[0]["pipeline"])
             groups = cascade_groups(pipeline, [pipeline.table(p["table"]) for p in planned])
         return [{"table": g[0].name, "with_tables": [t.name for t in g[1:]], "pipeline": pipeline.path} for g in groups]

@@ -15,7 +15,7 @@ from airflow.sdk import Param, dag, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from seam_airflow.hooks import SeamHook
-from seam_airflow.operators import SeamIncrementalLoadOperator, SeamValidateOperator, bad_input_fails_at_once
+from seam_airflow.operators import SeamIncrementalLoadOperator, SeamValidateOperator, seam_errors
 
 DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "owner": "seam"}
 
@@ -49,7 +49,7 @@ DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "own
 def seam_incremental():
     @task(retries=0)
     def windows(params=None, data_interval_start=None, data_interval_end=None) -> list[dict]:
-        with bad_input_fails_at_once():  # a typo in a Param: one line, no retry, before any load
+        with seam_errors():  # a typo in a Param: one line, no retry, before any load
             pipeline = SeamHook().load_pipeline(params.get("pipeline") or None)
             wanted = params.get("tables") or [t.name for t in pipeline.tables if t.sync == "windows"]
             names = [pipeline.table(name).name for name in wanted]

@@ -15,7 +15,7 @@ from airflow.timetables.trigger import CronTriggerTimetable
 from seam import settlement as settlement_section
 from seam.config import DEFAULT_PIPELINE
 from seam_airflow.hooks import SeamHook
-from seam_airflow.operators import SeamSettlementOperator, bad_input_fails_at_once
+from seam_airflow.operators import SeamSettlementOperator, seam_errors
 
 DEFAULT_ARGS = {"retries": 3, "retry_delay": pendulum.duration(minutes=5), "owner": "seam"}
 # the schedule and time zone are the default pipeline's (a local file read, without its secrets)
@@ -56,7 +56,7 @@ def seam_settlement():
 
         from seam.config import ConfigError
 
-        with bad_input_fails_at_once():  # a typo in a Param: one line, no retry, before any load
+        with seam_errors():  # a typo in a Param: one line, no retry, before any load
             pipeline = SeamHook().load_pipeline(params.get("pipeline") or None)
             section = pipeline.settlement
             if section is None:

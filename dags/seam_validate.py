@@ -11,7 +11,7 @@ from airflow.sdk import Param, dag, task
 from airflow.timetables.trigger import CronTriggerTimetable
 
 from seam_airflow.hooks import SeamHook
-from seam_airflow.operators import SeamValidateOperator, bad_input_fails_at_once
+from seam_airflow.operators import SeamValidateOperator, seam_errors
 
 DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "owner": "seam"}
 
@@ -49,7 +49,7 @@ def seam_validate():
     def tables(params=None) -> list[dict]:
         from seam.validate.validation import loaded_tables
 
-        with bad_input_fails_at_once():  # a typo in a Param: one line, no retry
+        with seam_errors():  # a typo in a Param: one line, no retry
             pipeline = SeamHook().load_pipeline(params.get("pipeline") or None)
             names = (
                 [pipeline.table(name).name for name in params["tables"]]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from seam.cli import operational_errors
 from seam.config import load_pipeline
+from seam.core.errors import SeamError, one_line
 from seam.source.full_load import Resume, publish_full_load
 from seam.spark import spark_session
 from seam.wire.boundary import new_batch_id
@@ -41,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"SEAM_RESULT table={table.name} batch={end.batch} messages={end.rows} position={end.position}",
                 flush=True,
             )
-    except operational_errors() as exc:  # one line for the log and the caller, never a traceback
-        print(f"seam: error: {exc}", file=sys.stderr, flush=True)
+    except SeamError as exc:  # one line for the log and the caller, never a traceback
+        print(one_line(exc), file=sys.stderr, flush=True)
         return 1
     finally:
         spark.stop()

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from seam.cli import operational_errors
 from seam.config import load_pipeline
+from seam.core.errors import SeamError, one_line
 from seam.source.incremental import Window, publish_window
 from seam.spark import spark_session
 
@@ -39,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
                 say=lambda line: print(line, flush=True),
             )
             print(f"SEAM_RESULT table={name} batch={end.batch} messages={end.rows} window={end.window}", flush=True)
-    except operational_errors() as exc:  # one line for the log and the caller, never a traceback
-        print(f"seam: error: {exc}", file=sys.stderr, flush=True)
+    except SeamError as exc:  # one line for the log and the caller, never a traceback
+        print(one_line(exc), file=sys.stderr, flush=True)
         return 1
     finally:
         spark.stop()

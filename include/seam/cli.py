@@ -21,6 +21,7 @@ import urllib.parse
 from typing import Any
 
 from seam.config import DEFAULT_PIPELINE, ConfigError, Pipeline, load_pipeline
+from seam.core.errors import ONE_LINE, SeamError, one_line
 from seam.processes import Processes
 
 
@@ -279,7 +280,7 @@ def cmd_validate(args, procs: Processes) -> int:
     if args.json:
         print(json.dumps([r.as_dict() for r in reports], default=str, indent=2))
     if len(reports) == 1 and reports[0].unchecked:  # one named table that cannot be compared: bad input
-        print(f"seam: error: {reports[0].problem}", file=sys.stderr)
+        print(f"seam: validation: {reports[0].problem}", file=sys.stderr)
         return 2
     if len(reports) > 1:
         print("verdicts: " + ", ".join(f"{r.table} {r.verdict.upper()}" for r in reports))
@@ -561,7 +562,7 @@ def _stream_reader(pipeline, tables) -> int:
 def _lost(owner) -> int:
     """Exit status of a part whose loop ended: 2 when another process took its lock."""
     if owner.lost:
-        print(f"seam: error: {owner.lost}", file=sys.stderr)
+        print(f"seam: busy: {owner.lost}", file=sys.stderr)
         return 2
     return 0
 
@@ -671,7 +672,7 @@ def _last_error(lines) -> str | None:
     import re
 
     for line in reversed(list(lines)):
-        if re.search(r"seam: error|Error:|Exception:", line):
+        if ONE_LINE.match(line.strip()) or re.search(r"Error:|Exception:", line):
             return line.strip()[:500]
     return None
 
@@ -969,35 +970,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def operational_errors() -> tuple[type[Exception], ...]:
-    """Errors that mean "the world is not as needed": reported as one line, no traceback."""
-    from seam.apply import SinkError
-    from seam.apply.target import TargetError
-    from seam.loads import LoadError
-    from seam.repair import RepairError
-    from seam.source.incremental import IncrementalError
-    from seam.source.schema import SchemaError
-    from seam.source.snapshot import SnapshotError
-    from seam.source.streaming import StreamError
-    from seam.state.owners import OwnerTaken
-    from seam.validate.validation import ValidationError
-    from seam.wire.topics import BrokerError
-
-    return (
-        OwnerTaken,
-        LoadError,
-        RepairError,
-        SchemaError,
-        SinkError,
-        SnapshotError,
-        TargetError,
-        BrokerError,
-        StreamError,
-        IncrementalError,
-        ValidationError,
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.pipeline is None:
@@ -1005,9 +977,8 @@ def main(argv: list[str] | None = None) -> int:
         explicit = False
     else:
         explicit = True
-    from seam_dev.stack import StackError, use_stack_env
+    from seam_dev.stack import use_stack_env
 
-    one_line: tuple[type[Exception], ...] = (ConfigError, StackError, *operational_errors())
     try:
         if args.command == "up":
             _stack().settings(create=True)  # credentials exist before anything reads the pipeline
@@ -1015,8 +986,8 @@ def main(argv: list[str] | None = None) -> int:
         if explicit:
             _pipeline(args)  # a broken pipeline fails every command, before it does anything
         return args.func(args, Processes())
-    except one_line as exc:
-        print(f"seam: error: {exc}", file=sys.stderr)
+    except SeamError as exc:  # Seam's own clear line; anything else is a bug and keeps its traceback
+        print(one_line(exc), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("seam: interrupted", file=sys.stderr)

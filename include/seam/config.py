@@ -24,6 +24,8 @@ from typing import Any, overload
 
 import yaml
 
+from seam.core.errors import ConfigurationError
+
 
 def _checkout() -> Path | None:
     """The Seam checkout this package runs from, or None for an installed ``seam`` (which needs none)."""
@@ -47,7 +49,7 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _IDENT = re.compile(r"^[^\x00/\\.]{1,64}$")  # MySQL allows nearly anything in quotes
 
 
-class ConfigError(ValueError):
+class ConfigError(ConfigurationError, ValueError):
     """A pipeline file is invalid; ``str()`` is one line naming file and field."""
 
     def __init__(self, field_path: str, message: str, source: str | None = None):

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from seam.apply.sink import Sink
 from seam.apply.target import connect_state, qi
 from seam.config import Pipeline, TableConfig
+from seam.core.errors import ONE_LINE, SeamError
 from seam.source.full_load import Resume, plan_from_json, prepare
 from seam.source.schema import reachable
 from seam.state import ledger
@@ -42,8 +43,11 @@ from seam.wire.boundary import Part, new_batch_id
 from seam.wire.topics import ensure_topics, table_topic
 
 
-class LoadError(RuntimeError):
-    """A load did not commit; the message says what happened and what to do."""
+class LoadError(SeamError):
+    """A load did not commit; the message says what happened and what to do. Loading again resumes it."""
+
+    kind = "load"
+    retry = True
 
 
 # a busy machine delays the executor's heartbeats: wait longer rather than log a timeout trace
@@ -603,7 +607,7 @@ def relay_output(proc: subprocess.Popen, log: LineLog) -> threading.Thread:
             if not line:
                 continue
             found = _LEVEL.search(line[:80])
-            if line.startswith("seam: error"):
+            if ONE_LINE.match(line):
                 level = logging.ERROR
             elif found:
                 level = _LEVELS[found.group(1)]

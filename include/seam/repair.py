@@ -38,6 +38,7 @@ import pymysql
 
 from seam.apply.target import connect_state
 from seam.config import Pipeline, TableConfig
+from seam.core.errors import DivergenceError
 from seam.loads import job_env, sink_running
 from seam.source.gtid import gtids_at, gtids_enabled, server_identity
 from seam.source.schema import read_schema
@@ -51,7 +52,7 @@ from seam.wire.topics import Publisher, ensure_topics, table_topic
 CONTROL = [(CONTROL_HEADER, b"1")]
 
 
-class RepairError(RuntimeError):
+class RepairError(DivergenceError):
     """A repair that could not be done; the message names why and the way out. The target is unchanged."""
 
 

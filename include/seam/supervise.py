@@ -25,14 +25,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from seam.config import Pipeline, TableConfig
+from seam.core.errors import SeamError
 from seam.files import open_private, private_dir
 
 PARTS = ("reader", "sink")
 ACTIONS = ("ensure", "start", "stop", "restart")
 
 
-class SuperviseError(RuntimeError):
-    pass
+class SuperviseError(SeamError):
+    """The stream's processes cannot be supervised as asked."""
+
+    kind = "stream"
 
 
 @dataclass

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from seam.core.errors import SeamError
 from seam.processes import Processes, stop_group
 from seam.spark import with_task_attempts
 
@@ -56,8 +57,10 @@ TARGET_ADMIN = "seam"
 AIRFLOW_USER = "admin"
 
 
-class StackError(RuntimeError):
+class StackError(SeamError):
     """A service could not be started or reached; the message says why and what to do."""
+
+    kind = "stack"
 
 
 @dataclass(frozen=True)

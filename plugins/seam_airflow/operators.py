@@ -36,16 +36,22 @@ BAD_INPUT_FAILS = ExceptionRetryPolicy(
 
 
 @contextmanager
-def bad_input_fails_at_once():
-    """A bad pipeline, table name or Param is not a glitch: the task fails with its one line, no retry."""
-    from seam.config import ConfigError
+def seam_errors():
+    """Seam's own errors end the task with their one line and no traceback: at once (no retry) when trying
+    again cannot help (a typo in a Param, a table without a key, a divergence), retried by Airflow when it may
+    (a server down, a lock held, a load that resumes)."""
+    from airflow.sdk.exceptions import AirflowException
+
+    from seam.core.errors import SeamError, one_line
 
     try:
         yield
-    except ConfigError as exc:
-        line = f"bad input: {exc}"
+    except SeamError as exc:
+        line = f"bad input: {exc}" if exc.kind == "configuration" else one_line(exc)
         logging.getLogger("airflow.task").error("%s", line)
-        raise BadInput(line) from None
+        if not exc.retry:
+            raise BadInput(line) from None
+        raise AirflowException(line) from None
 
 
 DEFAULT_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
@@ -89,6 +95,7 @@ class SeamSparkJobOperator(SparkSubmitOperator):
             spark_conn_id=conn_id,
         )
 
+    @seam_errors()
     def execute(self, context) -> None:
         self.application_args = [*(["--pipeline", self.pipeline] if self.pipeline else []), *self.job_args]
         # this task's own process: its environment is inherited by spark-submit and dies with the task
@@ -213,13 +220,13 @@ class SeamFullLoadOperator(BaseOperator):
         )
         self._started: list = []  # what the running load started (the Spark job, the sink): on_kill stops it
 
+    @seam_errors()
     def execute(self, context) -> dict | list[dict]:
         from seam.loads import full_load
 
         hook = SeamHook(**self.hook_conn_ids)
-        with bad_input_fails_at_once():
-            pipeline = hook.load_pipeline(self.pipeline or None)
-            tables = [pipeline.table(name) for name in (self.table, *self.with_tables)]
+        pipeline = hook.load_pipeline(self.pipeline or None)
+        tables = [pipeline.table(name) for name in (self.table, *self.with_tables)]
         summaries = full_load(pipeline, tables, load_runner(self, hook))
         plain = [{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in s.items()} for s in summaries]
         return plain[0] if len(plain) == 1 else plain
@@ -272,13 +279,13 @@ class SeamIncrementalLoadOperator(BaseOperator):
     def on_kill(self) -> None:
         stop_started(self._started, self.log)
 
+    @seam_errors()
     def execute(self, context) -> dict:
         from seam.loads import incremental_load
 
         hook = SeamHook(**self.hook_conn_ids)
-        with bad_input_fails_at_once():
-            pipeline = hook.load_pipeline(self.pipeline or None)
-            table = pipeline.table(self.table)
+        pipeline = hook.load_pipeline(self.pipeline or None)
+        table = pipeline.table(self.table)
         (summary,) = incremental_load(
             pipeline, [table], load_runner(self, hook), start=self.start or None, end=self.end or None
         )
@@ -351,14 +358,14 @@ class SeamValidateOperator(BaseOperator):
             mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id, target_conn_id=target_conn_id
         )
 
+    @seam_errors()
     def execute(self, context) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
 
         from seam.validate.validation import Scope, validate_tables
 
-        with bad_input_fails_at_once():
-            pipeline = SeamHook(**self.hook_conn_ids).load_pipeline(self.pipeline or None)
-            table = pipeline.table(self.table)
+        pipeline = SeamHook(**self.hook_conn_ids).load_pipeline(self.pipeline or None)
+        table = pipeline.table(self.table)
         window = (self.start, self.end) if self.start and self.end and table.cursor else None
         scope = Scope(window=window)
         (report,) = validate_tables(pipeline, [table], scope, limit=self.limit, say=self.log.info)
@@ -426,6 +433,7 @@ class SeamStreamOperator(BaseOperator):
             spark_conn_id=spark_conn_id,
         )
 
+    @seam_errors()
     def execute(self, context) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
 
@@ -433,11 +441,10 @@ class SeamStreamOperator(BaseOperator):
         from seam.supervise import ACTIONS, lag_lines, supervise
 
         hook = SeamHook(**self.hook_conn_ids)
-        with bad_input_fails_at_once():
-            pipeline = hook.load_pipeline(self.pipeline or None)
-            tables = [pipeline.table(name) for name in self.tables or ()]
-            if self.action not in ACTIONS:
-                raise ConfigError("action", f"{self.action!r} is not one of {', '.join(ACTIONS)}")
+        pipeline = hook.load_pipeline(self.pipeline or None)
+        tables = [pipeline.table(name) for name in self.tables or ()]
+        if self.action not in ACTIONS:
+            raise ConfigError("action", f"{self.action!r} is not one of {', '.join(ACTIONS)}")
         health = supervise(
             pipeline,
             action=self.action,
@@ -539,6 +546,7 @@ class SeamSettlementOperator(BaseOperator):
         )
         self._started: list = []
 
+    @seam_errors()
     def execute(self, context) -> dict:
         import datetime as dt
 
@@ -549,9 +557,8 @@ class SeamSettlementOperator(BaseOperator):
         from seam.validate.validation import Scope, validate_tables
 
         hook = SeamHook(**self.hook_conn_ids)
-        with bad_input_fails_at_once():
-            pipeline = hook.load_pipeline(self.pipeline or None)
-            table = pipeline.table(self.table)
+        pipeline = hook.load_pipeline(self.pipeline or None)
+        table = pipeline.table(self.table)
         day, start, end = self.day, self.start, self.end
         self.log.info("settling %s for business day %s: cursor window (%s, %s]", table.name, day, start, end)
         if table.sync == "windows":

@@ -332,15 +332,20 @@ def test_spark_killed_mid_publish_is_never_published_and_a_rerun_resumes_it(pipe
 
 
 @pytest.mark.parametrize(
-    "case, overrides, message",
+    "case, overrides, kind, message",
     [
-        ("missing table", {}, "fl_test.missing does not exist"),
-        ("zero date in a key", {}, "fl_test.zero key: key column d holds zero dates (such as '2024-05-00')"),
-        ("target unreachable", {"target": {"port": 1}}, "target PostgreSQL at 127.0.0.1:1"),
-        ("broker down", {"kafka": {"bootstrap": "127.0.0.1:1"}}, "Kafka broker at 127.0.0.1:1 is unreachable"),
+        ("missing table", {}, "source", "fl_test.missing does not exist"),
+        ("zero date in a key", {}, "source", "fl_test.zero key: key column d holds zero dates (such as '2024-05-00')"),
+        ("target unreachable", {"target": {"port": 1}}, "target", "target PostgreSQL at 127.0.0.1:1"),
+        (
+            "broker down",
+            {"kafka": {"bootstrap": "127.0.0.1:1"}},
+            "broker",
+            "Kafka broker at 127.0.0.1:1 is unreachable",
+        ),
     ],
 )
-def test_bad_input_is_one_clear_error_and_the_target_is_intact(pipeline_path, tmp_path, case, overrides, message):
+def test_bad_input_is_one_clear_error_and_the_target_is_intact(pipeline_path, tmp_path, case, overrides, kind, message):
     pipeline = load_pipeline(pipeline_path)
     if _target_count(pipeline, "type_zoo") is None:
         assert _seam(pipeline_path, "load", "full", f"{DB}.type_zoo").returncode == 0
@@ -350,7 +355,7 @@ def test_bad_input_is_one_clear_error_and_the_target_is_intact(pipeline_path, tm
     result = _seam(path, "load", "full", table, timeout=120)
     assert result.returncode == 2, result.stdout + result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("seam: error: ") and message in lines[0], result.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"seam: {kind}: ") and message in lines[0], result.stderr
     assert "Traceback" not in result.stderr
     assert _target_count(pipeline, "type_zoo") == before
 
@@ -365,7 +370,7 @@ def test_no_select_privilege_is_a_clear_error(source, tmp_path):
     path = _pipeline_file(tmp_path, source={"user": "seam_noselect", "password": "pw-noselect"})
     result = _seam(path, "load", "full", f"{DB}.type_zoo", timeout=120)
     assert result.returncode == 2
-    assert "seam: error:" in result.stderr and "GRANT SELECT" in result.stderr and "Traceback" not in result.stderr
+    assert "seam: source:" in result.stderr and "GRANT SELECT" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_portable_snapshot_under_concurrent_writes_is_exact_at_its_position(pipeline_path, tmp_path):

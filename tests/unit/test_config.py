@@ -147,7 +147,7 @@ def test_cli_prints_one_clear_line_for_a_broken_pipeline(tmp_path: Path):
         )
         assert proc.returncode == 2
         lines = proc.stderr.strip().splitlines()
-        assert lines == [f"seam: error: {broken}: tables[1].curser: unknown key (did you mean 'cursor'?)"]
+        assert lines == [f"seam: configuration: {broken}: tables[1].curser: unknown key (did you mean 'cursor'?)"]
         assert proc.stdout == ""
 
 

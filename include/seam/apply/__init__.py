@@ -15,6 +15,8 @@ The ledger, positions and offsets themselves are written by ``seam.state``.
 Delivery guarantee: exactly once into the target; see ``seam.apply.sink``.
 """
 
+from seam.core.errors import TargetError
 
-class SinkError(RuntimeError):
+
+class SinkError(TargetError):
     """The sink cannot go on; the message says why and what to do."""

@@ -20,16 +20,13 @@ from typing import Any
 import psycopg
 
 from seam.config import Pipeline
+from seam.core.errors import TargetError
 from seam.source.schema import Column, TableSchema
 from seam.wire.codecs import Spatial, codec
 
 log = logging.getLogger("seam.target")
 
 _TEMPORAL = {"date", "datetime", "timestamp", "time"}
-
-
-class TargetError(RuntimeError):
-    """The target cannot hold a table as configured."""
 
 
 def qi(name: str) -> str:

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from seam.apply.target import pg_type, qi
+from seam.core.errors import SourceError
 from seam.state.positions import record_cascade, recorded_cascade, table_state
 from seam.wire.records import Position
 
@@ -36,7 +37,7 @@ INNODB_MAX_DEPTH = 15
 _ACTIONS = {"delete", "set_null", "update"}
 
 
-class CascadeError(RuntimeError):
+class CascadeError(SourceError):
     """A cascade message the sink cannot apply exactly (the table stops)."""
 
 

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import re
 
+from seam.core.errors import SourceError
+
 _INTERVAL = re.compile(r"^(\d+)(?:-(\d+))?$")
 _MARIADB = re.compile(r"^(\d+)-(\d+)-(\d+)$")
 
 
-class GtidError(ValueError):
-    pass
+class GtidError(SourceError, ValueError):
+    """A GTID set Seam cannot read or cannot stand for one position."""
 
 
 class GtidSet:

@@ -52,6 +52,7 @@ from dataclasses import asdict, dataclass
 import pymysql
 
 from seam.config import Pipeline, TableConfig
+from seam.core.errors import ConfigurationError
 from seam.source.schema import TableSchema, read_schema
 from seam.source.snapshot import ChunkPlan, plan_chunks, quote
 from seam.wire.boundary import CONTROL_HEADER, Begin, End, Tally
@@ -68,7 +69,7 @@ def time_text(t: dt.datetime) -> str:
     return t.isoformat(sep=" ", timespec="microseconds")
 
 
-class IncrementalError(ValueError):
+class IncrementalError(ConfigurationError, ValueError):
     """A window or table that cannot be loaded incrementally; the message says why and what to do."""
 
 

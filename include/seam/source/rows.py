@@ -40,6 +40,8 @@ from pymysqlreplication.constants import FIELD_TYPE
 from pymysqlreplication.json_binary import parse_json
 from pymysqlreplication.packet import BinLogPacketWrapper
 
+from seam.core.errors import SourceError
+
 TABLE_MAP = 0x13
 ROTATE, FORMAT_DESCRIPTION = 0x04, 0x0F
 _ROWS = {0x17: "c", 0x18: "u", 0x19: "d", 0x1E: "c", 0x1F: "u", 0x20: "d"}  # v1 and v2
@@ -59,11 +61,11 @@ _MARIADB_COMPRESSED = {
 _HEADER = struct.Struct("<IBIIIH")  # after the OK byte: timestamp, type, server id, event size, log_pos, flags
 
 
-class PartialRowImage(ValueError):
+class PartialRowImage(SourceError, ValueError):
     """A row event lacks columns (binlog_row_image is not FULL): the values that were not logged are unknown."""
 
 
-class UnreadableBinlog(RuntimeError):
+class UnreadableBinlog(SourceError):
     """The binlog holds events no reader here can decode: the reader stops (it never skips them)."""
 
 

@@ -10,8 +10,10 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
+from seam.core.errors import SourceError
 
-class SchemaError(LookupError):
+
+class SchemaError(SourceError, LookupError):
     """A table is missing, unreadable, or unusable as configured."""
 
 

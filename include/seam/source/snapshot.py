@@ -71,6 +71,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
+from seam.core.errors import SourceError
 from seam.source.ddl import ddl_effect
 from seam.source.schema import Column, TableSchema
 from seam.wire.codecs import Date, codec, zero_date_sql
@@ -90,7 +91,7 @@ LOCK_WAIT_S = 30
 GLOBAL_LOCK_WAIT_S = 10
 
 
-class SnapshotError(RuntimeError):
+class SnapshotError(SourceError):
     """The source cannot give a consistent snapshot as configured; the message says what to change."""
 
 

@@ -68,6 +68,7 @@ import pymysql
 from seam.alerts import alert
 from seam.apply.target import connect_state, connect_target, scalar
 from seam.config import Pipeline, TableConfig
+from seam.core.errors import SourceError
 from seam.source.binlog import (
     SAME_SERVER_ID,
     BinlogReader,
@@ -98,7 +99,7 @@ IDLE_BEAT_S = 5.0  # an idle table's heartbeat is sent again this often (``_hear
 POLL_EVERY_S = 1.0
 
 
-class StreamError(RuntimeError):
+class StreamError(SourceError):
     """The stream cannot go on; the message says why and what to do."""
 
 

@@ -24,6 +24,7 @@ import psycopg
 
 from seam.apply.target import connect_state, qi
 from seam.config import Pipeline
+from seam.core.errors import SeamError
 from seam.state.schema import try_lock
 
 log = logging.getLogger("seam.owners")
@@ -31,8 +32,11 @@ log = logging.getLogger("seam.owners")
 CHECK_EVERY_S = 5.0
 
 
-class OwnerTaken(RuntimeError):
+class OwnerTaken(SeamError):
     """Another process holds the lock; the message names it and what to do."""
+
+    kind = "busy"
+    retry = True
 
 
 def record_holder(conn, schema: str, kind: str, name: str, holder: str) -> None:

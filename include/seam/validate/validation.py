@@ -64,6 +64,7 @@ import pymysql
 from seam.apply.retry import first_line, transient
 from seam.apply.target import normalize_target, qi, scalar
 from seam.config import Pipeline, TableConfig, state_dir
+from seam.core.errors import SeamError
 from seam.files import private_dir, write_private
 from seam.source.errors import transient_source_error
 from seam.source.gtid import server_identity
@@ -90,8 +91,10 @@ METRICS = ("sum", "null_count")
 SPLIT = 16
 
 
-class ValidationError(RuntimeError):
+class ValidationError(SeamError):
     """Validation could not run (not loaded, binlog purged, bad check); the message says what to do."""
+
+    kind = "validation"
 
 
 class NotLoaded(ValidationError):

@@ -19,14 +19,11 @@ from typing import Any
 from zlib import crc32  # boundary.message_hash, inlined in the hot loop
 
 from seam.config import Pipeline, TableConfig
+from seam.core.errors import BrokerError
 
 # librdkafka's own log lines go through Python logging (quiet unless a command turns logging on)
 _KAFKA_LOG = logging.getLogger("seam.kafka")
 _LEGAL = re.compile(r"[^A-Za-z0-9_-]")
-
-
-class BrokerError(RuntimeError):
-    """The broker cannot be reached or refused an operation."""
 
 
 def topic_name(pipeline: Pipeline, db: str, table: str) -> str:

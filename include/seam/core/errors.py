@@ -1,0 +1,59 @@
+"""One base for every error Seam explains, and the few kinds a user acts on.
+
+A ``SeamError``'s message is one line that names the problem and the way out. Its ``kind`` says where to
+look (the CLI prints ``seam: <kind>: <message>``; anything else is a bug and keeps its traceback), and
+``retry`` whether trying the same thing again later can help (a server down, a lock) or cannot (a typo, a
+table without a key): Airflow tasks fail at once on the second and are retried on the first.
+
+Delivery guarantee: none (definitions only).
+"""
+
+from __future__ import annotations
+
+import re
+
+
+class SeamError(Exception):
+    kind = "error"
+    retry = False
+
+
+class ConfigurationError(SeamError):
+    """The pipeline file, a command's arguments or an Airflow Param: fix them and run again."""
+
+    kind = "configuration"
+
+
+class SourceError(SeamError):
+    """The MySQL/MariaDB source: unreachable, not set up as Seam needs, or a table it cannot follow."""
+
+    kind = "source"
+    retry = True
+
+
+class BrokerError(SeamError):
+    """The Kafka broker cannot be reached or refused an operation."""
+
+    kind = "broker"
+    retry = True
+
+
+class TargetError(SeamError):
+    """The PostgreSQL target cannot hold or apply what it was sent."""
+
+    kind = "target"
+    retry = True
+
+
+class DivergenceError(SeamError):
+    """Source and target disagree in a way Seam will not paper over; the message names the way back."""
+
+    kind = "divergence"
+
+
+# what a process prints for a SeamError, so that a parent reading its output can tell it from noise
+ONE_LINE = re.compile(r"^seam: [a-z]+: ")
+
+
+def one_line(exc: SeamError) -> str:
+    return f"seam: {exc.kind}: {exc}"
