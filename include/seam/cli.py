@@ -176,25 +176,38 @@ def cmd_trigger(args, procs: Processes) -> int:
 
 
 def cmd_load(args, procs: Processes) -> int:
+    from seam.load_output import LoadOutput
     from seam.loads import Runner, full_load, incremental_load
 
     pipeline = _pipeline(args)
-    runner = Runner(say=lambda line: print(line, flush=True), timeout=args.timeout)
     if args.mode == "full":
         if args.all or args.start or args.end:
             raise ConfigError("load", "--all/--start/--end are for `seam load incremental`")
         if not args.tables:
             raise ConfigError("load", "name the table(s) to load: seam load full TABLE...")
-        full_load(pipeline, [pipeline.table(t) for t in args.tables], runner, restart=args.restart)
-        return 0
-    if args.restart:
-        raise ConfigError("load", "--restart is for `seam load full`")
-    if args.all == bool(args.tables):
-        raise ConfigError("load", "name the table(s) to load, or give --all for every incremental table")
-    tables = [t for t in pipeline.tables if t.incremental] if args.all else [pipeline.table(t) for t in args.tables]
-    if not tables:
-        raise ConfigError("tables", "no table of the pipeline is incremental (give it a cursor: updated_at)")
-    incremental_load(pipeline, tables, runner, start=args.start, end=args.end)
+        tables = [pipeline.table(t) for t in args.tables]
+    else:
+        if args.restart:
+            raise ConfigError("load", "--restart is for `seam load full`")
+        if args.all == bool(args.tables):
+            raise ConfigError("load", "name the table(s) to load, or give --all for every incremental table")
+        all_incremental = [t for t in pipeline.tables if t.incremental]
+        tables = all_incremental if args.all else [pipeline.table(t) for t in args.tables]
+        if not tables:
+            raise ConfigError("tables", "no table of the pipeline is incremental (give it a cursor: updated_at)")
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    output = LoadOutput(procs.log_dir / f"load-{stamp}-{os.getpid()}.log", [t.name for t in tables])
+    runner = Runner(say=lambda line: print(line, flush=True), log=output, timeout=args.timeout)
+    try:
+        if args.mode == "full":
+            full_load(pipeline, tables, runner, restart=args.restart)
+        else:
+            incremental_load(pipeline, tables, runner, start=args.start, end=args.end)
+    except SeamError:
+        print(f"the whole output of the Spark job and the sink: {output.path}", flush=True)
+        raise
+    finally:
+        output.close()
     return 0
 
 

@@ -505,9 +505,16 @@ def _run_batches(
     )
 
     results: dict[str, dict] = {}
+
+    def staged_rows() -> int:
+        return sum(
+            (batch_status(conn, pipeline.target.state_schema, b) or {}).get("staged_rows", 0) for b in batches.values()
+        )
+
     last_report, last_rows = started, 0
     last_progress, spark_done = started, None
     try:
+        last_rows = staged_rows()  # a resumed batch's kept rows are not this run's rate
         while len(results) < len(tables):
             time.sleep(0.5)
             for t in tables:
@@ -553,12 +560,10 @@ def _run_batches(
                     "one the job wrote to? The target keeps the previous data; re-run the load"
                 )
             if time.time() - last_report >= progress_every:
-                staged = sum(
-                    (batch_status(conn, pipeline.target.state_schema, b) or {}).get("staged_rows", 0)
-                    for b in batches.values()
-                )
+                staged = staged_rows()
                 rate = (staged - last_rows) / (time.time() - last_report)
-                say(f"  staged {staged:,} rows in the target ({rate:,.0f} rows/s)")
+                if staged:  # nothing to say before the first row (Spark is starting)
+                    say(f"  staged {staged:,} rows in the target ({rate:,.0f} rows/s)")
                 if staged != last_rows:
                     last_progress = time.time()
                 last_report, last_rows = time.time(), staged
