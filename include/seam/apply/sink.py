@@ -272,6 +272,7 @@ class Sink:
 
     def start_offsets(self) -> dict[str, int]:
         """Where a stream of these topics starts: the offsets stored with the data (0 when none)."""
+        ensure_topics(self.pipeline, list(self.tables))  # a broker that lost them (the embedded one, restarted)
         self.topic_ids = topic_ids(self.pipeline, list(self.tables))
         stored = self._stored_offsets()
         return {t: max(0, stored.get(t, 0)) for t in self.tables}
