@@ -73,7 +73,8 @@ def cmd_status(args, procs: Processes) -> int:
 
 def _table_status(pipeline, tables) -> int:
     """Per table: watermark and last window (incremental), last batches from the ledger, stream position."""
-    from seam.apply.target import connect_state, qi
+    from seam.apply.target import connect_state
+    from seam.core.identifiers import qi
     from seam.state.ledger import table_history
 
     conn = connect_state(pipeline)

@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from seam.apply.sink import Sink
-from seam.apply.target import connect_state, qi
+from seam.apply.target import connect_state
 from seam.config import Pipeline, TableConfig
 from seam.core.errors import ONE_LINE, SeamError
+from seam.core.identifiers import qi
 from seam.source.full_load import Resume, plan_from_json, prepare
 from seam.source.schema import reachable
 from seam.state import ledger

@@ -11,7 +11,8 @@ import pytest
 
 from seam.apply import SinkError
 from seam.apply.changes import StreamTable, merge_run
-from seam.apply.target import connect_target, create_table_sql, qi
+from seam.apply.target import connect_target, create_table_sql
+from seam.core.identifiers import qi
 from seam.source.schema import Column, TableSchema
 from seam.wire.records import Position
 

@@ -13,7 +13,8 @@ import zlib
 import pytest
 
 from seam.apply.batch import Stager, Staging, stage_rows
-from seam.apply.target import connect_target, create_table_sql, qi
+from seam.apply.target import connect_target, create_table_sql
+from seam.core.identifiers import qi
 from seam.source.schema import Column, TableSchema
 from seam.wire.records import Position, Record
 

@@ -10,7 +10,8 @@ import json
 import psycopg
 import pymysql
 
-from seam.apply.target import normalize_target, qi
+from seam.apply.target import normalize_target
+from seam.core.identifiers import qi
 from seam.source.schema import read_schema
 from seam.wire.records import normalize_row
 

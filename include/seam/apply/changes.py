@@ -25,8 +25,9 @@ import psycopg
 from seam.apply import SinkError
 from seam.apply.decode import SOURCE_ONLY, flagged, record_decoder, schema_from_begin
 from seam.apply.retry import LOCK_WAIT, LockWait, Retrier, first_line, transient
-from seam.apply.target import pg_type, qi, row_converter, target_table
+from seam.apply.target import pg_type, row_converter, target_table
 from seam.config import Pipeline, TableConfig
+from seam.core.identifiers import qi
 from seam.source import cascades
 from seam.source.schema import Column, TableSchema
 from seam.state import positions, quarantine

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from seam.apply.target import qi
+from seam.core.identifiers import qi
 from seam.source.schema import Column, TableSchema
 from seam.wire.boundary import Begin
 from seam.wire.codecs import Enum, Json, Set, Text, codec

@@ -10,7 +10,8 @@ from seam.apply import SinkError
 from seam.apply.batch import OpenBatch
 from seam.apply.decode import flagged_sql
 from seam.apply.swap import ensure_schema
-from seam.apply.target import create_table_sql, qi, target_table
+from seam.apply.target import create_table_sql, target_table
+from seam.core.identifiers import qi
 from seam.state.ledger import store_watermark
 from seam.wire.boundary import End
 

@@ -53,10 +53,10 @@ from seam.apply.target import (
     create_table_sql,
     ensure_postgis,
     has_spatial,
-    qi,
 )
 from seam.apply.transaction import TargetTransaction
 from seam.config import Pipeline, TableConfig
+from seam.core.identifiers import qi
 from seam.source.schema import TableSchema
 from seam.state import ledger, positions
 from seam.state.owners import holder_of, record_holder

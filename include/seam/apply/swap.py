@@ -11,7 +11,8 @@ import psycopg
 from seam.apply import SinkError
 from seam.apply.batch import OpenBatch
 from seam.apply.decode import flagged_sql
-from seam.apply.target import qi, target_table
+from seam.apply.target import target_table
+from seam.core.identifiers import qi
 from seam.state.ledger import staging_tables
 from seam.state.schema import xact_lock
 from seam.wire.boundary import RECONCILE_PART, End, Tally

@@ -21,19 +21,13 @@ import psycopg
 
 from seam.config import Pipeline
 from seam.core.errors import TargetError
+from seam.core.identifiers import qi
 from seam.source.schema import Column, TableSchema
 from seam.wire.codecs import Spatial, codec
 
 log = logging.getLogger("seam.target")
 
 _TEMPORAL = {"date", "datetime", "timestamp", "time"}
-
-
-def qi(name: str) -> str:
-    """A PostgreSQL identifier, quoted (double quotes doubled inside)."""
-    if len(name.encode()) > 63:
-        raise TargetError(f"name {name!r} is longer than PostgreSQL's 63-byte identifier limit")
-    return '"' + name.replace('"', '""') + '"'
 
 
 def target_table(db: str, table: str) -> str:

@@ -28,8 +28,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from seam.apply.target import pg_type, qi
+from seam.apply.target import pg_type
 from seam.core.errors import SourceError
+from seam.core.identifiers import qi
 from seam.state.positions import record_cascade, recorded_cascade, table_state
 from seam.wire.records import Position
 

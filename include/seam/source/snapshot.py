@@ -72,6 +72,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from seam.core.errors import SourceError
+from seam.core.identifiers import quote
 from seam.source.ddl import ddl_effect
 from seam.source.schema import Column, TableSchema
 from seam.wire.codecs import Date, codec, zero_date_sql
@@ -255,11 +256,6 @@ def _touched(source, low: Position, high: Position, tables) -> bool:
     finally:
         reader.close()
     return False
-
-
-def quote(name: str) -> str:
-    """A MySQL identifier, quoted (backticks doubled inside)."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 @dataclass(frozen=True)

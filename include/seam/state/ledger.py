@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from seam.apply.target import qi
+from seam.core.identifiers import qi
 
 _STATUS = (
     "state",

@@ -22,9 +22,10 @@ import threading
 
 import psycopg
 
-from seam.apply.target import connect_state, qi
+from seam.apply.target import connect_state
 from seam.config import Pipeline
 from seam.core.errors import SeamError
+from seam.core.identifiers import qi
 from seam.state.schema import try_lock
 
 log = logging.getLogger("seam.owners")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import socket
 
-from seam.apply.target import qi
+from seam.core.identifiers import qi
 
 PART_DEAD_AFTER_S = 20.0  # a part whose last heartbeat is older is down
 PART_LOOPING_S = 120.0  # a part that restarted within this is restarting, not running

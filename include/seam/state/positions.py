@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from seam.apply.target import qi
+from seam.core.identifiers import qi
 from seam.wire.records import Position
 
 

@@ -15,7 +15,7 @@ import getpass
 import socket
 from dataclasses import dataclass
 
-from seam.apply.target import qi
+from seam.core.identifiers import qi
 
 
 @dataclass(frozen=True)

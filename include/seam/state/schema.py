@@ -8,7 +8,7 @@ Delivery guarantee: none (DDL under a lock, in one transaction).
 
 from __future__ import annotations
 
-from seam.apply.target import qi
+from seam.core.identifiers import qi
 
 # Advisory lock keys. A plain key locks one thing; a key used as the seed of ``hashtextextended(name, key)``
 # locks one name (a topic, a table) of a kind.

@@ -30,9 +30,8 @@ Delivery guarantee: none (expressions only).
 
 from __future__ import annotations
 
-from seam.apply.target import qi
+from seam.core.identifiers import qi, quote
 from seam.source.schema import Column
-from seam.source.snapshot import quote
 from seam.wire.codecs import Enum, Json, Set, Text, codec
 
 MOD = 2**64

@@ -57,6 +57,7 @@ import uuid
 from decimal import Decimal
 from typing import Any, Literal
 
+from seam.core.errors import TargetError
 from seam.source.schema import Column
 
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -80,8 +81,6 @@ def _small(column: Column, value, most: int) -> int:
     pasted into DDL."""
     text = str(value).strip()
     if not text.isdigit() or int(text) > most:
-        from seam.apply.target import TargetError
-
         raise TargetError(
             f"column {column.name!r}: {text!r} in its type {column.column_type!r} is not a number "
             f"from 0 to {most}; the message that carried it is not Seam's: check the topic"
@@ -589,8 +588,6 @@ SUPPORTED = tuple(sorted(_BY_TYPE))
 def codec(column: Column) -> Codec:
     found = _BY_TYPE.get(column.data_type)
     if found is None:
-        from seam.apply.target import TargetError
-
         raise TargetError(f"column {column.name!r} has MySQL type {column.column_type}, which Seam does not map")
     return found
 
