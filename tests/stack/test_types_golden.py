@@ -9,6 +9,7 @@ checksum's text on both sides. Then ``seam validate`` and the independent compar
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import subprocess
@@ -51,6 +52,32 @@ TABLE = """CREATE TABLE golden (
   zf DOUBLE ZEROFILL NULL, bn BINARY(16) NULL, nt VARCHAR(40) NULL, jn JSON NULL,
   u UUID NULL, i4 INET4 NULL, i6 INET6 NULL
 ) ENGINE=InnoDB"""
+
+# the target's DDL mirrors the source's: lengths, NOT NULL, the key and the column order (issue 34)
+SHAPES = """CREATE TABLE shapes (
+  code CHAR(3) NOT NULL, n INT NOT NULL, name VARCHAR(100) NOT NULL, note TEXT NULL, d DATE NOT NULL,
+  amount DECIMAL(12,2) NOT NULL, flag TINYINT(1) NOT NULL DEFAULT 0, PRIMARY KEY (n, code)
+) ENGINE=InnoDB"""
+SHAPES_DDL = [
+    ("code", "character varying(3)", True),
+    ("n", "integer", True),
+    ("name", "character varying(100)", True),
+    ("note", "text", False),
+    ("d", "date", False),  # zero dates land as NULL (documented), so NOT NULL cannot stay on a DATE yet
+    ("amount", "numeric(12,2)", True),
+    ("flag", "smallint", True),
+]
+GOLDEN_DDL = {  # the golden table's columns are all NULL; the types every MySQL type lands as
+    "id": "integer", "tags": "text", "rating": "text", "f": "real", "d": "double precision",
+    "d0": "numeric(10,0)", "d6": "numeric(20,6)", "d30": "numeric(65,30)", "t": "interval", "dd": "date",
+    "dt": "timestamp(6) without time zone", "ts": "timestamp(6) with time zone", "j": "text",
+    "l1": "character varying(20)", "vb": "bytea", "bl": "bytea", "b1": "bigint", "b8": "bigint",
+    "b64": "numeric(20,0)", "y": "smallint", "ti": "smallint", "ub": "numeric(20,0)", "tb": "smallint",
+    "g": "geometry", "pt": "geometry", "ls": "geometry", "pg": "geometry", "mpt": "geometry",
+    "mls": "geometry", "mpg": "geometry", "gc": "geometry", "zi": "bigint", "zb": "numeric(20,0)",
+    "zd": "numeric(10,2)", "zf": "double precision", "bn": "bytea", "nt": "character varying(40)",
+    "jn": "text", "u": "uuid", "i4": "inet", "i6": "inet",
+}  # fmt: skip
 
 GEO = ("g", "pt", "ls", "pg", "mpt", "mls", "mpg", "gc")
 ROWS = [
@@ -221,13 +248,17 @@ def loaded(stack, tmp_path_factory):
     conn = _connect()
     with conn.cursor() as cur:
         cur.execute(TABLE)
+        cur.execute(SHAPES)
+        cur.execute("INSERT INTO shapes VALUES ('ab', 1, 'x', NULL, '2026-01-02', 1.50, 1), ('abc', 1, '', 'n', "
+                    "'0000-00-00', 0, 0)")  # fmt: skip
         start = source_head(conn)
         for row in ROWS:
             _insert(cur, row)
     conn.commit()
-    path = pipeline_file(tmp_path_factory, "golden", [{"name": f"{DB}.golden", "key": ["id"], "sync": "stream"}])
+    tables = [{"name": f"{DB}.golden", "key": ["id"], "sync": "stream"}, {"name": f"{DB}.shapes", "key": ["n", "code"]}]
+    path = pipeline_file(tmp_path_factory, "golden", tables)
     load = subprocess.run(
-        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.golden"],
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.golden", f"{DB}.shapes"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -475,3 +506,36 @@ def test_without_postgis_spatial_columns_are_mysqls_stored_value(loaded, tmp_pat
     schema = _source_schema(nogis)
     expected = {key: _as_target(row, schema) for key, row in _by_driver(nogis, schema).items()}
     assert _by_target(nogis, schema) == expected
+
+
+def _target_ddl(pipeline, table: str) -> tuple[list[tuple], list[str], list[tuple]]:
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        oid = conn.execute("SELECT to_regclass(%s)::oid", (f"{qi(DB)}.{qi(table)}",)).fetchone()[0]
+        columns = conn.execute(
+            "SELECT attname, format_type(atttypid, atttypmod), attnotnull FROM pg_attribute WHERE attrelid = %s "
+            "AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+            (oid,),
+        ).fetchall()
+        keys = [
+            r[0]
+            for r in conn.execute("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s", (oid,))
+        ]
+        rows = (
+            conn.execute(f"SELECT code, n, name, d FROM {qi(DB)}.{qi(table)} ORDER BY n, code").fetchall()
+            if table == "shapes"
+            else []
+        )
+    return columns, keys, rows
+
+
+def test_the_targets_ddl_mirrors_the_source(loaded):
+    """Golden: each column's PostgreSQL type, NOT NULL and order, and the primary key in the source's key order."""
+    pipeline, _, _ = loaded
+    columns, keys, rows = _target_ddl(pipeline, "shapes")
+    assert columns == SHAPES_DDL
+    assert keys == ["PRIMARY KEY (n, code)"]
+    # CHAR(3) 'ab' comes back as MySQL returns it, without blank padding; the zero date as NULL
+    assert rows == [("ab", 1, "x", datetime.date(2026, 1, 2)), ("abc", 1, "", None)]
+    columns, keys, _ = _target_ddl(pipeline, "golden")
+    assert [(name, kind) for name, kind, _ in columns] == list(GOLDEN_DDL.items())
+    assert keys == ["PRIMARY KEY (id)"]

@@ -152,9 +152,12 @@ def _has_dependents(conn, table_oid: int) -> bool:
 
 
 def _columns(conn, table_oid: int) -> list[tuple]:
+    """(name, type, not null) per column; varchar(n) as text: a table loaded before CHAR/VARCHAR kept their
+    length (as text) takes the rows of a new load of the same columns in place."""
     return conn.execute(
-        "SELECT attname, format_type(atttypid, atttypmod), attnotnull FROM pg_attribute WHERE "
-        "attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+        "SELECT attname, regexp_replace(format_type(atttypid, atttypmod), '^character varying\\(\\d+\\)$', "
+        "'text'), attnotnull FROM pg_attribute WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped "
+        "ORDER BY attnum",
         (table_oid,),
     ).fetchall()
 

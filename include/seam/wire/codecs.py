@@ -346,6 +346,14 @@ class Text(Codec):
     def record(self, column, value):
         return _text(value)
 
+    def pg_type(self, column, postgis=True):
+        """CHAR(n) and VARCHAR(n) keep their length (characters, as in MySQL); CHAR lands as varchar(n): its
+        values as MySQL returns them, without PostgreSQL's blank padding. A NUL maps to at most one character
+        (``target.text_nul``), so a value never outgrows its column."""
+        if column.data_type in ("char", "varchar"):
+            return f"varchar({max(1, int(_type_argument(column, '1')))})"
+        return "text"
+
 
 class Enum(Codec):
     types = ("enum",)
