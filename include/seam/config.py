@@ -24,7 +24,8 @@ from typing import Any, overload
 
 import yaml
 
-from seam.core.errors import ConfigurationError
+from seam import settlement as settlement_section
+from seam.core.errors import ConfigError
 
 
 def _checkout() -> Path | None:
@@ -47,17 +48,6 @@ SEMANTICS = ("exactly-once", "at-least-once")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _IDENT = re.compile(r"^[^\x00/\\.]{1,64}$")  # MySQL allows nearly anything in quotes
-
-
-class ConfigError(ConfigurationError, ValueError):
-    """A pipeline file is invalid; ``str()`` is one line naming file and field."""
-
-    def __init__(self, field_path: str, message: str, source: str | None = None):
-        self.field_path = field_path
-        self.message = message
-        self.source = source
-        where = f"{source}: " if source else ""
-        super().__init__(f"{where}{field_path}: {message}")
 
 
 class Secret:
@@ -223,7 +213,7 @@ class Pipeline:
     stream: StreamConfig = field(default_factory=StreamConfig)
     load: LoadConfig = field(default_factory=LoadConfig)
     repair: RepairConfig = field(default_factory=RepairConfig)
-    settlement: Any = None  # seam.settlement.Settlement: the nightly settlement, if the file has one
+    settlement: settlement_section.Settlement | None = None  # the nightly settlement, if the file has one
 
     def table(self, ref: str) -> TableConfig:
         """Find a table by ``db.table`` or by a table name unique in the pipeline."""
@@ -555,8 +545,6 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
         raise r.fail("load.abandon_after", "must be more than 0 (e.g. 15m)")
     rp = r.mapping(top.get("repair") or {}, "repair", _REPAIR)
     repair = RepairConfig(max_rows=r.integer(rp, "max_rows", "repair", RepairConfig.max_rows, 1, 10**9))
-    from seam import settlement as settlement_section
-
     settlement = settlement_section.parse(top.get("settlement"), source)
     # its table names are resolved when a settlement runs (one line naming a missing one): a copy of this
     # file with other tables stays valid

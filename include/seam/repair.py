@@ -40,7 +40,8 @@ from seam.apply.target import connect_state
 from seam.config import Pipeline, TableConfig
 from seam.core.errors import DivergenceError
 from seam.loads import job_env, sink_running
-from seam.source.gtid import gtids_at, gtids_enabled, server_identity
+from seam.source.binlog import gtids_at
+from seam.source.gtid import gtids_enabled, server_identity
 from seam.source.schema import read_schema
 from seam.source.snapshot import open_snapshot, snapshot_opening
 from seam.state.ledger import batch_status

@@ -27,7 +27,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
-from seam.config import ConfigError
+from seam.core.errors import ConfigError
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _KEYS = ("schedule", "timezone", "source_timezone", "business_days", "holidays", "tables")
@@ -112,34 +112,6 @@ def read(path: str | Path) -> Settlement | None:
     except (OSError, yaml.YAMLError):
         return None  # the file itself is checked, with a clear error, when a task loads the pipeline
     return parse((doc or {}).get("settlement"), str(path)) if isinstance(doc, dict) else None
-
-
-def stream_passed(pipeline, table, day_end: dt.datetime) -> str | None:
-    """None when the stream has applied the source past ``day_end`` for ``table``; else why not, one line."""
-    from seam.apply.target import connect_state
-    from seam.state.positions import applied_source_time
-
-    conn = connect_state(pipeline)
-    try:
-        found = applied_source_time(conn, pipeline.target.state_schema, table.db, table.table)
-    finally:
-        conn.close()
-    if found is None:
-        return f"{table.name} has no committed full load: run `seam load full {table.name}`"
-    source_ms, stopped = found
-    if stopped:
-        return f"{table.name}: its stream is STOPPED ({stopped})"
-    if source_ms is None or source_ms < day_end.timestamp() * 1000:
-        at = (
-            "nothing yet"
-            if source_ms is None
-            else dt.datetime.fromtimestamp(source_ms / 1000, dt.UTC).isoformat(timespec="seconds")
-        )
-        return (
-            f"{table.name}: the stream has applied the source up to {at}, not past the day's end "
-            f"{day_end.isoformat()}; is the stream running (seam_stream)?"
-        )
-    return None
 
 
 def pipeline_name(path: str | Path) -> str:

@@ -14,6 +14,7 @@ Delivery guarantee: none of its own; starting and stopping parts is safe at any 
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import socket
@@ -24,9 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seam.apply.target import connect_state
 from seam.config import Pipeline, TableConfig
 from seam.core.errors import SeamError
 from seam.files import open_private, private_dir
+from seam.state.positions import applied_source_time
 
 PARTS = ("reader", "sink")
 ACTIONS = ("ensure", "start", "stop", "restart")
@@ -293,3 +296,28 @@ def lag_lines(health: Health) -> list[str]:
             events = "?" if lag.behind_events is None else f"{lag.behind_events:,}"
             out.append(f"{lag.table}: applied {lag.applied}, {events} events / {seconds} s behind")
     return out
+
+
+def stream_passed(pipeline, table, day_end: dt.datetime) -> str | None:
+    """None when the stream has applied the source past ``day_end`` for ``table``; else why not, one line."""
+    conn = connect_state(pipeline)
+    try:
+        found = applied_source_time(conn, pipeline.target.state_schema, table.db, table.table)
+    finally:
+        conn.close()
+    if found is None:
+        return f"{table.name} has no committed full load: run `seam load full {table.name}`"
+    source_ms, stopped = found
+    if stopped:
+        return f"{table.name}: its stream is STOPPED ({stopped})"
+    if source_ms is None or source_ms < day_end.timestamp() * 1000:
+        at = (
+            "nothing yet"
+            if source_ms is None
+            else dt.datetime.fromtimestamp(source_ms / 1000, dt.UTC).isoformat(timespec="seconds")
+        )
+        return (
+            f"{table.name}: the stream has applied the source up to {at}, not past the day's end "
+            f"{day_end.isoformat()}; is the stream running (seam_stream)?"
+        )
+    return None

@@ -553,7 +553,7 @@ class SeamSettlementOperator(BaseOperator):
         from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
         from seam.loads import incremental_load
-        from seam.settlement import stream_passed
+        from seam.supervise import stream_passed
         from seam.validate.validation import Scope, validate_tables
 
         hook = SeamHook(**self.hook_conn_ids)

@@ -13,7 +13,7 @@ from seam.apply import SinkError
 from seam.apply.changes import StreamTable, merge_run
 from seam.apply.target import connect_target, create_table_sql
 from seam.core.identifiers import qi
-from seam.source.schema import Column, TableSchema
+from seam.core.schema import Column, TableSchema
 from seam.wire.records import Position
 
 pytestmark = pytest.mark.stack

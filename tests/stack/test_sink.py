@@ -14,7 +14,7 @@ import pytest
 from seam.apply.batch import Stager
 from seam.apply.sink import Sink
 from seam.config import parse_pipeline
-from seam.source.schema import Column, TableSchema
+from seam.core.schema import Column, TableSchema
 from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally, new_batch_id
 from seam.wire.records import Position, Record
 from seam.wire.topics import Publisher, ensure_topics, table_topic

@@ -15,7 +15,7 @@ import pytest
 from seam.apply.batch import Stager, Staging, stage_rows
 from seam.apply.target import connect_target, create_table_sql
 from seam.core.identifiers import qi
-from seam.source.schema import Column, TableSchema
+from seam.core.schema import Column, TableSchema
 from seam.wire.records import Position, Record
 
 pytestmark = pytest.mark.stack

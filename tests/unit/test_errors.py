@@ -36,8 +36,8 @@ def test_every_error_class_of_seam_is_a_seam_error_with_a_known_kind():
 
 def test_the_kinds_keep_their_retry_rule_and_the_builtin_bases_code_catches():
     from seam.config import ConfigError
+    from seam.core.schema import SchemaError
     from seam.repair import RepairError
-    from seam.source.schema import SchemaError
     from seam.wire.topics import BrokerError
 
     assert not ConfigError("tables[0]", "x").retry and isinstance(ConfigError("f", "m"), ValueError)
@@ -46,7 +46,7 @@ def test_the_kinds_keep_their_retry_rule_and_the_builtin_bases_code_catches():
 
 
 def test_the_one_line_names_the_kind_and_is_recognised_in_a_child_process_output():
-    from seam.source.schema import SchemaError
+    from seam.core.schema import SchemaError
 
     line = one_line(SchemaError("demo.x does not exist"))
     assert line == "seam: source: demo.x does not exist" and ONE_LINE.match(line)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from seam.apply.decode import record_decoder
-from seam.source.schema import Column, TableSchema
+from seam.core.schema import Column, TableSchema
 
 SCHEMA = TableSchema(
     "db",

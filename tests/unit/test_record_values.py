@@ -1,6 +1,6 @@
 """Values the binlog decoder hands over in a form that differs from the stored one (no database needed)."""
 
-from seam.source.schema import Column
+from seam.core.schema import Column
 from seam.wire.records import normalize
 
 

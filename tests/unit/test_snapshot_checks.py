@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from seam.source.schema import Column, TableSchema
+from seam.core.schema import Column, TableSchema
 from seam.source.snapshot import Chunk, ChunkPlan, SnapshotError, check_source, chunk_sql
 
 SCHEMA = TableSchema(

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from seam.core.schema import Column
 from seam.source.binlog import query_kind, xid_text
 from seam.source.ddl import _COMPUTED, ddl_effect, followed_columns, literal_default, swapped_clauses, widening
-from seam.source.schema import Column
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
 from seam.apply import SinkError
-from seam.source.schema import TableSchema
+from seam.core.schema import TableSchema
 from seam.wire.boundary import Begin, Tally
 
 

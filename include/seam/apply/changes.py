@@ -28,8 +28,8 @@ from seam.apply.retry import LOCK_WAIT, LockWait, Retrier, first_line, transient
 from seam.apply.target import pg_type, row_converter, target_table
 from seam.config import Pipeline, TableConfig
 from seam.core.identifiers import qi
+from seam.core.schema import Column, TableSchema
 from seam.source import cascades
-from seam.source.schema import Column, TableSchema
 from seam.state import positions, quarantine
 from seam.wire.boundary import EXACT_MODES, Begin, Heartbeat, Rebase, SchemaChange, StreamStop
 from seam.wire.records import Position

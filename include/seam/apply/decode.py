@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from seam.core.identifiers import qi
-from seam.source.schema import Column, TableSchema
+from seam.core.schema import Column, TableSchema
 from seam.wire.boundary import Begin
 from seam.wire.codecs import Enum, Json, Set, Text, codec
 

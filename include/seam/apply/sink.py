@@ -57,7 +57,7 @@ from seam.apply.target import (
 from seam.apply.transaction import TargetTransaction
 from seam.config import Pipeline, TableConfig
 from seam.core.identifiers import qi
-from seam.source.schema import TableSchema
+from seam.core.schema import TableSchema
 from seam.state import ledger, positions
 from seam.state.owners import holder_of, record_holder
 from seam.state.parts import part_beat

@@ -22,7 +22,7 @@ import psycopg
 from seam.config import Pipeline
 from seam.core.errors import TargetError
 from seam.core.identifiers import qi
-from seam.source.schema import Column, TableSchema
+from seam.core.schema import Column, TableSchema
 from seam.wire.codecs import Spatial, codec
 
 log = logging.getLogger("seam.target")

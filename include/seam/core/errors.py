@@ -24,6 +24,17 @@ class ConfigurationError(SeamError):
     kind = "configuration"
 
 
+class ConfigError(ConfigurationError, ValueError):
+    """A pipeline file (or a command's argument) is invalid; ``str()`` is one line naming file and field."""
+
+    def __init__(self, field_path: str, message: str, source: str | None = None):
+        self.field_path = field_path
+        self.message = message
+        self.source = source
+        where = f"{source}: " if source else ""
+        super().__init__(f"{where}{field_path}: {message}")
+
+
 class SourceError(SeamError):
     """The MySQL/MariaDB source: unreachable, not set up as Seam needs, or a table it cannot follow."""
 

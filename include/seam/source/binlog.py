@@ -46,7 +46,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from seam.source.gtid import GtidError, GtidSet
+from seam.source.gtid import GtidError, GtidSet, gtids_enabled, is_mariadb
 from seam.source.rows import Rows, Stream
 from seam.wire.records import Position
 
@@ -266,8 +266,6 @@ class BinlogReader:
         backwards from the start's file."""
         import pymysql
 
-        from seam.source.snapshot import binlog_files
-
         conn = pymysql.connect(**self.source.pymysql_kwargs())
         try:
             files = binlog_files(conn)
@@ -456,8 +454,6 @@ def locate(source, executed: GtidSet, mariadb: bool) -> Position:
         raise GtidError(f"the server cannot start from GTID set {executed}: {exc.args[-1]}") from None
     finally:
         stream.close()
-    from seam.source.gtid import head_gtids
-
     conn = pymysql.connect(**source.pymysql_kwargs())
     try:
         head, _ = head_gtids(conn)
@@ -525,3 +521,42 @@ def _text(value) -> str | None:
     if isinstance(value, (bytes, bytearray)):
         value = value.decode("utf-8", "replace")
     return value or None
+
+
+def binlog_files(conn) -> list[str]:
+    with conn.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        return [r[0] for r in cur.fetchall()]
+
+
+def head_gtids(conn):
+    """The binlog's end and the GTID set executed through it, read together: (Position, GtidSet | None)."""
+    with conn.cursor() as cur:
+        try:
+            cur.execute("SHOW BINARY LOG STATUS")
+        except Exception:  # noqa: BLE001 - MariaDB and MySQL before 8.2
+            cur.execute("SHOW MASTER STATUS")
+        row = cur.fetchone()
+    if row is None:
+        return None, None
+    head = Position.through(row[0], int(row[1]))
+    if len(row) > 4:  # MySQL: Executed_Gtid_Set, empty with gtid_mode OFF
+        return head, (GtidSet(row[4]) if row[4] else None)
+    return head, gtids_at(conn, head)
+
+
+def gtids_at(conn, position, source=None) -> GtidSet | None:
+    """The GTID set executed through a binlog position of this server, or None (GTIDs off, or the
+    position's binlog is gone). MariaDB computes it (BINLOG_GTID_POS); on MySQL it is the set at the
+    binlog's end less the transactions logged after the position (read back with ``source``'s settings)."""
+    if is_mariadb(conn):
+        with conn.cursor() as cur:
+            cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (position.file, position.pos))
+            found = cur.fetchone()[0]
+        return None if found is None else GtidSet(found)
+    if not gtids_enabled(conn) or source is None:
+        return None
+    head, at_head = head_gtids(conn)
+    if at_head is None:
+        return None
+    return at_head.without(gtids_between(source, position, head))

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from seam.source.schema import Column
+from seam.core.schema import Column
 
 _NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
 _QUALIFIED = re.compile(rf"\s*(?:({_NAME})\s*\.\s*)?({_NAME})", re.S)

@@ -38,15 +38,16 @@ from typing import Any, cast
 import pymysql
 
 from seam.config import Pipeline, TableConfig
-from seam.source.gtid import gtids_at, gtids_enabled, head_gtids, server_identity
-from seam.source.schema import SchemaError, TableSchema, read_schema
+from seam.core.schema import SchemaError, TableSchema
+from seam.source.binlog import binlog_files, gtids_at, head_gtids
+from seam.source.gtid import gtids_enabled, server_identity
+from seam.source.schema import read_schema
 from seam.source.snapshot import (
     Chunk,
     ChunkPlan,
     ChunkRead,
     Opening,
     SnapshotError,
-    binlog_files,
     canonical_json_columns,
     check_key_values,
     check_source,

@@ -54,7 +54,8 @@ import pymysql
 from seam.config import Pipeline, TableConfig
 from seam.core.errors import ConfigurationError
 from seam.core.identifiers import quote
-from seam.source.schema import TableSchema, read_schema
+from seam.core.schema import TableSchema
+from seam.source.schema import read_schema
 from seam.source.snapshot import ChunkPlan, plan_chunks
 from seam.wire.boundary import CONTROL_HEADER, Begin, End, Tally
 from seam.wire.topics import Publisher, ensure_topics, table_topic

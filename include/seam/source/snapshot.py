@@ -73,8 +73,9 @@ from typing import Any, cast
 
 from seam.core.errors import SourceError
 from seam.core.identifiers import quote
+from seam.core.schema import Column, TableSchema
+from seam.source.binlog import BinlogReader, LostTransaction, Statement, Transaction
 from seam.source.ddl import ddl_effect
-from seam.source.schema import Column, TableSchema
 from seam.wire.codecs import Date, codec, zero_date_sql
 from seam.wire.records import Position, Record, key_of, normalize_row
 
@@ -241,7 +242,6 @@ def _open_under_global_lock(conn, what: str) -> Position:
 
 def _touched(source, low: Position, high: Position, tables) -> bool:
     """Whether the binlog (low, high] changes any of ``tables`` (rows, DDL, or something unreadable)."""
-    from seam.source.binlog import BinlogReader, LostTransaction, Statement, Transaction
 
     wanted = set(tables)
     reader = BinlogReader(source, low, {db for db, _ in wanted}, tables=wanted, end=high, server_id=None)
@@ -486,12 +486,6 @@ def snapshot_position(file: str | None, pos: Any, schema: TableSchema) -> Positi
     return Position.through(file, int(pos))
 
 
-def binlog_files(conn) -> list[str]:
-    with conn.cursor() as cur:
-        cur.execute("SHOW BINARY LOGS")
-        return [r[0] for r in cur.fetchall()]
-
-
 def reconcile(
     source,
     schema: TableSchema,
@@ -513,7 +507,6 @@ def reconcile(
     start = min(positions.values())
     if not target.after(start):
         return
-    from seam.source.binlog import BinlogReader, LostTransaction, Statement, Transaction
 
     def needed(image: dict, commit: Position) -> bool:  # chunk i's snapshot holds what committed up to Pi
         return commit.after(positions[plan.chunk_of(image[plan.column])] if plan.column else start)

@@ -69,6 +69,7 @@ from seam.alerts import alert
 from seam.apply.target import connect_state, connect_target, scalar
 from seam.config import Pipeline, TableConfig
 from seam.core.errors import SourceError
+from seam.core.schema import Column, TableSchema
 from seam.source.binlog import (
     SAME_SERVER_ID,
     BinlogReader,
@@ -77,13 +78,15 @@ from seam.source.binlog import (
     Statement,
     Tick,
     Transaction,
+    binlog_files,
+    gtids_at,
     locate,
     replica_clash,
 )
 from seam.source.ddl import ddl_effect, followed_columns, swapped_clauses
-from seam.source.gtid import GtidError, GtidSet, gtids_at, gtids_enabled, is_mariadb, server_identity
-from seam.source.schema import COLUMN_FIELDS, Column, TableSchema, column_from_row, reachable
-from seam.source.snapshot import binlog_files, source_head
+from seam.source.gtid import GtidError, GtidSet, gtids_enabled, is_mariadb, server_identity
+from seam.source.schema import COLUMN_FIELDS, column_from_row, reachable
+from seam.source.snapshot import source_head
 from seam.state.parts import part_beat, part_failed, part_started, part_stopped
 from seam.state.positions import followed_tables, lag_sample, stop_stream
 from seam.state.schema import ensure_state

@@ -31,7 +31,7 @@ Delivery guarantee: none (expressions only).
 from __future__ import annotations
 
 from seam.core.identifiers import qi, quote
-from seam.source.schema import Column
+from seam.core.schema import Column
 from seam.wire.codecs import Enum, Json, Set, Text, codec
 
 MOD = 2**64

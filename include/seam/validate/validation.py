@@ -66,7 +66,9 @@ from seam.apply.target import normalize_target, scalar
 from seam.config import Pipeline, TableConfig, state_dir
 from seam.core.errors import SeamError
 from seam.core.identifiers import qi, quote
+from seam.core.schema import Column, SchemaError, TableSchema
 from seam.files import private_dir, write_private
+from seam.source.binlog import binlog_files
 from seam.source.errors import transient_source_error
 from seam.source.gtid import server_identity
 from seam.source.incremental import (
@@ -77,8 +79,8 @@ from seam.source.incremental import (
     time_text,
     window_condition,
 )
-from seam.source.schema import Column, SchemaError, TableSchema, read_schema
-from seam.source.snapshot import SnapshotError, binlog_files, open_snapshot, snapshot_opening, source_head
+from seam.source.schema import read_schema
+from seam.source.snapshot import SnapshotError, open_snapshot, snapshot_opening, source_head
 from seam.state.ledger import committed_tables, last_committed, record_validation, watermark
 from seam.state.positions import validation_point
 from seam.state.schema import ensure_state, schema_version, xact_lock

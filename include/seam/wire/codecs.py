@@ -58,7 +58,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from seam.core.errors import TargetError
-from seam.source.schema import Column
+from seam.core.schema import Column
 
 _EPOCH = dt.datetime(1970, 1, 1)
 

@@ -61,8 +61,8 @@ from typing import Any
 
 import msgspec
 
-from seam.source.schema import Column, TableSchema
-from seam.wire.codecs import record_value
+from seam.core.schema import Column, TableSchema
+from seam.wire.codecs import codec, record_value
 
 FORMAT_VERSION = 1
 OPS = ("r", "c", "u", "d", "x")  # x: a foreign-key cascade (``cascade``), change events only
@@ -276,7 +276,7 @@ def key_of(schema: TableSchema, key_columns: tuple[str, ...], row: dict[str, Any
 
 def normalize_row(schema: TableSchema, row: dict[str, Any] | None) -> dict[str, Any]:
     assert row is not None  # the image a change's op says it has
-    return {name: None if (v := row[name]) is None else record(c, v) for name, c, record in schema.recorders}
+    return {name: None if (v := row[name]) is None else record(c, v) for name, c, record in _recorders(schema)}
 
 
 def normalize(column: Column, value: Any) -> Any:
@@ -306,3 +306,12 @@ def no_cyclic_gc():
 
 _GC_HOLD = threading.Lock()
 _GC_HOLDS: list = [0, False]  # holds open now, whether the collector ran before the first
+
+
+def _recorders(schema: TableSchema) -> tuple:
+    """(name, column, its codec's ``record``) per column: what ``normalize_row`` runs for every value, made once
+    per schema and kept on it (as ``functools.cached_property`` keeps a value: in the instance's dict)."""
+    found = schema.__dict__.get("_recorders")
+    if found is None:
+        found = schema.__dict__["_recorders"] = tuple((c.name, c, codec(c).record) for c in schema.columns)
+    return found

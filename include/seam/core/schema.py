@@ -1,0 +1,59 @@
+"""A source table's shape as Seam works with it: its columns (MySQL's own type names, unsigned, scale,
+precision, ENUM/SET members) and its primary key. Read from the source by ``seam.source.schema``; every room
+builds on these values. Delivery guarantee: none (values only).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+from seam.core.errors import SourceError
+
+
+class SchemaError(SourceError, LookupError):
+    """A table is missing, unreadable, or unusable as configured."""
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    data_type: str  # lower-case MySQL DATA_TYPE: int, decimal, datetime, set, ...
+    column_type: str  # COLUMN_TYPE as the server spells it: "bigint(20) unsigned", "set('Trailers','b')"
+    nullable: bool
+    numeric_scale: int | None = None
+    datetime_precision: int | None = None
+
+    @cached_property
+    def unsigned(self) -> bool:
+        return "unsigned" in self.column_type.lower()
+
+    @cached_property
+    def zerofill(self) -> bool:
+        """MySQL pads the column's text with zeros ("04294967295"): every rendering in SQL adds 0 first."""
+        return "zerofill" in self.column_type.lower()
+
+    @cached_property
+    def members(self) -> tuple[str, ...]:
+        """ENUM/SET members in definition order."""
+        body = self.column_type[self.column_type.index("(") + 1 : self.column_type.rindex(")")]
+        return tuple(m.replace("''", "'") for m in re.findall(r"'((?:[^']|'')*)'", body))
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    db: str
+    table: str
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise SchemaError(f"{self.db}.{self.table} has no column {name!r}")
