@@ -1,7 +1,8 @@
 """``seam stream wait``: until every streamed table has applied the source's binlog as it is now.
 
-It says what it waits for: tables behind (with how much binlog lies between them and the goal), the stream's
-parts that are restarting or down (with their last error), tables that stopped (named, with the reason).
+It says what it waits for: the stream's parts that are starting (the sink's Spark start-up), restarting or down
+(with their last error), tables behind (with how much binlog lies between them and the goal), tables that
+stopped (named, with the reason).
 A stopped table does not end the wait for the others unless ``fail_fast``.
 
 Exit codes (``WAIT_*``): 0 every streamed table caught up; 1 the timeout passed with tables still behind;
@@ -35,11 +36,22 @@ def _behind(goal: Position, file: str, pos: int) -> str:
     return f"at {file}:{pos}, the goal is in {goal.file}"
 
 
-def _parts_trouble(conn, pipeline: Pipeline) -> list[str]:
-    """The stream's parts that are not working, with their last error."""
+_STARTING = {
+    "reader": "reader starting (connecting to the source's binlog)",
+    "sink": "sink starting (Spark's start-up: no micro-batch yet)",
+}
+
+
+def _parts_not_running(conn, pipeline: Pipeline) -> list[str]:
+    """The stream's parts that are not applying yet: starting (what they wait for), or restarting or down
+    (with their last error)."""
     out = []
     for part, state in sorted(part_states(conn, pipeline.target.state_schema, pipeline.name).items()):
-        if part in ("reader", "sink") and state["state"] in ("restarting", "down"):
+        if part not in _STARTING:
+            continue
+        if state["state"] == "starting":
+            out.append(_STARTING[part])
+        elif state["state"] in ("restarting", "down"):
             error = f": {state['last_error']}" if state["last_error"] else ""
             out.append(f"{part} {state['state'].upper()}{error}")
     return out
@@ -86,7 +98,7 @@ def wait_for_stream(
                 say(f"stream caught up: every streamed table has applied the binlog up to {goal} ({waited:.1f}s)")
                 return WAIT_CAUGHT_UP
             if waited > timeout or time.monotonic() - last_said >= SAY_EVERY_S:
-                lines = [f"{name}: {how}" for name, how in sorted(behind.items())] + _parts_trouble(conn, pipeline)
+                lines = _parts_not_running(conn, pipeline) + [f"{name}: {how}" for name, how in sorted(behind.items())]
                 if waited > timeout:
                     say(
                         f"seam: the stream did not reach {goal} within {timeout:.0f}s; still behind: "
