@@ -4,6 +4,8 @@ Cases (``benchmarks/README.md`` explains each, how to reproduce it, and where th
 
 - full load of TPC-H ``orders`` and ``lineitem``: Seam (MariaDB's snapshot; the portable one MySQL 8 gets) vs a
   raw Spark JDBC -> Parquet copy (cold and warm JVM) and ``SELECT ... INTO OUTFILE`` (the export floor);
+- peers: ``seam load full`` of ``lineitem``, the whole command, vs pgloader and sling copying the same table into
+  the same PostgreSQL (``benchmarks/peers.py``; pg_chameleon not yet);
 - incremental: a 1% window of ``lineitem`` (cursor ``l_shipdate``) vs a raw Spark JDBC read of that window;
 - stream: a backlog applied flat out (binlog -> reader -> Kafka -> Spark sink -> PostgreSQL) vs
   python-mysql-replication's decode and ``mariadb-binlog --verbose`` of the same binlog (the C floor); then
@@ -214,6 +216,47 @@ def full_load_case(name: str, scale: float, repeats: int, results: list[Result])
         seam.baselines.remove("SELECT INTO OUTFILE")
     for path in (native, portable):
         os.unlink(path)
+
+
+def peers_case(name: str, scale: float, repeats: int, results: list[Result]) -> None:
+    """``seam load full`` against the tools users would pick instead (``benchmarks/peers.py``), wall time of
+    each whole command, in interleaved rounds; every copy is counted against the source."""
+    import peers
+    from common import bench_pipeline
+    from full_load_tpch import TABLES, ensure_table, seam_full_load
+
+    from seam.config import load_pipeline
+
+    path = bench_pipeline([{"name": f"tpch.{name}", "key": TABLES[name][2]}])
+    TRACKED.add(path)
+    rows = ensure_table(name, scale)
+    pipeline = load_pipeline(path)
+    case = f"full load {name}, whole command"
+    seam = Result(case, "seam load full")
+    others = {"pgloader": peers.pgloader_load, "sling": peers.sling_load}
+    runs: dict[str, Result] = {label: Result(case, label) for label in others}
+    gone: set[str] = set()
+    for i in range(repeats):
+        say(f"{case} against pgloader and sling, round {i + 1} of {repeats} ({rows:,} rows)")
+        seam.runs.append(measured(lambda: Run(rows, rows / seam_full_load(path, name, rows)[1])))
+        for label, load in others.items():
+            if label in gone:
+                continue
+            try:
+                runs[label].runs.append(
+                    baseline_measured(lambda load=load: Run(rows, load(pipeline, "tpch", name, rows)))
+                )
+                say(f"{label}: {rows:,} rows in {runs[label].runs[-1].seconds:.1f}s, count checked")
+            except (peers.PeerMissing, peers.PeerFailed) as exc:
+                say(f"{label}: not measured: {exc}")
+                gone.add(label)
+    say("pg_chameleon: not measured yet (it runs as an unprivileged user with a replica configuration of its own)")
+    measured_peers = [r for label, r in runs.items() if r.runs and label not in gone]
+    seam.baselines = [r.variant for r in measured_peers]
+    results += [seam, *measured_peers]
+    for schema in ("peer_pgloader", "peer_sling"):
+        peers.drop_schema(pipeline, schema)
+    os.unlink(path)
 
 
 def select_into_outfile(name: str, rows: int) -> Run:
@@ -488,7 +531,7 @@ def main() -> int:
     parser.add_argument("--repair-rows", type=int, default=2_000_000, help="repair: the table's rows")
     parser.add_argument("--resume-rows", type=int, default=5_000_000, help="resume: the table's rows")
     parser.add_argument(
-        "--cases", default="full,incremental,stream,validation,repair,resume", help="comma-separated subset"
+        "--cases", default="full,peers,incremental,stream,validation,repair,resume", help="comma-separated subset"
     )
     parser.add_argument("--tiny", action="store_true", help="every case at a toy scale, once (the test suite)")
     parser.add_argument("--out", default=str(RESULTS), help="where the JSON, the table and the chart go")
@@ -502,6 +545,8 @@ def main() -> int:
     if "full" in cases:
         for name in ("orders",) if args.tiny else ("orders", "lineitem"):  # tiny: lineitem is the incremental's
             full_load_case(name, args.scale, args.repeats, results)
+    if "peers" in cases:
+        peers_case("orders" if args.tiny else "lineitem", args.scale, args.repeats, results)
     if "incremental" in cases:
         incremental_case(args.scale, args.repeats, results)
     if "stream" in cases:
