@@ -30,7 +30,10 @@ SLING_PACKAGE = "sling-linux-amd64==1.4.11"
 
 def pgloader_binary() -> str | None:
     if shutil.which("pgloader") is None and os.geteuid() == 0 and shutil.which("apt-get"):
-        subprocess.run(["apt-get", "install", "-y", "-q", "pgloader"], capture_output=True, timeout=900)
+        try:
+            subprocess.run(["apt-get", "install", "-y", "-q", "pgloader"], capture_output=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            return None
     return shutil.which("pgloader")
 
 
@@ -40,9 +43,12 @@ def sling_binary() -> str | None:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
     found = sorted(venv.glob("lib/python*/site-packages/sling_linux_amd64/bin/sling*"))
     if not found:
-        done = subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "-q", SLING_PACKAGE], capture_output=True, text=True, timeout=900
-        )
+        try:
+            done = subprocess.run(
+                [str(venv / "bin" / "pip"), "install", "-q", SLING_PACKAGE], capture_output=True, text=True, timeout=300
+            )
+        except subprocess.TimeoutExpired:
+            return None
         if done.returncode != 0:
             print(f"sling: cannot install {SLING_PACKAGE}: {done.stderr[-300:]}", flush=True)
             return None
