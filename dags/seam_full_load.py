@@ -6,35 +6,24 @@ task, loaded after it), and each is validated after the loads (a mismatch fails 
 
 from __future__ import annotations
 
-import pendulum
-from airflow.sdk import Param, dag, task
+from airflow.sdk import dag, task
 
+from seam_airflow.dag_defaults import DEFAULT_ARGS, START_DATE, pipeline_param, tables_param
 from seam_airflow.hooks import SeamHook
 from seam_airflow.operators import SeamFullLoadOperator, SeamValidateOperator, seam_errors
-
-DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "owner": "seam"}
 
 
 @dag(
     schedule=None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    start_date=START_DATE,
     catchup=False,
     default_args=DEFAULT_ARGS,
     tags=["seam", "full-load"],
     max_active_runs=1,
     doc_md=__doc__,
     params={
-        "tables": Param(
-            [],
-            type="array",
-            items={"type": "string"},
-            description="db.table names; empty loads every table of the pipeline",
-        ),
-        "pipeline": Param(
-            None,
-            type=["null", "string"],
-            description="pipeline YAML path (absolute, or relative to the project); empty: the default",
-        ),
+        "tables": tables_param("db.table names; empty loads every table of the pipeline"),
+        "pipeline": pipeline_param(),
     },
 )
 def seam_full_load():

@@ -10,40 +10,29 @@ loads, each window is validated (source against target, up to the watermark)."""
 
 from __future__ import annotations
 
-import pendulum
 from airflow.sdk import Param, dag, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
+from seam_airflow.dag_defaults import DEFAULT_ARGS, START_DATE, pipeline_param, tables_param
 from seam_airflow.hooks import SeamHook
 from seam_airflow.operators import SeamIncrementalLoadOperator, SeamValidateOperator, seam_errors
-
-DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "owner": "seam"}
 
 
 # a data-interval timetable: each run covers [day, next day) (a plain "@daily" in Airflow 3 gives runs whose
 # interval is a single point)
 @dag(
     schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    start_date=START_DATE,
     catchup=False,
     default_args=DEFAULT_ARGS,
     tags=["seam", "incremental"],
     max_active_runs=1,
     doc_md=__doc__,
     params={
-        "tables": Param(
-            [],
-            type="array",
-            items={"type": "string"},
-            description="db.table names; empty: every incremental table of the pipeline",
-        ),
+        "tables": tables_param("db.table names; empty: every incremental table of the pipeline"),
         "start": Param(None, type=["null", "string"], description="window start (exclusive); empty: the data interval"),
         "end": Param(None, type=["null", "string"], description="window end (inclusive); empty: the data interval"),
-        "pipeline": Param(
-            None,
-            type=["null", "string"],
-            description="pipeline YAML path (absolute, or relative to the project); empty: the default",
-        ),
+        "pipeline": pipeline_param(),
     },
 )
 def seam_incremental():

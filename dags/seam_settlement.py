@@ -14,10 +14,11 @@ from airflow.timetables.trigger import CronTriggerTimetable
 
 from seam import settlement as settlement_section
 from seam.config import DEFAULT_PIPELINE
+from seam_airflow.dag_defaults import DEFAULT_ARGS, pipeline_param, repair_param
 from seam_airflow.hooks import SeamHook
 from seam_airflow.operators import SeamSettlementOperator, seam_errors
 
-DEFAULT_ARGS = {"retries": 3, "retry_delay": pendulum.duration(minutes=5), "owner": "seam"}
+SETTLEMENT_ARGS = {**DEFAULT_ARGS, "retries": 3, "retry_delay": pendulum.duration(minutes=5)}
 # the schedule and time zone are the default pipeline's (a local file read, without its secrets)
 SETTLEMENT = settlement_section.read(DEFAULT_PIPELINE)
 
@@ -26,7 +27,7 @@ SETTLEMENT = settlement_section.read(DEFAULT_PIPELINE)
     schedule=CronTriggerTimetable(SETTLEMENT.schedule, timezone=SETTLEMENT.timezone) if SETTLEMENT else None,
     start_date=pendulum.datetime(2026, 1, 1, tz=SETTLEMENT.timezone if SETTLEMENT else "UTC"),
     catchup=False,
-    default_args=DEFAULT_ARGS,
+    default_args=SETTLEMENT_ARGS,
     tags=["seam", "settlement"],
     max_active_runs=1,
     doc_md=__doc__,
@@ -36,17 +37,8 @@ SETTLEMENT = settlement_section.read(DEFAULT_PIPELINE)
             type=["null", "string"],
             description="business day to settle, YYYY-MM-DD; empty: the run's previous business day",
         ),
-        "repair": Param(
-            False,
-            type="boolean",
-            description="on a mismatch, repair the table (seam repair: only the rows that differ, up to the "
-            "pipeline's repair.max_rows), validate again, and notify with what was repaired",
-        ),
-        "pipeline": Param(
-            None,
-            type=["null", "string"],
-            description="pipeline YAML path (absolute, or relative to the project); empty: the default",
-        ),
+        "repair": repair_param(),
+        "pipeline": pipeline_param(),
     },
 )
 def seam_settlement():

@@ -6,18 +6,17 @@ runs leave a stopped stream stopped until a start). Each run's log lists every t
 
 from __future__ import annotations
 
-import pendulum
 from airflow.sdk import Param, dag
 
+from seam_airflow.dag_defaults import DEFAULT_ARGS, START_DATE, pipeline_param, tables_param
 from seam_airflow.operators import SeamStreamOperator
 
 # a problem it finds (a table STOPPED, lag over the bound) fails at once; a glitch (target unreachable) retries
-DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "owner": "seam"}
 
 
 @dag(
     schedule="*/5 * * * *",
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    start_date=START_DATE,
     catchup=False,
     default_args=DEFAULT_ARGS,
     tags=["seam", "stream"],
@@ -30,17 +29,8 @@ DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "own
             enum=["ensure", "start", "stop", "restart"],
             description="ensure: start what is down; start, stop or restart the stream",
         ),
-        "tables": Param(
-            [],
-            type="array",
-            items={"type": "string"},
-            description="db.table names the stream follows; empty: every streamed table",
-        ),
-        "pipeline": Param(
-            None,
-            type=["null", "string"],
-            description="pipeline YAML path (absolute, or relative to the project); empty: the default",
-        ),
+        "tables": tables_param("db.table names the stream follows; empty: every streamed table"),
+        "pipeline": pipeline_param(),
     },
 )
 def seam_stream():

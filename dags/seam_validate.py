@@ -6,42 +6,26 @@ rows. A mismatch fails that table's task and fires the pipeline's notifiers
 
 from __future__ import annotations
 
-import pendulum
-from airflow.sdk import Param, dag, task
+from airflow.sdk import dag, task
 from airflow.timetables.trigger import CronTriggerTimetable
 
+from seam_airflow.dag_defaults import DEFAULT_ARGS, START_DATE, pipeline_param, repair_param, tables_param
 from seam_airflow.hooks import SeamHook
 from seam_airflow.operators import SeamValidateOperator, seam_errors
-
-DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "owner": "seam"}
 
 
 @dag(
     schedule=CronTriggerTimetable("17 * * * *", timezone="UTC"),
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    start_date=START_DATE,
     catchup=False,
     default_args=DEFAULT_ARGS,
     tags=["seam", "validation"],
     max_active_runs=1,
     doc_md=__doc__,
     params={
-        "tables": Param(
-            [],
-            type="array",
-            items={"type": "string"},
-            description="db.table names; empty: every table of the pipeline loaded so far",
-        ),
-        "repair": Param(
-            False,
-            type="boolean",
-            description="on a mismatch, repair the table (seam repair: only the rows that differ, up to the "
-            "pipeline's repair.max_rows), validate again, and notify with what was repaired",
-        ),
-        "pipeline": Param(
-            None,
-            type=["null", "string"],
-            description="pipeline YAML path (absolute, or relative to the project); empty: the default",
-        ),
+        "tables": tables_param("db.table names; empty: every table of the pipeline loaded so far"),
+        "repair": repair_param(),
+        "pipeline": pipeline_param(),
     },
 )
 def seam_validate():

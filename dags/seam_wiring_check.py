@@ -3,18 +3,16 @@ counts land in the target. The first DAG to run on a new stack."""
 
 from __future__ import annotations
 
-import pendulum
 from airflow.sdk import dag, task
 
+from seam_airflow.dag_defaults import DEFAULT_ARGS, START_DATE
 from seam_airflow.hooks import SeamHook
 from seam_airflow.operators import SeamSparkJobOperator
-
-DEFAULT_ARGS = {"retries": 1, "retry_delay": pendulum.duration(seconds=30), "owner": "seam"}
 
 
 @dag(
     schedule=None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    start_date=START_DATE,
     catchup=False,
     default_args=DEFAULT_ARGS,
     tags=["seam", "wiring"],

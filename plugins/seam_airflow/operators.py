@@ -183,7 +183,46 @@ class _ProviderJob:
         self.thread.join(timeout=30)
 
 
-class SeamFullLoadOperator(BaseOperator):
+class SeamOperator(BaseOperator):
+    """What every Seam operator shares: the pipeline file (``pipeline``, templated), the Airflow connections
+    its hook reads (``*_conn_id``), the retry policy that fails bad input at once, and ``on_kill`` stopping
+    what the task started (``_started``: a load's Spark job and sink). Subclasses add their own fields."""
+
+    template_fields: Sequence[str] = ("pipeline",)
+
+    def __init__(
+        self,
+        *,
+        pipeline: str | None = None,
+        mysql_conn_id: str = "seam_mysql",
+        kafka_conn_id: str = "seam_kafka",
+        target_conn_id: str = "seam_target",
+        spark_conn_id: str = "seam_spark",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**{"retry_policy": BAD_INPUT_FAILS, **kwargs})
+        self.pipeline = pipeline
+        self.spark_conn_id = spark_conn_id
+        self.hook_conn_ids = dict(
+            mysql_conn_id=mysql_conn_id,
+            kafka_conn_id=kafka_conn_id,
+            target_conn_id=target_conn_id,
+            spark_conn_id=spark_conn_id,
+        )
+        self._started: list = []
+
+    def seam_hook(self) -> SeamHook:
+        return SeamHook(**self.hook_conn_ids)
+
+    def load_pipeline(self, hook: SeamHook | None = None):
+        """The pipeline file, its ``${SEAM_...}`` references filled from the connections."""
+        return (hook or self.seam_hook()).load_pipeline(self.pipeline or None)
+
+    def on_kill(self) -> None:
+        stop_started(self._started, self.log)
+
+
+class SeamFullLoadOperator(SeamOperator):
     """Full load of one pipeline table (``seam load full``): Spark snapshot -> Kafka -> sink -> PostgreSQL.
     ``with_tables`` load in the same run, ordered parents first (the levels below a cascade's middle level).
 
@@ -198,41 +237,24 @@ class SeamFullLoadOperator(BaseOperator):
         *,
         table: str,
         with_tables: Sequence[str] = (),
-        pipeline: str | None = None,
-        mysql_conn_id: str = "seam_mysql",
-        kafka_conn_id: str = "seam_kafka",
-        target_conn_id: str = "seam_target",
-        spark_conn_id: str = "seam_spark",
         timeout: float = 3600,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**{"retry_policy": BAD_INPUT_FAILS, **kwargs})
+        super().__init__(**kwargs)
         self.table = table
         self.with_tables = list(with_tables)  # loaded in the same run (levels below ``table``'s cascades)
-        self.pipeline = pipeline
         self.timeout = timeout
-        self.spark_conn_id = spark_conn_id
-        self.hook_conn_ids = dict(
-            mysql_conn_id=mysql_conn_id,
-            kafka_conn_id=kafka_conn_id,
-            target_conn_id=target_conn_id,
-            spark_conn_id=spark_conn_id,
-        )
-        self._started: list = []  # what the running load started (the Spark job, the sink): on_kill stops it
 
     @seam_errors()
     def execute(self, context) -> dict | list[dict]:
         from seam.loads import full_load
 
-        hook = SeamHook(**self.hook_conn_ids)
-        pipeline = hook.load_pipeline(self.pipeline or None)
+        hook = self.seam_hook()
+        pipeline = self.load_pipeline(hook)
         tables = [pipeline.table(name) for name in (self.table, *self.with_tables)]
         summaries = full_load(pipeline, tables, load_runner(self, hook))
         plain = [{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in s.items()} for s in summaries]
         return plain[0] if len(plain) == 1 else plain
-
-    def on_kill(self) -> None:
-        stop_started(self._started, self.log)
 
 
 def stop_started(started: list, log) -> None:
@@ -242,7 +264,7 @@ def stop_started(started: list, log) -> None:
         child.stop()
 
 
-class SeamIncrementalLoadOperator(BaseOperator):
+class SeamIncrementalLoadOperator(SeamOperator):
     """One incremental window of one table (``seam load incremental``): the rows whose cursor lies in
     (start, end], the end clamped to the source's clock minus the table's safety delay; merged by key.
 
@@ -257,34 +279,18 @@ class SeamIncrementalLoadOperator(BaseOperator):
         table: str,
         start: str | None = None,
         end: str | None = None,
-        pipeline: str | None = None,
-        mysql_conn_id: str = "seam_mysql",
-        kafka_conn_id: str = "seam_kafka",
-        target_conn_id: str = "seam_target",
-        spark_conn_id: str = "seam_spark",
         timeout: float = 3600,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**{"retry_policy": BAD_INPUT_FAILS, **kwargs})
-        self.table, self.start, self.end, self.pipeline, self.timeout = table, start, end, pipeline, timeout
-        self.spark_conn_id = spark_conn_id
-        self.hook_conn_ids = dict(
-            mysql_conn_id=mysql_conn_id,
-            kafka_conn_id=kafka_conn_id,
-            target_conn_id=target_conn_id,
-            spark_conn_id=spark_conn_id,
-        )
-        self._started: list = []
-
-    def on_kill(self) -> None:
-        stop_started(self._started, self.log)
+        super().__init__(**kwargs)
+        self.table, self.start, self.end, self.timeout = table, start, end, timeout
 
     @seam_errors()
     def execute(self, context) -> dict:
         from seam.loads import incremental_load
 
-        hook = SeamHook(**self.hook_conn_ids)
-        pipeline = hook.load_pipeline(self.pipeline or None)
+        hook = self.seam_hook()
+        pipeline = self.load_pipeline(hook)
         table = pipeline.table(self.table)
         (summary,) = incremental_load(
             pipeline, [table], load_runner(self, hook), start=self.start or None, end=self.end or None
@@ -324,7 +330,7 @@ def repaired(pipeline, table, scope, limit: int, log, context, what: str, env: d
     return report, result.summary()
 
 
-class SeamValidateOperator(BaseOperator):
+class SeamValidateOperator(SeamOperator):
     """Validate one pipeline table (``seam validate``): counts, checksums and the configured column checks,
     source against target at a consistent point; optionally only an incremental window (start, end].
 
@@ -343,20 +349,13 @@ class SeamValidateOperator(BaseOperator):
         table: str,
         start: str | None = None,
         end: str | None = None,
-        pipeline: str | None = None,
-        mysql_conn_id: str = "seam_mysql",
-        kafka_conn_id: str = "seam_kafka",
-        target_conn_id: str = "seam_target",
         limit: int = 50,
         repair: bool = False,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**{"retry_policy": BAD_INPUT_FAILS, **kwargs})
-        self.table, self.start, self.end, self.pipeline, self.limit = table, start, end, pipeline, limit
+        super().__init__(**kwargs)
+        self.table, self.start, self.end, self.limit = table, start, end, limit
         self.repair = repair
-        self.hook_conn_ids = dict(
-            mysql_conn_id=mysql_conn_id, kafka_conn_id=kafka_conn_id, target_conn_id=target_conn_id
-        )
 
     @seam_errors()
     def execute(self, context) -> dict:
@@ -364,14 +363,14 @@ class SeamValidateOperator(BaseOperator):
 
         from seam.validate.validation import Scope, validate_tables
 
-        pipeline = SeamHook(**self.hook_conn_ids).load_pipeline(self.pipeline or None)
+        pipeline = self.load_pipeline()
         table = pipeline.table(self.table)
         window = (self.start, self.end) if self.start and self.end and table.cursor else None
         scope = Scope(window=window)
         (report,) = validate_tables(pipeline, [table], scope, limit=self.limit, say=self.log.info)
         repair = None
         if report.verdict == "mismatch" and self.repair:
-            hook = SeamHook(**self.hook_conn_ids)
+            hook = self.seam_hook()
             again, repair = repaired(
                 pipeline, table, scope, self.limit, self.log, context, "validation", hook.job_env()
             )
@@ -403,7 +402,7 @@ class SeamValidateOperator(BaseOperator):
         raise AirflowFailException(report.summary())
 
 
-class SeamStreamOperator(BaseOperator):
+class SeamStreamOperator(SeamOperator):
     """Keep a pipeline's stream running (``seam.supervise``): ``action`` ensure (start what is down), start,
     stop or restart the change reader and the streaming sink, which run detached from the worker. Logs each
     table's lag; fails without retrying, and notifies the pipeline's notifiers once, when a part did not come
@@ -416,22 +415,11 @@ class SeamStreamOperator(BaseOperator):
         *,
         action: str = "ensure",
         tables: Sequence[str] = (),
-        pipeline: str | None = None,
-        mysql_conn_id: str = "seam_mysql",
-        kafka_conn_id: str = "seam_kafka",
-        target_conn_id: str = "seam_target",
-        spark_conn_id: str = "seam_spark",
         start_timeout: float = 180,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**{"retry_policy": BAD_INPUT_FAILS, **kwargs})
-        self.action, self.tables, self.pipeline, self.start_timeout = action, tables, pipeline, start_timeout
-        self.hook_conn_ids = dict(
-            mysql_conn_id=mysql_conn_id,
-            kafka_conn_id=kafka_conn_id,
-            target_conn_id=target_conn_id,
-            spark_conn_id=spark_conn_id,
-        )
+        super().__init__(**kwargs)
+        self.action, self.tables, self.start_timeout = action, tables, start_timeout
 
     @seam_errors()
     def execute(self, context) -> dict:
@@ -440,8 +428,8 @@ class SeamStreamOperator(BaseOperator):
         from seam.config import ConfigError
         from seam.supervise import ACTIONS, lag_lines, supervise
 
-        hook = SeamHook(**self.hook_conn_ids)
-        pipeline = hook.load_pipeline(self.pipeline or None)
+        hook = self.seam_hook()
+        pipeline = self.load_pipeline(hook)
         tables = [pipeline.table(name) for name in self.tables or ()]
         if self.action not in ACTIONS:
             raise ConfigError("action", f"{self.action!r} is not one of {', '.join(ACTIONS)}")
@@ -504,7 +492,7 @@ def notify(pipeline, context, *, subject: str, payload: dict, html: str | None =
                 log.error("notifier %s failed: %s", type(notifier).__name__, exc)
 
 
-class SeamSettlementOperator(BaseOperator):
+class SeamSettlementOperator(SeamOperator):
     """Settle one table's business day (``seam.settlement``): a table kept current by windows loads the day's
     window (start, end]; a streamed table must have applied the source past the day's end (else the task
     fails and retries: the stream may be catching up). Then the day is validated with the table's checks
@@ -523,28 +511,15 @@ class SeamSettlementOperator(BaseOperator):
         start: str,
         end: str,
         day_end: str,
-        pipeline: str | None = None,
-        mysql_conn_id: str = "seam_mysql",
-        kafka_conn_id: str = "seam_kafka",
-        target_conn_id: str = "seam_target",
-        spark_conn_id: str = "seam_spark",
         timeout: float = 3600,
         limit: int = 50,
         repair: bool = False,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**{"retry_policy": BAD_INPUT_FAILS, **kwargs})
+        super().__init__(**kwargs)
         self.table, self.day, self.start, self.end, self.day_end = table, day, start, end, day_end
         self.repair = repair
-        self.pipeline, self.timeout, self.limit = pipeline, timeout, limit
-        self.spark_conn_id = spark_conn_id
-        self.hook_conn_ids = dict(
-            mysql_conn_id=mysql_conn_id,
-            kafka_conn_id=kafka_conn_id,
-            target_conn_id=target_conn_id,
-            spark_conn_id=spark_conn_id,
-        )
-        self._started: list = []
+        self.timeout, self.limit = timeout, limit
 
     @seam_errors()
     def execute(self, context) -> dict:
@@ -556,8 +531,8 @@ class SeamSettlementOperator(BaseOperator):
         from seam.supervise import stream_passed
         from seam.validate.validation import Scope, validate_tables
 
-        hook = SeamHook(**self.hook_conn_ids)
-        pipeline = hook.load_pipeline(self.pipeline or None)
+        hook = self.seam_hook()
+        pipeline = self.load_pipeline(hook)
         table = pipeline.table(self.table)
         day, start, end = self.day, self.start, self.end
         self.log.info("settling %s for business day %s: cursor window (%s, %s]", table.name, day, start, end)
@@ -611,6 +586,3 @@ class SeamSettlementOperator(BaseOperator):
             log=self.log,
         )
         raise AirflowFailException(f"settlement of {day}: {report.summary()}")
-
-    def on_kill(self) -> None:
-        stop_started(self._started, self.log)
