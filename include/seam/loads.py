@@ -35,7 +35,9 @@ from seam.config import Pipeline, TableConfig
 from seam.core.errors import ONE_LINE, SeamError
 from seam.core.identifiers import qi
 from seam.source.full_load import Resume, plan_from_json, prepare
-from seam.source.schema import reachable
+from seam.source.incremental import plan_window
+from seam.source.schema import reachable, read_foreign_keys
+from seam.spark import spark_job_script, spark_master
 from seam.state import ledger
 from seam.state.ledger import batch_status, watermark
 from seam.state.positions import stored_offsets
@@ -64,8 +66,6 @@ def spark_submit_command(
     pipeline: Pipeline, job: str, args: list[str], script: Path | None = None, conf: dict[str, str] | None = None
 ) -> list[str]:
     """spark-submit of ``spark_jobs/<job>.py`` (or of ``script``) on ``seam.spark.spark_master``."""
-    from seam.spark import spark_job_script, spark_master
-
     here = Path(sys.executable).with_name("spark-submit")
     submit = str(here) if here.exists() else shutil.which("spark-submit")
     if submit is None:
@@ -207,8 +207,6 @@ def cascades_followed(pipeline: Pipeline, tables: list[TableConfig]) -> tuple[li
 def _cascading_keys(pipeline: Pipeline) -> list:
     """The foreign keys whose rules the stream follows into the pipeline's streamed tables."""
     import pymysql
-
-    from seam.source.schema import read_foreign_keys
 
     streamed = {(t.db, t.table) for t in pipeline.tables if t.sync == "stream"}
     conn = pymysql.connect(**pipeline.source.pymysql_kwargs())
@@ -395,8 +393,6 @@ def incremental_load(
 def _incremental_locked(
     pipeline: Pipeline, tables: list[TableConfig], conn, runner: Runner, start: str | None, end: str | None
 ) -> list[dict]:
-    from seam.source.incremental import plan_window
-
     say = runner.say
     windows = {}
     for table in tables:  # every window is checked before anything is published

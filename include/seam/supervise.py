@@ -29,6 +29,8 @@ from seam.apply.target import connect_state
 from seam.config import Pipeline, TableConfig
 from seam.core.errors import SeamError
 from seam.files import open_private, private_dir
+from seam.source.streaming import stream_lag
+from seam.state.parts import part_states, supervisor_ran
 from seam.state.positions import applied_source_time
 
 PARTS = ("reader", "sink")
@@ -152,9 +154,6 @@ def _signal(pgid: int, sig: int) -> None:
 
 
 def _states(pipeline: Pipeline) -> dict[str, dict]:
-    from seam.apply.target import connect_state
-    from seam.state.parts import part_states
-
     conn = connect_state(pipeline)
     try:
         return part_states(conn, pipeline.target.state_schema, pipeline.name)
@@ -230,9 +229,6 @@ def supervise(
 
 
 def _record(pipeline: Pipeline, health: Health, stop: bool | None) -> None:
-    from seam.apply.target import connect_state
-    from seam.state.parts import supervisor_ran
-
     conn = connect_state(pipeline)
     try:
         supervisor_ran(conn, pipeline.target.state_schema, pipeline.name, health.problems, stop)
@@ -263,8 +259,6 @@ def _await(pipeline: Pipeline, started: dict[str, int], timeout: float, health: 
 
 
 def _measure(pipeline: Pipeline, tables: list[TableConfig], health: Health) -> None:
-    from seam.source.streaming import stream_lag
-
     for part in PARTS:
         s = health.parts.get(part)
         if s is None or s["state"] in ("down", "stopped"):

@@ -27,6 +27,8 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
 from seam.apply import SinkError
+from seam.apply.decode import record_decoder
+from seam.apply.target import row_converter
 from seam.core.schema import TableSchema
 from seam.wire.boundary import Begin, Tally
 
@@ -116,9 +118,6 @@ def _key(image, key: list[int] | None) -> tuple:
 @functools.lru_cache(maxsize=4)
 def _codecs(staging: Staging):
     """The batch's decoder and its converter to COPY values, made once per process."""
-    from seam.apply.decode import record_decoder
-    from seam.apply.target import row_converter
-
     decoder = record_decoder(staging.schema, staging.nul, batch_rows=True)
     return decoder.decode, row_converter(staging.schema, staging.postgis)
 

@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 import psycopg
 
+from seam.alerts import alert
 from seam.apply import SinkError
 from seam.apply.decode import SOURCE_ONLY, flagged, record_decoder, schema_from_begin
 from seam.apply.retry import LOCK_WAIT, LockWait, Retrier, first_line, transient
@@ -231,8 +232,6 @@ class ChangeApplier:
     def quarantine(self, topic: str, offset: int, key: bytes | None, value: bytes | None, reason: str) -> None:
         """Keep a message the sink will not apply (``seam.state.quarantine``) and stop its table, in the
         transaction that moves the topic's offset past it; the other tables go on."""
-        from seam.alerts import alert
-
         table = self.tables[topic]
         id_ = quarantine.add(self.conn, self.schema, table.db, table.table, topic, offset, key, value, reason)
         why = quarantine.stop_reason(id_, table.name, topic, offset, reason)
@@ -468,8 +467,6 @@ class ChangeApplier:
 
     def stop_table(self, stream: StreamTable, reason: str, remedy: bool = True) -> None:
         """Stop applying changes to one table (until its next full load), record why, and alert."""
-        from seam.alerts import alert
-
         name = f"{stream.schema.db}.{stream.schema.table}"
         if remedy:
             reason = f"{reason}; " + (

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterator
 
 import psycopg
 
+from seam.alerts import alert
 from seam.apply import SinkError
 from seam.apply.batch import OpenBatch, Staged, Stager, Staging
 from seam.apply.changes import MALFORMED, ChangeApplier
@@ -593,8 +594,6 @@ class Sink:
         ran its cleanup): staging dropped, the ledger says why, and the table's change events held behind it
         are applied in order to the table as it was, so the stream goes on (and the reader's back-pressure,
         which counts them, lets go)."""
-        from seam.alerts import alert
-
         for topic in self._stale():
             batch = self.open[topic]
             assert batch is not None

@@ -23,6 +23,7 @@ from seam.config import Pipeline
 from seam.core.errors import TargetError
 from seam.core.identifiers import qi
 from seam.core.schema import Column, TableSchema
+from seam.state.schema import ensure_state
 from seam.wire.codecs import Spatial, codec
 
 log = logging.getLogger("seam.target")
@@ -138,7 +139,6 @@ def connect_state(pipeline: Pipeline) -> psycopg.Connection:
     """An autocommit connection to the target whose state schema exists (what every reader of it needs)."""
     conn = connect_target(pipeline)
     conn.autocommit = True
-    from seam.state.schema import ensure_state  # state builds on this module
 
     ensure_state(conn, pipeline.target.state_schema)
     return conn

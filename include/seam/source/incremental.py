@@ -55,6 +55,7 @@ from seam.config import Pipeline, TableConfig
 from seam.core.errors import ConfigurationError
 from seam.core.identifiers import quote
 from seam.core.schema import TableSchema
+from seam.source.full_load import publish_chunks
 from seam.source.schema import read_schema
 from seam.source.snapshot import ChunkPlan, plan_chunks
 from seam.wire.boundary import CONTROL_HEADER, Begin, End, Tally
@@ -223,8 +224,6 @@ def publish_window(
     spark, pipeline: Pipeline, table: TableConfig, batch: str, window: Window, say: Callable[[str], None] = print
 ) -> End:
     """Publish one window: BEGIN (with the window), its rows read in parallel key chunks, END."""
-    from seam.source.full_load import publish_chunks
-
     started = time.time()
     conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), connect_timeout=10)
     try:

@@ -76,6 +76,7 @@ from seam.core.identifiers import quote
 from seam.core.schema import Column, TableSchema
 from seam.source.binlog import BinlogReader, LostTransaction, Statement, Transaction
 from seam.source.ddl import ddl_effect
+from seam.source.schema import reachable, read_foreign_keys
 from seam.wire.codecs import Date, codec, zero_date_sql
 from seam.wire.records import Position, Record, key_of, normalize_row
 
@@ -121,8 +122,6 @@ def snapshot_opening(conn, pipeline, table) -> Opening:
     """How a snapshot of ``table`` (a TableConfig) opens: the pipeline's method, and for the portable one the
     tables it locks and whether the position must be exact (a keyless table; a table that cascades reach,
     whose cascaded rows are not in the binlog: it locks every table whose cascades reach it)."""
-    from seam.source.schema import reachable, read_foreign_keys
-
     keys = [fk for fk in read_foreign_keys(conn, {t.db for t in pipeline.tables} | {table.db}) if fk.follows()]
     me = (table.db, table.table)
     # every table whose cascades reach this one, however many levels up

@@ -85,7 +85,7 @@ from seam.source.binlog import (
 )
 from seam.source.ddl import ddl_effect, followed_columns, swapped_clauses
 from seam.source.gtid import GtidError, GtidSet, gtids_enabled, is_mariadb, server_identity
-from seam.source.schema import COLUMN_FIELDS, column_from_row, reachable
+from seam.source.schema import COLUMN_FIELDS, column_from_row, reachable, read_foreign_keys, read_schema
 from seam.source.snapshot import source_head
 from seam.state.parts import part_beat, part_failed, part_started, part_stopped
 from seam.state.positions import followed_tables, lag_sample, stop_stream
@@ -563,8 +563,6 @@ class ChangeReader:
     def _load_cascades(self) -> dict[tuple[str, str], list]:
         """Per parent table: its foreign keys into streamed tables whose rule the storage engine applies
         without logging rows (ON DELETE / ON UPDATE CASCADE or SET NULL), with the parent's schema."""
-        from seam.source.schema import read_foreign_keys, read_schema
-
         conn = self._source()
         out: dict[tuple[str, str], list] = {}
         schemas: dict[tuple[str, str], TableSchema] = {}

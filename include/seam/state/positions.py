@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from seam.core.identifiers import qi
+from seam.state.ledger import any_open
 from seam.wire.records import Position
 
 
@@ -195,8 +196,6 @@ def forget_cascades(conn, schema: str, tables: list[tuple[str, str]]) -> None:
     """Drop recorded cascade rows that every running table of ``tables`` has applied past, and that are ten
     minutes old: a table being loaded may still need them (its snapshot can precede them, and its position
     is known only at its END), so nothing goes while a load of one of them is open either."""
-    from seam.state.ledger import any_open
-
     s, names = qi(schema), ([db for db, _ in tables], [t for _, t in tables])
     if any_open(conn, schema, tables):
         return

@@ -68,7 +68,7 @@ from seam.core.errors import SeamError
 from seam.core.identifiers import qi, quote
 from seam.core.schema import Column, SchemaError, TableSchema
 from seam.files import private_dir, write_private
-from seam.source.binlog import binlog_files
+from seam.source.binlog import BinlogReader, LostTransaction, Transaction, binlog_files
 from seam.source.errors import transient_source_error
 from seam.source.gtid import server_identity
 from seam.source.incremental import (
@@ -81,6 +81,7 @@ from seam.source.incremental import (
 )
 from seam.source.schema import read_schema
 from seam.source.snapshot import SnapshotError, open_snapshot, snapshot_opening, source_head
+from seam.source.streaming import table_events_between
 from seam.state.ledger import committed_tables, last_committed, record_validation, watermark
 from seam.state.positions import validation_point
 from seam.state.schema import ensure_state, schema_version, xact_lock
@@ -566,8 +567,6 @@ def _staleness(
 ) -> str | None:
     """Why a streamed table's target is behind its source: its stream stopped, or it misses changes of the
     table that the source committed more than ``STALE_AFTER_S`` ago. None when it is current."""
-    from seam.source.streaming import table_events_between
-
     if applied[4]:
         return f"its stream is stopped ({applied[4][:200]})"
     if source_at is None or not source_at.after(target_at):
@@ -746,7 +745,6 @@ def changes_since(
             f"is {files[0] if files else 'none'}), so the table cannot be compared at that "
             "position; run `seam load full` and validate soon after, or stream the table"
         )
-    from seam.source.binlog import BinlogReader, LostTransaction, Transaction
 
     reader = BinlogReader(pipeline.source, start, [schema.db], tables={(schema.db, schema.table)}, end=end)
     out: list[tuple[dict | None, dict | None]] = []
