@@ -279,7 +279,8 @@ def cmd_summary(args, procs: Processes) -> int:
 
 
 def cmd_validate(args, procs: Processes) -> int:
-    from seam.validate.validation import Scope, validate_tables
+    from seam.validate.side import Scope
+    from seam.validate.validation import validate_tables
 
     pipeline = _pipeline(args)
     if args.all == bool(args.tables):

@@ -361,7 +361,8 @@ class SeamValidateOperator(SeamOperator):
     def execute(self, context) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
 
-        from seam.validate.validation import Scope, validate_tables
+        from seam.validate.side import Scope
+        from seam.validate.validation import validate_tables
 
         pipeline = self.load_pipeline()
         table = pipeline.table(self.table)
@@ -529,7 +530,8 @@ class SeamSettlementOperator(SeamOperator):
 
         from seam.loads import incremental_load
         from seam.supervise import stream_passed
-        from seam.validate.validation import Scope, validate_tables
+        from seam.validate.side import Scope
+        from seam.validate.validation import validate_tables
 
         hook = self.seam_hook()
         pipeline = self.load_pipeline(hook)

@@ -1,7 +1,7 @@
 """Validation: is the target equal to the source, and if not, which rows differ?
 
-Its size: one comparison at one consistent point, from snapshots to the differing rows and the report; the
-next split is planned (the report, and the bucket search, into their own modules).
+Its size: one comparison at one consistent point, from snapshots to the differing rows; the report is
+``seam.validate.report``, the scope and each side's SQL ``seam.validate.side``.
 
 Method (all heavy work inside the two databases, no table pulled to Python):
 
@@ -44,7 +44,6 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import hashlib
-import html
 import json
 import math
 import os
@@ -53,7 +52,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, cast
@@ -62,10 +61,10 @@ import psycopg
 import pymysql
 
 from seam.apply.retry import first_line, transient
-from seam.apply.target import normalize_target, scalar
+from seam.apply.target import scalar
 from seam.config import Pipeline, TableConfig, state_dir
 from seam.core.errors import SeamError
-from seam.core.identifiers import qi, quote
+from seam.core.identifiers import qi
 from seam.core.schema import Column, SchemaError, TableSchema
 from seam.files import private_dir, write_private
 from seam.source.binlog import BinlogReader, LostTransaction, Transaction, binlog_files
@@ -75,9 +74,7 @@ from seam.source.incremental import (
     IncrementalError,
     Window,
     _parse_time,
-    check_time_bounds,
     time_text,
-    window_condition,
 )
 from seam.source.schema import read_schema
 from seam.source.snapshot import SnapshotError, open_snapshot, snapshot_opening, source_head
@@ -86,11 +83,12 @@ from seam.state.ledger import committed_tables, last_committed, record_validatio
 from seam.state.positions import validation_point
 from seam.state.schema import ensure_state, schema_version, xact_lock
 from seam.validate import canonical
+from seam.validate.report import BucketResult, Difference, MetricResult, Report
+from seam.validate.side import INTEGER, WHOLE_TABLE, Scope, Side
 from seam.wire.codecs import codec
 from seam.wire.records import Position, normalize_row
 
-_INTEGER = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
-_NUMERIC = _INTEGER | {"decimal", "year", "bit"}
+_NUMERIC = INTEGER | {"decimal", "year", "bit"}
 METRICS = ("sum", "null_count")
 SPLIT = 16
 
@@ -108,170 +106,6 @@ class NotLoaded(ValidationError):
 STALE_AFTER_S = 300.0  # a streamed table missing source changes older than this is STALE, even if equal at P
 
 
-@dataclass(frozen=True)
-class Scope:
-    """What to compare: an incremental window of the cursor (``(start, end]``, given as two strings or
-    resolved to a ``Window``), and/or an inclusive range of the first key."""
-
-    window: Window | tuple[str, str] | None = None
-    key_range: tuple[int, int] | None = None
-
-    @property
-    def resolved(self) -> Window | None:
-        """The window once ``_resolve`` has made it a ``Window`` (it is two strings before)."""
-        assert not isinstance(self.window, tuple), "the scope's window was not resolved"
-        return self.window
-
-    def describe(self) -> str:
-        parts = []
-        if self.resolved:
-            parts.append(f"{self.resolved.cursor} in ({self.resolved.start}, {self.resolved.end}]")
-        if self.key_range:
-            parts.append(f"key in [{self.key_range[0]}, {self.key_range[1]}]")
-        return " and ".join(parts) or "whole table"
-
-
-@dataclass(frozen=True)
-class Difference:
-    kind: str  # missing (in target) | extra (in target) | different
-    key: dict[str, Any]
-    columns: tuple[str, ...] = ()  # different: the columns that differ
-    source: dict[str, Any] | None = None
-    target: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class BucketResult:
-    label: str
-    source_rows: int
-    target_rows: int
-    state: str  # equal | rechecked (compared row by row, equal) | differs
-
-
-@dataclass(frozen=True)
-class MetricResult:
-    column: str
-    metric: str
-    source: str
-    target: str
-    expected: str | None
-    ok: bool
-
-
-@dataclass
-class Report:
-    pipeline: str
-    table: str
-    scope: str
-    mode: str  # position | window
-    target_position: str | None
-    source_position: str | None
-    source_rows: int = 0
-    target_rows: int = 0
-    missing: int = 0
-    extra: int = 0
-    different: int = 0
-    changed_since: int = 0  # keys changed after P (compared at P), or moved past the watermark
-    differences: list[Difference] = field(default_factory=list)
-    buckets: list[BucketResult] = field(default_factory=list)
-    metrics: list[MetricResult] = field(default_factory=list)
-    checks: tuple[str, ...] = ("count", "checksum")
-    seconds: float = 0.0
-    started: str = ""
-    limit: int = 50
-    html: str | None = None
-    stale: str | None = None  # why the target is behind its source (a stopped or lagging stream)
-    unchecked: str | None = None  # "not loaded" or "error": the table could not be compared ...
-    problem: str | None = None  # ... and why
-    compared_at: Position | None = None  # the position both sides were compared at (position mode)
-
-    @property
-    def verdict(self) -> str:
-        """equal | mismatch | stale (equal at P, but P is behind) | not loaded | error."""
-        if self.unchecked:
-            return self.unchecked
-        bad = (
-            ((self.missing or self.extra or self.different) if "checksum" in self.checks else 0)
-            or ("count" in self.checks and self.source_rows != self.target_rows)
-            or any(not m.ok for m in self.metrics)
-        )
-        return "mismatch" if bad else "stale" if self.stale else "equal"
-
-    def summary(self) -> str:
-        head = f"{self.table}: {self.verdict.upper()}"
-        if self.unchecked:
-            return f"{head}: {self.problem}"
-        at = f"at {self.target_position}" if self.mode == "position" else "up to the watermark"
-        text = (
-            f"{head}: {at}, source {self.source_rows:,} rows, target {self.target_rows:,} rows; {self.missing:,} "
-            f"missing in target, {self.extra:,} extra in target, {self.different:,} with different values"
-        )
-        failed = [f"{m.metric}({m.column}) source {m.source} target {m.target}" for m in self.metrics if not m.ok]
-        return (
-            text
-            + ("; failed checks: " + ", ".join(failed) if failed else "")
-            + (f"; STALE: {self.stale}" if self.stale and self.verdict == "stale" else "")
-        )
-
-    def to_text(self) -> str:
-        if self.unchecked:
-            return self.summary()
-        rechecked = sum(b.state == "rechecked" for b in self.buckets)
-        differing = sum(b.state == "differs" for b in self.buckets)
-        # the counts are the source AT the compared point (changes after it rolled back), as the target is
-        lines = [
-            self.summary(),
-            f"  scope: {self.scope}; source snapshot {self.source_position}; {len(self.buckets):,} buckets: "
-            f"{len(self.buckets) - rechecked - differing:,} equal by checksum"
-            + (
-                f", {rechecked:,} equal after a row-by-row look (source changes since the compared point)"
-                if rechecked
-                else ""
-            )
-            + (f", {differing:,} holding the differences below" if differing else "")
-            + f"; {self.seconds:.2f}s ({self.source_rows / max(self.seconds, 1e-9):,.0f} rows/s)",
-        ]
-        if self.changed_since:
-            lines.append(
-                f"  {self.changed_since:,} keys changed on the source after that point were compared as they were then"
-            )
-        for m in self.metrics:
-            lines.append(
-                f"  check {m.metric}({m.column}): source {m.source}, target {m.target}"
-                + (f", expected {m.expected}" if m.expected is not None else "")
-                + ("" if m.ok else "  FAILED")
-            )
-        for d in self.differences:
-            key = ", ".join(f"{k}={v}" for k, v in d.key.items())
-            if d.kind == "different":
-                cols = "; ".join(
-                    f"{c}: source {_short((d.source or {}).get(c))} target {_short((d.target or {}).get(c))}"
-                    for c in d.columns
-                )
-                lines.append(f"  different  {key}: {cols}")
-            else:
-                lines.append(f"  {d.kind:10} {key}")
-        shown = len(self.differences)
-        total = self.missing + self.extra + self.different
-        if total > shown:
-            lines.append(f"  ... {total - shown:,} more not shown (limit {self.limit})")
-        return "\n".join(lines)
-
-    def as_dict(self) -> dict:
-        out = asdict(self)
-        out["verdict"] = self.verdict
-        out["summary"] = self.summary()
-        return out
-
-    def to_html(self) -> str:
-        return _html(self)
-
-
-def _short(value: Any, width: int = 60) -> str:
-    text = "NULL" if value is None else str(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 # ------------------------------------------------------------------ config checks
 
 
@@ -283,162 +117,13 @@ def enabled_checks(table: TableConfig) -> tuple[str, ...]:
     return tuple(c for c in ("count", "checksum") if table.checks.get(c, True))
 
 
-# ------------------------------------------------------------------ the two sides
-
-
-class Side:
-    """One database's view of the table: SQL text for its dialect, and a connection inside its snapshot."""
-
-    def __init__(
-        self,
-        kind: str,
-        conn,
-        schema: TableSchema,
-        table: TableConfig,
-        state: str,
-        scope: Scope,
-        soft_delete: bool,
-        nul: str,
-    ):
-        self.kind, self.conn, self.schema, self.table, self.state = kind, conn, schema, table, state
-        self.scope, self.soft_delete = scope, soft_delete
-        self.key_cols = [schema.column(k) for k in table.key] or list(schema.columns)
-        my = kind == "mysql"
-        self.ref = f"{quote(schema.db)}.{quote(schema.table)}" if my else f"{qi(schema.db)}.{qi(schema.table)}"
-        self.col = (lambda name: f"x.{quote(name)}") if my else (lambda name: f"x.{qi(name)}")
-        # the columns' values as a driver reads them exactly (FLOAT as its widened double, not 6 printed digits)
-        self.values_sql = ", ".join(
-            codec(c).read_mysql(c, self.col(c.name)) if my else self.col(c.name) for c in schema.columns
-        )
-        # the source's text maps a NUL as the sink does (seam.apply.decode)
-        self.text = (lambda c: canonical.mysql_text(c, nul)) if my else (lambda c: canonical.pg_text(c, state))
-        row = (
-            (lambda cols: canonical.mysql_row_text(cols, nul))
-            if my
-            else (lambda cols: canonical.pg_row_text(cols, state))
-        )
-        self.row_text = row(schema.columns)
-        self.key_text = row(self.key_cols)
-        self.hash = (canonical.mysql_hash if my else canonical.pg_hash)(self.row_text)
-        self.bucket_hash = (canonical.mysql_bucket_hash if my else canonical.pg_bucket_hash)(self.key_text)
-
-    def run(self, sql: str, params: tuple = ()) -> list[tuple]:
-        if self.kind == "mysql":
-            with self.conn.cursor() as cur:
-                cur.execute(sql, params or None)
-                return list(cur.fetchall())
-        return self.conn.execute(sql, params or None).fetchall()
-
-    def where(self, extra: str = "") -> str:
-        terms = []
-        w = self.scope.resolved
-        if w is not None:
-            terms.append(window_condition(self.schema, w) if self.kind == "mysql" else self._pg_window(w))
-        if self.scope.key_range is not None:
-            k = self.col(self.key_cols[0].name)
-            terms.append(f"{k} >= {int(self.scope.key_range[0])} AND {k} <= {int(self.scope.key_range[1])}")
-        if self.soft_delete:
-            flag = self.col(self.table.soft_delete)
-            terms.append(
-                f"COALESCE({flag}, 0) = 0" if self.kind == "mysql" else f"coalesce({flag}::text, '0') IN ('0', 'false')"
-            )
-        if extra:
-            terms.append(extra)
-        return " AND ".join(f"({t})" for t in terms) or "1 = 1"
-
-    def _pg_window(self, w: Window) -> str:
-        column = self.schema.column(w.cursor)
-        x = self.col(w.cursor)
-        if column.data_type in _INTEGER:
-            return f"{x} > {int(w.start)} AND {x} <= {int(w.end)}"
-        check_time_bounds(w)
-        kind = {"date": "date", "datetime": "timestamp"}.get(column.data_type)
-        if kind is None:  # TIMESTAMP: timestamptz in the target, compared in UTC as on the source
-            return (
-                f"{x} > ('{w.start}'::timestamp AT TIME ZONE 'UTC') AND "
-                f"{x} <= ('{w.end}'::timestamp AT TIME ZONE 'UTC')"
-            )
-        return f"{x} > '{w.start}'::{kind} AND {x} <= '{w.end}'::{kind}"
-
-    def key_bounds(self) -> tuple[int | None, int | None]:
-        k = self.col(self.key_cols[0].name)
-        lo, hi = self.run(f"SELECT MIN({k}), MAX({k}) FROM {self.ref} x WHERE {self.where()}")[0]
-        return (None if lo is None else int(lo)), (None if hi is None else int(hi))
-
-    def bucket_of_range(self, lo: int, width: int) -> str:
-        k = self.col(self.key_cols[0].name)
-        if self.kind == "mysql":
-            return f"({k} - {lo}) DIV {width}"
-        return f"div({k}::numeric - {lo}, {width})" if self.key_cols[0].unsigned else f"({k}::bigint - {lo}) / {width}"
-
-    def bucket_of_hash(self, buckets: int) -> str:
-        return f"({self.bucket_hash}) % {buckets}"
-
-    def aggregate(self, bucket_expr: str, metrics: list[tuple[str, str]], extra_where: str = "") -> dict[int, tuple]:
-        """Per bucket: (rows, hash sum mod 2^64, *metrics)."""
-        parts = [f"{bucket_expr} AS b", "COUNT(*)", f"SUM({self.hash})"]
-        for column, metric in metrics:
-            x = self.col(column)
-            if metric == "sum":
-                parts.append(f"SUM({x})")
-            else:
-                parts.append(f"SUM(CASE WHEN {x} IS NULL THEN 1 ELSE 0 END)")
-        rows = self.run(f"SELECT {', '.join(parts)} FROM {self.ref} x WHERE {self.where(extra_where)} GROUP BY 1")
-        return {int(r[0]): (int(r[1]), int(r[2] or 0) % canonical.MOD, *r[3:]) for r in rows}
-
-    def texts(self, extra_where: str) -> list[tuple[tuple[str, ...], tuple[str | None, ...]]]:
-        """(key texts, column texts) of the rows in scope matching ``extra_where``."""
-        n = len(self.key_cols)
-        cols = [self.text(c) for c in self.key_cols] + [self.text(c) for c in self.schema.columns]
-        rows = self.run(f"SELECT {', '.join(cols)} FROM {self.ref} x WHERE {self.where(extra_where)}")
-        return [(tuple(r[:n]), tuple(r[n:])) for r in rows]
-
-    def all_values(self) -> list[dict]:
-        """Every row in scope, normalised (record-shape values)."""
-        return [
-            self._normalised(dict(zip(self.schema.names, r)))
-            for r in self.run(f"SELECT {self.values_sql} FROM {self.ref} x WHERE {self.where()}")
-        ]
-
-    def _normalised(self, values: dict) -> dict:
-        if self.kind == "mysql":
-            return normalize_row(self.schema, values)
-        return {c.name: normalize_target(c, values[c.name]) for c in self.schema.columns}
-
-    def values_by_key(self, keys: list[tuple[str, ...]], in_scope: bool) -> dict[tuple[str, ...], dict]:
-        """Normalised rows (record-shape values) for the given key texts."""
-        if not keys:
-            return {}
-        out: dict[tuple[str, ...], dict] = {}
-        names = self.values_sql
-        key_texts = ", ".join(self.text(c) for c in self.key_cols)
-        for i in range(0, len(keys), 1000):
-            chunk = keys[i : i + 1000]
-            if len(self.key_cols) == 1 and self.key_cols[0].data_type in _INTEGER:
-                match = f"{self.col(self.key_cols[0].name)} IN ({', '.join(str(int(k[0])) for k in chunk)})"
-                params: tuple = ()
-            else:
-                ph = "%s"
-                tup = "(" + ", ".join([ph] * len(self.key_cols)) + ")"
-                match = f"({key_texts}) IN ({', '.join([tup] * len(chunk))})"
-                params = tuple(v for k in chunk for v in k)
-            rows = self.run(
-                f"SELECT {key_texts}, {names} FROM {self.ref} x WHERE " + (self.where(match) if in_scope else match),
-                params,
-            )
-            n = len(self.key_cols)
-            for r in rows:
-                out[tuple(r[:n])] = self._normalised(dict(zip(self.schema.names, r[n:])))
-        return out
-
-
 # ------------------------------------------------------------------ main entry
 
 
 def validate(
     pipeline: Pipeline,
     table: TableConfig,
-    scope: Scope = Scope(),
+    scope: Scope = WHOLE_TABLE,
     *,
     limit: int = 50,
     bucket_rows: int = 1000,
@@ -596,7 +281,7 @@ def _check_config(schema: TableSchema, table: TableConfig, scope: Scope) -> None
                 f"{table.name}: checks.columns.{column}.sum needs an exact numeric column "
                 f"(integer or DECIMAL); {column} is {schema.column(column).column_type}"
             )
-    if scope.key_range and (not table.key or schema.column(table.key[0]).data_type not in _INTEGER):
+    if scope.key_range and (not table.key or schema.column(table.key[0]).data_type not in INTEGER):
         raise ValidationError(f"{table.name}: a key range needs an integer first key column")
     if scope.window and not table.cursor:
         raise ValidationError(f"{table.name}: a window needs tables[].cursor in the pipeline")
@@ -606,7 +291,7 @@ def _resolve(schema: TableSchema, table: TableConfig, scope: Scope) -> Scope:
     if scope.window is None or isinstance(scope.window, Window):
         return scope
     start, end = scope.window
-    if schema.column(table.cursor_column).data_type in _INTEGER:
+    if schema.column(table.cursor_column).data_type in INTEGER:
         try:
             first, last = int(start), int(end)
         except ValueError:
@@ -626,7 +311,7 @@ def _resolve(schema: TableSchema, table: TableConfig, scope: Scope) -> Scope:
 def validate_tables(
     pipeline: Pipeline,
     tables: list[TableConfig],
-    scope: Scope = Scope(),
+    scope: Scope = WHOLE_TABLE,
     *,
     limit: int = 50,
     report_dir: str | os.PathLike | None = None,
@@ -721,7 +406,7 @@ _FUNCTIONS_VERSION = "seam-canonical-1"
 
 def _cap_window(schema: TableSchema, table: TableConfig, scope: Scope, watermark: str) -> Scope:
     """An incremental table is compared up to its watermark: later rows are not loaded yet."""
-    start = "0" if schema.column(table.cursor_column).data_type in _INTEGER else "0001-01-01 00:00:00.000000"
+    start = "0" if schema.column(table.cursor_column).data_type in INTEGER else "0001-01-01 00:00:00.000000"
     if scope.window is None:
         window = Window(table.cursor_column, start, watermark, watermark, False)
     else:
@@ -823,12 +508,12 @@ def _in_scope(schema: TableSchema, table: TableConfig, scope: Scope, image: dict
 
 
 def _window_bounds(column: Column, w: Window) -> tuple:
-    return (int(w.start), int(w.end)) if column.data_type in _INTEGER else (w.start, w.end)
+    return (int(w.start), int(w.end)) if column.data_type in INTEGER else (w.start, w.end)
 
 
 def _cursor_value(column: Column, value: Any) -> int | str:
     """A normalised cursor value, comparable with ``_window_bounds``."""
-    if column.data_type in _INTEGER:
+    if column.data_type in INTEGER:
         return int(value)
     text = _value_text(column, value)
     assert text is not None  # callers leave rows without a cursor value out of every window
@@ -867,7 +552,7 @@ def _compare(
     say: Callable[[str], None],
 ) -> None:
     metrics = [(c, m) for c, ms in column_checks(table).items() for m in ms if m in METRICS]
-    ranged = bool(table.key) and schema.column(table.key[0]).data_type in _INTEGER
+    ranged = bool(table.key) and schema.column(table.key[0]).data_type in INTEGER
     with ThreadPoolExecutor(2) as pool:
         if ranged:
             (slo, shi), (tlo, thi) = pool.map(lambda side: side.key_bounds(), (source, target))
@@ -1162,46 +847,3 @@ def record(pipeline: Pipeline, report: Report, vid: str) -> None:
     db, _, tbl = report.table.partition(".")
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:  # validate() made the table
         record_validation(conn, pipeline.target.state_schema, vid, db, tbl, report)
-
-
-def _html(report: Report) -> str:
-    colors = {"equal": "#3a9d5d", "rechecked": "#e0a526", "differs": "#d64545"}
-    cells, per_row, size = report.buckets, 64, 9
-    rows_n = max(1, math.ceil(len(cells) / per_row))
-    rects = "".join(
-        f'<rect x="{(i % per_row) * (size + 1)}" y="{(i // per_row) * (size + 1)}" width="{size}" height="{size}" '
-        f'fill="{colors[b.state]}"><title>{html.escape(b.label)}: source {b.source_rows}, target {b.target_rows}, '
-        f"{b.state}</title></rect>"
-        for i, b in enumerate(cells)
-    )
-    counts = collections.Counter(b.state for b in cells)
-    legend = " ".join(
-        f'<span style="color:{colors[s]}">&#9632;</span> {s} {counts.get(s, 0):,}'
-        for s in ("equal", "rechecked", "differs")
-    )
-    diff_rows = "".join(
-        f"<tr><td>{d.kind}</td><td>{html.escape(json.dumps(d.key, default=str, ensure_ascii=False))}</td>"
-        f"<td>{html.escape(', '.join(d.columns))}</td>"
-        f"<td>{html.escape(json.dumps(d.source, default=str, ensure_ascii=False) if d.source else '')}</td>"
-        f"<td>{html.escape(json.dumps(d.target, default=str, ensure_ascii=False) if d.target else '')}</td></tr>"
-        for d in report.differences
-    )
-    metric_rows = "".join(
-        f"<tr><td>{m.metric}({html.escape(m.column)})</td><td>{m.source}</td><td>{m.target}</td>"
-        f"<td>{m.expected or ''}</td><td>{'ok' if m.ok else 'FAILED'}</td></tr>"
-        for m in report.metrics
-    )
-    verdict_color = {"equal": "#3a9d5d", "mismatch": "#d64545", "stale": "#e0a526"}[report.verdict]
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>Seam validation {html.escape(report.table)}</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 6px;font-size:13px;text-align:left}}</style></head><body>
-<h1>{html.escape(report.table)}: <span style="color:{verdict_color}">{report.verdict.upper()}</span></h1>
-<p>{html.escape(report.summary())}</p>
-<p>Scope: {html.escape(report.scope)}. Compared at {html.escape(report.target_position or "the watermark")} (source snapshot
-{html.escape(report.source_position or "?")}); {report.changed_since:,} keys changed since were compared as they were then.
-Pipeline {html.escape(report.pipeline)}, started {report.started}, {report.seconds:.2f}s.</p>
-<h2>Buckets checked ({len(cells):,})</h2><p>{legend}</p>
-<svg width="{per_row * (size + 1)}" height="{rows_n * (size + 1)}">{rects}</svg>
-<h2>Column checks</h2><table><tr><th>check</th><th>source</th><th>target</th><th>expected</th><th></th></tr>{metric_rows}</table>
-<h2>Differences ({report.missing + report.extra + report.different:,}; {len(report.differences)} shown)</h2>
-<table><tr><th>kind</th><th>key</th><th>columns</th><th>source</th><th>target</th></tr>{diff_rows}</table>
-</body></html>"""

@@ -1,0 +1,191 @@
+"""What validation compares and on which side: the ``Scope`` (a window of the cursor, a range of the key), and a
+``Side``, one database's view of the table (its dialect's SQL for the canonical texts, the bucket checksums and
+the rows by key, inside that side's snapshot). Delivery guarantee: read-only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from seam.apply.target import normalize_target
+from seam.config import TableConfig
+from seam.core.identifiers import qi, quote
+from seam.core.schema import TableSchema
+from seam.source.incremental import Window, check_time_bounds, window_condition
+from seam.validate import canonical
+from seam.wire.codecs import codec
+from seam.wire.records import normalize_row
+
+INTEGER = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What to compare: an incremental window of the cursor (``(start, end]``, given as two strings or
+    resolved to a ``Window``), and/or an inclusive range of the first key."""
+
+    window: Window | tuple[str, str] | None = None
+    key_range: tuple[int, int] | None = None
+
+    @property
+    def resolved(self) -> Window | None:
+        """The window once ``_resolve`` has made it a ``Window`` (it is two strings before)."""
+        assert not isinstance(self.window, tuple), "the scope's window was not resolved"
+        return self.window
+
+    def describe(self) -> str:
+        parts = []
+        if self.resolved:
+            parts.append(f"{self.resolved.cursor} in ({self.resolved.start}, {self.resolved.end}]")
+        if self.key_range:
+            parts.append(f"key in [{self.key_range[0]}, {self.key_range[1]}]")
+        return " and ".join(parts) or "whole table"
+
+
+WHOLE_TABLE = Scope()
+
+
+class Side:
+    """One database's view of the table: SQL text for its dialect, and a connection inside its snapshot."""
+
+    def __init__(
+        self,
+        kind: str,
+        conn,
+        schema: TableSchema,
+        table: TableConfig,
+        state: str,
+        scope: Scope,
+        soft_delete: bool,
+        nul: str,
+    ):
+        self.kind, self.conn, self.schema, self.table, self.state = kind, conn, schema, table, state
+        self.scope, self.soft_delete = scope, soft_delete
+        self.key_cols = [schema.column(k) for k in table.key] or list(schema.columns)
+        my = kind == "mysql"
+        self.ref = f"{quote(schema.db)}.{quote(schema.table)}" if my else f"{qi(schema.db)}.{qi(schema.table)}"
+        self.col = (lambda name: f"x.{quote(name)}") if my else (lambda name: f"x.{qi(name)}")
+        # the columns' values as a driver reads them exactly (FLOAT as its widened double, not 6 printed digits)
+        self.values_sql = ", ".join(
+            codec(c).read_mysql(c, self.col(c.name)) if my else self.col(c.name) for c in schema.columns
+        )
+        # the source's text maps a NUL as the sink does (seam.apply.decode)
+        self.text = (lambda c: canonical.mysql_text(c, nul)) if my else (lambda c: canonical.pg_text(c, state))
+        row = (
+            (lambda cols: canonical.mysql_row_text(cols, nul))
+            if my
+            else (lambda cols: canonical.pg_row_text(cols, state))
+        )
+        self.row_text = row(schema.columns)
+        self.key_text = row(self.key_cols)
+        self.hash = (canonical.mysql_hash if my else canonical.pg_hash)(self.row_text)
+        self.bucket_hash = (canonical.mysql_bucket_hash if my else canonical.pg_bucket_hash)(self.key_text)
+
+    def run(self, sql: str, params: tuple = ()) -> list[tuple]:
+        if self.kind == "mysql":
+            with self.conn.cursor() as cur:
+                cur.execute(sql, params or None)
+                return list(cur.fetchall())
+        return self.conn.execute(sql, params or None).fetchall()
+
+    def where(self, extra: str = "") -> str:
+        terms = []
+        w = self.scope.resolved
+        if w is not None:
+            terms.append(window_condition(self.schema, w) if self.kind == "mysql" else self._pg_window(w))
+        if self.scope.key_range is not None:
+            k = self.col(self.key_cols[0].name)
+            terms.append(f"{k} >= {int(self.scope.key_range[0])} AND {k} <= {int(self.scope.key_range[1])}")
+        if self.soft_delete:
+            flag = self.col(self.table.soft_delete)
+            terms.append(
+                f"COALESCE({flag}, 0) = 0" if self.kind == "mysql" else f"coalesce({flag}::text, '0') IN ('0', 'false')"
+            )
+        if extra:
+            terms.append(extra)
+        return " AND ".join(f"({t})" for t in terms) or "1 = 1"
+
+    def _pg_window(self, w: Window) -> str:
+        column = self.schema.column(w.cursor)
+        x = self.col(w.cursor)
+        if column.data_type in INTEGER:
+            return f"{x} > {int(w.start)} AND {x} <= {int(w.end)}"
+        check_time_bounds(w)
+        kind = {"date": "date", "datetime": "timestamp"}.get(column.data_type)
+        if kind is None:  # TIMESTAMP: timestamptz in the target, compared in UTC as on the source
+            return (
+                f"{x} > ('{w.start}'::timestamp AT TIME ZONE 'UTC') AND "
+                f"{x} <= ('{w.end}'::timestamp AT TIME ZONE 'UTC')"
+            )
+        return f"{x} > '{w.start}'::{kind} AND {x} <= '{w.end}'::{kind}"
+
+    def key_bounds(self) -> tuple[int | None, int | None]:
+        k = self.col(self.key_cols[0].name)
+        lo, hi = self.run(f"SELECT MIN({k}), MAX({k}) FROM {self.ref} x WHERE {self.where()}")[0]
+        return (None if lo is None else int(lo)), (None if hi is None else int(hi))
+
+    def bucket_of_range(self, lo: int, width: int) -> str:
+        k = self.col(self.key_cols[0].name)
+        if self.kind == "mysql":
+            return f"({k} - {lo}) DIV {width}"
+        return f"div({k}::numeric - {lo}, {width})" if self.key_cols[0].unsigned else f"({k}::bigint - {lo}) / {width}"
+
+    def bucket_of_hash(self, buckets: int) -> str:
+        return f"({self.bucket_hash}) % {buckets}"
+
+    def aggregate(self, bucket_expr: str, metrics: list[tuple[str, str]], extra_where: str = "") -> dict[int, tuple]:
+        """Per bucket: (rows, hash sum mod 2^64, *metrics)."""
+        parts = [f"{bucket_expr} AS b", "COUNT(*)", f"SUM({self.hash})"]
+        for column, metric in metrics:
+            x = self.col(column)
+            if metric == "sum":
+                parts.append(f"SUM({x})")
+            else:
+                parts.append(f"SUM(CASE WHEN {x} IS NULL THEN 1 ELSE 0 END)")
+        rows = self.run(f"SELECT {', '.join(parts)} FROM {self.ref} x WHERE {self.where(extra_where)} GROUP BY 1")
+        return {int(r[0]): (int(r[1]), int(r[2] or 0) % canonical.MOD, *r[3:]) for r in rows}
+
+    def texts(self, extra_where: str) -> list[tuple[tuple[str, ...], tuple[str | None, ...]]]:
+        """(key texts, column texts) of the rows in scope matching ``extra_where``."""
+        n = len(self.key_cols)
+        cols = [self.text(c) for c in self.key_cols] + [self.text(c) for c in self.schema.columns]
+        rows = self.run(f"SELECT {', '.join(cols)} FROM {self.ref} x WHERE {self.where(extra_where)}")
+        return [(tuple(r[:n]), tuple(r[n:])) for r in rows]
+
+    def all_values(self) -> list[dict]:
+        """Every row in scope, normalised (record-shape values)."""
+        return [
+            self._normalised(dict(zip(self.schema.names, r)))
+            for r in self.run(f"SELECT {self.values_sql} FROM {self.ref} x WHERE {self.where()}")
+        ]
+
+    def _normalised(self, values: dict) -> dict:
+        if self.kind == "mysql":
+            return normalize_row(self.schema, values)
+        return {c.name: normalize_target(c, values[c.name]) for c in self.schema.columns}
+
+    def values_by_key(self, keys: list[tuple[str, ...]], in_scope: bool) -> dict[tuple[str, ...], dict]:
+        """Normalised rows (record-shape values) for the given key texts."""
+        if not keys:
+            return {}
+        out: dict[tuple[str, ...], dict] = {}
+        names = self.values_sql
+        key_texts = ", ".join(self.text(c) for c in self.key_cols)
+        for i in range(0, len(keys), 1000):
+            chunk = keys[i : i + 1000]
+            if len(self.key_cols) == 1 and self.key_cols[0].data_type in INTEGER:
+                match = f"{self.col(self.key_cols[0].name)} IN ({', '.join(str(int(k[0])) for k in chunk)})"
+                params: tuple = ()
+            else:
+                ph = "%s"
+                tup = "(" + ", ".join([ph] * len(self.key_cols)) + ")"
+                match = f"({key_texts}) IN ({', '.join([tup] * len(chunk))})"
+                params = tuple(v for k in chunk for v in k)
+            rows = self.run(
+                f"SELECT {key_texts}, {names} FROM {self.ref} x WHERE " + (self.where(match) if in_scope else match),
+                params,
+            )
+            n = len(self.key_cols)
+            for r in rows:
+                out[tuple(r[:n])] = self._normalised(dict(zip(self.schema.names, r[n:])))
+        return out
