@@ -1,8 +1,8 @@
 """Repair, not reload: ``seam repair TABLE`` copies again only the rows of a table that differ from its source.
 
 1. BEGIN of a ``repair`` batch on the table's topic. While a batch of a table is open the sink holds that
-   table's change events (as for a full load). The repair does not wait for that: the comparison (2) reads the
-   target in one snapshot at its applied position A, and whatever the sink applies after A is copied again (3).
+   table's change events (as for a full load): its target rows and its applied position A stay as they are.
+   The repair waits until the sink has opened the batch.
 2. Validation finds every key whose target row differs from the source's row at A (``seam.validate``: at one
    consistent point, by bisection of checksums; rows changed after A compared with their image at A). With
    ``--full`` it compares with the source as it is now, at an exact snapshot position Q instead: for a
@@ -120,12 +120,13 @@ def repair_table(
             key=list(table.key),
             soft_delete=table.soft_delete,
         )
-        # sent, not flushed: the producer's first acknowledgement takes up to a second (its idempotence set-up),
-        # and BEGIN needs only to come before the rows and END, which one producer on one partition keeps
         publisher.send(topic, begin.to_json(), b"__seam_control__", headers=CONTROL)
-        # no wait for the sink to open the batch: the comparison reads the target in a snapshot at its position
-        # A whatever the sink does meanwhile, and every key the stream changes after A is copied again at P
-        say(f"{table.name}: repair batch {batch} begun; the sink holds the table's changes from its BEGIN on")
+        publisher.flush()
+        # the comparison waits for the sink to hold the table: comparing while it still applies what came
+        # before the BEGIN (a stream starting, a sink of our own taking over the topic) left a running table
+        # behind its source in the stack test of a repair under a writer
+        _wait_state(state, pipeline, batch, lambda s: s is not None, timeout, sink, "open the repair's batch")
+        say(f"{table.name}: repair batch {batch} open; the sink holds the table's changes meanwhile")
 
         def cancel(why: str) -> None:
             nonlocal ended
