@@ -510,6 +510,7 @@ def _run_batches(
 
     last_report, last_rows = started, 0
     last_progress, spark_done = started, None
+    shown = False  # a progress line was said
     try:
         last_rows = staged_rows()  # a resumed batch's kept rows are not this run's rate
         while len(results) < len(tables):
@@ -556,14 +557,19 @@ def _run_batches(
                     + "; is the sink running and the broker the same "
                     "one the job wrote to? The target keeps the previous data; re-run the load"
                 )
-            if time.time() - last_report >= progress_every:
+            due = time.time() - last_report >= progress_every
+            if due or not shown:
                 staged = staged_rows()
-                rate = (staged - last_rows) / (time.time() - last_report)
-                if staged:  # nothing to say before the first row (Spark is starting)
-                    say(f"  staged {staged:,} rows in the target ({rate:,.0f} rows/s)")
-                if staged != last_rows:
-                    last_progress = time.time()
-                last_report, last_rows = time.time(), staged
+                # nothing to say before the first rows (Spark is starting); they are said as soon as they come
+                # (a fast load may commit within one interval), then every ``progress_every``
+                if due or staged != last_rows:
+                    rate = (staged - last_rows) / max(time.time() - last_report, 1e-3)
+                    if staged:
+                        say(f"  staged {staged:,} rows in the target ({rate:,.0f} rows/s)")
+                        shown = True
+                    if staged != last_rows:
+                        last_progress = time.time()
+                    last_report, last_rows = time.time(), staged
         deadline = time.time() + 120
         while spark.poll() is None and time.time() < deadline:
             time.sleep(0.2)
