@@ -40,4 +40,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/uv pip install -q --python .venv/bin/python --no-deps -e .
   echo "$want" > "$stamp"
 fi
+# once per installation: Spark's start-up classes in an archive the JVM maps (seam.spark_classes)
+.venv/bin/python -m seam.spark_classes | sed 's/^/setup: /'
 echo "setup: ready ($(.venv/bin/python -c 'import airflow, pyspark; print(f"airflow {airflow.__version__}, pyspark {pyspark.__version__}")'))"

@@ -37,7 +37,7 @@ from seam.core.identifiers import qi
 from seam.source.full_load import Resume, plan_from_json, prepare
 from seam.source.incremental import plan_window
 from seam.source.schema import reachable, read_foreign_keys
-from seam.spark import spark_job_script, spark_master
+from seam.spark import spark_job_script, spark_master, submit_conf
 from seam.state import ledger
 from seam.state.ledger import batch_status, watermark
 from seam.state.positions import stored_offsets
@@ -51,15 +51,6 @@ class LoadError(SeamError):
 
     kind = "load"
     retry = True
-
-
-# a busy machine delays the executor's heartbeats: wait longer rather than log a timeout trace
-SPARK_CONF = {
-    "spark.log.level": "WARN",
-    "spark.ui.enabled": "false",
-    "spark.executor.heartbeatInterval": "30s",
-    "spark.network.timeout": "600s",
-}
 
 
 def spark_submit_command(
@@ -81,7 +72,7 @@ def spark_submit_command(
         pipeline.spark.jdbc_jar,
         "--name",
         f"seam-{job}",
-        *[a for k, v in {**SPARK_CONF, **(conf or {})}.items() for a in ("--conf", f"{k}={v}")],
+        *[a for k, v in submit_conf(conf).items() for a in ("--conf", f"{k}={v}")],
         str(script or spark_job_script(job)),
         *args,
     ]

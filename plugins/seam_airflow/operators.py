@@ -117,13 +117,12 @@ class ProviderSpark:
     def __call__(self, job: str, args: list[str]) -> _ProviderJob:
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-        from seam.loads import SPARK_CONF
-        from seam.spark import spark_job_script
+        from seam.spark import spark_job_script, submit_conf
 
         hook = SparkSubmitHook(
             conn_id=self.conn_id,
             name=f"seam-{job}",
-            conf=dict(SPARK_CONF),
+            conf=submit_conf(),
             jars=self.env.get("SEAM_JDBC_JAR", DEFAULT_JDBC_JAR),
             application_args=args,
         )
