@@ -18,6 +18,8 @@ KINDS = {"configuration", "source", "broker", "target", "divergence", "validatio
 
 def _error_classes():
     for info in pkgutil.walk_packages(seam.__path__, "seam."):
+        if info.name.endswith(".__main__"):  # runs the command it is
+            continue
         module = importlib.import_module(info.name)
         for name, obj in vars(module).items():
             if inspect.isclass(obj) and issubclass(obj, Exception) and obj.__module__ == info.name:

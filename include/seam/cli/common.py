@@ -1,0 +1,14 @@
+"""What every ``seam`` command shares: the pipeline its ``--pipeline`` names, read once.
+
+Delivery guarantee: none (argument handling)."""
+
+from __future__ import annotations
+
+from seam.config import Pipeline, load_pipeline
+
+
+def pipeline_of(args) -> Pipeline:
+    """The pipeline of ``--pipeline`` (loaded at the first call, then kept on ``args``)."""
+    if getattr(args, "_pipeline_obj", None) is None:
+        args._pipeline_obj = load_pipeline(args.pipeline)
+    return args._pipeline_obj

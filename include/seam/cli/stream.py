@@ -1,0 +1,190 @@
+"""``seam stream start|stop|status|wait``: the stream's two parts started in the background (or here), their
+heartbeats awaited, and the state and lag of each table.
+
+Delivery guarantee: that of its parts (``seam.cli.stream_parts``); this module only starts, stops and reports."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from seam.apply.target import connect_state, connect_target
+from seam.cli.common import pipeline_of
+from seam.cli.stream_parts import run_foreground, run_reader, run_sink
+from seam.processes import Processes
+from seam.source.streaming import StreamError, stream_lag
+from seam.state.parts import part_states, supervisor_ran
+from seam.supervise import stop_part
+from seam.waiting import wait_for_stream
+
+STREAM_PARTS = ("stream-reader", "stream-sink")
+
+
+def cmd_stream(args, procs: Processes) -> int:
+    pipeline = pipeline_of(args)
+    tables = [pipeline.table(t) for t in args.table] if args.table else list(pipeline.tables)
+    table_args = [a for t in args.table for a in ("--table", pipeline.table(t).name)]
+    if args.action == "start" and args.foreground:
+        return run_foreground(pipeline, tables, args.until_idle)
+    if args.action == "reader":
+        return run_reader(pipeline, tables)
+    if args.action == "sink":
+        return run_sink(pipeline, table_args)
+    if args.action == "start":
+        for part in STREAM_PARTS:
+            pid = procs.running(part)
+            if pid:
+                print(f"{part} already running (pid {pid})")
+                continue
+            cmd = [
+                sys.executable,
+                "-m",
+                "seam.cli",
+                "--pipeline",
+                args.pipeline,
+                "stream",
+                part.split("-")[1],
+                *table_args,
+            ]
+            pid = procs.start_process(part, cmd)
+            print(f"{part} started (pid {pid}); log {procs.log_dir / (part + '.log')}")
+        _await_parts(pipeline, procs, timeout=args.timeout)
+        _requested(pipeline, stop=False)
+        print("stream started; `seam stream status` shows its state and lag, `seam stream wait` waits for lag 0")
+        return 0
+    if args.action == "wait":
+        return _stream_wait(pipeline, tables, timeout=args.timeout, fail_fast=args.fail_fast)
+    if args.action == "stop":
+        for part in STREAM_PARTS:
+            pid = procs.stop(part)
+            print(f"{part} stopped (pid {pid})" if pid else f"{part} was not running")
+        for part, state in _part_states(pipeline).items():  # parts a supervisor started, on this host
+            done = stop_part(state) if part in ("reader", "sink") else ""
+            if done:
+                print(f"stream-{part}: {done}")
+        _requested(pipeline, stop=True)
+        return 0
+    return _stream_status(pipeline, tables, procs)
+
+
+def _part_states(pipeline) -> dict:
+    conn = connect_state(pipeline)
+    try:
+        return part_states(conn, pipeline.target.state_schema, pipeline.name)
+    finally:
+        conn.close()
+
+
+def _requested(pipeline, stop: bool) -> None:
+    """Tell the stream supervisor (seam_stream) that a person started or stopped the stream."""
+    conn = connect_state(pipeline)
+    try:
+        supervisor_ran(conn, pipeline.target.state_schema, pipeline.name, [], stop)
+    finally:
+        conn.close()
+
+
+def _await_parts(pipeline, procs: Processes, timeout: float) -> None:
+    """Until both parts have recorded a heartbeat in the target; a part that exits fails with its last line."""
+    conn = connect_state(pipeline)
+    began = time.monotonic()
+    deadline = began + timeout
+    try:
+        while True:
+            for part in STREAM_PARTS:
+                if not procs.running(part):
+                    log = procs.log_dir / f"{part}.log"
+                    tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
+                    raise StreamError(f"{part} stopped at once: {tail[0] if tail else 'see ' + str(log)}")
+            states = part_states(conn, pipeline.target.state_schema, pipeline.name)
+            if all(_beating(states.get(p.split("-")[1], {}), time.monotonic() - began) for p in STREAM_PARTS):
+                return
+            if time.monotonic() > deadline:
+                raise StreamError(
+                    f"the stream's parts recorded no heartbeat within {timeout:.0f}s; see {procs.log_dir}/stream-*.log"
+                )
+            time.sleep(0.5)
+    finally:
+        conn.close()
+
+
+def _beating(state: dict, waited_s: float) -> bool:
+    """A part is up when it runs or starts, or when it failed in the last minutes (say, a sink that found a
+    full load's sink on its topic and was restarted) but has beaten since this command began and since it failed."""
+    if state.get("state") in ("starting", "running"):
+        return True
+    failed_age = state.get("failed_age")
+    return (
+        state.get("state") == "restarting"
+        and state["beat_age"] < waited_s
+        and (failed_age is None or state["beat_age"] < failed_age)
+    )
+
+
+def _stream_wait(pipeline, tables, timeout: float, fail_fast: bool) -> int:
+    def say(line: str) -> None:
+        print(line, file=sys.stderr if line.startswith("seam:") else sys.stdout, flush=True)
+
+    return wait_for_stream(pipeline, tables, timeout, fail_fast, say)
+
+
+def _stream_status(pipeline, tables, procs: Processes) -> int:
+    """The parts as their heartbeats in the target show them, then each table's position and lag. Exit 1 when
+    a part is down, stopped or restarting, or a table is stopped."""
+    tables = [t for t in tables if t.sync == "stream"]
+    head, lags = stream_lag(pipeline, tables)
+    conn = connect_target(pipeline)
+    try:
+        parts = part_states(conn, pipeline.target.state_schema, pipeline.name)
+    finally:
+        conn.close()
+    states = []
+    for name in ("reader", "sink"):
+        p = parts.get(name)
+        if p is None:
+            states.append("never started")
+            print(f"  {name:7} never started (`seam stream start`)")
+            continue
+        states.append(p["state"])
+        what = {
+            "running": f"{p['batches']:,} {'polls' if name == 'reader' else 'micro-batches'}",
+            "starting": "no micro-batch yet" if name == "sink" else "connecting",
+            "restarting": f"{p['restarts']} restart(s), last error: {p['last_error']}",
+            "stopped": "stopped cleanly",
+            "down": f"no heartbeat for {p['beat_age']:.0f}s",
+        }[p["state"]]
+        print(
+            f"  {name:7} {p['state'].upper():10} pid {p['pid']} on {p['host']}, last heartbeat "
+            f"{p['beat_age']:.0f}s ago; {what}"
+            + (f" ({p['restarts']} restart(s) since start)" if p["restarts"] and p["state"] == "running" else "")
+        )
+        if p["retries"]:
+            print(f"          {p['retries']:,} transient target error(s) retried, the last: {p['last_retry']}")
+    overall = (
+        "running"
+        if set(states) == {"running"}
+        else "starting"
+        if set(states) <= {"running", "starting"}
+        else "restarting"
+        if "restarting" in states
+        else "stopped"
+        if set(states) == {"stopped"}
+        else "down"
+    )
+    print(f"stream: {overall.upper()}; source binlog at {head}")
+    stopped = 0
+    for lag in lags:
+        if lag.applied is None:
+            print(f"  {lag.table:30} no committed full load (`seam load full {lag.table}`)")
+            continue
+        if lag.stopped:
+            stopped += 1
+            print(f"  {lag.table:30} STOPPED at {lag.applied}: {lag.stopped}")
+            continue
+        behind = f"{lag.behind_bytes:,} bytes behind" if lag.behind_bytes is not None else "binlog purged"
+        seconds = f"{lag.behind_seconds:.1f} s" if lag.behind_seconds is not None else "? s"
+        rate = f"{lag.changes_per_s:,.0f} changes/s applied" if lag.changes_per_s is not None else ""
+        print(
+            f"  {lag.table:30} applied {str(lag.applied):26} {behind}, {lag.behind_events:,} events, {seconds}; {rate}"
+        )
+    return 1 if stopped or overall not in ("running", "starting") else 0

@@ -1,0 +1,194 @@
+"""The stream's parts as processes: the change reader, the Structured Streaming sink (a spark-submit kept
+running, restarted with back-off, its heartbeats in the target) and both in one foreground process.
+
+Delivery guarantee: that of ``seam.source.streaming`` and ``seam.apply.sink`` (exactly once); a part that
+loses its lock to another process exits 2 and applies nothing more."""
+
+from __future__ import annotations
+
+import collections
+import logging
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import psycopg
+
+from seam.apply.sink import Sink
+from seam.apply.target import connect_state
+from seam.core.errors import ONE_LINE
+from seam.loads import job_env, spark_submit_command
+from seam.source.streaming import ChangeReader
+from seam.state.owners import Owner
+from seam.state.parts import part_beat, part_failed, part_started, part_stopped
+
+
+def log_to_stderr() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+
+def run_reader(pipeline, tables) -> int:
+    """The change reader, in the foreground until SIGTERM: binlog to the table topics."""
+    log_to_stderr()
+    stopping: list[bool] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    owner = Owner(pipeline, "change reader")
+    try:
+        ChangeReader(pipeline, tables).serve(should_stop=lambda: bool(stopping) or bool(owner.lost))
+    finally:
+        owner.release()
+    return exit_status(owner)
+
+
+def exit_status(owner) -> int:
+    """Exit status of a part whose loop ended: 2 when another process took its lock."""
+    if owner.lost:
+        print(f"seam: busy: {owner.lost}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def run_sink(pipeline, table_args: list[str]) -> int:
+    """The Structured Streaming sink (spark-submit), restarted if it fails, until SIGTERM. Its heartbeat,
+    restarts and last error go to the target (``seam.state``), where `seam stream status` reads them."""
+    log_to_stderr()
+    stopping: list[bool] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    owner = Owner(pipeline, "stream sink")
+    stopping_or_lost = lambda: bool(stopping) or bool(owner.lost)  # noqa: E731
+    # on a cluster the sink holds its executors for as long as it runs: one core leaves the rest to the loads
+    # (its work is the driver's foreachBatch; the setting is ignored by local[*])
+    cmd = spark_submit_command(
+        pipeline, "stream_sink", ["--pipeline", pipeline.path, *table_args], conf={"spark.cores.max": "1"}
+    )
+    state = _PartState(pipeline, "sink")
+    fresh, delay = True, 5.0
+    try:
+        while not stopping_or_lost():
+            state.record(part_started, fresh=fresh)
+            fresh = False
+            job = subprocess.Popen(cmd, env=job_env(), stderr=subprocess.PIPE, text=True, errors="replace")
+            relay, last_lines = _relay_stderr(job)
+            started, beat = time.monotonic(), 0.0
+            while job.poll() is None:
+                if stopping_or_lost():
+                    job.terminate()
+                    job.wait(60)
+                if time.monotonic() - beat > 2:
+                    state.record(part_beat)
+                    beat = time.monotonic()
+                time.sleep(0.5)
+            relay.join(timeout=10)
+            if not stopping_or_lost():
+                error = _last_error(last_lines) or f"exit {job.returncode}"
+                state.record(part_failed, error=error)
+                delay = 5.0 if time.monotonic() - started > 120 else min(delay * 2, 60.0)  # back off a loop
+                print(
+                    f"seam: the streaming sink exited ({job.returncode}: {error}); restarting in {delay:.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                time.sleep(delay)
+        state.record(part_stopped)
+    finally:
+        state.close()
+        owner.release()
+    return exit_status(owner)
+
+
+class _PartState:
+    """A part's heartbeats in the target, on a connection of its own that is made again when lost (the
+    target restarted, a DBA terminated it): a heartbeat never stops the part it reports on."""
+
+    def __init__(self, pipeline, part: str):
+        self.pipeline, self.part = pipeline, part
+        self.conn: Any = None
+
+    def record(self, what, **kwargs) -> None:
+        try:
+            if self.conn is None or self.conn.closed or self.conn.broken:
+                self.conn = connect_state(self.pipeline)
+            what(self.conn, self.pipeline.target.state_schema, self.pipeline.name, self.part, **kwargs)
+        except (psycopg.Error, OSError) as exc:
+            line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            print(f"seam: could not record the {self.part}'s state in the target ({line}); retrying", file=sys.stderr)
+            if self.conn is not None:
+                self.conn.close()
+            self.conn = None
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+def _relay_stderr(job):
+    """Copy a child's stderr to ours as it comes, keeping its last lines (for the last error)."""
+    last: collections.deque[str] = collections.deque(maxlen=50)
+
+    def relay():
+        for line in job.stderr:
+            sys.stderr.write(line)
+            last.append(line.rstrip())
+
+    thread = threading.Thread(target=relay, daemon=True)
+    thread.start()
+    return thread, last
+
+
+def _last_error(lines) -> str | None:
+    for line in reversed(list(lines)):
+        if ONE_LINE.match(line.strip()) or re.search(r"Error:|Exception:", line):
+            return line.strip()[:500]
+    return None
+
+
+def run_foreground(pipeline, tables, until_idle: bool) -> int:
+    """Reader and a plain (non-Spark) sink in one process: with ``until_idle``, a one-shot catch-up."""
+    log_to_stderr()
+    stopping: list[BaseException | bool] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    owners = [Owner(pipeline, "change reader")]
+    try:
+        owners.append(Owner(pipeline, "stream sink"))
+        return _run_foreground(pipeline, tables, until_idle, stopping, owners)
+    finally:
+        for owner in owners:
+            owner.release()
+
+
+def _run_foreground(pipeline, tables, until_idle: bool, stopping: list, owners: list) -> int:
+    stopping_or_lost = lambda: bool(stopping) or any(o.lost for o in owners)  # noqa: E731
+    reader = ChangeReader(pipeline, tables)
+    sink = Sink(pipeline, tables)
+
+    def read():
+        try:
+            if until_idle:
+                reader.run(should_stop=stopping_or_lost, until_idle=True)
+            else:
+                reader.serve(should_stop=stopping_or_lost)
+        except BaseException as exc:  # the sink loop must stop too, and the error must be reported
+            stopping.append(exc)
+            raise
+
+    thread = threading.Thread(target=read, name="seam-change-reader", daemon=True)
+    thread.start()
+    try:
+        sink.run(
+            should_stop=lambda: stopping_or_lost() or (until_idle and not thread.is_alive()),
+            idle_exit=4 if until_idle else None,
+        )
+        if until_idle:
+            sink.run(idle_exit=4)  # drain what the reader published last
+    finally:
+        sink.close()
+    thread.join(timeout=30)
+    errors = [e for e in stopping if isinstance(e, BaseException)]
+    if errors:
+        raise errors[0]
+    lost = [o for o in owners if o.lost]
+    return exit_status(lost[0]) if lost else 0
