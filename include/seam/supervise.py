@@ -29,7 +29,7 @@ from seam.apply.target import connect_state
 from seam.config import Pipeline, TableConfig
 from seam.core.errors import SeamError
 from seam.files import open_private, private_dir
-from seam.source.streaming import stream_lag
+from seam.source.lag import stream_lag
 from seam.state.parts import part_states, supervisor_ran
 from seam.state.positions import applied_source_time
 
@@ -49,7 +49,7 @@ class Health:
 
     parts: dict[str, dict] = field(default_factory=dict)  # part -> its state (seam.state.part_states) after
     actions: list[str] = field(default_factory=list)  # what was done, one line each
-    lags: list = field(default_factory=list)  # seam.source.streaming.TableLag per streamed table
+    lags: list = field(default_factory=list)  # seam.source.lag.TableLag per streamed table
     problems: list[str] = field(default_factory=list)  # why the stream is not healthy, one line each
 
     @property

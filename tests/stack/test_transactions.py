@@ -16,8 +16,9 @@ import pytest
 
 from seam.config import load_pipeline
 from seam.source.binlog import BinlogReader
+from seam.source.chains import StreamError
 from seam.source.snapshot import source_head
-from seam.source.streaming import ChangeReader, StreamError
+from seam.source.streaming import ChangeReader
 from seam_dev import demo
 from tests.support.compare import diff, source_rows, target_rows
 from tests.support.independent import compare

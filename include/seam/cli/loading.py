@@ -19,7 +19,7 @@ from seam.load_output import LoadOutput
 from seam.loads import Runner, full_load, incremental_load
 from seam.processes import Processes
 from seam.repair import repair_table
-from seam.source.streaming import stream_lag
+from seam.source.lag import stream_lag
 from seam.state.parts import table_summary
 from seam.validate.side import Scope
 from seam.validate.validation import validate_tables

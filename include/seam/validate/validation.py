@@ -76,9 +76,9 @@ from seam.source.incremental import (
     _parse_time,
     time_text,
 )
+from seam.source.lag import table_events_between
 from seam.source.schema import read_schema
 from seam.source.snapshot import SnapshotError, open_snapshot, snapshot_opening, source_head
-from seam.source.streaming import table_events_between
 from seam.state.ledger import committed_tables, last_committed, record_validation, watermark
 from seam.state.positions import validation_point
 from seam.state.schema import ensure_state, schema_version, xact_lock

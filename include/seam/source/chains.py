@@ -1,0 +1,312 @@
+"""The chains of the tables a change reader follows.
+
+Per followed table, the position published through (the head of its chain). Every message that extends a
+chain carries the position before it (``prev``): a table's changes of one source transaction, HEARTBEAT,
+SCHEMA, STOP, REBASE. The sink applies a message only on top of the position it has applied, so a lost
+message shows as a gap and is never applied across. Which tables are followed, and from where, comes from
+the target (``seam.state.positions``): its applied position, the columns and key, the load it follows
+from; a STOPPED table is not followed until its stop is lifted there.
+
+Besides the chain each table counts what was published but not yet applied, for back-pressure
+(``seam.source.streaming``).
+
+Delivery guarantee: at-least-once into Kafka. A chain moves when its message is handed to the producer;
+the reader flushes before it polls the target, and after any failure it rewinds to the target's positions.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from dataclasses import dataclass, field, replace
+
+from seam.alerts import alert
+from seam.config import Pipeline, TableConfig
+from seam.core.errors import SourceError
+from seam.core.schema import Column, TableSchema
+from seam.source.binlog import BinlogReader, Transaction
+from seam.source.stream_cascades import Cascades
+from seam.state.positions import followed_tables
+from seam.wire.boundary import CONTROL_HEADER, EXACT_MODES, Heartbeat, SchemaChange, StreamStop
+from seam.wire.records import Position, Record, key_of, normalize_row
+from seam.wire.topics import Publisher, message_limit, table_topic
+
+log = logging.getLogger("seam.streaming")
+
+CONTROL_KEY = b"__seam_control__"
+IDLE_BEAT_S = 5.0  # an idle table's heartbeat is sent again this often (``Chains.heartbeats``)
+
+Key = tuple[str, str]
+
+
+class StreamError(SourceError):
+    """The stream cannot go on; the message says why and what to do."""
+
+
+class Rewind(Exception):
+    """Read the binlog again from the target's positions (``reset``: forget what was published)."""
+
+    def __init__(self, reason: str, reset: bool):
+        super().__init__(reason)
+        self.reset = reset
+
+
+@dataclass
+class Followed:
+    table: TableConfig
+    schema: TableSchema
+    topic: str
+    published: Position  # the head of the table's chain: its last published position
+    batch: str | None  # the full load it follows from
+    events: int = 0  # published since the last rewind (events, bytes) ...
+    bytes: int = 0
+    applied_events: int = 0  # ... of which the sink has applied
+    applied_bytes: int = 0
+    backlog: collections.deque = field(default_factory=collections.deque)  # (position, events, bytes) published
+    gtids: str | None = None  # the GTID set through the applied position it started from, and the server that
+    server: str | None = None  # position was read on (None: not recorded; taken to be this one)
+    beat_at: float = 0.0  # when its last heartbeat was sent (time.monotonic)
+
+    def unapplied(self) -> tuple[int, int]:
+        return self.events - self.applied_events, self.bytes - self.applied_bytes
+
+    def applied_to(self, applied: Position) -> None:
+        while self.backlog and not self.backlog[0][0].after(applied):
+            _, self.applied_events, self.applied_bytes = self.backlog.popleft()
+
+
+@dataclass
+class TargetState:
+    applied: Position
+    batch: str | None
+    stopped: str | None
+    gap_at: object | None
+    columns: list | None
+    key: list | None
+    last_load: str | None  # mode of the last committed batch: full or incremental
+    gtids: str | None = None
+    server: str | None = None
+
+
+def target_states(conn, state_schema: str) -> dict[Key, TargetState]:
+    """Each table's applied position and what goes with it, as the sink committed them."""
+    rows = followed_tables(conn, state_schema)
+    return {(r[0], r[1]): TargetState(Position(r[2], r[3], r[4]), *r[5:]) for r in rows}
+
+
+class Chains:
+    """The followed tables, the head of each one's chain, and the messages that extend them."""
+
+    def __init__(self, pipeline: Pipeline, tables: dict[Key, TableConfig]):
+        self.pipeline, self.tables = pipeline, tables
+        self.followed: dict[Key, Followed] = {}
+        self.stopped: dict[str, str] = {}  # table name -> why
+        self.max_events = pipeline.kafka.max_unapplied_events
+        self.max_bytes = pipeline.kafka.max_unapplied_bytes
+        self.message_limit = message_limit(pipeline)
+        self.over_bound = False  # a table went past the back-pressure bound in the last transaction
+        self.here: str | None = None  # the source server (seam.source.gtid), read at each pass
+        self.reading: BinlogReader | None = None  # the binlog being read: its GTID set anchors positions
+        self._told_waiting: set[Key] = set()
+        self._stopped_batch: dict[Key, str | None] = {}  # stopped by this reader: the load they stopped in
+
+    # ------------------------------------------------------------ which tables, from where
+
+    def follow(self, states: dict[Key, TargetState], reset: bool) -> list[Followed]:
+        """Follow the tables the target has positions for; ``reset`` re-anchors every chain at the target.
+        Returns the tables followed anew."""
+        added = []
+        for key, st in states.items():
+            table = self.tables.get(key)
+            if table is None or st.columns is None or not self._followable(key, table, st):
+                continue
+            if key in self.followed and not reset:
+                continue
+            schema = TableSchema(
+                db=table.db,
+                table=table.table,
+                columns=tuple(Column(**c) for c in st.columns),
+                primary_key=tuple(st.key or ()),
+            )
+            followed = Followed(
+                table, schema, table_topic(self.pipeline, table), st.applied, st.batch, gtids=st.gtids, server=st.server
+            )
+            if key not in self.followed:
+                added.append(followed)
+            self.followed[key] = followed
+        for key, table in self.tables.items():
+            if key not in self.followed and table.name not in self.stopped and key not in self._told_waiting:
+                log.warning(
+                    "%s has no committed full load yet: waiting for one (`seam load full %s`)", table.name, table.name
+                )
+                self._told_waiting.add(key)
+        return added
+
+    def _followable(self, key: Key, table: TableConfig, st: TargetState) -> bool:
+        """Whether the target's state lets the stream follow the table (not stopped, exactly loaded)."""
+        if st.stopped:
+            if self.followed.pop(key, None) or table.name not in self.stopped:
+                log.error("%s: stream stopped: %s", table.name, st.stopped)
+            self.stopped[table.name] = st.stopped
+            self._stopped_batch.pop(key, None)  # the target has the stop: lifted there, the table goes on
+            return False
+        if key in self._stopped_batch and self._stopped_batch[key] == st.batch:
+            return False  # stopped by this reader; the sink has not applied the STOP yet
+        if st.last_load not in EXACT_MODES:  # a window was merged after the last full load: no exact position
+            if self.followed.pop(key, None) or key not in self._told_waiting:
+                log.warning(
+                    "%s: its last load was a window; the stream follows it again after `seam load full %s`",
+                    table.name,
+                    table.name,
+                )
+                self._told_waiting.add(key)
+            return False
+        self.stopped.pop(table.name, None)
+        self._stopped_batch.pop(key, None)
+        return True
+
+    def on_this_server(self, followed: Followed) -> bool:
+        return followed.server is None or self.here is None or followed.server == self.here
+
+    # ------------------------------------------------------------ extending a chain
+
+    def anchor(self) -> dict:
+        """What a published position carries besides file and pos: the GTID set through it and the server."""
+        executed = self.reading.gtids if self.reading is not None else None
+        return {"gtids": str(executed) if executed is not None and executed.flavour else None, "server": self.here}
+
+    def advance(self, followed: Followed, position: Position, events: int, size: int) -> None:
+        followed.published = position
+        if self.reading is not None:
+            followed.gtids = self.anchor()["gtids"]
+        followed.events += events
+        followed.bytes += size
+        followed.backlog.append((position, followed.events, followed.bytes))
+
+    def control(self, publisher: Publisher, followed: Followed, message) -> None:
+        if isinstance(message, SchemaChange):
+            message = replace(message, **self.anchor())
+        value = message.to_json()
+        publisher.send(followed.topic, value, CONTROL_KEY, headers=[(CONTROL_HEADER, b"1")])
+        self.advance(followed, message.position, 1, len(value))
+
+    def stop(self, publisher: Publisher, followed: Followed, position: Position, reason: str) -> None:
+        """Stop one table's stream at ``position`` loudly: a STOP message, an alert, and the remedy."""
+        if not position.after(followed.published):
+            return
+        reason = f"{reason}; re-run `seam load full {followed.table.name}` to sync the table again"
+        self.control(publisher, followed, StreamStop(position, followed.published, reason))
+        self.forget(followed, reason)
+
+    def forget(self, followed: Followed, reason: str) -> None:
+        """No longer follow a table that stopped (until its next load or repair)."""
+        key = (followed.table.db, followed.table.table)
+        del self.followed[key]
+        self.stopped[followed.table.name] = reason
+        self._stopped_batch[key] = followed.batch
+        alert(self.pipeline, followed.table.name, "stream stopped", reason)
+
+    def heartbeats(self, publisher: Publisher, here: Position) -> None:
+        """A HEARTBEAT to each table whose chain ends before ``here``, and again every ``IDLE_BEAT_S`` to one
+        whose chain ends there: if the sink missed the last one (it was taking the table up again after a
+        lifted stop), the next one shows it a gap, and it asks for the republication."""
+        seen, now = int(time.time() * 1000), time.monotonic()
+        for f in self.followed.values():
+            if here.after(f.published) or (here == f.published and now - f.beat_at > IDLE_BEAT_S):
+                value = Heartbeat(here, prev=f.published, seen_ms=seen, **self.anchor()).to_json()
+                publisher.send(f.topic, value, CONTROL_KEY, headers=[(CONTROL_HEADER, b"1")])
+                self.advance(f, here, 0, len(value))
+                f.beat_at = now
+
+    # ------------------------------------------------------------ a transaction's changes
+
+    def records(self, txn: Transaction, cascades: Cascades) -> tuple[list[tuple[Followed, Record]], dict]:
+        """The transaction's changes of followed tables not yet published, as records, and the tables whose
+        rows cannot be decoded or normalised with their schema (name -> (followed, why): to be stopped, never
+        skipped)."""
+        out: list[tuple[Followed, Record]] = []
+        failed: dict[str, tuple[Followed, str]] = {}
+        for (db, table), error in txn.errors.items():
+            followed = self.followed.get((db, table))
+            if followed is not None and txn.commit.after(followed.published):
+                failed[followed.table.name] = (followed, error)
+        for change in txn.changes:
+            cascaded = cascades.records(change, txn, self.followed, failed)
+            followed = self.followed.get((change.db, change.table))
+            if followed is None or not txn.commit.after(followed.published) or followed.table.name in failed:
+                out.extend(cascaded)
+                continue
+            schema = followed.schema
+            try:
+                before = None if change.before is None else normalize_row(schema, change.before)
+                after = None if change.after is None else normalize_row(schema, change.after)
+            except Exception as exc:  # noqa: BLE001 - named in the stop
+                failed[followed.table.name] = (followed, f"{type(exc).__name__}: {exc}")
+                continue
+            record = Record(
+                op=change.op,
+                db=schema.db,
+                table=schema.table,
+                key=key_of(schema, followed.table.key, after or before),
+                before=before,
+                after=after,
+                position=change.position,
+                gtid=txn.gtid,
+                ts_ms=txn.timestamp * 1000,
+            )
+            out.append((followed, record))
+            out.extend(cascaded)  # after the row itself: in a tree, the row may reference itself
+        return [(f, r) for f, r in out if f.table.name not in failed], failed
+
+    def publish(self, publisher: Publisher, pending: list[tuple[Followed, Record]], commit: Position) -> int:
+        """Publish one source transaction's changes, table by table, each chained to the table's last."""
+        by_table: dict[str, tuple[Followed, list[Record]]] = {}
+        for followed, record in pending:
+            if commit.after(followed.published):  # else already published (or applied) for this table
+                by_table.setdefault(followed.table.name, (followed, []))[1].append(record)
+        sent = 0
+        for followed, records in list(by_table.values()):
+            values = []
+            for i, r in enumerate(records):
+                last = i == len(records) - 1
+                anchor = self.anchor() if last else {}
+                values.append(
+                    r.chained_json(commit, last, followed.published, i, anchor.get("gtids"), anchor.get("server"))
+                )
+            largest = max(map(len, values))
+            if largest > self.message_limit:  # the broker would refuse it for ever: this table stops, no other
+                self.stop(publisher, followed, commit, self._too_large(largest))
+                del by_table[followed.table.name]
+                continue
+            for r, value in zip(records, values):
+                publisher.send(followed.topic, value, r.kafka_key())
+            self.advance(followed, commit, len(records), sum(map(len, values)))
+            sent += len(records)
+        for followed, _ in by_table.values():
+            events, size = followed.unapplied()
+            if events > self.max_events or size > self.max_bytes:
+                self.over_bound = True  # checked after this transaction, not at the next poll
+            elif events > 0.75 * self.max_events or size > 0.75 * self.max_bytes:
+                time.sleep(0.002)  # the slowing half of back-pressure, per transaction
+        return sent
+
+    def _too_large(self, size: int) -> str:
+        return (
+            f"a change's record is {size:,} bytes, over the {self.message_limit:,} that a value of "
+            f"kafka.max_value_bytes ({self.pipeline.kafka.max_value_bytes:,}) allows: raise kafka.max_value_bytes "
+            "in the pipeline (on Apache Kafka also the broker's message.max.bytes for topics Seam did not create)"
+        )
+
+    # ------------------------------------------------------------ what the sink has applied
+
+    def over(self, fraction: float) -> list[str]:
+        """Tables with more published but unapplied than ``fraction`` of the back-pressure bound."""
+        return [
+            f.table.name
+            for f in self.followed.values()
+            if f.unapplied()[0] > self.max_events * fraction or f.unapplied()[1] > self.max_bytes * fraction
+        ]
+
+    def unapplied(self) -> dict[str, tuple[int, int]]:
+        return {f.table.name: f.unapplied() for f in self.followed.values()}

@@ -1,0 +1,140 @@
+"""What a change reader does with a statement outside the transaction grammar (DDL, or a change logged as a
+statement) and with a ROLLBACK logged with rows, for each followed table it touches.
+
+DDL the target can follow (``seam.source.ddl``: TRUNCATE, widening MODIFY/CHANGE, ADD/DROP/RENAME COLUMN,
+defaults, an online schema change's cut-over) becomes a SCHEMA message in the table's chain, applied by
+the sink at its position; anything else publishes STOP for that table with the remedy. Other tables go on.
+
+Delivery guarantee: that of the reader (at-least-once into Kafka, in binlog order per table).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import asdict, replace
+
+from seam.core.schema import Column
+from seam.source.binlog import RolledBack, Statement
+from seam.source.chains import Chains, Followed, Rewind
+from seam.source.ddl import ddl_effect, followed_columns, swapped_clauses
+from seam.source.schema import COLUMN_FIELDS, column_from_row
+from seam.source.stream_cascades import Cascades
+from seam.wire.boundary import SchemaChange
+from seam.wire.records import Position, normalize
+from seam.wire.topics import Publisher
+
+log = logging.getLogger("seam.streaming")
+
+MAY_CHANGE_KEYS = re.compile(r"\bFOREIGN\b|\bCONSTRAINT\b|^\s*(CREATE|DROP|RENAME)\b", re.I)
+TRANSACTIONAL = {"innodb", "xtradb", "rocksdb", "tokudb", "ndbcluster", "ndb"}
+
+
+def follow_statement(chains: Chains, cascades: Cascades, conn, publisher: Publisher, statement: Statement) -> None:
+    """A query event outside the transaction grammar: DDL, or a statement the stream cannot follow. Raises
+    ``Rewind`` when a foreign key now cascades from a table the reader does not decode yet."""
+    if MAY_CHANGE_KEYS.search(statement.query):
+        grown = cascades.load(conn)
+        if grown:  # the reader must decode the new parents' rows from here on
+            raise Rewind(
+                f"a foreign key from {', '.join('.'.join(p) for p in sorted(grown))} now cascades "
+                f"into a streamed table ({statement.position})",
+                reset=False,
+            )
+    for (db, table), followed in list(chains.followed.items()):
+        effect = ddl_effect(statement.query, statement.schema, db, table)
+        if effect is None or not statement.position.after(followed.published):
+            continue
+        change = _followed_change(conn, followed, statement, *effect)
+        if isinstance(change, str):
+            chains.stop(
+                publisher,
+                followed,
+                statement.position,
+                f"a statement at {statement.position} that the "
+                f"stream cannot follow: {statement.query.strip()[:300]!r} ({change})",
+            )
+            continue
+        chains.control(publisher, followed, change)
+        if change.stop:
+            chains.forget(followed, change.stop)
+            continue
+        followed.schema = replace(followed.schema, columns=tuple(Column(**c) for c in change.columns))
+        log.info("%s: %s at %s followed; the stream goes on", followed.table.name, effect[0], statement.position)
+
+
+def follow_rollback(chains: Chains, conn, publisher: Publisher, rolled: RolledBack) -> None:
+    """A ROLLBACK logged with rows: undone in transactional tables; a non-transactional table kept them, and
+    the stream cannot tell which of them persisted in order, so that table stops."""
+    touched = {(c.db, c.table) for c in rolled.changes} | set(rolled.errors)
+    for key in touched:
+        followed = chains.followed.get(key)
+        if followed is None:
+            continue
+        engine = _engine(conn, *key)
+        if engine.lower() in TRANSACTIONAL:
+            continue
+        chains.stop(
+            publisher,
+            followed,
+            rolled.position,
+            f"a rolled-back transaction at {rolled.position} changed it, and its engine {engine} does not roll back",
+        )
+
+
+def _followed_change(conn, followed: Followed, statement: Statement, kind: str, detail) -> SchemaChange | str:
+    """The SCHEMA message that follows a statement changing the table (``seam.source.ddl``), or why the
+    table stops."""
+    if kind == "truncate":
+        columns = [asdict(c) for c in followed.schema.columns]
+        ddl = statement.query.strip()[:1000]
+        return SchemaChange(statement.position, followed.published, columns, {}, ddl, truncate=True)
+    if kind == "alter":
+        if statement.in_transaction:  # DDL commits implicitly: inside a transaction it is not what it seems
+            return "ALTER TABLE inside a transaction"
+        return _altered(conn, followed, detail, statement.query, statement.position)
+    if kind == "cutover":
+        change = _altered(conn, followed, None, statement.query, statement.position)
+        swapped = ".".join(detail)
+        if isinstance(change, str):
+            return f"an online schema change's cut-over swapped in {swapped}: {change}"
+        return replace(
+            change,
+            stop=f"the cut-over of an online schema change at {statement.position} swapped in {swapped} "
+            f"(gh-ost, pt-online-schema-change): the target took its columns; run `seam repair "
+            f"{followed.table.name}` to compare the rows the tool copied and go on streaming",
+        )
+    return str(detail)
+
+
+def _engine(conn, db: str, table: str) -> str:
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (db, table)
+        )
+        row = cur.fetchone()
+    return str(row[0]) if row and row[0] else "unknown"
+
+
+def _altered(conn, followed: Followed, clauses: list[tuple] | None, ddl: str, position: Position):
+    """The SCHEMA message for an ALTER whose column clauses the target can follow (checked against the
+    source's definition now, ``seam.source.ddl.followed_columns``); a string (the reason) otherwise.
+    ``clauses`` None: a table swapped in by a cut-over, compared by column name."""
+    with conn.cursor() as cur:
+        cur.execute(
+            f"SELECT {COLUMN_FIELDS}, COLUMN_DEFAULT FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+            (followed.table.db, followed.table.table),
+        )
+        now = [(column_from_row(r), r[6]) for r in cur.fetchall()]
+    if clauses is None:
+        clauses = swapped_clauses(followed.schema.columns, [c for c, _ in now])
+    result = followed_columns(followed.schema.columns, followed.schema.primary_key, clauses, now)
+    if isinstance(result, str):
+        return result
+    columns, renamed, defaults = result
+    by_name = {c.name: c for c in columns}
+    defaults = {n: None if v is None else normalize(by_name[n], v) for n, v in defaults.items()}
+    return SchemaChange(
+        position, followed.published, [asdict(c) for c in columns], defaults, ddl.strip()[:1000], renamed=renamed
+    )

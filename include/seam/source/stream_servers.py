@@ -1,0 +1,113 @@
+"""A stream's positions on a server that is not the one they were read on, or that no longer has them.
+
+A failover, or a pipeline pointed at a replica: each moved table's GTID set is found in this server's
+binlog and its chain moves there (REBASE, ``seam.source.gtid``). A position this server cannot read (its
+binlog purged, no GTIDs to find it by) stops that table in the target with the way out; the other tables
+go on. Nothing is published at a lost position.
+
+Delivery guarantee: that of the reader (at-least-once into Kafka); a table whose position is lost is
+stopped, never skipped ahead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from seam.alerts import alert
+from seam.source.binlog import binlog_files, gtids_at, locate
+from seam.source.chains import Chains, Followed, StreamError
+from seam.source.gtid import GtidError, GtidSet, gtids_enabled, is_mariadb
+from seam.state.positions import stop_stream
+from seam.wire.boundary import Rebase
+from seam.wire.records import Position
+from seam.wire.topics import Publisher
+
+log = logging.getLogger("seam.streaming")
+
+Lose = Callable[[Followed, str, str], None]  # (table, why, advice)
+
+
+def lose_position(chains: Chains, target, f: Followed, why: str, advice: str) -> None:
+    """Stop a table whose position cannot be read on this source (its binlog is gone, a failover without
+    GTIDs) with the way out, in the target's state (no message can be placed at a lost position); the
+    other tables go on."""
+    way_out = (
+        f"`seam repair {f.table.name} --full` (it copies again only the rows that differ)"
+        if f.table.key
+        else f"`seam load full {f.table.name}`"
+    )
+    reason = f"{why}: run {way_out}, and {advice}"
+    stop_stream(target, chains.pipeline.target.state_schema, f.table.db, f.table.table, reason)
+    del chains.followed[(f.table.db, f.table.table)]
+    chains.stopped[f.table.name] = reason
+    log.error("%s: stream stopped: %s", f.table.name, reason)
+    alert(chains.pipeline, f.table.name, "stream stopped", reason)
+
+
+def stop_purged(chains: Chains, conn, lose: Lose) -> None:
+    """A table whose position is in a binlog the source no longer has (purged, expired) stops, with the
+    way out; the other tables go on."""
+    files = binlog_files(conn)
+    if not files:
+        raise StreamError("the source's binary log is off (no binlog files): start it with --log-bin")
+    for f in list(chains.followed.values()):
+        if chains.on_this_server(f) and f.published.file not in files:
+            lose(
+                f,
+                f"the source no longer has binlog {f.published.file} (purged; oldest is {files[0]}), so its "
+                f"changes after {f.published} are gone",
+                "keep binlogs longer (binlog_expire_logs_seconds)",
+            )
+
+
+def gtids_at_start(chains: Chains, conn, start: Position) -> GtidSet | None:
+    """The GTID set through the reader's start: as the target recorded it, else from the server."""
+    for f in chains.followed.values():
+        if f.published == start and f.gtids and f.server == chains.here:
+            return GtidSet(f.gtids)
+    if not gtids_enabled(conn):
+        return None
+    return gtids_at(conn, start, chains.pipeline.source)
+
+
+def rebase(chains: Chains, conn, publisher: Publisher, lose: Lose) -> None:
+    """Tables whose applied position was read on another server (a failover, or the pipeline pointed at
+    a replica): find each one's GTID set in this server's binlog and move its chain there (REBASE)."""
+    moved = [f for f in chains.followed.values() if not chains.on_this_server(f)]
+    if not moved:
+        return
+    here = chains.here
+    assert here is not None  # a table is on another server only when this one is known
+    logs_gtids, mariadb = gtids_enabled(conn), is_mariadb(conn)
+    for f in moved:
+        where = f"its position {f.published} was read on {f.server} and the source is {here} now"
+        if not logs_gtids:
+            lose(f, f"{where}, which logs no GTIDs", "set gtid_mode=ON for failovers")
+            continue
+        if not f.gtids:
+            lose(f, f"{where}; it has no GTID set to find it by", "keep GTIDs on")
+            continue
+        try:
+            at = locate(chains.pipeline.source, GtidSet(f.gtids), mariadb)
+        except GtidError as exc:
+            lose(f, f"{where}; its GTID set {f.gtids} cannot be found there ({exc})", "check the failover")
+            continue
+        log.warning(
+            "%s: the source is %s now, not %s: its GTID set %s ends at %s there; the stream goes on from there",
+            f.table.name,
+            here,
+            f.server,
+            f.gtids,
+            at,
+        )
+        chains.control(publisher, f, Rebase(at, f.published, f.gtids, here))
+        f.server = here
+    publisher.flush()
+
+
+def clash(server_id: int, who: str) -> str:
+    return (
+        f"server_id {server_id} is used by {who}: each binlog reader needs its own; give this pipeline a "
+        f"source.server_id of its own in the pipeline file (or stop the other `seam stream` of this pipeline)"
+    )
