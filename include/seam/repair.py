@@ -38,15 +38,16 @@ import pymysql
 
 from seam.apply.target import connect_state
 from seam.config import Pipeline, TableConfig
-from seam.core.errors import DivergenceError
+from seam.core.errors import DivergenceError, ValidationError
 from seam.loads import job_env, sink_running
 from seam.source.binlog import gtids_at
 from seam.source.gtid import gtids_enabled, server_identity
 from seam.source.schema import read_schema
 from seam.source.snapshot import open_snapshot, snapshot_opening
 from seam.state.ledger import batch_status
+from seam.validate.at_position import changes_since, key_texts
 from seam.validate.side import Scope, Side
-from seam.validate.validation import ValidationError, changes_since, ensure_functions, key_texts, validate
+from seam.validate.validation import ensure_functions, validate
 from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally, new_batch_id
 from seam.wire.records import Record, kafka_key, key_of
 from seam.wire.topics import Publisher, ensure_topics, table_topic

@@ -56,6 +56,12 @@ class TargetError(SeamError):
     retry = True
 
 
+class ValidationError(SeamError):
+    """Validation could not run (not loaded, binlog purged, bad check); the message says what to do."""
+
+    kind = "validation"
+
+
 class DivergenceError(SeamError):
     """Source and target disagree in a way Seam will not paper over; the message names the way back."""
 

@@ -1,7 +1,9 @@
 """Validation: is the target equal to the source, and if not, which rows differ?
 
-Its size: one comparison at one consistent point, from snapshots to the differing rows; the report is
-``seam.validate.report``, the scope and each side's SQL ``seam.validate.side``.
+This module plans a table's validation and takes the consistent pair of snapshots; the comparison (buckets,
+bisection, the differing rows) is ``seam.validate.compare``, the rows as they were at P
+``seam.validate.at_position``, the report ``seam.validate.report``, the scope and each side's SQL
+``seam.validate.side``.
 
 Method (all heavy work inside the two databases, no table pulled to Python):
 
@@ -41,21 +43,13 @@ only writes are Seam's helper functions and the ``seam.validations`` ledger row)
 
 from __future__ import annotations
 
-import collections
 import datetime as dt
-import hashlib
-import json
-import math
 import os
-import struct
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from decimal import Decimal
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
 
 import psycopg
 import pymysql
@@ -63,11 +57,11 @@ import pymysql
 from seam.apply.retry import first_line, transient
 from seam.apply.target import scalar
 from seam.config import Pipeline, TableConfig, state_dir
-from seam.core.errors import SeamError
+from seam.core.errors import ValidationError
 from seam.core.identifiers import qi
-from seam.core.schema import Column, SchemaError, TableSchema
+from seam.core.schema import SchemaError, TableSchema
 from seam.files import private_dir, write_private
-from seam.source.binlog import BinlogReader, LostTransaction, Transaction, binlog_files
+from seam.source.binlog import binlog_files
 from seam.source.errors import transient_source_error
 from seam.source.gtid import server_identity
 from seam.source.incremental import (
@@ -83,20 +77,13 @@ from seam.state.ledger import committed_tables, last_committed, record_validatio
 from seam.state.positions import validation_point
 from seam.state.schema import ensure_state, schema_version, xact_lock
 from seam.validate import canonical
-from seam.validate.report import BucketResult, Difference, MetricResult, Report
+from seam.validate.at_position import changes_since
+from seam.validate.compare import column_checks, compare
+from seam.validate.report import Report
 from seam.validate.side import INTEGER, WHOLE_TABLE, Scope, Side
-from seam.wire.codecs import codec
-from seam.wire.records import Position, normalize_row
+from seam.wire.records import Position
 
 _NUMERIC = INTEGER | {"decimal", "year", "bit"}
-METRICS = ("sum", "null_count")
-SPLIT = 16
-
-
-class ValidationError(SeamError):
-    """Validation could not run (not loaded, binlog purged, bad check); the message says what to do."""
-
-    kind = "validation"
 
 
 class NotLoaded(ValidationError):
@@ -107,10 +94,6 @@ STALE_AFTER_S = 300.0  # a streamed table missing source changes older than this
 
 
 # ------------------------------------------------------------------ config checks
-
-
-def column_checks(table: TableConfig) -> dict[str, dict[str, dict]]:
-    return dict(table.checks.get("columns") or {})
 
 
 def enabled_checks(table: TableConfig) -> tuple[str, ...]:
@@ -220,7 +203,7 @@ def validate(
             )
             return found
 
-        _compare(
+        compare(
             report,
             source,
             target,
@@ -415,428 +398,6 @@ def _cap_window(schema: TableSchema, table: TableConfig, scope: Scope, watermark
         end = min(given.end, watermark, key=lambda v: (len(v), v) if v.isdigit() else (0, v))
         window = Window(table.cursor_column, given.start, end, given.end, end != given.end)
     return Scope(window=window, key_range=scope.key_range)
-
-
-def changes_since(
-    pipeline: Pipeline, conn, schema: TableSchema, table: TableConfig, start: Position, end: Position
-) -> list[tuple[dict | None, dict | None]]:
-    """(before, after) images of the table's row changes in (start, end], in binlog order."""
-    if not end.after(start):
-        return []
-    files = binlog_files(conn)
-    if start.file not in files:
-        raise ValidationError(
-            f"{table.name}: the binlog at the target's position {start} has been purged (oldest "
-            f"is {files[0] if files else 'none'}), so the table cannot be compared at that "
-            "position; run `seam load full` and validate soon after, or stream the table"
-        )
-
-    reader = BinlogReader(pipeline.source, start, [schema.db], tables={(schema.db, schema.table)}, end=end)
-    out: list[tuple[dict | None, dict | None]] = []
-    try:
-        for item in _decoded(reader, table, start):
-            if isinstance(item, LostTransaction):
-                raise ValidationError(f"{table.name}: {item.reason}; run `seam load full` and validate again")
-            if not isinstance(item, Transaction):
-                continue
-            if item.errors:
-                raise _undecodable(table, start, next(iter(item.errors.values())))
-            for change in item.changes:
-                out.append(
-                    (
-                        None if change.before is None else normalize_row(schema, change.before),
-                        None if change.after is None else normalize_row(schema, change.after),
-                    )
-                )
-    finally:
-        reader.close()
-    return out
-
-
-def _undecodable(table: TableConfig, start: Position, problem: str) -> ValidationError:
-    return ValidationError(
-        f"{table.name}: the binlog after the target's position {start} cannot be decoded with "
-        f"the table's current definition ({problem}); was the table recreated or altered since "
-        "its load? Run `seam load full` and validate again"
-    )
-
-
-def _decoded(stream, table: TableConfig, start: Position):
-    try:
-        yield from stream
-    except (UnicodeDecodeError, KeyError, IndexError, struct.error) as exc:
-        raise _undecodable(table, start, f"{type(exc).__name__}: {exc}") from None
-
-
-def _images_at(schema: TableSchema, table: TableConfig, changes) -> dict[tuple[str, ...], dict | None]:
-    """Each changed key's row at the start of ``changes``: the before image of its first change."""
-    at: dict[tuple[str, ...], dict | None] = {}
-    for before, after in changes:
-        if before is not None:
-            at.setdefault(key_texts(schema, table, before), before)
-        if after is not None:
-            at.setdefault(key_texts(schema, table, after), None)
-    return at
-
-
-def key_texts(schema: TableSchema, table: TableConfig, image: dict) -> tuple[str, ...]:
-    """A normalised row's key in canonical text (``seam.validate.canonical``) form."""
-    texts = tuple(_value_text(schema.column(k), image[k]) for k in table.key)
-    return cast(tuple[str, ...], texts)  # key columns are NOT NULL
-
-
-def _value_text(column: Column, value: Any) -> str | None:
-    return None if value is None else codec(column).check_text(column, value)
-
-
-def _in_scope(schema: TableSchema, table: TableConfig, scope: Scope, image: dict | None, soft: bool) -> bool:
-    if image is None:
-        return False
-    if scope.key_range is not None:
-        k = int(image[table.key[0]])
-        if not scope.key_range[0] <= k <= scope.key_range[1]:
-            return False
-    w = scope.resolved
-    if w is not None:
-        column = schema.column(w.cursor)
-        lo, hi = _window_bounds(column, w)
-        if image[w.cursor] is None or not lo < _cursor_value(column, image[w.cursor]) <= hi:
-            return False
-    if soft and str(image.get(table.soft_delete) or 0) not in ("0", "False", "false"):
-        return False
-    return True
-
-
-def _window_bounds(column: Column, w: Window) -> tuple:
-    return (int(w.start), int(w.end)) if column.data_type in INTEGER else (w.start, w.end)
-
-
-def _cursor_value(column: Column, value: Any) -> int | str:
-    """A normalised cursor value, comparable with ``_window_bounds``."""
-    if column.data_type in INTEGER:
-        return int(value)
-    text = _value_text(column, value)
-    assert text is not None  # callers leave rows without a cursor value out of every window
-    return text + " 00:00:00.000000" if len(text) == 10 else text
-
-
-# ------------------------------------------------------------------ comparison
-
-
-@dataclass
-class _Plan:
-    mode: str  # range | hash
-    lo: int = 0
-    width: int = 1
-    buckets: int = 1
-
-    def label(self, b: int) -> str:
-        if self.mode == "hash":
-            return f"hash {b}/{self.buckets}"
-        return f"[{self.lo + b * self.width}, {self.lo + (b + 1) * self.width})"
-
-
-def _compare(
-    report: Report,
-    source: Side,
-    target: Side,
-    schema: TableSchema,
-    table: TableConfig,
-    changes: Callable[[], list],
-    window_mode: bool,
-    *,
-    limit: int,
-    bucket_rows: int,
-    max_buckets: int,
-    pull_rows: int,
-    say: Callable[[str], None],
-) -> None:
-    metrics = [(c, m) for c, ms in column_checks(table).items() for m in ms if m in METRICS]
-    ranged = bool(table.key) and schema.column(table.key[0]).data_type in INTEGER
-    with ThreadPoolExecutor(2) as pool:
-        if ranged:
-            (slo, shi), (tlo, thi) = pool.map(lambda side: side.key_bounds(), (source, target))
-            los = [v for v in (slo, tlo) if v is not None]
-            his = [v for v in (shi, thi) if v is not None]
-            lo, hi = (min(los), max(his)) if los else (0, 0)
-            est = _estimated_rows(source)
-            n = max(1, min(max_buckets, math.ceil(min(est, hi - lo + 1) / bucket_rows)))
-            plan = _Plan("range", lo=lo, width=max(1, math.ceil((hi - lo + 1) / n)))
-            plan.buckets = math.ceil((hi - lo + 1) / plan.width)
-            exprs = (source.bucket_of_range(lo, plan.width), target.bucket_of_range(lo, plan.width))
-        else:
-            plan = _Plan("hash", buckets=max(1, min(max_buckets, math.ceil(_estimated_rows(source) / bucket_rows))))
-            exprs = (source.bucket_of_hash(plan.buckets), target.bucket_of_hash(plan.buckets))
-        t0 = time.monotonic()
-        s_aggr, t_aggr = pool.map(lambda pair: pair[0].aggregate(pair[1], metrics), zip((source, target), exprs))
-    say(
-        f"{table.name}: first pass in {time.monotonic() - t0:.1f}s: {plan.buckets:,} bucket checksums on each side "
-        f"(the source as it is now; rows changed since the compared point are looked at next)"
-    )
-
-    differing = {b for b in set(s_aggr) | set(t_aggr) if s_aggr.get(b, (0, 0))[:2] != t_aggr.get(b, (0, 0))[:2]}
-    at_p: dict[tuple[str, ...], dict | None] = {}
-    if differing:
-        # 3. keys changed after P, with their images at P
-        since = changes()
-        if since and not table.key:
-            say(
-                f"{table.name}: keyless and changed {len(since):,} times since the target's position; "
-                "comparing whole rows, rolled back to that position"
-            )
-            return _compare_keyless(report, source, target, schema, since, limit)
-        at_p = _images_at(schema, table, since)
-        report.changed_since = len(at_p)
-    changed_buckets = collections.Counter(_bucket_of(plan, k) for k in at_p)
-    flagged = sorted(differing | set(changed_buckets))
-    # narrow flagged buckets down to ranges small enough to compare row by row (range mode: bisection)
-    ranges: list[tuple[int, str]] = []  # (top-level bucket, SQL condition)
-    for b in flagged:
-        rows = max(s_aggr.get(b, (0,))[0], t_aggr.get(b, (0,))[0])
-        if plan.mode == "range":
-            lo = plan.lo + b * plan.width
-            ranges += [
-                (b, cond)
-                for cond in _narrow(source, target, lo, lo + plan.width, rows, pull_rows, b in changed_buckets)
-            ]
-        else:
-            ranges.append((b, f"{source.bucket_of_hash(plan.buckets)} = {b}"))
-    mismatched_buckets: set[int] = set()
-    differences: list[Difference] = []
-    q_rows: dict[tuple[str, ...], tuple] = {}
-    bucket_of: dict[int, int] = {}  # id(difference) -> its bucket
-    for b, cond in ranges:
-        tcond = (
-            cond.replace(source.col(table.key[0]), target.col(table.key[0]))
-            if plan.mode == "range"
-            else f"{target.bucket_of_hash(plan.buckets)} = {b}"
-        )
-        with ThreadPoolExecutor(2) as pool:
-            s_rows, t_rows = pool.map(lambda pair: pair[0].texts(pair[1]), ((source, cond), (target, tcond)))
-        found = _diff_rows(schema, table, s_rows, t_rows, at_p, q_rows)
-        if found:
-            mismatched_buckets.add(b)
-            differences += found
-            bucket_of.update((id(d), b) for d in found)
-    # keys changed after P: compare the target's row with the key's image at P (normalised values)
-    soft = bool(table.soft_delete)  # flagged rows are kept out of the target in every mode
-    if at_p:
-        keys = list(at_p)
-        t_vals = target.values_by_key(keys, in_scope=True)
-        for key in keys:
-            expected = at_p[key] if _in_scope(schema, table, source.scope, at_p[key], soft) else None
-            actual = t_vals.get(key)
-            d = _difference(schema, table, key, expected, actual)
-            if d is not None:
-                differences.append(d)
-                mismatched_buckets.add(_bucket_of(plan, key))
-                bucket_of[id(d)] = _bucket_of(plan, key)
-    moved: list[Difference] = []
-    if window_mode:
-        moved = _moved_on(source, schema, table, differences)
-        report.changed_since += len(moved)
-        differences = [d for d in differences if d not in moved]
-        mismatched_buckets = {bucket_of[id(d)] for d in differences}  # the rest are rechecked, not differing
-    # totals and the (limited) list
-    report.missing = sum(d.kind == "missing" for d in differences)
-    report.extra = sum(d.kind == "extra" for d in differences)
-    report.different = sum(d.kind == "different" for d in differences)
-    report.differences = differences[:limit]
-    s_count = sum(v[0] for v in s_aggr.values())
-    # the source's count and metrics at P: take the changed keys' rows at Q out, put their images at P in
-    q_changed = {k: v for k, v in q_rows.items() if k in at_p}
-    p_present = {k: v for k, v in at_p.items() if _in_scope(schema, table, source.scope, v, soft)}
-    report.source_rows = s_count - len(q_changed) + len(p_present)
-    # a row that moved past the window is in the target's window still, with its old values: not counted
-    report.target_rows = sum(v[0] for v in t_aggr.values()) - len(moved)
-    report.metrics = _metrics(schema, table, metrics, s_aggr, t_aggr, q_changed, p_present, [d.target for d in moved])
-    report.buckets = [
-        BucketResult(
-            plan.label(b),
-            s_aggr.get(b, (0,))[0],
-            t_aggr.get(b, (0,))[0],
-            "differs" if b in mismatched_buckets else "rechecked" if b in flagged else "equal",
-        )
-        for b in sorted(set(s_aggr) | set(t_aggr) | set(flagged))
-    ]
-
-
-def _compare_keyless(report: Report, source: Side, target: Side, schema: TableSchema, changes, limit: int) -> None:
-    def canon(image: dict) -> str:
-        return json.dumps(image, sort_keys=True, default=str)
-
-    with ThreadPoolExecutor(2) as pool:
-        s_rows, t_rows = pool.map(lambda side: side.all_values(), (source, target))
-    at_p = collections.Counter(canon(r) for r in s_rows)
-    for before, after in reversed(changes):  # undo, newest first
-        if after is not None:
-            at_p[canon(after)] -= 1
-        if before is not None:
-            at_p[canon(before)] += 1
-    at_p = +at_p
-    now = collections.Counter(canon(r) for r in t_rows)
-    differences = [Difference("missing", json.loads(r)) for r, n in (at_p - now).items() for _ in range(n)]
-    differences += [Difference("extra", json.loads(r)) for r, n in (now - at_p).items() for _ in range(n)]
-    report.source_rows, report.target_rows = sum(at_p.values()), len(t_rows)
-    report.changed_since = len(changes)
-    report.missing = sum(d.kind == "missing" for d in differences)
-    report.extra = len(differences) - report.missing
-    report.differences = differences[:limit]
-    report.buckets = [
-        BucketResult("whole table", report.source_rows, report.target_rows, "differs" if differences else "rechecked")
-    ]
-
-
-def _estimated_rows(side: Side) -> int:
-    rows = side.run(
-        "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-        (side.schema.db, side.schema.table),
-    )
-    return max(1, int(rows[0][0] or 1)) if rows else 1
-
-
-def _bucket_of(plan: _Plan, key: tuple[str, ...]) -> int:
-    if plan.mode == "range":
-        return (int(key[0]) - plan.lo) // plan.width
-    text = "\x1f".join("\x1e" if k is None else k for k in key)
-    return int(hashlib.md5(text.encode()).hexdigest()[16:23], 16) % plan.buckets
-
-
-def _narrow(source: Side, target: Side, lo: int, hi: int, rows: int, pull_rows: int, keep_all: bool) -> list[str]:
-    """Key-range conditions covering the differences in [lo, hi): split by 16 while a range is too big to pull."""
-    k_src = source.col(source.key_cols[0].name)
-    if rows <= pull_rows or hi - lo <= SPLIT or keep_all:
-        return [f"{k_src} >= {lo} AND {k_src} < {hi}"]
-    width = math.ceil((hi - lo) / SPLIT)
-    cond_s = f"{k_src} >= {lo} AND {k_src} < {hi}"
-    cond_t = cond_s.replace(k_src, target.col(target.key_cols[0].name))
-    with ThreadPoolExecutor(2) as pool:
-        s, t = pool.map(
-            lambda pair: pair[0].aggregate(pair[0].bucket_of_range(lo, width), [], pair[1]),
-            ((source, cond_s), (target, cond_t)),
-        )
-    out = []
-    for b in sorted(set(s) | set(t)):
-        if s.get(b, (0, 0))[:2] != t.get(b, (0, 0))[:2]:
-            sub_lo = lo + b * width
-            out += _narrow(
-                source,
-                target,
-                sub_lo,
-                min(hi, sub_lo + width),
-                max(s.get(b, (0,))[0], t.get(b, (0,))[0]),
-                pull_rows,
-                False,
-            )
-    return out
-
-
-def _diff_rows(schema: TableSchema, table: TableConfig, s_rows, t_rows, at_p: dict, q_rows: dict) -> list[Difference]:
-    """Row-by-row comparison of canonical texts; keys changed after P are left to the caller."""
-    names = schema.names
-    if not table.key:  # keyless: multisets of whole rows
-        s_count = collections.Counter(r for _, r in s_rows)
-        t_count = collections.Counter(r for _, r in t_rows)
-        out = [Difference("missing", dict(zip(names, r))) for r, n in (s_count - t_count).items() for _ in range(n)]
-        return out + [
-            Difference("extra", dict(zip(names, r))) for r, n in (t_count - s_count).items() for _ in range(n)
-        ]
-    s_map = dict(s_rows)
-    t_map = dict(t_rows)
-    for key, row in s_map.items():
-        if key in at_p:
-            q_rows[key] = row
-    out = []
-    for key in sorted(set(s_map) | set(t_map), key=_sort_key):
-        if key in at_p:
-            continue
-        s, t = s_map.get(key), t_map.get(key)
-        key_dict = dict(zip(table.key, key))
-        if t is None:
-            out.append(Difference("missing", key_dict, source=dict(zip(names, s or ()))))
-        elif s is None:
-            out.append(Difference("extra", key_dict, target=dict(zip(names, t))))
-        elif s != t:
-            cols = tuple(n for n, a, b in zip(names, s, t) if a != b)
-            out.append(
-                Difference(
-                    "different",
-                    key_dict,
-                    cols,
-                    {c: s[names.index(c)] for c in cols},
-                    {c: t[names.index(c)] for c in cols},
-                )
-            )
-    return out
-
-
-def _sort_key(key: tuple) -> tuple:
-    return tuple((0, int(k), "") if k is not None and k.lstrip("-").isdigit() else (1, 0, k or "") for k in key)
-
-
-def _difference(
-    schema: TableSchema, table: TableConfig, key: tuple, expected: dict | None, actual: dict | None
-) -> Difference | None:
-    key_dict = dict(zip(table.key, key))
-    if expected is None and actual is None:
-        return None
-    if actual is None:
-        return Difference("missing", key_dict, source=expected)
-    if expected is None:
-        return Difference("extra", key_dict, target=actual)
-    cols = tuple(c for c in schema.names if expected[c] != actual[c])
-    if not cols:
-        return None
-    return Difference("different", key_dict, cols, {c: expected[c] for c in cols}, {c: actual[c] for c in cols})
-
-
-def _moved_on(source: Side, schema: TableSchema, table: TableConfig, differences: list[Difference]) -> list[Difference]:
-    """Window mode: target rows whose source row now has a cursor past the compared window changed after
-    its window was loaded; the next window brings them. Those are counted, not reported."""
-    suspects = [d for d in differences if d.kind == "extra"]
-    if not suspects:
-        return []
-    keys = [tuple(d.key[k] for k in table.key) for d in suspects]
-    now = source.values_by_key(keys, in_scope=False)
-    column = schema.column(table.cursor_column)
-    window = source.scope.resolved
-    assert window is not None  # only a window can leave rows its cursor says were loaded later
-    end = _window_bounds(column, window)[1]
-    return [
-        d
-        for d, key in zip(suspects, keys)
-        if now.get(key) is not None and _cursor_value(column, now[key][table.cursor_column]) > end
-    ]
-
-
-def _metrics(schema, table, metrics, s_aggr, t_aggr, q_changed, p_present, t_moved) -> list[MetricResult]:
-    out = []
-    names = schema.names
-    for i, (column, metric) in enumerate(metrics):
-
-        def total(aggr, i=i):
-            return sum((Decimal(str(v[2 + i])) for v in aggr.values() if v[2 + i] is not None), Decimal(0))
-
-        s, t = total(s_aggr), total(t_aggr)
-        idx = names.index(column)
-        s -= sum(_measure(metric, row[idx]) for row in q_changed.values())  # texts at Q out
-        t -= sum(_measure(metric, row[column]) for row in t_moved)  # target rows that moved past the window out
-        s += sum(_measure(metric, image[column]) for image in p_present.values())  # images at P in
-        expected = column_checks(table)[column][metric].get("equal_to")
-        ok = s == t and (expected is None or t == Decimal(str(expected)))
-        out.append(MetricResult(column, metric, _num(s), _num(t), None if expected is None else str(expected), ok))
-    return out
-
-
-def _measure(metric: str, value: Any) -> Decimal:
-    """One row's contribution to a column check."""
-    if metric == "sum":
-        return Decimal(str(value)) if value is not None else Decimal(0)
-    return Decimal(value is None)
-
-
-def _num(value: Decimal) -> str:
-    return format(value.normalize(), "f") if value == value.to_integral() else str(value)
 
 
 # ------------------------------------------------------------------ ledger and HTML
