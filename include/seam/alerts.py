@@ -13,7 +13,7 @@ import json
 import logging
 import urllib.request
 
-from seam.config import Pipeline
+from seam.core.pipeline import Pipeline
 
 log = logging.getLogger("seam.alerts")
 

@@ -18,7 +18,6 @@ import difflib
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
 
@@ -26,6 +25,20 @@ import yaml
 
 from seam import settlement as settlement_section
 from seam.core.errors import ConfigError
+from seam.core.pipeline import (
+    NUL_MAPPINGS,
+    SEMANTICS,
+    KafkaConfig,
+    LoadConfig,
+    MySQLSource,
+    Pipeline,
+    PostgresTarget,
+    RepairConfig,
+    Secret,
+    SparkConfig,
+    StreamConfig,
+    TableConfig,
+)
 
 
 def _checkout() -> Path | None:
@@ -44,189 +57,9 @@ def state_dir() -> Path:
     return Path(os.environ.get("SEAM_STATE_DIR") or (CHECKOUT or Path.cwd()) / ".seam").resolve()
 
 
-SEMANTICS = ("exactly-once", "at-least-once")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _IDENT = re.compile(r"^[^\x00/\\.]{1,64}$")  # MySQL allows nearly anything in quotes
-
-
-class Secret:
-    """A credential: usable through ``reveal()``, shown as ``***`` everywhere else."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str):
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('***')"
-
-    __str__ = lambda self: "***"  # noqa: E731
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
-
-
-@dataclass(frozen=True)
-class MySQLSource:
-    host: str
-    port: int
-    user: str
-    password: Secret
-    server_id: int = 5401
-    snapshot: str = "auto"  # how full loads and validation take a snapshot's position: see seam.source.snapshot
-
-    def pymysql_kwargs(self) -> dict[str, Any]:
-        return dict(host=self.host, port=self.port, user=self.user, password=self.password.reveal(), charset="utf8mb4")
-
-    @property
-    def jdbc_url(self) -> str:
-        # jdbc:mysql:// keeps Spark's MySQL dialect (backtick quoting) with the
-        # MariaDB driver; jdbc:mariadb:// makes Spark double-quote names.
-        return f"jdbc:mysql://{self.host}:{self.port}/"
-
-
-@dataclass(frozen=True)
-class KafkaConfig:
-    bootstrap: str
-    topic_prefix: str = "seam"
-    partitions: int = 1
-    # back-pressure: what the change reader may have published that the sink has not applied, per table
-    max_unapplied_events: int = 200_000
-    max_unapplied_bytes: int = 256 * 1024 * 1024
-    # the largest column value a row may carry (a LONGBLOB, a JSON document): messages, topics and consumers
-    # are sized for it (``seam.wire.topics.message_limit``)
-    max_value_bytes: int = 64 * 1024 * 1024
-
-
-# target.text_nul: what a NUL character in MySQL text or JSON becomes in PostgreSQL
-NUL_MAPPINGS = {"replace": "\ufffd", "strip": ""}
-
-
-@dataclass(frozen=True)
-class PostgresTarget:
-    host: str
-    port: int
-    database: str
-    user: str
-    password: Secret
-    state_schema: str = "seam"
-    # PostgreSQL text and jsonb cannot hold U+0000, which MySQL text can: what Seam writes instead
-    # (seam.apply.decode: mapped at the sink, and by validation on the source side, the same way)
-    text_nul: str = "replace"
-
-    @property
-    def nul_replacement(self) -> str:
-        """What a NUL in a text or JSON value becomes: U+FFFD (``replace``) or nothing (``strip``)."""
-        return NUL_MAPPINGS[self.text_nul]
-
-    def conninfo(self) -> dict[str, Any]:
-        return dict(
-            host=self.host, port=self.port, dbname=self.database, user=self.user, password=self.password.reveal()
-        )
-
-
-@dataclass(frozen=True)
-class StreamConfig:
-    """How the stream is supervised (seam.supervise): the lag that fails the supervisor (and alerts), and
-    where detached stream parts write their output (empty: ``$SEAM_STREAM_LOG_DIR``, else ~/.seam/logs)."""
-
-    max_lag_seconds: float = 300.0
-    log_dir: str = ""
-
-
-@dataclass(frozen=True)
-class SparkConfig:
-    master: str = "local[2]"
-    jdbc_jar: str = "/usr/share/java/mariadb-java-client.jar"
-    jdbc_driver: str = "org.mariadb.jdbc.Driver"
-    partitions: int = 4
-
-
-@dataclass(frozen=True)
-class TableConfig:
-    db: str
-    table: str
-    key: tuple[str, ...]  # empty: keyless table, the whole row identifies it
-    cursor: str | None = None
-    safety_delay_s: float = 30.0
-    semantics: str = "exactly-once"
-    soft_delete: str | None = None
-    incremental: bool = False  # kept current by windows (``sync: windows``), else by the stream
-    # validation checks as data: {"count": bool, "checksum": bool, "columns": {col: {"sum": {}, "null_count":
-    # {"equal_to": 0}}}}; a column check compares source and target, ``equal_to`` also pins the target's value
-    checks: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return f"{self.db}.{self.table}"
-
-    @property
-    def cursor_column(self) -> str:
-        """The cursor, for what needs one (windows, a validation scope): a clear error for a table without."""
-        if not self.cursor:
-            raise ConfigError(f"tables[{self.name}].cursor", "this table has no cursor: give it one (e.g. updated_at)")
-        return self.cursor
-
-    @property
-    def keyless(self) -> bool:
-        return not self.key
-
-    @property
-    def sync(self) -> str:
-        """How the target is kept current between full loads: ``stream`` (binlog) or ``windows``."""
-        return "windows" if self.incremental else "stream"
-
-
-@dataclass(frozen=True)
-class LoadConfig:
-    """Loads as the sink sees them: a batch none of whose rows arrived for ``abandon_after`` seconds belongs
-    to a load that is gone (killed with its whole process tree, its machine lost) and is abandoned."""
-
-    abandon_after: float = 900.0
-
-
-@dataclass(frozen=True)
-class RepairConfig:
-    """``seam repair`` (seam.repair): a repair that finds more differing rows than ``max_rows`` in a table
-    changes nothing and says to load the table in full."""
-
-    max_rows: int = 100_000
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    name: str
-    source: MySQLSource
-    kafka: KafkaConfig
-    target: PostgresTarget
-    spark: SparkConfig
-    tables: tuple[TableConfig, ...]
-    path: str = ""
-    notify: Mapping[str, Any] = field(default_factory=dict)
-    stream: StreamConfig = field(default_factory=StreamConfig)
-    load: LoadConfig = field(default_factory=LoadConfig)
-    repair: RepairConfig = field(default_factory=RepairConfig)
-    settlement: settlement_section.Settlement | None = None  # the nightly settlement, if the file has one
-
-    def table(self, ref: str) -> TableConfig:
-        """Find a table by ``db.table`` or by a table name unique in the pipeline."""
-        exact = [t for t in self.tables if t.name == ref]
-        if exact:
-            return exact[0]
-        by_name = [t for t in self.tables if t.table == ref]
-        if len(by_name) == 1:
-            return by_name[0]
-        known = ", ".join(t.name for t in self.tables)
-        if len(by_name) > 1:
-            raise ConfigError("tables", f"'{ref}' is ambiguous; use one of: {known}", self.path)
-        raise ConfigError("tables", f"no table '{ref}' in this pipeline; known tables: {known}", self.path)
 
 
 # ---------------------------------------------------------------- parsing ----

@@ -29,16 +29,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import pymysql
+
 from seam.apply.sink import Sink
-from seam.apply.target import connect_state
-from seam.config import Pipeline, TableConfig
 from seam.core.errors import ONE_LINE, SeamError
 from seam.core.identifiers import qi
+from seam.core.pipeline import Pipeline, TableConfig
 from seam.source.full_load import Resume, plan_from_json, prepare
 from seam.source.incremental import plan_window
 from seam.source.schema import reachable, read_foreign_keys
 from seam.spark import spark_job_script, spark_master, submit_conf
 from seam.state import ledger
+from seam.state.connection import connect_state
 from seam.state.ledger import batch_status, watermark
 from seam.state.positions import stored_offsets
 from seam.state.schema import held_by_another, lock, try_lock
@@ -156,7 +158,7 @@ def cascades_followed(pipeline: Pipeline, tables: list[TableConfig]) -> tuple[li
     """One line per foreign-key rule the stream will apply to a loaded table (or from one), so that a user
     sees which deletes and key updates reach which synced children; and the tables in the order to load
     them: a parent before the tables its cascades reach, so that a level below is loaded at a later
-    position than the level above (seam.source.cascades needs the level above to have applied the change); and
+    position than the level above (seam.apply.cascades needs the level above to have applied the change); and
     per table, the tables of the list its cascades reach (loaded again with it if its batch is rejected)."""
     keys = _cascading_keys(pipeline)
     loaded = {(t.db, t.table) for t in tables}
@@ -197,7 +199,6 @@ def cascades_followed(pipeline: Pipeline, tables: list[TableConfig]) -> tuple[li
 
 def _cascading_keys(pipeline: Pipeline) -> list:
     """The foreign keys whose rules the stream follows into the pipeline's streamed tables."""
-    import pymysql
 
     streamed = {(t.db, t.table) for t in pipeline.tables if t.sync == "stream"}
     conn = pymysql.connect(**pipeline.source.pymysql_kwargs())
@@ -214,7 +215,7 @@ def _cascading_keys(pipeline: Pipeline) -> list:
 def cascade_groups(pipeline: Pipeline, tables: list[TableConfig]) -> list[list[TableConfig]]:
     """The tables split into groups that can load independently (for example in parallel): a table that
     a cascade reaches through another table of the list (a middle level) loads in one ``full_load`` with
-    it, which orders them parents first (see seam.source.cascades). Other tables are groups of their own."""
+    it, which orders them parents first (see seam.apply.cascades). Other tables are groups of their own."""
     keys = _cascading_keys(pipeline)
     wanted = {(t.db, t.table): t for t in tables}
     middle = {fk.child for fk in keys if fk.child != fk.parent}

@@ -36,14 +36,14 @@ from dataclasses import asdict, dataclass, replace
 import psycopg
 import pymysql
 
-from seam.apply.target import connect_state
-from seam.config import Pipeline, TableConfig
 from seam.core.errors import DivergenceError, ValidationError
+from seam.core.pipeline import Pipeline, TableConfig
 from seam.loads import job_env, sink_running
 from seam.source.binlog import gtids_at
 from seam.source.gtid import gtids_enabled, server_identity
 from seam.source.schema import read_schema
 from seam.source.snapshot import open_snapshot, snapshot_opening
+from seam.state.connection import connect_state
 from seam.state.ledger import batch_status
 from seam.validate.at_position import changes_since, key_texts
 from seam.validate.side import Scope, Side

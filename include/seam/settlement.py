@@ -21,44 +21,15 @@ Delivery guarantee: none of its own; the loads and validations a settlement runs
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
 from seam.core.errors import ConfigError
+from seam.core.pipeline import DAYS, Settlement
 
-DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _KEYS = ("schedule", "timezone", "source_timezone", "business_days", "holidays", "tables")
-
-
-@dataclass(frozen=True)
-class Settlement:
-    schedule: str
-    timezone: str
-    source_timezone: str
-    business_days: tuple[int, ...]  # Monday 0
-    holidays: frozenset[dt.date]
-    tables: tuple[str, ...]
-
-    def settled_day(self, at: dt.datetime) -> dt.date:
-        """The last business day before ``at``'s date in the settlement time zone."""
-        day = at.astimezone(ZoneInfo(self.timezone)).date() - dt.timedelta(days=1)
-        while day.weekday() not in self.business_days or day in self.holidays:
-            day -= dt.timedelta(days=1)
-        return day
-
-    def window(self, day: dt.date) -> tuple[str, str]:
-        """(start, end] of ``day`` for the cursor: midnight to midnight in the settlement time zone, written
-        as naive timestamps in the source's time zone."""
-        zone, source = ZoneInfo(self.timezone), ZoneInfo(self.source_timezone)
-        start = dt.datetime.combine(day, dt.time(), zone)
-        end = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), zone)
-        return (_local(start, source), _local(end, source))
-
-    def day_end(self, day: dt.date) -> dt.datetime:
-        return dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), ZoneInfo(self.timezone))
 
 
 def parse(raw, path: str = "<pipeline>") -> Settlement | None:
@@ -121,7 +92,3 @@ def pipeline_name(path: str | Path) -> str:
     except (OSError, yaml.YAMLError):
         return "pipeline"
     return str(doc.get("name") or "pipeline") if isinstance(doc, dict) else "pipeline"
-
-
-def _local(moment: dt.datetime, zone) -> str:
-    return moment.astimezone(zone).replace(tzinfo=None).isoformat(sep=" ")

@@ -10,7 +10,7 @@ import re
 import sys
 from pathlib import Path
 
-from seam.config import Pipeline
+from seam.core.pipeline import Pipeline
 from seam.spark_classes import driver_java_options
 
 # a busy machine delays the executor's heartbeats: wait longer rather than log a timeout trace

@@ -25,11 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seam.apply.target import connect_state
-from seam.config import Pipeline, TableConfig
 from seam.core.errors import SeamError
+from seam.core.pipeline import Pipeline, TableConfig
 from seam.files import open_private, private_dir
 from seam.source.lag import stream_lag
+from seam.state.connection import connect_state
 from seam.state.parts import part_states, supervisor_ran
 from seam.state.positions import applied_source_time
 

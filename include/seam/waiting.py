@@ -18,13 +18,13 @@ from collections.abc import Callable
 
 import pymysql
 
-from seam.apply.target import connect_state
-from seam.config import Pipeline, TableConfig
+from seam.core.pipeline import Pipeline, TableConfig
+from seam.core.position import Position
 from seam.source.gtid import server_identity
 from seam.source.snapshot import source_head
+from seam.state.connection import connect_state
 from seam.state.parts import part_states
 from seam.state.positions import positions_of
-from seam.wire.records import Position
 
 WAIT_CAUGHT_UP, WAIT_TIMEOUT, WAIT_STOPPED = 0, 1, 3
 SAY_EVERY_S = 5.0

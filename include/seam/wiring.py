@@ -11,7 +11,7 @@ import datetime as dt
 import psycopg
 from psycopg import sql
 
-from seam.config import Pipeline
+from seam.core.pipeline import Pipeline
 from seam.spark import jdbc_options, quote_mysql, spark_session
 
 

@@ -13,8 +13,8 @@ import sys
 import psycopg
 import pytest
 
-from seam.apply.target import connect_state
 from seam.config import load_pipeline
+from seam.state.connection import connect_state
 from seam_dev import demo
 from tests.support.airflow import run_dag
 from tests.support.pipelines import pipeline_file, stream_once

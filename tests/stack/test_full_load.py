@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from seam.config import load_pipeline
+from seam.core.position import Position
 from seam.state import ledger
-from seam.wire.records import Position
 from seam_dev import demo
 from tests.support.compare import diff, replay_to_now, source_rows, target_rows
 

@@ -11,10 +11,11 @@ import pytest
 
 from seam.apply import SinkError
 from seam.apply.changes import StreamTable, merge_run
-from seam.apply.target import connect_target, create_table_sql
+from seam.apply.target import create_table_sql
 from seam.core.identifiers import qi
+from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
-from seam.wire.records import Position
+from seam.state.connection import connect_target
 
 pytestmark = pytest.mark.stack
 

@@ -8,10 +8,11 @@ import os
 import pymysql
 import pytest
 
+from seam.core.position import Position
 from seam.core.schema import SchemaError
 from seam.source.binlog import BinlogReader, Transaction
 from seam.source.schema import read_schema
-from seam.wire.records import Position, Record, key_of, normalize_row
+from seam.wire.records import Record, key_of, normalize_row
 from seam_dev import demo
 
 pytestmark = pytest.mark.stack

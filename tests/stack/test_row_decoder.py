@@ -19,10 +19,11 @@ from collections import Counter
 import pymysql
 import pytest
 
+from seam.core.position import Position
 from seam.source.binlog import BinlogReader, Transaction
 from seam.source.schema import read_schema
 from seam.wire.codecs import codec
-from seam.wire.records import Position, normalize_row
+from seam.wire.records import normalize_row
 from seam_dev import demo
 from tests.support.library_binlog import library_rows
 

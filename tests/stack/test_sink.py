@@ -14,9 +14,10 @@ import pytest
 from seam.apply.batch import Stager
 from seam.apply.sink import Sink
 from seam.config import parse_pipeline
+from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
 from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally, new_batch_id
-from seam.wire.records import Position, Record
+from seam.wire.records import Record
 from seam.wire.topics import Publisher, ensure_topics, table_topic
 
 pytestmark = pytest.mark.stack

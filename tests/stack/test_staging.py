@@ -13,10 +13,12 @@ import zlib
 import pytest
 
 from seam.apply.batch import Stager, Staging, stage_rows
-from seam.apply.target import connect_target, create_table_sql
+from seam.apply.target import create_table_sql
 from seam.core.identifiers import qi
+from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
-from seam.wire.records import Position, Record
+from seam.state.connection import connect_target
+from seam.wire.records import Record
 
 pytestmark = pytest.mark.stack
 

@@ -365,8 +365,8 @@ def test_messages_that_are_not_seams_are_quarantined_and_stop_only_their_table(r
     third is applied throughout; `seam quarantine skip` lets both go on, and every table equals the source."""
     from confluent_kafka import Producer
 
+    from seam.core.position import Position
     from seam.wire.boundary import CONTROL_HEADER, Heartbeat
-    from seam.wire.records import Position
     from seam.wire.topics import table_topic
 
     path, pipeline = _loaded(tmp_path_factory, f"quarantine{os.getpid()}")  # topics of its own: no earlier garbage

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from seam.apply import SinkError
-from seam.apply.target import connect_target
 from seam.apply.transaction import TargetTransaction
+from seam.state.connection import connect_target
 
 pytestmark = pytest.mark.stack
 

@@ -22,13 +22,13 @@ import pytest
 from seam.apply.target import normalize_target
 from seam.config import load_pipeline
 from seam.core.identifiers import qi, quote
+from seam.core.position import Position
 from seam.source.binlog import BinlogReader, Transaction
 from seam.source.full_load import _canonical_json_values
 from seam.source.schema import read_schema
 from seam.source.snapshot import canonical_json_columns, object_sql, source_head
 from seam.validate import canonical
 from seam.wire.codecs import codec, record_value
-from seam.wire.records import Position
 from seam_dev import demo
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file, stream_once

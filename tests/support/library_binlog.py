@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from seam.wire.records import Position
+from seam.core.position import Position
 
 
 def binlog_values(values: dict[str, Any], none_sources: dict[str, str] | None) -> dict[str, Any]:

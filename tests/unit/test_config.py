@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from seam.config import DEFAULT_PIPELINE, ConfigError, Secret, load_pipeline, parse_duration, parse_pipeline
+from seam.config import DEFAULT_PIPELINE, ConfigError, load_pipeline, parse_duration, parse_pipeline
+from seam.core.pipeline import Secret
 
 ENV = {"SEAM_MYSQL_PASSWORD": "s3cret-src", "SEAM_TARGET_PASSWORD": "s3cret-tgt"}
 

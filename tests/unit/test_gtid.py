@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from seam.core.position import Position
 from seam.source.gtid import GtidError, GtidSet
 from seam.wire.boundary import End, Heartbeat, Rebase, parse_control
-from seam.wire.records import Position, Record
+from seam.wire.records import Record
 
 U1 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 U2 = "4c9e3dfc-9d25-11e9-8d2e-0242ac1cfd7e"

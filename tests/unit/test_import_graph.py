@@ -1,6 +1,7 @@
 """The import graph of ``include/seam``, drawn from the code with ``ast``: the ground floor (``seam.core``)
-imports nothing else of Seam, and there is no import circle, neither among module-level imports nor closed by
-an import inside a function (``KNOWN_CIRCLES`` would list one that had to stay, as a debt)."""
+imports nothing else of Seam, every room imports only rooms on the floors below it (``FLOORS``, the one
+place the house's order is written), and there is no import circle, neither among module-level imports nor
+closed by an import inside a function (``KNOWN_CIRCLES`` would list one that had to stay, as a debt)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,24 @@ import ast
 from pathlib import Path
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
+
+# The floors, lowest first. A room (a package under seam, or a top-level module) imports its own modules and
+# rooms on lower floors, never a room beside it or above it: the sink (apply) never reads the source, the
+# source never applies, the state schema has one owner below both.
+FLOORS: list[set[str]] = [
+    {"core"},  # identifiers, table schema, positions, errors, the pipeline model
+    {"settlement"},  # the settlement section of a pipeline file
+    {"config"},  # reading a pipeline file
+    {"files", "spark_classes", "spark_daemon"},
+    {"alerts", "processes"},
+    {"wire"},  # records, codecs, BEGIN/END, topics
+    {"state"},  # the seam schema in the target, and the connection to it
+    {"source", "apply"},
+    {"validate", "spark", "load_output"},
+    {"loads", "supervise", "waiting", "wiring"},
+    {"repair"},
+    {"cli"},
+]
 
 # closed only through imports inside functions; each is a debt: remove it from here when it is gone
 KNOWN_CIRCLES: set[frozenset[str]] = set()
@@ -88,9 +107,33 @@ def _circles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
 def test_the_ground_floor_imports_nothing_above_it():
     top, every = _graph()
     core = {m for m in every if m == "seam.core" or m.startswith("seam.core.")}
-    assert {"seam.core.errors", "seam.core.identifiers", "seam.core.schema"} <= core
+    assert {
+        "seam.core.errors",
+        "seam.core.identifiers",
+        "seam.core.schema",
+        "seam.core.position",
+        "seam.core.pipeline",
+    } <= core
     above = {m: sorted(t for t in every[m] if t not in core) for m in core}
     assert all(not targets for targets in above.values()), above
+
+
+def _room(module: str) -> str:
+    return module.split(".")[1] if "." in module else module
+
+
+def test_every_room_imports_only_the_floors_below_it():
+    _, every = _graph()
+    floor = {room: level for level, rooms in enumerate(FLOORS) for room in rooms}
+    rooms = {_room(m) for m in every if m != "seam"}
+    assert rooms <= floor.keys(), f"a room with no floor: add it to FLOORS: {sorted(rooms - floor.keys())}"
+    upward = sorted(
+        (m, t)
+        for m, targets in every.items()
+        for t in targets
+        if _room(t) != _room(m) and floor[_room(t)] >= floor[_room(m)]
+    )
+    assert not upward, f"imports of a room beside or above: {upward}"
 
 
 def test_module_level_imports_have_no_circle():

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from seam.config import ConfigError, parse_pipeline
+from seam.core.position import Position
 from seam.source.snapshot import SnapshotError, snapshot_method, source_head
-from seam.wire.records import Position
 
 
 class SyntaxError_(Exception):

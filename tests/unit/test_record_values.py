@@ -49,7 +49,7 @@ def test_window_bounds_reach_sql_only_as_formatted_timestamps():
 def test_a_type_seam_cannot_map_names_the_column():
     import pytest
 
-    from seam.apply.target import TargetError
+    from seam.core.errors import TargetError
     from seam.wire.codecs import codec
 
     with pytest.raises(TargetError, match="column 'v' has MySQL type vector.*does not map"):

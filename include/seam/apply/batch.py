@@ -15,14 +15,17 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from zlib import crc32
 
 import msgspec
-from psycopg import postgres
+import psycopg
+from psycopg import adapt, postgres
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
@@ -125,8 +128,6 @@ def _codecs(staging: Staging):
 def _transformer():
     """psycopg's adaptation for COPY text without a connection: UTF-8 (the sink's connections use it), bytea
     in hex."""
-    import psycopg
-    from psycopg import adapt
 
     context = adapt.AdaptersMap(psycopg.adapters)
     context.register_dumper(bytes, _HexBytea)
@@ -186,8 +187,6 @@ class Stager:
 
 def _exit_with(parent: int) -> None:
     """A worker ends when the sink's process does, however it ended (SIGKILL included)."""
-    import threading
-    import time
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -198,8 +197,6 @@ def _exit_with(parent: int) -> None:
 
 
 def _result(future: Future) -> Staged:
-    from concurrent.futures.process import BrokenProcessPool
-
     try:
         return future.result()
     except BrokenProcessPool:

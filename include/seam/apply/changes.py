@@ -21,25 +21,25 @@ from typing import Any
 
 import msgspec
 import psycopg
+from psycopg import sql as pgsql
 
 from seam.alerts import alert
-from seam.apply import SinkError
+from seam.apply import SinkError, cascades
 from seam.apply.decode import SOURCE_ONLY, flagged, record_decoder, schema_from_begin
 from seam.apply.retry import LOCK_WAIT, LockWait, Retrier, first_line, transient
 from seam.apply.target import pg_type, row_converter, target_table
-from seam.config import Pipeline, TableConfig
 from seam.core.identifiers import qi
+from seam.core.pipeline import Pipeline, TableConfig
+from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
-from seam.source import cascades
 from seam.state import positions, quarantine
 from seam.wire.boundary import EXACT_MODES, Begin, Heartbeat, Rebase, SchemaChange, StreamStop
-from seam.wire.records import Position
 
 log = logging.getLogger("seam.sink")
 
 # what decoding a message that is not Seam's raises
 MALFORMED = (msgspec.DecodeError, KeyError, TypeError, ValueError, AttributeError)
-_CASCADE = object()  # the statement of a queued foreign-key cascade (seam.source.cascades applies it)
+_CASCADE = object()  # the statement of a queued foreign-key cascade (seam.apply.cascades applies it)
 GAP_AGAIN_S = 15.0  # a gap still there after this is reported again
 _RUN_TABLES = itertools.count(1)  # names each StreamTable's temporary table uniquely in the sink's session
 
@@ -299,7 +299,7 @@ class ChangeApplier:
 
     def _take_transaction(self, stream: StreamTable, commit: Position, docs: list) -> bool:
         """Queue a complete transaction if it is new and follows on; False if it must wait (a cascade it
-        carries needs the level above to have applied the same change: see seam.source.cascades)."""
+        carries needs the level above to have applied the same change: see seam.apply.cascades)."""
         if not commit.after(stream.applied) or not self._follows_on(stream, docs[-1].source.prev, commit):
             return True
         verdict = cascades.waits_for(self.conn, self.pipeline.target.state_schema, docs, commit)
@@ -594,8 +594,6 @@ class ChangeApplier:
             self.conn.execute(f"DELETE FROM {stream.target}")
 
     def _add_column(self, stream: StreamTable, schema: TableSchema, column: Column, default) -> None:
-        from psycopg import sql as pgsql
-
         ddl = f"ALTER TABLE {stream.target} ADD COLUMN {qi(column.name)} {pg_type(column, stream.postgis)}"
         if default is None:
             self.conn.execute(ddl)

@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import psycopg
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from seam.alerts import alert
 from seam.apply import SinkError
@@ -49,17 +50,13 @@ from seam.apply.decode import SparkRowMessage, schema_from_begin
 from seam.apply.merge import merge_window
 from seam.apply.retry import LOCK_WAIT, Retrier, connection_lost, first_line, transient
 from seam.apply.swap import check_end, patch_table, replace_table
-from seam.apply.target import (
-    connect_target,
-    create_table_sql,
-    ensure_postgis,
-    has_spatial,
-)
+from seam.apply.target import create_table_sql, ensure_postgis, has_spatial
 from seam.apply.transaction import TargetTransaction
-from seam.config import Pipeline, TableConfig
 from seam.core.identifiers import qi
+from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.schema import TableSchema
 from seam.state import ledger, positions
+from seam.state.connection import connect_target
 from seam.state.owners import holder_of, record_holder
 from seam.state.parts import part_beat
 from seam.state.positions import forget_cascades
@@ -205,7 +202,6 @@ class Sink:
     ) -> dict[str, str]:
         """Consume and apply until every batch in ``until_batches`` is final, idle for ``idle_exit`` s, stopped,
         or (``caught_up``) every topic is applied to its end."""
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
         ensure_topics(self.pipeline, list(self.tables))
         self.topic_ids = topic_ids(self.pipeline, list(self.tables))
@@ -343,7 +339,6 @@ class Sink:
 
     def _offset_lost(self, consumer, message) -> None:
         """The stored offset is past the log: the broker lost or recreated the topic."""
-        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
         topic = message.topic()
         log.warning(
@@ -360,7 +355,6 @@ class Sink:
         A broker that lost a topic (the embedded one keeps topics in memory) serves an empty log under the
         same name, and a stored offset past its end just waits for ever; the topic's id tells them apart.
         """
-        from confluent_kafka import OFFSET_BEGINNING
 
         with self.conn.transaction():
             rows = positions.stored_offsets(self.conn, self.schema, list(self.tables))

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from seam.apply.decode import arrow_rows
 from seam.apply.sink import Sink
-from seam.config import Pipeline, TableConfig, state_dir
+from seam.config import state_dir
+from seam.core.pipeline import Pipeline, TableConfig
 from seam.wire.kafka_source import SeamKafkaSource
 from seam.wire.topics import receive_limit
 

@@ -7,6 +7,7 @@ committed and stores its position, so readers see the old table until it commits
 from __future__ import annotations
 
 import psycopg
+from psycopg import sql as pgsql
 
 from seam.apply import SinkError
 from seam.apply.batch import OpenBatch
@@ -164,7 +165,6 @@ def _columns(conn, table_oid: int) -> list[tuple]:
 
 def _grants_and_comments(conn, table_oid: int, target: str, columns: tuple[str, ...]) -> list:
     """Statements that give a table replacing ``target`` the old table's grants and comments."""
-    from psycopg import sql as pgsql
 
     out = []
     for privilege, grantee, grantable in conn.execute(

@@ -15,15 +15,12 @@ Delivery guarantee: none (DDL and conversion only).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
+import msgspec
 import psycopg
 
-from seam.config import Pipeline
-from seam.core.errors import TargetError
 from seam.core.identifiers import qi
 from seam.core.schema import Column, TableSchema
-from seam.state.schema import ensure_state
 from seam.wire.codecs import Spatial, codec
 
 log = logging.getLogger("seam.target")
@@ -50,7 +47,6 @@ def ensure_postgis(conn) -> bool:
     """Whether the target can hold ``geometry`` columns: PostGIS is there, or is available and may be created
     (in a savepoint of the caller's transaction). Otherwise spatial columns land as ``bytea`` holding MySQL's
     stored value (SRID, then WKB); a table loaded that way keeps it until it is loaded again."""
-    import psycopg
 
     if conn.execute("SELECT to_regtype('geometry') IS NOT NULL").fetchone()[0]:
         return True
@@ -93,7 +89,6 @@ def create_table_sql(
 def row_converter(schema: TableSchema, postgis: bool = True):
     """A function from a decoded row image (``sink.record_decoder``) to a COPY tuple (BLOBs back to bytes,
     geometries to what their column takes)."""
-    import msgspec
 
     astuple = msgspec.structs.astuple
     converters = [(i, codec(c).to_copy(postgis)) for i, c in enumerate(schema.columns)]
@@ -114,31 +109,3 @@ def row_converter(schema: TableSchema, postgis: bool = True):
 def normalize_target(column: Column, value):
     """A value read back from PostgreSQL (psycopg) in the record's canonical form."""
     return None if value is None else codec(column).from_target(column, value)
-
-
-def scalar(conn, query: str, params: tuple | dict | None = None) -> Any:
-    """The first column of a query's first row, or None when it returns no row."""
-    row = conn.execute(query, params).fetchone()
-    return None if row is None else row[0]
-
-
-def connect_target(pipeline: Pipeline) -> psycopg.Connection:
-    t = pipeline.target
-    try:
-        # UTF-8 whatever the server's default: staging formats COPY text in it (seam.apply.batch)
-        return psycopg.connect(**t.conninfo(), connect_timeout=10, application_name="seam-sink", client_encoding="UTF8")
-    except psycopg.OperationalError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise TargetError(
-            f"target PostgreSQL at {t.host}:{t.port}/{t.database} is unreachable ({first}): "
-            "start it (`seam up postgres`) or fix the pipeline's target"
-        ) from None
-
-
-def connect_state(pipeline: Pipeline) -> psycopg.Connection:
-    """An autocommit connection to the target whose state schema exists (what every reader of it needs)."""
-    conn = connect_target(pipeline)
-    conn.autocommit = True
-
-    ensure_state(conn, pipeline.target.state_schema)
-    return conn

@@ -4,7 +4,8 @@ Delivery guarantee: none (argument handling)."""
 
 from __future__ import annotations
 
-from seam.config import Pipeline, load_pipeline
+from seam.config import load_pipeline
+from seam.core.pipeline import Pipeline
 
 
 def pipeline_of(args) -> Pipeline:

@@ -12,7 +12,6 @@ import time
 
 import pymysql
 
-from seam.apply.target import connect_state
 from seam.cli.common import pipeline_of
 from seam.core.errors import ConfigError, SeamError
 from seam.load_output import LoadOutput
@@ -20,6 +19,7 @@ from seam.loads import Runner, full_load, incremental_load
 from seam.processes import Processes
 from seam.repair import repair_table
 from seam.source.lag import stream_lag
+from seam.state.connection import connect_state
 from seam.state.parts import table_summary
 from seam.validate.side import Scope
 from seam.validate.validation import validate_tables

@@ -12,10 +12,10 @@ import sys
 import time
 import urllib.parse
 
-from seam.apply.target import connect_state
 from seam.cli.common import pipeline_of
 from seam.core.identifiers import qi
 from seam.processes import Processes
+from seam.state.connection import connect_state
 from seam.state.ledger import table_history
 from seam_dev import demo
 from seam_dev.airflow_api import AirflowClient

@@ -8,12 +8,12 @@ from __future__ import annotations
 import sys
 import time
 
-from seam.apply.target import connect_state, connect_target
 from seam.cli.common import pipeline_of
 from seam.cli.stream_parts import run_foreground, run_reader, run_sink
 from seam.processes import Processes
 from seam.source.chains import StreamError
 from seam.source.lag import stream_lag
+from seam.state.connection import connect_state, connect_target
 from seam.state.parts import part_states, supervisor_ran
 from seam.supervise import stop_part
 from seam.waiting import wait_for_stream

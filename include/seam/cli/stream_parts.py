@@ -19,10 +19,10 @@ from typing import Any
 import psycopg
 
 from seam.apply.sink import Sink
-from seam.apply.target import connect_state
 from seam.core.errors import ONE_LINE
 from seam.loads import job_env, spark_submit_command
 from seam.source.streaming import ChangeReader
+from seam.state.connection import connect_state
 from seam.state.owners import Owner
 from seam.state.parts import part_beat, part_failed, part_started, part_stopped
 

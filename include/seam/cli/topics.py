@@ -10,11 +10,11 @@ import signal
 import time
 
 from seam.apply.sink import Sink
-from seam.apply.target import connect_state
 from seam.cli.common import pipeline_of
 from seam.core.errors import ConfigError
 from seam.processes import Processes
 from seam.state import quarantine
+from seam.state.connection import connect_state
 from seam.wire.topics import list_topics, table_topic, tail
 
 

@@ -46,9 +46,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pymysql
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.event import (
+    GtidEvent,
+    HeartbeatLogEvent,
+    MariadbGtidEvent,
+    QueryEvent,
+    RotateEvent,
+    XAPrepareEvent,
+    XidEvent,
+)
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+from seam.core.position import Position
 from seam.source.gtid import GtidError, GtidSet, gtids_enabled, is_mariadb
 from seam.source.rows import Rows, Stream
-from seam.wire.records import Position
 
 
 @dataclass(frozen=True)
@@ -199,16 +212,6 @@ class BinlogReader:
         return db in self.schemas and (self.tables is None or (db, table) in self.tables)
 
     def _open(self, file: str, pos: int, blocking: bool, server_id: int | None = None):
-        from pymysqlreplication.event import (
-            GtidEvent,
-            HeartbeatLogEvent,
-            MariadbGtidEvent,
-            QueryEvent,
-            XAPrepareEvent,
-            XidEvent,
-        )
-        from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
-
         s = self.source
         extra: dict[str, Any] = {"slave_heartbeat": self.heartbeat_s} if self.heartbeat_s else {}
         if self.report_as:
@@ -264,7 +267,6 @@ class BinlogReader:
     def _prepared_before(self, xid: str) -> Transaction | None:
         """The rows of ``xid``, prepared before ``start`` and not resolved before it: searched file by file
         backwards from the start's file."""
-        import pymysql
 
         conn = pymysql.connect(**self.source.pymysql_kwargs())
         try:
@@ -290,15 +292,6 @@ class BinlogReader:
     def _grammar(
         self, stream, prepared: dict[str, Transaction], end: Position | None, executed: GtidSet | None = None
     ) -> Iterator:
-        from pymysqlreplication.event import (
-            GtidEvent,
-            HeartbeatLogEvent,
-            MariadbGtidEvent,
-            QueryEvent,
-            XAPrepareEvent,
-            XidEvent,
-        )
-
         open_: Transaction | None = None
         gtid = None
         rows_seen = 0
@@ -395,9 +388,6 @@ class BinlogReader:
 
 
 def _gtid_stream(source, **where):
-    from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, RotateEvent
-
     return BinLogStreamReader(
         connection_settings={
             "host": source.host,
@@ -414,7 +404,6 @@ def _gtid_stream(source, **where):
 
 def gtids_between(source, start: Position, end: Position) -> list[str]:
     """The GTIDs of the transactions logged in (start, end], in binlog order."""
-    from pymysqlreplication.event import RotateEvent
 
     stream = _gtid_stream(source, log_file=start.file, log_pos=start.pos, resume_stream=True)
     found = []
@@ -436,8 +425,6 @@ def locate(source, executed: GtidSet, mariadb: bool) -> Position:
     auto-positioning, as a replica would); one that lacks some of the set's transactions, or purged the
     binlog after them, refuses with its own message, raised as GtidError. Then every transaction logged
     after that position must be new to the set, else one position cannot stand for it (GtidError)."""
-    import pymysql
-    from pymysqlreplication.event import RotateEvent
 
     if not executed.flavour:
         raise GtidError("an empty GTID set has no position")
@@ -482,7 +469,6 @@ def replica_clash(conn, server_id: int, report_as: str) -> str | None:
     """The host another registered replica or reader with ``server_id`` reports, when it is not ``report_as``
     (this pipeline's own name: an earlier run of it, or its ghost after a kill, is replaced, not a clash).
     None when there is none, or when the account may not list replicas (the server then sorts it out)."""
-    import pymysql
 
     for statement in ("SHOW REPLICAS", "SHOW SLAVE HOSTS"):
         try:

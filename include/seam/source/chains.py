@@ -22,14 +22,15 @@ import time
 from dataclasses import dataclass, field, replace
 
 from seam.alerts import alert
-from seam.config import Pipeline, TableConfig
 from seam.core.errors import SourceError
+from seam.core.pipeline import Pipeline, TableConfig
+from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
 from seam.source.binlog import BinlogReader, Transaction
 from seam.source.stream_cascades import Cascades
 from seam.state.positions import followed_tables
 from seam.wire.boundary import CONTROL_HEADER, EXACT_MODES, Heartbeat, SchemaChange, StreamStop
-from seam.wire.records import Position, Record, key_of, normalize_row
+from seam.wire.records import Record, key_of, normalize_row
 from seam.wire.topics import Publisher, message_limit, table_topic
 
 log = logging.getLogger("seam.streaming")

@@ -37,7 +37,8 @@ from typing import Any, cast
 
 import pymysql
 
-from seam.config import Pipeline, TableConfig
+from seam.core.pipeline import Pipeline, TableConfig
+from seam.core.position import Position
 from seam.core.schema import SchemaError, TableSchema
 from seam.source.binlog import binlog_files, gtids_at, head_gtids
 from seam.source.gtid import gtids_enabled, server_identity
@@ -60,7 +61,7 @@ from seam.source.snapshot import (
     source_head,
 )
 from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, PartDone, Tally
-from seam.wire.records import Position, no_cyclic_gc, record_json
+from seam.wire.records import no_cyclic_gc, record_json
 from seam.wire.topics import Publisher, ensure_topics, table_topic
 
 CONTROL = [(CONTROL_HEADER, b"1")]

@@ -51,9 +51,9 @@ from dataclasses import asdict, dataclass
 
 import pymysql
 
-from seam.config import Pipeline, TableConfig
 from seam.core.errors import ConfigurationError
 from seam.core.identifiers import quote
+from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.schema import TableSchema
 from seam.source.full_load import publish_chunks
 from seam.source.schema import read_schema

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 
 import pymysql
 
-from seam.apply.target import connect_target
-from seam.config import Pipeline, TableConfig
+from seam.core.pipeline import Pipeline, TableConfig
+from seam.core.position import Position
 from seam.source.binlog import binlog_files
 from seam.source.gtid import server_identity
 from seam.source.snapshot import source_head
+from seam.state.connection import connect_target
 from seam.state.positions import lag_sample
 from seam.state.schema import ensure_state
-from seam.wire.records import Position
 
 
 @dataclass(frozen=True)

@@ -73,12 +73,13 @@ from typing import Any, cast
 
 from seam.core.errors import SourceError
 from seam.core.identifiers import quote
+from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
 from seam.source.binlog import BinlogReader, LostTransaction, Statement, Transaction
 from seam.source.ddl import ddl_effect
 from seam.source.schema import reachable, read_foreign_keys
 from seam.wire.codecs import Date, codec, zero_date_sql
-from seam.wire.records import Position, Record, key_of, normalize_row
+from seam.wire.records import Record, key_of, normalize_row
 
 _INTEGER_KEY = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 _SNAPSHOT_FILE = (

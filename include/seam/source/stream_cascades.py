@@ -2,7 +2,7 @@
 the binlog (ON DELETE / ON UPDATE CASCADE or SET NULL), published as ``x`` records at the parent's change.
 
 The rules are read from the source's foreign keys at the reader's first pass and again after DDL that may
-change them; the sink applies each level in the target (``seam.source.cascades``).
+change them; the sink applies each level in the target (``seam.apply.cascades``).
 
 Delivery guarantee: that of the reader (at-least-once into Kafka); a level that cannot be followed (a cycle
 through other tables, a parent value that cannot be read) stops its table, it is never skipped.

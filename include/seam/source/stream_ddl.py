@@ -14,6 +14,7 @@ import logging
 import re
 from dataclasses import asdict, replace
 
+from seam.core.position import Position
 from seam.core.schema import Column
 from seam.source.binlog import RolledBack, Statement
 from seam.source.chains import Chains, Followed, Rewind
@@ -21,7 +22,7 @@ from seam.source.ddl import ddl_effect, followed_columns, swapped_clauses
 from seam.source.schema import COLUMN_FIELDS, column_from_row
 from seam.source.stream_cascades import Cascades
 from seam.wire.boundary import SchemaChange
-from seam.wire.records import Position, normalize
+from seam.wire.records import normalize
 from seam.wire.topics import Publisher
 
 log = logging.getLogger("seam.streaming")

@@ -15,12 +15,12 @@ import logging
 from collections.abc import Callable
 
 from seam.alerts import alert
+from seam.core.position import Position
 from seam.source.binlog import binlog_files, gtids_at, locate
 from seam.source.chains import Chains, Followed, StreamError
 from seam.source.gtid import GtidError, GtidSet, gtids_enabled, is_mariadb
 from seam.state.positions import stop_stream
 from seam.wire.boundary import Rebase
-from seam.wire.records import Position
 from seam.wire.topics import Publisher
 
 log = logging.getLogger("seam.streaming")

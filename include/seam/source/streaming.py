@@ -63,8 +63,8 @@ from collections.abc import Callable
 
 import pymysql
 
-from seam.apply.target import connect_state, connect_target, scalar
-from seam.config import Pipeline, TableConfig
+from seam.core.pipeline import Pipeline, TableConfig
+from seam.core.position import Position
 from seam.source.binlog import (
     SAME_SERVER_ID,
     BinlogReader,
@@ -80,8 +80,8 @@ from seam.source.gtid import server_identity
 from seam.source.stream_cascades import Cascades
 from seam.source.stream_ddl import follow_rollback, follow_statement
 from seam.source.stream_servers import clash, gtids_at_start, lose_position, rebase, stop_purged
+from seam.state.connection import connect_state, connect_target, scalar
 from seam.state.parts import part_beat, part_failed, part_started, part_stopped
-from seam.wire.records import Position
 from seam.wire.topics import Publisher, ensure_topics, table_topic, topic_ids
 
 log = logging.getLogger("seam.streaming")

@@ -22,10 +22,10 @@ import threading
 
 import psycopg
 
-from seam.apply.target import connect_state
-from seam.config import Pipeline
 from seam.core.errors import SeamError
 from seam.core.identifiers import qi
+from seam.core.pipeline import Pipeline
+from seam.state.connection import connect_state
 from seam.state.schema import try_lock
 
 log = logging.getLogger("seam.owners")

@@ -15,8 +15,8 @@ import json
 from typing import Any
 
 from seam.core.identifiers import qi
+from seam.core.position import Position
 from seam.state.ledger import any_open
-from seam.wire.records import Position
 
 
 def applied_position(conn, schema: str, db: str, table: str) -> Position | None:

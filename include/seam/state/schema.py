@@ -68,7 +68,7 @@ def migrations(schema: str) -> list[tuple[int, list[str]]]:
                 f"""CREATE TABLE IF NOT EXISTS {s}.held_changes (
             topic text NOT NULL, seq bigint NOT NULL, value bytea NOT NULL, PRIMARY KEY (topic, seq))""",
                 # the rows a foreign-key cascade changed in a table at a source position, for the levels below it
-                # (seam.source.cascades); a record with no rows says the cascade was applied and changed nothing
+                # (seam.apply.cascades); a record with no rows says the cascade was applied and changed nothing
                 f"""CREATE TABLE IF NOT EXISTS {s}.cascade_rows (
             db text NOT NULL, tbl text NOT NULL, file text NOT NULL, file_no integer NOT NULL, pos bigint NOT NULL,
             row_index integer NOT NULL, rows jsonb NOT NULL)""",

@@ -11,14 +11,15 @@ from __future__ import annotations
 import struct
 from typing import Any, cast
 
-from seam.config import Pipeline, TableConfig
 from seam.core.errors import ValidationError
+from seam.core.pipeline import Pipeline, TableConfig
+from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
 from seam.source.binlog import BinlogReader, LostTransaction, Transaction, binlog_files
 from seam.source.incremental import Window
 from seam.validate.side import INTEGER, Scope
 from seam.wire.codecs import codec
-from seam.wire.records import Position, normalize_row
+from seam.wire.records import normalize_row
 
 
 def changes_since(

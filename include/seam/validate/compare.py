@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from seam.config import TableConfig
+from seam.core.pipeline import TableConfig
 from seam.core.schema import TableSchema
 from seam.validate.at_position import cursor_value, images_at, in_scope, window_bounds
 from seam.validate.report import BucketResult, Difference, MetricResult, Report

@@ -12,7 +12,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from seam.wire.records import Position
+from seam.core.position import Position
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from seam.apply.target import normalize_target
-from seam.config import TableConfig
 from seam.core.identifiers import qi, quote
+from seam.core.pipeline import TableConfig
 from seam.core.schema import TableSchema
 from seam.source.incremental import Window, check_time_bounds, window_condition
 from seam.validate import canonical

@@ -55,10 +55,11 @@ import psycopg
 import pymysql
 
 from seam.apply.retry import first_line, transient
-from seam.apply.target import scalar
-from seam.config import Pipeline, TableConfig, state_dir
+from seam.config import state_dir
 from seam.core.errors import ValidationError
 from seam.core.identifiers import qi
+from seam.core.pipeline import Pipeline, TableConfig
+from seam.core.position import Position
 from seam.core.schema import SchemaError, TableSchema
 from seam.files import private_dir, write_private
 from seam.source.binlog import binlog_files
@@ -73,6 +74,7 @@ from seam.source.incremental import (
 from seam.source.lag import table_events_between
 from seam.source.schema import read_schema
 from seam.source.snapshot import SnapshotError, open_snapshot, snapshot_opening, source_head
+from seam.state.connection import scalar
 from seam.state.ledger import committed_tables, last_committed, record_validation, watermark
 from seam.state.positions import validation_point
 from seam.state.schema import ensure_state, schema_version, xact_lock
@@ -81,7 +83,6 @@ from seam.validate.at_position import changes_since
 from seam.validate.compare import column_checks, compare
 from seam.validate.report import Report
 from seam.validate.side import INTEGER, WHOLE_TABLE, Scope, Side
-from seam.wire.records import Position
 
 _NUMERIC = INTEGER | {"decimal", "year", "bit"}
 

@@ -41,7 +41,8 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from seam.wire.records import FORMAT_VERSION, Position
+from seam.core.position import Position
+from seam.wire.records import FORMAT_VERSION
 
 MODES = ("full", "incremental", "repair")
 # a committed batch of these modes leaves the whole table exact at its END's position: the stream goes on from it

@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import time
 
+from confluent_kafka import Consumer, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 
 POLL = 5000  # messages asked of the consumer at a time
@@ -50,9 +52,6 @@ class _TopicReader(SimpleDataSourceStreamReader):
         self._kafka = None
 
     def _ids(self) -> dict[str, str] | None:
-        from confluent_kafka import KafkaException, TopicCollection
-        from confluent_kafka.admin import AdminClient
-
         if self._admin is None:
             self._admin = AdminClient({"bootstrap.servers": self.bootstrap})
         try:
@@ -92,7 +91,6 @@ class _TopicReader(SimpleDataSourceStreamReader):
     def _consumer(self):
         """One long-lived consumer (clients created and destroyed per micro-batch once cost the runner its
         socket to the JVM)."""
-        from confluent_kafka import Consumer
 
         if self._kafka is None:
             self._kafka = Consumer(
@@ -107,8 +105,6 @@ class _TopicReader(SimpleDataSourceStreamReader):
         return self._kafka
 
     def _consume(self, start: dict, end: dict | None):
-        from confluent_kafka import TopicPartition
-
         consumer = self._consumer()
         rows: list = []
         reached = {t: list(v) for t, v in start.items()}

@@ -51,7 +51,6 @@ are what the sinks use to apply each change exactly once.
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import json
 import threading
@@ -61,47 +60,12 @@ from typing import Any
 
 import msgspec
 
+from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
 from seam.wire.codecs import codec, record_value
 
 FORMAT_VERSION = 1
 OPS = ("r", "c", "u", "d", "x")  # x: a foreign-key cascade (``cascade``), change events only
-THROUGH = 2**31 - 1  # row index meaning "every row of the event"
-
-
-@functools.total_ordering
-@dataclass(frozen=True)
-class Position:
-    """A point in the source's binlog, totally ordered per server: (file, pos, row).
-
-    ``pos`` is where the event ENDS (python-mysql-replication's ``log_pos``, and
-    what MariaDB's BINLOG_SNAPSHOT_POSITION reports for a snapshot). ``row`` is
-    the index of a row within its event (one event carries many rows), so every
-    change has its own position; a snapshot's position uses ``THROUGH``.
-    """
-
-    file: str
-    pos: int
-    row: int = 0
-
-    @property
-    def sort_key(self) -> tuple[int, int, int]:
-        return (int(self.file.rsplit(".", 1)[-1]), self.pos, self.row)
-
-    def __lt__(self, other: Position) -> bool:  # by binlog file number, not by name
-        return self.sort_key < other.sort_key
-
-    @classmethod
-    def through(cls, file: str, pos: int) -> Position:
-        """Everything up to and including the binlog event that ends at ``pos``: a snapshot's position."""
-        return cls(file, pos, THROUGH)
-
-    def after(self, other: Position) -> bool:
-        """True if this event position is not covered by ``other`` (compares events, not rows)."""
-        return self.sort_key[:2] > other.sort_key[:2]
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.pos}" if self.row == THROUGH else f"{self.file}:{self.pos}#{self.row}"
 
 
 @dataclass(frozen=True)

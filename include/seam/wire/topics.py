@@ -18,8 +18,11 @@ import time
 from typing import Any
 from zlib import crc32  # boundary.message_hash, inlined in the hot loop
 
-from seam.config import Pipeline, TableConfig
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
 from seam.core.errors import BrokerError
+from seam.core.pipeline import Pipeline, TableConfig
 
 # librdkafka's own log lines go through Python logging (quiet unless a command turns logging on)
 _KAFKA_LOG = logging.getLogger("seam.kafka")
@@ -91,8 +94,6 @@ def _admin_config(pipeline: Pipeline) -> dict[str, Any]:
 
 def _broker_topics(pipeline: Pipeline, timeout: float):
     """An admin client and the broker's topics (name -> metadata); a clear error if the broker is down."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
 
     admin = AdminClient(_admin_config(pipeline))
     try:
@@ -106,8 +107,6 @@ def _broker_topics(pipeline: Pipeline, timeout: float):
 
 def ensure_topics(pipeline: Pipeline, topics: list[str], timeout: float = 15.0) -> None:
     """Create missing topics with the pipeline's partition count; a clear error if the broker is down."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import NewTopic
 
     admin, existing = _broker_topics(pipeline, timeout)
     missing = [t for t in topics if t not in existing]
@@ -127,8 +126,6 @@ def ensure_topics(pipeline: Pipeline, topics: list[str], timeout: float = 15.0) 
 
 def topic_ids(pipeline: Pipeline, topics: list[str], timeout: float = 15.0) -> dict[str, str]:
     """Each topic's id: a topic deleted and created again under the same name gets a new one."""
-    from confluent_kafka import TopicCollection
-    from confluent_kafka.admin import AdminClient
 
     admin = AdminClient(_admin_config(pipeline))
     futures = admin.describe_topics(TopicCollection(topics), request_timeout=timeout)
@@ -139,8 +136,6 @@ class Publisher:
     """A producer that waits for queue space and fails loudly on any undelivered message."""
 
     def __init__(self, pipeline: Pipeline, give_up_after_s: float = 120):
-        from confluent_kafka import Producer
-
         self.errors: list[str] = []
         self.fatal: str | None = None
         self.sent = 0
@@ -181,7 +176,6 @@ class Publisher:
         """``send`` for many messages without headers, in one call; returns the sum of their CRC-32s
         (``boundary.Tally``). A message the full queue refused is sent again after the ones behind it: only
         for messages whose order does not matter (snapshot rows of one chunk)."""
-        from confluent_kafka import KafkaError
 
         messages: list[dict[str, Any]] = [{"value": v, "key": k} for v, k in zip(values, keys)]
         while messages:
@@ -242,7 +236,6 @@ def list_topics(pipeline: Pipeline, timeout: float = 15.0) -> list[tuple[str, in
 def tail(pipeline: Pipeline, topic: str, last: int, follow: bool, should_stop=lambda: False):
     """Yield (offset, key, is_control, value) of the last ``last`` messages of partition 0, then, with
     ``follow``, new ones as they come. No consumer group is joined and nothing is committed."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     if topic not in dict(list_topics(pipeline)):
         raise BrokerError(f"no topic {topic} on {pipeline.kafka.bootstrap}: `seam kafka topics` lists them")

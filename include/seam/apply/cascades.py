@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from seam.apply.target import pg_type
 from seam.core.errors import SourceError
 from seam.core.identifiers import qi
+from seam.core.position import Position
 from seam.state.positions import record_cascade, recorded_cascade, table_state
-from seam.wire.records import Position
 
 INNODB_MAX_DEPTH = 15
 _ACTIONS = {"delete", "set_null", "update"}
