@@ -8,8 +8,9 @@ events other than rows; it takes over two kinds of events:
 - TABLE_MAP: the library parses a table map the first time its bytes are seen; a map seen before (the same
   table, the same definition) is looked up by its bytes. A table the reader does not watch is not parsed.
 - WRITE/UPDATE/DELETE_ROWS (v1 and v2): ``Rows``, whose ``images()`` decodes with per-column readers chosen
-  once per table map (``Decoder``). Values are the library's (an empty SET as "", not its None), except a
-  negative TIME with a fraction, which the library misreads and MySQL's own layout reads right.
+  once per table map (``Decoder``; the readers are ``seam.source.row_values``). Values are the library's (an
+  empty SET as "", not its None), except a negative TIME with a fraction, which the library misreads and
+  MySQL's own layout reads right.
   ``tests/stack/test_row_decoder.py`` compares the two on every type family, and both with the source.
 
 A row event Seam cannot decode exactly raises in ``images()``; the binlog reader then stops that table
@@ -21,9 +22,6 @@ Delivery guarantee: none of its own (decoding only); nothing is dropped without 
 
 from __future__ import annotations
 
-import codecs
-import datetime
-import decimal
 import functools
 import struct
 from collections.abc import Callable
@@ -31,16 +29,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import pymysql
-from pymysql.charset import charset_by_name
 from pymysql.connections import MAX_PACKET_LEN, MysqlPacket
 from pymysql.constants import CR
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.binlogstream import MYSQL_EXPECTED_ERROR_CODES
-from pymysqlreplication.constants import FIELD_TYPE
-from pymysqlreplication.json_binary import parse_json
 from pymysqlreplication.packet import BinLogPacketWrapper
 
 from seam.core.errors import SourceError
+from seam.source.row_values import Reader, value_reader
 
 TABLE_MAP = 0x13
 ROTATE, FORMAT_DESCRIPTION = 0x04, 0x0F
@@ -67,306 +63,6 @@ class PartialRowImage(SourceError, ValueError):
 
 class UnreadableBinlog(SourceError):
     """The binlog holds events no reader here can decode: the reader stops (it never skips them)."""
-
-
-# ------------------------------------------------------------------ values ----
-
-Reader = Callable[[bytes, int], tuple[Any, int]]
-
-
-def _fixed(fmt: str) -> Reader:
-    s = struct.Struct(fmt)
-    unpack, size = s.unpack_from, s.size
-
-    def read(data: bytes, pos: int):
-        return unpack(data, pos)[0], pos + size
-
-    return read
-
-
-def _int24(signed: bool) -> Reader:
-    def read(data: bytes, pos: int):
-        return int.from_bytes(data[pos : pos + 3], "little", signed=signed), pos + 3
-
-    return read
-
-
-def _uint(data: bytes, pos: int, size: int) -> int:
-    return int.from_bytes(data[pos : pos + size], "little")
-
-
-def _be_signed(data: bytes, pos: int, size: int) -> int:
-    """python-mysql-replication's ``read_int_be_by_size``: signed, except its 5-byte read."""
-    if size == 5:
-        return int.from_bytes(data[pos : pos + 5], "big")
-    return int.from_bytes(data[pos : pos + size], "big", signed=True)
-
-
-def _text(column, length_size: int) -> Reader:
-    encoding = "utf-8"
-    if column.character_set_name is not None:
-        found = charset_by_name(column.character_set_name)
-        encoding = found.encoding if found else column.character_set_name
-        try:
-            codecs.lookup(encoding)
-        except LookupError:  # Python cannot decode it (e.g. swe7): the library hands over the bytes
-            encoding = ""
-
-    def read(data: bytes, pos: int):
-        length = _uint(data, pos, length_size)
-        pos += length_size
-        raw = data[pos : pos + length]
-        # an empty value of a charset Python lacks (binary) is '', as the library's decode gives it
-        return (raw.decode(encoding) if encoding else raw or ""), pos + length
-
-    return read
-
-
-def _bytes(length_size: int) -> Reader:
-    def read(data: bytes, pos: int):
-        length = _uint(data, pos, length_size)
-        pos += length_size
-        return data[pos : pos + length], pos + length
-
-    return read
-
-
-_DIGITS = [0, 1, 1, 2, 2, 3, 3, 4, 4, 4]
-
-
-def _new_decimal(column) -> Reader:
-    integral = column.precision - column.decimals
-    whole_int, whole_frac = integral // 9, column.decimals // 9
-    part_int, part_frac = integral - whole_int * 9, column.decimals - whole_frac * 9
-    head, tail = _DIGITS[part_int], _DIGITS[part_frac]
-    size = head + whole_int * 4 + whole_frac * 4 + tail
-
-    def read(data: bytes, pos: int):
-        raw = bytearray(data[pos : pos + size])
-        if raw[0] & 0x80:
-            text, mask = "", 0
-        else:
-            text, mask = "-", -1
-        raw[0] ^= 0x80
-        at = 0
-        if head:
-            text += str(int.from_bytes(raw[:head], "big", signed=True) ^ mask)
-            at = head
-        for _ in range(whole_int):
-            text += f"{int.from_bytes(raw[at : at + 4], 'big', signed=True) ^ mask:09d}"
-            at += 4
-        text += "."
-        for _ in range(whole_frac):
-            text += f"{int.from_bytes(raw[at : at + 4], 'big', signed=True) ^ mask:09d}"
-            at += 4
-        if tail:
-            text += f"{int.from_bytes(raw[at : at + tail], 'big', signed=True) ^ mask:0{part_frac}d}"
-        return decimal.Decimal(text), pos + size
-
-    return read
-
-
-def _fsp_size(fsp: int) -> int:
-    return (fsp + 1) // 2
-
-
-def _micro(data: bytes, pos: int, fsp: int) -> int:
-    size = _fsp_size(fsp)
-    if not size:
-        return 0
-    value = _be_signed(data, pos, size)
-    if fsp % 2:
-        value = int(value / 10)
-    return value * 10 ** (6 - fsp)
-
-
-def _datetime2(column) -> Reader:
-    fsp = column.fsp
-    size = 5 + _fsp_size(fsp)
-
-    def read(data: bytes, pos: int):
-        v = int.from_bytes(data[pos : pos + 5], "big")
-        year_month = (v >> 22) & 0x1FFFF
-        try:
-            t = datetime.datetime(
-                year_month // 13, year_month % 13, (v >> 17) & 0x1F, (v >> 12) & 0x1F, (v >> 6) & 0x3F, v & 0x3F
-            )
-        except ValueError:  # a zero or partly zero date
-            return None, pos + size
-        micro = _micro(data, pos + 5, fsp)
-        return (t.replace(microsecond=micro) if micro > 0 else t), pos + size
-
-    return read
-
-
-def _time2(column) -> Reader:
-    """MySQL's TIME2 (``my_time_packed_from_binary``): a negative time with a fraction stores the fraction's
-    complement and borrows a second. python-mysql-replication reads it as stored (-00:00:01.25 as -00:00:01.75)."""
-    fsp = column.fsp
-    frac_size = _fsp_size(fsp)
-
-    def read(data: bytes, pos: int):
-        whole = int.from_bytes(data[pos : pos + 3], "big") - 0x800000
-        if frac_size == 3:
-            packed = int.from_bytes(data[pos : pos + 6], "big") - 0x800000000000
-        else:
-            frac = int.from_bytes(data[pos + 3 : pos + 3 + frac_size], "big")
-            if whole < 0 and frac:
-                whole, frac = whole + 1, frac - (1 << (8 * frac_size))
-            packed = (whole << 24) + frac * (10000 if frac_size == 1 else 100)
-        magnitude = abs(packed)
-        hms = magnitude >> 24
-        t = datetime.timedelta(
-            hours=(hms >> 12) % 1024, minutes=(hms >> 6) % 64, seconds=hms % 64, microseconds=magnitude % (1 << 24)
-        )
-        return (-t if packed < 0 else t), pos + 3 + frac_size
-
-    return read
-
-
-def _timestamp2(column) -> Reader:
-    fsp = column.fsp
-    size = 4 + _fsp_size(fsp)
-
-    def read(data: bytes, pos: int):
-        t = datetime.datetime.utcfromtimestamp(int.from_bytes(data[pos : pos + 4], "big", signed=True))
-        micro = _micro(data, pos + 4, fsp)
-        return (t.replace(microsecond=micro) if micro > 0 else t), pos + size
-
-    return read
-
-
-def _date(data: bytes, pos: int):
-    v = _uint(data, pos, 3)
-    year, month, day = (v >> 9) & 0x7FFF, (v >> 5) & 0xF, v & 0x1F
-    if not (year and month and day):
-        return None, pos + 3
-    return datetime.date(year, month, day), pos + 3
-
-
-def _datetime(data: bytes, pos: int):
-    value = _uint(data, pos, 8)
-    if value == 0:
-        return None, pos + 8
-    date, time = value / 1000000, int(value % 1000000)
-    year, month, day = int(date / 10000), int((date % 10000) / 100), int(date % 100)
-    if not (year and month and day):
-        return None, pos + 8
-    t = datetime.datetime(year, month, day, int(time / 10000), int((time % 10000) / 100), int(time % 100))
-    return t, pos + 8
-
-
-def _time(data: bytes, pos: int):
-    v = _uint(data, pos, 3)
-    return datetime.timedelta(hours=int(v / 10000), minutes=int((v % 10000) / 100), seconds=int(v % 100)), pos + 3
-
-
-def _timestamp(data: bytes, pos: int):
-    return datetime.datetime.utcfromtimestamp(_uint(data, pos, 4)), pos + 4
-
-
-def _year(data: bytes, pos: int):
-    return data[pos] + 1900, pos + 1
-
-
-def _enum(column) -> Reader:
-    size, members = column.size, column.enum_values
-
-    def read(data: bytes, pos: int):
-        return (members[_uint(data, pos, size)] if members else None), pos + size
-
-    return read
-
-
-def _set(column) -> Reader:
-    size, members = column.size, column.set_values or []
-
-    def read(data: bytes, pos: int):
-        mask = _uint(data, pos, size)
-        chosen = {m for i, m in enumerate(members) if mask & (1 << i)}
-        return (chosen or ""), pos + size  # the empty set is "", apart from NULL
-
-    return read
-
-
-def _bit(column) -> Reader:
-    nbytes, bits = column.bytes, column.bits
-
-    def read(data: bytes, pos: int):
-        out = []
-        for i in range(nbytes):
-            byte = data[pos + i]
-            if i == 0:
-                end = bits if nbytes == 1 else (bits % 8 or 8)
-            else:
-                end = 8
-            out.append("".join("1" if byte & (1 << b) else "0" for b in range(end))[::-1])
-        return "".join(out), pos + nbytes
-
-    return read
-
-
-def _json(length_size: int) -> Reader:
-    def read(data: bytes, pos: int):
-        length = _uint(data, pos, length_size)
-        pos += length_size
-        if length == 0:
-            return None, pos
-        return parse_json(data[pos], data[pos + 1 : pos + length]), pos + length
-
-    return read
-
-
-def value_reader(column) -> Reader:
-    """How one column's values are read from a row image: chosen once per table map."""
-    t, unsigned = column.type, column.unsigned
-    if t == FIELD_TYPE.TINY:
-        return _fixed("<B" if unsigned else "<b")
-    if t == FIELD_TYPE.SHORT:
-        return _fixed("<H" if unsigned else "<h")
-    if t == FIELD_TYPE.LONG:
-        return _fixed("<I" if unsigned else "<i")
-    if t == FIELD_TYPE.INT24:
-        return _int24(not unsigned)
-    if t == FIELD_TYPE.LONGLONG:
-        return _fixed("<Q" if unsigned else "<q")
-    if t == FIELD_TYPE.FLOAT:
-        return _fixed("<f")
-    if t == FIELD_TYPE.DOUBLE:
-        return _fixed("<d")
-    if t in (FIELD_TYPE.VARCHAR, FIELD_TYPE.STRING):
-        return _text(column, 2 if column.max_length > 255 else 1)
-    if t == FIELD_TYPE.BLOB:
-        return _text(column, column.length_size)
-    if t == FIELD_TYPE.NEWDECIMAL:
-        return _new_decimal(column)
-    if t == FIELD_TYPE.DATETIME2:
-        return _datetime2(column)
-    if t == FIELD_TYPE.TIME2:
-        return _time2(column)
-    if t == FIELD_TYPE.TIMESTAMP2:
-        return _timestamp2(column)
-    if t == FIELD_TYPE.DATE:
-        return _date
-    if t == FIELD_TYPE.DATETIME:
-        return _datetime
-    if t == FIELD_TYPE.TIME:
-        return _time
-    if t == FIELD_TYPE.TIMESTAMP:
-        return _timestamp
-    if t == FIELD_TYPE.YEAR:
-        return _year
-    if t == FIELD_TYPE.ENUM:
-        return _enum(column)
-    if t == FIELD_TYPE.SET:
-        return _set(column)
-    if t == FIELD_TYPE.BIT:
-        return _bit(column)
-    if t == FIELD_TYPE.GEOMETRY:
-        return _bytes(column.length_size)
-    if t == FIELD_TYPE.JSON:
-        return _json(column.length_size)
-    raise NotImplementedError(f"Unknown MySQL column type: {t}")
 
 
 # ------------------------------------------------------------------ rows ----
