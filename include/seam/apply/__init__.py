@@ -3,9 +3,11 @@
 - ``sink``: the ``Sink`` (routes each message of a table topic to its role, and runs in the Kafka loop or
   in Spark's ``foreachBatch``); every message group it applies commits with the Kafka offsets and source
   positions it moves.
-- ``batch``: an open batch between its BEGIN and END; ``swap``: END's check and the atomic replace of a full
+- ``lifecycle``: each topic's open batch from BEGIN to END; ``batch``: its staging (records into COPY text
+  on every core); ``swap``: END's check and the atomic replace of a full
   load; ``merge``: an incremental window merged by key, and its watermark.
-- ``changes``: a streamed table's change events (the ``prev`` chain, held transactions, schema changes).
+- ``changes``: a streamed table's change events (the ``prev`` chain, held transactions, schema changes);
+  ``cascades``: foreign-key cascades applied level by level.
 - ``decode``: records into per-schema structs.
 - ``transaction``: the unit of commit: data, offsets and positions in one transaction; what the sink holds in
   memory is trusted only while its transactions commit.

@@ -1,8 +1,8 @@
 """The PostgreSQL sink: applies table topics to the target, batch by batch.
 
-Its size: the router, its two runners (the Kafka loop, Spark's ``foreachBatch``) and a batch's lifecycle
-(BEGIN, staging, END) share the sink's open batches and offsets; the roles with their own state are ``swap``,
-``merge`` and ``changes``.
+This module is the router and its two runners (the Kafka loop, Spark's ``foreachBatch``) with the offsets;
+a batch's lifecycle (BEGIN, staging, END) is ``seam.apply.lifecycle``, the other roles ``swap``, ``merge``
+and ``changes``.
 
 How a full-load batch becomes visible, atomically:
 
@@ -32,36 +32,31 @@ until the END transaction commits, then the whole new batch.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from seam.alerts import alert
 from seam.apply import SinkError
-from seam.apply.batch import OpenBatch, Staged, Stager, Staging
+from seam.apply.batch import Stager
 from seam.apply.changes import MALFORMED, ChangeApplier
-from seam.apply.decode import SparkRowMessage, schema_from_begin
-from seam.apply.merge import merge_window
+from seam.apply.decode import SparkRowMessage
+from seam.apply.lifecycle import BatchLifecycle
 from seam.apply.retry import LOCK_WAIT, Retrier, connection_lost, first_line, transient
-from seam.apply.swap import check_end, patch_table, replace_table
-from seam.apply.target import create_table_sql, ensure_postgis, has_spatial
 from seam.apply.transaction import TargetTransaction
-from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline, TableConfig
-from seam.core.schema import TableSchema
 from seam.state import ledger, positions
 from seam.state.connection import connect_target
 from seam.state.owners import holder_of, record_holder
 from seam.state.parts import part_beat
 from seam.state.positions import forget_cascades
 from seam.state.schema import ensure_state, try_lock
-from seam.wire.boundary import Begin, End, Heartbeat, PartDone, SchemaChange, StreamStop, Tally, parse_control
+from seam.wire.boundary import Begin, End, Heartbeat, PartDone, SchemaChange, StreamStop, parse_control
 from seam.wire.records import no_cyclic_gc
 from seam.wire.topics import consumer_config, ensure_topics, table_topic, topic_ids
 
@@ -134,7 +129,6 @@ class Sink:
         self.tables = {table_topic(pipeline, t): t for t in (tables or pipeline.tables)}
         self.retrier = Retrier()  # transient target errors: retried, counted
         self.conn = self._connect()
-        self._postgis: bool | None = None  # whether spatial columns land as geometry: asked when first needed
         self.finished: dict[str, str] = {}  # batch id -> final state once committed, for callers waiting on one
         self.topic_ids: dict[str, str] = {}
         self._forgot_at = 0.0  # when recorded cascade rows were last pruned
@@ -161,11 +155,12 @@ class Sink:
     def _load_state(self) -> None:
         """What the sink holds in memory, from what the target committed (at the start, and after a
         transaction failed for a transient reason)."""
-        self.open: dict[str, OpenBatch | None] = {topic: self._load_open(topic) for topic in self.tables}
         self.txn = TargetTransaction(self.conn)  # data, offsets and positions: one commit
+        self.batches = BatchLifecycle(self.conn, self.txn, self.pipeline, self.tables, self.retrier, self.finished)
+        self.open = self.batches.open
         self._next_offset: dict[str, int] = {}  # topic -> the offset after the last message consumed
         self.changes = ChangeApplier(
-            self.conn, self.pipeline, self.tables, self._spatial_as_geometry, self._offset_read, self.retrier
+            self.conn, self.pipeline, self.tables, self.batches.spatial_as_geometry, self._offset_read, self.retrier
         )
 
     def _recover(self, exc: BaseException) -> None:
@@ -240,7 +235,7 @@ class Sink:
                     if any(s.waiting for s in self.changes.streams.values()):  # the level above may be another sink's
                         with self.txn():
                             self.changes.release_waiting()
-                    if self._stale():
+                    if self.batches.stale():
                         with self.txn():
                             self._abandon_stale()
                     if idle_exit is not None and time.monotonic() - last_message > idle_exit:
@@ -308,7 +303,7 @@ class Sink:
         ]
         if messages:
             self._apply_all(messages)
-        elif self._stale():
+        elif self.batches.stale():
             with self.txn():
                 self._abandon_stale()
         retries, last = self.retrier.take()
@@ -388,13 +383,13 @@ class Sink:
                 if control is None:
                     continue
                 if isinstance(control, Begin):
-                    self._begin(topic, control, m.offset())
+                    self.batches.begin(topic, control, m.offset())
                 elif isinstance(control, PartDone):
                     current = self.open[topic]
                     if current is not None and current.begin.batch == control.batch:
                         ledger.part_done(self.conn, self.schema, control)
                 elif isinstance(control, End):
-                    self._end(topic, control, m.offset())
+                    self.batches.end(topic, control, m.offset())
                     self.changes.replay_held(topic)
                 elif self.open[topic] is None:  # stream control; while a full load is open its END decides the position
                     self.changes.control(topic, control, m.offset())
@@ -432,7 +427,7 @@ class Sink:
                 self.changes.change(topic, m.value(), m.offset(), _key(m))
         elif run:
             values = [m.value() for m in run]
-            held = self._copy(batch, self.stager.stage(batch.staging, values, [m.offset() for m in run]))
+            held = self.batches.copy(batch, self.stager.stage(batch.staging, values, [m.offset() for m in run]))
             if held:
                 positions.hold_changes(self.conn, self.schema, [(topic, run[i].offset(), values[i]) for i in held])
         self.changes.run_ops()
@@ -448,147 +443,12 @@ class Sink:
         resume = stream.resume_offset(next_offset) if stream else next_offset
         positions.store_offset(self.conn, self.schema, topic, resume, self.topic_ids.get(topic))
 
-    # ------------------------------------------------------------ change events
-
-    def _copy(self, batch: OpenBatch, runs: Iterator[Staged]) -> list[int]:
-        """COPY staged runs into the batch's tables (each run as it arrives) and store the tallies; returns the
-        indexes of the messages to hold."""
-        cols = ", ".join(qi(n) for n in batch.schema.names)
-        changes: list[bytes] = []
-        held: list[int] = []
-        with self.conn.cursor() as cur:
-            with contextlib.ExitStack() as opened:  # the COPY opened by the first run with rows to stage
-                copy = None
-                for staged in runs:
-                    if staged.stage:
-                        if copy is None:
-                            copy = opened.enter_context(
-                                cur.copy(f"COPY {batch.stage} ({cols}, _seam_part, _seam_attempt) FROM STDIN")
-                            )
-                        copy.write(staged.stage)
-                    changes.append(staged.changes)
-                    held += staged.held
-                    for kind, (rows, crc) in staged.sums.items():
-                        batch.tallies.setdefault(kind, Tally()).add_many(rows, crc)
-                    if staged.sums:  # its load is alive
-                        batch.rows_at = time.monotonic()
-            if any(changes):
-                with cur.copy(f"COPY {batch.changes} ({cols}, _seam_seq, _seam_deleted) FROM STDIN") as cp:
-                    for data in changes:
-                        cp.write(data)
-            ledger.store_tallies(cur, self.schema, batch.begin.batch, batch.tallies)
-        return held
-
-    def _begin(self, topic: str, begin: Begin, offset: int) -> None:
-        known = ledger.batch_state(self.conn, self.schema, begin.batch)
-        current = self.open[topic]
-        if known and current is not None and current.begin.batch == begin.batch:
-            # the topic is being read again from before this batch (offsets reset by hand, or a replay):
-            # start its staging afresh, or every row would be staged twice and the batch rejected
-            log.warning("BEGIN of open batch %s seen again: staging it from the start", begin.batch)
-            self.conn.execute(f"TRUNCATE {current.stage}, {current.changes}")
-            ledger.restart_staging(self.conn, self.schema, begin.batch)
-            current.tallies.clear()
-            return
-        if known:
-            log.warning("BEGIN of batch %s seen again (state %s); ignored", begin.batch, known)
-            return
-        previous = self.open[topic]
-        if previous is not None:
-            self._drop_tables(previous)
-            self._finish(
-                previous.begin.batch, "superseded", error=f"superseded by batch {begin.batch} before its END arrived"
-            )
-            log.warning(
-                "batch %s of %s.%s superseded by %s (it never ended)",
-                previous.begin.batch,
-                begin.db,
-                begin.table,
-                begin.batch,
-            )
-        batch = self._open_batch(begin)
-        schema, key = batch.schema, tuple(begin.key)
-        postgis = self._spatial_as_geometry(schema)
-        self.conn.execute(
-            create_table_sql(
-                batch.stage,
-                schema,
-                key,
-                postgis=postgis,
-                extra="_seam_part integer NOT NULL, _seam_attempt bigint NOT NULL",
-            )
-        )
-        self.conn.execute(
-            create_table_sql(
-                batch.changes,
-                schema,
-                key,
-                postgis=postgis,
-                extra="_seam_seq bigint NOT NULL, _seam_deleted boolean NOT NULL",
-            )
-        )
-        ledger.open_batch(self.conn, self.schema, begin, topic, offset)
-        self.open[topic] = batch
-        log.info("batch %s of %s.%s opened (%s)", begin.batch, begin.db, begin.table, begin.mode)
-
-    def _end(self, topic: str, end: End, offset: int) -> None:
-        batch = self.open[topic]
-        if batch is None or batch.begin.batch != end.batch:
-            log.warning("END of batch %s ignored: it is not the open batch of %s.%s", end.batch, end.db, end.table)
-            return
-        ledger.batch_ended(self.conn, self.schema, end, offset)
-        if end.mode == "repair" and end.position is None:  # the repair found more to do than it may
-            self._drop_tables(batch)
-            self._finish(end.batch, "cancelled", error=(end.stats or {}).get("cancelled"))
-            log.warning(
-                "repair %s of %s.%s cancelled: %s", end.batch, end.db, end.table, (end.stats or {}).get("cancelled")
-            )
-            self.open[topic] = None
-            return
-        try:  # in a savepoint: a rejected batch leaves nothing behind; a cancelled one is tried again
-            final_rows = self.retrier.run(self.conn, lambda: self._publish(batch, end), f"batch {end.batch}")
-        except (psycopg.Error, SinkError) as exc:
-            if transient(exc):
-                raise  # the connection is gone: the batch is not the reason
-            error = first_line(exc)
-            self._drop_tables(batch)
-            self._finish(end.batch, "rejected", error=error)
-            log.error("batch %s of %s.%s REJECTED, the previous table stays: %s", end.batch, end.db, end.table, error)
-        else:
-            ledger.store_final_rows(self.conn, self.schema, end.batch, final_rows)
-            self._finish(end.batch, "committed")
-            if end.mode == "incremental":
-                log.info("window %s of %s.%s merged: %s rows", end.window, end.db, end.table, final_rows)
-                self.open[topic] = None
-                return
-            assert end.position is not None  # a full load's END carries its snapshot's position
-            positions.store_loaded_position(
-                self.conn,
-                self.schema,
-                end.db,
-                end.table,
-                end.batch,
-                end.position,
-                end.gtids,
-                end.server,
-                (end.stats or {}).get("snapshot_ms"),
-            )
-            log.info(
-                "batch %s of %s.%s committed: %s rows at %s", end.batch, end.db, end.table, final_rows, end.position
-            )
-        self.open[topic] = None
-
-    def _stale(self) -> list[str]:
-        """The topics whose open batch got no rows for ``load.abandon_after``: its load is gone."""
-        limit = time.monotonic() - self.pipeline.load.abandon_after
-        return [topic for topic, batch in self.open.items() if batch is not None and batch.rows_at < limit]
-
     def _abandon_stale(self) -> None:
         """Abandon the batches whose load is gone (killed as a whole process tree, its machine lost: nothing
         ran its cleanup): staging dropped, the ledger says why, and the table's change events held behind it
         are applied in order to the table as it was, so the stream goes on (and the reader's back-pressure,
         which counts them, lets go)."""
-        for topic in self._stale():
+        for topic in self.batches.stale():
             batch = self.open[topic]
             assert batch is not None
             name = f"{batch.begin.db}.{batch.begin.table}"
@@ -596,75 +456,9 @@ class Sink:
                 f"abandoned: no rows of its load arrived for {self.pipeline.load.abandon_after:.0f} s (load.abandon_after); "
                 f"the load is gone, the table keeps its previous data; run `seam load full {name}` again"
             )
-            self._drop_tables(batch)
-            self._finish(batch.begin.batch, "abandoned", error=why)
+            self.batches.drop_tables(batch)
+            self.batches.finish(batch.begin.batch, "abandoned", error=why)
             self.open[topic] = None
             self.changes.replay_held(topic)
             log.error("batch %s of %s %s", batch.begin.batch, name, why)
             alert(self.pipeline, name, "load abandoned", why)
-
-    def _publish(self, batch: OpenBatch, end: End) -> int:
-        """Verify the staged batch against END and make it visible (replace or merge); raises to reject."""
-        check_end(self.conn, batch, end)
-        if batch.begin.mode == "incremental":
-            return merge_window(self.conn, self.schema, batch, end, self._spatial_as_geometry(batch.schema))
-        if batch.begin.mode == "repair":
-            return patch_table(self.conn, batch)
-        return replace_table(self.conn, batch, end)
-
-    # ------------------------------------------------------------ state
-
-    def _open_batch(self, begin: Begin) -> OpenBatch:
-        schema = schema_from_begin(begin)
-        stage, changes = ledger.staging_tables(begin.batch)
-        return OpenBatch(
-            begin=begin,
-            staging=Staging(
-                begin.batch,
-                schema,
-                tuple(begin.key),
-                self._spatial_as_geometry(schema),
-                self.pipeline.target.nul_replacement,
-            ),
-            stage=f"{qi(self.schema)}.{qi(stage)}",
-            changes=f"{qi(self.schema)}.{qi(changes)}",
-        )
-
-    def _spatial_as_geometry(self, schema: TableSchema) -> bool:
-        """PostGIS geometry for the table's spatial columns, or bytea (``seam.apply.target.ensure_postgis``); asked of
-        the target once, when the first table with spatial columns arrives."""
-        if not has_spatial(schema):
-            return True
-        if self._postgis is None:
-            self._postgis = ensure_postgis(self.conn)
-        return self._postgis
-
-    def _load_open(self, topic: str) -> OpenBatch | None:
-        with self.conn.transaction():
-            found = ledger.open_batch_of(self.conn, self.schema, topic)
-            if found is None:
-                return None
-            row, parts = found
-            batch = self._open_batch(
-                Begin(
-                    batch=row[0],
-                    db=row[1],
-                    table=row[2],
-                    mode=row[3],
-                    columns=row[4],
-                    key=row[5],
-                    window=row[6],
-                    soft_delete=row[7],
-                )
-            )
-            for part, attempt, rows, checksum in parts:
-                batch.tallies[(part, attempt)] = Tally(rows, int(checksum))
-        return batch
-
-    def _drop_tables(self, batch: OpenBatch) -> None:
-        self.conn.execute(f"DROP TABLE IF EXISTS {batch.stage}")
-        self.conn.execute(f"DROP TABLE IF EXISTS {batch.changes}")
-
-    def _finish(self, batch_id: str, state: str, error: str | None = None) -> None:
-        ledger.finish_batch(self.conn, self.schema, batch_id, state, error)
-        self.txn.on_commit(lambda: self.finished.__setitem__(batch_id, state))

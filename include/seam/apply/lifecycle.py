@@ -1,0 +1,241 @@
+"""A batch's lifecycle in the sink: BEGIN opens it (a ledger row and two staging tables), its rows are COPYed
+into them with per-(chunk, attempt) tallies, END checks the tallies and makes the batch visible in one
+transaction (a full load replaces the table, a window merges, a repair patches), or rejects it and leaves
+the table as it was. A batch whose load is gone is found stale. See ``seam.apply.sink`` for the whole.
+
+Delivery guarantee: exactly once, whole batches only: everything here runs in the sink's transaction,
+which commits with the Kafka offsets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+
+import psycopg
+
+from seam.apply import SinkError
+from seam.apply.batch import OpenBatch, Staged, Staging
+from seam.apply.decode import schema_from_begin
+from seam.apply.merge import merge_window
+from seam.apply.retry import Retrier, first_line, transient
+from seam.apply.swap import check_end, patch_table, replace_table
+from seam.apply.target import create_table_sql, ensure_postgis, has_spatial
+from seam.apply.transaction import TargetTransaction
+from seam.core.identifiers import qi
+from seam.core.pipeline import Pipeline
+from seam.core.schema import TableSchema
+from seam.state import ledger, positions
+from seam.wire.boundary import Begin, End, Tally
+
+log = logging.getLogger("seam.sink")
+
+
+class BatchLifecycle:
+    """The open batch of each topic, from BEGIN to END, on the sink's connection and transaction."""
+
+    def __init__(self, conn, txn: TargetTransaction, pipeline: Pipeline, topics, retrier: Retrier, finished: dict):
+        self.conn, self.txn, self.pipeline, self.retrier = conn, txn, pipeline, retrier
+        self.schema = pipeline.target.state_schema
+        self.finished = finished  # batch id -> final state once committed (the sink's, kept across recoveries)
+        self._postgis: bool | None = None  # whether spatial columns land as geometry: asked when first needed
+        self.open: dict[str, OpenBatch | None] = {topic: self.load_open(topic) for topic in topics}
+
+    def copy(self, batch: OpenBatch, runs: Iterator[Staged]) -> list[int]:
+        """COPY staged runs into the batch's tables (each run as it arrives) and store the tallies; returns the
+        indexes of the messages to hold."""
+        cols = ", ".join(qi(n) for n in batch.schema.names)
+        changes: list[bytes] = []
+        held: list[int] = []
+        with self.conn.cursor() as cur:
+            with contextlib.ExitStack() as opened:  # the COPY opened by the first run with rows to stage
+                copy = None
+                for staged in runs:
+                    if staged.stage:
+                        if copy is None:
+                            copy = opened.enter_context(
+                                cur.copy(f"COPY {batch.stage} ({cols}, _seam_part, _seam_attempt) FROM STDIN")
+                            )
+                        copy.write(staged.stage)
+                    changes.append(staged.changes)
+                    held += staged.held
+                    for kind, (rows, crc) in staged.sums.items():
+                        batch.tallies.setdefault(kind, Tally()).add_many(rows, crc)
+                    if staged.sums:  # its load is alive
+                        batch.rows_at = time.monotonic()
+            if any(changes):
+                with cur.copy(f"COPY {batch.changes} ({cols}, _seam_seq, _seam_deleted) FROM STDIN") as cp:
+                    for data in changes:
+                        cp.write(data)
+            ledger.store_tallies(cur, self.schema, batch.begin.batch, batch.tallies)
+        return held
+
+    def begin(self, topic: str, begin: Begin, offset: int) -> None:
+        known = ledger.batch_state(self.conn, self.schema, begin.batch)
+        current = self.open[topic]
+        if known and current is not None and current.begin.batch == begin.batch:
+            # the topic is being read again from before this batch (offsets reset by hand, or a replay):
+            # start its staging afresh, or every row would be staged twice and the batch rejected
+            log.warning("BEGIN of open batch %s seen again: staging it from the start", begin.batch)
+            self.conn.execute(f"TRUNCATE {current.stage}, {current.changes}")
+            ledger.restart_staging(self.conn, self.schema, begin.batch)
+            current.tallies.clear()
+            return
+        if known:
+            log.warning("BEGIN of batch %s seen again (state %s); ignored", begin.batch, known)
+            return
+        previous = self.open[topic]
+        if previous is not None:
+            self.drop_tables(previous)
+            self.finish(
+                previous.begin.batch, "superseded", error=f"superseded by batch {begin.batch} before its END arrived"
+            )
+            log.warning(
+                "batch %s of %s.%s superseded by %s (it never ended)",
+                previous.begin.batch,
+                begin.db,
+                begin.table,
+                begin.batch,
+            )
+        batch = self.open_batch(begin)
+        schema, key = batch.schema, tuple(begin.key)
+        postgis = self.spatial_as_geometry(schema)
+        self.conn.execute(
+            create_table_sql(
+                batch.stage,
+                schema,
+                key,
+                postgis=postgis,
+                extra="_seam_part integer NOT NULL, _seam_attempt bigint NOT NULL",
+            )
+        )
+        self.conn.execute(
+            create_table_sql(
+                batch.changes,
+                schema,
+                key,
+                postgis=postgis,
+                extra="_seam_seq bigint NOT NULL, _seam_deleted boolean NOT NULL",
+            )
+        )
+        ledger.open_batch(self.conn, self.schema, begin, topic, offset)
+        self.open[topic] = batch
+        log.info("batch %s of %s.%s opened (%s)", begin.batch, begin.db, begin.table, begin.mode)
+
+    def end(self, topic: str, end: End, offset: int) -> None:
+        batch = self.open[topic]
+        if batch is None or batch.begin.batch != end.batch:
+            log.warning("END of batch %s ignored: it is not the open batch of %s.%s", end.batch, end.db, end.table)
+            return
+        ledger.batch_ended(self.conn, self.schema, end, offset)
+        if end.mode == "repair" and end.position is None:  # the repair found more to do than it may
+            self.drop_tables(batch)
+            self.finish(end.batch, "cancelled", error=(end.stats or {}).get("cancelled"))
+            log.warning(
+                "repair %s of %s.%s cancelled: %s", end.batch, end.db, end.table, (end.stats or {}).get("cancelled")
+            )
+            self.open[topic] = None
+            return
+        try:  # in a savepoint: a rejected batch leaves nothing behind; a cancelled one is tried again
+            final_rows = self.retrier.run(self.conn, lambda: self.publish(batch, end), f"batch {end.batch}")
+        except (psycopg.Error, SinkError) as exc:
+            if transient(exc):
+                raise  # the connection is gone: the batch is not the reason
+            error = first_line(exc)
+            self.drop_tables(batch)
+            self.finish(end.batch, "rejected", error=error)
+            log.error("batch %s of %s.%s REJECTED, the previous table stays: %s", end.batch, end.db, end.table, error)
+        else:
+            ledger.store_final_rows(self.conn, self.schema, end.batch, final_rows)
+            self.finish(end.batch, "committed")
+            if end.mode == "incremental":
+                log.info("window %s of %s.%s merged: %s rows", end.window, end.db, end.table, final_rows)
+                self.open[topic] = None
+                return
+            assert end.position is not None  # a full load's END carries its snapshot's position
+            positions.store_loaded_position(
+                self.conn,
+                self.schema,
+                end.db,
+                end.table,
+                end.batch,
+                end.position,
+                end.gtids,
+                end.server,
+                (end.stats or {}).get("snapshot_ms"),
+            )
+            log.info(
+                "batch %s of %s.%s committed: %s rows at %s", end.batch, end.db, end.table, final_rows, end.position
+            )
+        self.open[topic] = None
+
+    def stale(self) -> list[str]:
+        """The topics whose open batch got no rows for ``load.abandon_after``: its load is gone."""
+        limit = time.monotonic() - self.pipeline.load.abandon_after
+        return [topic for topic, batch in self.open.items() if batch is not None and batch.rows_at < limit]
+
+    def publish(self, batch: OpenBatch, end: End) -> int:
+        """Verify the staged batch against END and make it visible (replace or merge); raises to reject."""
+        check_end(self.conn, batch, end)
+        if batch.begin.mode == "incremental":
+            return merge_window(self.conn, self.schema, batch, end, self.spatial_as_geometry(batch.schema))
+        if batch.begin.mode == "repair":
+            return patch_table(self.conn, batch)
+        return replace_table(self.conn, batch, end)
+
+    def open_batch(self, begin: Begin) -> OpenBatch:
+        schema = schema_from_begin(begin)
+        stage, changes = ledger.staging_tables(begin.batch)
+        return OpenBatch(
+            begin=begin,
+            staging=Staging(
+                begin.batch,
+                schema,
+                tuple(begin.key),
+                self.spatial_as_geometry(schema),
+                self.pipeline.target.nul_replacement,
+            ),
+            stage=f"{qi(self.schema)}.{qi(stage)}",
+            changes=f"{qi(self.schema)}.{qi(changes)}",
+        )
+
+    def spatial_as_geometry(self, schema: TableSchema) -> bool:
+        """PostGIS geometry for the table's spatial columns, or bytea (``seam.apply.target.ensure_postgis``); asked of
+        the target once, when the first table with spatial columns arrives."""
+        if not has_spatial(schema):
+            return True
+        if self._postgis is None:
+            self._postgis = ensure_postgis(self.conn)
+        return self._postgis
+
+    def load_open(self, topic: str) -> OpenBatch | None:
+        with self.conn.transaction():
+            found = ledger.open_batch_of(self.conn, self.schema, topic)
+            if found is None:
+                return None
+            row, parts = found
+            batch = self.open_batch(
+                Begin(
+                    batch=row[0],
+                    db=row[1],
+                    table=row[2],
+                    mode=row[3],
+                    columns=row[4],
+                    key=row[5],
+                    window=row[6],
+                    soft_delete=row[7],
+                )
+            )
+            for part, attempt, rows, checksum in parts:
+                batch.tallies[(part, attempt)] = Tally(rows, int(checksum))
+        return batch
+
+    def drop_tables(self, batch: OpenBatch) -> None:
+        self.conn.execute(f"DROP TABLE IF EXISTS {batch.stage}")
+        self.conn.execute(f"DROP TABLE IF EXISTS {batch.changes}")
+
+    def finish(self, batch_id: str, state: str, error: str | None = None) -> None:
+        ledger.finish_batch(self.conn, self.schema, batch_id, state, error)
+        self.txn.on_commit(lambda: self.finished.__setitem__(batch_id, state))
