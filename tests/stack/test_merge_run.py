@@ -10,7 +10,7 @@ import random
 import pytest
 
 from seam.apply import SinkError
-from seam.apply.changes import StreamTable, merge_run
+from seam.apply.stream_table import StreamTable, merge_run
 from seam.apply.target import create_table_sql
 from seam.core.identifiers import qi
 from seam.core.position import Position

@@ -1,6 +1,6 @@
-"""A streamed table as the sink applies its change events: its decoder and statements for its current
-columns, its applied position, the source transaction being received and the ones waiting behind a
-cascade of the level above.
+"""A streamed table's change events as the sink applies them: the source transaction being received, the
+``prev`` chain, the transactions waiting behind a cascade of the level above, and the stream controls
+(STOP, REBASE, SCHEMA). The table itself (decoder, statements, position) is ``seam.apply.stream_table``.
 
 Its size: the change-event path is one state machine (the transaction being received, the ``prev`` chain,
 transactions waiting behind a cascade, stream controls) over state its steps share.
@@ -11,9 +11,7 @@ here in memory, and the position moves in the transaction that applies the chang
 
 from __future__ import annotations
 
-import collections
 import functools
-import itertools
 import logging
 import time
 from dataclasses import replace
@@ -25,9 +23,10 @@ from psycopg import sql as pgsql
 
 from seam.alerts import alert
 from seam.apply import SinkError, cascades
-from seam.apply.decode import SOURCE_ONLY, flagged, record_decoder, schema_from_begin
+from seam.apply.decode import SOURCE_ONLY, schema_from_begin
 from seam.apply.retry import LOCK_WAIT, LockWait, Retrier, first_line, transient
-from seam.apply.target import pg_type, row_converter, target_table
+from seam.apply.stream_table import StreamTable, diverged, merge_run, pos_dict
+from seam.apply.target import pg_type, row_converter
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
@@ -41,159 +40,6 @@ log = logging.getLogger("seam.sink")
 MALFORMED = (msgspec.DecodeError, KeyError, TypeError, ValueError, AttributeError)
 _CASCADE = object()  # the statement of a queued foreign-key cascade (seam.apply.cascades applies it)
 GAP_AGAIN_S = 15.0  # a gap still there after this is reported again
-_RUN_TABLES = itertools.count(1)  # names each StreamTable's temporary table uniquely in the sink's session
-
-
-class StreamTable:
-    """A table that receives change events: its schema, applied position, statements and open transaction."""
-
-    def __init__(
-        self,
-        topic: str,
-        schema: TableSchema,
-        key: tuple[str, ...],
-        applied: Position,
-        source_ms: int | None,
-        soft_delete: str | None,
-        postgis: bool,
-        nul: str,
-    ):
-        self.topic, self.key, self.applied, self.source_ms, self.soft_delete = (
-            topic,
-            key,
-            applied,
-            source_ms,
-            soft_delete,
-        )
-        self.postgis = postgis  # spatial columns are PostGIS geometry (else bytea)
-        self.nul = nul  # what a NUL in text becomes (seam.apply.decode)
-        self.buffer: list[tuple[int, object]] = []  # (offset, record) of the transaction being received
-        self.buffer_txn: Position | None = None
-        self.buffer_at: Position | None = None
-        self.gap_reported_at: Position | None = None
-        self.gap_reported_mono = 0.0  # when (time.monotonic)
-        self.wait_logged: Position | None = None
-        # complete transactions (and stream controls) behind one whose cascade waits for the level above:
-        # (first offset, commit position, records or control)
-        self.waiting: collections.deque = collections.deque()
-        self.applied_changes = 0  # since the last stored position
-        self.dirty = False
-        self.gtids: str | None = None  # the GTID set through ``applied`` (None: not known) and its server
-        self.server: str | None = None
-        self.use(schema)
-
-    def use(self, schema: TableSchema) -> None:
-        """(Re)build decoder, converter and statements for the table's columns."""
-        self.schema, key = schema, self.key
-        self.decode, self.convert = record_decoder(schema, self.nul).decode, row_converter(schema, self.postgis)
-        self.target = target_table(schema.db, schema.table)
-        types = {c.name: pg_type(c, self.postgis) for c in schema.columns}
-        names = schema.names
-        self.key_index = [names.index(k) for k in key]
-        self.soft_index = names.index(self.soft_delete) if self.soft_delete in names else None
-        cols = ", ".join(qi(n) for n in names)
-        values = ", ".join(f"%s::{types[n]}" for n in names)
-        if key:
-            match = " AND ".join(f"{qi(k)} = %s::{types[k]}" for k in key)
-            self.delete_sql = f"DELETE FROM {self.target} WHERE {match}"
-            updates = (
-                ", ".join(f"{qi(n)} = EXCLUDED.{qi(n)}" for n in names if n not in key)
-                or f"{qi(key[0])} = EXCLUDED.{qi(key[0])}"
-            )
-            on_conflict = f"ON CONFLICT ({', '.join(qi(k) for k in key)}) DO UPDATE SET {updates}"
-            self.upsert_sql = f"INSERT INTO {self.target} ({cols}) VALUES ({values}) {on_conflict}"
-            # one temporary table per table and columns, kept by the session, emptied for each run (a table of
-            # its own per run would take a lock and catalog rows for each, until the commit)
-            run = self.run_table = f"pg_temp.seam_run_{next(_RUN_TABLES)}"
-            self.run_sql = (
-                f"CREATE TEMPORARY TABLE IF NOT EXISTS {run} ON COMMIT DELETE ROWS AS SELECT {cols}, "
-                f"NULL::boolean AS _seam_deleted, NULL::boolean AS _seam_must FROM {self.target} WITH NO DATA; "
-                f"DELETE FROM {run}",
-                f"COPY {run} FROM STDIN",
-                f"SELECT count(*) FROM {self.target} t JOIN {run} r ON {self._match('t', 'r')} WHERE r._seam_must",
-                f"DELETE FROM {self.target} t USING {run} r WHERE {self._match('t', 'r')} AND r._seam_deleted",
-                f"INSERT INTO {self.target} ({cols}) SELECT {cols} FROM {run} WHERE NOT _seam_deleted {on_conflict}",
-            )
-        else:  # keyless: one row identical in every column goes, duplicates stay counted
-            match = " AND ".join(f"{qi(n)} IS NOT DISTINCT FROM %s::{types[n]}" for n in names)
-            self.delete_sql = (
-                f"DELETE FROM {self.target} WHERE ctid = (SELECT ctid FROM {self.target} WHERE {match} LIMIT 1)"
-            )
-            self.upsert_sql = f"INSERT INTO {self.target} ({cols}) VALUES ({values})"
-
-    def key_of(self, values: tuple) -> tuple:
-        return tuple(values[i] for i in self.key_index)
-
-    def key_row(self, key: tuple) -> tuple:
-        """A row of the table's columns with only the key's values (the rest NULL)."""
-        row = [None] * len(self.schema.names)
-        for i, value in zip(self.key_index, key):
-            row[i] = value
-        return tuple(row)
-
-    def _match(self, a: str, b: str) -> str:
-        return " AND ".join(f"{a}.{qi(k)} = {b}.{qi(k)}" for k in self.key)
-
-    def resume_offset(self, next_offset: int) -> int:
-        """Where a restarted sink must read this topic from: nothing kept in memory may be skipped."""
-        kept = [self.buffer[0][0]] if self.buffer else []
-        if self.waiting:
-            kept.append(self.waiting[0][0])
-        return min(kept, default=next_offset)
-
-    def removed(self, values: tuple | None) -> bool:
-        """The row is flagged deleted: Seam keeps it out of the target."""
-        return values is not None and self.soft_index is not None and flagged(values[self.soft_index])
-
-
-def merge_run(cur, stream: StreamTable, run: list) -> None:
-    """A keyed table's run of changes as sets: the last image of each key it touches (or its deletion) is
-    COPYed into a temporary table, then one DELETE and one upsert apply them all. The same rows as applying
-    each change in order, in a handful of statements instead of one per change. A change that deletes a row
-    must find it: one that the run itself deleted already is a divergence, and so is a row the run first
-    touches by deleting it when the target does not have it."""
-    last: dict[tuple, tuple | None] = {}  # key -> its last image, None: deleted
-    must_exist: set[tuple] = set()  # keys whose first change in the run deletes a row the target must hold
-    absent = 0  # deletions of rows the run deleted already
-    upsert, key_of = stream.upsert_sql, stream.key_of
-    for _, sql, params, must_delete in run:
-        if sql is upsert:
-            last[key_of(params)] = params
-            continue
-        if must_delete:
-            if params not in last:
-                must_exist.add(params)
-            elif last[params] is None:
-                absent += 1
-        last[params] = None
-    if absent:
-        raise SinkError(_diverged(absent))
-    create, copy_in, count_found, delete, upsert_all = stream.run_sql
-    cur.execute(create)
-    deleted = 0
-    with cur.copy(copy_in) as copy:
-        for key, image in last.items():
-            if image is None:
-                deleted += 1
-                copy.write_row(stream.key_row(key) + (True, key in must_exist))
-            else:
-                copy.write_row(image + (False, key in must_exist))
-    if must_exist:
-        found = cur.execute(count_found).fetchone()[0]
-        if found != len(must_exist):
-            raise SinkError(_diverged(len(must_exist) - found))
-    if deleted:
-        cur.execute(delete)
-    if deleted < len(last):
-        cur.execute(upsert_all)
-
-
-def _diverged(missing: int) -> str:
-    return f"{missing} change(s) delete rows the target does not have: the target diverged from the source"
-
-
-def pos_dict(p: Position | None) -> dict | None:
-    return None if p is None else {"file": p.file, "pos": p.pos, "row": p.row}
 
 
 class ChangeApplier:
@@ -462,7 +308,7 @@ class ChangeApplier:
                 j += 1
             cur.executemany(sql, [params for _, _, params, _ in run[i:j]])
             if must_delete and cur.rowcount != j - i:
-                raise SinkError(_diverged(j - i - cur.rowcount))
+                raise SinkError(diverged(j - i - cur.rowcount))
             i = j
 
     def stop_table(self, stream: StreamTable, reason: str, remedy: bool = True) -> None:
