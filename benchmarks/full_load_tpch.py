@@ -123,7 +123,7 @@ def baseline(pipeline, name: str, rows: int, warm: bool) -> tuple[float, float]:
 
     Returns (rows/s of the copy itself, rows/s of the whole spark-submit incl. JVM start). With ``warm``
     the job counts the table once before the timed copy (JVM, JDBC driver and connections warmed up)."""
-    from seam.loads import job_env, spark_submit_command
+    from seam.load_run import job_env, spark_submit_command
 
     with tempfile.TemporaryDirectory() as out:
         key = TABLES[name][2][0]
@@ -187,7 +187,7 @@ def seam_full_load(pipeline_path: str, name: str, rows: int) -> tuple[float, flo
 
 def raw_window(pipeline, start: str, end: str, rows: int) -> float:
     """Seconds of a partitioned Spark JDBC read of lineitem's ship-date window (start, end] to Parquet (cold)."""
-    from seam.loads import job_env, spark_submit_command
+    from seam.load_run import job_env, spark_submit_command
 
     with tempfile.TemporaryDirectory() as out:
         where = f"`l_shipdate` > '{start}' AND `l_shipdate` <= '{end}'"  # the harness's own constants

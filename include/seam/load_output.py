@@ -17,7 +17,7 @@ from seam.files import open_private, private_dir
 
 
 class LoadOutput:
-    """A ``seam.loads.LineLog`` for ``seam load``: the whole output in ``path``, Seam's lines through ``echo``."""
+    """A ``seam.load_run.LineLog`` for ``seam load``: the whole output in ``path``, Seam's lines through ``echo``."""
 
     def __init__(self, path: Path, tables: list[str], echo: Callable[[str], None] = print):
         private_dir(path.parent)

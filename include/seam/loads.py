@@ -1,8 +1,7 @@
-"""``seam load full``: check everything, run the Spark publishing job, apply
-the batch with a sink, and report rows, rows/s and the recorded binlog position.
-
-Its size: one load from check to commit (cascade order, the sink and the Spark job as children, progress,
-stall and kill handling, the relay of their log lines) reads best in one place.
+"""``seam load full`` and ``seam load incremental``: check everything, plan the batches (cascade order, a
+resumed batch's kept chunks, a window), run them, and report rows, rows/s and the recorded binlog position.
+The run itself (the Spark job and the sink as children, progress, stall and kill handling, the relay of
+their log lines) is ``seam.load_run``.
 
 The Spark job runs through ``spark-submit`` (the same entry point Airflow
 runs), the sink in its own process (unless one already applies the table's
@@ -15,143 +14,25 @@ Progress is the ledger's staged row count, i.e. rows safely in PostgreSQL.
 from __future__ import annotations
 
 import json
-import logging
-import os
-import re
-import shutil
-import signal
-import subprocess
-import sys
-import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from dataclasses import asdict
 
 import pymysql
 
 from seam.apply.sink import Sink
-from seam.core.errors import ONE_LINE, SeamError
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline, TableConfig
+from seam.load_run import BatchRun, LoadError, Runner, sink_running
 from seam.source.full_load import Resume, plan_from_json, prepare
 from seam.source.incremental import plan_window
 from seam.source.schema import reachable, read_foreign_keys
-from seam.spark import spark_job_script, spark_master, submit_conf
 from seam.state import ledger
 from seam.state.connection import connect_state
 from seam.state.ledger import batch_status, watermark
 from seam.state.positions import stored_offsets
-from seam.state.schema import held_by_another, lock, try_lock
+from seam.state.schema import lock, try_lock
 from seam.wire.boundary import Part, new_batch_id
-from seam.wire.topics import ensure_topics, table_topic
-
-
-class LoadError(SeamError):
-    """A load did not commit; the message says what happened and what to do. Loading again resumes it."""
-
-    kind = "load"
-    retry = True
-
-
-def spark_submit_command(
-    pipeline: Pipeline, job: str, args: list[str], script: Path | None = None, conf: dict[str, str] | None = None
-) -> list[str]:
-    """spark-submit of ``spark_jobs/<job>.py`` (or of ``script``) on ``seam.spark.spark_master``."""
-    here = Path(sys.executable).with_name("spark-submit")
-    submit = str(here) if here.exists() else shutil.which("spark-submit")
-    if submit is None:
-        raise LoadError(
-            "spark-submit not found next to this Python or on PATH: install pyspark here, or put "
-            "$SPARK_HOME/bin on PATH"
-        )
-    return [
-        submit,
-        "--master",
-        spark_master(pipeline),
-        "--jars",
-        pipeline.spark.jdbc_jar,
-        "--name",
-        f"seam-{job}",
-        *[a for k, v in submit_conf(conf).items() for a in ("--conf", f"{k}={v}")],
-        str(script or spark_job_script(job)),
-        *args,
-    ]
-
-
-class Child:
-    """A process a load started in its own session (the sink, or spark-submit run from here): stopped as a
-    group, so that a JVM and the Python driver under it go together."""
-
-    def __init__(self, proc: subprocess.Popen):
-        self.proc = proc
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def poll(self) -> int | None:
-        return self.proc.poll()
-
-    def stop(self, grace_s: float = 30.0) -> None:
-        if self.proc.poll() is not None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=30)
-        except ProcessLookupError:
-            pass
-
-
-# How a load runs its Spark job: (job, job arguments) -> something with poll() (None while it runs, else its
-# exit code), stop() and pid. The default runs spark-submit here; Airflow's operators pass one that runs it
-# through the apache-spark provider (the ``seam_spark`` connection decides local[*], spark://, yarn, k8s).
-class LineLog(Protocol):
-    """Where a load relays its children's lines: a ``logging.Logger``, or an Airflow task's ``self.log``."""
-
-    def log(self, level: int, msg: Any, /, *args: Any) -> Any: ...
-
-
-class SparkJob(Protocol):
-    @property
-    def pid(self) -> int | None: ...
-    def poll(self) -> int | None: ...
-    def stop(self) -> None: ...
-
-
-SparkSubmit = Callable[[str, list[str]], SparkJob]
-
-
-@dataclass
-class Runner:
-    """How loads run here, as values: the connections' ``SEAM_*`` variables the processes a load starts read
-    (an Airflow hook's; never written into this process's environment), where their output goes (``say`` for
-    progress, ``log`` for their lines, else this process's stdout), how the Spark job is submitted (default:
-    spark-submit here), and ``children``: what runs now, for a caller that must stop it (a task's on_kill)."""
-
-    env: Mapping[str, str] = field(default_factory=dict)
-    say: Callable[[str], None] = print
-    log: LineLog | None = None
-    submit: SparkSubmit | None = None
-    timeout: float = 3600
-    progress_every: float = 3.0
-    children: list = field(default_factory=list)
-
-
-def job_env(connections: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a process a load starts: this one's, with the connections' ``SEAM_*`` variables."""
-    env = {**os.environ, **(connections or {})}
-    env.setdefault("PYSPARK_PYTHON", sys.executable)
-    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    return env
-
-
-def sink_running(conn, topic: str) -> bool:
-    return held_by_another(conn, "topic", topic)
+from seam.wire.topics import table_topic
 
 
 def cascades_followed(pipeline: Pipeline, tables: list[TableConfig]) -> tuple[list[str], list[TableConfig], dict]:
@@ -267,7 +148,7 @@ def full_load(
             for a in ("--table", t.name, "--batch", batches[t.name], "--resume", resumes.get(t.name, ("", "-"))[1])
         ]
         resumes = {}  # a batch loaded again after a rejection starts afresh
-        results.update(_run_batches(pipeline, todo, batches, "full_load", job_args, runner, stall_after))
+        results.update(BatchRun(pipeline, todo, batches, runner, stall_after).run("full_load", job_args))
         # a batch whose END disagrees with what reached the sink lost messages on the way (a broker that lost
         # data): it was rejected, nothing of it is visible, and a new batch is the remedy
         rejected = [t for t in todo if results[t.name]["state"] == "rejected"]
@@ -407,7 +288,7 @@ def _incremental_locked(
         for t in tables
         for a in ("--table", t.name, "--batch", batches[t.name], "--window", json.dumps(windows[t.name].__dict__))
     ]
-    results = _run_batches(pipeline, tables, batches, "incremental_load", job_args, runner, stall_after=300.0)
+    results = BatchRun(pipeline, tables, batches, runner, stall_after=300.0).run("incremental_load", job_args)
     failed = []
     for t in tables:
         r = results[t.name]
@@ -423,198 +304,3 @@ def _incremental_locked(
     if failed:
         raise LoadError("; ".join(failed) + " (the target keeps the previous data)")
     return [results[t.name] for t in tables]
-
-
-def _run_batches(
-    pipeline: Pipeline,
-    tables: list[TableConfig],
-    batches: dict[str, str],
-    job: str,
-    job_args: list[str],
-    runner: Runner,
-    stall_after: float,
-) -> dict[str, dict]:
-    """Run the Spark publishing job and a sink (unless one runs) until every batch is final. With a ``log``
-    their output goes to it line by line at each line's own level (else to this process's stdout/stderr)."""
-    say, log, submit, children = runner.say, runner.log, runner.submit, runner.children
-    timeout, progress_every = runner.timeout, runner.progress_every
-    pipeline_path = pipeline.path or None
-    env = job_env(runner.env)
-    output: dict[str, Any] = (
-        dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace") if log else {}
-    )
-    topics = [table_topic(pipeline, t) for t in tables]
-    ensure_topics(pipeline, topics)
-    conn = connect_state(pipeline)
-    started = time.time()
-
-    def start_sink() -> Child:
-        sink_cmd = [
-            sys.executable,
-            "-m",
-            "seam.cli",
-            "sink",
-            *(["--pipeline", pipeline_path] if pipeline_path else []),
-            *[a for t in tables for a in ("--table", t.name)],
-            *[a for b in batches.values() for a in ("--until-batch", b)],
-            "--timeout",
-            str(timeout),
-        ]
-        child = Child(subprocess.Popen(sink_cmd, env=env, start_new_session=True, **output))
-        children.append(child)
-        if log:
-            relay_output(child.proc, log)
-        return child
-
-    sink = None
-    try:
-        if not all(sink_running(conn, topic) for topic in topics):
-            sink = start_sink()
-        job_args = [*(["--pipeline", pipeline_path] if pipeline_path else []), *job_args]
-        spark: SparkJob
-        if submit is None:
-            spark = Child(
-                subprocess.Popen(
-                    spark_submit_command(pipeline, job, job_args), env=env, start_new_session=True, **output
-                )
-            )
-            if log:
-                relay_output(spark.proc, log)
-        else:
-            spark = submit(job, job_args)
-        children.append(spark)
-    except BaseException:  # nothing this load started may outlive it
-        for child in children:
-            child.stop()
-        conn.close()
-        raise
-    say(
-        ("spark job started" if submit is not None else f"spark job pid {spark.pid}")
-        + (f", sink pid {sink.pid}" if sink else ", applied by the running sink")
-    )
-
-    results: dict[str, dict] = {}
-
-    def staged_rows() -> int:
-        return sum(
-            (batch_status(conn, pipeline.target.state_schema, b) or {}).get("staged_rows", 0) for b in batches.values()
-        )
-
-    last_report, last_rows = started, 0
-    last_progress, spark_done = started, None
-    shown = False  # a progress line was said
-    try:
-        last_rows = staged_rows()  # a resumed batch's kept rows are not this run's rate
-        while len(results) < len(tables):
-            time.sleep(0.5)
-            for t in tables:
-                status = batch_status(conn, pipeline.target.state_schema, batches[t.name])
-                if status and status["state"] != "open" and t.name not in results:
-                    results[t.name] = {"table": t.name, "batch": batches[t.name], **status}
-            if len(results) == len(tables):
-                break
-            code = spark.poll()
-            if code not in (None, 0):
-                raise LoadError(
-                    f"the Spark job failed (exit {code}); nothing of the unfinished batch is visible, "
-                    "the target keeps the previous data; fix the cause above and re-run"
-                )
-            if sink is None and not all(sink_running(conn, t) for t in topics):
-                # the sink we left it to was another load's, and it ended with that load's batch
-                say("the running sink stopped before the batch committed; starting one for it")
-                sink = start_sink()
-            if sink is not None and sink.poll() is not None and all(sink_running(conn, t) for t in topics):
-                # a streaming sink (re)started between the check above and ours, and took the topics first: it
-                # applies the batch as it does when it runs from the start
-                say("a running sink took the topics first: it applies the batch")
-                sink = None
-            if sink is not None and sink.poll() is not None:
-                raise LoadError(
-                    f"the sink stopped (exit {sink.poll()}) before the batch committed; "
-                    f"run `seam sink {' '.join('--table ' + t.name for t in tables)}` to finish "
-                    "applying it, the target keeps the previous data meanwhile"
-                )
-            if time.time() - started > timeout:
-                raise LoadError(f"no commit within {timeout:.0f}s; the target keeps the previous data")
-            if code == 0 and spark_done is None:
-                spark_done = time.time()
-            if spark_done is not None and time.time() - max(spark_done, last_progress) > stall_after:
-                unseen = [
-                    name for name, b in batches.items() if batch_status(conn, pipeline.target.state_schema, b) is None
-                ]
-                raise LoadError(
-                    f"the Spark job published everything, but the sink has made no progress for "
-                    f"{stall_after:.0f}s"
-                    + (f" and never saw the BEGIN of {', '.join(unseen)}" if unseen else "")
-                    + "; is the sink running and the broker the same "
-                    "one the job wrote to? The target keeps the previous data; re-run the load"
-                )
-            due = time.time() - last_report >= progress_every
-            if due or not shown:
-                staged = staged_rows()
-                # nothing to say before the first rows (Spark is starting); they are said as soon as they come
-                # (a fast load may commit within one interval), then every ``progress_every``
-                if due or staged != last_rows:
-                    rate = (staged - last_rows) / max(time.time() - last_report, 1e-3)
-                    if staged:
-                        say(f"  staged {staged:,} rows in the target ({rate:,.0f} rows/s)")
-                        shown = True
-                    if staged != last_rows:
-                        last_progress = time.time()
-                    last_report, last_rows = time.time(), staged
-        deadline = time.time() + 120
-        while spark.poll() is None and time.time() < deadline:
-            time.sleep(0.2)
-    finally:
-        for child in (spark, sink):
-            if child is not None:
-                child.stop()
-                if child in children:
-                    children.remove(child)
-        conn.close()
-
-    elapsed = time.time() - started
-    for r in results.values():
-        seconds = (r["finished_at"] - r["opened_at"]).total_seconds() if r["finished_at"] else elapsed
-        r["seconds"] = round(seconds, 2)
-        r["rows_per_s"] = round((r["final_rows"] or 0) / max(seconds, 1e-3))
-    return results
-
-
-_LEVEL = re.compile(r"(?<![\"'])\b(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL|CRITICAL)\b(?![\"'])")
-_LEVELS = {
-    "TRACE": logging.DEBUG,
-    "DEBUG": logging.DEBUG,
-    "INFO": logging.INFO,
-    "WARN": logging.WARNING,
-    "WARNING": logging.WARNING,
-    "ERROR": logging.ERROR,
-    "FATAL": logging.CRITICAL,
-    "CRITICAL": logging.CRITICAL,
-}
-
-
-def relay_output(proc: subprocess.Popen, log: LineLog) -> threading.Thread:
-    """Log a child's output line by line at each line's own level: Spark's log4j and Seam's logging name it
-    near the start of a line, a trace's continuation lines keep the level of the line they continue, and
-    anything else (progress lines) is INFO."""
-
-    def relay():
-        level = logging.INFO
-        assert proc.stdout is not None  # started with stdout=PIPE
-        for line in proc.stdout:
-            line = line.rstrip()
-            if not line:
-                continue
-            found = _LEVEL.search(line[:80])
-            if ONE_LINE.match(line):
-                level = logging.ERROR
-            elif found:
-                level = _LEVELS[found.group(1)]
-            elif not line[:1].isspace() and not line.startswith(("Caused by", "at ", "...")):
-                level = logging.INFO
-            log.log(level, "%s", line)
-
-    thread = threading.Thread(target=relay, name=f"relay-{proc.pid}", daemon=True)
-    thread.start()
-    return thread

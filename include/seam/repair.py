@@ -38,7 +38,7 @@ import pymysql
 
 from seam.core.errors import DivergenceError, ValidationError
 from seam.core.pipeline import Pipeline, TableConfig
-from seam.loads import job_env, sink_running
+from seam.load_run import job_env, sink_running
 from seam.source.binlog import gtids_at
 from seam.source.gtid import gtids_enabled, server_identity
 from seam.source.schema import read_schema

@@ -106,7 +106,7 @@ class SeamSparkJobOperator(SparkSubmitOperator):
 class ProviderSpark:
     """A load's Spark job through the apache-spark provider: ``SparkSubmitHook`` with the ``seam_spark``
     connection (its master: local[*] on the embedded stack, spark:// in docker-compose, yarn, k8s), run in a
-    thread so that the load can watch the ledger meanwhile. A job here is ``seam.loads.SparkSubmit``'s.
+    thread so that the load can watch the ledger meanwhile. A job here is ``seam.load_run.SparkSubmit``'s.
 
     The environment (credentials included) goes to the spark-submit process itself, never through the hook's
     ``env_vars``, which become ``--conf`` arguments on YARN and Kubernetes."""
@@ -133,7 +133,7 @@ def load_runner(task, hook: SeamHook):
     """How a load runs in an Airflow task: its processes get the connections' variables (this process's
     environment stays as it is), their lines go to the task log, Spark runs through the ``seam_spark``
     connection, and what runs is in ``task._started`` for on_kill."""
-    from seam.loads import Runner, job_env
+    from seam.load_run import Runner, job_env
 
     env = hook.job_env()
     return Runner(

@@ -221,7 +221,7 @@ def _topic_end(pipeline) -> int:
 
 
 def _spark_publish(pipeline_path: str) -> subprocess.Popen:
-    from seam.loads import job_env, spark_submit_command
+    from seam.load_run import job_env, spark_submit_command
 
     pipeline = load_pipeline(pipeline_path)
     return subprocess.Popen(

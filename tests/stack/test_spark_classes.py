@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from seam.loads import job_env
+from seam.load_run import job_env
 from seam.spark import submit_conf
 from seam.spark_classes import archive_path, build
 

@@ -59,7 +59,7 @@ def test_the_one_line_names_the_kind_and_is_recognised_in_a_child_process_output
 def test_an_operator_fails_at_once_or_is_retried_by_the_errors_rule(retry):
     from airflow.sdk.exceptions import AirflowException
 
-    from seam.loads import LoadError
+    from seam.load_run import LoadError
     from seam.validate.validation import NotLoaded
     from seam_airflow.operators import BadInput, seam_errors
 

@@ -18,11 +18,11 @@ FLOORS: list[set[str]] = [
     {"settlement"},  # the settlement section of a pipeline file
     {"config"},  # reading a pipeline file
     {"files", "spark_classes", "spark_daemon"},
-    {"alerts", "processes"},
+    {"alerts", "processes", "spark"},
     {"wire"},  # records, codecs, BEGIN/END, topics
     {"state"},  # the seam schema in the target, and the connection to it
     {"source", "apply"},
-    {"validate", "spark", "load_output"},
+    {"validate", "load_output", "load_run"},
     {"loads", "supervise", "waiting", "wiring"},
     {"repair"},
     {"cli"},

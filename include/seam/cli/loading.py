@@ -15,7 +15,8 @@ import pymysql
 from seam.cli.common import pipeline_of
 from seam.core.errors import ConfigError, SeamError
 from seam.load_output import LoadOutput
-from seam.loads import Runner, full_load, incremental_load
+from seam.load_run import Runner
+from seam.loads import full_load, incremental_load
 from seam.processes import Processes
 from seam.repair import repair_table
 from seam.source.lag import stream_lag

@@ -20,7 +20,7 @@ import psycopg
 
 from seam.apply.sink import Sink
 from seam.core.errors import ONE_LINE
-from seam.loads import job_env, spark_submit_command
+from seam.load_run import job_env, spark_submit_command
 from seam.source.streaming import ChangeReader
 from seam.state.connection import connect_state
 from seam.state.owners import Owner

@@ -1,0 +1,348 @@
+"""One run of a load's processes: the Spark publishing job (spark-submit here, or through Airflow's provider)
+and a sink unless one already applies the topics, watched until every batch is final; their output relayed
+line by line at each line's own level.
+
+Delivery guarantee: that of the sink (exactly once, whole batches only); a run that fails or is stopped
+leaves every unfinished batch invisible and its processes stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from seam.core.errors import ONE_LINE, SeamError
+from seam.core.pipeline import Pipeline, TableConfig
+from seam.spark import spark_job_script, spark_master, submit_conf
+from seam.state.connection import connect_state
+from seam.state.ledger import batch_status
+from seam.state.schema import held_by_another
+from seam.wire.topics import ensure_topics, table_topic
+
+
+class LoadError(SeamError):
+    """A load did not commit; the message says what happened and what to do. Loading again resumes it."""
+
+    kind = "load"
+    retry = True
+
+
+def spark_submit_command(
+    pipeline: Pipeline, job: str, args: list[str], script: Path | None = None, conf: dict[str, str] | None = None
+) -> list[str]:
+    """spark-submit of ``spark_jobs/<job>.py`` (or of ``script``) on ``seam.spark.spark_master``."""
+    here = Path(sys.executable).with_name("spark-submit")
+    submit = str(here) if here.exists() else shutil.which("spark-submit")
+    if submit is None:
+        raise LoadError(
+            "spark-submit not found next to this Python or on PATH: install pyspark here, or put "
+            "$SPARK_HOME/bin on PATH"
+        )
+    return [
+        submit,
+        "--master",
+        spark_master(pipeline),
+        "--jars",
+        pipeline.spark.jdbc_jar,
+        "--name",
+        f"seam-{job}",
+        *[a for k, v in submit_conf(conf).items() for a in ("--conf", f"{k}={v}")],
+        str(script or spark_job_script(job)),
+        *args,
+    ]
+
+
+class Child:
+    """A process a load started in its own session (the sink, or spark-submit run from here): stopped as a
+    group, so that a JVM and the Python driver under it go together."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def stop(self, grace_s: float = 30.0) -> None:
+        if self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+        except ProcessLookupError:
+            pass
+
+
+# How a load runs its Spark job: (job, job arguments) -> something with poll() (None while it runs, else its
+# exit code), stop() and pid. The default runs spark-submit here; Airflow's operators pass one that runs it
+# through the apache-spark provider (the ``seam_spark`` connection decides local[*], spark://, yarn, k8s).
+class LineLog(Protocol):
+    """Where a load relays its children's lines: a ``logging.Logger``, or an Airflow task's ``self.log``."""
+
+    def log(self, level: int, msg: Any, /, *args: Any) -> Any: ...
+
+
+class SparkJob(Protocol):
+    @property
+    def pid(self) -> int | None: ...
+    def poll(self) -> int | None: ...
+    def stop(self) -> None: ...
+
+
+SparkSubmit = Callable[[str, list[str]], SparkJob]
+
+
+@dataclass
+class Runner:
+    """How loads run here, as values: the connections' ``SEAM_*`` variables the processes a load starts read
+    (an Airflow hook's; never written into this process's environment), where their output goes (``say`` for
+    progress, ``log`` for their lines, else this process's stdout), how the Spark job is submitted (default:
+    spark-submit here), and ``children``: what runs now, for a caller that must stop it (a task's on_kill)."""
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    say: Callable[[str], None] = print
+    log: LineLog | None = None
+    submit: SparkSubmit | None = None
+    timeout: float = 3600
+    progress_every: float = 3.0
+    children: list = field(default_factory=list)
+
+
+def job_env(connections: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a process a load starts: this one's, with the connections' ``SEAM_*`` variables."""
+    env = {**os.environ, **(connections or {})}
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    return env
+
+
+def sink_running(conn, topic: str) -> bool:
+    return held_by_another(conn, "topic", topic)
+
+
+class BatchRun:
+    """The Spark job and a sink (unless one runs) for ``batches`` (table name -> batch id), until every
+    batch is final. With a ``log`` their output goes to it line by line at each line's own level (else to
+    this process's stdout/stderr)."""
+
+    def __init__(
+        self, pipeline: Pipeline, tables: list[TableConfig], batches: dict[str, str], runner: Runner, stall_after: float
+    ):
+        self.pipeline, self.tables, self.batches, self.runner = pipeline, tables, batches, runner
+        self.stall_after = stall_after
+        self.env = job_env(runner.env)
+        self.output: dict[str, Any] = (
+            dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace") if runner.log else {}
+        )
+        self.topics = [table_topic(pipeline, t) for t in tables]
+        self.pipeline_args = ["--pipeline", pipeline.path] if pipeline.path else []
+        self.results: dict[str, dict] = {}
+        self.spark: SparkJob | None = None
+        self.sink: Child | None = None
+
+    def run(self, job: str, job_args: list[str]) -> dict[str, dict]:
+        ensure_topics(self.pipeline, self.topics)
+        self.conn = connect_state(self.pipeline)
+        started = time.time()
+        try:
+            self._start(job, job_args)
+            self._watch(started)
+            deadline = time.time() + 120
+            while self.spark is not None and self.spark.poll() is None and time.time() < deadline:
+                time.sleep(0.2)
+        finally:  # nothing this load started may outlive it
+            for child in (self.spark, self.sink):
+                if child is not None:
+                    child.stop()
+                    if child in self.runner.children:
+                        self.runner.children.remove(child)
+            self.conn.close()
+        elapsed = time.time() - started
+        for r in self.results.values():
+            seconds = (r["finished_at"] - r["opened_at"]).total_seconds() if r["finished_at"] else elapsed
+            r["seconds"] = round(seconds, 2)
+            r["rows_per_s"] = round((r["final_rows"] or 0) / max(seconds, 1e-3))
+        return self.results
+
+    def _start(self, job: str, job_args: list[str]) -> None:
+        if not all(sink_running(self.conn, topic) for topic in self.topics):
+            self.sink = self._start_sink()
+        job_args = [*self.pipeline_args, *job_args]
+        if self.runner.submit is None:
+            command = spark_submit_command(self.pipeline, job, job_args)
+            spark = Child(subprocess.Popen(command, env=self.env, start_new_session=True, **self.output))
+            if self.runner.log:
+                relay_output(spark.proc, self.runner.log)
+            self.spark = spark
+        else:
+            self.spark = self.runner.submit(job, job_args)
+        self.runner.children.append(self.spark)
+        self.runner.say(
+            ("spark job started" if self.runner.submit is not None else f"spark job pid {self.spark.pid}")
+            + (f", sink pid {self.sink.pid}" if self.sink else ", applied by the running sink")
+        )
+
+    def _start_sink(self) -> Child:
+        sink_cmd = [
+            sys.executable,
+            "-m",
+            "seam.cli",
+            "sink",
+            *self.pipeline_args,
+            *[a for t in self.tables for a in ("--table", t.name)],
+            *[a for b in self.batches.values() for a in ("--until-batch", b)],
+            "--timeout",
+            str(self.runner.timeout),
+        ]
+        child = Child(subprocess.Popen(sink_cmd, env=self.env, start_new_session=True, **self.output))
+        self.runner.children.append(child)
+        if self.runner.log:
+            relay_output(child.proc, self.runner.log)
+        return child
+
+    def _status(self, batch: str) -> dict | None:
+        return batch_status(self.conn, self.pipeline.target.state_schema, batch)
+
+    def _staged_rows(self) -> int:
+        return sum((self._status(b) or {}).get("staged_rows", 0) for b in self.batches.values())
+
+    def _watch(self, started: float) -> None:
+        """Until every batch is final: a failed process, a timeout or a stall raises ``LoadError``; progress
+        is said as the rows are staged."""
+        assert self.spark is not None
+        progress = _Progress(self.runner.say, self.runner.progress_every, started, self._staged_rows())
+        spark_done: float | None = None
+        while len(self.results) < len(self.tables):
+            time.sleep(0.5)
+            for t in self.tables:
+                status = self._status(self.batches[t.name])
+                if status and status["state"] != "open" and t.name not in self.results:
+                    self.results[t.name] = {"table": t.name, "batch": self.batches[t.name], **status}
+            if len(self.results) == len(self.tables):
+                break
+            code = self.spark.poll()
+            if code not in (None, 0):
+                raise LoadError(
+                    f"the Spark job failed (exit {code}); nothing of the unfinished batch is visible, "
+                    "the target keeps the previous data; fix the cause above and re-run"
+                )
+            self._check_sink()
+            if time.time() - started > self.runner.timeout:
+                raise LoadError(f"no commit within {self.runner.timeout:.0f}s; the target keeps the previous data")
+            if code == 0 and spark_done is None:
+                spark_done = time.time()
+            if spark_done is not None and time.time() - max(spark_done, progress.moved_at) > self.stall_after:
+                raise self._stalled()
+            progress.report(self._staged_rows)
+
+    def _check_sink(self) -> None:
+        """The sink this run relies on is still there (its own, or the running one it left the batch to)."""
+        if self.sink is None and not all(sink_running(self.conn, t) for t in self.topics):
+            # the sink we left it to was another load's, and it ended with that load's batch
+            self.runner.say("the running sink stopped before the batch committed; starting one for it")
+            self.sink = self._start_sink()
+        if (
+            self.sink is not None
+            and self.sink.poll() is not None
+            and all(sink_running(self.conn, t) for t in self.topics)
+        ):
+            # a streaming sink (re)started between the check above and ours, and took the topics first: it
+            # applies the batch as it does when it runs from the start
+            self.runner.say("a running sink took the topics first: it applies the batch")
+            self.sink = None
+        if self.sink is not None and self.sink.poll() is not None:
+            raise LoadError(
+                f"the sink stopped (exit {self.sink.poll()}) before the batch committed; "
+                f"run `seam sink {' '.join('--table ' + t.name for t in self.tables)}` to finish "
+                "applying it, the target keeps the previous data meanwhile"
+            )
+
+    def _stalled(self) -> LoadError:
+        unseen = [name for name, b in self.batches.items() if self._status(b) is None]
+        return LoadError(
+            f"the Spark job published everything, but the sink has made no progress for {self.stall_after:.0f}s"
+            + (f" and never saw the BEGIN of {', '.join(unseen)}" if unseen else "")
+            + "; is the sink running and the broker the same "
+            "one the job wrote to? The target keeps the previous data; re-run the load"
+        )
+
+
+class _Progress:
+    """``staged N rows`` lines: nothing before the first rows (Spark is starting); they are said as soon as
+    they come (a fast load may commit within one interval), then every ``every`` seconds. A resumed batch's
+    kept rows are the baseline, not this run's rate."""
+
+    def __init__(self, say: Callable[[str], None], every: float, started: float, rows: int):
+        self.say, self.every = say, every
+        self.reported_at, self.rows, self.moved_at = started, rows, started
+        self.shown = False
+
+    def report(self, staged_rows: Callable[[], int]) -> None:
+        due = time.time() - self.reported_at >= self.every
+        if not (due or not self.shown):
+            return
+        staged = staged_rows()
+        if due or staged != self.rows:
+            rate = (staged - self.rows) / max(time.time() - self.reported_at, 1e-3)
+            if staged:
+                self.say(f"  staged {staged:,} rows in the target ({rate:,.0f} rows/s)")
+                self.shown = True
+            if staged != self.rows:
+                self.moved_at = time.time()
+            self.reported_at, self.rows = time.time(), staged
+
+
+_LEVEL = re.compile(r"(?<![\"'])\b(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL|CRITICAL)\b(?![\"'])")
+_LEVELS = {
+    "TRACE": logging.DEBUG,
+    "DEBUG": logging.DEBUG,
+    "INFO": logging.INFO,
+    "WARN": logging.WARNING,
+    "WARNING": logging.WARNING,
+    "ERROR": logging.ERROR,
+    "FATAL": logging.CRITICAL,
+    "CRITICAL": logging.CRITICAL,
+}
+
+
+def relay_output(proc: subprocess.Popen, log: LineLog) -> threading.Thread:
+    """Log a child's output line by line at each line's own level: Spark's log4j and Seam's logging name it
+    near the start of a line, a trace's continuation lines keep the level of the line they continue, and
+    anything else (progress lines) is INFO."""
+
+    def relay():
+        level = logging.INFO
+        assert proc.stdout is not None  # started with stdout=PIPE
+        for line in proc.stdout:
+            line = line.rstrip()
+            if not line:
+                continue
+            found = _LEVEL.search(line[:80])
+            if ONE_LINE.match(line):
+                level = logging.ERROR
+            elif found:
+                level = _LEVELS[found.group(1)]
+            elif not line[:1].isspace() and not line.startswith(("Caused by", "at ", "...")):
+                level = logging.INFO
+            log.log(level, "%s", line)
+
+    thread = threading.Thread(target=relay, name=f"relay-{proc.pid}", daemon=True)
+    thread.start()
+    return thread
