@@ -26,7 +26,9 @@ def test_float_is_the_stored_single_precision_value_from_text_or_binlog():
 
 
 def test_spatial_values_and_postgis_ewkb_round_trip():
-    from seam.wire.codecs import _ewkb_hex, _ewkb_to_record, _stored
+    from seam.wire.binary_forms import ewkb_hex as _ewkb_hex
+    from seam.wire.binary_forms import ewkb_to_record as _ewkb_to_record
+    from seam.wire.binary_forms import stored_bytes as _stored
 
     g = Column("g", "point", "point", True)
     stored = bytes.fromhex("e6100000" + "0101000000" + "000000000000f83f" + "00000000000000c0")  # SRID 4326, (1.5 -2)

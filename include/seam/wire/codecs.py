@@ -52,13 +52,13 @@ import base64
 import datetime as dt
 import ipaddress
 import json
-import struct
 import uuid
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any
 
 from seam.core.errors import TargetError
 from seam.core.schema import Column
+from seam.wire.binary_forms import ewkb_hex, ewkb_to_record, inet6_text, stored_bytes
 
 _EPOCH = dt.datetime(1970, 1, 1)
 
@@ -483,17 +483,6 @@ class Inet(Codec):
         return str(value) if column.data_type == "inet4" else inet6_text(value.packed)
 
 
-def inet6_text(packed: bytes) -> str:
-    """An IPv6 address as MariaDB and PostgreSQL print it (inet_ntop): Python prints ::ffff:1.2.3.4 as
-    ::ffff:102:304."""
-    words = struct.unpack(">8H", packed)
-    if words[:5] == (0,) * 5 and words[5] == 0xFFFF:
-        return f"::ffff:{ipaddress.IPv4Address(packed[12:])}"
-    if words[:6] == (0,) * 6 and words[6] != 0:
-        return f"::{ipaddress.IPv4Address(packed[12:])}"
-    return ipaddress.IPv6Address(packed).compressed
-
-
 class Spatial(Codec):
     """MySQL stores a geometry as its SRID (4 bytes, little-endian) followed by the OGC WKB (little-endian);
     the binlog and a SELECT hand over those bytes. Validation hashes them as lower-case hex."""
@@ -533,39 +522,12 @@ class Spatial(Codec):
         return "geometry" if postgis else "bytea"
 
     def to_copy(self, postgis):
-        return _ewkb_hex if postgis else _stored
+        return ewkb_hex if postgis else stored_bytes
 
     def from_target(self, column, value):
         if isinstance(value, str):  # PostGIS geometry as psycopg reads it: hex EWKB
-            return _ewkb_to_record(bytes.fromhex(value))
+            return ewkb_to_record(bytes.fromhex(value))
         return self.record(column, value)
-
-
-def _stored(value: dict) -> bytes:
-    """The record value as MySQL stores it (the fallback's bytea)."""
-    return value["srid"].to_bytes(4, "little") + base64.b64decode(value["wkb"])
-
-
-def _ewkb_hex(value: dict) -> str:
-    """The record value as PostGIS's extended WKB in hex, which ``geometry`` input reads with its SRID."""
-    wkb = base64.b64decode(value["wkb"])
-    order: Literal["little", "big"] = "little" if wkb[0] == 1 else "big"
-    kind = int.from_bytes(wkb[1:5], order) | 0x20000000
-    return (wkb[:1] + kind.to_bytes(4, order) + value["srid"].to_bytes(4, order) + wkb[5:]).hex()
-
-
-def _ewkb_to_record(ewkb: bytes) -> dict:
-    """PostGIS's extended WKB (an SRID flag and the SRID after the top-level type) -> the record value."""
-    order: Literal["little", "big"] = "little" if ewkb[0] == 1 else "big"
-    kind = int.from_bytes(ewkb[1:5], order)
-    srid = 0
-    body = ewkb[5:]
-    if kind & 0x20000000:
-        srid, body = int.from_bytes(ewkb[5:9], order), ewkb[9:]
-    if order == "big":
-        raise ValueError("a big-endian geometry read back from PostGIS: expected little-endian")
-    wkb = ewkb[:1] + (kind & ~0x20000000).to_bytes(4, order) + body
-    return {"wkb": base64.b64encode(wkb).decode(), "srid": srid}
 
 
 _BY_TYPE: dict[str, Codec] = {
