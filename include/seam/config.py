@@ -1,8 +1,8 @@
 """Pipeline configuration: one YAML file names the source, Kafka, the target
-and the tables to sync.
+and the tables to sync; the values it makes are ``seam.core.pipeline``'s.
 
-Its size: the whole pipeline schema is validated in one pass, so that a bad file fails on its first fault,
-naming the field.
+The whole file is validated in one pass, one function per section, so that a bad file fails on its first
+fault, naming the field.
 
 Loading validates everything up front and raises ``ConfigError`` naming the
 exact field at fault (``tables[2].cursor``), so a bad file never starts a
@@ -217,8 +217,47 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
     version = top.get("version", 1)
     if version != 1:
         raise r.fail("version", f"unsupported version {version!r}; this Seam reads version 1")
+    mysql, kafka, target = _source(r, top["source"]), _kafka(r, top["kafka"]), _target(r, top["target"])
+    spk = r.mapping(top.get("spark") or {}, "spark", _SPARK)
+    spark = SparkConfig(
+        master=r.string(spk, "master", "spark", SparkConfig.master),
+        jdbc_jar=r.string(spk, "jdbc_jar", "spark", SparkConfig.jdbc_jar),
+        jdbc_driver=r.string(spk, "jdbc_driver", "spark", SparkConfig.jdbc_driver),
+        partitions=r.integer(spk, "partitions", "spark", SparkConfig.partitions, 1, 4096),
+    )
+    tables, notify = _tables(r, top), _notify(r, top.get("notify"))
+    st = r.mapping(top.get("stream") or {}, "stream", _STREAM)
+    stream = StreamConfig(
+        max_lag_seconds=_duration(r, st, "max_lag_seconds", "stream", StreamConfig.max_lag_seconds),
+        log_dir=r.string(st, "log_dir", "stream", ""),
+    )
+    if stream.max_lag_seconds <= 0:
+        raise r.fail("stream.max_lag_seconds", "must be more than 0 (e.g. 5m)")
+    ld = r.mapping(top.get("load") or {}, "load", _LOAD)
+    load = LoadConfig(abandon_after=_duration(r, ld, "abandon_after", "load", LoadConfig.abandon_after))
+    if load.abandon_after <= 0:
+        raise r.fail("load.abandon_after", "must be more than 0 (e.g. 15m)")
+    rp = r.mapping(top.get("repair") or {}, "repair", _REPAIR)
+    # the settlement's table names are resolved when a settlement runs (one line naming a missing one): a copy
+    # of this file with other tables stays valid
+    return Pipeline(
+        name=r.string(top, "name", "", "pipeline"),
+        source=mysql,
+        kafka=kafka,
+        target=target,
+        spark=spark,
+        tables=tables,
+        path=source,
+        notify=notify,
+        stream=stream,
+        load=load,
+        repair=RepairConfig(max_rows=r.integer(rp, "max_rows", "repair", RepairConfig.max_rows, 1, 10**9)),
+        settlement=settlement_section.parse(top.get("settlement"), source),
+    )
 
-    src = r.mapping(top["source"], "source", _SOURCE, required=("host", "user"))
+
+def _source(r: _Reader, raw: Any) -> MySQLSource:
+    src = r.mapping(raw, "source", _SOURCE, required=("host", "user"))
     if r.string(src, "type", "source", "mysql") not in ("mysql", "mariadb"):
         raise r.fail("source.type", "must be 'mysql' or 'mariadb'")
     mysql = MySQLSource(
@@ -235,8 +274,11 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
             f"'{mysql.snapshot}' is not one of {', '.join(SNAPSHOT_METHODS)} (auto: "
             "mariadb on MariaDB, portable elsewhere)",
         )
+    return mysql
 
-    kaf = r.mapping(top["kafka"], "kafka", _KAFKA, required=("bootstrap",))
+
+def _kafka(r: _Reader, raw: Any) -> KafkaConfig:
+    kaf = r.mapping(raw, "kafka", _KAFKA, required=("bootstrap",))
     bootstrap = r.required(kaf, "bootstrap", "kafka")
     for hostport in bootstrap.split(","):
         host, _, port = hostport.strip().rpartition(":")
@@ -266,8 +308,11 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
             "must be 1: one partition per table topic is what keeps BEGIN before and "
             "END after every row of a batch (see seam/boundary.py)",
         )
+    return kafka
 
-    tgt = r.mapping(top["target"], "target", _TARGET, required=("host", "database", "user"))
+
+def _target(r: _Reader, raw: Any) -> PostgresTarget:
+    tgt = r.mapping(raw, "target", _TARGET, required=("host", "database", "user"))
     if r.string(tgt, "type", "target", "postgres") != "postgres":
         raise r.fail("target.type", "must be 'postgres' (the only target so far)")
     target = PostgresTarget(
@@ -285,19 +330,13 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
             f"'{target.text_nul}' must be one of: {', '.join(NUL_MAPPINGS)} (what a NUL character in MySQL text "
             "becomes: PostgreSQL text cannot hold it)",
         )
+    return target
 
-    spk = r.mapping(top.get("spark") or {}, "spark", _SPARK)
-    spark = SparkConfig(
-        master=r.string(spk, "master", "spark", SparkConfig.master),
-        jdbc_jar=r.string(spk, "jdbc_jar", "spark", SparkConfig.jdbc_jar),
-        jdbc_driver=r.string(spk, "jdbc_driver", "spark", SparkConfig.jdbc_driver),
-        partitions=r.integer(spk, "partitions", "spark", SparkConfig.partitions, 1, 4096),
-    )
 
+def _tables(r: _Reader, top: dict) -> tuple[TableConfig, ...]:
     defaults = r.mapping(top.get("defaults") or {}, "defaults", _DEFAULTS)
     default_delay = _duration(r, defaults, "safety_delay", "defaults", 30.0)
     default_semantics = _semantics(r, defaults, "defaults", "exactly-once")
-
     raw_tables = top["tables"]
     if not isinstance(raw_tables, list) or not raw_tables:
         raise r.fail("tables", "must be a non-empty list of tables")
@@ -348,8 +387,11 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
                 checks=_checks(r, t.get("checks") or {}, f"{path}.checks"),
             )
         )
+    return tuple(tables)
 
-    notify = dict(r.mapping(top.get("notify") or {}, "notify", _NOTIFY))
+
+def _notify(r: _Reader, raw: Any) -> dict[str, Any]:
+    notify = dict(r.mapping(raw or {}, "notify", _NOTIFY))
     if notify.get("webhook") is not None:
         notify["webhook"] = r.string(notify, "webhook", "notify")
         if not re.match(r"^https?://", notify["webhook"]):
@@ -365,36 +407,7 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
             "subject": r.string(email, "subject", "notify.email", ""),
             "from": r.string(email, "from", "notify.email", "seam@localhost"),
         }
-    st = r.mapping(top.get("stream") or {}, "stream", _STREAM)
-    stream = StreamConfig(
-        max_lag_seconds=_duration(r, st, "max_lag_seconds", "stream", StreamConfig.max_lag_seconds),
-        log_dir=r.string(st, "log_dir", "stream", ""),
-    )
-    if stream.max_lag_seconds <= 0:
-        raise r.fail("stream.max_lag_seconds", "must be more than 0 (e.g. 5m)")
-    ld = r.mapping(top.get("load") or {}, "load", _LOAD)
-    load = LoadConfig(abandon_after=_duration(r, ld, "abandon_after", "load", LoadConfig.abandon_after))
-    if load.abandon_after <= 0:
-        raise r.fail("load.abandon_after", "must be more than 0 (e.g. 15m)")
-    rp = r.mapping(top.get("repair") or {}, "repair", _REPAIR)
-    repair = RepairConfig(max_rows=r.integer(rp, "max_rows", "repair", RepairConfig.max_rows, 1, 10**9))
-    settlement = settlement_section.parse(top.get("settlement"), source)
-    # its table names are resolved when a settlement runs (one line naming a missing one): a copy of this
-    # file with other tables stays valid
-    return Pipeline(
-        name=r.string(top, "name", "", "pipeline"),
-        source=mysql,
-        kafka=kafka,
-        target=target,
-        spark=spark,
-        tables=tuple(tables),
-        path=source,
-        notify=notify,
-        stream=stream,
-        load=load,
-        repair=repair,
-        settlement=settlement,
-    )
+    return notify
 
 
 def _checks(r: _Reader, raw: Any, path: str) -> dict[str, Any]:
