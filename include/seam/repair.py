@@ -90,7 +90,9 @@ def repair_table(
     say: Callable[[str], None] = print,
 ) -> RepairResult:
     """Repair one table (see the module docstring); raises RepairError (target unchanged) or returns what
-    was done. ``env``: the connections' ``SEAM_*`` variables for the sink it starts when none runs."""
+    was done. ``env``: the connections' ``SEAM_*`` variables for the sink it starts when none runs.
+    Its length: one repair's steps in their order (compare at one point, read, publish, await the commit), each
+    of which leaves the table as it was when it fails."""
     if not table.key:
         raise RepairError(
             f"{table.name} has no key: a repair finds rows by key; run `seam load full {table.name}` instead"

@@ -12,6 +12,7 @@ from seam_dev.stack import SERVICES
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Every command and its arguments. Its length: one table of the command line, read top to bottom."""
     parser = argparse.ArgumentParser(
         prog="seam", description="Keep MySQL tables in sync with PostgreSQL, in batch and in stream, with proof."
     )

@@ -292,6 +292,9 @@ class BinlogReader:
     def _grammar(
         self, stream, prepared: dict[str, Transaction], end: Position | None, executed: GtidSet | None = None
     ) -> Iterator:
+        """Whole transactions, statements, rollbacks and ticks from the events of ``stream``. Its length: one
+        state machine over the event kinds (GTID, BEGIN, rows, XID/COMMIT, XA, SAVEPOINT, ROLLBACK, DDL), each
+        case a few lines, as Debezium's ``handleQueryEvent`` treats them apart in one place."""
         open_: Transaction | None = None
         gtid = None
         rows_seen = 0

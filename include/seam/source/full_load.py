@@ -129,7 +129,8 @@ def publish_full_load(
     say: Callable[[str], None] = print,
     resume: Resume | None = None,
 ) -> End:
-    """Publish a full load of ``table`` as ``batch`` (``resume``: continue that open batch)."""
+    """Publish a full load of ``table`` as ``batch`` (``resume``: continue that open batch). Its length: the
+    publishing sequence in its order (BEGIN, the chunks, the batch's position, reconciliation, END)."""
     started = time.time()
     schema, plan, opening = prepare(pipeline, table)
     topic = table_topic(pipeline, table)

@@ -61,6 +61,9 @@ def compare(
     pull_rows: int,
     say: Callable[[str], None],
 ) -> None:
+    """Fill ``report`` with the comparison of ``source`` and ``target`` (steps 2 to 4 of
+    ``seam.validate.validation``'s method). Its length: the steps in their order over the buckets they share
+    (first pass, narrowing, rows, counts and metrics at P)."""
     metrics = [(c, m) for c, ms in column_checks(table).items() for m in ms if m in METRICS]
     ranged = bool(table.key) and schema.column(table.key[0]).data_type in INTEGER
     with ThreadPoolExecutor(2) as pool:

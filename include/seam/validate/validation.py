@@ -118,7 +118,9 @@ def validate(
 ) -> Report:
     """Compare the table's source and target at a consistent point; see the module docstring.
     ``as_of_source``: compare the target as it is with the source's snapshot (exact position Q) as it is, not
-    at the target's position (``seam repair --full``: a position whose binlog is gone, or a stopped table)."""
+    at the target's position (``seam repair --full``: a position whose binlog is gone, or a stopped table).
+    Its length: the consistent pair of snapshots in their order (the target's fixes P, then the source's
+    Q >= P), with the checks that must pass between them; the order is the guarantee."""
     started = time.monotonic()
     state = pipeline.target.state_schema
     src = pymysql.connect(
