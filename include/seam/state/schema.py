@@ -23,8 +23,8 @@ LOCKS = {
 
 
 def migrations(schema: str) -> list[tuple[int, list[str]]]:
-    """(version, statements) in order; a statement may never change once released: add a version. Its
-    length: the state schema's whole history, as data."""
+    """(version, statements) in order; a statement may never change once released: add a version.
+    Its length: the state schema's whole history, as data."""
     s = qi(schema)
     return [
         (
