@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 import psycopg
 import pymysql
@@ -41,6 +41,7 @@ from seam.core.pipeline import Pipeline, TableConfig
 from seam.load_run import job_env, sink_running
 from seam.source.binlog import gtids_at
 from seam.source.gtid import gtids_enabled, server_identity
+from seam.source.publication import Publication
 from seam.source.schema import read_schema
 from seam.source.snapshot import open_snapshot, snapshot_opening
 from seam.state.connection import connect_state
@@ -48,11 +49,8 @@ from seam.state.ledger import batch_status
 from seam.validate.at_position import changes_since, key_texts
 from seam.validate.side import Scope, Side
 from seam.validate.validation import ensure_functions, validate
-from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally, new_batch_id
+from seam.wire.boundary import RECONCILE_PART, End, Part, Tally, new_batch_id
 from seam.wire.records import Record, kafka_key, key_of
-from seam.wire.topics import Publisher, ensure_topics, table_topic
-
-CONTROL = [(CONTROL_HEADER, b"1")]
 
 
 class RepairError(DivergenceError):
@@ -99,11 +97,9 @@ def repair_table(
         )
     limit = max_rows or pipeline.repair.max_rows
     started = time.monotonic()
-    topic = table_topic(pipeline, table)
-    ensure_topics(pipeline, [topic])
     batch = new_batch_id()
+    publication = Publication(pipeline, table, batch)
     state = connect_state(pipeline)
-    publisher = Publisher(pipeline)
     sink: subprocess.Popen | None = None
     ended = False
     try:
@@ -112,19 +108,9 @@ def repair_table(
             schema = read_schema(source, table.db, table.table)
         finally:
             source.close()
-        if not sink_running(state, topic):
+        if not sink_running(state, publication.topic):
             sink = _start_sink(pipeline, table, batch, timeout, env)
-        begin = Begin(
-            batch=batch,
-            db=table.db,
-            table=table.table,
-            mode="repair",
-            columns=[asdict(c) for c in schema.columns],
-            key=list(table.key),
-            soft_delete=table.soft_delete,
-        )
-        publisher.send(topic, begin.to_json(), b"__seam_control__", headers=CONTROL)
-        publisher.flush()
+        publication.begin("repair", schema)
         # the comparison waits for the sink to hold the table: comparing while it still applies what came
         # before the BEGIN (a stream starting, a sink of our own taking over the topic) left a running table
         # behind its source in the stack test of a repair under a writer
@@ -133,9 +119,7 @@ def repair_table(
 
         def cancel(why: str) -> None:
             nonlocal ended
-            end = End(batch, table.db, table.table, "repair", None, [], 0, 0, stats={"cancelled": why})
-            publisher.send(topic, end.to_json(), b"__seam_control__", headers=CONTROL)
-            publisher.flush()
+            publication.cancel("repair", why)
             ended = True
 
         try:
@@ -164,14 +148,7 @@ def repair_table(
         compared_at = report.compared_at
         say(f"{table.name}: {differing:,} differing row(s) at {compared_at} ({report.seconds:.1f}s)")
         end, changed, deletes = _publish_rows(
-            pipeline,
-            table,
-            schema,
-            batch,
-            topic,
-            publisher,
-            compared_at,
-            {tuple(d.key.values()) for d in report.differences},
+            pipeline, table, schema, publication, compared_at, {tuple(d.key.values()) for d in report.differences}
         )
         ended = True
         final = _wait_state(
@@ -193,9 +170,7 @@ def repair_table(
     except BaseException:
         if not ended:  # the open batch would hold the table's changes until load.abandon_after
             try:
-                end = End(batch, table.db, table.table, "repair", None, [], 0, 0, stats={"cancelled": "interrupted"})
-                publisher.send(topic, end.to_json(), b"__seam_control__", headers=CONTROL)
-                publisher.flush()
+                publication.cancel("repair", "interrupted")
             except Exception:  # noqa: BLE001 - the batch is then abandoned by the sink
                 pass
         raise
@@ -205,7 +180,7 @@ def repair_table(
         state.close()
 
 
-def _publish_rows(pipeline, table, schema, batch, topic, publisher, compared_at, keys) -> tuple[End, int, int]:
+def _publish_rows(pipeline, table, schema, publication: Publication, compared_at, keys) -> tuple[End, int, int]:
     """The rows at an exact snapshot position P of ``keys`` and of every key changed in (compared_at, P],
     then END at P."""
     src = pymysql.connect(
@@ -231,35 +206,27 @@ def _publish_rows(pipeline, table, schema, batch, topic, publisher, compared_at,
         src.close()
         tgt.close()
     written, deleted = Tally(), Tally()
-    record = functools.partial(Record, db=table.db, table=table.table, position=at, batch=batch, attempt=0)
+    record = functools.partial(Record, db=table.db, table=table.table, position=at, batch=publication.batch, attempt=0)
     for row in rows.values():
         value = record(
             op="r", key=key_of(schema, table.key, row), before=None, after=row, snapshot=True, part=0
         ).to_json()
-        publisher.send(topic, value, kafka_key(key_of(schema, table.key, row)))
+        publication.send(value, kafka_key(key_of(schema, table.key, row)))
         written.add(value)
     for row in target_rows.values():
         value = record(
             op="d", key=key_of(schema, table.key, row), before=row, after=None, part=RECONCILE_PART
         ).to_json()
-        publisher.send(topic, value, kafka_key(key_of(schema, table.key, row)))
+        publication.send(value, kafka_key(key_of(schema, table.key, row)))
         deleted.add(value)
-    total = written.merge(deleted)
-    end = End(
-        batch=batch,
-        db=table.db,
-        table=table.table,
-        mode="repair",
-        position=at,
-        parts=[Part(0, 0, written.rows, written.checksum), Part(RECONCILE_PART, 0, deleted.rows, deleted.checksum)],
-        rows=total.rows,
-        checksum=total.checksum,
+    end = publication.end(
+        "repair",
+        at,
+        [Part(0, 0, written.rows, written.checksum), Part(RECONCILE_PART, 0, deleted.rows, deleted.checksum)],
         gtids=str(gtids) if gtids and gtids.flavour else None,
         server=server,
         stats={"compared_at": str(compared_at), "changed_keys": len(changed), "keys": len(wanted)},
     )
-    publisher.send(topic, end.to_json(), b"__seam_control__", headers=CONTROL)
-    publisher.flush()
     return end, len(changed - keys), deleted.rows
 
 

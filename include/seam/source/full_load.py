@@ -42,6 +42,7 @@ from seam.core.position import Position
 from seam.core.schema import SchemaError, TableSchema
 from seam.source.binlog import binlog_files, gtids_at, head_gtids
 from seam.source.gtid import gtids_enabled, server_identity
+from seam.source.publication import Publication
 from seam.source.schema import read_schema
 from seam.source.snapshot import (
     Chunk,
@@ -60,9 +61,9 @@ from seam.source.snapshot import (
     snapshot_position,
     source_head,
 )
-from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, PartDone, Tally
+from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, End, Part, PartDone, Tally
 from seam.wire.records import no_cyclic_gc, record_json
-from seam.wire.topics import Publisher, ensure_topics, table_topic
+from seam.wire.topics import Publisher
 
 CONTROL = [(CONTROL_HEADER, b"1")]
 
@@ -133,9 +134,7 @@ def publish_full_load(
     publishing sequence in its order (BEGIN, the chunks, the batch's position, reconciliation, END)."""
     started = time.time()
     schema, plan, opening = prepare(pipeline, table)
-    topic = table_topic(pipeline, table)
-    ensure_topics(pipeline, [topic])
-    driver = Publisher(pipeline)
+    publication = Publication(pipeline, table, batch)
     kept: tuple[Part, ...] = ()
     if resume is not None:
         plan, kept = resume.plan, resume.kept
@@ -149,24 +148,13 @@ def publish_full_load(
                 else " (one consistent chunk: no integer key, or a child of a cascading foreign key)"
             )
         )
-        begin = Begin(
-            batch=batch,
-            db=table.db,
-            table=table.table,
-            mode="full",
-            columns=[asdict(c) for c in schema.columns],
-            key=list(table.key),
-            soft_delete=table.soft_delete,
-            plan=plan_json(plan),
-        )
-        driver.send(topic, begin.to_json(), b"__seam_control__", headers=CONTROL)
-        driver.flush()
+        publication.begin("full", schema, plan=plan_json(plan))
 
     done = {p.part for p in kept}
     parts = list(kept) + publish_chunks(
         spark,
         pipeline=pipeline,
-        topic=topic,
+        topic=publication.topic,
         schema=schema,
         plan=ChunkPlan(plan.column, tuple(c for c in plan.chunks if c.index not in done)),
         key=table.key,
@@ -209,19 +197,13 @@ def publish_full_load(
             )
         for record in reconcile(pipeline.source, schema, table.key, plan, positions, target, batch):
             value = replace(record, part=RECONCILE_PART, attempt=0).to_json()
-            driver.send(topic, value, record.kafka_key())
+            publication.send(value, record.kafka_key())
             changes.add(value)
     parts.append(Part(RECONCILE_PART, 0, changes.rows, changes.checksum))
-    total = functools.reduce(Tally.merge, (Tally(p.rows, p.checksum) for p in parts), Tally())
-    end = End(
-        batch=batch,
-        db=table.db,
-        table=table.table,
-        mode="full",
-        position=target,
-        parts=parts,
-        rows=total.rows,
-        checksum=total.checksum,
+    end = publication.end(
+        "full",
+        target,
+        parts,
         gtids=str(gtids) if gtids and gtids.flavour else None,
         server=server,
         stats={
@@ -231,10 +213,8 @@ def publish_full_load(
             "publish_s": round(time.time() - started, 3),
         },
     )
-    driver.send(topic, end.to_json(), b"__seam_control__", headers=CONTROL)
-    driver.flush()
     say(
-        f"{table.name}: published {total.rows:,} messages ({changes.rows} reconciliation change(s)) in "
+        f"{table.name}: published {end.rows:,} messages ({changes.rows} reconciliation change(s)) in "
         f"{time.time() - started:.1f}s; END sent"
     )
     return end

@@ -43,11 +43,10 @@ an upsert of current rows.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import pymysql
 
@@ -56,12 +55,11 @@ from seam.core.identifiers import quote
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.schema import TableSchema
 from seam.source.full_load import publish_chunks
+from seam.source.publication import Publication
 from seam.source.schema import read_schema
 from seam.source.snapshot import ChunkPlan, plan_chunks
-from seam.wire.boundary import CONTROL_HEADER, Begin, End, Tally
-from seam.wire.topics import Publisher, ensure_topics, table_topic
+from seam.wire.boundary import End
 
-CONTROL = [(CONTROL_HEADER, b"1")]
 INITIAL = "1970-01-01 00:00:00.000000"
 _TIME_TYPES = {"datetime", "timestamp", "date"}
 _INT_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
@@ -231,25 +229,12 @@ def publish_window(
         plan: ChunkPlan = plan_chunks(conn, schema, table.key, pipeline.spark.partitions)
     finally:
         conn.close()
-    topic = table_topic(pipeline, table)
-    ensure_topics(pipeline, [topic])
-    driver = Publisher(pipeline)
-    begin = Begin(
-        batch=batch,
-        db=table.db,
-        table=table.table,
-        mode="incremental",
-        columns=[asdict(c) for c in schema.columns],
-        key=list(table.key),
-        window=window.as_dict(),
-        soft_delete=table.soft_delete,
-    )
-    driver.send(topic, begin.to_json(), b"__seam_control__", headers=CONTROL)
-    driver.flush()
+    publication = Publication(pipeline, table, batch)
+    publication.begin("incremental", schema, window=window.as_dict())
     parts = publish_chunks(
         spark,
         pipeline=pipeline,
-        topic=topic,
+        topic=publication.topic,
         schema=schema,
         plan=plan,
         key=table.key,
@@ -258,16 +243,10 @@ def publish_window(
         window=window_condition(schema, window),
         opening=None,
     )
-    total = functools.reduce(Tally.merge, (Tally(p.rows, p.checksum) for p in parts), Tally())
-    end = End(
-        batch=batch,
-        db=table.db,
-        table=table.table,
-        mode="incremental",
-        position=None,
-        parts=parts,
-        rows=total.rows,
-        checksum=total.checksum,
+    end = publication.end(
+        "incremental",
+        None,
+        parts,
         window=window.as_dict(),
         stats={
             "read_s": round(time.time() - started, 3),
@@ -275,10 +254,8 @@ def publish_window(
             "requested_end": window.requested_end,
         },
     )
-    driver.send(topic, end.to_json(), b"__seam_control__", headers=CONTROL)
-    driver.flush()
     say(
-        f"{table.name}: window ({window.start}, {window.end}] published: {total.rows:,} rows in "
+        f"{table.name}: window ({window.start}, {window.end}] published: {end.rows:,} rows in "
         f"{time.time() - started:.1f}s; END sent"
     )
     return end
