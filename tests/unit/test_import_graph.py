@@ -21,7 +21,7 @@ FLOORS: list[set[str]] = [
     {"alerts", "processes", "spark"},
     {"wire"},  # records, codecs, BEGIN/END, topics
     {"state"},  # the seam schema in the target, and the connection to it
-    {"source", "apply"},  # (seam.source.publication: one publishing sequence for every batch)
+    {"source", "apply"},
     {"validate", "load_output", "load_run"},
     {"loads", "supervise", "waiting", "wiring"},
     {"repair"},
