@@ -17,6 +17,9 @@ A row event Seam cannot decode exactly raises in ``images()``; the binlog reader
 (never a skipped row). Binlog compression (MySQL's TRANSACTION_PAYLOAD, MariaDB's compressed events) hides
 rows from any reader that does not inflate it: ``UnreadableBinlog``, never silence.
 
+``Stream`` reads some of ``BinLogStreamReader``'s private attributes and passes ``BinLogPacketWrapper``'s
+parameters by position: ``tests/unit/test_binlog_library.py`` pins the release and every such name.
+
 Delivery guarantee: none of its own (decoding only); nothing is dropped without an error.
 """
 
