@@ -18,6 +18,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 
 from seam_airflow.hooks import SeamHook
+from seam_airflow.links import ValidationReportLink
 
 
 class BadInput(SystemExit):
@@ -341,6 +342,7 @@ class SeamValidateOperator(SeamOperator):
     """
 
     template_fields: Sequence[str] = ("table", "pipeline", "start", "end")
+    operator_extra_links = (ValidationReportLink(),)  # the HTML report, from the task in the UI
 
     def __init__(
         self,
@@ -355,6 +357,7 @@ class SeamValidateOperator(SeamOperator):
         super().__init__(**kwargs)
         self.table, self.start, self.end, self.limit = table, start, end, limit
         self.repair = repair
+        self.report_name: str | None = None  # the report this run wrote (ValidationReportLink)
 
     @seam_errors()
     def execute(self, context) -> dict:
@@ -375,6 +378,7 @@ class SeamValidateOperator(SeamOperator):
                 pipeline, table, scope, self.limit, self.log, context, "validation", hook.job_env()
             )
             report = again or report
+        self.report_name = os.path.basename(report.html) if report.html else None
         summary = {k: v for k, v in report.as_dict().items() if k not in ("differences", "buckets")}
         if report.verdict == "equal":
             return {**summary, **({"repaired": repair} if repair else {})}
@@ -501,6 +505,7 @@ class SeamSettlementOperator(SeamOperator):
     ``seam_settlement`` asset alias, for downstream DAGs."""
 
     template_fields: Sequence[str] = ("table", "day", "start", "end", "day_end", "pipeline")
+    operator_extra_links = (ValidationReportLink(),)  # the day's validation report, from the task in the UI
     ALIAS = "seam_settlement"
 
     def __init__(
@@ -520,6 +525,7 @@ class SeamSettlementOperator(SeamOperator):
         self.table, self.day, self.start, self.end, self.day_end = table, day, start, end, day_end
         self.repair = repair
         self.timeout, self.limit = timeout, limit
+        self.report_name: str | None = None  # the report this run wrote (ValidationReportLink)
 
     @seam_errors()
     def execute(self, context) -> dict:
@@ -556,6 +562,7 @@ class SeamSettlementOperator(SeamOperator):
                 pipeline, table, scope, self.limit, self.log, context, f"settlement {day}", hook.job_env()
             )
             report = again or report
+        self.report_name = os.path.basename(report.html) if report.html else None
         summary = {k: v for k, v in report.as_dict().items() if k not in ("differences", "buckets")}
         if repair:
             summary["repaired"] = repair

@@ -11,6 +11,9 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.parse
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import psycopg
@@ -18,6 +21,7 @@ import pytest
 
 from seam.config import load_pipeline
 from seam_dev import demo
+from seam_dev.airflow_api import AirflowClient
 from tests.support.pipelines import pipeline_file
 
 DB = "valdag_test"
@@ -30,7 +34,7 @@ bag = DagBag(dag_folder=sys.argv[1])
 dag = bag.get_dag("seam_validate")
 run = dag.test(run_conf=json.loads(sys.argv[2]))
 states = {f"{ti.task_id}[{ti.map_index}]": str(ti.state) for ti in run.get_task_instances()}
-print("RESULT " + json.dumps({"state": str(run.state), "tasks": states}))
+print("RESULT " + json.dumps({"state": str(run.state), "run_id": run.run_id, "tasks": states}))
 """
 
 
@@ -164,6 +168,35 @@ def test_a_mismatch_fails_the_task_and_alerts_once_by_mail_and_webhook(
     assert f"{DB}.settlements" in message["Subject"] and "MISMATCH" in message["Subject"]
     html = next(part for part in message.walk() if part.get_content_type() == "text/html")
     assert "different" in html.get_payload(decode=True).decode() and "42" in html.get_payload(decode=True).decode()
+
+    _the_report_is_one_click_from_the_task(airflow_stack, result["run_id"])
+
+
+def _get(url: str, token: str | None) -> tuple[int, str]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+
+
+def _the_report_is_one_click_from_the_task(stack, run_id: str) -> None:
+    """The failed task's "Validation report" link (an operator extra link) is served by the API server's
+    plugin to a signed-in user only, and is the report of the table that differs."""
+    env = stack.airflow_env()
+    client = AirflowClient(env["SEAM_AIRFLOW_URL"], env["SEAM_AIRFLOW_USER"], env["SEAM_AIRFLOW_PASSWORD"])
+    links = client._request(
+        "GET",
+        f"/api/v2/dags/seam_validate/dagRuns/{urllib.parse.quote(run_id)}/taskInstances/validate/links?map_index=0",
+    )
+    url = links["Validation report"]
+    assert url.startswith(env["SEAM_AIRFLOW_URL"] + "/seam-reports/seam_validate/validate-"), links
+    status, page = _get(url, client.token())
+    assert status == 200 and f"{DB}.settlements" in page and "different" in page, (status, page[:500])
+    assert _get(url, None)[0] in (401, 403)  # reports hold rows: Airflow's sign-in guards them
+    status, _ = _get(url.rsplit("/", 1)[0] + "/..%2F..%2Fairflow.cfg", client.token())
+    assert status == 404
 
 
 def test_with_repair_on_a_mismatch_is_repaired_validated_again_and_reported(

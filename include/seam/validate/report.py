@@ -9,10 +9,19 @@ import collections
 import html
 import json
 import math
+import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
+from seam.config import state_dir
 from seam.core.position import Position
+
+
+def report_folder(report_dir: str | os.PathLike | None = None) -> Path:
+    """Where HTML reports are written (and served from, ``seam_airflow.reports``): ``report_dir``, else
+    ``SEAM_REPORT_DIR``, else ``reports`` in the state folder."""
+    return Path(report_dir or os.environ.get("SEAM_REPORT_DIR") or state_dir() / "reports")
 
 
 @dataclass(frozen=True)

@@ -49,13 +49,11 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
 import psycopg
 import pymysql
 
 from seam.apply.retry import first_line, transient
-from seam.config import state_dir
 from seam.core.errors import ValidationError
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline, TableConfig
@@ -81,7 +79,7 @@ from seam.state.schema import ensure_state, schema_version, xact_lock
 from seam.validate import canonical
 from seam.validate.at_position import changes_since
 from seam.validate.compare import column_checks, compare
-from seam.validate.report import Report
+from seam.validate.report import Report, report_folder
 from seam.validate.side import INTEGER, WHOLE_TABLE, Scope, Side
 
 _NUMERIC = INTEGER | {"decimal", "year", "bit"}
@@ -305,7 +303,7 @@ def validate_tables(
 ) -> list[Report]:
     """Validate each table, store each report in the ledger and as HTML; what the CLI and Airflow run."""
     out = []
-    folder = Path(report_dir or os.environ.get("SEAM_REPORT_DIR") or state_dir() / "reports")
+    folder = report_folder(report_dir)
     private_dir(folder)
     for table in tables:  # every table gets a verdict: one that cannot be compared does not stop the others
         try:
