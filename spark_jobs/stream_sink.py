@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shutil
 import sys
 
-from seam.apply.stream_sink import checkpoint_dir, start_stream_sink
+from seam.apply.stream_sink import run_stream_sink
 from seam.config import load_pipeline
 from seam.spark import spark_session
 
@@ -27,12 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     pipeline = load_pipeline(args.pipeline)
     tables = [pipeline.table(t) for t in args.table] if args.table else list(pipeline.tables)
     spark = spark_session(pipeline, "seam-stream-sink")
-    query, sink = start_stream_sink(spark, pipeline, tables, source=args.source)
-    try:
-        query.awaitTermination()
-    finally:
-        sink.close()
-        shutil.rmtree(checkpoint_dir(), ignore_errors=True)
+    run_stream_sink(spark, pipeline, tables, source=args.source)
+    spark.stop()
     return 0
 
 

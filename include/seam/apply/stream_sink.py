@@ -12,6 +12,8 @@ import json
 import logging
 import os
 import shutil
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -71,6 +73,25 @@ def start_stream_sink(
         .start()
     )
     return query, sink
+
+
+def run_stream_sink(spark, pipeline: Pipeline, tables: list[TableConfig], source: str = "seam") -> None:
+    """The query until it fails or SIGTERM: then it is stopped between micro-batches (the one running
+    finishes, or is rolled back with its offsets), and Spark after it; nothing is left for a kill to cut."""
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    query, sink = start_stream_sink(spark, pipeline, tables, source=source)
+    try:
+        while not stopping.is_set() and query.isActive:
+            query.awaitTermination(1.0)
+        if stopping.is_set():
+            log.info("stopping: the stream sink's query ends after its micro-batch")
+            query.stop()
+        else:
+            query.awaitTermination()  # raises the query's error
+    finally:
+        sink.close()
+        shutil.rmtree(checkpoint_dir(), ignore_errors=True)
 
 
 def checkpoint_dir() -> Path:

@@ -7,6 +7,7 @@ loses its lock to another process exits 2 and applies nothing more."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import re
 import signal
@@ -16,6 +17,7 @@ import threading
 import time
 from typing import Any
 
+import psutil
 import psycopg
 
 from seam.apply.sink import Sink
@@ -76,8 +78,7 @@ def run_sink(pipeline, table_args: list[str]) -> int:
             started, beat = time.monotonic(), 0.0
             while job.poll() is None:
                 if stopping_or_lost():
-                    job.terminate()
-                    job.wait(60)
+                    _stop_sink_job(job)
                 if time.monotonic() - beat > 2:
                     state.record(part_beat)
                     beat = time.monotonic()
@@ -98,6 +99,28 @@ def run_sink(pipeline, table_args: list[str]) -> int:
         state.close()
         owner.release()
     return exit_status(owner)
+
+
+def _stop_sink_job(job: subprocess.Popen) -> None:
+    """Stop the sink's spark-submit: its Python driver first (SIGTERM: it stops the query between
+    micro-batches and Spark, then exits 0), so that the JVM is not pulled from under a running micro-batch
+    (an ERROR and an EOFException trace in the sink's log); the JVM itself if the driver does not end."""
+    try:
+        drivers = [
+            p for p in psutil.Process(job.pid).children(recursive=True) if "stream_sink.py" in " ".join(p.cmdline())
+        ]
+    except psutil.Error:
+        drivers = []
+    for driver in drivers:
+        with contextlib.suppress(psutil.Error):
+            driver.terminate()
+    try:
+        job.wait(60 if drivers else 0.1)
+    except subprocess.TimeoutExpired:
+        pass
+    if job.poll() is None:
+        job.terminate()
+        job.wait(60)
 
 
 class _PartState:
