@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import asdict, replace
+from typing import Any
 
 from seam.core.position import Position
 from seam.core.schema import Column
@@ -31,11 +33,14 @@ MAY_CHANGE_KEYS = re.compile(r"\bFOREIGN\b|\bCONSTRAINT\b|^\s*(CREATE|DROP|RENAM
 TRANSACTIONAL = {"innodb", "xtradb", "rocksdb", "tokudb", "ndbcluster", "ndb"}
 
 
-def follow_statement(chains: Chains, cascades: Cascades, conn, publisher: Publisher, statement: Statement) -> None:
+def follow_statement(
+    chains: Chains, cascades: Cascades, source: Callable[[], Any], publisher: Publisher, statement: Statement
+) -> None:
     """A query event outside the transaction grammar: DDL, or a statement the stream cannot follow. Raises
-    ``Rewind`` when a foreign key now cascades from a table the reader does not decode yet."""
+    ``Rewind`` when a foreign key now cascades from a table the reader does not decode yet. ``source``: the
+    reader's catalog connection, asked for only when the statement needs it."""
     if MAY_CHANGE_KEYS.search(statement.query):
-        grown = cascades.load(conn)
+        grown = cascades.load(source())
         if grown:  # the reader must decode the new parents' rows from here on
             raise Rewind(
                 f"a foreign key from {', '.join('.'.join(p) for p in sorted(grown))} now cascades "
@@ -46,7 +51,7 @@ def follow_statement(chains: Chains, cascades: Cascades, conn, publisher: Publis
         effect = ddl_effect(statement.query, statement.schema, db, table)
         if effect is None or not statement.position.after(followed.published):
             continue
-        change = _followed_change(conn, followed, statement, *effect)
+        change = _followed_change(source, followed, statement, *effect)
         if isinstance(change, str):
             chains.stop(
                 publisher,
@@ -64,7 +69,7 @@ def follow_statement(chains: Chains, cascades: Cascades, conn, publisher: Publis
         log.info("%s: %s at %s followed; the stream goes on", followed.table.name, effect[0], statement.position)
 
 
-def follow_rollback(chains: Chains, conn, publisher: Publisher, rolled: RolledBack) -> None:
+def follow_rollback(chains: Chains, source: Callable[[], Any], publisher: Publisher, rolled: RolledBack) -> None:
     """A ROLLBACK logged with rows: undone in transactional tables; a non-transactional table kept them, and
     the stream cannot tell which of them persisted in order, so that table stops."""
     touched = {(c.db, c.table) for c in rolled.changes} | set(rolled.errors)
@@ -72,7 +77,7 @@ def follow_rollback(chains: Chains, conn, publisher: Publisher, rolled: RolledBa
         followed = chains.followed.get(key)
         if followed is None:
             continue
-        engine = _engine(conn, *key)
+        engine = _engine(source(), *key)
         if engine.lower() in TRANSACTIONAL:
             continue
         chains.stop(
@@ -83,7 +88,9 @@ def follow_rollback(chains: Chains, conn, publisher: Publisher, rolled: RolledBa
         )
 
 
-def _followed_change(conn, followed: Followed, statement: Statement, kind: str, detail) -> SchemaChange | str:
+def _followed_change(
+    source: Callable[[], Any], followed: Followed, statement: Statement, kind: str, detail
+) -> SchemaChange | str:
     """The SCHEMA message that follows a statement changing the table (``seam.source.ddl``), or why the
     table stops."""
     if kind == "truncate":
@@ -93,9 +100,9 @@ def _followed_change(conn, followed: Followed, statement: Statement, kind: str, 
     if kind == "alter":
         if statement.in_transaction:  # DDL commits implicitly: inside a transaction it is not what it seems
             return "ALTER TABLE inside a transaction"
-        return _altered(conn, followed, detail, statement.query, statement.position)
+        return _altered(source(), followed, detail, statement.query, statement.position)
     if kind == "cutover":
-        change = _altered(conn, followed, None, statement.query, statement.position)
+        change = _altered(source(), followed, None, statement.query, statement.position)
         swapped = ".".join(detail)
         if isinstance(change, str):
             return f"an online schema change's cut-over swapped in {swapped}: {change}"

@@ -299,10 +299,10 @@ class ChangeReader:
                             f"a change at {item.commit} cannot be read with the table's columns ({error})",
                         )
                 elif isinstance(item, Statement):
-                    follow_statement(self.chains, self.cascades, self._source(), publisher, item)
+                    follow_statement(self.chains, self.cascades, self._source, publisher, item)
                     between = not item.in_transaction
                 elif isinstance(item, RolledBack):
-                    follow_rollback(self.chains, self._source(), publisher, item)
+                    follow_rollback(self.chains, self._source, publisher, item)
                 elif isinstance(item, LostTransaction):
                     for followed in list(self.followed.values()):
                         self.chains.stop(publisher, followed, item.position, item.reason)
