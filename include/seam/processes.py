@@ -39,11 +39,12 @@ class Processes:
         """PID of a live process started under ``name``, else None."""
         return self._alive_pid(name)
 
-    def stop(self, name: str, sig: int = signal.SIGTERM) -> int | None:
-        """Stop the process group our PID file names, if it still runs; return its PID."""
+    def stop(self, name: str, sig: int = signal.SIGTERM, leader_first: bool = False) -> int | None:
+        """Stop the process group our PID file names, if it still runs; return its PID. ``leader_first``: the
+        signal goes to the process we started alone, which stops its children in order (see ``stop_group``)."""
         pid = self._alive_pid(name)
         if pid is not None:
-            stop_group(pid, sig)
+            stop_group(pid, sig, leader_first=leader_first)
         self._pidfile(name).unlink(missing_ok=True)
         return pid
 
@@ -83,10 +84,20 @@ class Processes:
         return pid if any(exe.encode() in part for part in cmdline[:2]) else None
 
 
-def stop_group(pid: int, sig: int, grace: float = 30.0) -> None:
-    """Signal a process group, and SIGKILL it if it is still there after ``grace`` seconds."""
+def stop_group(pid: int, sig: int, grace: float = 30.0, leader_first: bool = False) -> None:
+    """Signal a process group, and SIGKILL it if it is still there after ``grace`` seconds. ``leader_first``:
+    signal its leader alone and give it ``grace`` to stop its children in order (a stream sink stops its
+    query before Spark; signalled together, Spark's Python workers die under a running micro-batch), then
+    the group as above."""
     try:
         pgid = os.getpgid(pid)
+        if leader_first:
+            os.kill(pid, sig)
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and _group_alive(pgid):
+                _reap(pid)
+                time.sleep(0.2)
+            grace = 10.0
         os.killpg(pgid, sig)
     except ProcessLookupError:
         return
@@ -103,6 +114,14 @@ def stop_group(pid: int, sig: int, grace: float = 30.0) -> None:
     except ProcessLookupError:
         pass
     _reap(pid)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
 
 
 def _reap(pid: int) -> None:

@@ -14,6 +14,7 @@ Delivery guarantee: none of its own; starting and stopping parts is safe at any 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import signal
@@ -123,7 +124,8 @@ def alive_here(state: dict) -> bool | None:
 
 
 def stop_part(state: dict, grace_s: float = 60.0) -> str:
-    """Stop a part recorded as ``state`` if it runs on this host: SIGTERM to its process group, then SIGKILL."""
+    """Stop a part recorded as ``state`` if it runs on this host: SIGTERM to the part, then to what is left of
+    its process group, then SIGKILL."""
     pid, host = state.get("pid"), state.get("host")
     if not pid:
         return ""
@@ -135,8 +137,15 @@ def stop_part(state: dict, grace_s: float = 60.0) -> str:
         )
     if not _group(pid):
         return ""
-    _signal(pid, signal.SIGTERM)
+    # the part alone first: the sink stops its query, then Spark (signalled together, Spark's Python workers
+    # die under a running micro-batch and the log shows an error); then what is left of its group
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
+    while _group(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
     while _group(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     if _group(pid):

@@ -184,9 +184,9 @@ class EmbeddedStack(Processes):
             stop_group(pid, signal.SIGTERM)
         return pids
 
-    def stop(self, name: str, sig: int = signal.SIGTERM) -> int | None:
+    def stop(self, name: str, sig: int = signal.SIGTERM, leader_first: bool = False) -> int | None:
         # Postgres: SIGINT is its fast shutdown; SIGTERM would wait for clients.
-        return super().stop(name, signal.SIGINT if name == "postgres" else sig)
+        return super().stop(name, signal.SIGINT if name == "postgres" else sig, leader_first)
 
     def status(self) -> list[ServiceStatus]:
         env = self.env()

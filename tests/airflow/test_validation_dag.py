@@ -190,7 +190,7 @@ def _the_report_is_one_click_from_the_task(stack, run_id: str) -> None:
         "GET",
         f"/api/v2/dags/seam_validate/dagRuns/{urllib.parse.quote(run_id)}/taskInstances/validate/links?map_index=0",
     )
-    url = links["Validation report"]
+    url = links["extra_links"]["Validation report"]
     assert url.startswith(env["SEAM_AIRFLOW_URL"] + "/seam-reports/seam_validate/validate-"), links
     status, page = _get(url, client.token())
     assert status == 200 and f"{DB}.settlements" in page and "different" in page, (status, page[:500])

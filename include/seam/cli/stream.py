@@ -57,7 +57,7 @@ def cmd_stream(args, procs: Processes) -> int:
         return _stream_wait(pipeline, tables, timeout=args.timeout, fail_fast=args.fail_fast)
     if args.action == "stop":
         for part in STREAM_PARTS:
-            pid = procs.stop(part)
+            pid = procs.stop(part, leader_first=True)  # the sink stops its query, then Spark
             print(f"{part} stopped (pid {pid})" if pid else f"{part} was not running")
         for part, state in _part_states(pipeline).items():  # parts a supervisor started, on this host
             done = stop_part(state) if part in ("reader", "sink") else ""

@@ -105,12 +105,7 @@ def _stop_sink_job(job: subprocess.Popen) -> None:
     """Stop the sink's spark-submit: its Python driver first (SIGTERM: it stops the query between
     micro-batches and Spark, then exits 0), so that the JVM is not pulled from under a running micro-batch
     (an ERROR and an EOFException trace in the sink's log); the JVM itself if the driver does not end."""
-    try:
-        drivers = [
-            p for p in psutil.Process(job.pid).children(recursive=True) if "stream_sink.py" in " ".join(p.cmdline())
-        ]
-    except psutil.Error:
-        drivers = []
+    drivers = [p for p in _children(job.pid) if "stream_sink.py" in " ".join(_cmdline(p))]
     for driver in drivers:
         with contextlib.suppress(psutil.Error):
             driver.terminate()
@@ -121,6 +116,21 @@ def _stop_sink_job(job: subprocess.Popen) -> None:
     if job.poll() is None:
         job.terminate()
         job.wait(60)
+
+
+def _children(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    """A process's command line, or nothing if it is gone (Spark's Python workers come and go)."""
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
 
 
 class _PartState:
