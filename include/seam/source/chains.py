@@ -7,8 +7,9 @@ message shows as a gap and is never applied across. Which tables are followed, a
 the target (``seam.state.positions``): its applied position, the columns and key, the load it follows
 from; a STOPPED table is not followed until its stop is lifted there.
 
-Besides the chain each table counts what was published but not yet applied, for back-pressure
-(``seam.source.streaming``).
+Besides the chain each table counts what was published but not yet applied, for back-pressure: past 3/4
+of the bound (``kafka.max_unapplied_events`` / ``_bytes``) the reader slows down; at the bound it stops
+reading until the sink has caught up to half of it (``hold_back``).
 
 Delivery guarantee: at-least-once into Kafka. A chain moves when its message is handed to the producer;
 the reader flushes before it polls the target, and after any failure it rewinds to the target's positions.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import collections
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from seam.alerts import alert
@@ -107,6 +109,8 @@ class Chains:
         self.max_bytes = pipeline.kafka.max_unapplied_bytes
         self.message_limit = message_limit(pipeline)
         self.over_bound = False  # a table went past the back-pressure bound in the last transaction
+        self.paused_s = 0.0  # spent paused by back-pressure, and when the pause going on began
+        self._pause_began: float | None = None
         self.here: str | None = None  # the source server (seam.source.gtid), read at each pass
         self.reading: BinlogReader | None = None  # the binlog being read: its GTID set anchors positions
         self._told_waiting: set[Key] = set()
@@ -311,3 +315,34 @@ class Chains:
 
     def unapplied(self) -> dict[str, tuple[int, int]]:
         return {f.table.name: f.unapplied() for f in self.followed.values()}
+
+    def hold_back(self, poll: Callable[[], None], should_stop: Callable[[], bool]) -> None:
+        """Back-pressure: pause while any table has more published-but-unapplied than the bound, polling the
+        target (``poll``) for what the sink has applied meanwhile."""
+        self.over_bound = False
+        if not self.over(1.0):
+            if self.over(0.75):
+                time.sleep(0.2)  # slow down before the bound
+            return
+        name = self.over(1.0)[0]
+        log.warning(
+            "back-pressure: %s has %s events / %s bytes published but not applied (bound %s / %s): "
+            "pausing until the sink catches up",
+            name,
+            *self.unapplied()[name],
+            self.max_events,
+            self.max_bytes,
+        )
+        began = self._pause_began = time.monotonic()
+        try:
+            while self.over(0.5) and not should_stop():
+                time.sleep(0.5)
+                poll()
+        finally:
+            self._pause_began = None
+            self.paused_s += time.monotonic() - began
+        log.info("back-pressure released after %.1f s", time.monotonic() - began)
+
+    def paused_for(self) -> float:
+        """Seconds spent paused by back-pressure, including a pause going on now."""
+        return self.paused_s + (time.monotonic() - self._pause_began if self._pause_began else 0.0)

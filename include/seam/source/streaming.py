@@ -57,6 +57,7 @@ exactly-once in the target through the sink's position and chain checks.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -104,9 +105,7 @@ class ChangeReader:
                 log.warning("%s is kept current by windows (sync: windows): the stream does not follow it", t.name)
         self.chains = Chains(pipeline, self.tables)
         self.cascades = Cascades(set(self.tables))  # read at the first pass and after DDL
-        self.paused_s = 0.0
         self.rewinds = 0
-        self._pause_began: float | None = None
         self._source_conn = None
         self._clash_checked = False  # another replica with our server_id, looked for before the first read
         self._target = connect_state(pipeline)
@@ -317,7 +316,7 @@ class ChangeReader:
                 if now - last_poll > POLL_EVERY_S or self.chains.over_bound:
                     publisher.flush()
                     self._poll(here, ids)
-                    self._hold_back(publisher, here, ids, should_stop)
+                    self.chains.hold_back(functools.partial(self._poll, here, ids), should_stop)
                     last_poll = time.monotonic()
                 if should_stop():
                     break
@@ -335,35 +334,9 @@ class ChangeReader:
             self.chains.reading = None
         publisher.flush()
 
-    def _hold_back(self, publisher: Publisher, here: Position | None, ids: dict, should_stop) -> None:
-        """Back-pressure: pause while any table has more published-but-unapplied than the bound."""
-        self.chains.over_bound = False
-        over = self.chains.over
-        if not over(1.0):
-            if over(0.75):
-                time.sleep(0.2)  # slow down before the bound
-            return
-        log.warning(
-            "back-pressure: %s has %s events / %s bytes published but not applied (bound %s / %s): "
-            "pausing until the sink catches up",
-            over(1.0)[0],
-            *self.chains.unapplied()[over(1.0)[0]],
-            self.chains.max_events,
-            self.chains.max_bytes,
-        )
-        began = self._pause_began = time.monotonic()
-        try:
-            while over(0.5) and not should_stop():
-                time.sleep(0.5)
-                self._poll(here, ids)
-        finally:
-            self._pause_began = None
-            self.paused_s += time.monotonic() - began
-        log.info("back-pressure released after %.1f s", time.monotonic() - began)
-
     def paused_for(self) -> float:
         """Seconds spent paused by back-pressure, including a pause going on now."""
-        return self.paused_s + (time.monotonic() - self._pause_began if self._pause_began else 0.0)
+        return self.chains.paused_for()
 
     def unapplied(self) -> dict[str, tuple[int, int]]:
         return self.chains.unapplied()
