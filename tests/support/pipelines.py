@@ -22,8 +22,8 @@ def pipeline_file(tmp_path_factory, name: str, tables: list[dict], pipeline_name
 
 
 def stream_once(pipeline) -> dict:
-    """The change reader up to the binlog's end, then the sink until idle (both in this process); returns the
-    reader's counts (transactions, changes, rewinds)."""
+    """The change reader up to the binlog's end, then the sink up to the end of every topic (both in this
+    process); returns the reader's counts (transactions, changes, rewinds)."""
     from seam.apply.sink import Sink
     from seam.source.streaming import ChangeReader
 
@@ -34,7 +34,7 @@ def stream_once(pipeline) -> dict:
         reader.close()
     sink = Sink(pipeline)
     try:
-        sink.run(idle_exit=3)
+        sink.run(caught_up=True)
     finally:
         sink.close()
     return stats

@@ -211,6 +211,9 @@ class Sink:
                 if until_batches is not None and until_batches <= self.finished.keys():
                     break
                 if caught_up and len(at_end) == len(self.tables):
+                    if any(s.waiting for s in self.changes.streams.values()):  # as an idle sink would, once
+                        with self.txn():
+                            self.changes.release_waiting()
                     break  # every topic's messages up to its end are applied (with the lists before)
                 if deadline is not None and time.time() > deadline:
                     raise SinkError(f"timed out waiting for batch(es) {', '.join(sorted(until_batches or ()))}")

@@ -216,7 +216,7 @@ def _run_foreground(pipeline, tables, until_idle: bool, stopping: list, owners: 
             idle_exit=4 if until_idle else None,
         )
         if until_idle:
-            sink.run(idle_exit=4)  # drain what the reader published last
+            sink.run(caught_up=True)  # what the reader published last, up to each topic's end
     finally:
         sink.close()
     thread.join(timeout=30)
