@@ -159,10 +159,10 @@ def test_a_key_update_cascades_two_levels(pipeline):
 
 
 def _sink(pipeline, names: list[str]) -> None:
-    """A sink for some of the tables only, until idle."""
+    """A sink for some of the tables only, up to the end of their topics."""
     sink = Sink(pipeline, [pipeline.table(f"{DB}.{n}") for n in names])
     try:
-        sink.run(idle_exit=3)
+        sink.run(caught_up=True)
     finally:
         sink.close()
 

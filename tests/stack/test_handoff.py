@@ -45,7 +45,7 @@ def _stream_once(pipeline) -> dict:
     stats = ChangeReader(pipeline).run(until_idle=True)
     sink = Sink(pipeline)
     try:
-        sink.run(idle_exit=4)
+        sink.run(caught_up=True)
     finally:
         sink.close()
     return stats
