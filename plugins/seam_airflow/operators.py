@@ -2,6 +2,10 @@
 
 Its size: one thin operator per kind of DAG task (Spark job, full load, incremental, validate, stream
 supervisor, settlement) with the shared bad-input and notify helpers.
+
+The library is imported inside ``execute`` (here and in the DAG files' task callables): the scheduler and the
+DAG processor import these files again and again, and a task needs the binlog reader, Kafka and Spark's
+helpers only when it runs.
 """
 
 from __future__ import annotations
