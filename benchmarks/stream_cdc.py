@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "include"))
 
 from common import bench_pipeline  # noqa: E402
 
+from seam.cli.stream import stream_processes  # noqa: E402
 from seam.config import load_pipeline  # noqa: E402
 from seam.source.snapshot import source_head  # noqa: E402
 from seam.wire.records import Position  # noqa: E402
@@ -205,7 +206,7 @@ class BenchStream:
 
     def backlog(self, changes: int) -> tuple[Position, Position]:
         """``changes`` written with the change reader stopped (the sink running and warm)."""
-        EmbeddedStack().stop("stream-reader")
+        EmbeddedStack().stop(stream_processes(self.pipeline)["reader"])
         start = source_head(self.conn)
         self.tick = write_changes(self.pipeline, changes, self.tick)
         return start, source_head(self.conn)

@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/test-env.sh
-exec .venv/bin/python -m pytest "$@"
+# two lanes (pytest-xdist), a file at a time each: the suite waits on services and Spark more than it
+# computes; tests marked `alone` run with the other lane held (tests/conftest.py). SEAM_TEST_LANES=0: one process.
+exec .venv/bin/python -m pytest -n "${SEAM_TEST_LANES:-2}" --dist loadscope --no-loadscope-reorder "$@"

@@ -6,12 +6,17 @@ fixtures start what they need and stop, at the end, only what they started.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "plugins"))  # as Airflow puts its plugins folder on sys.path
@@ -25,31 +30,126 @@ pytest_plugins = ["tests.support.airflow"]  # the webhook fixture
 logging.getLogger("py4j").setLevel(logging.WARNING)  # quiet its close() at interpreter exit
 
 
+# ------------------------------------------------------------------ lanes --
+# scripts/test.sh runs the suite in two lanes (pytest-xdist workers, one file at a time each). In each lane the
+# demo pipeline (and the copies tests make of it) has a name of its own, which keys the stream's parts and
+# locks, and its change readers connect to the source with server ids of their own.
+LANE = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ...; None in a one-process run
+if LANE:
+    os.environ["SEAM_PIPELINE_NAME"] = f"demo-{LANE}"
+    os.environ["SEAM_SERVER_ID"] = str(5401 + 1000 * (int(LANE.removeprefix("gw")) + 1))
+
+# The longest files first, so that the lanes end together; all Airflow tests share one lane (one Airflow).
+FIRST = [
+    "tests/airflow",
+    "tests/stack/test_stream_faults.py",
+    "tests/stack/test_full_load.py",
+    "tests/stack/test_repair.py",
+    "tests/stack/test_benchmarks.py",
+    "tests/stack/test_faults.py",
+    "tests/stack/test_incremental.py",
+    "tests/stack/test_handoff.py",
+    "tests/stack/test_resume.py",
+    "tests/stack/test_torture.py",
+    "tests/stack/test_failover.py",
+]
+
+
+def _lane_group(nodeid: str) -> str:
+    path = nodeid.split("::")[0]
+    return "tests/airflow" if path.startswith(("tests/airflow/", "tests/ui/")) else path
+
+
+class _LaneScheduling(LoadScopeScheduling):
+    """A file (all of Airflow's tests together) is one unit of work, given whole to the next free lane."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return _lane_group(nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    return _LaneScheduling(config, log) if config.getvalue("dist") == "loadscope" else None
+
+
+def pytest_collection_modifyitems(config, items):
+    if LANE:
+        rank = {group: i for i, group in enumerate(FIRST)}
+        items.sort(key=lambda item: rank.get(_lane_group(item.nodeid), len(FIRST)))  # stable: files stay whole
+
+
+@contextlib.contextmanager
+def _flock(path: Path, mode: int = fcntl.LOCK_EX) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _locks_dir() -> Path:
+    return EmbeddedStack().state / "test-lanes"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A test marked ``alone`` (it restarts a service, changes a server-wide setting, ends other sessions)
+    runs while the other lane waits between its tests; the others share the lanes. The turnstile keeps a
+    waiting ``alone`` test from being starved by the other lane's next tests."""
+    if not LANE:
+        yield
+        return
+    mode = fcntl.LOCK_EX if item.get_closest_marker("alone") else fcntl.LOCK_SH
+    with open(_locks_dir() / "lanes.lock", "a") as lanes:
+        with _flock(_locks_dir() / "turnstile.lock"):
+            fcntl.flock(lanes, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(lanes, fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------- services --
+def _started_file() -> Path:
+    return _locks_dir() / "started"
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):  # the run's own process: the lanes' record starts empty
+        _locks_dir().mkdir(parents=True, exist_ok=True)
+        _started_file().write_text("")
+
+
+def pytest_sessionfinish(session):
+    """The run's own process stops, at the end, what any lane started (unless SEAM_TEST_KEEP_STACK=1)."""
+    if hasattr(session.config, "workerinput") or os.environ.get("SEAM_TEST_KEEP_STACK") == "1":
+        return
+    stack = EmbeddedStack()
+    for name in reversed(_started_file().read_text().split()):
+        stack.stop(name)
+
+
 class _Services:
     def __init__(self):
         self.stack = EmbeddedStack()
-        self.started: list[str] = []
 
     def ensure(self, *names: str) -> EmbeddedStack:
-        self.stack.settings(create=True)
-        for name in names:
-            if not self.stack._alive_pid(name):
-                self.stack.up((name,), timeout=240, log=lambda m: print(f"[fixture] {m}"))
-                self.started.append(name)
+        with _flock(_locks_dir() / "services.lock"):  # one lane starts a service, the other finds it up
+            self.stack.settings(create=True)
+            for name in names:
+                if not self.stack._alive_pid(name):
+                    self.stack.up((name,), timeout=240, log=lambda m: print(f"[fixture] {m}"))
+                    with open(_started_file(), "a") as f:
+                        f.write(name + "\n")
         use_stack_env(self.stack)
         return self.stack
-
-    def stop_started(self):
-        for name in reversed(self.started):
-            self.stack.stop(name)
 
 
 @pytest.fixture(scope="session")
 def services():
-    s = _Services()
-    yield s
-    if os.environ.get("SEAM_TEST_KEEP_STACK") != "1":
-        s.stop_started()
+    return _Services()
 
 
 @pytest.fixture(scope="session")
@@ -70,9 +170,14 @@ def pipeline(stack):
 
 
 @pytest.fixture(scope="session")
-def seeded(stack, pipeline):
-    """The demo schema with a small, repeatable data set."""
+def seeded(stack, pipeline, testrun_uid):
+    """The demo schema with a small, repeatable data set, seeded once per run whichever lane asks first."""
     from seam_dev import demo
 
-    counts = demo.seed(pipeline, rows=2000, admin_url=os.environ["SEAM_MYSQL_URL"], log=lambda m: None)
-    return counts
+    stamp = _locks_dir() / "seeded.json"
+    with _flock(_locks_dir() / "seed.lock"):
+        if stamp.exists() and json.loads(stamp.read_text())["run"] == testrun_uid:
+            return json.loads(stamp.read_text())["counts"]
+        counts = demo.seed(pipeline, rows=2000, admin_url=os.environ["SEAM_MYSQL_URL"], log=lambda m: None)
+        stamp.write_text(json.dumps({"run": testrun_uid, "counts": counts}))
+        return counts

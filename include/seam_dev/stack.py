@@ -159,8 +159,10 @@ class EmbeddedStack(Processes):
             log(f"{name:9} up on {HOST}:{self.port(name)} in {time.monotonic() - started:.1f}s")
 
     def down(self, log: Callable[[str], None] = print) -> None:
-        # Airflow first (its seam_stream would start the stream again), then the stream, then what it reads
-        for name in ("airflow", "stream-sink", "stream-reader", "stream parts", "postgres", "kafka", "mysql"):
+        # Airflow first (its seam_stream would start the stream again), then the stream (`seam stream start`'s
+        # processes, sink first, then the supervisor's), then what it reads
+        started = sorted((p.stem for p in self.run_dir.glob("*stream-*.pid")), key=lambda n: not n.endswith("sink"))
+        for name in ("airflow", *started, "stream parts", "postgres", "kafka", "mysql"):
             pids = self._stop_stream_parts() if name == "stream parts" else [self.stop(name)]
             for pid in filter(None, pids):
                 log(f"{name:9} stopped (pid {pid})")

@@ -7,7 +7,7 @@ import pytest
 
 from tests.faults.run import run_faults, table
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.alone]  # restarts services and ends sessions of every kind
 
 
 def test_faults_short_list(stack):

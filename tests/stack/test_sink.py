@@ -214,6 +214,7 @@ def test_batches_commit_reject_discard_attempts_and_apply_changes(sink_pipeline,
     assert offsets == publisher.sent  # every message consumed exactly once, recorded with the data
 
 
+@pytest.mark.alone  # restarts the broker
 def test_a_topic_lost_with_the_broker_is_read_from_its_new_beginning(sink_pipeline, stack):
     """The embedded broker keeps topics in memory: after its restart the stored offset points past the end of
     an empty log that answers nothing. The sink must notice (topic id) and read the new topic from offset 0."""

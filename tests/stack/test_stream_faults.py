@@ -322,6 +322,7 @@ def _stopped(pipeline) -> dict[str, str]:
         return dict(rows.fetchall())
 
 
+@pytest.mark.alone  # ends the target sessions that hold advisory locks
 def test_transient_target_errors_are_retried_and_stop_no_table(reseeded, tmp_path_factory):
     """A reporting session holds a target row; the sink's statement waits on it and is cancelled (as a DBA or
     a statement_timeout would), twice; then its session is terminated. Nothing stops: the change is applied
@@ -502,6 +503,7 @@ def test_large_values_load_and_stream_and_one_over_the_limit_stops_only_its_tabl
         admin.close()
 
 
+@pytest.mark.alone  # ends the target sessions that hold advisory locks
 def test_one_reader_and_one_sink_per_pipeline_a_second_refuses_naming_the_holder(stack, tmp_path_factory):
     """A second change reader of a pipeline refuses with one line naming the first (host, pid, since); so does
     a second sink on its topics. A reader whose lock's session was lost (a PostgreSQL restart) while another
@@ -548,6 +550,7 @@ def test_one_reader_and_one_sink_per_pipeline_a_second_refuses_naming_the_holder
     again.release()
 
 
+@pytest.mark.alone  # SET GLOBAL binlog_row_metadata
 def test_rows_without_column_names_stop_their_table_naming_binlog_row_metadata(reseeded, tmp_path_factory):
     """A DBA sets binlog_row_metadata = MINIMAL after the load: the binlog's rows carry no column names, and
     matching them to today's columns by position could be wrong. Each table written meanwhile stops naming the

@@ -12,7 +12,7 @@ import pytest
 
 from tests.torture.run import torture
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.alone]  # restarts the broker
 
 
 def test_torture_short_fixed_seed(stack, monkeypatch):

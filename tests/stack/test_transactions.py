@@ -152,6 +152,7 @@ def test_xa_and_rollbacks_stream_exactly(path):
     assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "films") is None
 
 
+@pytest.mark.alone  # counts the source's binlog dump threads
 def test_a_reader_with_the_same_server_id_is_named_not_retried(path):
     """A served (blocking) reader meets an XA COMMIT of a transaction prepared before its start and looks for the
     rows with a second binlog connection, which must not take the stream's server_id. Two readers that do share

@@ -86,6 +86,7 @@ def test_a_killed_chunk_read_is_read_again_and_the_load_is_exact(big):
     assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "big") is None
 
 
+@pytest.mark.alone  # kills every checksum query on the source
 def test_a_killed_checksum_query_is_validated_again(big):
     pipeline = load_pipeline(big)
     if compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "big") is not None:

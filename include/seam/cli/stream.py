@@ -18,7 +18,11 @@ from seam.state.parts import part_states, supervisor_ran
 from seam.supervise import stop_part
 from seam.waiting import wait_for_stream
 
-STREAM_PARTS = ("stream-reader", "stream-sink")
+
+def stream_processes(pipeline) -> dict[str, str]:
+    """The processes ``seam stream start`` runs, by part: named after the pipeline, so that pipelines side by
+    side on one machine keep their PID files and logs apart."""
+    return {part: f"{pipeline.name}-stream-{part}" for part in ("reader", "sink")}
 
 
 def cmd_stream(args, procs: Processes) -> int:
@@ -32,10 +36,10 @@ def cmd_stream(args, procs: Processes) -> int:
     if args.action == "sink":
         return run_sink(pipeline, table_args)
     if args.action == "start":
-        for part in STREAM_PARTS:
-            pid = procs.running(part)
+        for part, name in stream_processes(pipeline).items():
+            pid = procs.running(name)
             if pid:
-                print(f"{part} already running (pid {pid})")
+                print(f"{name} already running (pid {pid})")
                 continue
             cmd = [
                 sys.executable,
@@ -44,11 +48,11 @@ def cmd_stream(args, procs: Processes) -> int:
                 "--pipeline",
                 args.pipeline,
                 "stream",
-                part.split("-")[1],
+                part,
                 *table_args,
             ]
-            pid = procs.start_process(part, cmd)
-            print(f"{part} started (pid {pid}); log {procs.log_dir / (part + '.log')}")
+            pid = procs.start_process(name, cmd)
+            print(f"{name} started (pid {pid}); log {procs.log_dir / (name + '.log')}")
         _await_parts(pipeline, procs, timeout=args.timeout)
         _requested(pipeline, stop=False)
         print("stream started; `seam stream status` shows its state and lag, `seam stream wait` waits for lag 0")
@@ -56,9 +60,9 @@ def cmd_stream(args, procs: Processes) -> int:
     if args.action == "wait":
         return _stream_wait(pipeline, tables, timeout=args.timeout, fail_fast=args.fail_fast)
     if args.action == "stop":
-        for part in STREAM_PARTS:
-            pid = procs.stop(part, leader_first=True)  # the sink stops its query, then Spark
-            print(f"{part} stopped (pid {pid})" if pid else f"{part} was not running")
+        for name in stream_processes(pipeline).values():
+            pid = procs.stop(name, leader_first=True)  # the sink stops its query, then Spark
+            print(f"{name} stopped (pid {pid})" if pid else f"{name} was not running")
         for part, state in _part_states(pipeline).items():  # parts a supervisor started, on this host
             done = stop_part(state) if part in ("reader", "sink") else ""
             if done:
@@ -87,22 +91,24 @@ def _requested(pipeline, stop: bool) -> None:
 
 def _await_parts(pipeline, procs: Processes, timeout: float) -> None:
     """Until both parts have recorded a heartbeat in the target; a part that exits fails with its last line."""
+    names = stream_processes(pipeline)
     conn = connect_state(pipeline)
     began = time.monotonic()
     deadline = began + timeout
     try:
         while True:
-            for part in STREAM_PARTS:
-                if not procs.running(part):
-                    log = procs.log_dir / f"{part}.log"
+            for name in names.values():
+                if not procs.running(name):
+                    log = procs.log_dir / f"{name}.log"
                     tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
-                    raise StreamError(f"{part} stopped at once: {tail[0] if tail else 'see ' + str(log)}")
+                    raise StreamError(f"{name} stopped at once: {tail[0] if tail else 'see ' + str(log)}")
             states = part_states(conn, pipeline.target.state_schema, pipeline.name)
-            if all(_beating(states.get(p.split("-")[1], {}), time.monotonic() - began) for p in STREAM_PARTS):
+            if all(_beating(states.get(part, {}), time.monotonic() - began) for part in names):
                 return
             if time.monotonic() > deadline:
                 raise StreamError(
-                    f"the stream's parts recorded no heartbeat within {timeout:.0f}s; see {procs.log_dir}/stream-*.log"
+                    f"the stream's parts recorded no heartbeat within {timeout:.0f}s; see "
+                    f"{procs.log_dir}/{pipeline.name}-stream-*.log"
                 )
             time.sleep(0.5)
     finally:
