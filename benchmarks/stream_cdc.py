@@ -262,7 +262,8 @@ def mariadb_binlog_decode(pipeline, start: Position, end: Position) -> tuple[int
         seconds = time.perf_counter() - began
     if out.returncode:
         sys.exit(f"mariadb-binlog failed: {out.stderr.strip()}")
-    rows = sum(line.startswith(("### INSERT", "### UPDATE", "### DELETE")) for line in out.stdout.splitlines())
+    ours = tuple(f"### {verb} `{DB}`." for verb in ("INSERT INTO", "UPDATE", "DELETE FROM"))  # not other writers'
+    rows = sum(line.startswith(ours) for line in out.stdout.splitlines())
     print(
         f"mariadb-binlog --verbose decode: {rows:,} rows in {seconds:.2f}s = {rows / seconds:,.0f} rows/s", flush=True
     )

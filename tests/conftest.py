@@ -11,6 +11,7 @@ import fcntl
 import json
 import logging
 import os
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -162,6 +163,21 @@ def stack(services) -> EmbeddedStack:
 def airflow_stack(services) -> EmbeddedStack:
     """The whole stack including Airflow standalone."""
     return services.ensure("mysql", "kafka", "postgres", "airflow")
+
+
+@pytest.fixture
+def private_broker(tmp_path) -> Iterator[EmbeddedStack]:
+    """A broker of the test's own, for a test that kills or restarts it: the tests beside it keep the stack's."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("SEAM_KAFKA_PORT", str(port))
+        broker = EmbeddedStack(tmp_path / "broker")
+        broker.settings(create=True)
+    broker.up(("kafka",), timeout=240, log=lambda m: None)
+    yield broker
+    broker.stop("kafka")
 
 
 @pytest.fixture(scope="session")

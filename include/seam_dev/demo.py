@@ -288,8 +288,9 @@ def _zoo(rng, n, start: int):
 class _Writer(threading.Thread):
     """One connection running small transactions at its share of the rate."""
 
-    def __init__(self, admin_url, database, rate, seconds, seed, bounds, lock, stats):
+    def __init__(self, admin_url, database, rate, seconds, seed, bounds, lock, stats, until):
         super().__init__(daemon=True)
+        self.until = until
         self.conn = connect(admin_url, database, autocommit=False)
         self.rng = random.Random(seed)
         self.interval = 1.0 / rate if rate > 0 else 0.0
@@ -310,7 +311,7 @@ class _Writer(threading.Thread):
     def _loop(self):
         deadline = time.monotonic() + self.seconds
         next_at = time.monotonic()
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (self.until and self.until.is_set()):
             ops = self.rng.choice((1, 1, 2, 3))
             try:
                 with self.conn.cursor() as cur:
@@ -401,9 +402,16 @@ class _Writer(threading.Thread):
 
 
 def run_writer(
-    admin_url: str, rate: float, seconds: float, threads: int = 2, seed: int | None = None, database: str = DATABASE
+    admin_url: str,
+    rate: float,
+    seconds: float,
+    threads: int = 2,
+    seed: int | None = None,
+    database: str = DATABASE,
+    until: threading.Event | None = None,
 ) -> dict[str, float]:
-    """Run ``threads`` concurrent writers for ``seconds`` at about ``rate`` changes/s in total."""
+    """Run ``threads`` concurrent writers for ``seconds`` (or until ``until`` is set) at about ``rate``
+    changes/s in total."""
     if not admin_url:
         raise RuntimeError("SEAM_MYSQL_URL is not set (run `seam up`)")
     conn = connect(admin_url, database)
@@ -418,7 +426,7 @@ def run_writer(
     stats: dict[str, float] = {}
     base_seed = seed if seed is not None else time.time_ns()
     workers = [
-        _Writer(admin_url, database, rate / threads, seconds, base_seed + i, bounds, lock, stats)
+        _Writer(admin_url, database, rate / threads, seconds, base_seed + i, bounds, lock, stats, until)
         for i in range(threads)
     ]
     started = time.monotonic()

@@ -36,6 +36,7 @@ import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from seam.config import load_pipeline
+from seam.state.connection import sink_session_name
 from seam.wire.boundary import CONTROL_HEADER
 from seam.wire.topics import table_topic
 from seam_dev import demo
@@ -153,14 +154,15 @@ class Run:
         return int(row[0])
 
     def sink_backends(self, waiting: bool = False) -> list[int]:
-        """The target sessions of Seam's parts (``waiting``: those waiting on a lock)."""
+        """The target sessions of this run's Seam parts (``waiting``: those waiting on a lock)."""
         with self.target() as conn:
             return [
                 r[0]
                 for r in conn.execute(
-                    "SELECT pid FROM pg_stat_activity WHERE application_name = 'seam-sink' "
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
                     "AND datname = current_database() AND pid <> pg_backend_pid()"
-                    + (" AND state = 'active' AND wait_event_type = 'Lock'" if waiting else "")
+                    + (" AND state = 'active' AND wait_event_type = 'Lock'" if waiting else ""),
+                    (sink_session_name(self.pipeline),),
                 )
             ]
 

@@ -148,16 +148,19 @@ def test_a_large_table_under_concurrent_writes_equals_the_source_at_the_recorded
     doc["tables"] = [{"name": f"{DB}_big.payments", "key": ["id"]}]
     open(path, "w").write(yaml.safe_dump(doc))
 
-    stats = {}
+    stats, loaded = {}, threading.Event()  # the writer runs from before the load until it ends
     writer = threading.Thread(
         target=lambda: stats.update(
-            demo.run_writer(admin, rate=400, seconds=25, threads=2, seed=7, database=DB + "_big")
+            demo.run_writer(admin, rate=400, seconds=300, threads=2, seed=7, database=DB + "_big", until=loaded)
         )
     )
     writer.start()
     time.sleep(2)
-    result = _seam(path, "load", "full", f"{DB}_big.payments")
-    writer.join()
+    try:
+        result = _seam(path, "load", "full", f"{DB}_big.payments")
+    finally:
+        loaded.set()
+        writer.join()
     print(result.stdout[-1500:], stats)
     assert result.returncode == 0, result.stderr + result.stdout
     assert stats["transactions"] > 300
@@ -380,15 +383,18 @@ def test_portable_snapshot_under_concurrent_writes_is_exact_at_its_position(pipe
     pipeline = load_pipeline(pipeline_path)
     path = _pipeline_file(tmp_path, source={"snapshot": "portable"}, spark={"partitions": 4})
     admin = os.environ["SEAM_MYSQL_URL"]
-    stats = {}
+    stats, loaded = {}, threading.Event()  # the writer runs from before the load until it ends
     writer = threading.Thread(
-        target=lambda: stats.update(demo.run_writer(admin, rate=300, seconds=40, threads=2, seed=11, database=DB))
+        target=lambda: stats.update(
+            demo.run_writer(admin, rate=300, seconds=300, threads=2, seed=11, database=DB, until=loaded)
+        )
     )
     writer.start()
     try:
         time.sleep(2)
         result = _seam(path, "load", "full", f"{DB}.payments", f"{DB}.audit_log", f"{DB}.type_zoo")
     finally:
+        loaded.set()
         writer.join()
     assert result.returncode == 0, result.stderr + result.stdout
     print(result.stdout)

@@ -53,30 +53,41 @@ def _stream_once(pipeline) -> dict:
 
 def test_full_load_then_stream_converges_exactly(pipeline_path):
     pipeline = load_pipeline(pipeline_path)
-    stats = {}
+    stats, loaded = {}, threading.Event()  # the writer runs through the whole load
     writer = threading.Thread(
         target=lambda: stats.update(
-            demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=300, seconds=25, threads=2, seed=11, database=DB)
+            demo.run_writer(
+                os.environ["SEAM_MYSQL_URL"], rate=300, seconds=300, threads=2, seed=11, database=DB, until=loaded
+            )
         )
     )
     writer.start()
-    load = subprocess.run(
-        [sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "load", "full", *[f"{DB}.{t}" for t in TABLES]],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    try:
+        load = subprocess.run(
+            [sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "load", "full"]
+            + [f"{DB}.{t}" for t in TABLES],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    finally:
+        loaded.set()
+        writer.join()  # one writer at a time: two would pick the same new ids
     assert load.returncode == 0, load.stderr + load.stdout
-    writer.join()  # one writer at a time: two would pick the same new ids
-    after = {}  # writes that surely follow the load, however long it took on a busy machine
+    after, streamed = {}, threading.Event()  # writes that surely follow the load, however long it took
     late = threading.Thread(
         target=lambda: after.update(
-            demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=300, seconds=10, threads=1, seed=12, database=DB)
+            demo.run_writer(
+                os.environ["SEAM_MYSQL_URL"], rate=300, seconds=10, threads=1, seed=12, database=DB, until=streamed
+            )
         )
     )
     late.start()
-    first = _stream_once(pipeline)  # while the late writer still runs
-    late.join()
+    try:
+        first = _stream_once(pipeline)  # while the late writer still runs
+    finally:
+        streamed.set()
+        late.join()
     second = _stream_once(pipeline)  # after it stopped: drain
     print(stats, first, second)
     assert stats["transactions"] > 500 and first["changes"] + second["changes"] > 0
@@ -139,7 +150,7 @@ def test_stream_start_status_stop(pipeline_path):
         )
         for table in TABLES:
             assert f"{DB}.{table}" in status.stdout
-        deadline = time.time() + 60
+        deadline = time.time() + 180  # a busy machine: the sink's Spark start-up shares two cores
         while time.time() < deadline:
             if all(
                 source_rows(pipeline, DB, t)[0] == target_rows(pipeline, source_rows(pipeline, DB, t)[1])
@@ -148,7 +159,7 @@ def test_stream_start_status_stop(pipeline_path):
                 break
             time.sleep(2)
         else:
-            raise AssertionError("the running stream did not bring the target to the source within 60 s")
+            raise AssertionError("the running stream did not bring the target to the source within 180 s")
         caught_up = seam("status")
         assert caught_up.stdout.count(" 0 bytes behind") == len(TABLES), caught_up.stdout
         # validation of streamed tables while the writer and the stream both run: compared at the applied

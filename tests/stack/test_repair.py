@@ -72,11 +72,17 @@ def test_repair_copies_only_the_differing_rows_running_or_stopped_and_the_stream
     assert started.returncode == 0, started.stderr + started.stdout
     failed: list[BaseException] = []
 
-    def write(seconds: float, seed: int) -> threading.Thread:
+    def write(seconds: float, seed: int, until: threading.Event | None = None) -> threading.Thread:
         def run():
             try:
                 demo.run_writer(
-                    os.environ["SEAM_MYSQL_URL"], rate=150, seconds=seconds, threads=1, seed=seed, database=DB
+                    os.environ["SEAM_MYSQL_URL"],
+                    rate=150,
+                    seconds=seconds,
+                    threads=1,
+                    seed=seed,
+                    database=DB,
+                    until=until,
                 )
             except BaseException as exc:  # noqa: BLE001 - reported by the test
                 failed.append(exc)
@@ -94,9 +100,13 @@ def test_repair_copies_only_the_differing_rows_running_or_stopped_and_the_stream
             f'INSERT INTO "{DB}".payments ({COLUMNS}) SELECT id + 1000000, {COLUMNS[4:]} FROM "{DB}".payments '
             "WHERE id IN (31, 32, 33)",
         )
-        writer = write(20, 1)
-        repaired = _seam(path, "repair", f"{DB}.payments")
-        writer.join()
+        done = threading.Event()  # the writer runs through the whole repair
+        writer = write(120, 1, until=done)
+        try:
+            repaired = _seam(path, "repair", f"{DB}.payments")
+        finally:
+            done.set()
+            writer.join()
         assert not failed, failed
         assert repaired.returncode == 0, repaired.stderr + repaired.stdout
         # 10, unless the writer rewrote one of those rows before the repair began

@@ -36,15 +36,22 @@ SCHEMA = TableSchema(
 POSITION = Position.through("mysql-bin.000001", 4000)
 
 
-@pytest.fixture
-def sink_pipeline(pipeline, tmp_path_factory):
-    """The stack's pipeline with one table and a fresh topic prefix, so every test starts from an empty topic."""
+def _sink_pipeline(pipeline, bootstrap: str | None = None):
+    """The stack's pipeline with one table and a fresh topic prefix, so every test starts from an empty topic
+    (on ``bootstrap``'s broker when given)."""
     import yaml
 
     doc = yaml.safe_load(open(pipeline.path))
     doc["kafka"]["topic_prefix"] = f"sinktest{new_batch_id().replace('-', '')}"
+    if bootstrap:
+        doc["kafka"]["bootstrap"] = bootstrap
     doc["tables"] = [{"name": "sink_test.ledger", "key": ["id"]}]
     return parse_pipeline(doc, source="sink-test")
+
+
+@pytest.fixture
+def sink_pipeline(pipeline):
+    return _sink_pipeline(pipeline)
 
 
 def _row(i: int, amount: str = "1.00", note: str | None = "n") -> dict:
@@ -214,17 +221,16 @@ def test_batches_commit_reject_discard_attempts_and_apply_changes(sink_pipeline,
     assert offsets == publisher.sent  # every message consumed exactly once, recorded with the data
 
 
-@pytest.mark.alone  # restarts the broker
-def test_a_topic_lost_with_the_broker_is_read_from_its_new_beginning(sink_pipeline, stack):
+def test_a_topic_lost_with_the_broker_is_read_from_its_new_beginning(pipeline, private_broker):
     """The embedded broker keeps topics in memory: after its restart the stored offset points past the end of
     an empty log that answers nothing. The sink must notice (topic id) and read the new topic from offset 0."""
-    pipeline = sink_pipeline
+    pipeline = _sink_pipeline(pipeline, bootstrap=f"127.0.0.1:{private_broker.port('kafka')}")
     ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
     before = _complete(pipeline, Publisher(pipeline), range(1, 50))
     assert _apply(pipeline, before.id) == {before.id: "committed"}
 
-    stack.stop("kafka")
-    stack.up(("kafka",))
+    private_broker.stop("kafka")
+    private_broker.up(("kafka",), log=lambda m: None)
     ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
     after = _complete(pipeline, Publisher(pipeline), [500])
     assert _apply(pipeline, after.id) == {after.id: "committed"}

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from seam.config import load_pipeline
+from seam.state.connection import sink_session_name
 from seam_dev import demo
 from tests.support.compare import diff, source_rows, target_rows
 
@@ -175,10 +176,13 @@ def test_ddl_the_target_can_follow_is_followed_under_a_writer_other_ddl_stops_on
     admin = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     admin.autocommit(True)
     failed: list[BaseException] = []
+    altered = threading.Event()  # the writer runs through every statement and a second after
 
     def write():
         try:
-            demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=150, seconds=20, threads=1, seed=5, database=DB)
+            demo.run_writer(
+                os.environ["SEAM_MYSQL_URL"], rate=150, seconds=120, threads=1, seed=5, database=DB, until=altered
+            )
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             failed.append(exc)
 
@@ -189,6 +193,7 @@ def test_ddl_the_target_can_follow_is_followed_under_a_writer_other_ddl_stops_on
             for statement in FOLLOWED_DDL:
                 cur.execute(statement)
                 time.sleep(1)
+        altered.set()
         writer.join()
         assert not failed, failed
         _wait_converged(pipeline, 180)
@@ -234,6 +239,7 @@ def test_ddl_the_target_can_follow_is_followed_under_a_writer_other_ddl_stops_on
             ).fetchone()[0]
         assert 1 <= runs <= 2, f"{runs} run tables: those of the columns before the DDL, or before the reload, linger"
     finally:
+        altered.set()
         writer.join()
         admin.close()
         _seam(path, "stream", "stop", timeout=120)
@@ -267,13 +273,15 @@ def test_seam_seed_under_a_running_stream_stops_its_tables_never_applies_onto_th
 
 
 def _waiting_on_a_lock(pipeline) -> list[int]:
-    """The pids of the target sessions waiting on a lock (the sink's, while the reporting session holds a row)."""
+    """The pids of the pipeline's target sessions waiting on a lock (the sink's, while the reporting session
+    holds a row)."""
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
         return [
             r[0]
             for r in conn.execute(
                 "SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND datname = current_database() "
-                "AND state <> 'idle' AND wait_event_type = 'Lock'"
+                "AND state <> 'idle' AND wait_event_type = 'Lock' AND application_name = %s",
+                (sink_session_name(pipeline),),
             )
         ]
 
@@ -322,7 +330,6 @@ def _stopped(pipeline) -> dict[str, str]:
         return dict(rows.fetchall())
 
 
-@pytest.mark.alone  # ends the target sessions that hold advisory locks
 def test_transient_target_errors_are_retried_and_stop_no_table(reseeded, tmp_path_factory):
     """A reporting session holds a target row; the sink's statement waits on it and is cancelled (as a DBA or
     a statement_timeout would), twice; then its session is terminated. Nothing stops: the change is applied
@@ -350,9 +357,10 @@ def test_transient_target_errors_are_retried_and_stop_no_table(reseeded, tmp_pat
         with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as dba:  # a failover-like loss
             dba.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
-                "AND datname = current_database() AND application_name NOT LIKE 'seam-test%%' "
+                "AND datname = current_database() AND application_name = %s "
                 "AND backend_type = 'client backend' AND pid IN (SELECT pid FROM pg_locks WHERE "
-                "locktype = 'advisory')"
+                "locktype = 'advisory')",
+                (sink_session_name(pipeline),),  # this pipeline's sessions: the tests beside it keep theirs
             )
         demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=5, threads=1, seed=11, database=DB)
         _wait_converged(pipeline, 180)
@@ -503,7 +511,6 @@ def test_large_values_load_and_stream_and_one_over_the_limit_stops_only_its_tabl
         admin.close()
 
 
-@pytest.mark.alone  # ends the target sessions that hold advisory locks
 def test_one_reader_and_one_sink_per_pipeline_a_second_refuses_naming_the_holder(stack, tmp_path_factory):
     """A second change reader of a pipeline refuses with one line naming the first (host, pid, since); so does
     a second sink on its topics. A reader whose lock's session was lost (a PostgreSQL restart) while another
@@ -534,7 +541,9 @@ def test_one_reader_and_one_sink_per_pipeline_a_second_refuses_naming_the_holder
         with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as dba:  # the lock's session is lost
             dba.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND pid IN "
-                "(SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid())"
+                "(SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND application_name = %s)",  # this pipeline's sessions: the tests beside it keep theirs
+                (sink_session_name(pipeline),),
             )
         usurper = Owner(pipeline, "change reader")  # another process takes the lock before the first is back
         try:

@@ -3,29 +3,42 @@ starting, restarting with the count and the last error, stopped, down; exit 1 un
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-from pathlib import Path
 
 import psycopg
 import pytest
 
 from seam.config import load_pipeline
+from seam.source.snapshot import source_head
 from seam.state.parts import part_beat, part_failed, part_started, part_states, part_stopped
+from seam.state.positions import store_loaded_position
 from seam.state.schema import ensure_state
+from seam_dev import demo
 from tests.support.pipelines import pipeline_file
 
 pytestmark = pytest.mark.stack
 
 
 def test_part_states_follow_heartbeats_failures_and_stops(stack, tmp_path_factory):
-    path = pipeline_file(tmp_path_factory, "parts", [{"name": "demo.audit_log", "key": "none"}])
-    Path(path).write_text(Path(path).read_text().replace("name: demo\n", "name: parts_test\n"))
+    path = pipeline_file(
+        tmp_path_factory, "parts", [{"name": "parts_test.t", "key": ["id"]}], pipeline_name="parts_test"
+    )
     pipeline = load_pipeline(path)
     assert pipeline.name == "parts_test"
     schema = pipeline.target.state_schema
+    source = demo.connect(os.environ["SEAM_MYSQL_URL"])
+    try:  # a table of its own, as if loaded at the source's head (what is tested is the parts' states)
+        with source.cursor() as cur:
+            cur.execute("CREATE DATABASE IF NOT EXISTS parts_test")
+            cur.execute("CREATE TABLE IF NOT EXISTS parts_test.t (id INT PRIMARY KEY)")
+        head = source_head(source)
+    finally:
+        source.close()
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
         ensure_state(conn, schema)
+        store_loaded_position(conn, schema, "parts_test", "t", "parts-test", head, None, None, None)
         conn.execute(f"DELETE FROM {schema}.stream_parts WHERE pipeline = %s", (pipeline.name,))
 
         def states():

@@ -12,12 +12,14 @@ import pytest
 
 from tests.torture.run import torture
 
-pytestmark = [pytest.mark.stack, pytest.mark.alone]  # restarts the broker
+pytestmark = pytest.mark.stack
 
 
-def test_torture_short_fixed_seed(stack, monkeypatch):
+def test_torture_short_fixed_seed(stack, private_broker, monkeypatch):
     monkeypatch.setenv("SEAM_SNAPSHOT", "portable")
-    report = torture(seed=1, duration=20, big_rows=40_000, say=lambda m: print(f"[torture] {m}", flush=True))
+    report = torture(
+        seed=1, duration=20, big_rows=40_000, say=lambda m: print(f"[torture] {m}", flush=True), broker=private_broker
+    )
     assert report["result"] == "equal" and not report["differences"], report
     assert all(n >= 1 for n in report["kills"].values()), report["kills"]
     assert len(report["loads"]) == 2, report["loads"]  # every table, then one again mid-run

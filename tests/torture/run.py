@@ -30,6 +30,7 @@ import time
 import psycopg
 import yaml
 
+from seam.cli.stream import stream_processes
 from seam.config import load_pipeline
 from seam_dev.stack import EmbeddedStack
 from tests.support.independent import compare
@@ -39,10 +40,11 @@ from tests.torture.workload import BELOW, TABLES, Workload
 KEYS = {"owners": ["id"], "entries": ["id"], "notes": ["id"], "events": "none", "postings": ["id"]}
 
 
-def _pipeline_file(workdir: str, db: str) -> str:
+def _pipeline_file(workdir: str, db: str, bootstrap: str) -> str:
     doc = yaml.safe_load(open(load_pipeline().path))
     doc["tables"] = [{"name": f"{db}.{t}", "key": KEYS[t], "sync": "stream"} for t in TABLES]
     doc["kafka"]["topic_prefix"] = f"seam.{db}"
+    doc["kafka"]["bootstrap"] = bootstrap
     path = os.path.join(workdir, "torture.yaml")
     with open(path, "w") as f:
         yaml.safe_dump(doc, f)
@@ -75,15 +77,16 @@ def _kill_group(pid: int | None) -> None:
             pass
 
 
-def _kill(stack: EmbeddedStack, path: str, victim: str, rng: random.Random) -> None:
-    """SIGKILL one part and start it again as a user (or a supervisor) would."""
+def _kill(broker: EmbeddedStack, path: str, victim: str, rng: random.Random) -> None:
+    """SIGKILL one part (the broker: ``broker``'s) and start it again as a user (or a supervisor) would."""
+    name = "kafka" if victim == "broker" else stream_processes(load_pipeline(path))[victim]
+    pid = (broker if victim == "broker" else EmbeddedStack()).running(name)
+    if pid is None:
+        raise TortureFailed(f"the {victim} ({name}) was not running when it was to be killed")
+    _kill_group(pid)
+    time.sleep(rng.uniform(0, 2))
     if victim == "broker":
-        _kill_group(stack.running("kafka"))
-        time.sleep(rng.uniform(0, 2))
-        stack.up(("kafka",), timeout=120, log=lambda m: None)
-    else:
-        _kill_group(stack.running(f"stream-{victim}"))
-        time.sleep(rng.uniform(0, 2))
+        broker.up(("kafka",), timeout=120, log=lambda m: None)
     _seam(path, "stream", "start", timeout=180)  # idempotent: starts what is down
 
 
@@ -129,16 +132,24 @@ def _converge(pipeline, db: str, mysql_kwargs: dict, limit_s: float, say) -> dic
         time.sleep(3)
 
 
-def torture(seed: int, duration: float, big_rows: int = 100_000, owners: int = 300, say=print) -> dict:
-    """One run; returns the report, raises TortureFailed when a table differs or stopped."""
+def torture(
+    seed: int,
+    duration: float,
+    big_rows: int = 100_000,
+    owners: int = 300,
+    say=print,
+    broker: EmbeddedStack | None = None,
+) -> dict:
+    """One run; returns the report, raises TortureFailed when a table differs or stopped. ``broker``: the
+    stack whose broker the run uses and kills (the test stack's unless given)."""
     mysql_kwargs = _root_kwargs()
-    stack = EmbeddedStack()
+    broker = broker or EmbeddedStack()
     rng = random.Random(seed)
     db = f"torture_{seed}_{int(time.time())}"  # a run of its own: no target state or topic of an earlier run
     workload = Workload(mysql_kwargs, seed, db)
     workload.create(owners=owners)
     workdir = tempfile.mkdtemp(prefix="seam-torture-")
-    path = _pipeline_file(workdir, db)
+    path = _pipeline_file(workdir, db, f"127.0.0.1:{broker.port('kafka')}")
     pipeline = load_pipeline(path)
     report: dict = {
         "seed": seed,
@@ -192,7 +203,7 @@ def torture(seed: int, duration: float, big_rows: int = 100_000, owners: int = 3
                 reloaded = True
             if late and min(report["kills"].values()) > 0:
                 break
-            _kill(stack, path, victim, rng)
+            _kill(broker, path, victim, rng)
             report["kills"][victim] += 1
             say(f"killed the {victim} at {time.monotonic() - began:.0f} s and started it again")
         time.sleep(max(0.0, deadline - time.monotonic()))
@@ -203,7 +214,7 @@ def torture(seed: int, duration: float, big_rows: int = 100_000, owners: int = 3
         workload.big_transaction(big_rows)
         for victim in ("reader", "sink"):  # while the big transaction is on its way
             time.sleep(rng.uniform(0.5, 4))
-            _kill(stack, path, victim, rng)
+            _kill(broker, path, victim, rng)
             report["kills"][victim] += 1
             say(f"killed the {victim} after the {big_rows:,}-row transaction and started it again")
         say(f"workload done at {time.monotonic() - began:.0f} s: {_shapes(workload.stats)}")

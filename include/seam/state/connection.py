@@ -22,11 +22,19 @@ def scalar(conn, query: str, params: tuple | dict | None = None) -> Any:
     return None if row is None else row[0]
 
 
+def sink_session_name(pipeline: Pipeline) -> str:
+    """The ``application_name`` of Seam's target sessions: ``seam-sink/<pipeline>``."""
+    return f"seam-sink/{pipeline.name}"[:63]
+
+
 def connect_target(pipeline: Pipeline) -> psycopg.Connection:
     t = pipeline.target
     try:
-        # UTF-8 whatever the server's default: staging formats COPY text in it (seam.apply.batch)
-        return psycopg.connect(**t.conninfo(), connect_timeout=10, application_name="seam-sink", client_encoding="UTF8")
+        # UTF-8 whatever the server's default: staging formats COPY text in it (seam.apply.batch); the name
+        # tells a DBA whose session it is (PostgreSQL keeps 63 bytes of it)
+        return psycopg.connect(
+            **t.conninfo(), connect_timeout=10, application_name=sink_session_name(pipeline), client_encoding="UTF8"
+        )
     except psycopg.OperationalError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TargetError(
