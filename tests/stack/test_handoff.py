@@ -161,7 +161,8 @@ def test_stream_start_status_stop(pipeline_path):
         else:
             raise AssertionError("the running stream did not bring the target to the source within 180 s")
         caught_up = seam("status")
-        assert caught_up.stdout.count(" 0 bytes behind") == len(TABLES), caught_up.stdout
+        # none of the tables' own changes is left (the binlog's head may be further on: other databases' writes)
+        assert caught_up.stdout.count(" 0 events,") == len(TABLES), caught_up.stdout
         # validation of streamed tables while the writer and the stream both run: compared at the applied
         # position each target snapshot holds, without pausing either
         from seam.validate.validation import validate
