@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -90,6 +91,7 @@ def _flock(path: Path, mode: int = fcntl.LOCK_EX) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+@functools.cache
 def _locks_dir() -> Path:
     return EmbeddedStack().state / "test-lanes"
 
@@ -103,13 +105,10 @@ def pytest_runtest_protocol(item, nextitem):
         yield
         return
     mode = fcntl.LOCK_EX if item.get_closest_marker("alone") else fcntl.LOCK_SH
-    with open(_locks_dir() / "lanes.lock", "a") as lanes:
+    with contextlib.ExitStack() as held:
         with _flock(_locks_dir() / "turnstile.lock"):
-            fcntl.flock(lanes, mode)
-        try:
-            yield
-        finally:
-            fcntl.flock(lanes, fcntl.LOCK_UN)
+            held.enter_context(_flock(_locks_dir() / "lanes.lock", mode))
+        yield
 
 
 # --------------------------------------------------------------- services --
@@ -192,8 +191,9 @@ def seeded(stack, pipeline, testrun_uid):
 
     stamp = _locks_dir() / "seeded.json"
     with _flock(_locks_dir() / "seed.lock"):
-        if stamp.exists() and json.loads(stamp.read_text())["run"] == testrun_uid:
-            return json.loads(stamp.read_text())["counts"]
+        done = json.loads(stamp.read_text()) if stamp.exists() else {}
+        if done.get("run") == testrun_uid:
+            return done["counts"]
         counts = demo.seed(pipeline, rows=2000, admin_url=os.environ["SEAM_MYSQL_URL"], log=lambda m: None)
         stamp.write_text(json.dumps({"run": testrun_uid, "counts": counts}))
         return counts
