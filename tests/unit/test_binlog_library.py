@@ -1,58 +1,95 @@
-"""What ``seam.source.rows.Stream`` relies on in python-mysql-replication beyond its public interface, pinned:
-the release in requirements.txt, every private attribute and method of ``BinLogStreamReader`` that ``rows.py``
-reads (found in its source, so a new use is checked too), and the order of ``BinLogPacketWrapper``'s
-parameters, which ``Stream`` passes by position. A release that renames any of them fails here, not in a
-stream."""
+"""What Seam's replication connection (``seam.source.replication``) relies on in python-mysql-replication and
+pymysql, pinned: the releases in requirements.txt; ``BinLogPacketWrapper``'s parameters, which ``Stream``
+passes by keyword; what the library's event parsers ask of the control connection they are given (Seam hands
+them ``Server``, a plain record, so anything more fails here); and the private members of pymysql's connection that
+the packet reader and the replica commands use (found in the module's source, so a new use is checked too).
+A release that changes any of them fails here, not in a stream. ``tests/stack/test_row_decoder.py`` reads a
+real binlog through the same code."""
 
 from __future__ import annotations
 
 import inspect
 import re
+import struct
 from importlib.metadata import version
 from pathlib import Path
 
-from pymysqlreplication import BinLogStreamReader
+import pymysql
+import pytest
+from pymysqlreplication.event import QueryEvent
 from pymysqlreplication.packet import BinLogPacketWrapper
+from pymysqlreplication.row_event import TableMapEvent
+
+from seam.source import replication
+from seam.source.replication import Server, parsed
 
 ROOT = Path(__file__).resolve().parents[2]
-ROWS = (ROOT / "include" / "seam" / "source" / "rows.py").read_text()
+SOURCE = Path(replication.__file__).read_text()
 
 
-def test_the_pinned_release_is_installed():
-    pinned = re.search(r"^mysql-replication==(\S+)$", (ROOT / "requirements.txt").read_text(), re.M)
-    assert pinned and version("mysql-replication") == pinned.group(1)
+@pytest.mark.parametrize("package, pin", [("mysql-replication", "mysql-replication"), ("PyMySQL", "pymysql")])
+def test_the_pinned_releases_are_installed(package, pin):
+    pinned = re.search(rf"^{pin}==(\S+)$", (ROOT / "requirements.txt").read_text(), re.M)
+    assert pinned and version(package) == pinned.group(1)
 
 
-def test_every_private_name_rows_py_reads_exists_in_the_library():
-    used = set(re.findall(r"_BinLogStreamReader__(\w+)", ROWS)) | set(
-        re.findall(r"\b(?:p|_private)\(\"(\w+)\"\)", ROWS)
-    )
-    assert {"use_checksum", "connected_stream", "post_header_lengths", "allowed_events"} <= used
-    reader = BinLogStreamReader(connection_settings={"host": "127.0.0.1"}, server_id=1)  # connects lazily
-    missing = sorted(name for name in used if not hasattr(reader, f"_BinLogStreamReader__{name}"))
+def test_the_module_uses_no_private_member_of_the_replication_library():
+    assert "BinLogStreamReader" not in SOURCE and "_BinLogStreamReader__" not in SOURCE
+
+
+def test_stream_passes_every_parameter_the_packet_wrapper_has_by_its_name():
+    wrapper = inspect.signature(BinLogPacketWrapper.__init__).parameters
+    passed = set(re.findall(r"^\s+(\w+)=", SOURCE[SOURCE.index("BinLogPacketWrapper(") :], re.M)[:17])
+    assert passed == set(wrapper) - {"self"}
+
+
+def test_every_private_member_of_pymysqls_connection_used_exists():
+    used = set(re.findall(r"\bconnection\.(_\w+)", SOURCE))
+    assert {"_execute_command", "_read_packet", "_next_seq_id", "_rfile", "_sock", "_read_timeout"} <= used
+    code = inspect.getsource(pymysql.connections.Connection)
+    missing = sorted(name for name in used if f"def {name}(" not in code and f"self.{name} =" not in code)
     assert not missing, missing
-    for public in ("log_file", "log_pos", "end_log_pos", "table_map", "mysql_version", "close", "fetchone"):
-        assert hasattr(reader, public), public
 
 
-def test_the_packet_wrappers_parameters_are_in_the_order_stream_passes_them():
-    assert list(inspect.signature(BinLogPacketWrapper.__init__).parameters) == [
-        "self",
-        "from_packet",
-        "table_map",
-        "ctl_connection",
-        "mysql_version",
-        "use_checksum",
-        "allowed_events",
-        "only_tables",
-        "ignored_tables",
-        "only_schemas",
-        "ignored_schemas",
-        "freeze_schema",
-        "ignore_decode_errors",
-        "verify_checksum",
-        "optional_meta_data",
-        "enable_logging",
-        "use_column_name_cache",
-        "post_header_lengths",
-    ]
+def _event(kind: int, body: bytes) -> bytes:
+    """A binlog event as the dump sends it: the OK byte, the 19-byte header, the body, a CRC32 (not checked)."""
+    header = struct.pack("<IBIIIH", 1_700_000_000, kind, 1, 19 + len(body) + 4, 4242, 0)
+    return b"\x00" + header + body + b"\0\0\0\0"
+
+
+def _parsed(data: bytes, allowed, full_metadata: bool) -> BinLogPacketWrapper:
+    return parsed(data, frozenset(allowed), Server("utf8mb4", "mariadb", True, full_metadata), (10, 11, 0), None)
+
+
+def test_a_query_event_is_parsed_with_seams_server_object():
+    query, schema = b"ALTER TABLE t ADD c INT", b"shop"
+    body = struct.pack("<IIBHH", 7, 0, len(schema), 0, 0) + schema + b"\0" + query
+    event = _parsed(_event(0x02, body), {QueryEvent}, False).event
+    assert isinstance(event, QueryEvent)
+    assert (event.schema, event.query, event.packet.log_pos) == (schema, query.decode(), 4242)
+
+
+@pytest.mark.parametrize("full_metadata", [True, False])
+def test_a_table_map_is_parsed_with_seams_server_object(full_metadata):
+    names = [b"id", b"note"]
+    column_names = b"".join(bytes([len(n)]) + n for n in names)
+    body = (
+        (77).to_bytes(6, "little")
+        + b"\x01\x00"  # flags
+        + b"\x04shop\x00\x06orders\x00"
+        + b"\x02"  # two columns
+        + bytes([3, 15])  # LONG, VARCHAR
+        + b"\x02"
+        + struct.pack("<H", 40)  # VARCHAR(10) in utf8mb4: 40 bytes
+        + b"\x02"  # NULL bitmap: the second column may be NULL
+        + b"\x03\x01\x2d"  # optional metadata: COLUMN_CHARSET, utf8mb4_general_ci for the one text column
+        + b"\x04"  # COLUMN_NAME
+        + bytes([len(column_names)])
+        + column_names
+    )
+    event = _parsed(_event(0x13, body), {TableMapEvent}, full_metadata).event
+    table = event.get_table()
+    assert (table.schema, table.table, event.table_id) == ("shop", "orders", 77)
+    assert [c.type for c in table.columns] == [3, 15]
+    expected = ["id", "note"] if full_metadata else [None, None]  # names only from FULL metadata, never queried
+    assert [c.name for c in table.columns] == expected

@@ -44,7 +44,6 @@ import random
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
@@ -57,11 +56,11 @@ from pymysqlreplication.event import (
     XAPrepareEvent,
     XidEvent,
 )
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from seam.core.position import Position
 from seam.source.gtid import GtidError, GtidSet, gtids_enabled, is_mariadb
-from seam.source.rows import Rows, Stream
+from seam.source.replication import Stream
+from seam.source.rows import Rows
 
 
 @dataclass(frozen=True)
@@ -197,7 +196,7 @@ class BinlogReader:
         self.blocking, self.heartbeat_s = blocking, heartbeat_s
         self.server_id = server_id or _private_server_id()
         self.report_as = report_as  # the host name SHOW SLAVE HOSTS lists for this reader (see replica_clash)
-        self._stream = None
+        self._stream: Stream | None = None
 
     def close(self) -> None:
         if self._stream is not None:
@@ -211,33 +210,17 @@ class BinlogReader:
     def _watched(self, db: str, table: str) -> bool:
         return db in self.schemas and (self.tables is None or (db, table) in self.tables)
 
-    def _open(self, file: str, pos: int, blocking: bool, server_id: int | None = None):
-        s = self.source
-        extra: dict[str, Any] = {"slave_heartbeat": self.heartbeat_s} if self.heartbeat_s else {}
-        if self.report_as:
-            extra["report_slave"] = self.report_as
+    def _open(self, file: str, pos: int, blocking: bool, server_id: int | None = None) -> Stream:
         return Stream(
-            connection_settings={"host": s.host, "port": s.port, "user": s.user, "passwd": s.password.reveal()},
-            watched=self._watched,
+            self.source,
+            file=file,
+            pos=pos,
             server_id=server_id or self.server_id,
-            log_file=file,
-            log_pos=pos,
-            resume_stream=True,
-            is_mariadb=False,
             blocking=blocking,
-            only_schemas=self.schemas,
-            **extra,
-            only_events=[
-                WriteRowsEvent,
-                UpdateRowsEvent,
-                DeleteRowsEvent,
-                XidEvent,
-                QueryEvent,
-                MariadbGtidEvent,
-                GtidEvent,
-                XAPrepareEvent,
-                HeartbeatLogEvent,
-            ],
+            watched=self._watched,
+            events=(XidEvent, QueryEvent, MariadbGtidEvent, GtidEvent, XAPrepareEvent, HeartbeatLogEvent),
+            heartbeat_s=self.heartbeat_s,
+            report_as=self.report_as,
         )
 
     def __iter__(self) -> Iterator:

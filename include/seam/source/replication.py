@@ -1,0 +1,328 @@
+"""The binlog as a replica reads it: Seam's own replication connection, on pymysql.
+
+``Stream`` connects as a MySQL or MariaDB replica does and reads the events from a binlog file and position on:
+
+- connecting: ``@master_binlog_checksum`` (the source then sends events with the checksums it logs), a heartbeat
+  period, ``@mariadb_slave_capability = 4`` (MariaDB sends its GTID events as they are, not as dummies), the
+  reader's registration (``COM_REGISTER_SLAVE``: its server id and host name in ``SHOW SLAVE HOSTS``), then
+  ``COM_BINLOG_DUMP`` from the file and position, blocking or to the binlog's end;
+- table maps and row events: decoded by ``seam.source.rows`` (a map of a table the reader does not watch is not
+  parsed at all);
+- the other events Seam asks for (GTID, query, XID, XA prepare, heartbeat; rotate and format description, which
+  move the position and give the header lengths): parsed by python-mysql-replication's ``BinLogPacketWrapper``,
+  with keyword arguments;
+- a connection lost while reading (2006, 2013) is opened again at the end of the last event read, as
+  python-mysql-replication's reader does.
+
+Binlog compression (MySQL's TRANSACTION_PAYLOAD, MariaDB's compressed events) hides rows from any reader that
+does not inflate it: ``UnreadableBinlog``, never silence.
+
+``tests/unit/test_binlog_library.py`` pins what this relies on: python-mysql-replication's release, its wrapper's
+parameters and what its event parsers ask of the object passed as their control connection; pymysql's release
+and the private members of its connection that the packet reader and the commands use.
+
+Delivery guarantee: none of its own (reading only); events come in binlog order, and none is skipped without an
+error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import pymysql
+from pymysql.connections import MAX_PACKET_LEN, MysqlPacket
+from pymysql.constants import CR
+from pymysql.constants.COMMAND import COM_BINLOG_DUMP, COM_REGISTER_SLAVE
+from pymysqlreplication.event import FormatDescriptionEvent, RotateEvent
+from pymysqlreplication.packet import BinLogPacketWrapper
+from pymysqlreplication.row_event import TableMapEvent
+
+from seam.core.errors import SourceError
+from seam.source.rows import Decoder, Rows
+
+TABLE_MAP = 0x13
+ROTATE, FORMAT_DESCRIPTION = 0x04, 0x0F
+_ROWS = {0x17: "c", 0x18: "u", 0x19: "d", 0x1E: "c", 0x1F: "u", 0x20: "d"}  # WRITE/UPDATE/DELETE_ROWS v1 and v2
+_ROWS_V2 = {0x1E, 0x1F, 0x20}
+PARTIAL_UPDATE_ROWS = 0x27
+TRANSACTION_PAYLOAD = 0x28  # MySQL 8.0.20+ with binlog_transaction_compression=ON
+_MARIADB_COMPRESSED = {
+    0xA5: "a query",
+    0xA6: "rows",
+    0xA7: "rows",
+    0xA8: "rows",
+    0xA9: "rows",
+    0xAA: "rows",
+    0xAB: "rows",
+}
+BINLOG_DUMP_NON_BLOCK = 0x01
+_LOST = (CR.CR_SERVER_GONE_ERROR, CR.CR_SERVER_LOST)
+_MAX_HEARTBEAT_S = 4294967  # the largest period a source accepts
+_ALWAYS = frozenset({FormatDescriptionEvent, RotateEvent})  # parsed whatever the reader asks for
+_TABLE_MAPS = frozenset({TableMapEvent})
+
+_HEADER = struct.Struct("<IBIIIH")  # after the OK byte: timestamp, type, server id, event size, log_pos, flags
+
+
+class UnreadableBinlog(SourceError):
+    """The binlog holds events no reader here can decode: the reader stops (it never skips them)."""
+
+
+@dataclass(frozen=True)
+class Server:
+    """How the source logs, read when connecting. It is also what python-mysql-replication's event parsers get
+    as their control connection: they ask it for ``charset`` and ``_get_dbms()`` only, as long as column names
+    come from the table map (the library's column-name cache, which would query, stays off)."""
+
+    charset: str
+    dbms: str  # "mariadb" or "mysql"
+    checksum: bool  # events end in a 4-byte CRC32
+    full_metadata: bool  # table maps carry column names (binlog_row_metadata=FULL)
+
+    def _get_dbms(self) -> str:
+        return self.dbms
+
+
+def parsed(
+    data: bytes, allowed: frozenset, server: Server, mysql_version: tuple, post_header_lengths: list | None
+) -> BinLogPacketWrapper:
+    """An event packet parsed by python-mysql-replication: ``.event`` is None unless its class is ``allowed``."""
+    return BinLogPacketWrapper(
+        from_packet=MysqlPacket(data, "utf8"),
+        table_map={},
+        ctl_connection=server,
+        mysql_version=mysql_version,
+        use_checksum=server.checksum,
+        allowed_events=allowed,
+        only_tables=None,
+        ignored_tables=None,
+        only_schemas=None,
+        ignored_schemas=None,
+        freeze_schema=False,
+        ignore_decode_errors=False,
+        verify_checksum=False,
+        optional_meta_data=server.full_metadata,
+        enable_logging=False,
+        use_column_name_cache=False,
+        post_header_lengths=post_header_lengths,
+    )
+
+
+class Stream:
+    """The source's binlog from ``file``:``pos`` on, as events: ``Rows`` for row events of watched tables,
+    python-mysql-replication's event objects for the kinds in ``events``. ``log_file``/``log_pos`` are where
+    reading has got to; ``event_end`` is where the event returned last ends (its header's log_pos)."""
+
+    def __init__(
+        self,
+        source,
+        *,
+        file: str,
+        pos: int,
+        server_id: int,
+        blocking: bool,
+        watched: Callable[[str, str], bool],
+        events: Iterable[type],
+        heartbeat_s: float | None = None,
+        report_as: str | None = None,
+    ):
+        self.log_file, self.log_pos, self.event_end = file, pos, 0
+        self._source, self._server_id, self._blocking = source, server_id, blocking
+        self._watched, self._events = watched, frozenset(events)
+        self._heartbeat_s, self._report_as = heartbeat_s, report_as
+        self._connection: pymysql.Connection | None = None
+        self._server = Server("utf8mb4", "mysql", False, False)
+        self.mysql_version: tuple = (0, 0, 0)
+        self._post_header_lengths: list | None = None
+        self._maps: dict[bytes, Decoder | None] = {}  # a table map's bytes after its id -> its decoder
+        self._decoders: dict[int, Decoder] = {}  # table id -> decoder, for the maps read in this stream
+
+    # ------------------------------------------------------------ connection ----
+
+    def _connect(self) -> pymysql.Connection:
+        connection = pymysql.connect(**self._source.pymysql_kwargs())
+        try:
+            with connection.cursor() as cur:
+                cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('binlog_checksum', 'binlog_row_metadata')")
+                settings = {str(name).lower(): str(value).upper() for name, value in cur.fetchall()}
+                checksum = settings.get("binlog_checksum", "NONE") != "NONE"
+                if checksum:  # a replica that does not say it reads checksums gets none, or an error
+                    cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum")
+                if self._heartbeat_s:
+                    period_ns = int(min(self._heartbeat_s, _MAX_HEARTBEAT_S) * 1e9)
+                    cur.execute("SET @master_heartbeat_period = %s", (period_ns,))
+                cur.execute("SET @mariadb_slave_capability = 4")  # ignored by MySQL
+            dbms = "mariadb" if "MariaDB" in connection.get_server_info() else "mysql"
+            full_metadata = settings.get("binlog_row_metadata") == "FULL"
+            self._server = Server(connection.charset, dbms, checksum, full_metadata)
+            if self._report_as:
+                self._register(connection, self._report_as)
+            flags = 0 if self._blocking else BINLOG_DUMP_NON_BLOCK
+            request = struct.pack("<IHI", self.log_pos, flags, self._server_id) + self.log_file.encode()
+            connection._execute_command(COM_BINLOG_DUMP, request)
+        except BaseException:
+            _close(connection)
+            raise
+        return connection
+
+    def _register(self, connection: pymysql.Connection, host: str) -> None:
+        """COM_REGISTER_SLAVE: the server id, the host name SHOW SLAVE HOSTS lists, no user, password or port."""
+        name = host.encode()[:255]
+        body = struct.pack("<IB", self._server_id, len(name)) + name + b"\0\0" + struct.pack("<HII", 0, 0, 0)
+        connection._execute_command(COM_REGISTER_SLAVE, body)
+        connection._read_packet()  # the server's OK, or its error raised
+
+    def close(self) -> None:
+        if self._connection is not None:
+            _close(self._connection)
+            self._connection = None
+
+    # ---------------------------------------------------------------- events ----
+
+    def __iter__(self):
+        return iter(self.fetchone, None)
+
+    def fetchone(self):
+        """The next event this reader returns, or None at the binlog's end (a non-blocking dump)."""
+        while True:
+            if self._connection is None:
+                self._connection = self._connect()
+            connection = self._connection
+            try:
+                data = _packet(connection) or b"\x01"  # (an empty packet is not an event)
+                if data[0] == 0xFF:  # an error packet: pymysql raises it
+                    MysqlPacket(data, connection.encoding).raise_for_error()
+            except pymysql.OperationalError as error:
+                if error.args[0] in _LOST:  # opened again where the last event read ends
+                    self.close()
+                    continue
+                raise
+            if data[0] == 0xFE and len(data) < 9:  # EOF: the server ends the stream (not blocking)
+                self.close()
+                return None
+            if data[0] != 0 or len(data) < 7:  # not an event
+                continue
+            timestamp, kind, _, size, log_pos, _ = _HEADER.unpack_from(data, 1)
+            if kind in _ROWS or kind == TABLE_MAP or kind == PARTIAL_UPDATE_ROWS:
+                if log_pos:
+                    self.log_pos = log_pos
+                self.event_end = log_pos
+                end = 1 + size - (4 if self._server.checksum else 0)
+                if kind == TABLE_MAP:
+                    self._table_map(data, end)
+                    continue
+                rows = self._rows(kind, data, end, timestamp, log_pos)
+                if rows is not None:
+                    return rows
+                continue
+            _refuse_compressed(kind, self.log_file, log_pos)
+            event = self._library_event(data, kind)
+            if event is not None:
+                return event
+
+    def _wrap(self, data: bytes, allowed: frozenset) -> BinLogPacketWrapper:
+        return parsed(data, allowed, self._server, self.mysql_version, self._post_header_lengths)
+
+    def _library_event(self, data: bytes, kind: int):
+        """Any other event, parsed by python-mysql-replication; it moves the position as its reader does."""
+        wrapped = self._wrap(data, self._events | _ALWAYS)
+        event = wrapped.event
+        if kind == ROTATE and event is not None:
+            self.log_pos, self.log_file = event.position, event.next_binlog
+            if wrapped.timestamp != 0:  # table ids are per server run; a rotation may be a restart
+                self._decoders = {}
+        elif wrapped.log_pos:
+            self.log_pos = wrapped.log_pos
+        self.event_end = wrapped.log_pos
+        if kind == FORMAT_DESCRIPTION and event is not None:
+            self.mysql_version, self._post_header_lengths = event.mysql_version, event.post_header_len
+        if event is None or event.__class__ not in self._events:
+            return None
+        return event
+
+    def _post_header(self, kind: int, known: int) -> int:
+        lengths = self._post_header_lengths
+        return lengths[kind - 1] if lengths and 0 < kind <= len(lengths) else known
+
+    def _table_map(self, data: bytes, end: int) -> None:
+        table_id = int.from_bytes(data[20:26], "little")
+        key = bytes(data[26:end])
+        if key not in self._maps:
+            body = data[20 + self._post_header(TABLE_MAP, 8) : end]
+            schema = body[1 : 1 + body[0]].decode()
+            at = 2 + body[0]
+            table = body[at + 1 : at + 1 + body[at]].decode()
+            if not self._watched(schema, table):
+                self._maps[key] = None
+            else:  # parsed by the library once per distinct map
+                self._maps[key] = Decoder(self._wrap(data, _TABLE_MAPS).event.get_table())
+        decoder = self._maps[key]
+        if decoder is None:
+            self._decoders.pop(table_id, None)
+        else:
+            self._decoders[table_id] = decoder
+
+    def _rows(self, kind: int, data: bytes, end: int, timestamp: int, log_pos: int) -> Rows | None:
+        decoder = self._decoders.get(int.from_bytes(data[20:26], "little"))
+        if decoder is None:  # a table the reader does not watch
+            return None
+        if kind == PARTIAL_UPDATE_ROWS:
+            refused = (
+                "a row event with partial JSON updates carries no full values: set binlog_row_value_options='' "
+                "on the source so row images are full"
+            )
+            return Rows("u", decoder.schema, decoder.table, timestamp, log_pos, None, b"", 0, 0, refused)
+        start = 20 + self._post_header(kind, 10 if kind in _ROWS_V2 else 8)
+        if kind in _ROWS_V2:  # v2: extra data follows the post-header; its length counts its own two bytes
+            start += int.from_bytes(data[28:30], "little") - 2
+        return Rows(_ROWS[kind], decoder.schema, decoder.table, timestamp, log_pos, decoder, data, start, end)
+
+
+def _refuse_compressed(kind: int, file: str, log_pos: int) -> None:
+    if kind == TRANSACTION_PAYLOAD:
+        raise UnreadableBinlog(
+            f"the binlog at {file}:{log_pos} holds a compressed transaction: set "
+            "binlog_transaction_compression=OFF on the source, then start the stream from a load"
+        )
+    if kind in _MARIADB_COMPRESSED:
+        raise UnreadableBinlog(
+            f"the binlog at {file}:{log_pos} holds a compressed event ({_MARIADB_COMPRESSED[kind]}): "
+            "set log_bin_compress=OFF on the source, then start the stream from a load"
+        )
+
+
+def _close(connection: pymysql.Connection) -> None:
+    with contextlib.suppress(pymysql.err.Error):  # already closed
+        connection.close()
+
+
+def _packet(connection) -> bytes:
+    """One packet of the replication connection: pymysql's ``_read_packet`` without a packet object and a
+    socket timeout set for each of its two reads (a tenth of the reader's time). The timeout is pymysql's
+    read timeout all the same: nothing else on this connection sets another once the stream runs."""
+    read, body = connection._rfile.read, b""
+    if connection._sock.gettimeout() != connection._read_timeout:
+        connection._sock.settimeout(connection._read_timeout)
+    while True:
+        try:
+            header = read(4)
+            size = int.from_bytes(header[:3], "little")
+            in_order = len(header) == 4 and header[3] == connection._next_seq_id
+            part = read(size) if in_order else b""
+        except OSError as error:
+            raise _lost(connection, f" ({error})") from None
+        if not in_order or len(part) < size:
+            raise _lost(connection)
+        connection._next_seq_id = (connection._next_seq_id + 1) % 256
+        if size < MAX_PACKET_LEN:
+            return body + part if body else part
+        body += part  # a packet of 16 MiB or more comes in parts
+
+
+def _lost(connection, detail: str = "") -> pymysql.OperationalError:
+    """The error pymysql raises for a connection that broke mid-packet, the connection closed."""
+    connection._force_close()
+    return pymysql.OperationalError(CR.CR_SERVER_LOST, f"Lost connection to MySQL server during query{detail}")
