@@ -4,8 +4,8 @@ Cases (``benchmarks/README.md`` explains each, how to reproduce it, and where th
 
 - full load of TPC-H ``orders`` and ``lineitem``: Seam (MariaDB's snapshot; the portable one MySQL 8 gets) vs a
   raw Spark JDBC -> Parquet copy (cold and warm JVM) and ``SELECT ... INTO OUTFILE`` (the export floor);
-- peers: ``seam load full`` of ``lineitem``, the whole command, vs pgloader and sling copying the same table into
-  the same PostgreSQL (``benchmarks/peers.py``; pg_chameleon not yet);
+- peers: ``seam load full`` of ``lineitem``, the whole command, vs pgloader, sling and pg_chameleon copying the same
+  table into the same PostgreSQL (``benchmarks/peers.py``);
 - incremental: a 1% window of ``lineitem`` (cursor ``l_shipdate``) vs a raw Spark JDBC read of that window;
 - stream: a backlog applied flat out (binlog -> reader -> Kafka -> Spark sink -> PostgreSQL) vs
   python-mysql-replication's decode and ``mariadb-binlog --verbose`` of the same binlog (the C floor); then
@@ -233,11 +233,11 @@ def peers_case(name: str, scale: float, repeats: int, results: list[Result]) -> 
     pipeline = load_pipeline(path)
     case = f"full load {name}, whole command"
     seam = Result(case, "seam load full")
-    others = {"pgloader": peers.pgloader_load, "sling": peers.sling_load}
+    others = {"pgloader": peers.pgloader_load, "sling": peers.sling_load, "pg_chameleon": peers.chameleon_load}
     runs: dict[str, Result] = {label: Result(case, label) for label in others}
     gone: set[str] = set()
     for i in range(repeats):
-        say(f"{case} against pgloader and sling, round {i + 1} of {repeats} ({rows:,} rows)")
+        say(f"{case} against pgloader, sling and pg_chameleon, round {i + 1} of {repeats} ({rows:,} rows)")
         seam.runs.append(measured(lambda: Run(rows, rows / seam_full_load(path, name, rows)[1])))
         for label, load in others.items():
             if label in gone:
@@ -250,11 +250,10 @@ def peers_case(name: str, scale: float, repeats: int, results: list[Result]) -> 
             except (peers.PeerMissing, peers.PeerFailed) as exc:
                 say(f"{label}: not measured: {exc}")
                 gone.add(label)
-    say("pg_chameleon: not measured yet (it runs as an unprivileged user with a replica configuration of its own)")
     measured_peers = [r for label, r in runs.items() if r.runs and label not in gone]
     seam.baselines = [r.variant for r in measured_peers]
     results += [seam, *measured_peers]
-    for schema in ("peer_pgloader", "peer_sling"):
+    for schema in ("peer_pgloader", "peer_sling", "peer_chameleon", "sch_chameleon"):
         peers.drop_schema(pipeline, schema)
     os.unlink(path)
 
@@ -349,6 +348,7 @@ def stream_case(changes: int, latency_s: float, repeats: int, results: list[Resu
             pmr.runs.append(baseline_measured(lambda s, e: Run(*bench.raw_decode(s, e)), start, end))
             cfloor.runs.append(baseline_measured(lambda s, e: Run(*bench.mariadb_binlog(s, e)), start, end))
             flat.runs.append(measured(lambda e: Run(changes, bench.apply_backlog(e)), end))
+        chameleon_case(bench, changes, repeats, flat, results)
         for rate, result in latencies.items():
             for i in range(repeats):
                 say(f"stream latency at {rate:,} changes/s, run {i + 1} of {repeats} ({latency_s:g}s)")
@@ -359,6 +359,35 @@ def stream_case(changes: int, latency_s: float, repeats: int, results: list[Resu
             for r in result.runs:
                 r.note = ""
     results += [flat, pmr, cfloor, *latencies.values()]
+
+
+def chameleon_case(bench, changes: int, repeats: int, flat: Result, results: list[Result]) -> None:
+    """pg_chameleon's replica of the stream's tables catching up the same kind of backlog, one tool at a time
+    (``stream_cdc.chameleon_catch_up``); its copy is checked equal to the source after each run."""
+    import peers
+    import stream_cdc as sc
+
+    peer = Result("stream, flat out", "pg_chameleon")
+    try:
+        with peers.Chameleon(bench.pipeline, sc.DB, ["events", "ticks"]) as chameleon:
+            done = chameleon.run("init_replica", "--source", "mysql")
+            if done.returncode != 0:
+                raise peers.PeerFailed(f"pg_chameleon init_replica failed: {(done.stdout + done.stderr)[-500:]}")
+            for i in range(repeats):
+                say(f"stream backlog, pg_chameleon, run {i + 1} of {repeats} ({changes:,} changes)")
+                peer.runs.append(
+                    baseline_measured(lambda: Run(changes, sc.chameleon_catch_up(bench, chameleon, changes)))
+                )
+                say(f"pg_chameleon: {changes:,} changes in {peer.runs[-1].seconds:.1f}s, its copy equal to the source")
+                bench.apply_backlog(sc.source_head(bench.conn))  # Seam's stream caught up again, untimed
+    except (peers.PeerMissing, peers.PeerFailed, RuntimeError) as exc:
+        say(f"pg_chameleon: not measured: {exc}")
+        bench.apply_backlog(sc.source_head(bench.conn))
+        return
+    finally:
+        peers.drop_schema(bench.pipeline, "peer_chameleon")
+    flat.baselines.append(peer.variant)
+    results.append(peer)
 
 
 def _pct(values: list[float], p: float) -> float:

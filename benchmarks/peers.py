@@ -7,16 +7,21 @@ copy's row count checked against the source.
   removed after the run. pgloader sets the target database's ``search_path`` as a side effect: reset after.
 - sling (PyPI ``sling-linux-amd64``, which ships the binary, in a venv of its own under ``.bench-peers``):
   ``sling run ... --mode full-refresh`` into ``peer_sling.<table>``; the connections come from the environment.
-- pg_chameleon: not run yet (it must run as an unprivileged user with a replica configuration of its own); the
-  case says so.
+- pg_chameleon (PyPI ``pg_chameleon``, in a venv of its own under ``.bench-peers``): ``chameleon init_replica``
+  of one source table into schema ``peer_chameleon``, timed (its ``create_replica_schema`` and ``add_source``
+  before it are not). It refuses to run as root, so as root it runs as ``nobody``, with a home of its own
+  (0700) holding its configuration (0600: it carries the credentials), removed after the run; it logs to
+  stdout, as it dies silently as a daemon otherwise.
 
 A peer that cannot be installed is reported and skipped; the rest runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -26,6 +31,8 @@ from pathlib import Path
 
 PEERS_DIR = Path(__file__).resolve().parents[1] / ".bench-peers"
 SLING_PACKAGE = "sling-linux-amd64==1.4.11"
+CHAMELEON_PACKAGE = "pg_chameleon==2.0.21"
+CHAMELEON_USER = "nobody"  # pg_chameleon refuses to run as root
 
 
 def pgloader_binary() -> str | None:
@@ -54,6 +61,26 @@ def sling_binary() -> str | None:
             return None
         found = sorted(venv.glob("lib/python*/site-packages/sling_linux_amd64/bin/sling*"))
     return str(found[0]) if found else None
+
+
+def chameleon_binary() -> str | None:
+    venv = PEERS_DIR / "pg_chameleon"
+    binary = venv / "bin" / "chameleon"
+    if not binary.exists():
+        # on the system Python: the one Seam runs on may live where the unprivileged user cannot reach it
+        python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+        made = subprocess.run([python, "-m", "venv", "--clear", str(venv)], capture_output=True, text=True)
+        done = (
+            made
+            if made.returncode
+            else subprocess.run(
+                [str(venv / "bin" / "pip"), "install", "-q", CHAMELEON_PACKAGE], capture_output=True, text=True
+            )
+        )
+        if done.returncode != 0:
+            print(f"pg_chameleon: cannot install {CHAMELEON_PACKAGE}: {done.stderr[-300:]}", flush=True)
+            return None
+    return str(binary) if binary.exists() else None
 
 
 def _mysql_url(pipeline, db: str) -> str:
@@ -134,6 +161,138 @@ def sling_load(pipeline, db: str, table: str, rows: int) -> float:
         raise PeerFailed(f"sling failed: {(done.stdout + done.stderr)[-500:]}")
     _check(pipeline, "peer_sling", table, rows, "sling")
     return seconds
+
+
+class Chameleon:
+    """pg_chameleon with a replica configuration of its own, copying ``db``'s ``tables`` into ``peer_chameleon``
+    (``with``: its home, which holds the configuration and the credentials, is removed after)."""
+
+    def __init__(self, pipeline, db: str, tables: list[str]):
+        binary = chameleon_binary()
+        if binary is None:
+            raise PeerMissing(f"pg_chameleon is not installed ({CHAMELEON_PACKAGE} into {PEERS_DIR / 'pg_chameleon'})")
+        self.binary, self.pipeline, self.db, self.tables = binary, pipeline, db, tables
+
+    def __enter__(self) -> Chameleon:
+        for schema in ("peer_chameleon", "sch_chameleon"):
+            drop_schema(self.pipeline, schema)
+        self.home = home = Path(tempfile.mkdtemp(prefix="seam-chameleon-"))
+        for folder in (".pg_chameleon/configuration", "pid", "logs"):
+            (home / folder).mkdir(parents=True)
+        config = home / ".pg_chameleon" / "configuration" / "bench.yml"
+        config.write_text(_chameleon_config(self.pipeline, self.db, self.tables, home))
+        config.chmod(0o600)
+        self.as_user: list[str] = []
+        if os.geteuid() == 0:
+            subprocess.run(["chown", "-R", CHAMELEON_USER, str(home)], check=True)
+            self.as_user = ["runuser", "-u", CHAMELEON_USER, "--"]
+        for command in (("create_replica_schema",), ("add_source", "--source", "mysql")):
+            done = self.run(*command)
+            if done.returncode != 0:
+                raise PeerFailed(f"pg_chameleon {command[0]} failed: {(done.stdout + done.stderr)[-500:]}")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        shutil.rmtree(self.home, ignore_errors=True)
+        drop_schema(self.pipeline, "sch_chameleon")
+
+    def _command(self, *command: str) -> list[str]:
+        return [*self.as_user, "env", f"HOME={self.home}", self.binary, *command, "--config", "bench"]
+
+    def run(self, *command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(self._command(*command), capture_output=True, text=True, cwd=self.home)
+
+    def start(self, *command: str) -> subprocess.Popen:
+        """A long-running command (``start_replica``), its output in a file of the home."""
+        with open(self.home / "logs" / "run.log", "w") as log:  # the child keeps its own copy of the file
+            return subprocess.Popen(
+                self._command(*command), stdout=log, stderr=subprocess.STDOUT, cwd=self.home, start_new_session=True
+            )
+
+    def stop(self, process: subprocess.Popen) -> None:
+        """SIGINT to the command's process group, then SIGKILL: its replica daemons do not always stop."""
+        for sig, wait in ((signal.SIGINT, 10), (signal.SIGKILL, 30)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, sig)
+            try:
+                process.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def output(self) -> str:
+        return (self.home / "logs" / "run.log").read_text(errors="replace")
+
+
+def chameleon_load(pipeline, db: str, table: str, rows: int) -> float:
+    """Seconds of ``chameleon init_replica`` copying ``db.table`` into ``peer_chameleon.table``; checked by count."""
+    with Chameleon(pipeline, db, [table]) as chameleon:
+        began = time.perf_counter()
+        done = chameleon.run("init_replica", "--source", "mysql")
+        seconds = time.perf_counter() - began
+    if done.returncode != 0:
+        raise PeerFailed(f"pg_chameleon init_replica failed: {(done.stdout + done.stderr)[-500:]}")
+    _check(pipeline, "peer_chameleon", table, rows, "pg_chameleon")
+    return seconds
+
+
+def _chameleon_config(pipeline, db: str, tables: list[str], home: Path) -> str:
+    """pg_chameleon's replica configuration (its own YAML format; values JSON-quoted, which YAML reads)."""
+    import json
+
+    s, t = pipeline.source, pipeline.target.conninfo()
+    q = json.dumps
+    return f"""---
+pid_dir: {q(str(home / "pid"))}
+log_dir: {q(str(home / "logs"))}
+log_dest: stdout
+log_level: info
+log_days_keep: 1
+rollbar_key: ''
+rollbar_env: ''
+type_override: {{}}
+pg_conn:
+  host: {q(t["host"])}
+  port: {q(str(t["port"]))}
+  user: {q(t["user"])}
+  password: {q(t["password"])}
+  database: {q(t["dbname"])}
+  charset: "utf8"
+sources:
+  mysql:
+    db_conn:
+      host: {q(s.host)}
+      port: {q(str(s.port))}
+      user: {q(s.user)}
+      password: {q(s.password.reveal())}
+      charset: "utf8"
+      connect_timeout: 10
+    schema_mappings:
+      {q(db)}: "peer_chameleon"
+    limit_tables: {q([f"{db}.{table}" for table in tables])}
+    skip_tables: []
+    grant_select_to: []
+    lock_timeout: "120s"
+    my_server_id: 7101
+    replica_batch_size: 10000
+    replay_max_rows: 10000
+    batch_retention: '1 day'
+    copy_max_memory: "300M"
+    copy_mode: 'file'
+    out_dir: {q(str(home))}
+    sleep_loop: 1
+    on_error_replay: exit
+    on_error_read: exit
+    auto_maintenance: "disabled"
+    gtid_enable: false
+    type: mysql
+    skip_events:
+      insert: []
+      delete: []
+      update: []
+    keep_existing_schema: No
+    net_read_timeout: 600
+"""
 
 
 def _check(pipeline, schema: str, table: str, rows: int, peer: str) -> None:

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from decimal import Decimal
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -234,6 +235,41 @@ class BenchStream:
             cur.execute(f"SELECT COALESCE(MAX(seq), 0) + 1 FROM `{DB}`.ticks")
             self.tick = int(cur.fetchone()[0])
         return Run(len(lat) * 10, seconds + (max(lat) if lat else 0.0), note=json.dumps({"latencies": lat}))
+
+
+def chameleon_catch_up(bench: BenchStream, chameleon, changes: int, timeout: float = 900) -> float:
+    """pg_chameleon's replica of the same tables (``peers.Chameleon``, its ``init_replica`` done): a backlog of
+    ``changes`` written with both pg_chameleon and Seam's change reader stopped, then seconds from
+    ``start_replica`` until its copy holds exactly the source's rows. Seam's stream is left behind by the backlog."""
+    import psycopg
+
+    EmbeddedStack().stop(stream_processes(bench.pipeline)["reader"])
+    bench.tick = write_changes(bench.pipeline, changes, bench.tick)
+    expected = _rows(bench.conn.cursor, "`bench_stream`")
+    began = time.perf_counter()
+    process = chameleon.start("start_replica", "--source", "mysql")
+    try:
+        with psycopg.connect(**bench.pipeline.target.conninfo(), autocommit=True) as pg:
+            last = (expected[1][1],)
+            while pg.execute('SELECT max(seq) FROM "peer_chameleon".ticks').fetchone() != last or (
+                _rows(pg.cursor, '"peer_chameleon"') != expected  # read in full only once the last tick is there
+            ):
+                if process.poll() is not None or time.perf_counter() - began > timeout:
+                    raise RuntimeError(f"pg_chameleon did not catch up: {chameleon.output()[-800:]}")
+                time.sleep(0.05)
+        seconds = time.perf_counter() - began
+    finally:
+        chameleon.stop(process)
+    return seconds
+
+
+def _rows(cursor, schema: str) -> tuple:
+    """The stream tables' rows that the backlog changes, as both sides read them (the timestamps left out)."""
+    with cursor() as cur:
+        cur.execute(f"SELECT id, amount, note FROM {schema}.events ORDER BY id")
+        events = [(int(i), Decimal(a), n) for i, a, n in cur.fetchall()]
+        cur.execute(f"SELECT count(*), max(seq) FROM {schema}.ticks")
+        return events, tuple(cur.fetchone())
 
 
 def mariadb_binlog_decode(pipeline, start: Position, end: Position) -> tuple[int, float]:

@@ -28,6 +28,7 @@ from seam.core.errors import ConfigError
 from seam.core.pipeline import (
     NUL_MAPPINGS,
     SEMANTICS,
+    ZERO_DATES,
     KafkaConfig,
     LoadConfig,
     MySQLSource,
@@ -182,7 +183,7 @@ _LOAD = ("abandon_after",)
 _REPAIR = ("max_rows",)
 _SOURCE = ("type", "host", "port", "user", "password", "server_id", "snapshot")
 _KAFKA = ("bootstrap", "topic_prefix", "partitions", "max_unapplied_events", "max_unapplied_bytes", "max_value_bytes")
-_TARGET = ("type", "host", "port", "database", "user", "password", "state_schema", "text_nul")
+_TARGET = ("type", "host", "port", "database", "user", "password", "state_schema", "text_nul", "zero_dates")
 _SPARK = ("master", "jdbc_jar", "jdbc_driver", "partitions")
 _DEFAULTS = ("safety_delay", "semantics")
 _TABLE = ("name", "key", "cursor", "safety_delay", "semantics", "soft_delete", "sync", "incremental", "checks")
@@ -323,12 +324,19 @@ def _target(r: _Reader, raw: Any) -> PostgresTarget:
         password=r.secret(tgt, "password", "target"),
         state_schema=r.string(tgt, "state_schema", "target", "seam"),
         text_nul=r.string(tgt, "text_nul", "target", "replace"),
+        zero_dates=r.string(tgt, "zero_dates", "target", "-infinity"),
     )
     if target.text_nul not in NUL_MAPPINGS:
         raise r.fail(
             "target.text_nul",
             f"'{target.text_nul}' must be one of: {', '.join(NUL_MAPPINGS)} (what a NUL character in MySQL text "
             "becomes: PostgreSQL text cannot hold it)",
+        )
+    if target.zero_dates not in ZERO_DATES:
+        raise r.fail(
+            "target.zero_dates",
+            f"'{target.zero_dates}' must be one of: {', '.join(ZERO_DATES)} (what a zero date such as 0000-00-00 "
+            "becomes in a NOT NULL date column: PostgreSQL has no zero date)",
         )
     return target
 

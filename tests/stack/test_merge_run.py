@@ -11,7 +11,7 @@ import pytest
 
 from seam.apply import SinkError
 from seam.apply.stream_table import StreamTable, merge_run
-from seam.apply.target import create_table_sql
+from seam.apply.target import Landing, create_table_sql
 from seam.core.identifiers import qi
 from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
@@ -37,7 +37,7 @@ def stream(pipeline):
     conn = connect_target(pipeline)
     conn.execute(f"DROP SCHEMA IF EXISTS {qi(SCHEMA.db)} CASCADE")
     conn.execute(f"CREATE SCHEMA {qi(SCHEMA.db)}")
-    table = StreamTable("t", SCHEMA, SCHEMA.primary_key, Position("f", 4, 0), None, None, postgis=True, nul="\ufffd")
+    table = StreamTable("t", SCHEMA, SCHEMA.primary_key, Position("f", 4, 0), None, None, Landing(postgis=True))
     conn.execute(create_table_sql(table.target, SCHEMA, SCHEMA.primary_key))
     conn.execute(f"ALTER TABLE {table.target} ADD PRIMARY KEY (region, id)")
     conn.commit()

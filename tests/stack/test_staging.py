@@ -13,7 +13,7 @@ import zlib
 import pytest
 
 from seam.apply.batch import Stager, Staging, stage_rows
-from seam.apply.target import create_table_sql
+from seam.apply.target import Landing, create_table_sql
 from seam.core.identifiers import qi
 from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
@@ -159,7 +159,7 @@ def test_staging_in_workers_equals_staging_here_and_reads_back_exactly(target, s
     rnd = random.Random(seed)
     values, sums, held, rows, change_rows = _messages(rnd)
     offsets = [100 + i for i in range(len(values))]
-    staging = Staging(BATCH, SCHEMA, ("id",), postgis=False, nul="\ufffd")
+    staging = Staging(BATCH, SCHEMA, ("id",), Landing(postgis=False))
 
     here = stage_rows(staging, values, offsets)
     stager = Stager(workers=2, parallel_from=1)

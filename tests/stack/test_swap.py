@@ -39,8 +39,9 @@ def path(stack, tmp_path_factory):
     _source(
         f"DROP DATABASE IF EXISTS {DB}",
         f"CREATE DATABASE {DB}",
-        f"CREATE TABLE {DB}.viewed (id INT PRIMARY KEY, amount DECIMAL(10,2), note VARCHAR(20))",
-        f"INSERT INTO {DB}.viewed VALUES (1, 1.50, 'a'), (2, 2.50, 'b')",
+        f"CREATE TABLE {DB}.viewed (id INT PRIMARY KEY, amount DECIMAL(10,2), note VARCHAR(20), "
+        "due DATE NOT NULL DEFAULT '2024-01-01')",
+        f"INSERT INTO {DB}.viewed VALUES (1, 1.50, 'a', DEFAULT), (2, 2.50, 'b', DEFAULT)",
         f"CREATE TABLE {DB}.plain (id INT PRIMARY KEY, v VARCHAR(10))",
         f"INSERT INTO {DB}.plain VALUES (1, 'x'), (2, 'y')",
     )
@@ -67,12 +68,22 @@ def test_views_indexes_grants_and_comments_survive_a_reload(path):
             conn.execute(f'GRANT SELECT ON "{DB}"."{table}" TO swap_reader')
             conn.execute(f'COMMENT ON TABLE "{DB}"."{table}" IS \'settled daily\'')
             conn.execute(f'COMMENT ON COLUMN "{DB}"."{table}".id IS \'the key\'')
-    _source(f"INSERT INTO {DB}.viewed VALUES (3, 9.99, 'c')", f"INSERT INTO {DB}.plain VALUES (3, 'z')")
+        # as a load before NOT NULL dates stayed NOT NULL left it: the reload in place sets NOT NULL again
+        conn.execute(f'ALTER TABLE "{DB}".viewed ALTER COLUMN due DROP NOT NULL')
+    _source(
+        "SET SESSION sql_mode = ''",  # a zero date, as legacy schemas hold them
+        f"INSERT INTO {DB}.viewed VALUES (3, 9.99, 'c', '0000-00-00')",
+        f"INSERT INTO {DB}.plain VALUES (3, 'z')",
+    )
     again = _seam(path, "load", "full", f"{DB}.viewed", f"{DB}.plain")
     assert again.returncode == 0, again.stdout + again.stderr
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
         assert [r[0] for r in conn.execute(f'SELECT id FROM "{DB}".big ORDER BY id')] == [2, 3]  # the new rows
         assert conn.execute("SELECT to_regclass(%s)", (f'"{DB}".viewed_note_idx',)).fetchone()[0] is not None
+        assert conn.execute(
+            "SELECT attnotnull FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'due'", (f'"{DB}".viewed',)
+        ).fetchone()[0]
+        assert conn.execute(f"SELECT count(*) FROM \"{DB}\".viewed WHERE due = '-infinity'").fetchone()[0] == 1
         for table in ("viewed", "plain"):
             ref = f'"{DB}"."{table}"'
             assert conn.execute(f"SELECT count(*) FROM {ref}").fetchone()[0] == 3

@@ -9,7 +9,6 @@ checksum's text on both sides. Then ``seam validate`` and the independent compar
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import subprocess
@@ -56,16 +55,29 @@ TABLE = """CREATE TABLE golden (
 # the target's DDL mirrors the source's: lengths, NOT NULL, the key and the column order (issue 34)
 SHAPES = """CREATE TABLE shapes (
   code CHAR(3) NOT NULL, n INT NOT NULL, name VARCHAR(100) NOT NULL, note TEXT NULL, d DATE NOT NULL,
-  amount DECIMAL(12,2) NOT NULL, flag TINYINT(1) NOT NULL DEFAULT 0, PRIMARY KEY (n, code)
+  dt DATETIME(3) NOT NULL, ts TIMESTAMP NOT NULL DEFAULT '2000-01-01 00:00:00', t TIME NOT NULL,
+  od DATE NULL, amount DECIMAL(12,2) NOT NULL, flag TINYINT(1) NOT NULL DEFAULT 0, PRIMARY KEY (n, code)
 ) ENGINE=InnoDB"""
 SHAPES_DDL = [
     ("code", "character varying(3)", True),
     ("n", "integer", True),
     ("name", "character varying(100)", True),
     ("note", "text", False),
-    ("d", "date", False),  # zero dates land as NULL (documented), so NOT NULL cannot stay on a DATE yet
+    ("d", "date", True),  # NOT NULL dates stay NOT NULL: zero dates land as -infinity (target.zero_dates)
+    ("dt", "timestamp(3) without time zone", True),
+    ("ts", "timestamp(0) with time zone", True),
+    ("t", "interval", True),
+    ("od", "date", False),  # a nullable column's zero date is NULL
     ("amount", "numeric(12,2)", True),
     ("flag", "smallint", True),
+]
+# (code, n, d, dt, ts, od) of each row after the load and the stream: zero and partly zero dates in NOT NULL columns
+# as -infinity, in the nullable one as NULL
+SHAPES_ROWS = [
+    ("ab", 1, "-infinity", "-infinity", "2026-01-02 00:00:01", None),
+    ("abc", 1, "-infinity", "-infinity", "-infinity", None),
+    ("abd", 2, "-infinity", "-infinity", "-infinity", None),
+    ("abe", 2, "1999-12-31", "1999-12-31 23:59:59.5", "2000-01-01 00:00:00", "1999-12-31"),
 ]
 GOLDEN_DDL = {  # the golden table's columns are all NULL; the types every MySQL type lands as
     "id": "integer", "tags": "text", "rating": "text", "f": "real", "d": "double precision",
@@ -249,13 +261,17 @@ def loaded(stack, tmp_path_factory):
     with conn.cursor() as cur:
         cur.execute(TABLE)
         cur.execute(SHAPES)
-        cur.execute("INSERT INTO shapes VALUES ('ab', 1, 'x', NULL, '2026-01-02', 1.50, 1), ('abc', 1, '', 'n', "
-                    "'0000-00-00', 0, 0)")  # fmt: skip
+        cur.execute("INSERT INTO shapes VALUES ('ab', 1, 'x', NULL, '2026-01-02', '2026-01-02 03:04:05.678', "
+                    "'2026-01-02 00:00:01', '-01:00:00', '2026-01-02', 1.50, 1), ('abc', 1, '', 'n', '0000-00-00', "
+                    "'0000-00-00 00:00:00', '0000-00-00 00:00:00', '00:00:00', '0000-00-00', 0, 0)")  # fmt: skip
         start = source_head(conn)
         for row in ROWS:
             _insert(cur, row)
     conn.commit()
-    tables = [{"name": f"{DB}.golden", "key": ["id"], "sync": "stream"}, {"name": f"{DB}.shapes", "key": ["n", "code"]}]
+    tables = [
+        {"name": f"{DB}.golden", "key": ["id"], "sync": "stream"},
+        {"name": f"{DB}.shapes", "key": ["n", "code"], "sync": "stream"},
+    ]
     path = pipeline_file(tmp_path_factory, "golden", tables)
     load = subprocess.run(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.golden", f"{DB}.shapes"],
@@ -273,6 +289,12 @@ def loaded(stack, tmp_path_factory):
         )
         cur.execute("UPDATE golden SET rating = 2, tags = 'a b,Commentaries' WHERE id = 103")  # ENUM by index
         cur.execute("DELETE FROM golden WHERE id = 102")
+        cur.execute(
+            "UPDATE shapes SET d = '0000-00-00', dt = '2024-00-10 00:00:00', od = '2024-05-00' WHERE code = 'ab'"
+        )
+        cur.execute("INSERT INTO shapes VALUES ('abd', 2, 'y', NULL, '0000-00-00', '2024-00-10', '0000-00-00 00:00:00', "
+                    "'838:59:59', NULL, 2, 0), ('abe', 2, 'z', NULL, '1999-12-31', '1999-12-31 23:59:59.5', DEFAULT, "
+                    "'00:00:01', '1999-12-31', 3, 1)")  # fmt: skip
     conn.commit()
     conn.close()
     pipeline = load_pipeline(path)
@@ -521,7 +543,10 @@ def _target_ddl(pipeline, table: str) -> tuple[list[tuple], list[str], list[tupl
             for r in conn.execute("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s", (oid,))
         ]
         rows = (
-            conn.execute(f"SELECT code, n, name, d FROM {qi(DB)}.{qi(table)} ORDER BY n, code").fetchall()
+            conn.execute(
+                "SELECT code, n, d::text, dt::text, (ts AT TIME ZONE 'UTC')::text, od::text "
+                f"FROM {qi(DB)}.{qi(table)} ORDER BY n, code"
+            ).fetchall()
             if table == "shapes"
             else []
         )
@@ -530,12 +555,20 @@ def _target_ddl(pipeline, table: str) -> tuple[list[tuple], list[str], list[tupl
 
 def test_the_targets_ddl_mirrors_the_source(loaded):
     """Golden: each column's PostgreSQL type, NOT NULL and order, and the primary key in the source's key order."""
-    pipeline, _, _ = loaded
+    pipeline, path, _ = loaded
     columns, keys, rows = _target_ddl(pipeline, "shapes")
     assert columns == SHAPES_DDL
     assert keys == ["PRIMARY KEY (n, code)"]
-    # CHAR(3) 'ab' comes back as MySQL returns it, without blank padding; the zero date as NULL
-    assert rows == [("ab", 1, "x", datetime.date(2026, 1, 2)), ("abc", 1, "", None)]
+    # CHAR(3) 'ab' comes back as MySQL returns it, without blank padding
+    assert rows == SHAPES_ROWS
+    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "shapes") is None
+    done = subprocess.run(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "validate", f"{DB}.shapes"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0 and "EQUAL" in done.stdout, done.stdout + done.stderr
     columns, keys, _ = _target_ddl(pipeline, "golden")
     assert [(name, kind) for name, kind, _ in columns] == list(GOLDEN_DDL.items())
     assert keys == ["PRIMARY KEY (id)"]

@@ -37,7 +37,11 @@ def source_rows(pipeline, db: str, table: str, snapshot: bool = False) -> tuple[
 
 def target_rows(pipeline, schema) -> collections.Counter:
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
-        cols = ", ".join(qi(c) for c in schema.names)
+        # a zero date is null in records; in a NOT NULL column the target holds it as -infinity (target.zero_dates)
+        cols = ", ".join(
+            f"NULLIF({qi(c.name)}, '-infinity')" if c.data_type in ("date", "datetime", "timestamp") else qi(c.name)
+            for c in schema.columns
+        )
         cur = conn.execute(f"SELECT {cols} FROM {qi(schema.db)}.{qi(schema.table)}")
         return collections.Counter(
             _canon({c.name: normalize_target(c, v) for c, v in zip(schema.columns, row)}) for row in cur

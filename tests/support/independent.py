@@ -7,7 +7,7 @@ own small rules, written from the databases' documentation rather than from Seam
 - integers, YEAR, BIT: ``int``; DECIMAL: ``Decimal``; FLOAT: compared as 32-bit floats; DOUBLE: ``float``;
 - DATE, DATETIME: ``date`` / naive ``datetime``; TIMESTAMP: naive UTC (the source session runs in UTC, the
   target's timestamptz is converted); zero dates: ``None`` (PostgreSQL cannot hold them; Seam's documented
-  mapping); TIME: ``timedelta``;
+  mapping: NULL, or ``-infinity`` in a column that is NOT NULL, read here as ``None``); TIME: ``timedelta``;
 - SET: a frozenset of members; ENUM and text: ``str``; binary: ``bytes``; JSON: the parsed document;
 - spatial: ``SRID:WKB`` (hex of the OGC WKB, little-endian) as each database's own ST_SRID and ST_AsBinary
   print them (PostGIS ``geometry``; a ``bytea`` holds MySQL's stored value: 4-byte SRID, then WKB);
@@ -160,6 +160,8 @@ def target_table(conninfo: dict, db: str, table: str, columns):
 def _target_column(name: str, udt: str | None) -> str:
     if udt == "geometry":
         return f"ST_SRID({name}) || ':' || encode(ST_AsBinary({name}, 'NDR'), 'hex')"
+    if udt in ("date", "timestamp", "timestamptz"):
+        return f"NULLIF({name}, '-infinity')"
     return name
 
 

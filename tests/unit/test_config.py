@@ -54,6 +54,7 @@ def test_secrets_never_print():
         (lambda r: r["source"].update(port=70000), "source.port", "out of range for a port"),
         (lambda r: r["target"].update(port="abc"), "target.port", "not a port"),
         (lambda r: r["target"].update(text_nul="drop"), "target.text_nul", "must be one of: replace, strip"),
+        (lambda r: r["target"].update(zero_dates="epoch"), "target.zero_dates", "must be one of: -infinity, null"),
         (lambda r: r["tables"][0].pop("name"), "tables[0].name", "is required"),
         (lambda r: r["tables"][0].update(name="accounts"), "tables[0].name", "database.table"),
         (lambda r: r["tables"].append({"name": "demo.accounts"}), "tables[4].name", "listed twice"),

@@ -31,7 +31,7 @@ from psycopg.pq import Format
 
 from seam.apply import SinkError
 from seam.apply.decode import record_decoder
-from seam.apply.target import row_converter
+from seam.apply.target import Landing, row_converter
 from seam.core.schema import TableSchema
 from seam.wire.boundary import Begin, Tally
 
@@ -43,8 +43,7 @@ class Staging:
     batch: str
     schema: TableSchema
     key: tuple[str, ...]
-    postgis: bool  # spatial columns are PostGIS geometry (else bytea)
-    nul: str  # what a NUL in text becomes (seam.apply.decode)
+    landing: Landing  # how values land in the target's columns
 
 
 @dataclass
@@ -121,8 +120,8 @@ def _key(image, key: list[int] | None) -> tuple:
 @functools.lru_cache(maxsize=4)
 def _codecs(staging: Staging):
     """The batch's decoder and its converter to COPY values, made once per process."""
-    decoder = record_decoder(staging.schema, staging.nul, batch_rows=True)
-    return decoder.decode, row_converter(staging.schema, staging.postgis)
+    decoder = record_decoder(staging.schema, staging.landing.nul, batch_rows=True)
+    return decoder.decode, row_converter(staging.schema, staging.landing)
 
 
 def _transformer():

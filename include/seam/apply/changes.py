@@ -26,7 +26,7 @@ from seam.apply import SinkError, cascades
 from seam.apply.decode import SOURCE_ONLY, schema_from_begin
 from seam.apply.retry import LOCK_WAIT, LockWait, Retrier, first_line, transient
 from seam.apply.stream_table import StreamTable, diverged, merge_run, pos_dict
-from seam.apply.target import pg_type, row_converter
+from seam.apply.target import landing_in, pg_type, row_converter, target_table
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
@@ -53,13 +53,13 @@ class ChangeApplier:
         conn,
         pipeline: Pipeline,
         tables: dict[str, TableConfig],
-        spatial_as_geometry,
+        landing,
         store_offset,
         retrier: Retrier,
     ):
         self.conn, self.pipeline, self.tables, self.retrier = conn, pipeline, tables, retrier
         self.schema = pipeline.target.state_schema
-        self.spatial_as_geometry = spatial_as_geometry  # (TableSchema) -> bool, asked of the target once
+        self.landing = landing  # (TableSchema) -> Landing: how its values land (seam.apply.lifecycle)
         self.store_offset = store_offset  # (topic) -> None: a released transaction moves its topic's offset
         self.streams: dict[str, StreamTable] = {}  # topic -> change-event state, loaded on first use
         self._ops: list[tuple[StreamTable, str, tuple, bool]] = []  # change statements not yet executed
@@ -441,12 +441,13 @@ class ChangeApplier:
 
     def _add_column(self, stream: StreamTable, schema: TableSchema, column: Column, default) -> None:
         ddl = f"ALTER TABLE {stream.target} ADD COLUMN {qi(column.name)} {pg_type(column, stream.postgis)}"
-        if default is None:
-            self.conn.execute(ddl)
-            return
-        value = row_converter(replace(schema, columns=(column,)), stream.postgis)(
+        # (a NOT NULL date column's zero-date default, or none, is -infinity in the rows it is added to)
+        value = row_converter(replace(schema, columns=(column,)), stream.landing)(
             msgspec.defstruct("One", [("v", Any)])(default)
         )[0]
+        if value is None:
+            self.conn.execute(ddl)
+            return
         self.conn.execute(pgsql.SQL(ddl + " DEFAULT {}").format(pgsql.Literal(value)))
         self.conn.execute(f"ALTER TABLE {stream.target} ALTER COLUMN {qi(column.name)} DROP DEFAULT")
 
@@ -500,8 +501,7 @@ class ChangeApplier:
             Position(row[4], row[5], row[6]),
             row[7],
             config.soft_delete,
-            self.spatial_as_geometry(schema),
-            self.pipeline.target.nul_replacement,
+            landing_in(self.conn, target_table(row[0], row[1]), schema, self.landing(schema)),
         )
         stream.gtids, stream.server = row[9], row[10]
         return stream

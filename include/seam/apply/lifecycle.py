@@ -22,7 +22,7 @@ from seam.apply.decode import schema_from_begin
 from seam.apply.merge import merge_window
 from seam.apply.retry import Retrier, first_line, transient
 from seam.apply.swap import check_end, patch_table, replace_table
-from seam.apply.target import create_table_sql, ensure_postgis, has_spatial
+from seam.apply.target import Landing, create_table_sql, ensure_postgis, has_spatial, landing_in, target_table
 from seam.apply.transaction import TargetTransaction
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline
@@ -101,13 +101,12 @@ class BatchLifecycle:
             )
         batch = self.open_batch(begin)
         schema, key = batch.schema, tuple(begin.key)
-        postgis = self.spatial_as_geometry(schema)
         self.conn.execute(
             create_table_sql(
                 batch.stage,
                 schema,
                 key,
-                postgis=postgis,
+                landing=batch.staging.landing,
                 extra="_seam_part integer NOT NULL, _seam_attempt bigint NOT NULL",
             )
         )
@@ -116,7 +115,7 @@ class BatchLifecycle:
                 batch.changes,
                 schema,
                 key,
-                postgis=postgis,
+                landing=batch.staging.landing,
                 extra="_seam_seq bigint NOT NULL, _seam_deleted boolean NOT NULL",
             )
         )
@@ -180,7 +179,7 @@ class BatchLifecycle:
         """Verify the staged batch against END and make it visible (replace or merge); raises to reject."""
         check_end(self.conn, batch, end)
         if batch.begin.mode == "incremental":
-            return merge_window(self.conn, self.schema, batch, end, self.spatial_as_geometry(batch.schema))
+            return merge_window(self.conn, self.schema, batch, end)
         if batch.begin.mode == "repair":
             return patch_table(self.conn, batch)
         return replace_table(self.conn, batch, end)
@@ -188,27 +187,26 @@ class BatchLifecycle:
     def open_batch(self, begin: Begin) -> OpenBatch:
         schema = schema_from_begin(begin)
         stage, changes = ledger.staging_tables(begin.batch)
+        landing = self.landing(schema)
+        if begin.mode != "full":  # rows merged into the table as it is
+            landing = landing_in(self.conn, target_table(begin.db, begin.table), schema, landing)
         return OpenBatch(
             begin=begin,
-            staging=Staging(
-                begin.batch,
-                schema,
-                tuple(begin.key),
-                self.spatial_as_geometry(schema),
-                self.pipeline.target.nul_replacement,
-            ),
+            staging=Staging(begin.batch, schema, tuple(begin.key), landing),
             stage=f"{qi(self.schema)}.{qi(stage)}",
             changes=f"{qi(self.schema)}.{qi(changes)}",
         )
 
-    def spatial_as_geometry(self, schema: TableSchema) -> bool:
-        """PostGIS geometry for the table's spatial columns, or bytea (``seam.apply.target.ensure_postgis``); asked of
-        the target once, when the first table with spatial columns arrives."""
-        if not has_spatial(schema):
-            return True
-        if self._postgis is None:
-            self._postgis = ensure_postgis(self.conn)
-        return self._postgis
+    def landing(self, schema: TableSchema) -> Landing:
+        """How the table's values land: the pipeline's target settings, and PostGIS geometry for its spatial
+        columns or bytea (``seam.apply.target.ensure_postgis``; asked of the target once, when the first table
+        with spatial columns arrives)."""
+        postgis = True
+        if has_spatial(schema):
+            if self._postgis is None:
+                self._postgis = ensure_postgis(self.conn)
+            postgis = self._postgis
+        return Landing(postgis, self.pipeline.target.nul_replacement, self.pipeline.target.zero_dates)
 
     def load_open(self, topic: str) -> OpenBatch | None:
         with self.conn.transaction():

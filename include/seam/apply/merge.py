@@ -16,7 +16,7 @@ from seam.state.ledger import store_watermark
 from seam.wire.boundary import End
 
 
-def merge_window(conn, state_schema: str, batch: OpenBatch, end: End, postgis: bool) -> int:
+def merge_window(conn, state_schema: str, batch: OpenBatch, end: End) -> int:
     """An incremental window: upsert its rows by key (soft-deleted rows are deleted), and move the
     table's watermark forward (never back: a backfilled older window leaves it) in this transaction."""
     begin = batch.begin
@@ -32,7 +32,7 @@ def merge_window(conn, state_schema: str, batch: OpenBatch, end: End, postgis: b
             target,
             batch.schema,
             tuple(begin.key),
-            postgis=postgis,
+            landing=batch.staging.landing,
             extra=f"PRIMARY KEY ({', '.join(key)})",
         ).replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1)
     )

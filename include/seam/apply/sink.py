@@ -160,7 +160,7 @@ class Sink:
         self.open = self.batches.open
         self._next_offset: dict[str, int] = {}  # topic -> the offset after the last message consumed
         self.changes = ChangeApplier(
-            self.conn, self.pipeline, self.tables, self.batches.spatial_as_geometry, self._offset_read, self.retrier
+            self.conn, self.pipeline, self.tables, self.batches.landing, self._offset_read, self.retrier
         )
 
     def _recover(self, exc: BaseException) -> None:

@@ -13,7 +13,7 @@ import itertools
 
 from seam.apply import SinkError
 from seam.apply.decode import flagged, record_decoder
-from seam.apply.target import pg_type, row_converter, target_table
+from seam.apply.target import Landing, pg_type, row_converter, target_table
 from seam.core.identifiers import qi
 from seam.core.position import Position
 from seam.core.schema import TableSchema
@@ -32,8 +32,7 @@ class StreamTable:
         applied: Position,
         source_ms: int | None,
         soft_delete: str | None,
-        postgis: bool,
-        nul: str,
+        landing: Landing,
     ):
         self.topic, self.key, self.applied, self.source_ms, self.soft_delete = (
             topic,
@@ -42,8 +41,8 @@ class StreamTable:
             source_ms,
             soft_delete,
         )
-        self.postgis = postgis  # spatial columns are PostGIS geometry (else bytea)
-        self.nul = nul  # what a NUL in text becomes (seam.apply.decode)
+        self.landing = landing  # how values land in the target's columns
+        self.postgis = landing.postgis  # spatial columns are PostGIS geometry (else bytea)
         self.buffer: list[tuple[int, object]] = []  # (offset, record) of the transaction being received
         self.buffer_txn: Position | None = None
         self.buffer_at: Position | None = None
@@ -62,7 +61,8 @@ class StreamTable:
     def use(self, schema: TableSchema) -> None:
         """(Re)build decoder, converter and statements for the table's columns."""
         self.schema, key = schema, self.key
-        self.decode, self.convert = record_decoder(schema, self.nul).decode, row_converter(schema, self.postgis)
+        self.decode = record_decoder(schema, self.landing.nul).decode
+        self.convert = row_converter(schema, self.landing)
         self.target = target_table(schema.db, schema.table)
         types = {c.name: pg_type(c, self.postgis) for c in schema.columns}
         names = schema.names

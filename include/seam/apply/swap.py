@@ -104,7 +104,8 @@ def _swap(conn, batch: OpenBatch) -> None:
     old = conn.execute("SELECT to_regclass(%s)::oid", (target,)).fetchone()[0]
     if old is not None and _has_dependents(conn, old):
         new = conn.execute("SELECT to_regclass(%s)::oid", (stage,)).fetchone()[0]
-        if _columns(conn, old) != _columns(conn, new):
+        before, after = _columns(conn, old), _columns(conn, new)
+        if [c[:2] for c in before] != [c[:2] for c in after]:
             raise SinkError(
                 f"{target} has objects that depend on it (views, indexes, triggers, policies or "
                 f"foreign keys) and its columns changed on the source: drop those objects, load "
@@ -113,6 +114,9 @@ def _swap(conn, batch: OpenBatch) -> None:
         cols = ", ".join(qi(n) for n in batch.schema.names)
         conn.execute(f"TRUNCATE {target}")
         conn.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {stage}")
+        for (column, _, was), (_, _, now) in zip(before, after):  # NOT NULL as the load has it (views allow it)
+            if was != now:
+                conn.execute(f"ALTER TABLE {target} ALTER COLUMN {qi(column)} {'SET' if now else 'DROP'} NOT NULL")
         conn.execute(f"DROP TABLE {stage}")
         return
     kept = _grants_and_comments(conn, old, target, batch.schema.names) if old is not None else []
@@ -154,7 +158,8 @@ def _has_dependents(conn, table_oid: int) -> bool:
 
 def _columns(conn, table_oid: int) -> list[tuple]:
     """(name, type, not null) per column; varchar(n) as text: a table loaded before CHAR/VARCHAR kept their
-    length (as text) takes the rows of a new load of the same columns in place."""
+    length (as text) takes the rows of a new load of the same columns in place, as one loaded before NOT NULL
+    date columns stayed NOT NULL does (its columns take the new NOT NULL)."""
     return conn.execute(
         "SELECT attname, regexp_replace(format_type(atttypid, atttypmod), '^character varying\\(\\d+\\)$', "
         "'text'), attnotnull FROM pg_attribute WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped "

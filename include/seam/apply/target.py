@@ -6,8 +6,12 @@ database, names kept exactly, quoted). The PostgreSQL type of each MySQL type
 is defined by its codec (``seam.wire.codecs``; the README's table of types lists
 them all).
 
-Temporal columns are nullable in the target even when NOT NULL in the source,
-because zero dates become NULL (see ``seam.wire.records``).
+Zero dates (0000-00-00, 2024-00-10, a zero TIMESTAMP), which PostgreSQL has no value for, are null in
+records (``seam.wire.codecs``). A column NOT NULL at the source stays NOT NULL in the target: with
+``target.zero_dates: -infinity`` (the default) its zero dates land as ``-infinity`` (in such a column a null
+record value can only be a zero date); with ``null`` its DATE/DATETIME/TIMESTAMP columns are nullable and hold
+them as NULL. Reading the target back for comparison (``read_zero_dates_as_null``) turns ``-infinity`` into
+the record's null again.
 
 Delivery guarantee: none (DDL and conversion only).
 """
@@ -15,9 +19,11 @@ Delivery guarantee: none (DDL and conversion only).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, replace
 
 import msgspec
 import psycopg
+from psycopg.types.datetime import DateLoader, TimestampLoader, TimestamptzLoader
 
 from seam.core.identifiers import qi
 from seam.core.schema import Column, TableSchema
@@ -25,7 +31,34 @@ from seam.wire.codecs import Spatial, codec
 
 log = logging.getLogger("seam.target")
 
-_TEMPORAL = {"date", "datetime", "timestamp", "time"}
+_ZERO_DATED = {"date", "datetime", "timestamp"}
+INFINITY = "-infinity"
+
+
+@dataclass(frozen=True)
+class Landing:
+    """How record values land in a table's target columns (a plain value: it is sent to staging workers)."""
+
+    postgis: bool = True  # spatial columns are PostGIS geometry (else bytea holding MySQL's stored value)
+    nul: str = "\ufffd"  # what a NUL in text or JSON becomes (target.text_nul; seam.apply.decode)
+    zero_dates: str = INFINITY  # target.zero_dates
+
+
+def landing_in(conn, qualified: str, schema: TableSchema, landing: Landing) -> Landing:
+    """The landing for rows written into a table already in the target: one loaded while zero dates landed as
+    NULL (its NOT NULL date columns all nullable there) keeps NULL for them until its next full load, so that
+    its rows stay alike (a keyless table's delete finds its row by every value)."""
+    dated = [c.name for c in schema.columns if zero_dates_as_infinity(c, landing.zero_dates)]
+    if not dated or conn.execute("SELECT to_regclass(%s) IS NULL", (qualified,)).fetchone()[0]:
+        return landing  # (a table not there yet is created with this landing)
+    not_null = {
+        name
+        for (name,) in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 AND attnotnull",
+            (qualified,),
+        ).fetchall()
+    }
+    return landing if not_null.intersection(dated) else replace(landing, zero_dates="null")
 
 
 def target_table(db: str, table: str) -> str:
@@ -67,9 +100,16 @@ def ensure_postgis(conn) -> bool:
     return False
 
 
-def column_ddl(column: Column, key: tuple[str, ...], postgis: bool = True) -> str:
-    not_null = (not column.nullable or column.name in key) and column.data_type not in _TEMPORAL
-    return f"{qi(column.name)} {pg_type(column, postgis)}" + (" NOT NULL" if not_null else "")
+def zero_dates_as_infinity(column: Column, zero_dates: str) -> bool:
+    """A NOT NULL DATE/DATETIME/TIMESTAMP column whose zero dates land as -infinity (``target.zero_dates``)."""
+    return zero_dates == INFINITY and not column.nullable and column.data_type in _ZERO_DATED
+
+
+def column_ddl(column: Column, key: tuple[str, ...], landing: Landing) -> str:
+    not_null = not column.nullable or column.name in key
+    if column.data_type in _ZERO_DATED and not zero_dates_as_infinity(column, landing.zero_dates):
+        not_null = False  # it holds zero dates as NULL
+    return f"{qi(column.name)} {pg_type(column, landing.postgis)}" + (" NOT NULL" if not_null else "")
 
 
 def create_table_sql(
@@ -78,22 +118,23 @@ def create_table_sql(
     key: tuple[str, ...],
     extra: str = "",
     unlogged: bool = False,
-    postgis: bool = True,
+    landing: Landing = Landing(),
 ) -> str:
-    cols = [column_ddl(c, key, postgis) for c in schema.columns]
+    cols = [column_ddl(c, key, landing) for c in schema.columns]
     if extra:
         cols.append(extra)
     return f"CREATE {'UNLOGGED ' if unlogged else ''}TABLE {qualified} ({', '.join(cols)})"
 
 
-def row_converter(schema: TableSchema, postgis: bool = True):
+def row_converter(schema: TableSchema, landing: Landing):
     """A function from a decoded row image (``sink.record_decoder``) to a COPY tuple (BLOBs back to bytes,
-    geometries to what their column takes)."""
+    geometries to what their column takes, a NOT NULL column's zero date to -infinity)."""
 
     astuple = msgspec.structs.astuple
-    converters = [(i, codec(c).to_copy(postgis)) for i, c in enumerate(schema.columns)]
+    converters = [(i, codec(c).to_copy(landing.postgis)) for i, c in enumerate(schema.columns)]
     converters = [(i, f) for i, f in converters if f is not None]
-    if not converters:
+    infinite = [i for i, c in enumerate(schema.columns) if zero_dates_as_infinity(c, landing.zero_dates)]
+    if not converters and not infinite:
         return astuple
 
     def convert(image) -> tuple:
@@ -101,9 +142,27 @@ def row_converter(schema: TableSchema, postgis: bool = True):
         for i, to_copy in converters:
             if values[i] is not None:
                 values[i] = to_copy(values[i])
+        for i in infinite:
+            if values[i] is None:
+                values[i] = INFINITY
         return tuple(values)
 
     return convert
+
+
+class _ZeroDate:
+    """psycopg's loader of a date or timestamp type, with -infinity (a zero date) read as None."""
+
+    def load(self, data):
+        return None if bytes(data) == b"-infinity" else super().load(data)  # type: ignore[misc]
+
+
+def read_zero_dates_as_null(conn: psycopg.Connection) -> psycopg.Connection:
+    """``conn`` reads -infinity in date and timestamp columns as None: the record's form of a zero date (psycopg
+    cannot hold -infinity in a Python date and raises)."""
+    for name, loader in (("date", DateLoader), ("timestamp", TimestampLoader), ("timestamptz", TimestamptzLoader)):
+        conn.adapters.register_loader(name, type(f"ZeroDate{loader.__name__}", (_ZeroDate, loader), {}))
+    return conn
 
 
 def normalize_target(column: Column, value):

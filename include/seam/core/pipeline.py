@@ -76,6 +76,9 @@ class KafkaConfig:
 
 # target.text_nul: what a NUL character in MySQL text or JSON becomes in PostgreSQL
 NUL_MAPPINGS = {"replace": "\ufffd", "strip": ""}
+# target.zero_dates: what a zero date (0000-00-00, 2024-00-10, a zero TIMESTAMP) becomes in a column that is NOT NULL
+# at the source; in a nullable one it is NULL either way (seam.apply.target)
+ZERO_DATES = ("-infinity", "null")
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,9 @@ class PostgresTarget:
     # PostgreSQL text and jsonb cannot hold U+0000, which MySQL text can: what Seam writes instead
     # (seam.apply.decode: mapped at the sink, and by validation on the source side, the same way)
     text_nul: str = "replace"
+    # "-infinity": NOT NULL DATE/DATETIME/TIMESTAMP columns stay NOT NULL and hold a zero date as -infinity;
+    # "null": they are nullable in the target and hold it as NULL
+    zero_dates: str = "-infinity"
 
     @property
     def nul_replacement(self) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from seam.apply.target import normalize_target
+from seam.apply.target import normalize_target, read_zero_dates_as_null
 from seam.core.identifiers import qi, quote
 from seam.core.pipeline import TableConfig
 from seam.core.schema import TableSchema
@@ -59,6 +59,8 @@ class Side:
         soft_delete: bool,
         nul: str,
     ):
+        if kind != "mysql":  # a NOT NULL column's zero dates are -infinity there, null in records
+            read_zero_dates_as_null(conn)
         self.kind, self.conn, self.schema, self.table, self.state = kind, conn, schema, table, state
         self.scope, self.soft_delete = scope, soft_delete
         self.key_cols = [schema.column(k) for k in table.key] or list(schema.columns)
