@@ -38,6 +38,8 @@ def test_every_case_runs_next_to_its_baselines(stack, tmp_path):
         ("stream, flat out", "seam"),
         ("stream, flat out", "python-mysql-replication decode"),
         ("stream, flat out", "mariadb-binlog --verbose"),
+        ("stream, flat out", "pg_chameleon"),  # its copy checked equal to the source
+        ("full load orders, whole command", "pg_chameleon"),  # its copy counted
         ("stream at 1,000 changes/s", "seam"),
         ("validation orders, equal", "seam"),
         ("validation orders, 10 differences", "reladiff"),
