@@ -7,7 +7,7 @@ copy's row count checked against the source.
   removed after the run. pgloader sets the target database's ``search_path`` as a side effect: reset after.
 - sling (PyPI ``sling-linux-amd64``, which ships the binary, in a venv of its own under ``.bench-peers``):
   ``sling run ... --mode full-refresh`` into ``peer_sling.<table>``; the connections come from the environment.
-- pg_chameleon (PyPI ``pg_chameleon``, in a venv of its own under ``.bench-peers``): ``chameleon init_replica``
+- pg_chameleon (PyPI ``pg_chameleon``, in a venv of its own: ``chameleon_venv``): ``chameleon init_replica``
   of one source table into schema ``peer_chameleon``, timed (its ``create_replica_schema`` and ``add_source``
   before it are not). It refuses to run as root, so as root it runs as ``nobody``, with a home of its own
   (0700) holding its configuration (0600: it carries the credentials), removed after the run; it logs to
@@ -33,6 +33,7 @@ PEERS_DIR = Path(__file__).resolve().parents[1] / ".bench-peers"
 SLING_PACKAGE = "sling-linux-amd64==1.4.11"
 CHAMELEON_PACKAGE = "pg_chameleon==2.0.21"
 CHAMELEON_USER = "nobody"  # pg_chameleon refuses to run as root
+CHAMELEON_ROOT_VENV = Path("/opt/seam-bench-peers/pg_chameleon")
 
 
 def pgloader_binary() -> str | None:
@@ -63,12 +64,19 @@ def sling_binary() -> str | None:
     return str(found[0]) if found else None
 
 
+def chameleon_venv() -> Path:
+    """pg_chameleon's venv: as root under /opt, because it runs as ``nobody``, who cannot reach a checkout in a
+    private directory (a clone in ``mktemp -d``, or under /root); else under ``.bench-peers``."""
+    return CHAMELEON_ROOT_VENV if os.geteuid() == 0 else PEERS_DIR / "pg_chameleon"
+
+
 def chameleon_binary() -> str | None:
-    venv = PEERS_DIR / "pg_chameleon"
+    venv = chameleon_venv()
     binary = venv / "bin" / "chameleon"
     if not binary.exists():
         # on the system Python: the one Seam runs on may live where the unprivileged user cannot reach it
         python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+        venv.parent.mkdir(parents=True, exist_ok=True)
         made = subprocess.run([python, "-m", "venv", "--clear", str(venv)], capture_output=True, text=True)
         done = (
             made
@@ -80,6 +88,7 @@ def chameleon_binary() -> str | None:
         if done.returncode != 0:
             print(f"pg_chameleon: cannot install {CHAMELEON_PACKAGE}: {done.stderr[-300:]}", flush=True)
             return None
+        subprocess.run(["chmod", "-R", "a+rX", str(venv.parent)], check=True)  # whatever the umask was
     return str(binary) if binary.exists() else None
 
 
@@ -170,13 +179,14 @@ class Chameleon:
     def __init__(self, pipeline, db: str, tables: list[str]):
         binary = chameleon_binary()
         if binary is None:
-            raise PeerMissing(f"pg_chameleon is not installed ({CHAMELEON_PACKAGE} into {PEERS_DIR / 'pg_chameleon'})")
+            raise PeerMissing(f"pg_chameleon is not installed ({CHAMELEON_PACKAGE} into {chameleon_venv()})")
         self.binary, self.pipeline, self.db, self.tables = binary, pipeline, db, tables
 
     def __enter__(self) -> Chameleon:
         for schema in ("peer_chameleon", "sch_chameleon"):
             drop_schema(self.pipeline, schema)
-        self.home = home = Path(tempfile.mkdtemp(prefix="seam-chameleon-"))
+        # in /tmp as root: a TMPDIR may be private, and the home is handed to the unprivileged user
+        self.home = home = Path(tempfile.mkdtemp(prefix="seam-chameleon-", dir="/tmp" if os.geteuid() == 0 else None))
         for folder in (".pg_chameleon/configuration", "pid", "logs"):
             (home / folder).mkdir(parents=True)
         config = home / ".pg_chameleon" / "configuration" / "bench.yml"
