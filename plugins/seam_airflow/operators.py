@@ -175,7 +175,7 @@ class _ProviderJob:
     def poll(self) -> int | None:
         return None if self.thread.is_alive() else (1 if self.error else 0)
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = 30.0) -> None:
         import signal
 
         self.hook.on_kill()  # the provider's own kill (a driver on a cluster, a YARN application)
@@ -184,7 +184,7 @@ class _ProviderJob:
                 os.killpg(self.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        self.thread.join(timeout=30)
+        self.thread.join(timeout=grace_s)
 
 
 class SeamOperator(BaseOperator):
@@ -261,11 +261,17 @@ class SeamFullLoadOperator(SeamOperator):
         return plain[0] if len(plain) == 1 else plain
 
 
+# Airflow kills a task's process 5 s after it asks it to stop: on_kill must have killed what it started by then
+ON_KILL_GRACE_S = 2.0
+
+
 def stop_started(started: list, log) -> None:
-    """Stop what a load started (an Airflow task killed from the UI): its unfinished batch stays invisible."""
+    """Stop what a load started (an Airflow task killed from the UI): its unfinished batch stays invisible. Each
+    process gets SIGTERM and, ``ON_KILL_GRACE_S`` later, SIGKILL: a sink still staging a run when asked to stop
+    would otherwise outlive the task."""
     for child in list(started):
         log.info("stopping %s (pid %s)", type(child).__name__, getattr(child, "pid", None))
-        child.stop()
+        child.stop(grace_s=ON_KILL_GRACE_S)
 
 
 class SeamIncrementalLoadOperator(SeamOperator):
