@@ -265,12 +265,14 @@ class Sink:
         self.stager.close()
         self.conn.close()
 
-    def start_offsets(self) -> dict[str, int]:
-        """Where a stream of these topics starts: the offsets stored with the data (0 when none)."""
+    def start_offsets(self) -> dict[str, tuple[str, int]]:
+        """Where a stream of these topics starts: (topic id, offset) of the offsets stored with the data (0
+        when none, or when the topic was recreated). The id goes with the offset: a topic the broker recreates
+        after this call is read from its beginning, not from this offset."""
         ensure_topics(self.pipeline, list(self.tables))  # a broker that lost them (the embedded one, restarted)
         self.topic_ids = topic_ids(self.pipeline, list(self.tables))
         stored = self._stored_offsets()
-        return {t: max(0, stored.get(t, 0)) for t in self.tables}
+        return {t: (self.topic_ids[t], max(0, stored.get(t, 0))) for t in self.tables}
 
     def apply_rows(self, rows) -> None:
         """Apply one Spark micro-batch (``seam.wire.kafka_source`` rows) in one transaction. Messages below the

@@ -43,7 +43,7 @@ def start_stream_sink(
             spark.readStream.format("kafka")
             .option("kafka.bootstrap.servers", pipeline.kafka.bootstrap)
             .option("assign", json.dumps({t: [0] for t in start}))
-            .option("startingOffsets", json.dumps({t: {"0": o} for t, o in start.items()}))
+            .option("startingOffsets", json.dumps({t: {"0": o} for t, (_, o) in start.items()}))
             .option("includeHeaders", "true")
             .option("failOnDataLoss", "false")
             .load()

@@ -3,9 +3,10 @@ Data Source API and confluent-kafka (Spark's own ``format("kafka")`` needs a
 jar from Maven; deployments that have it can use it instead: the sink only
 needs topic, offset, key, value and headers).
 
-Offsets are ``{topic: next_offset}``. The stream starts from the offsets the
-sink stored in the target (``start`` option), not from a Spark checkpoint:
-the target is the system of record.
+Offsets are ``{topic: [topic_id, next_offset]}``. The stream starts from the
+offsets the sink stored in the target (``start`` option, each with the id of
+the topic it counts in), not from a Spark checkpoint: the target is the
+system of record.
 
 Delivery guarantee: at-least-once (a micro-batch may be read again after a
 failure, deterministically, by ``readBetweenOffsets``); the sink skips what it
@@ -61,8 +62,11 @@ class _TopicReader(SimpleDataSourceStreamReader):
             return None  # broker unreachable: no progress this time
 
     def initialOffset(self) -> dict:
-        ids = self._ids() or {}
-        return {t: [ids.get(t, ""), int(self.start.get(t, 0))] for t in self.topics}
+        """The sink's start offsets with the topic ids they count in, not the broker's ids of now: a topic
+        recreated between the sink's reading of its offsets and this call must be read from offset 0, not
+        from an offset of the topic that is gone (that skipped a batch's BEGIN once)."""
+        starts = {t: self.start.get(t, ["", 0]) for t in self.topics}
+        return {t: [str(topic_id), int(offset)] for t, (topic_id, offset) in starts.items()}
 
     def read(self, start: dict):
         ids = self._ids()
