@@ -178,7 +178,7 @@ _TOP = (
     "repair",
     "settlement",
 )
-_STREAM = ("max_lag_seconds", "log_dir")
+_STREAM = ("max_lag_seconds", "log_dir", "max_transaction_memory")
 _LOAD = ("abandon_after",)
 _REPAIR = ("max_rows",)
 _SOURCE = ("type", "host", "port", "user", "password", "server_id", "snapshot")
@@ -231,6 +231,9 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
     stream = StreamConfig(
         max_lag_seconds=_duration(r, st, "max_lag_seconds", "stream", StreamConfig.max_lag_seconds),
         log_dir=r.string(st, "log_dir", "stream", ""),
+        max_transaction_memory=r.integer(
+            st, "max_transaction_memory", "stream", StreamConfig.max_transaction_memory, 2**20, 2**40
+        ),
     )
     if stream.max_lag_seconds <= 0:
         raise r.fail("stream.max_lag_seconds", "must be more than 0 (e.g. 5m)")

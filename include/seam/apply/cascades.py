@@ -25,7 +25,7 @@ sink's transaction with the data and the positions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from seam.apply.target import pg_type
@@ -118,7 +118,7 @@ def parse(doc: dict, names: Sequence[str], target: str) -> Cascade:
     return Cascade(cols, action=doc["action"], old=tuple(old), new=tuple(new or ()), keep=keep, selves=selves)
 
 
-def waits_for(conn, state_schema: str, docs: list, commit: Position) -> tuple[str, str] | None:
+def waits_for(conn, state_schema: str, docs: Iterable, commit: Position) -> tuple[str, str] | None:
     """Whether a transaction's cascades can be applied now: None, ``("wait", table)`` while the level above
     has not applied the change, or ``("stop", reason)`` when it never will in a way this level can use."""
     for doc in docs:

@@ -27,6 +27,7 @@ from seam.apply.decode import SOURCE_ONLY, schema_from_begin
 from seam.apply.retry import LOCK_WAIT, LockWait, Retrier, first_line, transient
 from seam.apply.stream_table import StreamTable, diverged, merge_run, pos_dict
 from seam.apply.target import landing_in, pg_type, row_converter, target_table
+from seam.apply.txn_buffer import StagedTransaction, TransactionBuffer, drop_all_staged, drop_staged
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
@@ -65,6 +66,7 @@ class ChangeApplier:
         self._ops: list[tuple[StreamTable, str, tuple, bool]] = []  # change statements not yet executed
         self._no_stream: set[str] = set()  # topics whose table has no committed load, or a stopped stream
         self._no_stream_at = time.monotonic()  # when _no_stream was last emptied, to be asked again
+        self._garbage: list[str] = []  # staged transactions' tables to drop (seam.apply.txn_buffer)
 
     def change(self, topic: str, value: bytes, offset: int, key: bytes | None = None) -> None:
         """Buffer a change until its source transaction is complete for this table, then apply it whole,
@@ -124,31 +126,40 @@ class ChangeApplier:
         if not commit.after(stream.applied):
             return  # its transaction is already in the target (a snapshot or an applied transaction)
         at, seq = Position(doc.source.file, doc.source.pos, doc.source.row), doc.source.seq
-        if stream.buffer and (
-            stream.buffer_txn != commit
+        buffer = stream.buffer
+        if buffer and (
+            buffer.commit != commit
             or not (  # records before seq: by position
-                (stream.buffer_at is not None and stream.buffer_at < at) if seq is None else seq == len(stream.buffer)
+                (buffer.at is not None and buffer.at < at) if seq is None else seq == len(buffer)
             )
         ):
-            log.info("%s: incomplete transaction %s dropped (its publisher restarted)", topic, stream.buffer_txn)
-            stream.buffer.clear()
-        if seq is not None and seq != len(stream.buffer):
+            log.info("%s: incomplete transaction %s dropped (its publisher restarted)", topic, buffer.commit)
+            buffer.clear()
+        if seq is not None and seq != len(buffer):
             return  # the rest of a transaction whose start this sink did not see
-        stream.buffer.append((offset, doc))
-        stream.buffer_txn, stream.buffer_at = commit, at
+        buffer.add(self.conn, offset, value, doc)
+        buffer.commit, buffer.at = commit, at
         if not doc.source.last:
             return
-        first, docs = stream.buffer[0][0], [d for _, d in stream.buffer]
-        stream.buffer.clear()
+        first = buffer.first_offset
+        docs = buffer.take()
         if stream.waiting or not self._take_transaction(stream, commit, docs):
             stream.waiting.append((first, commit, docs))
 
-    def _take_transaction(self, stream: StreamTable, commit: Position, docs: list) -> bool:
-        """Queue a complete transaction if it is new and follows on; False if it must wait (a cascade it
-        carries needs the level above to have applied the same change: see seam.apply.cascades)."""
-        if not commit.after(stream.applied) or not self._follows_on(stream, docs[-1].source.prev, commit):
+    def _take_transaction(self, stream: StreamTable, commit: Position, docs: list | StagedTransaction) -> bool:
+        """Queue a complete transaction if it is new and follows on (one staged in the target is applied at
+        once); False if it must wait (a cascade it carries needs the level above to have applied the same
+        change: see seam.apply.cascades)."""
+        last = docs.last if isinstance(docs, StagedTransaction) else docs[-1]
+        if not commit.after(stream.applied) or not self._follows_on(stream, last.source.prev, commit):
+            self._drop_staged(docs)
             return True
-        verdict = cascades.waits_for(self.conn, self.pipeline.target.state_schema, docs, commit)
+        verdict = None
+        if isinstance(docs, list):
+            verdict = cascades.waits_for(self.conn, self.pipeline.target.state_schema, docs, commit)
+        elif docs.cascades:
+            records = docs.records(self.conn, stream.decode)
+            verdict = cascades.waits_for(self.conn, self.pipeline.target.state_schema, records, commit)
         if verdict is not None and verdict[0] == "wait":
             if stream.wait_logged != commit:
                 stream.wait_logged = commit
@@ -161,13 +172,48 @@ class ChangeApplier:
                 )
             return False
         if verdict is not None:
+            self._drop_staged(docs)
             self.stop_table(stream, verdict[1])
             return True
-        self._queue_transaction(stream, docs)
-        stream.applied, stream.source_ms, stream.dirty = commit, docs[-1].ts_ms, True
-        stream.gtids, stream.server = docs[-1].source.gtids, docs[-1].source.server or stream.server
+        if isinstance(docs, StagedTransaction):
+            self._apply_staged(stream, docs)
+        else:
+            self._queue_transaction(stream, docs)
+        stream.applied, stream.source_ms, stream.dirty = commit, last.ts_ms, True
+        stream.gtids, stream.server = last.source.gtids, last.source.server or stream.server
         stream.applied_changes += len(docs)
         return True
+
+    def _apply_staged(self, stream: StreamTable, staged: StagedTransaction) -> None:
+        """A transaction staged in the target (larger than the memory budget): after the changes queued before
+        it, its changes a slice at a time, all in one savepoint: applied whole, or the table is stopped (or,
+        waiting on a lock, left for the reader to publish again) with none of them applied."""
+        self.run_ops()
+        if self.streams.get(stream.topic) is not stream:
+            return  # what was queued before it stopped the table
+
+        def apply() -> None:
+            for docs in staged.slices(self.conn, stream.decode):
+                ops: list = []
+                self._transaction_ops(stream, docs, ops)
+                self._execute(ops)
+
+        log.info("%s: applying a transaction of %s changes staged in the target", stream.target, f"{len(staged):,}")
+        try:
+            self.retrier.run(self.conn, apply, f"changes of {stream.target}", lock_waits=False)
+        except LockWait as exc:
+            self._defer(stream, str(exc))
+        except (psycopg.Error, SinkError) as exc:
+            if transient(exc):
+                raise  # the connection is gone, and the transaction with it: the sink resumes from the target
+            self.stop_table(
+                stream, f"a transaction at {staged.last.source.txn} could not be applied ({first_line(exc)})"
+            )
+        self._drop_staged(staged)
+
+    def _drop_staged(self, docs) -> None:
+        if isinstance(docs, StagedTransaction):
+            drop_staged(self.conn, [docs.table])
 
     def release_waiting(self) -> None:
         """Apply what waited for a cascade's level above, as far as it can go now (inside the caller's
@@ -175,7 +221,7 @@ class ChangeApplier:
         for stream in [s for s in self.streams.values() if s.waiting]:
             while stream.waiting and self.streams.get(stream.topic) is stream:
                 _, commit, item = stream.waiting[0]
-                if isinstance(item, list):
+                if isinstance(item, (list, StagedTransaction)):
                     if not self._take_transaction(stream, commit, item):
                         break
                     stream.waiting.popleft()
@@ -264,6 +310,8 @@ class ChangeApplier:
         for stream in self.streams.values():
             if stream.dirty:
                 self._store_position(stream)
+        if self._garbage:
+            drop_staged(self.conn, self._garbage)
 
     def _defer(self, stream: StreamTable, why: str) -> None:
         """A table whose changes wait on another session's lock: they are left unapplied in this transaction
@@ -276,7 +324,7 @@ class ChangeApplier:
             why,
             LOCK_WAIT,
         )
-        self._drop_run_table(self.streams.pop(stream.topic, None))
+        self._forget(self.streams.pop(stream.topic, None))
 
     def _execute(self, ops: list) -> None:
         """One table's queued statements in order: the changes between two cascades as one run."""
@@ -322,7 +370,7 @@ class ChangeApplier:
                 else f"re-run `seam load full {name}`: its BEGIN supersedes the unapplied changes"
             )
         positions.stop_stream(self.conn, self.schema, stream.schema.db, stream.schema.table, reason)
-        self._drop_run_table(self.streams.pop(stream.topic, None))
+        self._forget(self.streams.pop(stream.topic, None))
         self._no_stream.add(stream.topic)
         alert(self.pipeline, name, "stream stopped", reason)
 
@@ -356,7 +404,7 @@ class ChangeApplier:
         elif isinstance(control, StreamStop):
             log.error("%s: stream stopped: %s", stream.target, control.reason)
             positions.stop_stream(self.conn, self.schema, stream.schema.db, stream.schema.table, control.reason)
-            self._drop_run_table(self.streams.pop(topic))
+            self._forget(self.streams.pop(topic))
             self._no_stream.add(topic)
         stream.applied, stream.dirty = control.position, True
         stream.gtids, stream.server = getattr(control, "gtids", None), getattr(control, "server", None) or stream.server
@@ -452,9 +500,19 @@ class ChangeApplier:
         self.conn.execute(f"ALTER TABLE {stream.target} ALTER COLUMN {qi(column.name)} DROP DEFAULT")
 
     def drop_run_tables(self) -> None:
-        """Every table's run table (the sink's session is kept, its streamed tables are loaded again)."""
+        """Every table's run table and staged transactions (the sink's session is kept, its streamed tables
+        are loaded again)."""
         for stream in self.streams.values():
             self._drop_run_table(stream)
+        drop_all_staged(self.conn)
+
+    def _forget(self, stream: StreamTable | None) -> None:
+        """A table taken out of ``streams``: its run table, and the transactions it had staged, are dropped."""
+        self._drop_run_table(stream)
+        if stream is not None:
+            stream.buffer.clear()
+            self._garbage += [item.table for _, _, item in stream.waiting if isinstance(item, StagedTransaction)]
+            drop_staged(self.conn, self._garbage)
 
     def _drop_run_table(self, stream: StreamTable | None) -> None:
         """A table's run table has the columns it had: the session would keep it (and empty it at every commit)
@@ -465,7 +523,7 @@ class ChangeApplier:
     def replay_held(self, topic: str) -> None:
         """After a full load's END: the change events held while it was open, in topic order; those at or
         before the batch's position are skipped by the position check, the rest applied after it."""
-        self._drop_run_table(self.streams.pop(topic, None))  # a committed batch brings a new schema and position
+        self._forget(self.streams.pop(topic, None))  # a committed batch brings a new schema and position
         self._no_stream.discard(topic)
         rows = positions.take_held(self.conn, self.schema, topic)
         for seq, value in sorted(rows):
@@ -504,4 +562,5 @@ class ChangeApplier:
             landing_in(self.conn, target_table(row[0], row[1]), schema, self.landing(schema)),
         )
         stream.gtids, stream.server = row[9], row[10]
+        stream.buffer = TransactionBuffer(self.pipeline.stream.max_transaction_memory, self._garbage)
         return stream

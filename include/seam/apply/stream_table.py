@@ -14,6 +14,7 @@ import itertools
 from seam.apply import SinkError
 from seam.apply.decode import flagged, record_decoder
 from seam.apply.target import Landing, pg_type, row_converter, target_table
+from seam.apply.txn_buffer import TransactionBuffer
 from seam.core.identifiers import qi
 from seam.core.position import Position
 from seam.core.schema import TableSchema
@@ -43,9 +44,7 @@ class StreamTable:
         )
         self.landing = landing  # how values land in the target's columns
         self.postgis = landing.postgis  # spatial columns are PostGIS geometry (else bytea)
-        self.buffer: list[tuple[int, object]] = []  # (offset, record) of the transaction being received
-        self.buffer_txn: Position | None = None
-        self.buffer_at: Position | None = None
+        self.buffer = TransactionBuffer()  # the transaction being received (its budget set by the applier)
         self.gap_reported_at: Position | None = None
         self.gap_reported_mono = 0.0  # when (time.monotonic)
         self.wait_logged: Position | None = None
@@ -113,7 +112,7 @@ class StreamTable:
 
     def resume_offset(self, next_offset: int) -> int:
         """Where a restarted sink must read this topic from: nothing kept in memory may be skipped."""
-        kept = [self.buffer[0][0]] if self.buffer else []
+        kept = [self.buffer.first_offset] if self.buffer.first_offset is not None else []
         if self.waiting:
             kept.append(self.waiting[0][0])
         return min(kept, default=next_offset)

@@ -110,10 +110,14 @@ class PostgresTarget:
 @dataclass(frozen=True)
 class StreamConfig:
     """How the stream is supervised (seam.supervise): the lag that fails the supervisor (and alerts), and
-    where detached stream parts write their output (empty: ``$SEAM_STREAM_LOG_DIR``, else ~/.seam/logs)."""
+    where detached stream parts write their output (empty: ``$SEAM_STREAM_LOG_DIR``, else ~/.seam/logs); and
+    how much of one source transaction its parts hold in memory."""
 
     max_lag_seconds: float = 300.0
     log_dir: str = ""
+    # of one source transaction, in the change reader and in the sink; the rest spills to a temporary file
+    # (reader) or to a temporary table in the target (sink)
+    max_transaction_memory: int = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ from seam.core.position import Position
 from seam.source.gtid import GtidError, GtidSet, gtids_enabled, is_mariadb
 from seam.source.replication import Stream
 from seam.source.rows import Rows
+from seam.source.spill import DEFAULT_BUDGET, ChangeBuffer
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ class Transaction:
     commit: Position  # where it commits: the XID / COMMIT / XA COMMIT event
     gtid: str | None
     timestamp: int  # seconds, the commit event's
-    changes: list[RowChange] = field(default_factory=list)
+    changes: ChangeBuffer = field(default_factory=ChangeBuffer)  # in memory up to a budget, then in a file
     errors: dict = field(default_factory=dict)  # (db, table) -> why its rows could not be decoded
     xid: str | None = None  # XA transactions
 
@@ -86,7 +87,7 @@ class Transaction:
 @dataclass(frozen=True)
 class RolledBack:
     position: Position
-    changes: list[RowChange]
+    changes: ChangeBuffer
     errors: dict
 
 
@@ -188,8 +189,10 @@ class BinlogReader:
         heartbeat_s: float | None = None,
         report_as: str | None = None,
         gtids: GtidSet | None = None,
+        transaction_memory: int = DEFAULT_BUDGET,
     ):
         self.source, self.start, self.end = source, start, end
+        self.transaction_memory = transaction_memory  # of a transaction's changes; the rest spills to a file
         self.gtids = gtids  # the set executed through the start: kept up to the last event read
         self.schemas = sorted(set(schemas))
         self.tables = None if tables is None else set(tables)
@@ -206,6 +209,9 @@ class BinlogReader:
     def here(self) -> Position | None:
         s = self._stream
         return Position.through(s.log_file, s.log_pos) if s is not None and s.log_file else None
+
+    def _transaction(self, at: Position, gtid: str | None, timestamp: int) -> Transaction:
+        return Transaction(at, gtid, timestamp, ChangeBuffer(self.transaction_memory))
 
     def _watched(self, db: str, table: str) -> bool:
         return db in self.schemas and (self.tables is None or (db, table) in self.tables)
@@ -299,13 +305,13 @@ class BinlogReader:
                 if isinstance(event, MariadbGtidEvent) and not event.flags & (
                     _MARIADB_FL_STANDALONE | _MARIADB_FL_COMPLETED_XA
                 ):
-                    open_ = Transaction(at, gtid, event.timestamp)
+                    open_ = self._transaction(at, gtid, event.timestamp)
                 continue
             if isinstance(event, QueryEvent):
                 kind, qxid = query_kind(event.query)
                 if kind in ("begin", "xa_start"):
                     if open_ is None or open_.changes:
-                        open_ = Transaction(at, gtid, event.timestamp)
+                        open_ = self._transaction(at, gtid, event.timestamp)
                 elif kind == "savepoint":
                     pass  # stays inside the transaction
                 elif kind == "commit":
@@ -363,9 +369,9 @@ class BinlogReader:
                 continue
             # a row event of a watched table (Stream passes no other)
             if open_ is None:  # rows outside BEGIN: a non-transactional table's autocommitted statement
-                open_ = Transaction(at, gtid, event.timestamp)
+                open_ = self._transaction(at, gtid, event.timestamp)
             try:
-                open_.changes.extend(_changes(event, stream.log_file))
+                open_.changes.extend(_changes(event, stream.log_file), event.size)
             except Exception as exc:  # noqa: BLE001 - kept: only fatal if the table's rows are needed
                 open_.errors.setdefault((event.schema, event.table), f"{type(exc).__name__}: {exc}")
             rows_seen += 1

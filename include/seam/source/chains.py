@@ -226,21 +226,26 @@ class Chains:
 
     # ------------------------------------------------------------ a transaction's changes
 
-    def records(self, txn: Transaction, cascades: Cascades) -> tuple[list[tuple[Followed, Record]], dict]:
-        """The transaction's changes of followed tables not yet published, as records, and the tables whose
-        rows cannot be decoded or normalised with their schema (name -> (followed, why): to be stopped, never
-        skipped)."""
-        out: list[tuple[Followed, Record]] = []
+    def publish_transaction(
+        self, publisher: Publisher, txn: Transaction, cascades: Cascades
+    ) -> tuple[int, dict[str, tuple[Followed, str]]]:
+        """Publish one source transaction's changes of followed tables not yet published, each chained to its
+        table's last, as they are read from the transaction's buffer (memory stays bounded whatever its size).
+        Returns how many were sent, and the tables whose rows cannot be decoded or normalised with their
+        schema (name -> (followed, why)): the caller stops them, never skips them. A table that fails part
+        way has some of the transaction's changes in Kafka without the one flagged ``last``: the sink never
+        applies them, and the STOP that follows drops them."""
         failed: dict[str, tuple[Followed, str]] = {}
         for (db, table), error in txn.errors.items():
             followed = self.followed.get((db, table))
             if followed is not None and txn.commit.after(followed.published):
                 failed[followed.table.name] = (followed, error)
+        out = _Outgoing(self, publisher, txn.commit, failed)
         for change in txn.changes:
             cascaded = cascades.records(change, txn, self.followed, failed)
             followed = self.followed.get((change.db, change.table))
             if followed is None or not txn.commit.after(followed.published) or followed.table.name in failed:
-                out.extend(cascaded)
+                out.send_all(cascaded)
                 continue
             schema = followed.schema
             try:
@@ -260,43 +265,11 @@ class Chains:
                 gtid=txn.gtid,
                 ts_ms=txn.timestamp * 1000,
             )
-            out.append((followed, record))
-            out.extend(cascaded)  # after the row itself: in a tree, the row may reference itself
-        return [(f, r) for f, r in out if f.table.name not in failed], failed
+            out.send(followed, record)
+            out.send_all(cascaded)  # after the row itself: in a tree, the row may reference itself
+        return out.finish(), failed
 
-    def publish(self, publisher: Publisher, pending: list[tuple[Followed, Record]], commit: Position) -> int:
-        """Publish one source transaction's changes, table by table, each chained to the table's last."""
-        by_table: dict[str, tuple[Followed, list[Record]]] = {}
-        for followed, record in pending:
-            if commit.after(followed.published):  # else already published (or applied) for this table
-                by_table.setdefault(followed.table.name, (followed, []))[1].append(record)
-        sent = 0
-        for followed, records in list(by_table.values()):
-            values = []
-            for i, r in enumerate(records):
-                last = i == len(records) - 1
-                anchor = self.anchor() if last else {}
-                values.append(
-                    r.chained_json(commit, last, followed.published, i, anchor.get("gtids"), anchor.get("server"))
-                )
-            largest = max(map(len, values))
-            if largest > self.message_limit:  # the broker would refuse it for ever: this table stops, no other
-                self.stop(publisher, followed, commit, self._too_large(largest))
-                del by_table[followed.table.name]
-                continue
-            for r, value in zip(records, values):
-                publisher.send(followed.topic, value, r.kafka_key())
-            self.advance(followed, commit, len(records), sum(map(len, values)))
-            sent += len(records)
-        for followed, _ in by_table.values():
-            events, size = followed.unapplied()
-            if events > self.max_events or size > self.max_bytes:
-                self.over_bound = True  # checked after this transaction, not at the next poll
-            elif events > 0.75 * self.max_events or size > 0.75 * self.max_bytes:
-                time.sleep(0.002)  # the slowing half of back-pressure, per transaction
-        return sent
-
-    def _too_large(self, size: int) -> str:
+    def too_large(self, size: int) -> str:
         return (
             f"a change's record is {size:,} bytes, over the {self.message_limit:,} that a value of "
             f"kafka.max_value_bytes ({self.pipeline.kafka.max_value_bytes:,}) allows: raise kafka.max_value_bytes "
@@ -346,3 +319,63 @@ class Chains:
     def paused_for(self) -> float:
         """Seconds spent paused by back-pressure, including a pause going on now."""
         return self.paused_s + (time.monotonic() - self._pause_began if self._pause_began else 0.0)
+
+
+class _Outgoing:
+    """One transaction's records on their way to Kafka. Each table's latest record is held back until the
+    next one of that table (or the end) shows whether it is the table's last in the transaction."""
+
+    def __init__(self, chains: Chains, publisher: Publisher, commit: Position, failed: dict):
+        self.chains, self.publisher, self.commit, self.failed = chains, publisher, commit, failed
+        self.held: dict[str, tuple[Followed, Record]] = {}
+        self.sent: dict[str, list[int]] = {}  # table -> [records sent, bytes sent]
+        self.too_large: dict[str, int] = {}  # table -> the size of a record the broker would refuse
+
+    def send_all(self, records: list[tuple[Followed, Record]]) -> None:
+        for followed, record in records:
+            self.send(followed, record)
+
+    def send(self, followed: Followed, record: Record) -> None:
+        name = followed.table.name
+        if name in self.failed or name in self.too_large or not self.commit.after(followed.published):
+            return  # failed, or already published (or applied) for this table
+        held = self.held.get(name)
+        self.held[name] = (followed, record)
+        if held is not None:
+            self._publish(*held, last=False)
+
+    def _publish(self, followed: Followed, record: Record, last: bool) -> None:
+        name = followed.table.name
+        tally = self.sent.setdefault(name, [0, 0])
+        anchor = self.chains.anchor() if last else {}
+        value = record.chained_json(
+            self.commit, last, followed.published, tally[0], anchor.get("gtids"), anchor.get("server")
+        )
+        if len(value) > self.chains.message_limit:  # the broker would refuse it for ever: this table stops
+            self.too_large[name] = len(value)
+            return
+        self.publisher.send(followed.topic, value, record.kafka_key())
+        tally[0] += 1
+        tally[1] += len(value)
+
+    def finish(self) -> int:
+        """Publish each table's last record, move its chain, and apply back-pressure; returns records sent."""
+        chains = self.chains
+        sent = 0
+        for name, (followed, record) in self.held.items():
+            if name not in self.failed and name not in self.too_large:
+                self._publish(followed, record, last=True)
+            if name in self.too_large:
+                chains.stop(self.publisher, followed, self.commit, chains.too_large(self.too_large[name]))
+                continue
+            if name in self.failed:
+                continue
+            events, size = self.sent[name]
+            chains.advance(followed, self.commit, events, size)
+            sent += events
+            events, size = followed.unapplied()
+            if events > chains.max_events or size > chains.max_bytes:
+                chains.over_bound = True  # checked after this transaction, not at the next poll
+            elif events > 0.75 * chains.max_events or size > 0.75 * chains.max_bytes:
+                time.sleep(0.002)  # the slowing half of back-pressure, per transaction
+        return sent

@@ -107,6 +107,11 @@ class Rows:
     _end: int
     _refused: str | None = None
 
+    @property
+    def size(self) -> int:
+        """The bytes of its rows in the event."""
+        return self._end - self._start
+
     def images(self) -> list[tuple[dict | None, dict | None]]:
         if self._refused:
             raise ValueError(self._refused)

@@ -219,7 +219,7 @@ class ChangeReader:
 
     def run(self, should_stop: Callable[[], bool] = lambda: False, until_idle: bool = False) -> dict[str, int]:
         """Publish changes until stopped (or, with ``until_idle``, until the binlog's current end)."""
-        stats = {"transactions": 0, "changes": 0, "rewinds": 0}
+        stats = {"transactions": 0, "changes": 0, "rewinds": 0, "spilled": 0}
         topics = [table_topic(self.pipeline, t) for t in self.tables.values()]
         ensure_topics(self.pipeline, topics)
         # A broker that lost its producer state (a restart of an in-memory broker) rejects every retry until
@@ -275,6 +275,7 @@ class ChangeReader:
             heartbeat_s=1.0,
             report_as=me,
             gtids=gtids_at_start(self.chains, self._source(), start),
+            transaction_memory=self.pipeline.stream.max_transaction_memory,
         )
         self.chains.reading = reader
         ids = topic_ids(self.pipeline, sorted({f.topic for f in self.followed.values()}))
@@ -287,16 +288,7 @@ class ChangeReader:
             for item in reader:
                 between = True
                 if isinstance(item, Transaction):
-                    records, failed = self.chains.records(item, self.cascades)
-                    stats["changes"] += self.chains.publish(publisher, records, item.commit)
-                    stats["transactions"] += 1
-                    for followed, error in failed.values():
-                        self.chains.stop(
-                            publisher,
-                            followed,
-                            item.commit,
-                            f"a change at {item.commit} cannot be read with the table's columns ({error})",
-                        )
+                    self._publish(publisher, item, stats)
                 elif isinstance(item, Statement):
                     follow_statement(self.chains, self.cascades, self._source, publisher, item)
                     between = not item.in_transaction
@@ -333,6 +325,29 @@ class ChangeReader:
             reader.close()
             self.chains.reading = None
         publisher.flush()
+
+    def _publish(self, publisher: Publisher, txn: Transaction, stats: dict) -> None:
+        """One committed transaction: its changes published; tables whose rows cannot be read stopped."""
+        sent, failed = self.chains.publish_transaction(publisher, txn, self.cascades)
+        if txn.changes.spilled:
+            stats["spilled"] += txn.changes.spilled
+            log.info(
+                "the transaction at %s: %s changes, %s of them spilled to a temporary file (more than "
+                "stream.max_transaction_memory)",
+                txn.commit,
+                f"{len(txn.changes):,}",
+                f"{txn.changes.spilled:,}",
+            )
+        txn.changes.close()
+        stats["changes"] += sent
+        stats["transactions"] += 1
+        for followed, error in failed.values():
+            self.chains.stop(
+                publisher,
+                followed,
+                txn.commit,
+                f"a change at {txn.commit} cannot be read with the table's columns ({error})",
+            )
 
     def paused_for(self) -> float:
         """Seconds spent paused by back-pressure, including a pause going on now."""

@@ -1,0 +1,140 @@
+"""One table's share of a source transaction as the sink receives it, until the record flagged ``last``: held
+in memory up to a budget (``stream.max_transaction_memory``), the rest staged as the raw messages in a
+temporary table of the sink's session in the target, and read back in order, a slice at a time, when the
+transaction is applied. So a transaction of millions of rows is applied whole, in one target transaction,
+with the sink's memory bounded.
+
+Delivery guarantee: none of its own. Until the transaction is applied the table's stored offset stays at its
+first message (``StreamTable.resume_offset``): a sink started again (a new session, without the temporary
+table) reads the transaction from Kafka again.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_BUDGET = 64 * 1024 * 1024
+# memory a buffered record takes per byte of its message, and per record (the decoded record's objects)
+COST_PER_BYTE = 5
+COST_PER_RECORD = 300
+READ_BACK = 20_000  # records per slice read back from the temporary table
+PREFIX = "seam_txn_"
+
+_TABLES = itertools.count(1)
+
+
+@dataclass
+class StagedTransaction:
+    """A complete transaction whose first records are staged in ``table`` (``staged`` of them, in order) and
+    whose rest is ``tail``; ``last`` is its last record."""
+
+    table: str
+    staged: int
+    tail: list
+    last: Any
+    cascades: bool  # whether any record is a foreign-key cascade
+
+    def __len__(self) -> int:
+        return self.staged + len(self.tail)
+
+    def slices(self, conn, decode: Callable[[bytes], Any], size: int = READ_BACK) -> Iterator[list]:
+        """The records in order, ``size`` at a time (decoded again from the staged messages)."""
+        seq = -1
+        while seq < self.staged - 1:
+            rows = conn.execute(
+                f"SELECT seq, value FROM pg_temp.{self.table} WHERE seq > %s ORDER BY seq LIMIT %s", (seq, size)
+            ).fetchall()
+            if not rows:
+                raise RuntimeError(f"staged records of a transaction missing from {self.table} after {seq}")
+            seq = rows[-1][0]
+            yield [decode(bytes(value)) for _, value in rows]
+        for i in range(0, len(self.tail), size):
+            yield self.tail[i : i + size]
+
+    def records(self, conn, decode: Callable[[bytes], Any]) -> Iterator:
+        for piece in self.slices(conn, decode):
+            yield from piece
+
+
+@dataclass
+class TransactionBuffer:
+    """The records of the transaction being received, with their offsets and messages."""
+
+    budget: int = DEFAULT_BUDGET
+    garbage: list[str] = field(default_factory=list)  # staged tables no longer needed: the applier drops them
+    commit: Any = None  # the transaction's commit position
+    at: Any = None  # the position of the last record received
+    first_offset: int | None = None
+    _held: list = field(default_factory=list)  # (doc, value) not staged
+    _cost: int = 0
+    _table: str | None = None
+    _staged: int = 0
+    _cascades: bool = False
+
+    def __len__(self) -> int:
+        return self._staged + len(self._held)
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def add(self, conn, offset: int, value: bytes, doc) -> None:
+        """Append a record (inside the sink's transaction: staging writes to the target)."""
+        if self.first_offset is None:
+            self.first_offset = offset
+        self._held.append((doc, value))
+        self._cascades = self._cascades or doc.op == "x"
+        self._cost += len(value) * COST_PER_BYTE + COST_PER_RECORD
+        if self._cost > self.budget and not doc.source.last:  # (the last one is taken at once)
+            self._stage(conn)
+
+    def _stage(self, conn) -> None:
+        """Move the held records into the temporary table (created with the first of them)."""
+        if self._table is None:
+            self._table = f"{PREFIX}{next(_TABLES)}"
+            conn.execute(f"CREATE TEMPORARY TABLE {self._table} (seq bigint PRIMARY KEY, value bytea NOT NULL)")
+        with conn.cursor() as cur, cur.copy(f"COPY pg_temp.{self._table} (seq, value) FROM STDIN") as copy:
+            for seq, (_, value) in enumerate(self._held, start=self._staged):
+                copy.write_row((seq, value))
+        self._staged += len(self._held)
+        self._held, self._cost = [], 0
+
+    def take(self) -> list | StagedTransaction:
+        """The complete transaction (a list of records, or a StagedTransaction when part of it is staged); the
+        buffer is empty after."""
+        docs = [doc for doc, _ in self._held]
+        if self._table is None:
+            taken: list | StagedTransaction = docs
+        else:
+            taken = StagedTransaction(self._table, self._staged, docs, docs[-1], self._cascades)
+        self._reset(drop=False)
+        return taken
+
+    def clear(self) -> None:
+        """Forget a transaction that will not be applied (its staged table goes to the garbage)."""
+        self._reset(drop=True)
+
+    def _reset(self, drop: bool) -> None:
+        if drop and self._table is not None:
+            self.garbage.append(self._table)
+        self.commit = self.at = self.first_offset = self._table = None
+        self._held, self._cost, self._staged, self._cascades = [], 0, 0, False
+
+
+def drop_staged(conn, tables: list[str]) -> None:
+    """Drop staged tables (inside a transaction of the sink's session); the list is emptied."""
+    for table in tables:
+        conn.execute(f"DROP TABLE IF EXISTS pg_temp.{table}")
+    tables.clear()
+
+
+def drop_all_staged(conn) -> None:
+    """Every staged table of the session (after a transaction failed: what the sink held is read again)."""
+    rows = conn.execute(
+        "SELECT relname FROM pg_class WHERE relnamespace = pg_my_temp_schema() AND relkind = 'r' "
+        "AND starts_with(relname, %s)",
+        (PREFIX,),
+    ).fetchall()
+    drop_staged(conn, [r[0] for r in rows])
