@@ -361,6 +361,28 @@ def stream_case(changes: int, latency_s: float, repeats: int, results: list[Resu
     results += [flat, pmr, cfloor, *latencies.values()]
 
 
+def big_transaction_case(rows: int, repeats: int, results: list[Result]) -> None:
+    """One UPDATE of every row of a table in one transaction: time from its commit to applied, and the RSS
+    growth of the change reader's and the sink's process trees over idle (issue 34: under 300 MB each)."""
+    import big_transaction as bt
+
+    backlog = min(100_000, max(rows // 10, 1_000))
+    big = Result(f"stream, one transaction of {rows:,} rows", "seam", baselines=["10-row transactions"])
+    small = Result(f"stream, one transaction of {rows:,} rows", "10-row transactions")
+    growth: dict[str, list[float]] = {}
+    for i in range(repeats):
+        say(f"big transaction, run {i + 1} of {repeats}")
+        f = bt.run(rows, backlog, say)
+        peak = sum(f["peak_rss_mb"].values())
+        big.runs.append(Run(rows, f["seconds"], peak_rss_mb=peak, note=json.dumps(f)))
+        small.runs.append(Run(backlog, f["baseline_seconds"], peak_rss_mb=sum(f["baseline_peak_rss_mb"].values())))
+        for part, mb in f["growth_mb"].items():
+            growth.setdefault(part, []).append(mb)
+    big.extra = {f"{part}_rss_growth_mb": max(v) for part, v in growth.items()}
+    big.counts_cpu = small.counts_cpu = False
+    results += [big, small]
+
+
 def chameleon_case(bench, changes: int, repeats: int, flat: Result, results: list[Result]) -> None:
     """pg_chameleon's replica of the stream's tables catching up the same kind of backlog, one tool at a time
     (``stream_cdc.chameleon_catch_up``); its copy is checked equal to the source after each run."""
@@ -559,15 +581,18 @@ def main() -> int:
     parser.add_argument("--latency-seconds", type=float, default=20, help="stream: each latency run's length")
     parser.add_argument("--repair-rows", type=int, default=2_000_000, help="repair: the table's rows")
     parser.add_argument("--resume-rows", type=int, default=5_000_000, help="resume: the table's rows")
+    parser.add_argument("--big-rows", type=int, default=5_000_000, help="big transaction: the rows it updates")
     parser.add_argument(
-        "--cases", default="full,peers,incremental,stream,validation,repair,resume", help="comma-separated subset"
+        "--cases",
+        default="full,peers,incremental,stream,validation,repair,resume,big_transaction",
+        help="comma-separated subset",
     )
     parser.add_argument("--tiny", action="store_true", help="every case at a toy scale, once (the test suite)")
     parser.add_argument("--out", default=str(RESULTS), help="where the JSON, the table and the chart go")
     args = parser.parse_args()
     if args.tiny:
         args.scale, args.repeats, args.changes, args.latency_seconds = 0.002, 1, 2_000, 3
-        args.repair_rows, args.resume_rows = 20_000, 400_000
+        args.repair_rows, args.resume_rows, args.big_rows = 20_000, 400_000, 100_000
     cases = set(args.cases.split(","))
     began = time.perf_counter()
     results: list[Result] = []
@@ -586,6 +611,8 @@ def main() -> int:
         repair_case(args.repair_rows, args.repeats, results)
     if "resume" in cases:
         resume_case(args.resume_rows, args.repeats, results)
+    if "big_transaction" in cases:
+        big_transaction_case(args.big_rows, 1 if args.tiny else min(args.repeats, 2), results)
     meta = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H-%M-%SZ"),
         "cores": os.cpu_count(),

@@ -118,9 +118,7 @@ def test_a_staged_transaction_that_cannot_be_applied_stops_its_table_with_none_o
     stream_once(pipeline)
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
         after = conn.execute(f'SELECT count(*), sum(amount) FROM "{DB}".ledger').fetchone()
-        stopped = conn.execute(
-            "SELECT stopped FROM seam.positions WHERE db = %s AND tbl = 'ledger'", (DB,)
-        ).fetchone()
+        stopped = conn.execute("SELECT stopped FROM seam.positions WHERE db = %s AND tbl = 'ledger'", (DB,)).fetchone()
     assert after == before  # not one of the staged deletes applied
     assert stopped is not None and "diverged" in str(stopped[0]), stopped
     _equal(pipeline, ("events", "owners", "holdings"))  # the other tables went on

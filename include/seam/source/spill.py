@@ -40,7 +40,7 @@ class ChangeBuffer:
         added = len(self._held) - before
         self._count += added
         self._cost += event_bytes * COST_PER_BYTE + added * COST_PER_CHANGE
-        if self._cost > self.budget:
+        if self._cost > self.budget / 2:  # reading back holds one spilled chunk besides those held
             self._spill()
 
     def _spill(self) -> None:
