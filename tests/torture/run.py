@@ -45,6 +45,9 @@ def _pipeline_file(workdir: str, db: str, bootstrap: str) -> str:
     doc["tables"] = [{"name": f"{db}.{t}", "key": KEYS[t], "sync": "stream"} for t in TABLES]
     doc["kafka"]["topic_prefix"] = f"seam.{db}"
     doc["kafka"]["bootstrap"] = bootstrap
+    # the least memory per transaction: every transaction of more than a few thousand rows (the big one, a
+    # cascade) spills in the reader and is staged in the sink, under the kills
+    doc["stream"] = {**(doc.get("stream") or {}), "max_transaction_memory": 2**20}
     path = os.path.join(workdir, "torture.yaml")
     with open(path, "w") as f:
         yaml.safe_dump(doc, f)
