@@ -38,6 +38,10 @@ class TreeRss:
 
     def __init__(self, pids: dict[str, int]):
         self.pids, self.peak = pids, dict.fromkeys(pids, 0)
+        # besides: the plain RSS sum of the processes that ran when the tree was first sampled (``known``)
+        self.known: set[int] | None = None
+        self._seen: set[int] = set()
+        self.rss, self.rss_peak = dict.fromkeys(pids, 0), dict.fromkeys(pids, 0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -51,24 +55,33 @@ class TreeRss:
             except psutil.Error:
                 out[part] = 0
                 continue
-            total = 0
+            total = plain = 0
+            first = self.known is None
             for p in tree:
                 try:
-                    rss = p.memory_full_info().pss  # shared pages counted once in the tree (a fork of the JVM)
+                    info = p.memory_full_info()
                     if by_process is not None:
                         label = f"{part} {p.pid} {' '.join(p.cmdline()[-3:])[-60:]}"
-                        by_process[label] = max(by_process.get(label, 0), rss)
+                        by_process[label] = max(by_process.get(label, 0), info.pss)
                 except psutil.Error:
                     continue
-                total += rss
+                total += info.pss  # shared pages counted once in the tree (a fork of the JVM)
+                if first or p.pid in (self.known or ()):
+                    plain += info.rss
+                    if first:
+                        self._seen.add(p.pid)
             out[part] = total
+            self.rss[part] = plain
+        if self.known is None:
+            self.known = self._seen
         return out
 
     def _run(self) -> None:
         self.by_process: dict[str, int] = {}
         while not self._stop.wait(0.2):
-            for part, rss in self.now(self.by_process).items():
-                self.peak[part] = max(self.peak[part], rss)
+            for part, pss in self.now(self.by_process).items():
+                self.peak[part] = max(self.peak[part], pss)
+                self.rss_peak[part] = max(self.rss_peak[part], self.rss[part])
 
     def __enter__(self) -> TreeRss:
         self._thread.start()
@@ -155,6 +168,7 @@ def run(rows: int, backlog: int, say) -> dict:
         time.sleep(2)
         idle_by_process: dict[str, int] = {}
         idle = rss.now(idle_by_process)
+        idle_rss = dict(rss.rss)
         say(f"big transaction: UPDATE of all {rows:,} rows in one transaction (idle RSS {_mb(idle)})")
         with rss:
             with conn.cursor() as cur:
@@ -172,14 +186,18 @@ def run(rows: int, backlog: int, say) -> dict:
             "idle_rss_mb": {p: v / 2**20 for p, v in idle.items()},
             "peak_rss_mb": {p: v / 2**20 for p, v in rss.peak.items()},
             "growth_mb": {p: (rss.peak[p] - idle[p]) / 2**20 for p in idle},
+            # plain RSS of the processes running at idle (a process started since, or a fork, not counted)
+            "rss_growth_mb": {p: (rss.rss_peak[p] - idle_rss[p]) / 2**20 for p in idle},
             "by_process_mb": {
                 label: [idle_by_process.get(label, 0) / 2**20, peak / 2**20] for label, peak in rss.by_process.items()
             },
         }
         say(
             f"big transaction: applied {big_s:.1f}s after its commit ({rows / big_s:,.0f} changes/s; "
-            f"10-row transactions {backlog / small_s:,.0f}/s); RSS growth over idle "
+            f"10-row transactions {backlog / small_s:,.0f}/s); growth over idle: PSS "
             + ", ".join(f"{p} {g:,.0f} MB" for p, g in figures["growth_mb"].items())
+            + "; RSS of the processes running at idle "
+            + ", ".join(f"{p} {g:,.0f} MB" for p, g in figures["rss_growth_mb"].items())
         )
         return figures
     finally:

@@ -377,8 +377,10 @@ def big_transaction_case(rows: int, repeats: int, results: list[Result]) -> None
         big.runs.append(Run(rows, f["seconds"], peak_rss_mb=peak, note=json.dumps(f)))
         small.runs.append(Run(backlog, f["baseline_seconds"], peak_rss_mb=sum(f["baseline_peak_rss_mb"].values())))
         for part, mb in f["growth_mb"].items():
-            growth.setdefault(part, []).append(mb)
-    big.extra = {f"{part}_rss_growth_mb": max(v) for part, v in growth.items()}
+            growth.setdefault(f"{part}_pss_growth_mb", []).append(mb)
+        for part, mb in f["rss_growth_mb"].items():
+            growth.setdefault(f"{part}_rss_growth_mb", []).append(mb)
+    big.extra = {name: max(v) for name, v in growth.items()}
     big.counts_cpu = small.counts_cpu = False
     results += [big, small]
 
