@@ -28,7 +28,7 @@ log = logging.getLogger("seam.sink")
 
 
 def start_stream_sink(
-    spark, pipeline: Pipeline, tables: list[TableConfig], trigger_seconds: float = 0.5, source: str = "seam"
+    spark, pipeline: Pipeline, tables: list[TableConfig], trigger_seconds: float = 0.1, source: str = "seam"
 ):
     """Start the query; ``source="kafka"`` uses Spark's own Kafka source instead of ``seam_kafka`` (it needs
     the spark-sql-kafka jar, not installable here: untested on the embedded stack, and it cannot see a topic

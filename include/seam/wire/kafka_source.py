@@ -54,6 +54,7 @@ class _TopicReader(SimpleDataSourceStreamReader):
         self.receive_limit = int(options.get("receiveMessageMaxBytes", "100000000"))  # librdkafka's default
         self._admin = None
         self._kafka = None
+        self._assigned: dict[str, int] | None = None  # where the consumer's assignment stands, when known
 
     def _ids(self) -> dict[str, str] | None:
         if self._admin is None:
@@ -94,6 +95,7 @@ class _TopicReader(SimpleDataSourceStreamReader):
         if self._kafka is not None:
             self._kafka.close()
             self._kafka = None
+        self._assigned = None
 
     def _consumer(self):
         """One long-lived consumer (clients created and destroyed per micro-batch once cost the runner its
@@ -114,19 +116,23 @@ class _TopicReader(SimpleDataSourceStreamReader):
 
     def _consume(self, start: dict, end: dict | None):
         consumer = self._consumer()
+        at: dict[str, int] = {}  # each topic's position: the offset after the last message consumed
         rows: list = []
         reached = {t: list(v) for t, v in start.items()}
         wanted = {t: (end[t][1] if end is not None else None) for t in self.topics}
         todo = [t for t in self.topics if wanted[t] is None or wanted[t] > start[t][1]]
         if not todo:
             return rows, reached
-        consumer.assign([TopicPartition(t, 0, int(start[t][1])) for t in todo])
+        wanted_at = {t: int(start[t][1]) for t in todo}
+        if self._assigned != wanted_at:  # else the consumer is where this read starts, its prefetch kept
+            consumer.assign([TopicPartition(t, 0, offset) for t, offset in wanted_at.items()])
+        self._assigned = None  # known again only when this read ends normally
         empty, began = 0, time.monotonic()
         try:
             while todo and (len(rows) < self.max_messages or end is not None):
                 if end is None and time.monotonic() - began > self.max_wait_s:
                     break  # a steady trickle must not hold the micro-batch back (latency)
-                batch = [m for m in consumer.consume(POLL, 0.1 if end is None else 0.3) if m.error() is None]
+                batch = [m for m in self._take(consumer, end is None) if m.error() is None]
                 if not batch:
                     empty += 1
                     if end is None or empty > 30:
@@ -135,6 +141,7 @@ class _TopicReader(SimpleDataSourceStreamReader):
                 empty = 0
                 for m in batch:
                     topic = m.topic()
+                    at[topic] = m.offset() + 1
                     stop = wanted[topic]
                     if topic not in todo or m.offset() < reached[topic][1] or (stop is not None and m.offset() >= stop):
                         continue
@@ -146,9 +153,24 @@ class _TopicReader(SimpleDataSourceStreamReader):
                         todo.remove(topic)
                 if end is None and len(batch) < POLL:
                     break  # what the broker had is read: a trickle is not waited on (latency)
-        finally:
+        except BaseException:
             consumer.unassign()
+            raise
+        self._assigned = {t: at.get(t, offset) for t, offset in wanted_at.items()}
         return rows, reached
+
+    @staticmethod
+    def _take(consumer, trickle: bool) -> list:
+        """What the client has fetched, at once; when that is nothing, the first message within the wait and
+        what came with it (a read of many that returns only when full would cost the whole wait in latency)."""
+        if not trickle:
+            return consumer.consume(POLL, 0.3)
+        taken = consumer.consume(POLL, 0)
+        if not taken:
+            taken = consumer.consume(1, 0.1)
+            if taken:
+                taken += consumer.consume(POLL - 1, 0)
+        return taken
 
 
 def _arrow(rows: list[tuple]):
