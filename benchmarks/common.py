@@ -15,9 +15,11 @@ from seam.config import load_pipeline  # noqa: E402
 from seam_dev.stack import EmbeddedStack, use_stack_env  # noqa: E402
 
 
-def bench_pipeline(tables: list[dict], topic_prefix: str | None = None, snapshot: str | None = None) -> str:
+def bench_pipeline(
+    tables: list[dict], topic_prefix: str | None = None, snapshot: str | None = None, stream: dict | None = None
+) -> str:
     """Start MariaDB, the broker and PostgreSQL; return a temporary copy of the demo pipeline with ``tables``
-    (and ``source.snapshot`` when given)."""
+    (and ``source.snapshot`` and the ``stream`` section when given)."""
     stack = EmbeddedStack()
     stack.up(("mysql", "kafka", "postgres"))
     use_stack_env(stack)
@@ -25,6 +27,8 @@ def bench_pipeline(tables: list[dict], topic_prefix: str | None = None, snapshot
     doc["tables"] = tables
     if snapshot:
         doc["source"]["snapshot"] = snapshot
+    if stream:
+        doc["stream"] = {**(doc.get("stream") or {}), **stream}
     if topic_prefix:
         doc["kafka"]["topic_prefix"] = topic_prefix
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:

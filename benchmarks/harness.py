@@ -359,6 +359,32 @@ def stream_case(changes: int, latency_s: float, repeats: int, results: list[Resu
             for r in result.runs:
                 r.note = ""
     results += [flat, pmr, cfloor, *latencies.values()]
+    direct_sink_case(changes, latency_s, repeats, results)
+
+
+def direct_sink_case(changes: int, latency_s: float, repeats: int, results: list[Result]) -> None:
+    """The same backlog and the 1,000 changes/s latency with ``stream.sink: direct`` (a plain Kafka consumer
+    instead of the Structured Streaming query)."""
+    import stream_cdc as sc
+
+    variant = "seam, direct sink"
+    flat = Result("stream, flat out", variant, baselines=["seam", "mariadb-binlog --verbose"])
+    latency = Result("stream at 1,000 changes/s", variant, baselines=[])
+    with sc.BenchStream(sink="direct") as bench:
+        TRACKED.add(bench.path)
+        bench.apply_backlog(bench.backlog(changes)[1])
+        for i in range(repeats):
+            say(f"stream backlog, direct sink, run {i + 1} of {repeats} ({changes:,} changes)")
+            end = bench.backlog(changes)[1]
+            flat.runs.append(measured(lambda e: Run(changes, bench.apply_backlog(e)), end))
+        for i in range(repeats):
+            say(f"stream latency at 1,000 changes/s, direct sink, run {i + 1} of {repeats} ({latency_s:g}s)")
+            latency.runs.append(measured(bench.steady, 1000, latency_s))
+        lat = sorted(x for r in latency.runs for x in json.loads(r.note)["latencies"])
+        latency.extra = {f"p{p}": _pct(lat, p / 100) for p in (50, 95, 99)}
+        for r in latency.runs:
+            r.note = ""
+    results += [flat, latency]
 
 
 def big_transaction_case(rows: int, repeats: int, results: list[Result]) -> None:

@@ -179,10 +179,14 @@ class BenchStream:
     """The stream case's stack: tables created and loaded, the stream running (``with``); then backlogs and
     steady write rates, each measured against the same binlog's decoders."""
 
+    def __init__(self, sink: str = "spark"):
+        self.sink = sink  # stream.sink: the Structured Streaming query, or the direct Kafka consumer
+
     def __enter__(self) -> BenchStream:
         self.path = bench_pipeline(
             [{"name": f"{DB}.events", "key": ["id"]}, {"name": f"{DB}.ticks", "key": ["seq"]}],
             topic_prefix="seam.bench",
+            stream={"sink": self.sink},
         )
         self.pipeline = load_pipeline(self.path)
         self.conn = source(self.pipeline, autocommit=True)

@@ -28,6 +28,7 @@ from seam.core.errors import ConfigError
 from seam.core.pipeline import (
     NUL_MAPPINGS,
     SEMANTICS,
+    STREAM_SINKS,
     ZERO_DATES,
     KafkaConfig,
     LoadConfig,
@@ -178,7 +179,7 @@ _TOP = (
     "repair",
     "settlement",
 )
-_STREAM = ("max_lag_seconds", "log_dir", "max_transaction_memory")
+_STREAM = ("max_lag_seconds", "log_dir", "max_transaction_memory", "sink")
 _LOAD = ("abandon_after",)
 _REPAIR = ("max_rows",)
 _SOURCE = ("type", "host", "port", "user", "password", "server_id", "snapshot")
@@ -234,7 +235,14 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
         max_transaction_memory=r.integer(
             st, "max_transaction_memory", "stream", StreamConfig.max_transaction_memory, 2**20, 2**40
         ),
+        sink=r.string(st, "sink", "stream", StreamConfig.sink),
     )
+    if stream.sink not in STREAM_SINKS:
+        raise r.fail(
+            "stream.sink",
+            f"'{stream.sink}' must be one of: {', '.join(STREAM_SINKS)} (spark: a Structured Streaming query; "
+            "direct: a Kafka consumer in one Python process)",
+        )
     if stream.max_lag_seconds <= 0:
         raise r.fail("stream.max_lag_seconds", "must be more than 0 (e.g. 5m)")
     ld = r.mapping(top.get("load") or {}, "load", _LOAD)

@@ -55,6 +55,8 @@ def test_secrets_never_print():
         (lambda r: r["target"].update(port="abc"), "target.port", "not a port"),
         (lambda r: r["target"].update(text_nul="drop"), "target.text_nul", "must be one of: replace, strip"),
         (lambda r: r["target"].update(zero_dates="epoch"), "target.zero_dates", "must be one of: -infinity, null"),
+        (lambda r: r.update(stream={"sink": "flink"}), "stream.sink", "must be one of: spark, direct"),
+        (lambda r: r.update(stream={"max_transaction_memory": 1000}), "stream.max_transaction_memory", "out of range"),
         (lambda r: r["tables"][0].pop("name"), "tables[0].name", "is required"),
         (lambda r: r["tables"][0].update(name="accounts"), "tables[0].name", "database.table"),
         (lambda r: r["tables"].append({"name": "demo.accounts"}), "tables[4].name", "listed twice"),

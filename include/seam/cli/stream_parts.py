@@ -55,8 +55,9 @@ def exit_status(owner) -> int:
 
 
 def run_sink(pipeline, table_args: list[str]) -> int:
-    """The Structured Streaming sink (spark-submit), restarted if it fails, until SIGTERM. Its heartbeat,
-    restarts and last error go to the target (``seam.state``), where `seam stream status` reads them."""
+    """The Structured Streaming sink (spark-submit; or, with ``stream.sink: direct``, `seam sink`: the same
+    apply code fed by a plain Kafka consumer), restarted if it fails, until SIGTERM. Its heartbeat, restarts
+    and last error go to the target (``seam.state``), where `seam stream status` reads them."""
     log_to_stderr()
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
@@ -64,9 +65,12 @@ def run_sink(pipeline, table_args: list[str]) -> int:
     stopping_or_lost = lambda: bool(stopping) or bool(owner.lost)  # noqa: E731
     # on a cluster the sink holds its executors for as long as it runs: one core leaves the rest to the loads
     # (its work is the driver's foreachBatch; the setting is ignored by local[*])
-    cmd = spark_submit_command(
-        pipeline, "stream_sink", ["--pipeline", pipeline.path, *table_args], conf={"spark.cores.max": "1"}
-    )
+    if pipeline.stream.sink == "direct":
+        cmd = [sys.executable, "-m", "seam.cli", "--pipeline", pipeline.path, "sink", *table_args]
+    else:
+        cmd = spark_submit_command(
+            pipeline, "stream_sink", ["--pipeline", pipeline.path, *table_args], conf={"spark.cores.max": "1"}
+        )
     state = _PartState(pipeline, "sink")
     fresh, delay = True, 5.0
     try:

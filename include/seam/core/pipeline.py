@@ -79,6 +79,7 @@ NUL_MAPPINGS = {"replace": "\ufffd", "strip": ""}
 # target.zero_dates: what a zero date (0000-00-00, 2024-00-10, a zero TIMESTAMP) becomes in a column that is NOT NULL
 # at the source; in a nullable one it is NULL either way (seam.apply.target)
 ZERO_DATES = ("-infinity", "null")
+STREAM_SINKS = ("spark", "direct")  # how `seam stream start` applies the topics (StreamConfig.sink)
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,9 @@ class StreamConfig:
     # of one source transaction, in the change reader and in the sink; the rest spills to a temporary file
     # (reader) or to a temporary table in the target (sink)
     max_transaction_memory: int = 64 * 1024 * 1024
+    # the detached sink: a Structured Streaming query (spark-submit), or the same apply code fed by a plain
+    # Kafka consumer in one Python process (lower latency, no Spark application to hold)
+    sink: str = "spark"
 
 
 @dataclass(frozen=True)

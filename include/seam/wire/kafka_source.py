@@ -93,6 +93,8 @@ class _TopicReader(SimpleDataSourceStreamReader):
         """A topic was recreated on the broker: a consumer's cached metadata would keep fetching the old one
         (until its periodic refresh, minutes later), so the next read starts a new consumer."""
         if self._kafka is not None:
+            if self._assigned is not None:
+                self._kafka.unassign()  # (closing a consumer still assigned to a deleted topic could crash it)
             self._kafka.close()
             self._kafka = None
         self._assigned = None
@@ -110,6 +112,7 @@ class _TopicReader(SimpleDataSourceStreamReader):
                     "enable.auto.commit": False,
                     "auto.offset.reset": "earliest",
                     "queued.max.messages.kbytes": 16384,  # prefetched (librdkafka's default is 64 MB)
+                    "fetch.wait.max.ms": 50,  # see seam.wire.topics.consumer_config
                 }
             )
         return self._kafka
