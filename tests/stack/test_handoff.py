@@ -127,9 +127,15 @@ def test_a_purged_binlog_stops_only_its_table_with_the_way_out(pipeline_path, tm
             )
 
 
-def test_stream_start_status_stop(pipeline_path):
+@pytest.mark.parametrize("sink", ["spark", "direct"])
+def test_stream_start_status_stop(pipeline_path, sink, tmp_path):
     """`seam stream start` runs in the background, `status` shows per-table positions and lag from the source's
-    and the target's positions, `stop` ends it; changes written meanwhile reach the target."""
+    and the target's positions, `stop` ends it; changes written meanwhile reach the target. With either sink
+    (``stream.sink``): the Structured Streaming query, or the direct Kafka consumer."""
+    doc = yaml.safe_load(open(pipeline_path))
+    doc["stream"] = {**(doc.get("stream") or {}), "sink": sink}
+    pipeline_path = str(tmp_path / "pipeline.yaml")
+    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(doc))
     pipeline = load_pipeline(pipeline_path)
 
     def seam(*args):
@@ -163,6 +169,7 @@ def test_stream_start_status_stop(pipeline_path):
         caught_up = seam("status")
         # none of the tables' own changes is left (the binlog's head may be further on: other databases' writes)
         assert caught_up.stdout.count(" 0 events,") == len(TABLES), caught_up.stdout
+        assert re.search(r"^\s+sink\s+RUNNING\b.*micro-batches", caught_up.stdout, re.M), caught_up.stdout
         # validation of streamed tables while the writer and the stream both run: compared at the applied
         # position each target snapshot holds, without pausing either
         from seam.validate.validation import validate

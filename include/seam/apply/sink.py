@@ -194,9 +194,11 @@ class Sink:
         deadline: float | None = None,
         should_stop: Callable[[], bool] = lambda: False,
         caught_up: bool = False,
+        stream_part: bool = False,
     ) -> dict[str, str]:
         """Consume and apply until every batch in ``until_batches`` is final, idle for ``idle_exit`` s, stopped,
-        or (``caught_up``) every topic is applied to its end."""
+        or (``caught_up``) every topic is applied to its end. ``stream_part``: this is the stream's sink
+        (``stream.sink: direct``), whose heartbeats `seam stream status` reads."""
 
         ensure_topics(self.pipeline, list(self.tables))
         self.topic_ids = topic_ids(self.pipeline, list(self.tables))
@@ -247,6 +249,8 @@ class Sink:
                 last_message = time.monotonic()
                 try:
                     self._apply_all(good)
+                    if stream_part:
+                        self._beat()
                 except psycopg.Error as exc:
                     if not transient(exc):
                         raise
@@ -311,8 +315,12 @@ class Sink:
         elif self.batches.stale():
             with self.txn():
                 self._abandon_stale()
+        self._beat()
+
+    def _beat(self) -> None:
+        """For `seam stream status`: the stream's sink applies, and the transient errors it retried."""
         retries, last = self.retrier.take()
-        with self.conn.transaction():  # for `seam stream status`: micro-batches are being applied
+        with self.conn.transaction():
             part_beat(self.conn, self.schema, self.pipeline.name, "sink", batches=1, retries=retries, last_retry=last)
 
     def _apply_all(self, messages: list) -> None:

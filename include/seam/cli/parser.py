@@ -127,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--until-batch", action="append", default=[], help="exit once these batches are final")
     p.add_argument("--idle-exit", type=float, default=None, help="exit after this many idle seconds")
     p.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
+    p.add_argument("--stream-part", action="store_true", help=argparse.SUPPRESS)  # `seam stream start` runs it
     p.set_defaults(func="topics.cmd_sink")
 
     p = sub.add_parser(

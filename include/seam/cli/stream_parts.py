@@ -66,7 +66,7 @@ def run_sink(pipeline, table_args: list[str]) -> int:
     # on a cluster the sink holds its executors for as long as it runs: one core leaves the rest to the loads
     # (its work is the driver's foreachBatch; the setting is ignored by local[*])
     if pipeline.stream.sink == "direct":
-        cmd = [sys.executable, "-m", "seam.cli", "--pipeline", pipeline.path, "sink", *table_args]
+        cmd = [sys.executable, "-m", "seam.cli", "--pipeline", pipeline.path, "sink", "--stream-part", *table_args]
     else:
         cmd = spark_submit_command(
             pipeline, "stream_sink", ["--pipeline", pipeline.path, *table_args], conf={"spark.cores.max": "1"}

@@ -31,6 +31,7 @@ def cmd_sink(args, procs: Processes) -> int:
             idle_exit=args.idle_exit,
             deadline=time.time() + args.timeout if args.timeout else None,
             should_stop=lambda: bool(stopping),
+            stream_part=args.stream_part,
         )
     finally:
         sink.close()

@@ -54,7 +54,6 @@ class _TopicReader(SimpleDataSourceStreamReader):
         self.receive_limit = int(options.get("receiveMessageMaxBytes", "100000000"))  # librdkafka's default
         self._admin = None
         self._kafka = None
-        self._assigned: dict[str, int] | None = None  # where the consumer's assignment stands, when known
 
     def _ids(self) -> dict[str, str] | None:
         if self._admin is None:
@@ -93,11 +92,8 @@ class _TopicReader(SimpleDataSourceStreamReader):
         """A topic was recreated on the broker: a consumer's cached metadata would keep fetching the old one
         (until its periodic refresh, minutes later), so the next read starts a new consumer."""
         if self._kafka is not None:
-            if self._assigned is not None:
-                self._kafka.unassign()  # (closing a consumer still assigned to a deleted topic could crash it)
             self._kafka.close()
             self._kafka = None
-        self._assigned = None
 
     def _consumer(self):
         """One long-lived consumer (clients created and destroyed per micro-batch once cost the runner its
@@ -119,17 +115,15 @@ class _TopicReader(SimpleDataSourceStreamReader):
 
     def _consume(self, start: dict, end: dict | None):
         consumer = self._consumer()
-        at: dict[str, int] = {}  # each topic's position: the offset after the last message consumed
         rows: list = []
         reached = {t: list(v) for t, v in start.items()}
         wanted = {t: (end[t][1] if end is not None else None) for t in self.topics}
         todo = [t for t in self.topics if wanted[t] is None or wanted[t] > start[t][1]]
         if not todo:
             return rows, reached
-        wanted_at = {t: int(start[t][1]) for t in todo}
-        if self._assigned != wanted_at:  # else the consumer is where this read starts, its prefetch kept
-            consumer.assign([TopicPartition(t, 0, offset) for t, offset in wanted_at.items()])
-        self._assigned = None  # known again only when this read ends normally
+        # assigned for this read only: a consumer left assigned to a topic that is then deleted (a broker that
+        # lost its topics, a topic recreated) crashed in librdkafka's main thread (a segfault of the process)
+        consumer.assign([TopicPartition(t, 0, int(start[t][1])) for t in todo])
         empty, began = 0, time.monotonic()
         try:
             while todo and (len(rows) < self.max_messages or end is not None):
@@ -144,7 +138,6 @@ class _TopicReader(SimpleDataSourceStreamReader):
                 empty = 0
                 for m in batch:
                     topic = m.topic()
-                    at[topic] = m.offset() + 1
                     stop = wanted[topic]
                     if topic not in todo or m.offset() < reached[topic][1] or (stop is not None and m.offset() >= stop):
                         continue
@@ -156,10 +149,8 @@ class _TopicReader(SimpleDataSourceStreamReader):
                         todo.remove(topic)
                 if end is None and len(batch) < POLL:
                     break  # what the broker had is read: a trickle is not waited on (latency)
-        except BaseException:
+        finally:
             consumer.unassign()
-            raise
-        self._assigned = {t: at.get(t, offset) for t, offset in wanted_at.items()}
         return rows, reached
 
     @staticmethod
