@@ -8,7 +8,6 @@ spill; ``benchmarks/`` measures millions against the default."""
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 
@@ -16,9 +15,9 @@ import psycopg
 import pytest
 
 from seam.config import load_pipeline
-from seam_dev import demo
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file, stream_once
+from tests.support.source import fresh_database, in_one_transaction
 
 DB = "bigtxn_test"
 ROWS = 60_000
@@ -35,37 +34,21 @@ TABLES = [
 
 
 def _mysql(*statements: str) -> None:
-    """Statements in one transaction."""
-    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
-    try:
-        with conn.cursor() as cur:
-            for sql in statements:
-                cur.execute(sql)
-        conn.commit()
-    finally:
-        conn.close()
+    in_one_transaction(DB, *statements)
 
 
 @pytest.fixture(scope="module")
 def path(stack, tmp_path_factory):
-    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], None)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {DB}")
-            cur.execute(f"CREATE DATABASE {DB}")
-            cur.execute(f"USE {DB}")
-            for ddl in TABLES:
-                cur.execute(ddl)
-            cur.execute(
-                "INSERT INTO ledger SELECT seq, seq % 97, seq / 100, CONCAT('opening balance ', seq) "
-                f"FROM seq_1_to_{ROWS}"
-            )
-            cur.execute("INSERT INTO events SELECT 'open', seq % 10 FROM seq_1_to_2000")
-            cur.execute("INSERT INTO owners SELECT seq, CONCAT('owner ', seq) FROM seq_1_to_6000")
-            cur.execute("INSERT INTO holdings SELECT seq, seq, seq % 50 FROM seq_1_to_6000")
-        conn.commit()
-    finally:
-        conn.close()
+    fresh_database(
+        DB,
+        f"USE `{DB}`",
+        *TABLES,
+        f"INSERT INTO `{DB}`.ledger SELECT seq, seq % 97, seq / 100, CONCAT('opening balance ', seq) "
+        f"FROM `{DB}`.seq_1_to_{ROWS}",
+        f"INSERT INTO `{DB}`.events SELECT 'open', seq % 10 FROM `{DB}`.seq_1_to_2000",
+        f"INSERT INTO `{DB}`.owners SELECT seq, CONCAT('owner ', seq) FROM `{DB}`.seq_1_to_6000",
+        f"INSERT INTO `{DB}`.holdings SELECT seq, seq, seq % 50 FROM `{DB}`.seq_1_to_6000",
+    )
     tables = [
         {"name": f"{DB}.ledger", "key": ["id"], "sync": "stream"},
         {"name": f"{DB}.events", "key": "none", "sync": "stream"},

@@ -5,7 +5,6 @@ every table row by row against the source by the independent comparer."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -15,9 +14,9 @@ import pytest
 from seam.apply.sink import Sink
 from seam.config import load_pipeline
 from seam.source.streaming import ChangeReader
-from seam_dev import demo
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file, stream_once
+from tests.support.source import in_one_transaction
 
 DB = "cascade_levels"
 pytestmark = pytest.mark.stack
@@ -44,17 +43,7 @@ SCHEMA = [
 TABLES = ["customers", "accounts", "statements", "orders", "order_lines", "comments", "reactions"]
 
 
-def _run(db: str | None, *statements: str) -> None:
-    """Statements in one transaction."""
-    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
-    try:
-        conn.autocommit(False)
-        with conn.cursor() as cur:
-            for sql in statements:
-                cur.execute(sql)
-        conn.commit()
-    finally:
-        conn.close()
+_run = in_one_transaction
 
 
 def _target(pipeline, table: str) -> dict:

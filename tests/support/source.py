@@ -19,3 +19,15 @@ def fresh_database(db: str, *statements: str) -> None:
                 cur.execute(statement)
     finally:
         conn.close()
+
+
+def in_one_transaction(db: str | None, *statements: str) -> None:
+    """Run ``statements`` in ``db`` as one source transaction."""
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db, autocommit=False)
+    try:
+        with conn.cursor() as cur:
+            for sql in statements:
+                cur.execute(sql)
+        conn.commit()
+    finally:
+        conn.close()
