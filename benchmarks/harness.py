@@ -329,7 +329,9 @@ def seam_window(path: str, start: str, end: str, rows: int) -> Run:
     return Run(rows, seconds, note=f"wall incl. spark-submit {wall:.1f}s")
 
 
-def stream_case(changes: int, latency_s: float, repeats: int, results: list[Result]) -> None:
+def stream_case(
+    changes: int, latency_s: float, repeats: int, results: list[Result], rates: tuple[int, ...] = (500, 1000, 2000)
+) -> None:
     import stream_cdc as sc
 
     flat = Result("stream, flat out", "seam", baselines=["python-mysql-replication decode", "mariadb-binlog --verbose"])
@@ -337,7 +339,7 @@ def stream_case(changes: int, latency_s: float, repeats: int, results: list[Resu
         Result("stream, flat out", "python-mysql-replication decode"),
         Result("stream, flat out", "mariadb-binlog --verbose"),
     )
-    latencies = {rate: Result(f"stream at {rate:,} changes/s", "seam") for rate in (500, 1000, 2000)}
+    latencies = {rate: Result(f"stream at {rate:,} changes/s", "seam") for rate in rates}
     with sc.BenchStream() as bench:
         TRACKED.add(bench.path)
         say(f"stream warm-up: a backlog of {changes:,} changes, not measured")
@@ -370,7 +372,7 @@ def direct_sink_case(changes: int, latency_s: float, repeats: int, results: list
     variant = "seam, direct sink"
     flat = Result("stream, flat out", variant, baselines=["seam", "mariadb-binlog --verbose"])
     latency = Result("stream at 1,000 changes/s", variant, baselines=[])
-    with sc.BenchStream(sink="direct") as bench:
+    with sc.BenchStream(sink="direct", fresh=False) as bench:  # the tables as the Spark sink left them
         TRACKED.add(bench.path)
         bench.apply_backlog(bench.backlog(changes)[1])
         for i in range(repeats):
@@ -620,7 +622,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.tiny:
         args.scale, args.repeats, args.changes, args.latency_seconds = 0.002, 1, 2_000, 3
-        args.repair_rows, args.resume_rows, args.big_rows = 20_000, 400_000, 100_000
+        args.repair_rows, args.resume_rows, args.big_rows = 20_000, 400_000, 40_000
     cases = set(args.cases.split(","))
     began = time.perf_counter()
     results: list[Result] = []
@@ -632,7 +634,9 @@ def main() -> int:
     if "incremental" in cases:
         incremental_case(args.scale, args.repeats, results)
     if "stream" in cases:
-        stream_case(args.changes, args.latency_seconds, args.repeats, results)
+        stream_case(
+            args.changes, args.latency_seconds, args.repeats, results, (1000,) if args.tiny else (500, 1000, 2000)
+        )
     if "validation" in cases:
         validation_case(args.scale, args.repeats, results, fresh_load=not (args.tiny and "full" in cases))
     if "repair" in cases:

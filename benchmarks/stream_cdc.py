@@ -179,8 +179,9 @@ class BenchStream:
     """The stream case's stack: tables created and loaded, the stream running (``with``); then backlogs and
     steady write rates, each measured against the same binlog's decoders."""
 
-    def __init__(self, sink: str = "spark"):
+    def __init__(self, sink: str = "spark", fresh: bool = True):
         self.sink = sink  # stream.sink: the Structured Streaming query, or the direct Kafka consumer
+        self.fresh = fresh  # False: the tables as an earlier BenchStream left them, loaded; its stream resumed
 
     def __enter__(self) -> BenchStream:
         self.path = bench_pipeline(
@@ -190,17 +191,21 @@ class BenchStream:
         )
         self.pipeline = load_pipeline(self.path)
         self.conn = source(self.pipeline, autocommit=True)
-        with self.conn.cursor() as cur:
-            for stmt in DDL:
-                cur.execute(stmt)
-            cur.executemany(
-                f"INSERT INTO `{DB}`.`events` VALUES (%s, %s, %s, %s, NOW(6))",
-                [(i, i % 997, f"{i}.5", f"row {i}") for i in range(ROWS)],
-            )
         seam(self.path, "stream", "stop", check=False)
-        seam(self.path, "load", "full", f"{DB}.events", f"{DB}.ticks")
+        if self.fresh:
+            with self.conn.cursor() as cur:
+                for stmt in DDL:
+                    cur.execute(stmt)
+                cur.executemany(
+                    f"INSERT INTO `{DB}`.`events` VALUES (%s, %s, %s, %s, NOW(6))",
+                    [(i, i % 997, f"{i}.5", f"row {i}") for i in range(ROWS)],
+                )
+            seam(self.path, "load", "full", f"{DB}.events", f"{DB}.ticks")
         seam(self.path, "stream", "start")
-        self.tick = write_changes(self.pipeline, 10, 1)  # a transaction to apply: the Spark sink is up and warm
+        with self.conn.cursor() as cur:
+            cur.execute(f"SELECT COALESCE(MAX(seq), 0) + 1 FROM `{DB}`.ticks")
+            tick = int(cur.fetchone()[0])
+        self.tick = write_changes(self.pipeline, 10, tick)  # a transaction to apply: the sink is up and warm
         wait_applied(self.pipeline, source_head(self.conn), timeout=300)
         return self
 

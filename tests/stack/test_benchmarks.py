@@ -49,8 +49,8 @@ def test_every_case_runs_next_to_its_baselines(stack, tmp_path):
         ("10 differing rows of 20,000", "seam load full"),
         ("full load of 400,000 rows, killed at 60%", "seam load full again (resumes)"),
         ("full load of 400,000 rows, killed at 60%", "seam load full, clean"),
-        ("stream, one transaction of 100,000 rows", "seam"),  # the reader's and the sink's RSS growth
-        ("stream, one transaction of 100,000 rows", "10-row transactions"),
+        ("stream, one transaction of 40,000 rows", "seam"),  # the reader's and the sink's RSS growth
+        ("stream, one transaction of 40,000 rows", "10-row transactions"),
     }
     assert expected <= found.keys(), sorted(expected - found.keys())
     for result in found.values():
@@ -63,7 +63,7 @@ def test_every_case_runs_next_to_its_baselines(stack, tmp_path):
     assert any(label == "seam / raw JDBC->Parquet, cold" for _, label, _ in doc["ratios"])
     resumed = found[("full load of 400,000 rows, killed at 60%", "seam load full again (resumes)")]
     assert resumed["runs"][0]["note"].startswith("resumed: "), resumed
-    big = found[("stream, one transaction of 100,000 rows", "seam")]
+    big = found[("stream, one transaction of 40,000 rows", "seam")]
     assert {"reader_rss_growth_mb", "sink_rss_growth_mb"} <= big.keys(), big
     assert report.with_suffix(".md").read_text().startswith("# Seam benchmarks")
     assert report.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
