@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 .PHONY: setup demo test lint torture faults bench bench-stream bench-validate up down status lock clean
 SCALE ?= 0.2
 REPEATS ?= 3
-CASES ?= full,peers,incremental,stream,validation,repair,resume,big_transaction
+CASES ?= full,peers,incremental,stream,validation,repair,resume,big_transaction,many_tables
 
 setup:            ## Debian packages, .venv with pinned requirements, seam (editable)
 	@bash scripts/setup.sh
@@ -31,7 +31,7 @@ torture: setup    ## randomized differential test: workload, loads, kills, indep
 faults: setup     ## every fault of a pipeline's second week under a writer, each with its way out and an independent compare
 	@bash scripts/faults.sh
 
-bench: setup      ## every benchmark case next to its baselines, one process (SCALE=0.2 REPEATS=3 CASES=full,peers,incremental,stream,validation,repair,resume,big_transaction)
+bench: setup      ## every benchmark case next to its baselines, one process (SCALE=0.2 REPEATS=3 CASES=full,peers,incremental,stream,validation,repair,resume,big_transaction,many_tables)
 	@.venv/bin/python benchmarks/harness.py --scale $(SCALE) --repeats $(REPEATS) --cases $(CASES)
 
 bench-stream: setup  ## the stream case of `make bench` alone

@@ -413,6 +413,46 @@ def big_transaction_case(rows: int, repeats: int, results: list[Result]) -> None
     results += [big, small]
 
 
+def many_tables_case(
+    tables: int, low: int, high: int, rate: int, seconds: float, repeats: int, results: list[Result]
+) -> None:
+    """``tables`` tables full-loaded by one command against the same rows in one table, then streamed under a
+    writer that touches each in turn (issue 34: the load under 3x the one table's time)."""
+    import many_tables as mt
+
+    case = f"full load of {tables} tables"
+    many = Result(case, f"seam, {tables} tables in one command", baselines=["seam, the same rows in one table"])
+    one = Result(case, "seam, the same rows in one table")
+    stream = Result(f"stream over {tables} tables at {rate:,} changes/s", "seam")
+    lat: list[float] = []
+    status: list[float] = []
+    with mt.ManyTables(tables, low, high, say) as bench:
+        TRACKED.update((bench.path, bench.one))
+        rows = sum(bench.rows)
+        for i in range(repeats):
+            say(f"many tables, run {i + 1} of {repeats}: seam load full of one table of {rows:,} rows")
+            one.runs.append(measured(lambda: Run(rows, bench.load_one())))
+            say(f"many tables, run {i + 1} of {repeats}: seam load full of {tables} tables of {rows:,} rows in all")
+            many.runs.append(measured(lambda: Run(rows, bench.load_many())))
+            say(f"many tables: {many.runs[-1].seconds:.1f}s against {one.runs[-1].seconds:.1f}s for the one table")
+        say(f"many tables: the stream over {tables} tables at {rate:,} changes/s for {seconds:g}s")
+
+        def streamed() -> Run:
+            got, status_s = bench.stream(rate, seconds)
+            lat.extend(got)
+            status.append(status_s)
+            return Run(len(got) * 10, seconds + (max(got) if got else 0.0))
+
+        stream.runs.append(measured(streamed))
+    lat.sort()
+    stream.extra = {f"p{p}": _pct(lat, p / 100) for p in (50, 95, 99)} | {"status_s": max(status)}
+    say(
+        f"many tables: commit to visible p50/p95/p99 {stream.extra['p50']:.2f}/{stream.extra['p95']:.2f}/"
+        f"{stream.extra['p99']:.2f}s; seam stream status took {max(status):.1f}s"
+    )
+    results += [many, one, stream]
+
+
 def chameleon_case(bench, changes: int, repeats: int, flat: Result, results: list[Result]) -> None:
     """pg_chameleon's replica of the stream's tables catching up the same kind of backlog, one tool at a time
     (``stream_cdc.chameleon_catch_up``); its copy is checked equal to the source after each run."""
@@ -612,9 +652,10 @@ def main() -> int:
     parser.add_argument("--repair-rows", type=int, default=2_000_000, help="repair: the table's rows")
     parser.add_argument("--resume-rows", type=int, default=5_000_000, help="resume: the table's rows")
     parser.add_argument("--big-rows", type=int, default=5_000_000, help="big transaction: the rows it updates")
+    parser.add_argument("--many-tables", type=int, default=300, help="many tables: how many")
     parser.add_argument(
         "--cases",
-        default="full,peers,incremental,stream,validation,repair,resume,big_transaction",
+        default="full,peers,incremental,stream,validation,repair,resume,big_transaction,many_tables",
         help="comma-separated subset",
     )
     parser.add_argument("--tiny", action="store_true", help="every case at a toy scale, once (the test suite)")
@@ -622,7 +663,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.tiny:
         args.scale, args.repeats, args.changes, args.latency_seconds = 0.002, 1, 2_000, 3
-        args.repair_rows, args.resume_rows, args.big_rows = 20_000, 400_000, 40_000
+        args.repair_rows, args.resume_rows, args.big_rows, args.many_tables = 20_000, 400_000, 40_000, 8
     cases = set(args.cases.split(","))
     began = time.perf_counter()
     results: list[Result] = []
@@ -645,6 +686,9 @@ def main() -> int:
         resume_case(args.resume_rows, args.repeats, results)
     if "big_transaction" in cases:
         big_transaction_case(args.big_rows, 1 if args.tiny else min(args.repeats, 2), results)
+    if "many_tables" in cases:
+        low, high = (100, 1_000) if args.tiny else (1_000, 100_000)
+        many_tables_case(args.many_tables, low, high, 1_000, args.latency_seconds, 1, results)
     meta = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H-%M-%SZ"),
         "cores": os.cpu_count(),

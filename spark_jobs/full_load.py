@@ -8,7 +8,7 @@ import sys
 from seam.config import load_pipeline
 from seam.core.errors import SeamError, one_line
 from seam.source.full_load import Resume, publish_full_load
-from seam.spark import spark_session
+from seam.spark import each_table, say_line, spark_session
 from seam.wire.boundary import new_batch_id
 
 
@@ -32,15 +32,15 @@ def main(argv: list[str] | None = None) -> int:
     batches = args.batch or [new_batch_id() for _ in tables]
     resumes = [None if r == "-" else Resume.from_json(r) for r in args.resume] or [None] * len(tables)
     spark = spark_session(pipeline, "seam-full-load")
+
+    def publish(job):
+        table, batch, resume = job
+        return publish_full_load(spark, pipeline, table, batch, say=say_line, resume=resume)
+
     try:
-        for table, batch, resume in zip(tables, batches, resumes):
-            end = publish_full_load(
-                spark, pipeline, table, batch, say=lambda line: print(line, flush=True), resume=resume
-            )
-            print(
-                f"SEAM_RESULT table={table.name} batch={end.batch} messages={end.rows} position={end.position}",
-                flush=True,
-            )
+        jobs = list(zip(tables, batches, resumes))
+        for (table, _, _), end in each_table(jobs, publish, pipeline.spark.max_parallel_tables):
+            say_line(f"SEAM_RESULT table={table.name} batch={end.batch} messages={end.rows} position={end.position}")
     except SeamError as exc:  # one line for the log and the caller, never a traceback
         print(one_line(exc), file=sys.stderr, flush=True)
         return 1

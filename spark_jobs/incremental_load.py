@@ -9,7 +9,7 @@ import sys
 from seam.config import load_pipeline
 from seam.core.errors import SeamError, one_line
 from seam.source.incremental import Window, publish_window
-from seam.spark import spark_session
+from seam.spark import each_table, say_line, spark_session
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,17 +28,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give one --batch and one --window per --table")
     pipeline = load_pipeline(args.pipeline)
     spark = spark_session(pipeline, "seam-incremental-load")
+
+    def publish(job):
+        name, batch, window = job
+        return publish_window(spark, pipeline, pipeline.table(name), batch, Window(**json.loads(window)), say=say_line)
+
     try:
-        for name, batch, window in zip(args.table, args.batch, args.window):
-            end = publish_window(
-                spark,
-                pipeline,
-                pipeline.table(name),
-                batch,
-                Window(**json.loads(window)),
-                say=lambda line: print(line, flush=True),
-            )
-            print(f"SEAM_RESULT table={name} batch={end.batch} messages={end.rows} window={end.window}", flush=True)
+        jobs = list(zip(args.table, args.batch, args.window))
+        for (name, _, _), end in each_table(jobs, publish, pipeline.spark.max_parallel_tables):
+            say_line(f"SEAM_RESULT table={name} batch={end.batch} messages={end.rows} window={end.window}")
     except SeamError as exc:  # one line for the log and the caller, never a traceback
         print(one_line(exc), file=sys.stderr, flush=True)
         return 1

@@ -8,8 +8,13 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import TypeVar
 
+from seam.core.errors import SeamError
 from seam.core.pipeline import Pipeline
 from seam.spark_classes import driver_java_options
 
@@ -95,3 +100,48 @@ def jdbc_options(pipeline: Pipeline) -> dict[str, str]:
 def quote_mysql(name: str) -> str:
     """Quote a MySQL identifier (backticks doubled inside)."""
     return "`" + name.replace("`", "``") + "`"
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def each_table(items: Sequence[T], work: Callable[[T], R], parallel: int) -> Iterator[tuple[T, R]]:
+    """``work`` of each item (a table's batch), up to ``parallel`` at once in threads of the driver: their Spark
+    jobs share the application's executors, so many small tables cost one JVM start, not one each. Yields
+    (item, result) as each ends. After a ``SeamError`` nothing new starts; what runs ends, then it is raised."""
+    if parallel <= 1 or len(items) <= 1:
+        for item in items:
+            yield item, work(item)
+        return
+    error: SeamError | None = None
+    with ThreadPoolExecutor(min(parallel, len(items)), thread_name_prefix="seam-table") as pool:
+        futures = {pool.submit(work, item): item for item in items}
+        for future in as_completed(futures):
+            try:
+                result = future.result()
+            except SeamError as exc:
+                if error is None:
+                    error = exc
+                    for waiting in futures:
+                        waiting.cancel()
+                continue
+            except BaseException:
+                for waiting in futures:
+                    waiting.cancel()
+                raise
+            if not future.cancelled():
+                yield futures[future], result
+    if error is not None:
+        raise error
+
+
+_PRINTING = threading.Lock()
+
+
+def say_line(line: str) -> None:
+    """A whole line on stdout, flushed: the tables' threads print at once, and ``print`` writes the line
+    and its newline apart."""
+    with _PRINTING:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()

@@ -51,6 +51,9 @@ def test_every_case_runs_next_to_its_baselines(stack, tmp_path):
         ("full load of 400,000 rows, killed at 60%", "seam load full, clean"),
         ("stream, one transaction of 40,000 rows", "seam"),  # the reader's and the sink's RSS growth
         ("stream, one transaction of 40,000 rows", "10-row transactions"),
+        ("full load of 8 tables", "seam, 8 tables in one command"),  # in one Spark application
+        ("full load of 8 tables", "seam, the same rows in one table"),
+        ("stream over 8 tables at 1,000 changes/s", "seam"),  # latency and `seam stream status`'s time
     }
     assert expected <= found.keys(), sorted(expected - found.keys())
     for result in found.values():
@@ -65,5 +68,7 @@ def test_every_case_runs_next_to_its_baselines(stack, tmp_path):
     assert resumed["runs"][0]["note"].startswith("resumed: "), resumed
     big = found[("stream, one transaction of 40,000 rows", "seam")]
     assert {"reader_rss_growth_mb", "sink_rss_growth_mb"} <= big.keys(), big
+    many = found[("stream over 8 tables at 1,000 changes/s", "seam")]
+    assert {"p50", "p99", "status_s"} <= many.keys() and many["status_s"] > 0, many
     assert report.with_suffix(".md").read_text().startswith("# Seam benchmarks")
     assert report.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -381,7 +381,7 @@ def test_portable_snapshot_under_concurrent_writes_is_exact_at_its_position(pipe
     in 4 chunks at low watermarks reconciled to the batch position, and a keyless table at an exact position;
     each target image, replayed from its recorded position, equals the source now."""
     pipeline = load_pipeline(pipeline_path)
-    path = _pipeline_file(tmp_path, source={"snapshot": "portable"}, spark={"partitions": 4})
+    path = _pipeline_file(tmp_path, source={"snapshot": "portable"}, spark={"partitions": 4, "min_chunk_rows": 1})
     admin = os.environ["SEAM_MYSQL_URL"]
     stats, loaded = {}, threading.Event()  # the writer runs from before the load until it ends
     writer = threading.Thread(

@@ -48,6 +48,8 @@ def _pipeline_file(workdir: str, db: str, bootstrap: str) -> str:
     # the least memory per transaction: every transaction of more than a few thousand rows (the big one, a
     # cascade) spills in the reader and is staged in the sink, under the kills
     doc["stream"] = {**(doc.get("stream") or {}), "max_transaction_memory": 2**20}
+    # small tables in several chunks all the same: chunks at different positions, reconciled, under the kills
+    doc["spark"] = {**(doc.get("spark") or {}), "min_chunk_rows": 1}
     path = os.path.join(workdir, "torture.yaml")
     with open(path, "w") as f:
         yaml.safe_dump(doc, f)

@@ -130,6 +130,10 @@ class SparkConfig:
     jdbc_jar: str = "/usr/share/java/mariadb-java-client.jar"
     jdbc_driver: str = "org.mariadb.jdbc.Driver"
     partitions: int = 4
+    # a table of fewer rows than partitions * min_chunk_rows is read in fewer chunks (one below min_chunk_rows)
+    min_chunk_rows: int = 50_000
+    # tables one load's Spark application publishes at once (their jobs share its executors)
+    max_parallel_tables: int = 8
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,8 @@ def prepare(pipeline: Pipeline, table: TableConfig) -> tuple[TableSchema, ChunkP
         # not be reconciled: a child of a cascading key is read in one consistent snapshot
         opening = snapshot_opening(conn, pipeline, table)
         cascaded = opening.exact and bool(table.key)
-        return schema, plan_chunks(conn, schema, table.key, 1 if cascaded else pipeline.spark.partitions), opening
+        partitions = 1 if cascaded else pipeline.spark.partitions
+        return schema, plan_chunks(conn, schema, table.key, partitions, pipeline.spark.min_chunk_rows), opening
     finally:
         conn.close()
 

@@ -358,21 +358,31 @@ CHUNK_ROWS = 250_000  # at most about this many rows a chunk: what a load starte
 MAX_CHUNKS = 256
 
 
-def plan_chunks(conn, schema: TableSchema, key: tuple[str, ...], partitions: int) -> ChunkPlan:
+def plan_chunks(
+    conn, schema: TableSchema, key: tuple[str, ...], partitions: int, min_chunk_rows: int = 1
+) -> ChunkPlan:
     """Even ranges of the first key column when it is an integer (``partitions`` of them, more for a table
-    of more than ``partitions * CHUNK_ROWS`` rows); otherwise one chunk."""
+    of more than ``partitions * CHUNK_ROWS`` rows, fewer for a table of fewer than ``partitions *
+    min_chunk_rows``: a chunk costs a snapshot and a Spark task, which a few thousand rows do not pay
+    for); otherwise one chunk."""
     column = key[0] if key and schema.column(key[0]).data_type in _INTEGER_KEY else None
     if column is None or partitions <= 1:
         return ChunkPlan(None, (Chunk(0, None, None),))
+    table = f"{quote(schema.db)}.{quote(schema.table)}"
     with conn.cursor() as cur:
-        cur.execute(f"SELECT MIN({quote(column)}), MAX({quote(column)}) FROM {quote(schema.db)}.{quote(schema.table)}")
+        cur.execute(f"SELECT MIN({quote(column)}), MAX({quote(column)}) FROM {table}")
         lo, hi = cur.fetchone()
         cur.execute(
             "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
             (schema.db, schema.table),
         )
-        estimate = (cur.fetchone() or (0,))[0] or 0  # InnoDB's estimate: enough to size chunks
-    partitions = max(partitions, min(MAX_CHUNKS, -(-int(estimate) // CHUNK_ROWS)))
+        estimate = int((cur.fetchone() or (0,))[0] or 0)  # InnoDB's estimate: enough to size chunks
+        small = partitions * min_chunk_rows
+        if min_chunk_rows > 1 and estimate < small:  # the estimate lags a table just filled: count, up to small
+            cur.execute(f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} LIMIT {small}) x")
+            estimate = int(cur.fetchone()[0])
+    partitions = max(partitions, min(MAX_CHUNKS, -(-estimate // CHUNK_ROWS)))
+    partitions = max(1, min(partitions, -(-estimate // max(1, min_chunk_rows))))
     if lo is None or hi - lo < partitions * 2:
         return ChunkPlan(None, (Chunk(0, None, None),))
     step = (int(hi) - int(lo) + 1) / partitions
