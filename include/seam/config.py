@@ -227,9 +227,7 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
         jdbc_driver=r.string(spk, "jdbc_driver", "spark", SparkConfig.jdbc_driver),
         partitions=r.integer(spk, "partitions", "spark", SparkConfig.partitions, 1, 4096),
         min_chunk_rows=r.integer(spk, "min_chunk_rows", "spark", SparkConfig.min_chunk_rows, 1, 100_000_000),
-        max_parallel_tables=r.integer(
-            spk, "max_parallel_tables", "spark", SparkConfig.max_parallel_tables, 1, 64
-        ),
+        max_parallel_tables=r.integer(spk, "max_parallel_tables", "spark", SparkConfig.max_parallel_tables, 1, 64),
     )
     tables, notify = _tables(r, top), _notify(r, top.get("notify"))
     st = r.mapping(top.get("stream") or {}, "stream", _STREAM)

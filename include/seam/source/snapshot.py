@@ -358,9 +358,7 @@ CHUNK_ROWS = 250_000  # at most about this many rows a chunk: what a load starte
 MAX_CHUNKS = 256
 
 
-def plan_chunks(
-    conn, schema: TableSchema, key: tuple[str, ...], partitions: int, min_chunk_rows: int = 1
-) -> ChunkPlan:
+def plan_chunks(conn, schema: TableSchema, key: tuple[str, ...], partitions: int, min_chunk_rows: int = 1) -> ChunkPlan:
     """Even ranges of the first key column when it is an integer (``partitions`` of them, more for a table
     of more than ``partitions * CHUNK_ROWS`` rows, fewer for a table of fewer than ``partitions *
     min_chunk_rows``: a chunk costs a snapshot and a Spark task, which a few thousand rows do not pay
