@@ -1,8 +1,12 @@
 """Full load: a consistent snapshot of each table (at one binlog position)
 replaces its target table atomically. Trigger from the UI with the tables to
-load (empty: every table of the pipeline); each table is its own mapped task
+load (empty: every table of the pipeline). The tables load together in one
+Spark application (`load_together`); each table is then its own mapped task
 (a table that a cascade reaches through another loaded table shares its
-task, loaded after it), and each is validated after the loads (a mismatch fails the run and notifies)."""
+task, loaded after it), which reports its table's batch, or loads the table
+itself when the shared load did not commit it (a retry resumes its open
+batch); each is validated after the loads (a mismatch fails the run and
+notifies)."""
 
 from __future__ import annotations
 
@@ -10,7 +14,12 @@ from airflow.sdk import dag, task
 
 from seam_airflow.dag_defaults import DEFAULT_ARGS, START_DATE, pipeline_param, tables_param
 from seam_airflow.hooks import SeamHook
-from seam_airflow.operators import SeamFullLoadOperator, SeamValidateOperator, seam_errors
+from seam_airflow.operators import (
+    SeamFullLoadOperator,
+    SeamLoadTogetherOperator,
+    SeamValidateOperator,
+    seam_errors,
+)
 
 
 @dag(
@@ -48,9 +57,18 @@ def seam_full_load():
         return [{"table": g[0].name, "with_tables": [t.name for t in g[1:]], "pipeline": pipeline.path} for g in groups]
 
     planned = tables()
+    # every table in one Spark application (one JVM start for a schema of hundreds); each table's own task
+    # then reports its table, or loads it itself if the shared load did not commit it
+    together = SeamLoadTogetherOperator(task_id="load_together", tables_from="tables")
+    planned >> together
     loads = SeamFullLoadOperator.partial(
-        task_id="full_load", max_active_tis_per_dagrun=2, map_index_template="{{ task.table }}"
+        task_id="full_load",
+        max_active_tis_per_dagrun=2,
+        map_index_template="{{ task.table }}",
+        loaded_by="load_together",
+        trigger_rule="all_done",  # a failed shared load leaves its tables to their own tasks
     ).expand_kwargs(load_groups(planned))
+    together >> loads
     checks = SeamValidateOperator.partial(
         task_id="validate", max_active_tis_per_dagrun=2, map_index_template="{{ task.table }}"
     ).expand_kwargs(planned)

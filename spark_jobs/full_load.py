@@ -22,6 +22,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--resume", action="append", default=[], help="per --table: the open batch's chunks to keep (JSON), or -"
     )
+    parser.add_argument(
+        "--in-order",
+        action="store_true",
+        help="one table after the other, as given (cascades: a level below loads after the level above)",
+    )
     args = parser.parse_args(argv)
     if args.batch and len(args.batch) != len(args.table):
         parser.error("give one --batch per --table, or none")
@@ -39,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         jobs = list(zip(tables, batches, resumes))
-        for (table, _, _), end in each_table(jobs, publish, pipeline.spark.max_parallel_tables):
+        parallel = 1 if args.in_order else pipeline.spark.max_parallel_tables
+        for (table, _, _), end in each_table(jobs, publish, parallel):
             say_line(f"SEAM_RESULT table={table.name} batch={end.batch} messages={end.rows} position={end.position}")
     except SeamError as exc:  # one line for the log and the caller, never a traceback
         print(one_line(exc), file=sys.stderr, flush=True)

@@ -230,6 +230,9 @@ class SeamFullLoadOperator(SeamOperator):
     """Full load of one pipeline table (``seam load full``): Spark snapshot -> Kafka -> sink -> PostgreSQL.
     ``with_tables`` load in the same run, ordered parents first (the levels below a cascade's middle level).
 
+    With ``loaded_by`` (a ``SeamLoadTogetherOperator``'s task id), a table that task committed is reported,
+    not loaded again; one it did not commit is loaded here (resuming its open batch).
+
     Fails unless every batch commits; returns the ledger summary (batch, rows, binlog position) as XCom, a
     list of them with ``with_tables``.
     """
@@ -241,24 +244,86 @@ class SeamFullLoadOperator(SeamOperator):
         *,
         table: str,
         with_tables: Sequence[str] = (),
+        loaded_by: str | None = None,
         timeout: float = 3600,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.table = table
         self.with_tables = list(with_tables)  # loaded in the same run (levels below ``table``'s cascades)
+        self.loaded_by = loaded_by  # a SeamLoadTogetherOperator's task id: what it committed is not loaded again
         self.timeout = timeout
 
     @seam_errors()
     def execute(self, context) -> dict | list[dict]:
         from seam.loads import full_load
 
+        names = [self.table, *self.with_tables]
+        together = context["ti"].xcom_pull(task_ids=self.loaded_by) if self.loaded_by else None
+        done = [(together or {}).get(name) for name in names]
+        if all(d is not None and d.get("state") == "committed" for d in done):
+            for d in done:  # this table's own line of the load it shared a Spark application with
+                self.log.info(
+                    "%s: committed batch %s with %s other table(s) in one Spark application (%s): %s rows in %ss, "
+                    "binlog position %s:%s",
+                    d["table"],
+                    d["batch"],
+                    len(together) - 1,
+                    self.loaded_by,
+                    d.get("final_rows"),
+                    d.get("seconds"),
+                    d.get("position_file"),
+                    d.get("position_pos"),
+                )
+            return done[0] if len(done) == 1 else done
+        if together:
+            self.log.info("%s: not committed by %s; loading it in this task", ", ".join(names), self.loaded_by)
         hook = self.seam_hook()
         pipeline = self.load_pipeline(hook)
-        tables = [pipeline.table(name) for name in (self.table, *self.with_tables)]
-        summaries = full_load(pipeline, tables, load_runner(self, hook))
-        plain = [{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in s.items()} for s in summaries]
-        return plain[0] if len(plain) == 1 else plain
+        tables = [pipeline.table(name) for name in names]
+        return _plain(full_load(pipeline, tables, load_runner(self, hook)), single=len(tables) == 1)
+
+
+def _plain(summaries: list[dict], single: bool) -> dict | list[dict]:
+    """Ledger summaries as XCom (datetimes as ISO text)."""
+    plain = [{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in s.items()} for s in summaries]
+    return plain[0] if single else plain
+
+
+class SeamLoadTogetherOperator(SeamOperator):
+    """Full loads of many tables in one Spark application (``seam load full T1 T2 ...``: their batches
+    published side by side, ``spark.max_parallel_tables`` at once), so that a schema of hundreds of tables
+    pays one JVM start, not one each. The tables come from the XCom of ``tables_from`` (a list of
+    ``{"table": name, "pipeline": path}``). A table that fails does not fail this task: each table's own
+    ``SeamFullLoadOperator`` (``loaded_by`` this task) reports it, and loads it again itself if it did not
+    commit. Fewer than two tables: nothing to share, each table's task loads it.
+
+    Returns ``{table: ledger summary}`` as XCom.
+    """
+
+    template_fields: Sequence[str] = ("pipeline", "tables_from")
+
+    def __init__(self, *, tables_from: str, timeout: float = 6 * 3600, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.tables_from = tables_from
+        self.timeout = timeout
+
+    @seam_errors()
+    def execute(self, context) -> dict[str, dict]:
+        from seam.loads import full_load
+
+        planned = context["ti"].xcom_pull(task_ids=self.tables_from) or []
+        names = [p["table"] for p in planned]
+        if len(names) < 2:
+            self.log.info("%s table(s): each table's own task loads it", len(names))
+            return {}
+        self.pipeline = self.pipeline or planned[0].get("pipeline")  # the one the tables were read from
+        hook = self.seam_hook()
+        pipeline = self.load_pipeline(hook)
+        summaries = full_load(
+            pipeline, [pipeline.table(n) for n in names], load_runner(self, hook), raise_on_failure=False
+        )
+        return {s["table"]: s for s in _plain(summaries, single=False)}
 
 
 # Airflow kills a task's process 5 s after it asks it to stop: on_kill must have killed what it started by then
