@@ -259,9 +259,10 @@ class SeamFullLoadOperator(SeamOperator):
         from seam.loads import full_load
 
         names = [self.table, *self.with_tables]
-        together = context["ti"].xcom_pull(task_ids=self.loaded_by) if self.loaded_by else None
-        done = [(together or {}).get(name) for name in names]
-        if all(d is not None and d.get("state") == "committed" for d in done):
+        pulled = context["ti"].xcom_pull(task_ids=self.loaded_by) if self.loaded_by else None
+        together: dict[str, dict] = pulled or {}
+        done = [together[name] for name in names if together.get(name, {}).get("state") == "committed"]
+        if len(done) == len(names):
             for d in done:  # this table's own line of the load it shared a Spark application with
                 self.log.info(
                     "%s: committed batch %s with %s other table(s) in one Spark application (%s): %s rows in %ss, "
