@@ -25,7 +25,7 @@ def test_no_import_errors(dagbag):
 
 
 PLANNING = {"tables", "windows", "plan"}  # they only check the Params: a typo fails at once, no retry
-UNMAPPED = PLANNING | {"load_groups"}  # plans the mapped loads; it reads the source, so it retries
+UNMAPPED = PLANNING | {"load_groups", "load_together"}  # plan or share the mapped loads; they retry
 
 
 def test_dags_are_tagged_and_retry(dagbag):
