@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import yaml
@@ -34,3 +35,12 @@ def bench_pipeline(
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         yaml.safe_dump(doc, f)
     return f.name
+
+
+def side_by_side(*work, timeout: float | None = None) -> None:
+    """Run each of ``work`` in a thread of its own (a writer and the poll that times it) until all return."""
+    threads = [threading.Thread(target=w) for w in work]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)

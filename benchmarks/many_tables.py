@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
 
-from common import bench_pipeline  # noqa: E402
+from common import bench_pipeline, side_by_side  # noqa: E402
 from stream_cdc import seam, source  # noqa: E402
 
 from seam.config import load_pipeline  # noqa: E402
@@ -143,11 +143,7 @@ def latency(pipeline, conn, tables: list[str], rate: float, seconds: float) -> l
                 time.sleep(0.02)
 
     began = time.perf_counter()
-    threads = [threading.Thread(target=write), threading.Thread(target=poll)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    side_by_side(write, poll)
     if pending:
         sys.exit(f"many tables: {len(pending)} transactions were not applied within 300 s of the last commit")
     return sorted(out)

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
 
-from common import bench_pipeline  # noqa: E402
+from common import bench_pipeline, side_by_side  # noqa: E402
 
 from seam.cli.stream import stream_processes  # noqa: E402
 from seam.config import load_pipeline  # noqa: E402
@@ -167,11 +167,7 @@ def latency(pipeline, rate: float, seconds: float, first_tick: int) -> list[floa
                 time.sleep(0.02)
 
     began = time.perf_counter()
-    threads = [threading.Thread(target=write), threading.Thread(target=poll)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(seconds + 300)
+    side_by_side(write, poll, timeout=seconds + 300)
     return sorted(seen[t] - committed[t] for t in committed if t in seen)
 
 

@@ -118,6 +118,8 @@ def each_table(items: Sequence[T], work: Callable[[T], R], parallel: int) -> Ite
     with ThreadPoolExecutor(min(parallel, len(items)), thread_name_prefix="seam-table") as pool:
         futures = {pool.submit(work, item): item for item in items}
         for future in as_completed(futures):
+            if future.cancelled():  # after an error: never started; its result() would raise CancelledError
+                continue
             try:
                 result = future.result()
             except SeamError as exc:
@@ -130,8 +132,7 @@ def each_table(items: Sequence[T], work: Callable[[T], R], parallel: int) -> Ite
                 for waiting in futures:
                     waiting.cancel()
                 raise
-            if not future.cancelled():
-                yield futures[future], result
+            yield futures[future], result
     if error is not None:
         raise error
 

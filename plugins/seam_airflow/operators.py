@@ -259,30 +259,37 @@ class SeamFullLoadOperator(SeamOperator):
         from seam.loads import full_load
 
         names = [self.table, *self.with_tables]
-        pulled = context["ti"].xcom_pull(task_ids=self.loaded_by) if self.loaded_by else None
-        together: dict[str, dict] = pulled or {}
-        done = [together[name] for name in names if together.get(name, {}).get("state") == "committed"]
-        if len(done) == len(names):
-            for d in done:  # this table's own line of the load it shared a Spark application with
-                self.log.info(
-                    "%s: committed batch %s with %s other table(s) in one Spark application (%s): %s rows in %ss, "
-                    "binlog position %s:%s",
-                    d["table"],
-                    d["batch"],
-                    len(together) - 1,
-                    self.loaded_by,
-                    d.get("final_rows"),
-                    d.get("seconds"),
-                    d.get("position_file"),
-                    d.get("position_pos"),
-                )
+        done = self._committed_together(context, names)
+        if done:
             return done[0] if len(done) == 1 else done
-        if together:
-            self.log.info("%s: not committed by %s; loading it in this task", ", ".join(names), self.loaded_by)
         hook = self.seam_hook()
         pipeline = self.load_pipeline(hook)
         tables = [pipeline.table(name) for name in names]
         return _plain(full_load(pipeline, tables, load_runner(self, hook)), single=len(tables) == 1)
+
+    def _committed_together(self, context, names: list[str]) -> list[dict] | None:
+        """The summaries of ``names`` when ``loaded_by`` committed every one of them (each logged as this
+        task's own line), else None: the tables are then loaded by this task."""
+        together: dict[str, dict] = (context["ti"].xcom_pull(task_ids=self.loaded_by) if self.loaded_by else None) or {}
+        done = [together[name] for name in names if together.get(name, {}).get("state") == "committed"]
+        if len(done) < len(names):
+            if together:
+                self.log.info("%s: not committed by %s; loading it in this task", ", ".join(names), self.loaded_by)
+            return None
+        for d in done:  # this table's own line of the load it shared a Spark application with
+            self.log.info(
+                "%s: committed batch %s with %s other table(s) in one Spark application (%s): %s rows in %ss, "
+                "binlog position %s:%s",
+                d["table"],
+                d["batch"],
+                len(together) - 1,
+                self.loaded_by,
+                d.get("final_rows"),
+                d.get("seconds"),
+                d.get("position_file"),
+                d.get("position_pos"),
+            )
+        return done
 
 
 def _plain(summaries: list[dict], single: bool) -> dict | list[dict]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from seam.config import load_pipeline
 from seam_dev import demo
 from seam_dev.airflow_api import AirflowClient
 from seam_dev.stack import EmbeddedStack
+from tests.support.commands import run_command
 
 DB = "incr_af"
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
@@ -68,7 +68,7 @@ def _backfill(client, first: str, last: str, conf: str, expect: int, reprocess: 
     """`airflow backfill create` on the embedded Airflow; waits for the runs of those logical dates."""
     env = {**os.environ, **EmbeddedStack().airflow_env()}
     since = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    created = subprocess.run(
+    created = run_command(
         [
             str(Path(sys.executable).with_name("airflow")),
             "backfill",

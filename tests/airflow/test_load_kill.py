@@ -5,7 +5,6 @@ REST API while its Spark job (run through the apache-spark provider) publishes; 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 import urllib.parse
@@ -17,6 +16,7 @@ import pytest
 from seam.config import load_pipeline
 from seam_dev import demo
 from seam_dev.airflow_api import AirflowClient
+from tests.support.commands import run_command
 from tests.support.pipelines import pipeline_file
 from tests.support.source import fresh_database
 
@@ -51,7 +51,7 @@ def test_a_load_task_killed_from_airflow_leaves_no_process_and_the_target_unchan
     )
     path = pipeline_file(tmp_path_factory, "loadkill", [{"name": f"{DB}.big", "key": ["id"]}], pipeline_name="loadkill")
     pipeline = load_pipeline(path)
-    first = subprocess.run(
+    first = run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.big"],
         capture_output=True,
         text=True,

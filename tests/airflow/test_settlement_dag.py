@@ -7,7 +7,6 @@ the day Param: tests/ui/test_airflow_ui.py.)"""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import psycopg
@@ -17,6 +16,7 @@ from seam.config import load_pipeline
 from seam.state.connection import connect_state
 from seam_dev import demo
 from tests.support.airflow import run_dag
+from tests.support.commands import run_command
 from tests.support.pipelines import pipeline_file, stream_once
 
 DB = "settle_test"
@@ -65,7 +65,7 @@ def test_settlement_loads_checks_validates_and_emits_each_tables_day(airflow_sta
     state = connect_state(pipeline)  # a first load of the table (an earlier run's position would hide that path)
     state.execute("DELETE FROM seam.positions WHERE db = %s", (DB,))
     state.close()
-    load = subprocess.run(
+    load = run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.trades"],
         capture_output=True,
         text=True,

@@ -20,6 +20,7 @@ import pytest
 from seam.config import load_pipeline
 from seam_dev import demo
 from tests.support.airflow import run_dag
+from tests.support.commands import run_command
 from tests.support.compare import diff, source_rows, target_rows
 from tests.support.pipelines import pipeline_file
 from tests.support.secrets import watching_command_lines
@@ -126,7 +127,7 @@ def spark_cluster(tmp_path):
 
 
 def _seam(path: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=600
     )
 

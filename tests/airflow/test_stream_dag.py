@@ -18,6 +18,7 @@ from seam.config import load_pipeline
 from seam.supervise import _group
 from seam_dev import demo
 from tests.support.airflow import run_dag
+from tests.support.commands import run_command
 from tests.support.pipelines import pipeline_file
 from tests.support.source import fresh_database
 
@@ -30,7 +31,7 @@ def _run(stack, conf: dict) -> dict:
 
 
 def _seam(path: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=timeout
     )
 

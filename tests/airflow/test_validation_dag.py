@@ -8,7 +8,6 @@ import email
 import json
 import os
 import socket
-import subprocess
 import sys
 import threading
 import urllib.error
@@ -22,6 +21,7 @@ import pytest
 from seam.config import load_pipeline
 from seam_dev import demo
 from seam_dev.airflow_api import AirflowClient
+from tests.support.commands import run_command
 from tests.support.pipelines import pipeline_file
 
 DB = "valdag_test"
@@ -99,7 +99,7 @@ def loaded(airflow_stack, tmp_path_factory):
         {"name": f"{DB}.fees", "key": ["id"]},
     ]
     path = pipeline_file(tmp_path_factory, "valdag", tables)
-    out = subprocess.run(
+    out = run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.settlements", f"{DB}.fees"],
         capture_output=True,
         text=True,
@@ -120,7 +120,7 @@ def _run_validate_dag(stack, receivers, path: str, tables: list[str], **conf) ->
     }
     env = {**os.environ, **stack.airflow_env(), "AIRFLOW_CONN_SEAM_TEST_SMTP": json.dumps(smtp)}
     dags = str(stack.airflow_env()["AIRFLOW__CORE__DAGS_FOLDER"])
-    out = subprocess.run(
+    out = run_command(
         [sys.executable, "-c", RUN_DAG, dags, json.dumps({"tables": tables, "pipeline": path, **conf})],
         capture_output=True,
         text=True,

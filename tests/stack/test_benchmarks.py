@@ -5,11 +5,12 @@ this scale; that each case ran, measured its baselines and found what it should 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.commands import run_command
 
 pytestmark = pytest.mark.stack
 
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_case_runs_next_to_its_baselines(stack, tmp_path):
-    done = subprocess.run(
+    done = run_command(
         [sys.executable, str(ROOT / "benchmarks" / "harness.py"), "--tiny", "--out", str(tmp_path)],
         capture_output=True,
         text=True,

@@ -8,13 +8,13 @@ spill; ``benchmarks/`` measures millions against the default."""
 from __future__ import annotations
 
 import logging
-import subprocess
 import sys
 
 import psycopg
 import pytest
 
 from seam.config import load_pipeline
+from tests.support.commands import run_command
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file, stream_once
 from tests.support.source import fresh_database, in_one_transaction
@@ -56,7 +56,7 @@ def path(stack, tmp_path_factory):
         {"name": f"{DB}.holdings", "key": ["id"], "sync": "stream"},
     ]
     path = pipeline_file(tmp_path_factory, "bigtxn", tables, stream={"max_transaction_memory": 2**20})
-    load = subprocess.run(
+    load = run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", *[t["name"] for t in tables]],
         capture_output=True,
         text=True,

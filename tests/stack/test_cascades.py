@@ -5,7 +5,6 @@ every table row by row against the source by the independent comparer."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import psycopg
@@ -14,6 +13,7 @@ import pytest
 from seam.apply.sink import Sink
 from seam.config import load_pipeline
 from seam.source.streaming import ChangeReader
+from tests.support.commands import run_command
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file, stream_once
 from tests.support.source import in_one_transaction
@@ -75,7 +75,7 @@ def pipeline(stack, tmp_path_factory):
     tables = [{"name": f"{DB}.{t}", "key": ["id"], "sync": "stream"} for t in TABLES]
     path = pipeline_file(tmp_path_factory, "cascade_levels", tables)
     # children named first: the load orders them parents first all the same
-    load = subprocess.run(
+    load = run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", *(t["name"] for t in reversed(tables))],
         capture_output=True,
         text=True,
@@ -191,7 +191,7 @@ def test_a_level_above_loaded_past_the_change_stops_the_level_below(pipeline):
     stream_once(pipeline)
     _run(DB, "DELETE FROM comments WHERE id = 20")
     path = str(pipeline.path)
-    load = subprocess.run(
+    load = run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.comments"],
         capture_output=True,
         text=True,
@@ -205,7 +205,7 @@ def test_a_level_above_loaded_past_the_change_stops_the_level_below(pipeline):
             "SELECT stopped FROM seam.positions WHERE db = %s AND tbl = 'reactions'", (DB,)
         ).fetchone()[0]
     assert stopped and f"a cascade through {DB}.comments" in stopped and "seam load full" in stopped, stopped
-    load = subprocess.run(
+    load = run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.reactions"],
         capture_output=True,
         text=True,

@@ -27,6 +27,7 @@ import yaml
 from seam.config import load_pipeline
 from seam.source.streaming import ChangeReader
 from seam_dev import demo
+from tests.support.commands import run_command
 from tests.support.compare import diff, source_rows, target_rows
 from tests.support.pipelines import stream_once
 
@@ -176,7 +177,7 @@ def _pipeline_file(tmp_path: Path, server: Server, name: str) -> str:
 
 
 def _seam(path: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=600
     )
 

@@ -22,6 +22,7 @@ from seam.config import load_pipeline
 from seam.core.position import Position
 from seam.state import ledger
 from seam_dev import demo
+from tests.support.commands import run_command
 from tests.support.compare import diff, replay_to_now, source_rows, target_rows
 
 DB = "fl_test"
@@ -50,7 +51,7 @@ def _pipeline_file(tmp_path, **overrides) -> str:
 
 
 def _seam(pipeline_path: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, *args],
         capture_output=True,
         text=True,

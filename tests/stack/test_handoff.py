@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import threading
 import time
@@ -20,6 +19,7 @@ from seam.apply.sink import Sink
 from seam.config import load_pipeline
 from seam.source.streaming import ChangeReader
 from seam_dev import demo
+from tests.support.commands import run_command
 from tests.support.compare import diff, source_rows, target_rows
 
 DB = "handoff_test"
@@ -63,7 +63,7 @@ def test_full_load_then_stream_converges_exactly(pipeline_path):
     )
     writer.start()
     try:
-        load = subprocess.run(
+        load = run_command(
             [sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "load", "full"]
             + [f"{DB}.{t}" for t in TABLES],
             capture_output=True,
@@ -139,7 +139,7 @@ def test_stream_start_status_stop(pipeline_path, sink, tmp_path):
     pipeline = load_pipeline(pipeline_path)
 
     def seam(*args):
-        return subprocess.run(
+        return run_command(
             [sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "stream", *args],
             capture_output=True,
             text=True,

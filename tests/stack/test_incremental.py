@@ -17,6 +17,7 @@ import yaml
 
 from seam.config import load_pipeline
 from seam_dev import demo
+from tests.support.commands import run_command
 
 DB = "incr_test"
 pytestmark = pytest.mark.stack
@@ -32,7 +33,7 @@ def _pipeline_file(tmp_path_factory, name: str, tables: list[dict]) -> str:
 
 
 def _seam(path: str, *args) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=600
     )
 

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from seam.config import CHECKOUT, load_pipeline
+from tests.support.commands import run_command
 from tests.support.pipelines import pipeline_file
 from tests.support.source import fresh_database
 
@@ -59,7 +60,7 @@ def test_an_installed_seam_loads_and_validates_outside_the_checkout(stack, tmp_p
     assert str(venv) in where.stdout and str(CHECKOUT) not in where.stdout, where.stdout + where.stderr
 
     def seam(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
+        return run_command(
             [str(venv / "bin/seam"), "--pipeline", "p.yaml", *args],
             cwd=work,
             env=env,

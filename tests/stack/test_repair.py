@@ -16,6 +16,7 @@ import pytest
 
 from seam.config import load_pipeline
 from seam_dev import demo
+from tests.support.commands import run_command
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file
 
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.stack
 
 
 def _seam(path: str, *args, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=timeout
     )
 

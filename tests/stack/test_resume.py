@@ -21,6 +21,7 @@ import yaml
 
 from seam.config import load_pipeline
 from seam_dev import demo
+from tests.support.commands import run_command
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file
 from tests.support.source import fresh_database
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.stack
 
 
 def _seam(path: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=timeout
     )
 

@@ -16,6 +16,7 @@ import pytest
 
 from seam_dev.demo import connect
 from seam_dev.stack import EmbeddedStack, StackError
+from tests.support.commands import run_command
 
 pytestmark = pytest.mark.stack
 
@@ -185,7 +186,7 @@ def test_seam_kafka_lists_topics_and_tails_one(stack, pipeline):
     producer.flush(30)
 
     def seam(*args):
-        return subprocess.run(
+        return run_command(
             [sys.executable, "-m", "seam.cli", "kafka", *args], capture_output=True, text=True, timeout=120
         )
 

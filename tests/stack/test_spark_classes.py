@@ -4,13 +4,13 @@ really used by the spark-submit Seam runs: a driver given the options of ``seam.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 from seam.load_run import job_env
 from seam.spark import submit_conf
 from seam.spark_classes import archive_path, build
+from tests.support.commands import run_command
 
 
 def test_the_archive_is_built_once_and_a_seam_spark_submit_maps_it(tmp_path):
@@ -28,7 +28,7 @@ def test_the_archive_is_built_once_and_a_seam_spark_submit_maps_it(tmp_path):
         "spark.stop()\n"
     )
     loaded = tmp_path / "classes.txt"
-    done = subprocess.run(
+    done = run_command(
         [
             str(Path(sys.executable).with_name("spark-submit")),
             "--master",

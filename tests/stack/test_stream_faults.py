@@ -21,6 +21,7 @@ import yaml
 from seam.config import load_pipeline
 from seam.state.connection import sink_session_name
 from seam_dev import demo
+from tests.support.commands import run_command
 from tests.support.compare import diff, source_rows, target_rows
 
 DB = "faults_test"
@@ -45,7 +46,7 @@ def _pipeline_file(tmp_path_factory, name: str, kafka_extra: dict | None = None,
 
 
 def _seam(pipeline_path: str, *args, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, *args],
         capture_output=True,
         text=True,

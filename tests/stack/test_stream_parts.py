@@ -4,7 +4,6 @@ starting, restarting with the count and the last error, stopped, down; exit 1 un
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import psycopg
@@ -16,6 +15,7 @@ from seam.state.parts import part_beat, part_failed, part_started, part_states, 
 from seam.state.positions import store_loaded_position
 from seam.state.schema import ensure_state
 from seam_dev import demo
+from tests.support.commands import run_command
 from tests.support.pipelines import pipeline_file
 
 pytestmark = pytest.mark.stack
@@ -45,7 +45,7 @@ def test_part_states_follow_heartbeats_failures_and_stops(stack, tmp_path_factor
             return {p: s["state"] for p, s in part_states(conn, schema, pipeline.name).items()}
 
         def status():
-            return subprocess.run(
+            return run_command(
                 [sys.executable, "-m", "seam.cli", "--pipeline", path, "stream", "status"],
                 capture_output=True,
                 text=True,

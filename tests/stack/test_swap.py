@@ -12,6 +12,7 @@ import pytest
 
 from seam.config import load_pipeline
 from seam_dev import demo
+from tests.support.commands import run_command
 from tests.support.pipelines import pipeline_file
 
 DB = "swap_test"
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.stack
 
 
 def _seam(path: str, *args) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=600
     )
 

@@ -21,6 +21,7 @@ import pytest
 from seam.config import load_pipeline
 from seam.validate.validation import validate
 from seam_dev import demo
+from tests.support.commands import run_command
 from tests.support.compare import diff, source_rows, target_rows
 from tests.support.pipelines import pipeline_file, stream_once
 
@@ -42,7 +43,7 @@ TABLES = [
 
 
 def _seam(path: str, *args, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=timeout
     )
 

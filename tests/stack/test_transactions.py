@@ -6,7 +6,6 @@ target must hold, and the whole table row by row against the source."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -20,6 +19,7 @@ from seam.source.chains import StreamError
 from seam.source.snapshot import source_head
 from seam.source.streaming import ChangeReader
 from seam_dev import demo
+from tests.support.commands import run_command
 from tests.support.compare import diff, source_rows, target_rows
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file, stream_once
@@ -87,7 +87,7 @@ def test_xa_and_rollbacks_stream_exactly(path):
         "XA END 'txn_test_early'",
         "XA PREPARE 'txn_test_early'",
     )
-    load = subprocess.run(
+    load = run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.films"],
         capture_output=True,
         text=True,
@@ -269,7 +269,7 @@ def test_foreign_key_cascades_reach_the_children(stack, tmp_path_factory):
     tables = [{"name": f"{db}.{t}", "key": ["id"], "sync": "stream"} for t in ("customers", "orders", "tickets")]
     path = pipeline_file(tmp_path_factory, "cascade", tables)
     pipeline = load_pipeline(path)
-    load = subprocess.run(
+    load = run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", *(t["name"] for t in tables)],
         capture_output=True,
         text=True,

@@ -16,6 +16,7 @@ import pytest
 
 from seam.config import load_pipeline
 from seam_dev import demo
+from tests.support.commands import run_command
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file
 
@@ -72,7 +73,7 @@ def _killing(pattern: str, statement: str):
 
 
 def _seam(path: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=900
     )
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import psycopg
@@ -29,6 +28,7 @@ from seam.source.snapshot import canonical_json_columns, object_sql, source_head
 from seam.validate import canonical
 from seam.wire.codecs import codec, record_value
 from seam_dev import demo
+from tests.support.commands import run_command
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file, stream_once
 
@@ -273,7 +273,7 @@ def loaded(stack, tmp_path_factory):
         {"name": f"{DB}.shapes", "key": ["n", "code"], "sync": "stream"},
     ]
     path = pipeline_file(tmp_path_factory, "golden", tables)
-    load = subprocess.run(
+    load = run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.golden", f"{DB}.shapes"],
         capture_output=True,
         text=True,
@@ -418,7 +418,7 @@ def test_every_path_gives_the_same_value(loaded):
 
 def test_the_checksum_text_is_the_same_on_both_sides(loaded):
     pipeline, path, _ = loaded
-    done = subprocess.run(
+    done = run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, "validate", f"{DB}.golden"],
         capture_output=True,
         text=True,
@@ -494,7 +494,7 @@ def test_without_postgis_spatial_columns_are_mysqls_stored_value(loaded, tmp_pat
         tmp_path_factory, "golden_nogis", [{"name": f"{DB}.golden", "key": ["id"], "sync": "stream"}], target=target
     )
     nogis = load_pipeline(path)
-    load = subprocess.run(
+    load = run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.golden"],
         capture_output=True,
         text=True,
@@ -517,7 +517,7 @@ def test_without_postgis_spatial_columns_are_mysqls_stored_value(loaded, tmp_pat
         )
         assert pg.execute("SELECT to_regtype('geometry')").fetchone()[0] is None
     assert all(kinds[c] == "bytea" for c in GEO), kinds
-    done = subprocess.run(
+    done = run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, "validate", f"{DB}.golden"],
         capture_output=True,
         text=True,
@@ -562,7 +562,7 @@ def test_the_targets_ddl_mirrors_the_source(loaded):
     # CHAR(3) 'ab' comes back as MySQL returns it, without blank padding
     assert rows == SHAPES_ROWS
     assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "shapes") is None
-    done = subprocess.run(
+    done = run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, "validate", f"{DB}.shapes"],
         capture_output=True,
         text=True,

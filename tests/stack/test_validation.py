@@ -18,6 +18,7 @@ import pytest
 from seam.config import load_pipeline
 from seam.validate.validation import validate
 from seam_dev import demo
+from tests.support.commands import run_command
 from tests.support.pipelines import pipeline_file
 
 DB = "val_test"
@@ -41,7 +42,7 @@ LOADED = [t["name"] for t in TABLES if not t["name"].endswith("never_loaded")]
 
 
 def _seam(path: str, *args, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=timeout
     )
 

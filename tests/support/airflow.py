@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -39,16 +40,25 @@ def run_dag(stack, dag_id: str, conf: dict, env: dict[str, str] | None = None, t
     connection); returns its state, task states, the Asset events it emitted and its whole log."""
     full_env = {**os.environ, **stack.airflow_env(), **(env or {})}
     dag_file = os.path.join(full_env["AIRFLOW__CORE__DAGS_FOLDER"], f"{dag_id}.py")  # each DAG has its own file
-    out = subprocess.run(
+    # a session of its own: on timeout its tasks' Spark and seam processes are killed with it, which also
+    # closes the pipes they inherited (else reading them would wait for ever)
+    run = subprocess.Popen(
         [sys.executable, "-c", RUN_DAG, dag_file, json.dumps(conf), dag_id],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
         env=full_env,
+        start_new_session=True,
     )
-    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
-    assert lines, out.stdout[-3000:] + out.stderr[-5000:]
-    return {**json.loads(lines[-1][len("RESULT ") :]), "log": out.stdout + out.stderr}
+    try:
+        stdout, stderr = run.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        stdout, stderr = run.communicate()
+        pytest.fail(f"{dag_id} did not end within {timeout:.0f} s:\n{stdout[-3000:]}{stderr[-5000:]}")
+    lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, stdout[-3000:] + stderr[-5000:]
+    return {**json.loads(lines[-1][len("RESULT ") :]), "log": stdout + stderr}
 
 
 @pytest.fixture()

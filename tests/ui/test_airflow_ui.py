@@ -18,6 +18,7 @@ from urllib.parse import quote
 import pytest
 
 from seam_dev.airflow_api import AirflowClient
+from tests.support.commands import run_command
 from tests.support.compare import diff, source_rows, target_rows
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
@@ -27,11 +28,11 @@ DAGS = ("seam_full_load", "seam_stream", "seam_settlement")
 
 @pytest.fixture(scope="module")
 def browser_driver():
-    subprocess.run(["bash", str(HERE / "setup.sh")], check=True, timeout=900)
+    run_command(["bash", str(HERE / "setup.sh")], check=True, timeout=900)
 
 
 def _seam(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "seam.cli", *args], capture_output=True, text=True, timeout=600)
+    return run_command([sys.executable, "-m", "seam.cli", *args], capture_output=True, text=True, timeout=600)
 
 
 def _one_line_failure(step: dict, line: str) -> None:
@@ -54,7 +55,7 @@ def test_a_person_drives_seams_dags_from_the_airflow_ui(airflow_stack, pipeline,
     # the test starts it from the form
     assert _seam("stream", "stop").returncode == 0
     try:
-        out = subprocess.run(
+        out = run_command(
             ["node", str(HERE / "airflow_ui.mjs"), str(shots)], capture_output=True, text=True, timeout=1800, cwd=HERE
         )
     finally:
