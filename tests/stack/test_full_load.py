@@ -435,3 +435,36 @@ def test_a_load_left_to_another_loads_sink_commits_after_that_sink_ends(pipeline
     out = "".join(lines)
     assert "the running sink stopped before the batch committed; starting one for it" in out, out
     assert "committed batch" in out, out
+
+
+def test_sigterm_stops_the_load_with_its_spark_job_and_sink_and_the_old_table_stays(pipeline_path):
+    """A supervisor's `kill` (SIGTERM) of `seam load full`: the Spark job and the sink it started (each in a
+    session of its own, out of reach of a signal to the load's group) stop with it, nothing is published as
+    committed, the old table serves on, and the next load commits."""
+    pipeline = load_pipeline(pipeline_path)
+    before = _target_count(pipeline, "payments")
+    load = subprocess.Popen(
+        [sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "load", "full", f"{DB}.payments"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert load.stdout is not None
+    lines = []
+    for line in load.stdout:
+        lines.append(line)
+        if "spark job pid" in line:
+            break
+    started = [int(p) for p in "".join(lines).split("spark job pid ")[1].replace(", sink pid", "").split()[:2]]
+    load.send_signal(signal.SIGTERM)
+    out = "".join(lines) + load.communicate(timeout=120)[0]
+    assert load.returncode == 143, out
+    assert "seam: stopped (SIGTERM)" in out and "Traceback" not in out, out
+    for pid in started:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # gone, not orphaned
+    assert _target_count(pipeline, "payments") == before
+    again = _seam(pipeline_path, "load", "full", f"{DB}.payments")
+    assert again.returncode == 0, again.stdout + again.stderr
+    src, schema = source_rows(pipeline, DB, "payments")
+    assert src == target_rows(pipeline, schema)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
+from tests.support.commands import run_command
 
 RUN_DAG = """
 import json, sys
@@ -40,22 +40,14 @@ def run_dag(stack, dag_id: str, conf: dict, env: dict[str, str] | None = None, t
     connection); returns its state, task states, the Asset events it emitted and its whole log."""
     full_env = {**os.environ, **stack.airflow_env(), **(env or {})}
     dag_file = os.path.join(full_env["AIRFLOW__CORE__DAGS_FOLDER"], f"{dag_id}.py")  # each DAG has its own file
-    # a session of its own: on timeout its tasks' Spark and seam processes are killed with it, which also
-    # closes the pipes they inherited (else reading them would wait for ever)
-    run = subprocess.Popen(
+    out = run_command(
         [sys.executable, "-c", RUN_DAG, dag_file, json.dumps(conf), dag_id],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         text=True,
+        timeout=timeout,
         env=full_env,
-        start_new_session=True,
     )
-    try:
-        stdout, stderr = run.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(run.pid, signal.SIGKILL)
-        stdout, stderr = run.communicate()
-        pytest.fail(f"{dag_id} did not end within {timeout:.0f} s:\n{stdout[-3000:]}{stderr[-5000:]}")
+    stdout, stderr = out.stdout, out.stderr
     lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, stdout[-3000:] + stderr[-5000:]
     return {**json.loads(lines[-1][len("RESULT ") :]), "log": stdout + stderr}

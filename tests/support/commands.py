@@ -3,11 +3,12 @@
 A ``seam`` command starts a sink and a spark-submit that inherit its stdout and stderr. ``subprocess.run``
 with a timeout kills only the command, then reads its pipes until they close: the children keep them
 open, and the test (and its lane, and CI) waits for ever. Here a command that outlives its timeout is
-killed with its whole session, and the test fails with the tail of what it printed.
+stopped with what it started, and the test fails with the tail of what it printed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -33,16 +34,28 @@ def run_command(
         try:
             stdout, stderr = proc.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            stdout, stderr = proc.communicate()
+            stdout, stderr = _stop(proc)
             pytest.fail(
-                f"{' '.join(map(str, args))[:300]} did not end within {timeout:.0f} s (killed with its "
+                f"{' '.join(map(str, args))[:300]} did not end within {timeout:.0f} s (stopped with its "
                 f"children):\n{_tail(stdout, 3000)}\n{_tail(stderr, 5000)}"
             )
     done = subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
     if check:
         done.check_returncode()
     return done
+
+
+def _stop(proc: subprocess.Popen) -> tuple:
+    """SIGTERM to the command's session (``seam`` stops the Spark job and sink it started, in sessions of
+    their own), SIGKILL to it a minute later; then what it printed, unless its pipes are still held open."""
+    for sig, grace in ((signal.SIGTERM, 60), (signal.SIGKILL, 30)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            return proc.communicate(timeout=grace)
+        except subprocess.TimeoutExpired:
+            continue
+    return None, "(its output is still held open by a process it started)"
 
 
 def _tail(out: str | bytes | None, size: int) -> str:

@@ -19,6 +19,7 @@ Delivery guarantee: that of the commands' rooms; a Seam error ends a command wit
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 from seam.cli.common import pipeline_of
@@ -29,7 +30,17 @@ from seam.processes import Processes
 from seam_dev.stack import EmbeddedStack, use_stack_env
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, taken as Ctrl-C: the command's ``finally`` stops the Spark job and sink it started (they run
+    in sessions of their own, so a signal to this process's group does not reach them)."""
+
+
+def _terminated(signum, frame) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _terminated)  # the stream's long-running parts set their own
     args = build_parser().parse_args(argv)
     explicit = args.pipeline is not None
     if not explicit:
@@ -46,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     except SeamError as exc:  # Seam's own clear line; anything else is a bug and keeps its traceback
         print(one_line(exc), file=sys.stderr)
         return 2
+    except Terminated:
+        print("seam: stopped (SIGTERM); what it started was stopped too", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("seam: interrupted", file=sys.stderr)
         return 130
