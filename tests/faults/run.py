@@ -486,7 +486,7 @@ def table(outcomes: list[Outcome]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
-def run_faults(short: bool, say: Callable[[str], None] = print) -> list[Outcome]:
+def run_faults(short: bool, say: Callable[[str], None] = print, only: str = "") -> list[Outcome]:
     workdir = tempfile.mkdtemp(prefix="seam-faults-")
     run = Run(workdir, say)
     say(f"faults: database {run.db}, pipeline {run.path}")
@@ -494,6 +494,8 @@ def run_faults(short: bool, say: Callable[[str], None] = print) -> list[Outcome]
     outcomes = []
     try:
         for name, must_stop, inject in faults(short):
+            if only.lower() not in name.lower():
+                continue
             outcomes.append(run.fault(name, must_stop, inject))
     finally:
         run.close()
@@ -504,10 +506,11 @@ def run_faults(short: bool, say: Callable[[str], None] = print) -> list[Outcome]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--short", action="store_true", help="the CI subset")
+    parser.add_argument("--only", default="", help="only the faults whose name contains this (e.g. restarted)")
     args = parser.parse_args(argv)
     try:
         with stack_services():
-            outcomes = run_faults(args.short, say=lambda m: print(m, flush=True))
+            outcomes = run_faults(args.short, say=lambda m: print(m, flush=True), only=args.only)
     except FaultsFailed as exc:
         print(f"faults FAILED: {exc}", file=sys.stderr)
         return 1

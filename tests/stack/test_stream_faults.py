@@ -9,6 +9,7 @@ import contextlib
 import http.server
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -367,6 +368,94 @@ def test_transient_target_errors_are_retried_and_stop_no_table(reseeded, tmp_pat
         _wait_converged(pipeline, 180)
         assert _stopped(pipeline) == {}
         assert sink.retrier.count >= 3, (sink.retrier.count, sink.retrier.last)  # 2 cancels, 1 lost connection
+
+
+class _Outage:
+    """A TCP proxy in front of the target that can go down (its sessions cut, new ones refused), as a
+    restarting PostgreSQL is to its clients, without touching the server the other tests use."""
+
+    def __init__(self, host: str, port: int):
+        self.upstream = (host, port)
+        self.conns: list[socket.socket] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self._serve()
+
+    def _serve(self) -> None:
+        def accept(listener: socket.socket) -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    client, _ = listener.accept()
+                    server = socket.create_connection(self.upstream)
+                    self.conns += [client, server]
+                    for a, b in ((client, server), (server, client)):
+                        threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+        threading.Thread(target=accept, args=(self.listener,), daemon=True).start()
+
+    @staticmethod
+    def _pump(a: socket.socket, b: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := a.recv(65536):
+                b.sendall(data)
+        for s in (a, b):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def down(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes its accept() (close alone would not, on Linux)
+        self.listener.close()
+        for c in self.conns:
+            with contextlib.suppress(OSError):
+                c.shutdown(socket.SHUT_RDWR)
+        self.conns = []
+
+    def up(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", self.port), reuse_port=False)
+        self._serve()
+
+
+def test_a_target_that_goes_away_and_comes_back_is_retried_not_stopped(reseeded, tmp_path_factory):
+    """The sink's target goes away under a writer (sessions cut, connections refused, as while PostgreSQL
+    restarts) and comes back: the sink keeps retrying (connection refused is transient), nothing stops, and
+    every change lands once."""
+    from seam.apply.sink import Sink
+    from seam.source.streaming import ChangeReader
+
+    path, pipeline = _loaded(tmp_path_factory, "outage")
+    outage = _Outage(pipeline.target.host, pipeline.target.port)
+    doc = yaml.safe_load(open(path))
+    doc["target"]["port"] = outage.port
+    through = tmp_path_factory.mktemp("outage") / "through-proxy.yaml"
+    through.write_text(yaml.safe_dump(doc))
+    reader, sink = ChangeReader(pipeline), Sink(load_pipeline(str(through)))
+    stop = threading.Event()
+    threads = [
+        threading.Thread(target=lambda: reader.serve(should_stop=stop.is_set)),
+        threading.Thread(target=lambda: sink.run(should_stop=stop.is_set)),
+    ]
+    for t in threads:
+        t.start()
+    try:
+        demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=2, threads=1, seed=12, database=DB)
+        outage.down()
+        demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=2, threads=1, seed=13, database=DB)
+        deadline = time.time() + 60
+        while "unreachable" not in (sink.retrier.last or "") and time.time() < deadline:
+            time.sleep(0.2)
+        assert "unreachable" in (sink.retrier.last or ""), sink.retrier.last  # it tried while the target was away
+        assert threads[1].is_alive()
+        outage.up()
+        _wait_converged(pipeline, 180)
+        assert _stopped(pipeline) == {}
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+        reader.close()
+        sink.close()
+        outage.down()
 
 
 def test_messages_that_are_not_seams_are_quarantined_and_stop_only_their_table(reseeded, tmp_path_factory):

@@ -49,6 +49,7 @@ from seam.apply.decode import SparkRowMessage
 from seam.apply.lifecycle import BatchLifecycle
 from seam.apply.retry import LOCK_WAIT, Retrier, connection_lost, first_line, transient
 from seam.apply.transaction import TargetTransaction
+from seam.core.errors import TargetError
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.state import ledger, positions
 from seam.state.connection import connect_target
@@ -184,6 +185,9 @@ class Sink:
                 if not transient(again):
                     raise
                 exc = again
+            except TargetError as unreachable:  # the server is restarting: retried like any transient error
+                self.retrier.note("sink", unreachable)
+                exc = unreachable
 
     # ------------------------------------------------------------ running
 
