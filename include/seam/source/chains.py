@@ -39,6 +39,7 @@ log = logging.getLogger("seam.streaming")
 
 CONTROL_KEY = b"__seam_control__"
 IDLE_BEAT_S = 5.0  # an idle table's heartbeat is sent again this often (``Chains.heartbeats``)
+BEATS_PER_S = 200  # heartbeats a second over all tables, at most, to tables the binlog's changes passed by
 
 Key = tuple[str, str]
 
@@ -212,13 +213,21 @@ class Chains:
         self._stopped_batch[key] = followed.batch
         alert(self.pipeline, followed.table.name, "stream stopped", reason)
 
-    def heartbeats(self, publisher: Publisher, here: Position) -> None:
+    def heartbeats(self, publisher: Publisher, here: Position, every_table: bool = False) -> None:
         """A HEARTBEAT to each table whose chain ends before ``here``, and again every ``IDLE_BEAT_S`` to one
         whose chain ends there: if the sink missed the last one (it was taking the table up again after a
-        lifted stop), the next one shows it a gap, and it asks for the republication."""
+        lifted stop), the next one shows it a gap, and it asks for the republication. A table behind is
+        beaten at most every ``len(followed) / BEATS_PER_S`` seconds (a schema of hundreds of tables under a
+        writer: each a second or two behind, not hundreds of messages a second), unless
+        ``every_table`` (the binlog's end: every table is current there)."""
         seen, now = int(time.time() * 1000), time.monotonic()
+        behind_every = 0.0 if every_table else len(self.followed) / BEATS_PER_S
         for f in self.followed.values():
-            if here.after(f.published) or (here == f.published and now - f.beat_at > IDLE_BEAT_S):
+            if here.after(f.published):
+                due = now - f.beat_at >= behind_every
+            else:
+                due = here == f.published and now - f.beat_at > IDLE_BEAT_S
+            if due:
                 value = Heartbeat(here, prev=f.published, seen_ms=seen, **self.anchor()).to_json()
                 publisher.send(f.topic, value, CONTROL_KEY, headers=[(CONTROL_HEADER, b"1")])
                 self.advance(f, here, 0, len(value))

@@ -314,7 +314,7 @@ class ChangeReader:
                     break
             else:  # the binlog's end (until_idle): every table is current up to here, say so
                 if between and reader.here:
-                    self.chains.heartbeats(publisher, reader.here)
+                    self.chains.heartbeats(publisher, reader.here, every_table=True)
         except pymysql.err.OperationalError as exc:
             if exc.args and exc.args[0] == SAME_SERVER_ID:
                 raise StreamError(
