@@ -36,6 +36,7 @@ class Terminated(KeyboardInterrupt):
 
 
 def _terminated(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the stopping of the children short
     raise Terminated()
 
 
