@@ -31,8 +31,7 @@ def test_a_failed_table_stops_new_ones_lets_running_ones_end_and_is_raised():
             both_running.wait(timeout=10)  # table 0 fails while table 1 runs
         if n == 0:
             raise SeamError("table 0: one clear line")
-        if n == 1:
-            time.sleep(0.3)
+        time.sleep(0.3 if n == 1 else 0.1)  # a table takes a while: the error is seen before the queue is done
         with lock:
             ended.append(n)
         return n
@@ -42,4 +41,4 @@ def test_a_failed_table_stops_new_ones_lets_running_ones_end_and_is_raised():
         for item, result in each_table(list(range(8)), work, parallel=2):
             yielded.append((item, result))
     assert 1 in ended and (1, 1) in yielded  # the running one ended and was reported
-    assert len(started) < 8  # the queued ones never started
+    assert len(started) <= 4, started  # the queued ones never started (the one a free thread took at once may)
