@@ -300,10 +300,18 @@ def _loaded(tmp_path_factory, name: str):
 def _streaming(pipeline):
     """The change reader and the sink's Kafka loop running in this process (threads) until the block ends;
     yields the sink."""
+    with _running(pipeline, pipeline) as (sink, _):
+        yield sink
+
+
+@contextlib.contextmanager
+def _running(pipeline, sink_pipeline):
+    """``_streaming`` with the sink reaching the target as ``sink_pipeline`` says; yields the sink and the
+    (reader, sink) threads."""
     from seam.apply.sink import Sink
     from seam.source.streaming import ChangeReader
 
-    reader, sink = ChangeReader(pipeline), Sink(pipeline)
+    reader, sink = ChangeReader(pipeline), Sink(sink_pipeline)
     stop = threading.Event()
     threads = [
         threading.Thread(target=lambda: reader.serve(should_stop=stop.is_set)),
@@ -312,7 +320,7 @@ def _streaming(pipeline):
     for t in threads:
         t.start()
     try:
-        yield sink
+        yield sink, threads
     finally:
         stop.set()
         for t in threads:
@@ -420,41 +428,26 @@ def test_a_target_that_goes_away_and_comes_back_is_retried_not_stopped(reseeded,
     """The sink's target goes away under a writer (sessions cut, connections refused, as while PostgreSQL
     restarts) and comes back: the sink keeps retrying (connection refused is transient), nothing stops, and
     every change lands once."""
-    from seam.apply.sink import Sink
-    from seam.source.streaming import ChangeReader
-
     path, pipeline = _loaded(tmp_path_factory, "outage")
     outage = _Outage(pipeline.target.host, pipeline.target.port)
     doc = yaml.safe_load(open(path))
     doc["target"]["port"] = outage.port
     through = tmp_path_factory.mktemp("outage") / "through-proxy.yaml"
     through.write_text(yaml.safe_dump(doc))
-    reader, sink = ChangeReader(pipeline), Sink(load_pipeline(str(through)))
-    stop = threading.Event()
-    threads = [
-        threading.Thread(target=lambda: reader.serve(should_stop=stop.is_set)),
-        threading.Thread(target=lambda: sink.run(should_stop=stop.is_set)),
-    ]
-    for t in threads:
-        t.start()
     try:
-        demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=2, threads=1, seed=12, database=DB)
-        outage.down()
-        demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=2, threads=1, seed=13, database=DB)
-        deadline = time.time() + 60
-        while "unreachable" not in (sink.retrier.last or "") and time.time() < deadline:
-            time.sleep(0.2)
-        assert "unreachable" in (sink.retrier.last or ""), sink.retrier.last  # it tried while the target was away
-        assert threads[1].is_alive()
-        outage.up()
-        _wait_converged(pipeline, 180)
-        assert _stopped(pipeline) == {}
+        with _running(pipeline, load_pipeline(str(through))) as (sink, threads):
+            demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=2, threads=1, seed=12, database=DB)
+            outage.down()
+            demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=2, threads=1, seed=13, database=DB)
+            deadline = time.time() + 60
+            while "unreachable" not in (sink.retrier.last or "") and time.time() < deadline:
+                time.sleep(0.2)
+            assert "unreachable" in (sink.retrier.last or ""), sink.retrier.last  # it tried while the target was away
+            assert threads[1].is_alive()
+            outage.up()
+            _wait_converged(pipeline, 180)
+            assert _stopped(pipeline) == {}
     finally:
-        stop.set()
-        for t in threads:
-            t.join(60)
-        reader.close()
-        sink.close()
         outage.down()
 
 

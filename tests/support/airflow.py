@@ -47,10 +47,9 @@ def run_dag(stack, dag_id: str, conf: dict, env: dict[str, str] | None = None, t
         timeout=timeout,
         env=full_env,
     )
-    stdout, stderr = out.stdout, out.stderr
-    lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
-    assert lines, stdout[-3000:] + stderr[-5000:]
-    return {**json.loads(lines[-1][len("RESULT ") :]), "log": stdout + stderr}
+    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, out.stdout[-3000:] + out.stderr[-5000:]
+    return {**json.loads(lines[-1][len("RESULT ") :]), "log": out.stdout + out.stderr}
 
 
 @pytest.fixture()
