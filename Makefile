@@ -25,8 +25,9 @@ lint: setup       ## ruff (lint and format) over all Python, mypy over include/ 
 SEED ?= 1
 DURATION ?= 120
 SNAPSHOT ?=
-torture: setup    ## randomized differential test: workload, loads, kills, independent compare (SEED=1 DURATION=120 SNAPSHOT=portable)
-	@SEAM_TEST_SNAPSHOT=$(SNAPSHOT) bash scripts/torture.sh --seed $(SEED) --duration $(DURATION)
+SINK ?=
+torture: setup    ## randomized differential test: workload, loads, kills, independent compare (SEED=1 DURATION=120 SNAPSHOT=portable SINK=spark)
+	@SEAM_TEST_SNAPSHOT=$(SNAPSHOT) bash scripts/torture.sh --seed $(SEED) --duration $(DURATION) $(if $(SINK),--sink $(SINK))
 
 faults: setup     ## every fault of a pipeline's second week under a writer, each with its way out and an independent compare
 	@bash scripts/faults.sh

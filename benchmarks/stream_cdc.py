@@ -1,9 +1,9 @@
 """The stream case of ``benchmarks/harness.py``: binlog CDC through the whole chain (binlog -> change reader ->
-Kafka -> Structured Streaming sink -> PostgreSQL), next to the decoders' rates on the same binlog, and
+Kafka -> sink -> PostgreSQL; ``stream.sink`` as given: direct by default, or spark), next to the decoders' rates on the same binlog, and
 commit-to-visible latency under steady write rates.
 
 1. ``bench_stream.events`` (keyed, 20k rows) and ``bench_stream.ticks`` are created and fully loaded.
-2. Backlog: with the change reader stopped (the Spark sink running and warm), row changes are written in
+2. Backlog: with the change reader stopped (the sink running and warm), row changes are written in
    transactions of 10 rows. python-mysql-replication, and ``mariadb-binlog --verbose`` (MariaDB's C decoder),
    decode exactly that binlog range. Chain: the reader starts; the time until the target has applied the
    last of those transactions is measured.
@@ -175,15 +175,15 @@ class BenchStream:
     """The stream case's stack: tables created and loaded, the stream running (``with``); then backlogs and
     steady write rates, each measured against the same binlog's decoders."""
 
-    def __init__(self, sink: str = "spark", fresh: bool = True):
-        self.sink = sink  # stream.sink: the Structured Streaming query, or the direct Kafka consumer
+    def __init__(self, sink: str | None = None, fresh: bool = True):
+        self.sink = sink  # stream.sink (the pipeline's default, direct, unless given)
         self.fresh = fresh  # False: the tables as an earlier BenchStream left them, loaded; its stream resumed
 
     def __enter__(self) -> BenchStream:
         self.path = bench_pipeline(
             [{"name": f"{DB}.events", "key": ["id"]}, {"name": f"{DB}.ticks", "key": ["seq"]}],
             topic_prefix="seam.bench",
-            stream={"sink": self.sink},
+            stream={"sink": self.sink} if self.sink else {},
         )
         self.pipeline = load_pipeline(self.path)
         self.conn = source(self.pipeline, autocommit=True)

@@ -143,7 +143,10 @@ def test_full_load_and_streaming_sink_run_on_a_standalone_cluster(airflow_stack,
         "cluster",
         [{"name": f"{DB}.ledger", "key": ["id"]}],
         pipeline_name="cluster",
-        stream={"log_dir": str(tmp_path_factory.mktemp("cluster-logs"))},
+        stream={
+            "log_dir": str(tmp_path_factory.mktemp("cluster-logs")),
+            "sink": "spark",
+        },  # the Structured Streaming sink
     )
     pipeline = load_pipeline(path)
     assert pipeline.spark.master.startswith("local"), "only the connection may point at the cluster"

@@ -1,6 +1,6 @@
 """`make faults`: a pipeline's second week, one fault after another, under a running writer (issue 32, item 9).
 
-The stream runs as users run it (`seam stream start`: the change reader and the Spark streaming sink) over
+The stream runs as users run it (`seam stream start`: the change reader and the default, direct sink) over
 the demo tables, which a writer keeps changing, and three tables of its own: ``notes`` (the table the
 message and row-image faults hit), ``blobs`` (large values) and ``bulk`` (the full load that is killed).
 Each fault is injected while the writer writes; then the writer pauses, the way out Seam printed is taken

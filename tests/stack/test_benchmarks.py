@@ -42,8 +42,8 @@ def test_every_case_runs_next_to_its_baselines(stack, tmp_path):
         ("stream, flat out", "pg_chameleon"),  # its copy checked equal to the source
         ("full load orders, whole command", "pg_chameleon"),  # its copy counted
         ("stream at 1,000 changes/s", "seam"),
-        ("stream, flat out", "seam, direct sink"),  # stream.sink: direct
-        ("stream at 1,000 changes/s", "seam, direct sink"),
+        ("stream, flat out", "seam, Spark sink"),  # stream.sink: spark
+        ("stream at 1,000 changes/s", "seam, Spark sink"),
         ("validation orders, equal", "seam"),
         ("validation orders, 10 differences", "reladiff"),
         ("10 differing rows of 20,000", "seam repair"),

@@ -4,7 +4,8 @@ The seeded workload (multi-table transactions, savepoints, XA, rollbacks, upsert
 DELETE ... LIMIT, cascading parent deletes and key updates, a keyless table, a 40,000-row transaction)
 runs while the tables are loaded, one is loaded again, and the reader, the sink and the broker are
 SIGKILLed; the independent comparer must then find every table equal to its source. CI runs it with the
-portable snapshot method (MySQL 8's) forced: every other stack test loads with MariaDB's."""
+portable snapshot method (MySQL 8's) forced, and the Structured Streaming sink (``stream.sink: spark``):
+every other stack test loads with MariaDB's method, and streams with the default, direct sink."""
 
 from __future__ import annotations
 
@@ -18,7 +19,12 @@ pytestmark = pytest.mark.stack
 def test_torture_short_fixed_seed(stack, private_broker, monkeypatch):
     monkeypatch.setenv("SEAM_SNAPSHOT", "portable")
     report = torture(
-        seed=1, duration=20, big_rows=40_000, say=lambda m: print(f"[torture] {m}", flush=True), broker=private_broker
+        seed=1,
+        duration=20,
+        big_rows=40_000,
+        say=lambda m: print(f"[torture] {m}", flush=True),
+        broker=private_broker,
+        sink="spark",
     )
     assert report["result"] == "equal" and not report["differences"], report
     assert all(n >= 1 for n in report["kills"].values()), report["kills"]
@@ -26,4 +32,4 @@ def test_torture_short_fixed_seed(stack, private_broker, monkeypatch):
     assert report["transactions"]["in all"] > 200, report["transactions"]
     assert all(report["transactions"][shape] > 0 for shape in ("savepoints", "rollback", "xa", "xa_rollback"))
     assert report["changes_applied"] > 40_000, report["changes_applied"]
-    assert report["snapshot"] == "portable"
+    assert report["snapshot"] == "portable" and report["sink"] == "spark"

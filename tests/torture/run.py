@@ -32,6 +32,7 @@ import yaml
 
 from seam.cli.stream import stream_processes
 from seam.config import load_pipeline
+from seam.core.pipeline import STREAM_SINKS
 from seam_dev.stack import EmbeddedStack
 from tests.support.independent import compare
 from tests.support.services import stack_services
@@ -40,7 +41,7 @@ from tests.torture.workload import BELOW, TABLES, Workload
 KEYS = {"owners": ["id"], "entries": ["id"], "notes": ["id"], "events": "none", "postings": ["id"]}
 
 
-def _pipeline_file(workdir: str, db: str, bootstrap: str) -> str:
+def _pipeline_file(workdir: str, db: str, bootstrap: str, sink: str | None) -> str:
     doc = yaml.safe_load(open(load_pipeline().path))
     doc["tables"] = [{"name": f"{db}.{t}", "key": KEYS[t], "sync": "stream"} for t in TABLES]
     doc["kafka"]["topic_prefix"] = f"seam.{db}"
@@ -48,6 +49,8 @@ def _pipeline_file(workdir: str, db: str, bootstrap: str) -> str:
     # the least memory per transaction: every transaction of more than a few thousand rows (the big one, a
     # cascade) spills in the reader and is staged in the sink, under the kills
     doc["stream"] = {**(doc.get("stream") or {}), "max_transaction_memory": 2**20}
+    if sink:  # stream.sink: which streaming sink is killed (the pipeline's default otherwise)
+        doc["stream"]["sink"] = sink
     # small tables in several chunks all the same: chunks at different positions, reconciled, under the kills
     doc["spark"] = {**(doc.get("spark") or {}), "min_chunk_rows": 1}
     path = os.path.join(workdir, "torture.yaml")
@@ -144,9 +147,10 @@ def torture(
     owners: int = 300,
     say=print,
     broker: EmbeddedStack | None = None,
+    sink: str | None = None,
 ) -> dict:
     """One run; returns the report, raises TortureFailed when a table differs or stopped. ``broker``: the
-    stack whose broker the run uses and kills (the test stack's unless given)."""
+    stack whose broker the run uses and kills (the test stack's unless given); ``sink``: ``stream.sink``."""
     mysql_kwargs = _root_kwargs()
     broker = broker or EmbeddedStack()
     rng = random.Random(seed)
@@ -154,7 +158,7 @@ def torture(
     workload = Workload(mysql_kwargs, seed, db)
     workload.create(owners=owners)
     workdir = tempfile.mkdtemp(prefix="seam-torture-")
-    path = _pipeline_file(workdir, db, f"127.0.0.1:{broker.port('kafka')}")
+    path = _pipeline_file(workdir, db, f"127.0.0.1:{broker.port('kafka')}", sink)
     pipeline = load_pipeline(path)
     report: dict = {
         "seed": seed,
@@ -164,11 +168,12 @@ def torture(
         "kills": {"reader": 0, "sink": 0, "broker": 0},
         "loads": [],
         "snapshot": os.environ.get("SEAM_SNAPSHOT", "auto"),
+        "sink": pipeline.stream.sink,
     }
     began = time.monotonic()
     say(
         f"torture seed {seed}: workload from before the first load until {duration:.0f} s after it, then a "
-        f"{big_rows:,}-row transaction; pipeline {path}"
+        f"{big_rows:,}-row transaction; {pipeline.stream.sink} sink; pipeline {path}"
     )
     _seam(path, "stream", "start", timeout=180)  # before the first load: it waits for the tables
     failure: list[BaseException] = []
@@ -271,10 +276,17 @@ def main(argv: list[str] | None = None) -> int:
         "--duration", type=float, default=120, help="seconds of workload after the first load (default 120)"
     )
     parser.add_argument("--big-rows", type=int, default=100_000, help="rows of the one big transaction")
+    parser.add_argument("--sink", choices=STREAM_SINKS, help="stream.sink (default: the pipeline's)")
     args = parser.parse_args(argv)
     try:
         with stack_services():
-            torture(args.seed, args.duration, args.big_rows, say=lambda m: print(f"[torture] {m}", flush=True))
+            torture(
+                args.seed,
+                args.duration,
+                args.big_rows,
+                say=lambda m: print(f"[torture] {m}", flush=True),
+                sink=args.sink,
+            )
     except TortureFailed as exc:
         print(f"torture FAILED (seed {args.seed}): {exc}", file=sys.stderr)
         return 1

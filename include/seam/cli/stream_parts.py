@@ -1,5 +1,6 @@
-"""The stream's parts as processes: the change reader, the Structured Streaming sink (a spark-submit kept
-running, restarted with back-off, its heartbeats in the target) and both in one foreground process.
+"""The stream's parts as processes: the change reader, the streaming sink (`seam sink`, or a spark-submit with
+``stream.sink: spark``, kept running, restarted with back-off, its heartbeats in the target) and both in one
+foreground process.
 
 Delivery guarantee: that of ``seam.source.streaming`` and ``seam.apply.sink`` (exactly once); a part that
 loses its lock to another process exits 2 and applies nothing more."""
@@ -55,8 +56,8 @@ def exit_status(owner) -> int:
 
 
 def run_sink(pipeline, table_args: list[str]) -> int:
-    """The Structured Streaming sink (spark-submit; or, with ``stream.sink: direct``, `seam sink`: the same
-    apply code fed by a plain Kafka consumer), restarted if it fails, until SIGTERM. Its heartbeat, restarts
+    """The streaming sink (`seam sink`: the apply code fed by a plain Kafka consumer; or, with ``stream.sink:
+    spark``, the same code in a Structured Streaming query's spark-submit), restarted if it fails, until SIGTERM. Its heartbeat, restarts
     and last error go to the target (``seam.state``), where `seam stream status` reads them."""
     log_to_stderr()
     stopping: list[bool] = []

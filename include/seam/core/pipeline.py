@@ -119,9 +119,10 @@ class StreamConfig:
     # of one source transaction, in the change reader and in the sink; the rest spills to a temporary file
     # (reader) or to a temporary table in the target (sink)
     max_transaction_memory: int = 64 * 1024 * 1024
-    # the detached sink: a Structured Streaming query (spark-submit), or the same apply code fed by a plain
-    # Kafka consumer in one Python process (lower latency, no Spark application to hold)
-    sink: str = "spark"
+    # the detached sink: the apply code fed by a plain Kafka consumer in one Python process (``direct``), or a
+    # Structured Streaming query (``spark``, spark-submit) around the same code; direct by default: its work is
+    # the driver's either way, and Spark's micro-batch only adds latency and memory (benchmarks/README.md)
+    sink: str = "direct"
 
 
 @dataclass(frozen=True)
