@@ -39,7 +39,7 @@ class SeamHook(BaseHook):
 
     def job_env(self) -> dict[str, str]:
         """Environment variables a Seam job reads its endpoints and credentials from, and the Spark master of
-        the ``seam_spark`` connection for the jobs Seam starts itself (the streaming sink): changing only that
+        the ``seam_spark`` connection for the jobs Seam starts itself (a ``stream.sink: spark`` sink): changing only that
         connection moves every Spark job (``seam.spark.spark_master``)."""
         env = job_env_from(
             self.get_connection(self.mysql_conn_id),
