@@ -51,7 +51,7 @@ def _parts_not_running(conn, pipeline: Pipeline) -> list[str]:
             continue
         if state["state"] == "starting":
             direct = part == "sink" and pipeline.stream.sink == "direct"
-            out.append("sink starting (no micro-batch yet)" if direct else _STARTING[part])
+            out.append("sink starting (nothing applied yet)" if direct else _STARTING[part])
         elif state["state"] in ("restarting", "down"):
             error = f": {state['last_error']}" if state["last_error"] else ""
             out.append(f"{part} {state['state'].upper()}{error}")

@@ -153,9 +153,10 @@ def _stream_status(pipeline, tables, procs: Processes) -> int:
             print(f"  {name:7} never started (`seam stream start`)")
             continue
         states.append(p["state"])
+        applies = "micro-batches" if pipeline.stream.sink == "spark" else "transactions applied"
         what = {
-            "running": f"{p['batches']:,} {'polls' if name == 'reader' else 'micro-batches'}",
-            "starting": "no micro-batch yet" if name == "sink" else "connecting",
+            "running": f"{p['batches']:,} {'polls' if name == 'reader' else applies}",
+            "starting": "nothing applied yet" if name == "sink" else "connecting",
             "restarting": f"{p['restarts']} restart(s), last error: {p['last_error']}",
             "stopped": "stopped cleanly",
             "down": f"no heartbeat for {p['beat_age']:.0f}s",
