@@ -31,6 +31,8 @@ class Position:
         return (int(self.file.rsplit(".", 1)[-1]), self.pos, self.row)
 
     def __lt__(self, other: Position) -> bool:  # by binlog file number, not by name
+        if self.file == other.file:  # the common case, read per change: no tuples built
+            return (self.pos, self.row) < (other.pos, other.row)
         return self.sort_key < other.sort_key
 
     @classmethod
@@ -40,6 +42,8 @@ class Position:
 
     def after(self, other: Position) -> bool:
         """True if this event position is not covered by ``other`` (compares events, not rows)."""
+        if self.file == other.file:  # the common case, asked per change
+            return self.pos > other.pos
         return self.sort_key[:2] > other.sort_key[:2]
 
     def __str__(self) -> str:

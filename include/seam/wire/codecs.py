@@ -202,7 +202,9 @@ class Decimal_(Codec):
     types = ("decimal",)
 
     def record(self, column, value):
-        return f"{Decimal(str(value)):.{column.numeric_scale or 0}f}"
+        if value.__class__ is not Decimal:  # a driver's text or number; the binlog's are Decimals already
+            value = Decimal(str(value))
+        return f"{value:.{column.numeric_scale or 0}f}"
 
     def snapshot_sql(self, column, x):
         return _quoted(f"CAST({_unpadded(column, x)} AS CHAR)")
