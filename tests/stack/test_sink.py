@@ -237,6 +237,42 @@ def test_a_topic_lost_with_the_broker_is_read_from_its_new_beginning(pipeline, p
     assert [r[0] for r in _table(pipeline)] == [500]
 
 
+def test_a_running_sink_reads_a_topic_recreated_under_it_from_its_beginning(pipeline, private_broker):
+    """A sink that keeps running while the broker loses its topics (a restart) and they are created again: at
+    its old offset it waited until the new log grew past it, then read from the middle of a batch and never
+    saw its BEGIN (the streaming sink under `make torture`). It must notice the new topic id and read from 0."""
+    import threading
+    import time
+
+    pipeline = _sink_pipeline(pipeline, bootstrap=f"127.0.0.1:{private_broker.port('kafka')}")
+    topic = table_topic(pipeline, pipeline.tables[0])
+    ensure_topics(pipeline, [topic])
+    sink = Sink(pipeline)
+    stop = threading.Event()
+    thread = threading.Thread(target=sink.run, kwargs={"should_stop": stop.is_set}, daemon=True)
+    thread.start()
+
+    def committed(batch: str) -> bool:
+        deadline = time.monotonic() + 60
+        while sink.finished.get(batch) != "committed" and time.monotonic() < deadline and thread.is_alive():
+            time.sleep(0.2)
+        return sink.finished.get(batch) == "committed"
+
+    try:
+        before = _complete(pipeline, Publisher(pipeline), range(1, 50))
+        assert committed(before.id)
+        private_broker.stop("kafka")
+        private_broker.up(("kafka",), log=lambda m: None)
+        ensure_topics(pipeline, [topic])
+        after = _complete(pipeline, Publisher(pipeline), range(100, 300))  # its log passes the old offset
+        assert committed(after.id), "the running sink did not read the recreated topic from its beginning"
+    finally:
+        stop.set()
+        thread.join(60)
+        sink.close()
+    assert [r[0] for r in _table(pipeline)] == list(range(100, 300))
+
+
 def test_an_open_batch_read_again_from_its_begin_is_staged_once(sink_pipeline):
     """If the topic is read again from before an open batch (offsets reset), its rows must not be staged twice."""
     pipeline = sink_pipeline

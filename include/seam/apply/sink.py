@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable
 
 import psycopg
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from seam.alerts import alert
 from seam.apply import SinkError
@@ -62,6 +62,11 @@ from seam.wire.records import no_cyclic_gc
 from seam.wire.topics import consumer_config, ensure_topics, table_topic, topic_ids
 
 log = logging.getLogger("seam.sink")
+
+# how often a running sink asks the broker for its topics' ids: a topic recreated under it (a broker that lost
+# its topics on a restart, as the embedded one does; a topic deleted and created again) answers nothing at the
+# old offset until its new log grows past it, then serves the middle of it
+TOPIC_CHECK_S = 5.0
 
 
 def _key(message) -> bytes | None:
@@ -206,14 +211,28 @@ class Sink:
 
         ensure_topics(self.pipeline, list(self.tables))
         self.topic_ids = topic_ids(self.pipeline, list(self.tables))
-        consumer = Consumer({**consumer_config(self.pipeline), "enable.partition.eof": caught_up})
+        config = {**consumer_config(self.pipeline), "enable.partition.eof": caught_up}
+        consumer = Consumer(config)
         at_end: set[str] = set()
         stored = self._stored_offsets()
         consumer.assign([TopicPartition(t, 0, stored.get(t, OFFSET_BEGINNING)) for t in self.tables])
-        last_message = time.monotonic()
+        last_message = checked = time.monotonic()
         ahead = _ReadAhead(consumer)
         try:
             while not should_stop():
+                if time.monotonic() - checked > TOPIC_CHECK_S:
+                    checked = time.monotonic()
+                    if self._recreated():  # what was read of the old topics is void: again from the target
+                        ahead.stop()
+                        consumer.close()  # a new client: the old one's metadata still names the old topic
+                        at_end.clear()
+                        self.changes.drop_run_tables()  # (as after a failed transaction, see _recover)
+                        self.conn.commit()
+                        self._load_state()
+                        stored = self._stored_offsets()
+                        consumer = Consumer(config)
+                        consumer.assign([TopicPartition(t, 0, stored.get(t, OFFSET_BEGINNING)) for t in self.tables])
+                        ahead = _ReadAhead(consumer)
                 if until_batches is not None and until_batches <= self.finished.keys():
                     break
                 if caught_up and len(at_end) == len(self.tables):
@@ -360,6 +379,21 @@ class Sink:
             message.offset(),
         )
         consumer.seek(TopicPartition(topic, 0, OFFSET_BEGINNING))
+
+    def _recreated(self) -> list[str]:
+        """Topics whose id on the broker is not the one the sink reads (they were recreated); the new ids are
+        taken. None found when the broker does not answer or lacks one of them (it is asked again later)."""
+        try:
+            now = topic_ids(self.pipeline, list(self.tables), timeout=5)
+        except KafkaException:
+            return []
+        changed = [t for t, topic_id in now.items() if topic_id != self.topic_ids.get(t)]
+        for topic in changed:
+            log.warning(
+                "topic %s was recreated on the broker (id %s): reading it again from its beginning", topic, now[topic]
+            )
+        self.topic_ids.update(now)
+        return changed
 
     def _stored_offsets(self) -> dict[str, int]:
         """Where to resume each topic: the stored offset, or the beginning of a topic that was recreated.
