@@ -273,6 +273,24 @@ def test_a_running_sink_reads_a_topic_recreated_under_it_from_its_beginning(pipe
     assert [r[0] for r in _table(pipeline)] == list(range(100, 300))
 
 
+def test_a_transaction_left_failed_is_recovered_from(sink_pipeline):
+    """A cancel that lands on a COMMIT (the cancel storm of `make faults`: on the sink's heartbeat) leaves the
+    session in a failed transaction, where the recovery's own statements failed and the sink exited. The
+    recovery must end that transaction first, then apply as before."""
+    pipeline = sink_pipeline
+    ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
+    sink = Sink(pipeline)
+    try:
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            sink.conn.execute("SELECT 1 / 0")
+        sink._recover(psycopg.errors.QueryCanceled("canceling statement due to user request"))
+        batch = _complete(pipeline, Publisher(pipeline), range(1, 6))
+        assert sink.run(until_batches={batch.id}, idle_exit=5) == {batch.id: "committed"}
+    finally:
+        sink.close()
+    assert [r[0] for r in _table(pipeline)] == list(range(1, 6))
+
+
 def test_an_open_batch_read_again_from_its_begin_is_staged_once(sink_pipeline):
     """If the topic is read again from before an open batch (offsets reset), its rows must not be staged twice."""
     pipeline = sink_pipeline

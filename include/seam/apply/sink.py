@@ -181,7 +181,8 @@ class Sink:
                 if connection_lost(self.conn):
                     self.conn.close()
                     self.conn = self._connect()
-                else:
+                else:  # a failed transaction (a commit cancelled too) ignores every command until its end
+                    self.conn.rollback()
                     self.changes.drop_run_tables()  # the session would keep them
                     self.conn.commit()
                 self._load_state()
