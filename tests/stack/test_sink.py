@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from seam.apply.batch import Stager
-from seam.apply.sink import Sink
+from seam.apply.sink import TOPIC_CHECK_S, Sink
 from seam.config import parse_pipeline
 from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
@@ -262,6 +262,8 @@ def test_a_running_sink_reads_a_topic_recreated_under_it_from_its_beginning(pipe
         before = _complete(pipeline, Publisher(pipeline), range(1, 50))
         assert committed(before.id)
         private_broker.stop("kafka")
+        time.sleep(TOPIC_CHECK_S + 6)  # the sink asks for the topics while the broker is down: it goes on
+        assert thread.is_alive(), "the sink stopped while the broker was down"
         private_broker.up(("kafka",), log=lambda m: None)
         ensure_topics(pipeline, [topic])
         after = _complete(pipeline, Publisher(pipeline), range(100, 300))  # its log passes the old offset

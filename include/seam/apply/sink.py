@@ -386,7 +386,7 @@ class Sink:
         taken. None found when the broker does not answer or lacks one of them (it is asked again later)."""
         try:
             now = topic_ids(self.pipeline, list(self.tables), timeout=5)
-        except KafkaException:
+        except (KafkaException, TimeoutError):  # the broker is down or restarting
             return []
         changed = [t for t, topic_id in now.items() if topic_id != self.topic_ids.get(t)]
         for topic in changed:
