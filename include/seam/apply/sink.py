@@ -215,10 +215,8 @@ class Sink:
         config = {**consumer_config(self.pipeline), "enable.partition.eof": caught_up}
         consumer = Consumer(config)
         at_end: set[str] = set()
-        stored = self._stored_offsets()
-        consumer.assign([TopicPartition(t, 0, stored.get(t, OFFSET_BEGINNING)) for t in self.tables])
         last_message = checked = time.monotonic()
-        ahead = _ReadAhead(consumer)
+        ahead = self._read_from_target(consumer)
         try:
             while not should_stop():
                 if time.monotonic() - checked > TOPIC_CHECK_S:
@@ -227,22 +225,11 @@ class Sink:
                         ahead.stop()
                         consumer.close()  # a new client: the old one's metadata still names the old topic
                         at_end.clear()
-                        self.changes.drop_run_tables()  # (as after a failed transaction, see _recover)
-                        self.conn.commit()
-                        self._load_state()
-                        stored = self._stored_offsets()
+                        self._forget_what_was_read()
                         consumer = Consumer(config)
-                        consumer.assign([TopicPartition(t, 0, stored.get(t, OFFSET_BEGINNING)) for t in self.tables])
-                        ahead = _ReadAhead(consumer)
-                if until_batches is not None and until_batches <= self.finished.keys():
+                        ahead = self._read_from_target(consumer)
+                if self._finished(until_batches, caught_up and len(at_end) == len(self.tables), deadline):
                     break
-                if caught_up and len(at_end) == len(self.tables):
-                    if any(s.waiting for s in self.changes.streams.values()):  # as an idle sink would, once
-                        with self.txn():
-                            self.changes.release_waiting()
-                    break  # every topic's messages up to its end are applied (with the lists before)
-                if deadline is not None and time.time() > deadline:
-                    raise SinkError(f"timed out waiting for batch(es) {', '.join(sorted(until_batches or ()))}")
                 messages = ahead.next()
                 good = []
                 for m in messages:
@@ -281,13 +268,37 @@ class Sink:
                     ahead.stop()  # what it read is void: read again from the stored offsets
                     at_end.clear()
                     self._recover(exc)
-                    stored = self._stored_offsets()
-                    consumer.assign([TopicPartition(t, 0, stored.get(t, OFFSET_BEGINNING)) for t in self.tables])
-                    ahead = _ReadAhead(consumer)
+                    ahead = self._read_from_target(consumer)
         finally:
             ahead.stop()
             consumer.close()
         return dict(self.finished)
+
+    def _finished(self, until_batches: set[str] | None, every_topic_at_end: bool, deadline: float | None) -> bool:
+        """Whether ``run`` is done: the batches it waits for are final, or every topic is applied to its end."""
+        if until_batches is not None and until_batches <= self.finished.keys():
+            return True
+        if every_topic_at_end:
+            if any(s.waiting for s in self.changes.streams.values()):  # as an idle sink would, once
+                with self.txn():
+                    self.changes.release_waiting()
+            return True  # every topic's messages up to its end are applied (with the lists before)
+        if deadline is not None and time.time() > deadline:
+            raise SinkError(f"timed out waiting for batch(es) {', '.join(sorted(until_batches or ()))}")
+        return False
+
+    def _read_from_target(self, consumer) -> _ReadAhead:
+        """Every topic assigned at the offset stored with the data (a recreated one at its beginning), read
+        ahead."""
+        stored = self._stored_offsets()
+        consumer.assign([TopicPartition(t, 0, stored.get(t, OFFSET_BEGINNING)) for t in self.tables])
+        return _ReadAhead(consumer)
+
+    def _forget_what_was_read(self) -> None:
+        """What the sink holds in memory and in its session's tables, dropped: it reads again from the target."""
+        self.changes.drop_run_tables()  # (as after a failed transaction, see _recover)
+        self.conn.commit()
+        self._load_state()
 
     def close(self) -> None:
         self.stager.close()
