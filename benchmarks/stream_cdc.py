@@ -1,6 +1,6 @@
 """The stream case of ``benchmarks/harness.py``: binlog CDC through the whole chain (binlog -> change reader ->
-Kafka -> sink -> PostgreSQL; ``stream.sink`` as given: direct by default, or spark), next to the decoders' rates on the same binlog, and
-commit-to-visible latency under steady write rates.
+Kafka -> sink -> PostgreSQL; ``stream.sink`` as given: direct by default, or spark), next to the decoders'
+rates on the same binlog, and commit-to-visible latency under steady write rates.
 
 1. ``bench_stream.events`` (keyed, 20k rows) and ``bench_stream.ticks`` are created and fully loaded.
 2. Backlog: with the change reader stopped (the sink running and warm), row changes are written in

@@ -181,11 +181,10 @@ class Sink:
                 if connection_lost(self.conn):
                     self.conn.close()
                     self.conn = self._connect()
+                    self._load_state()
                 else:  # a failed transaction (a commit cancelled too) ignores every command until its end
                     self.conn.rollback()
-                    self.changes.drop_run_tables()  # the session would keep them
-                    self.conn.commit()
-                self._load_state()
+                    self._forget_what_was_read()
                 return
             except psycopg.Error as again:
                 if not transient(again):
@@ -296,7 +295,7 @@ class Sink:
 
     def _forget_what_was_read(self) -> None:
         """What the sink holds in memory and in its session's tables, dropped: it reads again from the target."""
-        self.changes.drop_run_tables()  # (as after a failed transaction, see _recover)
+        self.changes.drop_run_tables()  # the session would keep them
         self.conn.commit()
         self._load_state()
 
