@@ -145,13 +145,17 @@ class Run:
         return dict(rows)
 
     def restarts(self) -> int:
+        return sum(n for n, _ in self.part_restarts().values())
+
+    def part_restarts(self) -> dict[str, tuple[int, str]]:
+        """The reader's and the sink's restarts since the stream started, with the last error of each."""
         with self.target() as conn:
-            row = conn.execute(
-                "SELECT coalesce(sum(restarts), 0) FROM seam.stream_parts WHERE pipeline = %s "
+            rows = conn.execute(
+                "SELECT part, restarts, coalesce(last_error, '') FROM seam.stream_parts WHERE pipeline = %s "
                 "AND part IN ('reader', 'sink')",
                 (self.pipeline.name,),
-            ).fetchone()
-        return int(row[0])
+            ).fetchall()
+        return {part: (int(n), error) for part, n, error in rows}
 
     def sink_backends(self, waiting: bool = False) -> list[int]:
         """The target sessions of this run's Seam parts (``waiting``: those waiting on a lock)."""
@@ -248,7 +252,7 @@ class Run:
 
     def fault(self, name: str, must_stop: set[str], inject: Callable[[Run], str | None]) -> Outcome:
         """Inject under the writer; take the way out for what stopped; drain; compare."""
-        began, restarts = time.monotonic(), self.restarts()
+        began, before = time.monotonic(), self.part_restarts()
         outcome = Outcome(name, must_stop)
         self.say(f"fault: {name}")
         self.writing.set()
@@ -271,7 +275,12 @@ class Run:
         outcome.equal, why = self.equal()
         if why:
             outcome.note = (outcome.note + " " + why).strip()
-        outcome.restarts = self.restarts() - restarts
+        after = self.part_restarts()
+        restarted = {p: after[p][0] - before.get(p, (0, ""))[0] for p in after}
+        outcome.restarts = sum(restarted.values())
+        for part, n in sorted(restarted.items()):
+            if n:  # which part restarted, and why, so a failure here can be read without a re-run
+                outcome.note += f"; {part} restarted {n}x, last error: {after[part][1][:300]}"
         outcome.seconds = time.monotonic() - began
         self.say(
             f"  {'ok' if outcome.passed else 'FAILED'}: stopped {sorted(outcome.stopped) or 'none'} "

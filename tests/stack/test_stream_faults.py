@@ -378,6 +378,29 @@ def test_transient_target_errors_are_retried_and_stop_no_table(reseeded, tmp_pat
         assert sink.retrier.count >= 3, (sink.retrier.count, sink.retrier.last)  # 2 cancels, 1 lost connection
 
 
+def test_a_cancelled_poll_of_the_target_is_polled_again_not_a_resume(seeded_db, tmp_path_factory, caplog):
+    """The reader's poll of the applied positions is cancelled (a DBA's pg_cancel_backend, or here its
+    statement_timeout while a session locks seam.positions): the reader polls again at its next turn rather
+    than abandoning its pass (a resume re-reads the binlog from the target's positions: `make faults`'
+    cancel storm counted one per cancel that hit it)."""
+    from seam.source.streaming import ChangeReader
+
+    pipeline = load_pipeline(_pipeline_file(tmp_path_factory, "cancelled_poll"))
+    reader = ChangeReader(pipeline)
+    schema = pipeline.target.state_schema
+    try:
+        with psycopg.connect(**pipeline.target.conninfo()) as locker, caplog.at_level("INFO", "seam.streaming"):
+            locker.execute(f'LOCK TABLE "{schema}".positions IN ACCESS EXCLUSIVE MODE')
+            reader._target.execute("SET statement_timeout = '300ms'")
+            reader._poll(None, {})  # cancelled: must return, not raise
+            locker.rollback()
+        assert "a poll of the target's positions was cancelled; polling again" in caplog.text
+        reader._target.execute("SET statement_timeout = 0")
+        reader._poll(None, {})  # and the next poll reads
+    finally:
+        reader.close()
+
+
 class _Outage:
     """A TCP proxy in front of the target that can go down (its sessions cut, new ones refused), as a
     restarting PostgreSQL is to its clients, without touching the server the other tests use."""

@@ -62,6 +62,7 @@ import logging
 import time
 from collections.abc import Callable
 
+import psycopg
 import pymysql
 
 from seam.core.pipeline import Pipeline, TableConfig
@@ -152,8 +153,14 @@ class ChangeReader:
     def _poll(self, here: Position | None, ids: dict[str, str]) -> None:
         """Update what the sink has applied; raise Rewind when the binlog must be read again."""
         self._part(part_beat, batches=1)
-        states = target_states(self._target, self.pipeline.target.state_schema)
-        now = scalar(self._target, "SELECT now()")
+        try:
+            states = target_states(self._target, self.pipeline.target.state_schema)
+            now = scalar(self._target, "SELECT now()")
+        except psycopg.errors.QueryCanceled:
+            # a DBA's cancel (or statement_timeout) of a read on an autocommit session: the next poll reads
+            # again, nothing here needs a resume of the pass
+            log.info("a poll of the target's positions was cancelled; polling again")
+            return
         for key, f in list(self.followed.items()):
             st = states.get(key)
             if st is None:
