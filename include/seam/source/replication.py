@@ -87,7 +87,7 @@ class Server:
 
 
 def parsed(
-    data: bytes, allowed: frozenset, server: Server, mysql_version: tuple, post_header_lengths: list | None
+    data: bytes, allowed: frozenset, server: Server, mysql_version: tuple, post_header_lengths: tuple | None
 ) -> BinLogPacketWrapper:
     """An event packet parsed by python-mysql-replication: ``.event`` is None unless its class is ``allowed``."""
     return BinLogPacketWrapper(
@@ -136,7 +136,7 @@ class Stream:
         self._connection: pymysql.Connection | None = None
         self._server = Server("utf8mb4", "mysql", False, False)
         self.mysql_version: tuple = (0, 0, 0)
-        self._post_header_lengths: list | None = None
+        self._post_header_lengths: tuple | None = None
         self._maps: dict[bytes, Decoder | None] = {}  # a table map's bytes after its id -> its decoder
         self._decoders: dict[int, Decoder] = {}  # table id -> decoder, for the maps read in this stream
 

@@ -41,14 +41,14 @@ bound (``kafka.max_unapplied_events`` / ``_bytes``) it slows down; at the
 bound it stops reading the binlog until the sink has caught up to half the
 bound. One reader serves all its tables, so a stalled table pauses them all.
 
-DDL. ``ALTER TABLE ... ADD COLUMN`` on a followed table publishes a SCHEMA
-message (the sink adds the column) and the stream goes on. Any other DDL
-that changes a followed table's rows or shape (DROP, MODIFY, CHANGE,
-RENAME, TRUNCATE, CREATE OR REPLACE), a change to it logged as a statement
-rather than as rows, rows that cannot be decoded with its columns, and an
-XA commit whose prepared rows were purged publish STOP: that table's stream
-stops with an error naming the cause and the remedy (a new full load);
-other tables go on. Index and table-option changes are ignored.
+DDL (``seam.source.stream_ddl``). DDL the target can follow on a followed table (TRUNCATE, widening
+MODIFY/CHANGE, ADD/DROP/RENAME COLUMN, defaults, an online schema change's cut-over) publishes a SCHEMA
+message that the sink applies at its position, and the stream goes on. Any other DDL that changes a
+followed table's rows or shape (a narrowing or retyping MODIFY, DROP or RENAME of the table, DROP DATABASE,
+CREATE OR REPLACE), a change to it logged as a statement rather than as rows, rows that cannot be decoded
+with its columns, and an XA commit whose prepared rows were purged publish STOP: that table's stream stops
+with an error naming the cause and the remedy; other tables go on. Index and table-option changes are
+ignored.
 
 Delivery guarantee: at-least-once into Kafka, whole source transactions in
 binlog order per table (one partition per table topic, one producer);
