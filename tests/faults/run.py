@@ -144,9 +144,6 @@ class Run:
             ).fetchall()
         return dict(rows)
 
-    def restarts(self) -> int:
-        return sum(n for n, _ in self.part_restarts().values())
-
     def part_restarts(self) -> dict[str, tuple[int, str]]:
         """The reader's and the sink's restarts since the stream started, with the last error of each."""
         with self.target() as conn:

@@ -6,16 +6,20 @@ leaves nothing behind."""
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import asdict, replace
 
 import psycopg
 import pytest
+import yaml
 
 from seam.apply.batch import Stager
 from seam.apply.sink import TOPIC_CHECK_S, Sink
 from seam.config import parse_pipeline
 from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
+from seam.state import ledger
 from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally, new_batch_id
 from seam.wire.records import Record
 from seam.wire.topics import Publisher, ensure_topics, table_topic
@@ -39,8 +43,6 @@ POSITION = Position.through("mysql-bin.000001", 4000)
 def _sink_pipeline(pipeline, bootstrap: str | None = None):
     """The stack's pipeline with one table and a fresh topic prefix, so every test starts from an empty topic
     (on ``bootstrap``'s broker when given)."""
-    import yaml
-
     doc = yaml.safe_load(open(pipeline.path))
     doc["kafka"]["topic_prefix"] = f"sinktest{new_batch_id().replace('-', '')}"
     if bootstrap:
@@ -241,9 +243,6 @@ def test_a_running_sink_reads_a_topic_recreated_under_it_from_its_beginning(pipe
     """A sink that keeps running while the broker loses its topics (a restart) and they are created again: at
     its old offset it waited until the new log grew past it, then read from the middle of a batch and never
     saw its BEGIN (the streaming sink under `make torture`). It must notice the new topic id and read from 0."""
-    import threading
-    import time
-
     pipeline = _sink_pipeline(pipeline, bootstrap=f"127.0.0.1:{private_broker.port('kafka')}")
     topic = table_topic(pipeline, pipeline.tables[0])
     ensure_topics(pipeline, [topic])
@@ -312,8 +311,6 @@ def test_an_open_batch_read_again_from_its_begin_is_staged_once(sink_pipeline):
 def test_structured_streaming_sink_applies_batches_and_resumes_from_the_target(sink_pipeline):
     """The Spark Structured Streaming sink (Python Data Source Kafka reader + foreachBatch) commits batches
     as they arrive; restarted with a fresh checkpoint it resumes from the offsets stored in the target."""
-    import time
-
     from seam.apply.stream_sink import start_stream_sink
     from seam.spark import spark_session
 
@@ -366,8 +363,6 @@ def test_a_batch_whose_load_is_gone_is_abandoned_and_leaves_nothing(sink_pipelin
     """A load killed as a whole process tree between BEGIN and END (no cleanup ran): after load.abandon_after
     without its rows the sink abandons the batch: its staging tables are dropped, the ledger says why, the
     table keeps its committed data, and a new batch of the table commits."""
-    from seam.state import ledger
-
     pipeline = replace(sink_pipeline, load=replace(sink_pipeline.load, abandon_after=2.0))
     topic = table_topic(pipeline, pipeline.tables[0])
     ensure_topics(pipeline, [topic])

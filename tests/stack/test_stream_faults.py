@@ -18,12 +18,21 @@ import time
 import psycopg
 import pytest
 import yaml
+from confluent_kafka import Producer
 
+from seam.apply import SinkError
+from seam.apply.sink import Sink
 from seam.config import load_pipeline
+from seam.core.position import Position
+from seam.source.streaming import ChangeReader
 from seam.state.connection import sink_session_name
+from seam.state.owners import Owner
+from seam.wire.boundary import CONTROL_HEADER, Heartbeat
+from seam.wire.topics import table_topic
 from seam_dev import demo
 from tests.support.commands import run_command
 from tests.support.compare import diff, source_rows, target_rows
+from tests.support.pipelines import stream_once
 
 DB = "faults_test"
 TABLES = ["accounts", "payments", "audit_log"]
@@ -91,9 +100,6 @@ def reseeded(stack):
 def test_back_pressure_bounds_what_a_stopped_sink_leaves(seeded_db, tmp_path_factory):
     """With the sink stopped, the reader publishes at most the bound (plus one transaction) and pauses;
     restarted, the sink applies everything and the target converges."""
-    from seam.apply.sink import Sink
-    from seam.source.streaming import ChangeReader
-
     bound = 300
     path = _pipeline_file(tmp_path_factory, "pressure", {"max_unapplied_events": bound})
     pipeline = load_pipeline(path)
@@ -308,9 +314,6 @@ def _streaming(pipeline):
 def _running(pipeline, sink_pipeline):
     """``_streaming`` with the sink reaching the target as ``sink_pipeline`` says; yields the sink and the
     (reader, sink) threads."""
-    from seam.apply.sink import Sink
-    from seam.source.streaming import ChangeReader
-
     reader, sink = ChangeReader(pipeline), Sink(sink_pipeline)
     stop = threading.Event()
     threads = [
@@ -383,8 +386,6 @@ def test_a_cancelled_poll_of_the_target_is_polled_again_not_a_resume(seeded_db, 
     statement_timeout while a session locks seam.positions): the reader polls again at its next turn rather
     than abandoning its pass (a resume re-reads the binlog from the target's positions: `make faults`'
     cancel storm counted one per cancel that hit it)."""
-    from seam.source.streaming import ChangeReader
-
     pipeline = load_pipeline(_pipeline_file(tmp_path_factory, "cancelled_poll"))
     reader = ChangeReader(pipeline)
     schema = pipeline.target.state_schema
@@ -478,12 +479,6 @@ def test_messages_that_are_not_seams_are_quarantined_and_stop_only_their_table(r
     """A plain Kafka client writes garbage on payments' topic and a BEGIN naming payments on accounts' topic,
     under a running stream and writer. Those two tables stop, each naming its message and the way out; the
     third is applied throughout; `seam quarantine skip` lets both go on, and every table equals the source."""
-    from confluent_kafka import Producer
-
-    from seam.core.position import Position
-    from seam.wire.boundary import CONTROL_HEADER, Heartbeat
-    from seam.wire.topics import table_topic
-
     path, pipeline = _loaded(tmp_path_factory, f"quarantine{os.getpid()}")  # topics of its own: no earlier garbage
     with _streaming(pipeline):
         topic = {t.table: table_topic(pipeline, t) for t in pipeline.tables}
@@ -537,8 +532,6 @@ def test_a_partial_row_image_stops_its_table_naming_the_setting(reseeded, tmp_pa
     """An UPDATE logged with binlog_row_image MINIMAL or NOBLOB (a session's setting) lacks the values of
     columns it did not log: the table stops naming binlog_row_image, never a NULL in their place; a table
     written with FULL meanwhile goes on."""
-    from tests.support.pipelines import stream_once
-
     path, pipeline = _loaded(tmp_path_factory, f"image{image.lower()}")
     admin = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     admin.autocommit(True)
@@ -574,8 +567,6 @@ def test_large_values_load_and_stream_and_one_over_the_limit_stops_only_its_tabl
     """A 5 MiB LONGBLOB and a 1 MiB JSON document go through the full load and the stream (messages, topics
     and consumers are sized by kafka.max_value_bytes, 64 MiB by default). With the limit at 1 MiB, a change
     too large for it stops its table naming the setting, and the other tables go on."""
-    from tests.support.pipelines import stream_once
-
     admin = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     admin.autocommit(True)
     big = os.urandom(5 * 2**20)
@@ -625,12 +616,6 @@ def test_one_reader_and_one_sink_per_pipeline_a_second_refuses_naming_the_holder
     """A second change reader of a pipeline refuses with one line naming the first (host, pid, since); so does
     a second sink on its topics. A reader whose lock's session was lost (a PostgreSQL restart) while another
     took the lock stops, naming the new holder."""
-    import socket
-
-    from seam.apply import SinkError
-    from seam.apply.sink import Sink
-    from seam.state.owners import Owner
-
     path = _pipeline_file(tmp_path_factory, "owners")
     pipeline = load_pipeline(path)
     first = Owner(pipeline, "change reader")
@@ -674,8 +659,6 @@ def test_rows_without_column_names_stop_their_table_naming_binlog_row_metadata(r
     """A DBA sets binlog_row_metadata = MINIMAL after the load: the binlog's rows carry no column names, and
     matching them to today's columns by position could be wrong. Each table written meanwhile stops naming the
     setting; none is applied with guessed names."""
-    from tests.support.pipelines import stream_once
-
     _, pipeline = _loaded(tmp_path_factory, "metadata")
     admin = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     admin.autocommit(True)
