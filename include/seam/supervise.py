@@ -272,6 +272,11 @@ def _measure(pipeline: Pipeline, tables: list[TableConfig], health: Health) -> N
         s = health.parts.get(part)
         if s is None or s["state"] in ("down", "stopped"):
             health.problems.append(f"{part} is {'not started' if s is None else s['state']}")
+        elif s["failing"]:  # not a one-off (a broker restart): the same part fails again and again
+            health.problems.append(
+                f"{part} keeps failing ({s['streak']} failures in a row, retried with back-off), last error: "
+                f"{s['last_error']}; its log has the whole error"
+            )
     if not tables:
         return
     _, health.lags = stream_lag(pipeline, tables, sample_s=1.0)

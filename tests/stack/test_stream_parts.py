@@ -14,6 +14,7 @@ from seam.source.snapshot import source_head
 from seam.state.parts import part_beat, part_failed, part_started, part_states, part_stopped
 from seam.state.positions import store_loaded_position
 from seam.state.schema import ensure_state
+from seam.supervise import supervise
 from seam_dev import demo
 from tests.support.commands import run_command
 from tests.support.pipelines import pipeline_file
@@ -81,3 +82,59 @@ def test_part_states_follow_heartbeats_failures_and_stops(stack, tmp_path_factor
         assert stopped.returncode == 1 and "stream: STOPPED" in stopped.stdout, stopped.stdout
         part_started(conn, schema, pipeline.name, "sink", fresh=True)  # `seam stream start`: counts reset
         assert part_states(conn, schema, pipeline.name)["sink"]["restarts"] == 0
+
+
+def test_a_part_failing_again_and_again_is_named_with_its_cause_a_one_off_is_not(stack, tmp_path_factory):
+    """A reader that fails the same way on every pass (a bug, a grant taken away) is retried with back-off for
+    ever; the supervisor (``seam_stream``, which alerts) says so with the error, after 3 failures in a row.
+    Failures minutes apart (a broker restart now and then) are not a streak."""
+    path = pipeline_file(
+        tmp_path_factory, "failing", [{"name": "parts_test.t", "key": ["id"]}], pipeline_name="parts_failing"
+    )
+    pipeline = load_pipeline(path)
+    schema = pipeline.target.state_schema
+    source = demo.connect(os.environ["SEAM_MYSQL_URL"])
+    try:
+        with source.cursor() as cur:
+            cur.execute("CREATE DATABASE IF NOT EXISTS parts_test")
+            cur.execute("CREATE TABLE IF NOT EXISTS parts_test.t (id INT PRIMARY KEY)")
+        head = source_head(source)
+    finally:
+        source.close()
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        ensure_state(conn, schema)
+        store_loaded_position(conn, schema, "parts_test", "t", "parts-failing", head, None, None, None)
+        conn.execute(f"DELETE FROM {schema}.stream_parts WHERE pipeline = %s", (pipeline.name,))
+        for part in ("reader", "sink"):  # as if they ran on another host: the supervisor leaves them be
+            part_started(conn, schema, pipeline.name, part, fresh=True)
+            part_beat(conn, schema, pipeline.name, part, batches=1)
+        conn.execute(f"UPDATE {schema}.stream_parts SET host = 'worker-2' WHERE pipeline = %s", (pipeline.name,))
+        error = "ProgrammingError: (1227, 'Access denied; you need the REPLICATION SLAVE privilege')"
+        part_failed(conn, schema, pipeline.name, "reader", error)
+        conn.execute(  # the previous failure was long ago: a one-off, then another one-off
+            f"UPDATE {schema}.stream_parts SET failed_at = now() - interval '1 hour' WHERE pipeline = %s",
+            (pipeline.name,),
+        )
+        part_failed(conn, schema, pipeline.name, "reader", error)
+        once = part_states(conn, schema, pipeline.name)["reader"]
+        assert (once["state"], once["restarts"], once["streak"], once["failing"]) == ("restarting", 2, 1, False)
+        health = supervise(pipeline, action="ensure", say=lambda line: None)
+        assert not any("keeps failing" in p for p in health.problems), health.problems
+        part_failed(conn, schema, pipeline.name, "reader", error)
+        part_failed(conn, schema, pipeline.name, "reader", error)
+        looping = part_states(conn, schema, pipeline.name)["reader"]
+        assert (looping["streak"], looping["failing"]) == (3, True)
+        health = supervise(pipeline, action="ensure", say=lambda line: None)
+        assert f"reader keeps failing (3 failures in a row, retried with back-off), last error: {error}" in "; ".join(
+            health.problems
+        ), health.problems
+        assert not health.healthy and health.actions == []  # reported, not started a second time
+        status = run_command(
+            [sys.executable, "-m", "seam.cli", "--pipeline", path, "stream", "status"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert status.returncode == 1 and "4 restart(s), failing 3 times in a row, last error: Prog" in status.stdout
+        part_started(conn, schema, pipeline.name, "reader", fresh=True)
+        assert part_states(conn, schema, pipeline.name)["reader"]["streak"] == 0

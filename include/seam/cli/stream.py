@@ -157,7 +157,9 @@ def _stream_status(pipeline, tables, procs: Processes) -> int:
         what = {
             "running": f"{p['batches']:,} {'polls' if name == 'reader' else applies}",
             "starting": "nothing applied yet" if name == "sink" else "connecting",
-            "restarting": f"{p['restarts']} restart(s), last error: {p['last_error']}",
+            "restarting": f"{p['restarts']} restart(s)"
+            + (f", failing {p['streak']} times in a row" if p["failing"] else "")
+            + f", last error: {p['last_error']}",
             "stopped": "stopped cleanly",
             "down": f"no heartbeat for {p['beat_age']:.0f}s",
         }[p["state"]]

@@ -27,7 +27,7 @@ from seam.load_run import job_env, spark_submit_command
 from seam.source.streaming import ChangeReader
 from seam.state.connection import connect_state
 from seam.state.owners import Owner
-from seam.state.parts import part_beat, part_failed, part_started, part_stopped
+from seam.state.parts import part_beat, part_failed, part_started, part_stopped, retry_delay, wait_unless
 
 
 def log_to_stderr() -> None:
@@ -73,7 +73,7 @@ def run_sink(pipeline, table_args: list[str]) -> int:
             pipeline, "stream_sink", ["--pipeline", pipeline.path, *table_args], conf={"spark.cores.max": "1"}
         )
     state = _PartState(pipeline, "sink")
-    fresh, delay = True, 5.0
+    fresh, delay = True, None
     try:
         while not stopping_or_lost():
             state.record(part_started, fresh=fresh)
@@ -92,13 +92,13 @@ def run_sink(pipeline, table_args: list[str]) -> int:
             if not stopping_or_lost():
                 error = _last_error(last_lines) or f"exit {job.returncode}"
                 state.record(part_failed, error=error)
-                delay = 5.0 if time.monotonic() - started > 120 else min(delay * 2, 60.0)  # back off a loop
+                delay = retry_delay(delay, time.monotonic() - started)
                 print(
                     f"seam: the streaming sink exited ({job.returncode}: {error}); restarting in {delay:.0f} s",
                     file=sys.stderr,
                     flush=True,
                 )
-                time.sleep(delay)
+                wait_unless(stopping_or_lost, delay)
         state.record(part_stopped)
     finally:
         state.close()

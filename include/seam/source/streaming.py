@@ -83,7 +83,7 @@ from seam.source.stream_cascades import Cascades
 from seam.source.stream_ddl import follow_rollback, follow_statement
 from seam.source.stream_servers import clash, gtids_at_start, lose_position, rebase, stop_purged
 from seam.state.connection import connect_state, connect_target, scalar
-from seam.state.parts import part_beat, part_failed, part_started, part_stopped
+from seam.state.parts import part_beat, part_failed, part_started, part_stopped, retry_delay, wait_unless
 from seam.wire.topics import Publisher, ensure_topics, table_topic, topic_ids
 
 log = logging.getLogger("seam.streaming")
@@ -206,16 +206,21 @@ class ChangeReader:
             log.warning("could not record the reader's state in the target (%s)", str(exc).splitlines()[0])
 
     def _serve(self, should_stop: Callable[[], bool]) -> None:
+        delay = None
         while not should_stop():
+            began = time.monotonic()
             try:
                 self.run(should_stop)
             except StreamError:
                 raise
             except Exception as exc:  # noqa: BLE001 - every other failure is resumed from the target
                 problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                log.warning("change reader interrupted (%s); resuming from the target's positions in 2 s", problem)
+                delay = retry_delay(delay, time.monotonic() - began)
+                log.warning(
+                    "change reader interrupted (%s); resuming from the target's positions in %.0f s", problem, delay
+                )
                 self._part(part_failed, error=problem)
-                time.sleep(2)
+                wait_unless(should_stop, delay)
                 try:
                     self._target.close()
                     self._target = connect_target(self.pipeline)

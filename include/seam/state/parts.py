@@ -10,11 +10,34 @@ from __future__ import annotations
 
 import os
 import socket
+import time
+from collections.abc import Callable
 
 from seam.core.identifiers import qi
 
 PART_DEAD_AFTER_S = 20.0  # a part whose last heartbeat is older is down
 PART_LOOPING_S = 120.0  # a part that restarted within this is restarting, not running
+# Failures closer together than this are in a row: longer than the longest back-off (``retry_delay``) plus a
+# pass that fails only after it has caught up for a while.
+IN_A_ROW_S = 300.0
+FAILING_IN_A_ROW = 3  # a restarting part that failed this many times in a row is failing: the supervisor says why
+RETRY_FIRST_S, RETRY_MAX_S = 2.0, 30.0
+
+
+def retry_delay(previous: float | None, ran_s: float) -> float:
+    """How long a part waits before it tries again after a failure: ``RETRY_FIRST_S`` after a pass that ran
+    for a while (a broker restart, a lost connection: back at once), doubling up to ``RETRY_MAX_S`` while
+    passes keep failing quickly (a failure that repeats must not hammer the servers or flood the log)."""
+    if previous is None or ran_s > PART_LOOPING_S:
+        return RETRY_FIRST_S
+    return min(previous * 2, RETRY_MAX_S)
+
+
+def wait_unless(should_stop: Callable[[], bool], seconds: float) -> None:
+    """Wait ``seconds`` (a back-off of up to half a minute), ending early when the part is asked to stop."""
+    until = time.monotonic() + seconds
+    while not should_stop() and time.monotonic() < until:
+        time.sleep(min(0.5, max(0.0, until - time.monotonic())))
 
 
 def part_started(conn, schema: str, pipeline: str, part: str, fresh: bool) -> None:
@@ -25,7 +48,11 @@ def part_started(conn, schema: str, pipeline: str, part: str, fresh: bool) -> No
         "VALUES (%s, %s, %s, %s, now(), now()) ON CONFLICT (pipeline, part) DO UPDATE SET "
         "host = EXCLUDED.host, pid = EXCLUDED.pid, started_at = now(), beat_at = now(), batches = 0, "
         "stopped_at = NULL"
-        + (", restarts = 0, failed_at = NULL, last_error = NULL, retries = 0, last_retry = NULL" if fresh else ""),
+        + (
+            ", restarts = 0, streak = 0, failed_at = NULL, last_error = NULL, retries = 0, last_retry = NULL"
+            if fresh
+            else ""
+        ),
         (pipeline, part, socket.gethostname(), os.getpid()),
     )
 
@@ -42,10 +69,12 @@ def part_beat(
 
 
 def part_failed(conn, schema: str, pipeline: str, part: str, error: str) -> None:
+    """A part failed and will try again; ``streak`` counts failures in a row (within ``IN_A_ROW_S`` of the last)."""
     conn.execute(
-        f"UPDATE {qi(schema)}.stream_parts SET restarts = restarts + 1, failed_at = now(), "
+        f"UPDATE {qi(schema)}.stream_parts SET restarts = restarts + 1, streak = CASE WHEN failed_at > "
+        "now() - make_interval(secs => %s) THEN streak + 1 ELSE 1 END, failed_at = now(), "
         "last_error = %s, beat_at = now() WHERE pipeline = %s AND part = %s",
-        (error[:1000], pipeline, part),
+        (IN_A_ROW_S, error[:1000], pipeline, part),
     )
 
 
@@ -78,15 +107,30 @@ def supervisor_ran(conn, schema: str, pipeline: str, problems: list[str], stop: 
 
 
 def part_states(conn, schema: str, pipeline: str) -> dict[str, dict]:
-    """Per part: ``state`` (running, starting, restarting, stopped, down) and what shows it."""
+    """Per part: ``state`` (running, starting, restarting, stopped, down) and what shows it; ``failing``: a
+    restarting part that failed ``FAILING_IN_A_ROW`` times in a row (``streak``), not a one-off."""
     rows = conn.execute(
-        f"SELECT part, host, pid, batches, restarts, last_error, stopped_at IS NOT NULL, retries, last_retry, "
+        f"SELECT part, host, pid, batches, restarts, streak, last_error, stopped_at IS NOT NULL, retries, last_retry, "
         f"extract(epoch FROM now() - beat_at), extract(epoch FROM now() - failed_at), "
         f"extract(epoch FROM now() - started_at) FROM {qi(schema)}.stream_parts WHERE pipeline = %s",
         (pipeline,),
     ).fetchall()
     out = {}
-    for part, host, pid, batches, restarts, error, stopped, retries, last_retry, beat_age, failed_age, up_s in rows:
+    for (
+        part,
+        host,
+        pid,
+        batches,
+        restarts,
+        streak,
+        error,
+        stopped,
+        retries,
+        last_retry,
+        beat_age,
+        failed_age,
+        up_s,
+    ) in rows:
         if stopped:
             state = "stopped"
         elif beat_age > PART_DEAD_AFTER_S:
@@ -103,6 +147,8 @@ def part_states(conn, schema: str, pipeline: str) -> dict[str, dict]:
             pid=pid,
             batches=batches,
             restarts=restarts,
+            streak=streak,
+            failing=state == "restarting" and streak >= FAILING_IN_A_ROW,
             last_error=error,
             retries=retries,
             last_retry=last_retry,

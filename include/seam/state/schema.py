@@ -144,6 +144,12 @@ def migrations(schema: str) -> list[tuple[int, list[str]]]:
             PRIMARY KEY (batch_id, part, attempt))""",
             ],
         ),
+        (
+            9,
+            [  # failures of a part in a row (seam.state.parts): a part failing in a loop is named, with its cause
+                f"ALTER TABLE {s}.stream_parts ADD COLUMN IF NOT EXISTS streak integer NOT NULL DEFAULT 0",
+            ],
+        ),
     ]
 
 
