@@ -20,7 +20,7 @@ import pymysql
 import pytest
 
 from seam.core.position import Position
-from seam.source.binlog import BinlogReader, Transaction
+from seam.source.binlog import BinlogReader, Statement, Transaction
 from seam.source.schema import read_schema
 from seam.wire.codecs import codec
 from seam.wire.records import normalize_row
@@ -136,14 +136,19 @@ def _assignments(conn, rng: random.Random) -> str:
 
 @pytest.fixture(scope="module")
 def written(stack, pipeline):
-    """The workload, and the binlog position before it."""
+    """The workload, and the binlog positions around it."""
+    return _write(DB)
+
+
+def _write(db: str) -> tuple[Position, Position]:
+    """The seeded workload into database ``db`` (created anew); the binlog positions before and after it."""
     rng = random.Random(SEED)
     conn = demo.connect(os.environ["SEAM_MYSQL_URL"], autocommit=True)
     definition = ", ".join(f"`{n}` {d} NULL" if "NULL" not in d else f"`{n}` {d}" for n, d, _ in COLUMNS)
     with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS `{DB}`")
-        cur.execute(f"CREATE DATABASE `{DB}`")
-        cur.execute(f"USE `{DB}`")
+        cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
+        cur.execute(f"CREATE DATABASE `{db}`")
+        cur.execute(f"USE `{db}`")
         cur.execute("SET SESSION sql_mode = ''")  # zero dates, as legacy schemas have them
         cur.execute(f"CREATE TABLE keyed (id INT PRIMARY KEY, {definition}) DEFAULT CHARSET=utf8mb4")
         cur.execute(f"CREATE TABLE keyless ({definition}) DEFAULT CHARSET=utf8mb4")
@@ -178,6 +183,7 @@ def written(stack, pipeline):
         ]
         cur.execute(f"INSERT INTO wide VALUES {', '.join(wide)}")
         cur.execute("UPDATE wide SET c7 = NULL, c298 = 'x' WHERE id < 3")
+        cur.execute(f"CREATE TABLE after_the_rows (id INT PRIMARY KEY, {definition}) DEFAULT CHARSET=utf8mb4")
         cur.execute("SHOW MASTER STATUS")
         end = Position.through(*cur.fetchone()[:2])
     conn.close()
@@ -190,14 +196,17 @@ def _wide_value(rng: random.Random, i: int):
     return (rng.randrange(-(2**31), 2**31), _text(rng, UTF8, 8), _datetime(rng, False))[i % 3]
 
 
-def _seam_rows(pipeline, start: Position, end: Position) -> list:
-    reader = BinlogReader(pipeline.source, start, {DB}, end=end)
+def _seam_rows(pipeline, start: Position, end: Position, db: str = DB, statements: list | None = None) -> list:
+    """Seam's decoding of ``db``'s changes between ``start`` and ``end``; its DDL texts go to ``statements``."""
+    reader = BinlogReader(pipeline.source, start, {db}, end=end)
     out = []
     try:
         for item in reader:
             if isinstance(item, Transaction):
                 assert not item.errors, item.errors
                 out.extend((c.table, c.op, c.before, c.after, c.position) for c in item.changes)
+            elif isinstance(item, Statement) and statements is not None:
+                statements.append(item.query)
     finally:
         reader.close()
     return out
@@ -241,12 +250,51 @@ def _library_time_fault(mine, its) -> bool:
 def test_the_decoded_binlog_replays_to_the_source(pipeline, written):
     """Independent of both decoders' agreement: the keyed and keyless tables rebuilt from Seam's decoded
     images equal a SELECT of each, value for value (through the same record normalisation)."""
-    start, end = written
+    _replays_to_the_source(pipeline, DB, _seam_rows(pipeline, *written))
+
+
+@pytest.mark.alone  # log_bin_compress is server-wide: no other test's binlog reader may meet it
+def test_a_compressed_binlog_is_read_as_the_plain_one(pipeline, written):
+    """MariaDB's ``log_bin_compress`` (a DBA's setting that saves disk): the same workload written again with
+    every query and row event over 10 bytes compressed decodes to the same images as the plain binlog, its
+    DDL text is read whole, and it replays to the source."""
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@global.log_bin_compress, @@global.log_bin_compress_min_len")
+        was = cur.fetchone()
+        try:
+            cur.execute("SET GLOBAL log_bin_compress = ON, GLOBAL log_bin_compress_min_len = 10")
+            start, end = _write(f"{DB}_z")
+        finally:
+            cur.execute("SET GLOBAL log_bin_compress = %s, GLOBAL log_bin_compress_min_len = %s", was)
+    conn.close()
+    kinds: Counter = Counter()
+    raw = pymysql.connect(**pipeline.source.pymysql_kwargs(), use_unicode=False)  # queries hold random bytes
+    with raw.cursor() as cur:
+        for file in {start.file, end.file}:
+            cur.execute(f"SHOW BINLOG EVENTS IN '{file}'")
+            kinds.update(row[2].decode() for row in cur.fetchall() if (file, row[1]) >= (start.file, start.pos))
+    raw.close()
+    assert kinds["Write_rows_compressed_v1"] and kinds["Update_rows_compressed_v1"], kinds
+    assert kinds["Delete_rows_compressed_v1"] and kinds["Query_compressed"], kinds
+    statements: list[str] = []
+    compressed = _seam_rows(pipeline, start, end, f"{DB}_z", statements)
+    plain = _seam_rows(pipeline, *written)
+    assert [c[:4] for c in compressed] == [c[:4] for c in plain] and len(plain) > 200
+    assert [q for q in statements if "after_the_rows" in q] == [
+        "CREATE TABLE after_the_rows (id INT PRIMARY KEY, "
+        + ", ".join(f"`{n}` {d} NULL" if "NULL" not in d else f"`{n}` {d}" for n, d, _ in COLUMNS)
+        + ") DEFAULT CHARSET=utf8mb4"
+    ]
+    _replays_to_the_source(pipeline, f"{DB}_z", compressed)
+
+
+def _replays_to_the_source(pipeline, db: str, decoded: list) -> None:
     conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), init_command="SET time_zone = '+00:00'")
     for table in ("keyed", "keyless", "wide"):
-        schema = read_schema(conn, DB, table)
+        schema = read_schema(conn, db, table)
         replayed: Counter = Counter()
-        for t, _, before, after, _ in _seam_rows(pipeline, start, end):
+        for t, _, before, after, _ in decoded:
             if t != table:
                 continue
             if before is not None:
@@ -257,7 +305,7 @@ def test_the_decoded_binlog_replays_to_the_source(pipeline, written):
                 replayed[_frozen(normalize_row(schema, after))] += 1
         with conn.cursor(pymysql.cursors.DictCursor) as cur:  # FLOAT read exactly, as validation reads it
             exact = ", ".join(f"{codec(c).read_mysql(c, f'`{c.name}`')} AS `{c.name}`" for c in schema.columns)
-            cur.execute(f"SELECT {exact} FROM `{DB}`.`{table}`")
+            cur.execute(f"SELECT {exact} FROM `{db}`.`{table}`")
             selected = Counter(_frozen(normalize_row(schema, r)) for r in cur.fetchall())
         assert +replayed == selected, table
     conn.close()

@@ -14,8 +14,10 @@
 - a connection lost while reading (2006, 2013) is opened again at the end of the last event read, as
   python-mysql-replication's reader does.
 
-Binlog compression (MySQL's TRANSACTION_PAYLOAD, MariaDB's compressed events) hides rows from any reader that
-does not inflate it: ``UnreadableBinlog``, never silence.
+MariaDB's compressed events (``log_bin_compress=ON``) are inflated into the plain events they stand for
+(``seam.source.inflate``). MySQL's compressed transactions (``binlog_transaction_compression=ON``: one
+TRANSACTION_PAYLOAD event holding a whole transaction's events) are not read: ``UnreadableBinlog``, never
+silence.
 
 ``tests/unit/test_binlog_library.py`` pins what this relies on: python-mysql-replication's release, its wrapper's
 parameters and what its event parsers ask of the object passed as their control connection; pymysql's release
@@ -40,7 +42,8 @@ from pymysqlreplication.event import FormatDescriptionEvent, RotateEvent
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import TableMapEvent
 
-from seam.core.errors import SourceError
+from seam.source.inflate import PLAIN as COMPRESSED
+from seam.source.inflate import UnreadableBinlog, inflated
 from seam.source.rows import Decoder, Rows
 
 TABLE_MAP = 0x13
@@ -49,15 +52,6 @@ _ROWS = {0x17: "c", 0x18: "u", 0x19: "d", 0x1E: "c", 0x1F: "u", 0x20: "d"}  # WR
 _ROWS_V2 = {0x1E, 0x1F, 0x20}
 PARTIAL_UPDATE_ROWS = 0x27
 TRANSACTION_PAYLOAD = 0x28  # MySQL 8.0.20+ with binlog_transaction_compression=ON
-_MARIADB_COMPRESSED = {
-    0xA5: "a query",
-    0xA6: "rows",
-    0xA7: "rows",
-    0xA8: "rows",
-    0xA9: "rows",
-    0xAA: "rows",
-    0xAB: "rows",
-}
 BINLOG_DUMP_NON_BLOCK = 0x01
 _LOST = (CR.CR_SERVER_GONE_ERROR, CR.CR_SERVER_LOST)
 _MAX_HEARTBEAT_S = 4294967  # the largest period a source accepts
@@ -65,10 +59,6 @@ _ALWAYS = frozenset({FormatDescriptionEvent, RotateEvent})  # parsed whatever th
 _TABLE_MAPS = frozenset({TableMapEvent})
 
 _HEADER = struct.Struct("<IBIIIH")  # after the OK byte: timestamp, type, server id, event size, log_pos, flags
-
-
-class UnreadableBinlog(SourceError):
-    """The binlog holds events no reader here can decode: the reader stops (it never skips them)."""
 
 
 @dataclass(frozen=True)
@@ -206,6 +196,9 @@ class Stream:
             if data[0] != 0 or len(data) < 7:  # not an event
                 continue
             timestamp, kind, _, size, log_pos, _ = _HEADER.unpack_from(data, 1)
+            if kind in COMPRESSED:  # log_bin_compress=ON: read as the plain event it stands for
+                data = inflated(data, self._server.checksum, self._post_header)
+                timestamp, kind, _, size, log_pos, _ = _HEADER.unpack_from(data, 1)
             if kind in _ROWS or kind == TABLE_MAP or kind == PARTIAL_UPDATE_ROWS:
                 if log_pos:
                     self.log_pos = log_pos
@@ -286,11 +279,6 @@ def _refuse_compressed(kind: int, file: str, log_pos: int) -> None:
         raise UnreadableBinlog(
             f"the binlog at {file}:{log_pos} holds a compressed transaction: set "
             "binlog_transaction_compression=OFF on the source, then start the stream from a load"
-        )
-    if kind in _MARIADB_COMPRESSED:
-        raise UnreadableBinlog(
-            f"the binlog at {file}:{log_pos} holds a compressed event ({_MARIADB_COMPRESSED[kind]}): "
-            "set log_bin_compress=OFF on the source, then start the stream from a load"
         )
 
 
