@@ -42,8 +42,7 @@ from pymysqlreplication.event import FormatDescriptionEvent, RotateEvent
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import TableMapEvent
 
-from seam.source.inflate import PLAIN as COMPRESSED
-from seam.source.inflate import UnreadableBinlog, inflated
+from seam.source.inflate import COMPRESSED, UnreadableBinlog, inflated
 from seam.source.rows import Decoder, Rows
 
 TABLE_MAP = 0x13
