@@ -2,7 +2,8 @@
 
 ``Stream`` connects as a MySQL or MariaDB replica does and reads the events from a binlog file and position on:
 
-- connecting: ``@master_binlog_checksum`` (the source then sends events with the checksums it logs), a heartbeat
+- connecting: ``@master_binlog_checksum`` (the source then sends events as each file logs them: with checksums
+  or without, as ``binlog_checksum`` was when it was written; each file's format description says which), a heartbeat
   period, ``@mariadb_slave_capability = 4`` (MariaDB sends its GTID events as they are, not as dummies), the
   reader's registration (``COM_REGISTER_SLAVE``: its server id and host name in ``SHOW SLAVE HOSTS``), then
   ``COM_BINLOG_DUMP`` from the file and position, blocking or to the binlog's end;
@@ -32,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import struct
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pymysql
 from pymysql.connections import MAX_PACKET_LEN, MysqlPacket
@@ -138,8 +139,9 @@ class Stream:
                 cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('binlog_checksum', 'binlog_row_metadata')")
                 settings = {str(name).lower(): str(value).upper() for name, value in cur.fetchall()}
                 checksum = settings.get("binlog_checksum", "NONE") != "NONE"
-                if checksum:  # a replica that does not say it reads checksums gets none, or an error
-                    cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum")
+                # Always said, NONE too: a replica that does not say it reads checksums gets an error at the
+                # first file logged with them. Events then come as each file logs them (``_library_event``).
+                cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum")
                 if self._heartbeat_s:
                     period_ns = int(min(self._heartbeat_s, _MAX_HEARTBEAT_S) * 1e9)
                     cur.execute("SET @master_heartbeat_period = %s", (period_ns,))
@@ -231,6 +233,8 @@ class Stream:
         self.event_end = wrapped.log_pos
         if kind == FORMAT_DESCRIPTION and event is not None:
             self.mysql_version, self._post_header_lengths = event.mysql_version, event.post_header_len
+            if event.checksum_algorithm is not None:  # this file's events (binlog_checksum when it was written)
+                self._server = replace(self._server, checksum=event.checksum_algorithm != 0)
         if event is None or event.__class__ not in self._events:
             return None
         return event
