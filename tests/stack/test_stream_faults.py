@@ -24,6 +24,7 @@ from seam.apply import SinkError
 from seam.apply.sink import Sink
 from seam.config import load_pipeline
 from seam.core.position import Position
+from seam.source import stream_servers
 from seam.source.streaming import ChangeReader
 from seam.state.connection import sink_session_name
 from seam.state.owners import Owner
@@ -676,6 +677,37 @@ def test_rows_without_column_names_stop_their_table_naming_binlog_row_metadata(r
     stopped = _stopped(pipeline)
     assert set(stopped) == {"payments"} and "binlog_row_metadata" in stopped["payments"], stopped
     _wait_converged(pipeline, 60, tables=["accounts", "audit_log"])
+
+
+def test_a_database_the_binlog_leaves_out_stops_its_tables_and_the_repair_printed_takes_them_up(
+    reseeded, tmp_path_factory, monkeypatch
+):
+    """A DBA adds ``--binlog-ignore-db`` for the tables' database (a restart with a new configuration, which the
+    shared MariaDB cannot take: only the reader's reading of the filters, SHOW MASTER STATUS's answer, is
+    faked). No change of theirs will reach the binlog: each table stops at the reader's next pass, naming the
+    filter and the way out, instead of lagging for ever at "lag 0". With the filter gone, the way out printed
+    (`seam repair T --full`) takes the keyed table up again; the keyless one is told to reload."""
+    path, pipeline = _loaded(tmp_path_factory, "filtered")
+    seen = stream_servers.binlog_status
+    monkeypatch.setattr(stream_servers, "binlog_status", lambda conn: (*seen(conn)[:2], "", f"tmp,{DB}"))
+    stream_once(pipeline)
+    stopped = _stopped(pipeline)
+    assert set(stopped) == set(TABLES), stopped
+    for table, reason in stopped.items():
+        assert f"the source does not log the changes of database {DB} (binlog-ignore-db)" in reason, reason
+        way_out = f"`seam load full {DB}.{table}`" if table == "audit_log" else f"`seam repair {DB}.{table} --full`"
+        assert f"run {way_out}" in reason and "remove the filter" in reason, reason
+    monkeypatch.undo()  # the DBA removed the filter
+    admin = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    admin.autocommit(True)
+    with admin.cursor() as cur:  # written while the table was stopped
+        cur.execute("UPDATE payments SET amount = amount + 7 WHERE id <= 4")
+    admin.close()
+    repaired = _seam(path, "repair", f"{DB}.payments", "--full")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    stream_once(pipeline)
+    assert "payments" not in _stopped(pipeline)
+    _wait_converged(pipeline, 60, tables=["payments"])
 
 
 def test_a_lock_held_on_one_table_does_not_hold_the_others(reseeded, tmp_path_factory):

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
-from seam.source.snapshot import Chunk, ChunkPlan, SnapshotError, check_source, chunk_sql
+from seam.source.snapshot import Chunk, ChunkPlan, SnapshotError, check_source, chunk_sql, source_head
 
 SCHEMA = TableSchema(
     "shop",
@@ -17,10 +18,13 @@ SCHEMA = TableSchema(
 
 
 class FakeServer:
-    def __init__(self, log_bin=1, fmt="ROW", image="FULL", readable=("id", "note"), metadata="FULL"):
+    def __init__(
+        self, log_bin=1, fmt="ROW", image="FULL", readable=("id", "note"), metadata="FULL", do_db="", ignore_db=""
+    ):
         self.answers = (log_bin, fmt, image)
         self.readable = readable
         self.metadata = metadata  # None: a server without binlog_row_metadata (MariaDB before 10.5)
+        self.head = ("mysql-bin.000007", 4242, do_db, ignore_db)  # SHOW MASTER STATUS, with its filters
         self.sql = ""
 
     def cursor(self):
@@ -33,12 +37,16 @@ class FakeServer:
         return False
 
     def execute(self, sql, args=None):
+        if sql == "SHOW BINARY LOG STATUS":  # MariaDB's answer
+            raise ValueError("1064: You have an error in your SQL syntax")
         self.sql = sql
         self.description = [(c,) for c in self.readable]
 
     def fetchone(self):
         if self.sql.startswith("SHOW VARIABLES"):
             return None if self.metadata is None else ("binlog_row_metadata", self.metadata)
+        if self.sql == "SHOW MASTER STATUS":
+            return self.head
         return self.answers
 
 
@@ -50,6 +58,12 @@ class FakeServer:
         (FakeServer(image="MINIMAL"), "binlog_row_image=MINIMAL"),
         (FakeServer(readable=("id",)), "the Seam user sees columns ('id',)"),
         (FakeServer(metadata="MINIMAL"), "binlog_row_metadata=MINIMAL: Seam needs FULL"),
+        (
+            FakeServer(do_db="billing,hr"),
+            "the source logs only the changes of databases billing, hr (binlog-do-db), not of shop: no stream "
+            "could follow shop.orders. Remove the filter",
+        ),
+        (FakeServer(ignore_db="tmp,shop"), "the source does not log the changes of database shop (binlog-ignore-db)"),
     ],
 )
 def test_source_settings_that_break_exactness_are_refused(server, message):
@@ -60,6 +74,8 @@ def test_source_settings_that_break_exactness_are_refused(server, message):
 def test_a_good_source_passes():
     check_source(FakeServer(), SCHEMA)
     check_source(FakeServer(metadata=None), SCHEMA)  # no such variable: nothing to check
+    check_source(FakeServer(do_db="shop,hr", ignore_db="tmp"), SCHEMA)  # filters that keep the table's database
+    assert source_head(FakeServer()) == Position.through("mysql-bin.000007", 4242)
 
 
 def test_chunks_cover_every_key_once_and_names_are_quoted():

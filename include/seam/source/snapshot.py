@@ -133,17 +133,37 @@ def snapshot_opening(conn, pipeline, table) -> Opening:
 
 
 def source_head(conn) -> Position:
-    """The binlog position after the last event written (``SHOW BINARY LOG STATUS`` on MySQL 8.2+, which
-    removed ``SHOW MASTER STATUS`` in 8.4; the old statement elsewhere)."""
+    """The binlog position after the last event written."""
+    status = binlog_status(conn)
+    if status is None:
+        raise SnapshotError("the source's binary log is off (SHOW MASTER STATUS is empty): start it with --log-bin")
+    return Position.through(status[0], int(status[1]))
+
+
+def binlog_status(conn) -> tuple | None:
+    """The binlog's head and filters: file, position, Binlog_Do_DB, Binlog_Ignore_DB (``SHOW BINARY LOG STATUS``
+    on MySQL 8.2+, which removed ``SHOW MASTER STATUS`` in 8.4; the old statement elsewhere; the same columns
+    first); None when the binlog is off."""
     with conn.cursor() as cur:
         try:
             cur.execute("SHOW BINARY LOG STATUS")
         except Exception:  # noqa: BLE001 - MariaDB and MySQL before 8.2: a syntax error
             cur.execute("SHOW MASTER STATUS")
-        row = cur.fetchone()
-    if row is None:
-        raise SnapshotError("the source's binary log is off (SHOW MASTER STATUS is empty): start it with --log-bin")
-    return Position.through(row[0], int(row[1]))
+        return cur.fetchone()
+
+
+def unlogged(status: tuple | None, db: str) -> str | None:
+    """Why a binlog of ``status`` (``binlog_status``) leaves out the changes of database ``db`` (``--binlog-do-db``
+    or ``--binlog-ignore-db`` in the server's configuration: with ROW format they filter by the table's
+    database), or None."""
+    columns = tuple(status or ()) + ("", "", "", "")
+    only = {n for n in str(columns[2] or "").split(",") if n}
+    ignored = {n for n in str(columns[3] or "").split(",") if n}
+    if only and db not in only:
+        return f"the source logs only the changes of databases {', '.join(sorted(only))} (binlog-do-db), not of {db}"
+    if db in ignored:
+        return f"the source does not log the changes of database {db} (binlog-ignore-db)"
+    return None
 
 
 def open_snapshot(conn, source, opening: Opening, what: str) -> Position:
@@ -302,6 +322,12 @@ def check_source(conn, schema: TableSchema) -> None:
                 f"the source logs binlog_format={fmt}, binlog_row_image={image}: Seam needs "
                 "ROW and FULL (SET GLOBAL binlog_format='ROW', binlog_row_image='FULL', "
                 "or in my.cnf) to reconcile chunks and stream changes"
+            )
+        filtered = unlogged(binlog_status(conn), schema.db)
+        if filtered:
+            raise SnapshotError(
+                f"{filtered}: no stream could follow {schema.db}.{schema.table}. Remove the filter from the "
+                "server's configuration and restart it, then load the table"
             )
         metadata = _variable(cur, "binlog_row_metadata")  # MySQL 8.0.14+, MariaDB 10.5+
         if metadata is not None and str(metadata).upper() != "FULL":

@@ -19,6 +19,7 @@ from seam.core.position import Position
 from seam.source.binlog import binlog_files, gtids_at, locate
 from seam.source.chains import Chains, Followed, StreamError
 from seam.source.gtid import GtidError, GtidSet, gtids_enabled, is_mariadb
+from seam.source.snapshot import binlog_status, unlogged
 from seam.state.positions import stop_stream
 from seam.wire.boundary import Rebase
 from seam.wire.topics import Publisher
@@ -58,6 +59,20 @@ def stop_purged(chains: Chains, conn, lose: Lose) -> None:
                 f"the source no longer has binlog {f.published.file} (purged; oldest is {files[0]}), so its "
                 f"changes after {f.published} are gone",
                 "keep binlogs longer (binlog_expire_logs_seconds)",
+            )
+
+
+def stop_unlogged(chains: Chains, conn, lose: Lose) -> None:
+    """A table whose database the source leaves out of its binlog (a filter set since its load) stops: none
+    of its changes will come. The other tables go on."""
+    status = binlog_status(conn)
+    for f in list(chains.followed.values()):
+        why = unlogged(status, f.table.db)
+        if why:
+            lose(
+                f,
+                f"{why}, so its changes since the filter was set are in no binlog",
+                "remove the filter (and restart the server) before the repair",
             )
 
 

@@ -81,7 +81,7 @@ from seam.source.chains import Chains, Followed, Rewind, StreamError, target_sta
 from seam.source.gtid import server_identity
 from seam.source.stream_cascades import Cascades
 from seam.source.stream_ddl import follow_rollback, follow_statement
-from seam.source.stream_servers import clash, gtids_at_start, lose_position, rebase, stop_purged
+from seam.source.stream_servers import clash, gtids_at_start, lose_position, rebase, stop_purged, stop_unlogged
 from seam.state.connection import connect_state, connect_target, scalar
 from seam.state.parts import part_beat, part_failed, part_started, part_stopped, retry_delay, wait_unless
 from seam.wire.topics import Publisher, ensure_topics, table_topic, topic_ids
@@ -145,7 +145,9 @@ class ChangeReader:
         return self.chains.follow(states, reset)
 
     def _stop_purged(self) -> None:
+        """Tables whose changes this source's binlog no longer has (purged), or will not have (filtered)."""
         stop_purged(self.chains, self._source(), self._position_lost)
+        stop_unlogged(self.chains, self._source(), self._position_lost)
 
     def _position_lost(self, f: Followed, why: str, advice: str) -> None:
         lose_position(self.chains, self._target, f, why, advice)
