@@ -183,9 +183,7 @@ def repair_table(
 def _publish_rows(pipeline, table, schema, publication: Publication, compared_at, keys) -> tuple[End, int, int]:
     """The rows at an exact snapshot position P of ``keys`` and of every key changed in (compared_at, P],
     then END at P."""
-    src = pymysql.connect(
-        **pipeline.source.pymysql_kwargs(), connect_timeout=10, init_command="SET time_zone = '+00:00'"
-    )
+    src = pymysql.connect(**pipeline.source.pymysql_kwargs(utc=True), connect_timeout=10)
     tgt = psycopg.connect(**pipeline.target.conninfo(), autocommit=True, application_name="seam-repair")
     try:
         opening = replace(snapshot_opening(src, pipeline, table), exact=True)

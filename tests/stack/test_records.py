@@ -52,7 +52,7 @@ def written(stack, pipeline):
 
 
 def _select(pipeline, table):
-    conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), init_command="SET time_zone = '+00:00'")
+    conn = pymysql.connect(**pipeline.source.pymysql_kwargs(utc=True))
     with conn.cursor(pymysql.cursors.DictCursor) as cur:
         cur.execute(f"SELECT * FROM records_test.`{table}`")
         rows = cur.fetchall()

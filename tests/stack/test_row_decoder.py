@@ -290,7 +290,7 @@ def test_a_compressed_binlog_is_read_as_the_plain_one(pipeline, written):
 
 
 def _replays_to_the_source(pipeline, db: str, decoded: list) -> None:
-    conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), init_command="SET time_zone = '+00:00'")
+    conn = pymysql.connect(**pipeline.source.pymysql_kwargs(utc=True))
     for table in ("keyed", "keyless", "wide"):
         schema = read_schema(conn, db, table)
         replayed: Counter = Counter()

@@ -96,3 +96,30 @@ def test_a_killed_checksum_query_is_validated_again(big):
     assert killed, "no checksum query was caught running: nothing was killed"
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "transient): validating again in" in checked.stdout and f"{DB}.big: EQUAL" in checked.stdout
+
+
+@pytest.mark.alone  # max_statement_time is set server-wide
+def test_a_dbas_statement_time_limit_does_not_kill_seams_long_reads(big):
+    """A DBA caps every statement at 50 ms (MariaDB's global max_statement_time; MySQL's max_execution_time):
+    validation's checksum of 400,000 rows takes longer, and killed at the limit it would fail the same way on
+    every retry ("transient", five times, then an error). Seam's sessions lift the limit for themselves; the
+    load and the validation end exact, while a session of anyone else is still held to it."""
+    admin = demo.connect(os.environ["SEAM_MYSQL_URL"], None)
+    admin.autocommit(True)
+    try:
+        with admin.cursor() as cur:
+            cur.execute("SET GLOBAL max_statement_time = 0.05")
+            try:
+                limited = demo.connect(os.environ["SEAM_MYSQL_URL"], None)
+                with pytest.raises(Exception, match="max_statement_time exceeded"), limited.cursor() as other:
+                    other.execute(f"SELECT SUM(CONV(LEFT(MD5(CONCAT(id, note, amount)), 8), 16, 10)) FROM {DB}.big")
+                limited.close()
+                loaded = _seam(big, "load", "full", f"{DB}.big")
+                checked = _seam(big, "validate", f"{DB}.big")
+            finally:
+                cur.execute("SET GLOBAL max_statement_time = 0")
+    finally:
+        admin.close()
+    assert loaded.returncode == 0, loaded.stdout[-3000:] + loaded.stderr[-3000:]
+    assert checked.returncode == 0 and f"{DB}.big: EQUAL" in checked.stdout, checked.stdout + checked.stderr
+    assert "validating again" not in checked.stdout, checked.stdout

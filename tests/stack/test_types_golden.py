@@ -311,7 +311,7 @@ def _source_schema(pipeline):
 
 
 def _by_driver(pipeline, schema) -> dict:
-    conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), init_command="SET time_zone = '+00:00'")
+    conn = pymysql.connect(**pipeline.source.pymysql_kwargs(utc=True))
     with conn.cursor(pymysql.cursors.DictCursor) as cur:
         cur.execute(
             f"SELECT {', '.join(codec(c).read_mysql(c, quote(c.name)) + ' AS ' + quote(c.name) for c in schema.columns)} "
@@ -325,7 +325,7 @@ def _by_driver(pipeline, schema) -> dict:
 def _by_snapshot_sql(pipeline, schema) -> dict:
     """What the full load's Spark tasks publish: the source renders each row's JSON (then JSON columns are put
     in canonical key order, as ``full_load`` does)."""
-    conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), init_command="SET time_zone = '+00:00'")
+    conn = pymysql.connect(**pipeline.source.pymysql_kwargs(utc=True))
     with conn.cursor() as cur:
         cur.execute(f"SELECT {object_sql(schema, schema.names)} FROM {DB}.golden x")
         images = [row[0] for row in cur.fetchall()]
@@ -427,7 +427,7 @@ def test_the_checksum_text_is_the_same_on_both_sides(loaded):
     assert done.returncode == 0, done.stdout + done.stderr  # also creates the printers in the target
     schema = _source_schema(pipeline)
     state = pipeline.target.state_schema
-    conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), init_command="SET time_zone = '+00:00'")
+    conn = pymysql.connect(**pipeline.source.pymysql_kwargs(utc=True))
     with conn.cursor() as cur:
         cur.execute(
             f"SELECT x.id, {', '.join(canonical.mysql_text(c, pipeline.target.nul_replacement) for c in schema.columns)} FROM {DB}.golden x"

@@ -21,7 +21,7 @@ def _canon(row: dict) -> str:
 
 
 def source_rows(pipeline, db: str, table: str, snapshot: bool = False) -> tuple[collections.Counter, object]:
-    conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), init_command="SET time_zone = '+00:00'")
+    conn = pymysql.connect(**pipeline.source.pymysql_kwargs(utc=True))
     try:
         schema = read_schema(conn, db, table)
         with conn.cursor(pymysql.cursors.DictCursor) as cur:

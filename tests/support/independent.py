@@ -115,7 +115,7 @@ def _canon(row: tuple) -> str:
 
 
 def source_table(mysql_kwargs: dict, db: str, table: str, where: str = "1 = 1"):
-    conn = pymysql.connect(**mysql_kwargs, init_command="SET time_zone = '+00:00'")
+    conn = pymysql.connect(**{**mysql_kwargs, "init_command": "SET time_zone = '+00:00'"})  # its own session
     try:
         with conn.cursor() as cur:
             cur.execute(

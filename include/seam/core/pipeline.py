@@ -51,8 +51,20 @@ class MySQLSource:
     server_id: int = 5401
     snapshot: str = "auto"  # how full loads and validation take a snapshot's position: see seam.source.snapshot
 
-    def pymysql_kwargs(self) -> dict[str, Any]:
-        return dict(host=self.host, port=self.port, user=self.user, password=self.password.reveal(), charset="utf8mb4")
+    def pymysql_kwargs(self, utc: bool = False) -> dict[str, Any]:
+        """PyMySQL's arguments. Each session lifts the server's statement time limit (a DBA's global
+        max_statement_time on MariaDB, max_execution_time on MySQL): a snapshot's or a checksum's read is long by
+        design, and killed at the limit it would fail the same way on every retry. ``utc``: TIMESTAMPs in UTC."""
+        setting = "time_zone = '+00:00' " if utc else ""
+        limits = f"/*M!100108 {', ' if utc else ''}max_statement_time = 0 */ /*!80000 {', ' if utc else ''}max_execution_time = 0 */"
+        return dict(
+            host=self.host,
+            port=self.port,
+            user=self.user,
+            password=self.password.reveal(),
+            charset="utf8mb4",
+            init_command=f"SET SESSION {setting}{limits}",
+        )
 
     @property
     def jdbc_url(self) -> str:

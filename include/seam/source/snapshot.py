@@ -323,12 +323,6 @@ def check_source(conn, schema: TableSchema) -> None:
                 "ROW and FULL (SET GLOBAL binlog_format='ROW', binlog_row_image='FULL', "
                 "or in my.cnf) to reconcile chunks and stream changes"
             )
-        filtered = unlogged(binlog_status(conn), schema.db)
-        if filtered:
-            raise SnapshotError(
-                f"{filtered}: no stream could follow {schema.db}.{schema.table}. Remove the filter from the "
-                "server's configuration and restart it, then load the table"
-            )
         metadata = _variable(cur, "binlog_row_metadata")  # MySQL 8.0.14+, MariaDB 10.5+
         if metadata is not None and str(metadata).upper() != "FULL":
             raise SnapshotError(
@@ -348,6 +342,21 @@ def check_source(conn, schema: TableSchema) -> None:
             raise SnapshotError(
                 f"{schema.db}.{schema.table}: the Seam user sees columns {readable}, the table has "
                 f"{schema.names}; GRANT SELECT ON `{schema.db}`.* TO the Seam user"
+            )
+        try:
+            status = binlog_status(conn)
+        except Exception as exc:
+            if not exc.args or exc.args[0] != 1227:  # 1227 (PyMySQL's or MySQLdb's): a privilege is missing
+                raise
+            raise SnapshotError(
+                f"cannot read the source's binlog position: {exc.args[-1]}; GRANT REPLICATION CLIENT ON *.* TO the "
+                "Seam user (BINLOG MONITOR on MariaDB)"
+            ) from None
+        filtered = unlogged(status, schema.db)
+        if filtered:
+            raise SnapshotError(
+                f"{filtered}: no stream could follow {schema.db}.{schema.table}. Remove the filter from the "
+                "server's configuration and restart it, then load the table"
             )
     for column in schema.columns:
         codec(column)  # a type Seam cannot map stops the table now, with its name

@@ -121,9 +121,7 @@ def validate(
     Q >= P), with the checks that must pass between them; the order is the guarantee."""
     started = time.monotonic()
     state = pipeline.target.state_schema
-    src = pymysql.connect(
-        **pipeline.source.pymysql_kwargs(), connect_timeout=10, init_command="SET time_zone = '+00:00'"
-    )
+    src = pymysql.connect(**pipeline.source.pymysql_kwargs(utc=True), connect_timeout=10)
     tgt = psycopg.connect(
         **pipeline.target.conninfo(), connect_timeout=10, autocommit=True, application_name="seam-validate"
     )
