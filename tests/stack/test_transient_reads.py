@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 
+import psycopg
 import pytest
 
 from seam.config import load_pipeline
@@ -120,6 +121,31 @@ def test_a_dbas_statement_time_limit_does_not_kill_seams_long_reads(big):
                 cur.execute("SET GLOBAL max_statement_time = 0")
     finally:
         admin.close()
+    assert loaded.returncode == 0, loaded.stdout[-3000:] + loaded.stderr[-3000:]
+    assert checked.returncode == 0 and f"{DB}.big: EQUAL" in checked.stdout, checked.stdout + checked.stderr
+    assert "validating again" not in checked.stdout, checked.stdout
+
+
+@pytest.mark.alone  # a role's default statement_timeout reaches every session of the role
+def test_a_dbas_statement_timeout_on_the_target_does_not_cancel_seams_work(big):
+    """A DBA gives the target role a 50 ms statement_timeout (and an idle-in-transaction limit): a session that
+    keeps the default is cancelled, Seam's sessions lift both for themselves, and the load and the validation
+    (its checksum of 400,000 rows) end exact instead of 'retrying' a cancel that comes back every time."""
+    pipeline = load_pipeline(big)
+    t = pipeline.target
+    role = f'ALTER ROLE "{t.user}" IN DATABASE "{t.database}"'
+    plain = {k: v for k, v in t.conninfo().items() if k != "options"}  # a session of anyone else
+    with psycopg.connect(**t.conninfo(), autocommit=True) as dba:
+        dba.execute(f"{role} SET statement_timeout = '50ms'")
+        try:
+            dba.execute(f"{role} SET idle_in_transaction_session_timeout = '1s'")
+            with psycopg.connect(**plain, autocommit=True) as other, pytest.raises(psycopg.errors.QueryCanceled):
+                other.execute("SELECT pg_sleep(0.5)")
+            loaded = _seam(big, "load", "full", f"{DB}.big")
+            checked = _seam(big, "validate", f"{DB}.big")
+        finally:
+            dba.execute(f"{role} RESET statement_timeout")
+            dba.execute(f"{role} RESET idle_in_transaction_session_timeout")
     assert loaded.returncode == 0, loaded.stdout[-3000:] + loaded.stderr[-3000:]
     assert checked.returncode == 0 and f"{DB}.big: EQUAL" in checked.stdout, checked.stdout + checked.stderr
     assert "validating again" not in checked.stdout, checked.stdout

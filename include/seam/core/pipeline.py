@@ -115,8 +115,17 @@ class PostgresTarget:
         return NUL_MAPPINGS[self.text_nul]
 
     def conninfo(self) -> dict[str, Any]:
+        """psycopg's arguments. Each session lifts a DBA's statement_timeout and
+        idle_in_transaction_session_timeout (a role's or a database's default) for itself: a batch's COPY, a
+        swap or a checksum is long by design, and cancelled at the limit it would fail the same way on every
+        retry. Waits for other sessions' locks stay bounded (the sink's lock_timeout)."""
         return dict(
-            host=self.host, port=self.port, dbname=self.database, user=self.user, password=self.password.reveal()
+            host=self.host,
+            port=self.port,
+            dbname=self.database,
+            user=self.user,
+            password=self.password.reveal(),
+            options="-c statement_timeout=0 -c idle_in_transaction_session_timeout=0",
         )
 
 
