@@ -3,7 +3,8 @@
 While the seeded workload (``tests/torture/workload.py``) writes from before the first full load until
 ``--duration`` seconds after it and then commits one transaction of ``--big-rows`` rows, Seam runs as a user runs it: the stream is started before the first
 full load, all tables are loaded, one table is loaded again mid-run, and the change reader, the sink and
-the broker are SIGKILLed at moments drawn from the seed and started again. When the workload is done and the
+the broker are SIGKILLed at moments drawn from the seed and started again; between the kills a DBA changes how the
+source logs (``binlog_checksum`` flipped, ``log_bin_compress`` on or off; ``--no-dba``: not). When the workload is done and the
 stream has drained, the independent comparer (``tests/support/independent.py``, no Seam code) must find
 every table equal to its source, row by row. A table the stream stopped fails the run with its reason.
 
@@ -28,6 +29,7 @@ import threading
 import time
 
 import psycopg
+import pymysql
 import yaml
 
 from seam.cli.stream import stream_processes
@@ -102,6 +104,40 @@ class TortureFailed(AssertionError):
     pass
 
 
+_SETTINGS = "@@global.binlog_checksum, @@global.log_bin_compress, @@global.log_bin_compress_min_len"
+
+
+def _binlog_settings(mysql_kwargs: dict) -> tuple:
+    conn = pymysql.connect(**mysql_kwargs, autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT {_SETTINGS}")
+            return cur.fetchone()
+    finally:
+        conn.close()
+
+
+def _set_binlog(mysql_kwargs: dict, checksum: str, compress: int, min_len: int) -> None:
+    conn = pymysql.connect(**mysql_kwargs, autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                f"SET GLOBAL binlog_checksum = {checksum}, GLOBAL log_bin_compress = {int(compress)}, "
+                f"GLOBAL log_bin_compress_min_len = {int(min_len)}"
+            )
+    finally:
+        conn.close()
+
+
+def _dba(mysql_kwargs: dict, rng: random.Random) -> str:
+    """A DBA's change of how the source logs, under the stream: binlog_checksum flipped (a new binlog file, read
+    with or without checksums), MariaDB's log_bin_compress on or off (events over 10 bytes compressed)."""
+    checksum, _, _ = _binlog_settings(mysql_kwargs)
+    checksum, compress = ("NONE" if checksum == "CRC32" else "CRC32"), rng.choice((0, 1))
+    _set_binlog(mysql_kwargs, checksum, compress, 10)
+    return f"binlog_checksum {checksum}, log_bin_compress {'ON' if compress else 'OFF'}"
+
+
 def _stopped(pipeline, db: str) -> dict[str, str]:
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
         rows = conn.execute(
@@ -148,10 +184,13 @@ def torture(
     say=print,
     broker: EmbeddedStack | None = None,
     sink: str | None = None,
+    dba: bool = False,
 ) -> dict:
     """One run; returns the report, raises TortureFailed when a table differs or stopped. ``broker``: the
-    stack whose broker the run uses and kills (the test stack's unless given); ``sink``: ``stream.sink``."""
+    stack whose broker the run uses and kills (the test stack's unless given); ``sink``: ``stream.sink``;
+    ``dba``: change how the source logs (``_dba``) between the kills, server-wide (so not beside other tests)."""
     mysql_kwargs = _root_kwargs()
+    logged_as = _binlog_settings(mysql_kwargs)
     broker = broker or EmbeddedStack()
     rng = random.Random(seed)
     db = f"torture_{seed}_{int(time.time())}"  # a run of its own: no target state or topic of an earlier run
@@ -166,6 +205,7 @@ def torture(
         "duration_s": duration,
         "big_rows": big_rows,
         "kills": {"reader": 0, "sink": 0, "broker": 0},
+        "dba": [],
         "loads": [],
         "snapshot": os.environ.get("SEAM_SNAPSHOT", "auto"),
         "sink": pipeline.stream.sink,
@@ -193,7 +233,7 @@ def torture(
         say(f"full load of {', '.join(TABLES)} done at {time.monotonic() - began:.0f} s, under the workload")
         deadline = time.monotonic() + duration
         reload_at = time.monotonic() + duration * rng.uniform(0.3, 0.7)
-        victims = ["reader", "sink", "broker"]
+        victims = ["reader", "sink", "broker"] + (["dba"] if dba else [])
         rng.shuffle(victims)
         reloaded = False
         for victim in itertools.cycle(victims):  # until the deadline: kills every few seconds, one reload
@@ -213,6 +253,10 @@ def torture(
                 reloaded = True
             if late and min(report["kills"].values()) > 0:
                 break
+            if victim == "dba":
+                report["dba"].append(f"{_dba(mysql_kwargs, rng)} at {time.monotonic() - began:.0f} s")
+                say(f"the DBA set {report['dba'][-1]}")
+                continue
             _kill(broker, path, victim, rng)
             report["kills"][victim] += 1
             say(f"killed the {victim} at {time.monotonic() - began:.0f} s and started it again")
@@ -232,6 +276,7 @@ def torture(
     finally:
         stop_writing.set()
         writer.join()
+        _set_binlog(mysql_kwargs, *logged_as)
         subprocess.run(
             [sys.executable, "-m", "seam.cli", "--pipeline", path, "stream", "stop"], capture_output=True, timeout=180
         )
@@ -277,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--big-rows", type=int, default=100_000, help="rows of the one big transaction")
     parser.add_argument("--sink", choices=STREAM_SINKS, help="stream.sink (default: the pipeline's)")
+    parser.add_argument(
+        "--no-dba", action="store_true", help="leave the source's binlog settings alone (they are server-wide)"
+    )
     args = parser.parse_args(argv)
     try:
         with stack_services():
@@ -286,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.big_rows,
                 say=lambda m: print(f"[torture] {m}", flush=True),
                 sink=args.sink,
+                dba=not args.no_dba,
             )
     except TortureFailed as exc:
         print(f"torture FAILED (seed {args.seed}): {exc}", file=sys.stderr)
