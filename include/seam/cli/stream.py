@@ -105,6 +105,14 @@ def _await_parts(pipeline, procs: Processes, timeout: float) -> None:
             states = part_states(conn, pipeline.target.state_schema, pipeline.name)
             if all(_beating(states.get(part, {}), time.monotonic() - began) for part in names):
                 return
+            for part in names:
+                state = states.get(part, {})
+                if state.get("failing") and state["up_s"] < time.monotonic() - began:  # started by this command
+                    raise StreamError(
+                        f"the {part} keeps failing ({state['streak']} failures in a row), last error: "
+                        f"{state['last_error']}; it goes on retrying with back-off: fix the cause (or `seam stream "
+                        "stop`)"
+                    )
             if time.monotonic() > deadline:
                 raise StreamError(
                     f"the stream's parts recorded no heartbeat within {timeout:.0f}s; see "

@@ -59,6 +59,7 @@ from pymysqlreplication.event import (
 
 from seam.core.position import Position
 from seam.source.gtid import GtidError, GtidSet, gtids_enabled, is_mariadb
+from seam.source.head import binlog_status
 from seam.source.replication import Stream
 from seam.source.rows import Rows
 from seam.source.spill import DEFAULT_BUDGET, ChangeBuffer
@@ -509,12 +510,7 @@ def binlog_files(conn) -> list[str]:
 
 def head_gtids(conn):
     """The binlog's end and the GTID set executed through it, read together: (Position, GtidSet | None)."""
-    with conn.cursor() as cur:
-        try:
-            cur.execute("SHOW BINARY LOG STATUS")
-        except Exception:  # noqa: BLE001 - MariaDB and MySQL before 8.2
-            cur.execute("SHOW MASTER STATUS")
-        row = cur.fetchone()
+    row = binlog_status(conn)
     if row is None:
         return None, None
     head = Position.through(row[0], int(row[1]))

@@ -77,6 +77,7 @@ from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
 from seam.source.binlog import BinlogReader, LostTransaction, Statement, Transaction
 from seam.source.ddl import ddl_effect
+from seam.source.head import binlog_status, unlogged
 from seam.source.schema import reachable, read_foreign_keys
 from seam.wire.codecs import Date, codec, zero_date_sql
 from seam.wire.records import Record, key_of, normalize_row
@@ -138,32 +139,6 @@ def source_head(conn) -> Position:
     if status is None:
         raise SnapshotError("the source's binary log is off (SHOW MASTER STATUS is empty): start it with --log-bin")
     return Position.through(status[0], int(status[1]))
-
-
-def binlog_status(conn) -> tuple | None:
-    """The binlog's head and filters: file, position, Binlog_Do_DB, Binlog_Ignore_DB (``SHOW BINARY LOG STATUS``
-    on MySQL 8.2+, which removed ``SHOW MASTER STATUS`` in 8.4; the old statement elsewhere; the same columns
-    first); None when the binlog is off."""
-    with conn.cursor() as cur:
-        try:
-            cur.execute("SHOW BINARY LOG STATUS")
-        except Exception:  # noqa: BLE001 - MariaDB and MySQL before 8.2: a syntax error
-            cur.execute("SHOW MASTER STATUS")
-        return cur.fetchone()
-
-
-def unlogged(status: tuple | None, db: str) -> str | None:
-    """Why a binlog of ``status`` (``binlog_status``) leaves out the changes of database ``db`` (``--binlog-do-db``
-    or ``--binlog-ignore-db`` in the server's configuration: with ROW format they filter by the table's
-    database), or None."""
-    columns = tuple(status or ()) + ("", "", "", "")
-    only = {n for n in str(columns[2] or "").split(",") if n}
-    ignored = {n for n in str(columns[3] or "").split(",") if n}
-    if only and db not in only:
-        return f"the source logs only the changes of databases {', '.join(sorted(only))} (binlog-do-db), not of {db}"
-    if db in ignored:
-        return f"the source does not log the changes of database {db} (binlog-ignore-db)"
-    return None
 
 
 def open_snapshot(conn, source, opening: Opening, what: str) -> Position:

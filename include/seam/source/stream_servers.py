@@ -19,7 +19,7 @@ from seam.core.position import Position
 from seam.source.binlog import binlog_files, gtids_at, locate
 from seam.source.chains import Chains, Followed, StreamError
 from seam.source.gtid import GtidError, GtidSet, gtids_enabled, is_mariadb
-from seam.source.snapshot import binlog_status, unlogged
+from seam.source.head import binlog_status, unlogged
 from seam.state.positions import stop_stream
 from seam.wire.boundary import Rebase
 from seam.wire.topics import Publisher

@@ -17,10 +17,10 @@ from seam.core.identifiers import qi
 
 PART_DEAD_AFTER_S = 20.0  # a part whose last heartbeat is older is down
 PART_LOOPING_S = 120.0  # a part that restarted within this is restarting, not running
-# Failures closer together than this are in a row: longer than the longest back-off (``retry_delay``) plus a
-# pass that fails only after it has caught up for a while.
-IN_A_ROW_S = 300.0
-FAILING_IN_A_ROW = 3  # a restarting part that failed this many times in a row is failing: the supervisor says why
+# Failures in a row: without PART_LOOPING_S of work between them. This many (about a minute of failing, with
+# the back-off) make a restarting part failing: the supervisor says why (a broker's or a server's restart
+# costs a part one or two).
+FAILING_IN_A_ROW = 5
 RETRY_FIRST_S, RETRY_MAX_S = 2.0, 30.0
 
 
@@ -60,21 +60,22 @@ def part_started(conn, schema: str, pipeline: str, part: str, fresh: bool) -> No
 def part_beat(
     conn, schema: str, pipeline: str, part: str, batches: int = 0, retries: int = 0, last_retry: str | None = None
 ) -> None:
-    """A part is alive; ``retries``: transient errors it retried since its last beat (``seam.apply.retry``)."""
+    """A part is alive (``batches`` > 0: it works); ``retries``: transient errors it retried since its last beat
+    (``seam.apply.retry``). Work a while after its last failure ends a part's failures in a row."""
     conn.execute(
         f"UPDATE {qi(schema)}.stream_parts SET beat_at = now(), batches = batches + %s, retries = retries + %s, "
-        "last_retry = coalesce(%s, last_retry) WHERE pipeline = %s AND part = %s",
-        (batches, retries, last_retry, pipeline, part),
+        "last_retry = coalesce(%s, last_retry), streak = CASE WHEN %s > 0 AND (failed_at IS NULL OR failed_at < "
+        "now() - make_interval(secs => %s)) THEN 0 ELSE streak END WHERE pipeline = %s AND part = %s",
+        (batches, retries, last_retry, batches, PART_LOOPING_S, pipeline, part),
     )
 
 
 def part_failed(conn, schema: str, pipeline: str, part: str, error: str) -> None:
-    """A part failed and will try again; ``streak`` counts failures in a row (within ``IN_A_ROW_S`` of the last)."""
+    """A part failed and will try again; ``streak`` counts its failures in a row (``part_beat`` ends them)."""
     conn.execute(
-        f"UPDATE {qi(schema)}.stream_parts SET restarts = restarts + 1, streak = CASE WHEN failed_at > "
-        "now() - make_interval(secs => %s) THEN streak + 1 ELSE 1 END, failed_at = now(), "
+        f"UPDATE {qi(schema)}.stream_parts SET restarts = restarts + 1, streak = streak + 1, failed_at = now(), "
         "last_error = %s, beat_at = now() WHERE pipeline = %s AND part = %s",
-        (IN_A_ROW_S, error[:1000], pipeline, part),
+        (error[:1000], pipeline, part),
     )
 
 
