@@ -133,12 +133,18 @@ def test_a_part_failing_again_and_again_is_named_with_its_cause_a_one_off_is_not
             health.problems
         ), health.problems
         assert not health.healthy and health.actions == []  # reported, not started a second time
+        part_beat(conn, schema, pipeline.name, "reader", batches=1)  # the grant is back: it works again
+        recovered = part_states(conn, schema, pipeline.name)["reader"]
+        assert (recovered["state"], recovered["streak"], recovered["failing"]) == ("restarting", 5, False)
+        health = supervise(pipeline, action="ensure", say=lambda line: None)
+        assert not any("keeps failing" in p for p in health.problems), health.problems
+        part_failed(conn, schema, pipeline.name, "reader", error)  # and fails again: still in a row
         status = run_command(
             [sys.executable, "-m", "seam.cli", "--pipeline", path, "stream", "status"],
             capture_output=True,
             text=True,
             timeout=120,
         )
-        assert status.returncode == 1 and "9 restart(s), failing 5 times in a row, last error: Prog" in status.stdout
+        assert status.returncode == 1 and "10 restart(s), failing 6 times in a row, last error: Prog" in status.stdout
         part_started(conn, schema, pipeline.name, "reader", fresh=True)
         assert part_states(conn, schema, pipeline.name)["reader"]["streak"] == 0

@@ -49,7 +49,8 @@ def part_started(conn, schema: str, pipeline: str, part: str, fresh: bool) -> No
         "host = EXCLUDED.host, pid = EXCLUDED.pid, started_at = now(), beat_at = now(), batches = 0, "
         "stopped_at = NULL"
         + (
-            ", restarts = 0, streak = 0, failed_at = NULL, last_error = NULL, retries = 0, last_retry = NULL"
+            ", restarts = 0, streak = 0, failed_at = NULL, worked_at = NULL, last_error = NULL, retries = 0, "
+            "last_retry = NULL"
             if fresh
             else ""
         ),
@@ -65,8 +66,9 @@ def part_beat(
     conn.execute(
         f"UPDATE {qi(schema)}.stream_parts SET beat_at = now(), batches = batches + %s, retries = retries + %s, "
         "last_retry = coalesce(%s, last_retry), streak = CASE WHEN %s > 0 AND (failed_at IS NULL OR failed_at < "
-        "now() - make_interval(secs => %s)) THEN 0 ELSE streak END WHERE pipeline = %s AND part = %s",
-        (batches, retries, last_retry, batches, PART_LOOPING_S, pipeline, part),
+        "now() - make_interval(secs => %s)) THEN 0 ELSE streak END, worked_at = CASE WHEN %s > 0 THEN now() "
+        "ELSE worked_at END WHERE pipeline = %s AND part = %s",
+        (batches, retries, last_retry, batches, PART_LOOPING_S, batches, pipeline, part),
     )
 
 
@@ -109,11 +111,13 @@ def supervisor_ran(conn, schema: str, pipeline: str, problems: list[str], stop: 
 
 def part_states(conn, schema: str, pipeline: str) -> dict[str, dict]:
     """Per part: ``state`` (running, starting, restarting, stopped, down) and what shows it; ``failing``: a
-    restarting part that failed ``FAILING_IN_A_ROW`` times in a row (``streak``), not a one-off."""
+    restarting part that failed ``FAILING_IN_A_ROW`` times in a row (``streak``), not a one-off, and has done
+    no work since its last failure (one that works again has recovered)."""
     rows = conn.execute(
         f"SELECT part, host, pid, batches, restarts, streak, last_error, stopped_at IS NOT NULL, retries, last_retry, "
         f"extract(epoch FROM now() - beat_at), extract(epoch FROM now() - failed_at), "
-        f"extract(epoch FROM now() - started_at) FROM {qi(schema)}.stream_parts WHERE pipeline = %s",
+        f"extract(epoch FROM now() - started_at), coalesce(worked_at > failed_at, false) "
+        f"FROM {qi(schema)}.stream_parts WHERE pipeline = %s",
         (pipeline,),
     ).fetchall()
     out = {}
@@ -131,6 +135,7 @@ def part_states(conn, schema: str, pipeline: str) -> dict[str, dict]:
         beat_age,
         failed_age,
         up_s,
+        worked_since,
     ) in rows:
         if stopped:
             state = "stopped"
@@ -149,7 +154,7 @@ def part_states(conn, schema: str, pipeline: str) -> dict[str, dict]:
             batches=batches,
             restarts=restarts,
             streak=streak,
-            failing=state == "restarting" and streak >= FAILING_IN_A_ROW,
+            failing=state == "restarting" and streak >= FAILING_IN_A_ROW and not worked_since,
             last_error=error,
             retries=retries,
             last_retry=last_retry,

@@ -150,6 +150,12 @@ def migrations(schema: str) -> list[tuple[int, list[str]]]:
                 f"ALTER TABLE {s}.stream_parts ADD COLUMN IF NOT EXISTS streak integer NOT NULL DEFAULT 0",
             ],
         ),
+        (
+            10,
+            [  # when a part last did work (seam.state.parts): one that works again is not failing any more
+                f"ALTER TABLE {s}.stream_parts ADD COLUMN IF NOT EXISTS worked_at timestamptz",
+            ],
+        ),
     ]
 
 
