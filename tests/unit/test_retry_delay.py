@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from seam.state.parts import PART_LOOPING_S, RETRY_FIRST_S, RETRY_MAX_S, retry_delay, wait_unless
+from seam.state.parts import PART_DEAD_AFTER_S, PART_LOOPING_S, RETRY_FIRST_S, RETRY_MAX_S, retry_delay, wait_unless
 
 
 def test_quick_failures_back_off_up_to_half_a_minute_and_a_long_pass_starts_over():
@@ -27,3 +27,11 @@ def test_a_back_off_ends_when_the_part_is_stopped():
     began = time.monotonic()
     wait_unless(lambda: False, 0.6)
     assert 0.55 < time.monotonic() - began < 2.0
+
+
+def test_a_part_waiting_to_try_again_beats_so_it_is_not_down():
+    beats: list[float] = []
+    began = time.monotonic()
+    wait_unless(lambda: False, 1.0, beat=lambda: beats.append(time.monotonic() - began), every=0.3)
+    assert 2 <= len(beats) <= 3 and all(b - a >= 0.29 for a, b in zip([0.0, *beats], beats)), beats
+    assert wait_unless.__defaults__[-1] < PART_DEAD_AFTER_S / 2  # by default: well inside the time to DOWN

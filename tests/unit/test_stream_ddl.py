@@ -171,15 +171,16 @@ def test_what_a_parent_change_does_to_its_children():
     assert not restrict.follows() and restrict.action_for("d", [1], None) is None
 
 
-def test_stream_start_waits_for_a_part_that_beats_since_it_failed():
+def test_stream_start_waits_for_a_part_that_works_since_it_failed():
     """`seam stream start` returns when each part beats: a part that failed minutes ago (a sink that met a full
-    load's sink on its topic) counts once it has beaten since this command began and since it failed."""
+    load's sink on its topic) counts once it has beaten since this command began and worked since it failed
+    (a part waiting to try again beats without working)."""
     from seam.cli.stream import _beating
 
     assert _beating({"state": "running", "beat_age": 1.0}, waited_s=0.5)
-    assert _beating({"state": "restarting", "beat_age": 2.0, "failed_age": 30.0}, waited_s=5.0)
-    assert not _beating({"state": "restarting", "beat_age": 2.0, "failed_age": 1.0}, waited_s=5.0)  # failed since
-    assert not _beating({"state": "restarting", "beat_age": 9.0, "failed_age": 30.0}, waited_s=5.0)  # not since start
+    assert _beating({"state": "restarting", "beat_age": 2.0, "failed_age": 30.0, "worked": True}, waited_s=5.0)
+    assert not _beating({"state": "restarting", "beat_age": 2.0, "failed_age": 30.0, "worked": False}, waited_s=5.0)
+    assert not _beating({"state": "restarting", "beat_age": 9.0, "failed_age": 30.0, "worked": True}, waited_s=5.0)
     assert not _beating({"state": "down", "beat_age": 1.0}, waited_s=5.0) and not _beating({}, waited_s=5.0)
 
 

@@ -124,16 +124,12 @@ def _await_parts(pipeline, procs: Processes, timeout: float) -> None:
 
 
 def _beating(state: dict, waited_s: float) -> bool:
-    """A part is up when it runs or starts, or when it failed in the last minutes (say, a sink that found a
-    full load's sink on its topic and was restarted) but has beaten since this command began and since it failed."""
+    """A part is up when it runs or starts, or when it failed in the last minutes (say, a sink that met a full
+    load's sink on its topic) but has beaten since this command began and worked since it failed (a part that
+    waits to try again beats too, without working)."""
     if state.get("state") in ("starting", "running"):
         return True
-    failed_age = state.get("failed_age")
-    return (
-        state.get("state") == "restarting"
-        and state["beat_age"] < waited_s
-        and (failed_age is None or state["beat_age"] < failed_age)
-    )
+    return state.get("state") == "restarting" and state["beat_age"] < waited_s and bool(state.get("worked"))
 
 
 def _stream_wait(pipeline, tables, timeout: float, fail_fast: bool) -> int:

@@ -98,7 +98,7 @@ def run_sink(pipeline, table_args: list[str]) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-                wait_unless(stopping_or_lost, delay)
+                wait_unless(stopping_or_lost, delay, beat=lambda: state.record(part_beat))
         state.record(part_stopped)
     finally:
         state.close()

@@ -222,7 +222,7 @@ class ChangeReader:
                     "change reader interrupted (%s); resuming from the target's positions in %.0f s", problem, delay
                 )
                 self._part(part_failed, error=problem)
-                wait_unless(should_stop, delay)
+                wait_unless(should_stop, delay, beat=lambda: self._part(part_beat))
                 try:
                     self._target.close()
                     self._target = connect_target(self.pipeline)

@@ -33,11 +33,20 @@ def retry_delay(previous: float | None, ran_s: float) -> float:
     return min(previous * 2, RETRY_MAX_S)
 
 
-def wait_unless(should_stop: Callable[[], bool], seconds: float) -> None:
-    """Wait ``seconds`` (a back-off of up to half a minute), ending early when the part is asked to stop."""
-    until = time.monotonic() + seconds
+def wait_unless(
+    should_stop: Callable[[], bool],
+    seconds: float,
+    beat: Callable[[], None] | None = None,
+    every: float = PART_DEAD_AFTER_S / 4,
+) -> None:
+    """Wait ``seconds`` (a back-off of up to half a minute), ending early when the part is asked to stop;
+    ``beat`` ``every`` few seconds meanwhile: a part waiting to try again is alive, not DOWN."""
+    until, beaten = time.monotonic() + seconds, time.monotonic()
     while not should_stop() and time.monotonic() < until:
-        time.sleep(min(0.5, max(0.0, until - time.monotonic())))
+        time.sleep(min(0.5, every, max(0.0, until - time.monotonic())))
+        if beat is not None and time.monotonic() - beaten >= every:
+            beat()
+            beaten = time.monotonic()
 
 
 def part_started(conn, schema: str, pipeline: str, part: str, fresh: bool) -> None:
@@ -154,6 +163,7 @@ def part_states(conn, schema: str, pipeline: str) -> dict[str, dict]:
             batches=batches,
             restarts=restarts,
             streak=streak,
+            worked=bool(worked_since),  # since its last failure (a liveness beat while it waits to retry is not work)
             failing=state == "restarting" and streak >= FAILING_IN_A_ROW and not worked_since,
             last_error=error,
             retries=retries,
