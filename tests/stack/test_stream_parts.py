@@ -22,25 +22,32 @@ from tests.support.pipelines import pipeline_file
 pytestmark = pytest.mark.stack
 
 
-def test_part_states_follow_heartbeats_failures_and_stops(stack, tmp_path_factory):
-    path = pipeline_file(
-        tmp_path_factory, "parts", [{"name": "parts_test.t", "key": ["id"]}], pipeline_name="parts_test"
-    )
+def _loaded_at_head(tmp_path_factory, name: str):
+    """A pipeline ``name`` of one table of its own, as if loaded at the source's head (what is tested is the
+    parts' states), and no part recorded yet: (path, pipeline)."""
+    path = pipeline_file(tmp_path_factory, name, [{"name": "parts_test.t", "key": ["id"]}], pipeline_name=name)
     pipeline = load_pipeline(path)
-    assert pipeline.name == "parts_test"
-    schema = pipeline.target.state_schema
     source = demo.connect(os.environ["SEAM_MYSQL_URL"])
-    try:  # a table of its own, as if loaded at the source's head (what is tested is the parts' states)
+    try:
         with source.cursor() as cur:
             cur.execute("CREATE DATABASE IF NOT EXISTS parts_test")
             cur.execute("CREATE TABLE IF NOT EXISTS parts_test.t (id INT PRIMARY KEY)")
         head = source_head(source)
     finally:
         source.close()
+    schema = pipeline.target.state_schema
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
         ensure_state(conn, schema)
-        store_loaded_position(conn, schema, "parts_test", "t", "parts-test", head, None, None, None)
+        store_loaded_position(conn, schema, "parts_test", "t", name, head, None, None, None)
         conn.execute(f"DELETE FROM {schema}.stream_parts WHERE pipeline = %s", (pipeline.name,))
+    return path, pipeline
+
+
+def test_part_states_follow_heartbeats_failures_and_stops(stack, tmp_path_factory):
+    path, pipeline = _loaded_at_head(tmp_path_factory, "parts_test")
+    assert pipeline.name == "parts_test"
+    schema = pipeline.target.state_schema
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
 
         def states():
             return {p: s["state"] for p, s in part_states(conn, schema, pipeline.name).items()}
@@ -88,23 +95,9 @@ def test_a_part_failing_again_and_again_is_named_with_its_cause_a_one_off_is_not
     """A reader that fails the same way on every pass (a bug, a grant taken away) is retried with back-off for
     ever; the supervisor (``seam_stream``, which alerts) says so with the error, after 5 failures in a row.
     Failures with two minutes of work between them (a broker restart now and then) are not in a row."""
-    path = pipeline_file(
-        tmp_path_factory, "failing", [{"name": "parts_test.t", "key": ["id"]}], pipeline_name="parts_failing"
-    )
-    pipeline = load_pipeline(path)
+    path, pipeline = _loaded_at_head(tmp_path_factory, "parts_failing")
     schema = pipeline.target.state_schema
-    source = demo.connect(os.environ["SEAM_MYSQL_URL"])
-    try:
-        with source.cursor() as cur:
-            cur.execute("CREATE DATABASE IF NOT EXISTS parts_test")
-            cur.execute("CREATE TABLE IF NOT EXISTS parts_test.t (id INT PRIMARY KEY)")
-        head = source_head(source)
-    finally:
-        source.close()
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
-        ensure_state(conn, schema)
-        store_loaded_position(conn, schema, "parts_test", "t", "parts-failing", head, None, None, None)
-        conn.execute(f"DELETE FROM {schema}.stream_parts WHERE pipeline = %s", (pipeline.name,))
         for part in ("reader", "sink"):  # as if they ran on another host: the supervisor leaves them be
             part_started(conn, schema, pipeline.name, part, fresh=True)
             part_beat(conn, schema, pipeline.name, part, batches=1)
