@@ -30,14 +30,17 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.seam-requirements.sha256
-want="$(cat requirements.txt pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
+want="$(cat requirements.txt pyproject.toml setup.py include/seam/source/*.c scripts/setup.sh | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing pinned Python requirements into .venv"
   .venv/bin/python -m pip install -q --disable-pip-version-check "uv==0.13.8"
   # bytecode now: with PYTHONDONTWRITEBYTECODE set (as on CI machines) every process would compile every module
   # it imports (Spark's Python workers, the sink, Airflow) each time it starts
   .venv/bin/uv pip sync -q --compile-bytecode --python .venv/bin/python requirements.txt
-  .venv/bin/uv pip install -q --python .venv/bin/python --no-deps -e .
+  # Seam itself, and its compiled row decoder (seam.source._rowimages) built in place; rebuilt when its source changes
+  .venv/bin/uv pip install -q --python .venv/bin/python --no-deps --reinstall-package seam -e .
+  .venv/bin/python -c 'import seam.source._rowimages' \
+    || echo "setup: WARNING: the compiled row decoder did not build (gcc and Python's headers?); the stream reads rows in Python, slower"
   echo "$want" > "$stamp"
 fi
 # once per installation: Spark's start-up classes in an archive the JVM maps (seam.spark_classes)

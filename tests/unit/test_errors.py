@@ -12,7 +12,7 @@ import pytest
 import seam
 from seam.core.errors import ONE_LINE, SeamError, one_line
 
-INTERNAL = {"LockWait", "Rewind", "SeamError"}  # control flow inside one unit; the base itself
+INTERNAL = {"LockWait", "Rewind", "Unsure", "SeamError"}  # control flow inside one unit; the base itself
 KINDS = {"configuration", "source", "broker", "target", "divergence", "validation", "load", "busy", "stream", "stack"}
 
 

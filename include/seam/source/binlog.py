@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pymysql
@@ -58,8 +58,10 @@ from pymysqlreplication.event import (
 )
 
 from seam.core.position import Position
+from seam.core.schema import TableSchema
 from seam.source.gtid import GtidError, GtidSet, gtids_enabled, is_mariadb
 from seam.source.head import binlog_status
+from seam.source.record_images import record_images
 from seam.source.replication import Stream
 from seam.source.rows import Rows
 from seam.source.spill import DEFAULT_BUDGET, ChangeBuffer
@@ -70,9 +72,10 @@ class RowChange:
     op: str  # c, u or d
     db: str
     table: str
-    before: dict | None  # decoded values, as python-mysql-replication gives them (empty SET fixed)
-    after: dict | None
+    before: dict | None  # decoded values, as python-mysql-replication gives them (empty SET fixed), or
+    after: dict | None  # ... with ``records``, record values (seam.wire.records.normalize_row's)
     position: Position  # the row event's end, and the row's index in it
+    records: bool = False
 
 
 @dataclass
@@ -191,6 +194,7 @@ class BinlogReader:
         report_as: str | None = None,
         gtids: GtidSet | None = None,
         transaction_memory: int = DEFAULT_BUDGET,
+        record_schema: Callable[[str, str], TableSchema | None] | None = None,
     ):
         self.source, self.start, self.end = source, start, end
         self.transaction_memory = transaction_memory  # of a transaction's changes; the rest spills to a file
@@ -200,6 +204,8 @@ class BinlogReader:
         self.blocking, self.heartbeat_s = blocking, heartbeat_s
         self.server_id = server_id or _private_server_id()
         self.report_as = report_as  # the host name SHOW SLAVE HOSTS lists for this reader (see replica_clash)
+        # (db, table) -> the schema whose record values a table's rows are read as (RowChange.records), or None
+        self.record_schema = record_schema or (lambda db, table: None)
         self._stream: Stream | None = None
 
     def close(self) -> None:
@@ -372,7 +378,8 @@ class BinlogReader:
             if open_ is None:  # rows outside BEGIN: a non-transactional table's autocommitted statement
                 open_ = self._transaction(at, gtid, event.timestamp)
             try:
-                open_.changes.extend(_changes(event, stream.log_file), event.size)
+                schema = self.record_schema(event.schema, event.table)
+                open_.changes.extend(_changes(event, stream.log_file, schema), event.size)
             except Exception as exc:  # noqa: BLE001 - kept: only fatal if the table's rows are needed
                 open_.errors.setdefault((event.schema, event.table), f"{type(exc).__name__}: {exc}")
             rows_seen += 1
@@ -488,8 +495,13 @@ class _Resolve:
     timestamp: int
 
 
-def _changes(event: Rows, log_file: str) -> list[RowChange]:
+def _changes(event: Rows, log_file: str, schema: TableSchema | None = None) -> list[RowChange]:
     op, db, table, end = event.op, event.schema, event.table, event.log_pos
+    if schema is not None:
+        return [
+            RowChange(op, db, table, before, after, Position(log_file, end, i), records=True)
+            for i, (before, after) in enumerate(record_images(event, schema))
+        ]
     return [
         RowChange(op, db, table, before, after, Position(log_file, end, i))
         for i, (before, after) in enumerate(event.images())

@@ -258,8 +258,10 @@ class Chains:
                 continue
             schema = followed.schema
             try:
-                before = None if change.before is None else normalize_row(schema, change.before)
-                after = None if change.after is None else normalize_row(schema, change.after)
+                before, after = change.before, change.after
+                if not change.records:
+                    before = None if before is None else normalize_row(schema, before)
+                    after = None if after is None else normalize_row(schema, after)
             except Exception as exc:  # noqa: BLE001 - named in the stop
                 failed[followed.table.name] = (followed, f"{type(exc).__name__}: {exc}")
                 continue

@@ -50,15 +50,21 @@ def _be_signed(data: bytes, pos: int, size: int) -> int:
     return int.from_bytes(data[pos : pos + size], "big", signed=True)
 
 
+def text_encoding(column) -> str:
+    """The Python codec a text column's bytes are decoded with ("" when Python has none: the bytes are kept)."""
+    if column.character_set_name is None:
+        return "utf8"
+    found = charset_by_name(column.character_set_name)
+    encoding = found.encoding if found else column.character_set_name
+    try:
+        codecs.lookup(encoding)
+    except LookupError:  # Python cannot decode it (e.g. swe7): the library hands over the bytes
+        return ""
+    return encoding
+
+
 def _text(column, length_size: int) -> Reader:
-    encoding = "utf-8"
-    if column.character_set_name is not None:
-        found = charset_by_name(column.character_set_name)
-        encoding = found.encoding if found else column.character_set_name
-        try:
-            codecs.lookup(encoding)
-        except LookupError:  # Python cannot decode it (e.g. swe7): the library hands over the bytes
-            encoding = ""
+    encoding = text_encoding(column)
 
     def read(data: bytes, pos: int):
         length = _uint(data, pos, length_size)

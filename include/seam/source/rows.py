@@ -39,13 +39,13 @@ class Decoder:
         self.schema, self.table = table.schema, table.table
         self.names = [c.name or f"UNKNOWN_COL{i}" for i, c in enumerate(table.columns)]
         self._readers: list[Reader] | None = None
-        self._columns = table.columns
-        self._unnamed = any(not c.name for c in table.columns)
+        self.columns = table.columns  # the map's (python-mysql-replication's Column: type, metadata)
+        self.unnamed = any(not c.name for c in table.columns)
 
     @property
     def readers(self) -> list[Reader]:
         if self._readers is None:  # on first use: an unknown type fails that table's rows, not the map
-            self._readers = [value_reader(c) for c in self._columns]
+            self._readers = [value_reader(c) for c in self.columns]
         return self._readers
 
     @functools.cached_property
@@ -54,7 +54,8 @@ class Decoder:
         return [(name, read, i >> 3, 1 << (i & 7)) for i, (name, read) in enumerate(zip(self.names, self.readers))]
 
     @functools.cached_property
-    def _all(self) -> bytes:
+    def full(self) -> bytes:
+        """The column bitmap of an image that holds every column."""
         width = len(self.names)
         return bytes([0xFF] * (width // 8) + ([(1 << (width % 8)) - 1] if width % 8 else []))
 
@@ -63,13 +64,13 @@ class Decoder:
         return (len(self.names) + 7) // 8
 
     def image(self, data: bytes, pos: int, present: bytes) -> tuple[dict, int]:
-        if self._unnamed:  # matched to today's columns by position, a row could land in the wrong columns
+        if self.unnamed:  # matched to today's columns by position, a row could land in the wrong columns
             raise PartialRowImage(
                 "the binlog's table map carries no column names: the source logs binlog_row_metadata MINIMAL "
                 "(since this table was loaded), and Seam needs FULL. SET GLOBAL binlog_row_metadata = 'FULL' "
                 "(and in my.cnf), then re-run `seam load full`"
             )
-        if present == self._all:  # every column in the image (binlog_row_image FULL): the short way
+        if present == self.full:  # every column in the image (binlog_row_image FULL): the short way
             nulls = data[pos : pos + self._null_bytes]
             pos += self._null_bytes
             row: dict[str, Any] = {}
@@ -112,11 +113,23 @@ class Rows:
         """The bytes of its rows in the event."""
         return self._end - self._start
 
-    def images(self) -> list[tuple[dict | None, dict | None]]:
+    @property
+    def decoder(self) -> Decoder | None:
+        return self._decoder
+
+    @property
+    def data(self) -> bytes:
+        return self._data
+
+    @property
+    def end(self) -> int:
+        return self._end
+
+    def _bitmaps(self) -> tuple[bytes, bytes, int]:
+        """The columns present in the before (or only) image and in the after image, and where the rows begin."""
         if self._refused:
             raise ValueError(self._refused)
-        assert self._decoder is not None
-        data, pos, end, image = self._data, self._start, self._end, self._decoder.image
+        data, pos = self._data, self._start
         width = data[pos]
         if width == 0xFC:  # a length-encoded count: 251 columns or more
             width, pos = int.from_bytes(data[pos + 1 : pos + 3], "little"), pos + 3
@@ -127,10 +140,27 @@ class Rows:
         bitmap = (width + 7) // 8
         present = data[pos : pos + bitmap]
         pos += bitmap
+        if self.op != "u":
+            return present, present, pos
+        return present, data[pos : pos + bitmap], pos + bitmap
+
+    def body(self) -> int | None:
+        """Where the rows begin, when every image holds every column of the map (binlog_row_image FULL);
+        None otherwise (``images()`` then says why)."""
+        assert self._decoder is not None
+        try:
+            present, present_after, pos = self._bitmaps()
+        except (ValueError, IndexError):
+            return None
+        full = self._decoder.full
+        return pos if present == full and present_after == full else None
+
+    def images(self) -> list[tuple[dict | None, dict | None]]:
+        assert self._decoder is not None
+        present, present_after, pos = self._bitmaps()
+        data, end, image = self._data, self._end, self._decoder.image
         out: list[tuple[dict | None, dict | None]] = []
         if self.op == "u":
-            present_after = data[pos : pos + bitmap]
-            pos += bitmap
             while pos < end:
                 before, pos = image(data, pos, present)
                 after, pos = image(data, pos, present_after)

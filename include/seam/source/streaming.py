@@ -67,6 +67,7 @@ import pymysql
 
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
+from seam.core.schema import TableSchema
 from seam.source.binlog import (
     SAME_SERVER_ID,
     BinlogReader,
@@ -290,6 +291,7 @@ class ChangeReader:
             report_as=me,
             gtids=gtids_at_start(self.chains, self._source(), start),
             transaction_memory=self.pipeline.stream.max_transaction_memory,
+            record_schema=self._record_schema,
         )
         self.chains.reading = reader
         ids = topic_ids(self.pipeline, sorted({f.topic for f in self.followed.values()}))
@@ -339,6 +341,12 @@ class ChangeReader:
             reader.close()
             self.chains.reading = None
         publisher.flush()
+
+    def _record_schema(self, db: str, table: str) -> TableSchema | None:
+        """A followed table's rows are read straight as record values (seam.source.record_images), except a
+        cascade's parent's: a cascade needs the parent's values as decoded."""
+        followed = self.followed.get((db, table))
+        return None if followed is None or (db, table) in self.cascades.parents else followed.schema
 
     def _publish(self, publisher: Publisher, txn: Transaction, stats: dict) -> None:
         """One committed transaction: its changes published; tables whose rows cannot be read stopped."""
