@@ -19,7 +19,6 @@ Delivery guarantee: none (decoding only); nothing is dropped without an error.
 
 from __future__ import annotations
 
-
 from pymysqlreplication.constants import FIELD_TYPE
 
 from seam.core.schema import Column, TableSchema
