@@ -9,6 +9,7 @@ real binlog through the same code."""
 from __future__ import annotations
 
 import inspect
+import random
 import re
 import struct
 from importlib.metadata import version
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pymysql
 import pytest
-from pymysqlreplication.event import QueryEvent
+from pymysqlreplication.event import MariadbGtidEvent, QueryEvent, XidEvent
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import TableMapEvent
 
@@ -93,3 +94,29 @@ def test_a_table_map_is_parsed_with_seams_server_object(full_metadata):
     assert [c.type for c in table.columns] == [3, 15]
     expected = ["id", "note"] if full_metadata else [None, None]  # names only from FULL metadata, never queried
     assert [c.name for c in table.columns] == expected
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_xid_and_mariadb_gtid_events_read_quickly_equal_the_librarys(seed):
+    """The two events of every transaction are read by ``Stream`` itself (``replication._QUICK``); their fields
+    must be the library's, on random values (the checksum's four bytes included)."""
+    rng = random.Random(seed)
+    xid = rng.getrandbits(64)
+    seq, domain, flags = rng.getrandbits(64), rng.getrandbits(32), rng.randrange(256)
+    cases = [
+        (0x10, struct.pack("<Q", xid), XidEvent, ("timestamp", "xid")),
+        (
+            0xA2,
+            struct.pack("<QIB", seq, domain, flags) + bytes(6),
+            MariadbGtidEvent,
+            ("timestamp", "server_id", "gtid_seq_no", "domain_id", "flags", "gtid"),
+        ),
+    ]
+    for kind, body, cls, fields in cases:
+        data = bytearray(_event(kind, body))
+        data[6:10] = rng.getrandbits(32).to_bytes(4, "little")  # the server id
+        data = bytes(data)
+        library = _parsed(data, {cls}, False).event
+        quick = replication._QUICK[kind][1](data, struct.unpack_from("<I", data, 1)[0])
+        assert type(quick) is type(library) is cls
+        assert [getattr(quick, f) for f in fields] == [getattr(library, f) for f in fields]

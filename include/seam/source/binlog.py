@@ -44,6 +44,7 @@ import random
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
@@ -67,8 +68,7 @@ from seam.source.rows import Rows
 from seam.source.spill import DEFAULT_BUDGET, ChangeBuffer
 
 
-@dataclass(frozen=True)
-class RowChange:
+class RowChange(NamedTuple):  # a tuple: made per row read, three times cheaper than a frozen dataclass
     op: str  # c, u or d
     db: str
     table: str

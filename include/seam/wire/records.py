@@ -68,7 +68,7 @@ FORMAT_VERSION = 1
 OPS = ("r", "c", "u", "d", "x")  # x: a foreign-key cascade (``cascade``), change events only
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen (nothing changes one): a frozen dataclass's init costs 4x, and one is made per change read
 class Record:
     op: str
     db: str
