@@ -318,11 +318,11 @@ class ChangeReader:
                 now = time.monotonic()
                 here = reader.here
                 if between and here and now - last_beat > HEARTBEAT_EVERY_S:
-                    # not flushed: linger.ms sends it soon, its chain (prev) guards it, the poll's flush checks it
+                    # not flushed: linger.ms sends it soon, its chain (prev) guards it, the poll's check sees it refused
                     self.chains.heartbeats(publisher, here)
                     last_beat = now
                 if now - last_poll > POLL_EVERY_S or self.chains.over_bound:
-                    publisher.flush()
+                    publisher.check()  # a refused message stops the pass (as a flush would); no wait for the rest
                     self._poll(here, ids)
                     self.chains.hold_back(functools.partial(self._poll, here, ids), should_stop)
                     last_poll = time.monotonic()

@@ -215,11 +215,20 @@ class Publisher:
         left = self._producer.flush(min(1.0, timeout))
         while left and self.fatal is None and time.monotonic() < deadline:
             left = self._producer.flush(1.0)
+        self._raise_undelivered(left)
+        if left:
+            raise BrokerError(f"{left} message(s) not acknowledged by the broker within {timeout:.0f}s")
+
+    def check(self) -> None:
+        """Raise if a message sent so far was refused, as ``flush`` would, without waiting for those still on
+        their way (the next check or flush sees them): a reader that checks every second keeps reading meanwhile."""
+        self._producer.poll(0)
+        self._raise_undelivered(len(self._producer))
+
+    def _raise_undelivered(self, left: int) -> None:
         if self.fatal is not None:
             raise BrokerError(f"the Kafka producer failed for good ({self.fatal}); {left} message(s) undelivered")
         errors, self.errors = self.errors, []
-        if left:
-            raise BrokerError(f"{left} message(s) not acknowledged by the broker within {timeout:.0f}s")
         if errors:
             raise BrokerError(f"{len(errors)} message(s) were not delivered, first: {errors[0]}")
 
