@@ -68,6 +68,7 @@ import pymysql
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
 from seam.core.schema import TableSchema
+from seam.source import record_images
 from seam.source.binlog import (
     SAME_SERVER_ID,
     BinlogReader,
@@ -194,6 +195,11 @@ class ChangeReader:
         source connection). A purged binlog is not retried: it needs a new full load. Heartbeats, restarts
         and the last error go to the target (``seam.state``) for ``seam stream status``."""
         self._part(part_started, fresh=True)
+        if record_images.native is None:
+            log.warning(
+                "the compiled row decoder (seam.source._rowimages) is not built: rows are read in Python, with the "
+                "same records, more slowly; run `make setup` (it needs gcc and Python's headers)"
+            )
         try:
             self._serve(should_stop)
         except StreamError as exc:
