@@ -38,36 +38,24 @@ def _columns():
         return n.to_bytes(size, "little", signed=signed)
 
     def decimal(r, precision, scale):  # MySQL's decimal2bin, written here independently of the decoder
-        integral = precision - scale
-        text = "".join(r.choice("0123456789") for _ in range(integral)) + "".join(
-            r.choice("0123456789") for _ in range(scale)
-        )
         dig2bytes = [0, 1, 1, 2, 2, 3, 3, 4, 4, 4]
-
-        def groups(digits, lead):
-            out = b""
-            if lead:
-                out += int(digits[:lead] or "0").to_bytes(dig2bytes[lead], "big")
-            rest = digits[lead:]
-            for i in range(0, len(rest), 9):
-                out += int(rest[i : i + 9]).to_bytes(4, "big")
-            return out
-
-        whole, frac = text[:integral], text[integral:]
-        body = bytearray(groups(whole, integral % 9) + groups_frac(frac, dig2bytes))
+        digits = "".join(r.choice("0123456789") for _ in range(precision))
+        whole, frac = digits[: precision - scale], digits[precision - scale :]
+        lead = len(whole) % 9  # the integral part's short group comes first, the fraction's last
+        groups = [whole[:lead]] * bool(lead) + [whole[i : i + 9] for i in range(lead, len(whole), 9)]
+        groups += [frac[i : i + 9] for i in range(0, len(frac), 9)]
+        body = bytearray(b"".join(int(g).to_bytes(dig2bytes[len(g)], "big") for g in groups))
         body[0] ^= 0x80
-        if r.random() < 0.5:
+        if r.random() < 0.5:  # negative: every byte inverted
             body = bytearray(b ^ 0xFF for b in body)
         return bytes(body)
 
-    def groups_frac(frac, dig2bytes):
-        out = b""
-        full = len(frac) // 9 * 9
-        for i in range(0, full, 9):
-            out += int(frac[i : i + 9]).to_bytes(4, "big")
-        if len(frac) > full:
-            out += int(frac[full:]).to_bytes(dig2bytes[len(frac) - full], "big")
-        return out
+    def decimal_column(name, precision, scale):
+        return (
+            _mapped(name, FIELD_TYPE.NEWDECIMAL, precision=precision, decimals=scale),
+            col(name, "decimal", f"decimal({precision},{scale})", numeric_scale=scale),
+            lambda r: decimal(r, precision, scale),
+        )
 
     def datetime2(r, fsp):
         y, mo, d = r.randrange(0, 10000), r.randrange(0, 13), r.randrange(0, 32)
@@ -126,26 +114,10 @@ def _columns():
             col("d", "double", "double"),
             lambda r: struct.pack("<d", r.uniform(-1e300, 1e300)),
         ),
-        (
-            _mapped("d6", FIELD_TYPE.NEWDECIMAL, precision=20, decimals=6),
-            col("d6", "decimal", "decimal(20,6)", numeric_scale=6),
-            lambda r: decimal(r, 20, 6),
-        ),
-        (
-            _mapped("d0", FIELD_TYPE.NEWDECIMAL, precision=10, decimals=0),
-            col("d0", "decimal", "decimal(10,0)", numeric_scale=0),
-            lambda r: decimal(r, 10, 0),
-        ),
-        (
-            _mapped("d55", FIELD_TYPE.NEWDECIMAL, precision=5, decimals=5),
-            col("d55", "decimal", "decimal(5,5)", numeric_scale=5),
-            lambda r: decimal(r, 5, 5),
-        ),
-        (
-            _mapped("d65", FIELD_TYPE.NEWDECIMAL, precision=65, decimals=30),
-            col("d65", "decimal", "decimal(65,30)", numeric_scale=30),
-            lambda r: decimal(r, 65, 30),
-        ),
+        decimal_column("d6", 20, 6),
+        decimal_column("d0", 10, 0),
+        decimal_column("d55", 5, 5),
+        decimal_column("d65", 65, 30),
         (_mapped("dd", FIELD_TYPE.DATE), col("dd", "date", "date"), date),
         (_mapped("dt0", FIELD_TYPE.DATETIME2, fsp=0), col("dt0", "datetime", "datetime"), lambda r: datetime2(r, 0)),
         (_mapped("dt3", FIELD_TYPE.DATETIME2, fsp=3), col("dt3", "datetime", "datetime(3)"), lambda r: datetime2(r, 3)),

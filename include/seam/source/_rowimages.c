@@ -115,14 +115,15 @@ static const int DIG2BYTES[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
 static const unsigned POW10[10] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000};
 
 /* DECIMAL(precision, scale) as f"{Decimal(text):.{scale}f}": leading zeros dropped, the sign kept (even of 0) */
-static PyObject *decimal_text(const unsigned char *p, int precision, int scale, Py_ssize_t *size_out) {
+static PyObject *decimal_text(const unsigned char *p, Py_ssize_t left, int precision, int scale,
+                              Py_ssize_t *size_out) {
     int integral = precision - scale;
     int wi = integral / 9, wf = scale / 9, pi = integral - wi * 9, pf = scale - wf * 9;
     int head = DIG2BYTES[pi], tail = DIG2BYTES[pf];
     Py_ssize_t size = head + wi * 4 + wf * 4 + tail;
     unsigned char raw[64];
     char text[160], *t = text;
-    if (size <= 0 || size > (Py_ssize_t)sizeof raw) return unsure();
+    if (size <= 0 || size > left || size > (Py_ssize_t)sizeof raw) return unsure();
     memcpy(raw, p, (size_t)size);
     int negative = !(raw[0] & 0x80);
     raw[0] ^= 0x80;
@@ -243,10 +244,7 @@ static PyObject *value(const Col *c, PyObject *data, const unsigned char *d, Py_
         return py_value(c, data, pos, end);
     case K_DECIMAL: {
         Py_ssize_t size = 0;
-        int integral = c->a - c->b;
-        Py_ssize_t need = DIG2BYTES[integral % 9] + (integral / 9) * 4 + (c->b / 9) * 4 + DIG2BYTES[c->b % 9];
-        if (left < need) return unsure();
-        PyObject *out = decimal_text(p, c->a, c->b, &size);
+        PyObject *out = decimal_text(p, left, c->a, c->b, &size);
         if (out) *pos += size;
         return out;
     }

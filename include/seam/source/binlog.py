@@ -496,15 +496,13 @@ class _Resolve:
 
 
 def _changes(event: Rows, log_file: str, schema: TableSchema | None = None) -> list[RowChange]:
+    """The event's rows, in record values when ``schema`` is given (``RowChange.records``)."""
     op, db, table, end = event.op, event.schema, event.table, event.log_pos
-    if schema is not None:
-        return [
-            RowChange(op, db, table, before, after, Position(log_file, end, i), records=True)
-            for i, (before, after) in enumerate(record_images(event, schema))
-        ]
+    pairs = event.images() if schema is None else record_images(event, schema)
+    records = schema is not None
     return [
-        RowChange(op, db, table, before, after, Position(log_file, end, i))
-        for i, (before, after) in enumerate(event.images())
+        RowChange(op, db, table, before, after, Position(log_file, end, i), records)
+        for i, (before, after) in enumerate(pairs)
     ]
 
 

@@ -12,7 +12,7 @@ A table map whose columns are not the schema's, by name and in order (rows read 
 already follows), is read the Python way too, and fails there as it did.
 
 Without the compiled module (a checkout where ``make setup`` has not built it) everything goes the Python way,
-slower; ``seam stream status`` does not change.
+slower, with the same records; the change reader says so when it starts.
 
 Delivery guarantee: none (decoding only); nothing is dropped without an error.
 """
@@ -100,13 +100,14 @@ def plan(decoder: Decoder, schema: TableSchema) -> tuple | None:
 def record_images(event: Rows, schema: TableSchema) -> list[tuple[dict | None, dict | None]]:
     """The event's rows as (before, after) in record values, as ``normalize_row`` would give them."""
     decoder = event.decoder
-    body = event.body() if decoder is not None else None
-    made = plan(decoder, schema) if decoder is not None and body is not None else None
-    if made is not None and body is not None:
-        try:
-            return native.images(event.data, body, event.end, event.op, made)
-        except native.Unsure:
-            pass  # the Python way below: the exact value, or the exact error
+    if native is not None and decoder is not None:
+        body = event.body()
+        made = plan(decoder, schema) if body is not None else None
+        if made is not None:
+            try:
+                return native.images(event.data, body, event.end, event.op, made)
+            except native.Unsure:
+                pass  # the Python way below: the exact value, or the exact error
     return [
         (
             None if before is None else normalize_row(schema, before),
