@@ -22,10 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import psycopg
+
+from seam.apply.retry import first_line
 from seam.core.errors import ONE_LINE, SeamError
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.spark import spark_job_script, spark_master, submit_conf
-from seam.state.connection import connect_state
+from seam.state.connection import StateWatch
 from seam.state.ledger import batch_status
 from seam.state.schema import held_by_another
 from seam.wire.topics import ensure_topics, table_topic
@@ -159,7 +162,7 @@ class BatchRun:
 
     def run(self, job: str, job_args: list[str]) -> dict[str, dict]:
         ensure_topics(self.pipeline, self.topics)
-        self.conn = connect_state(self.pipeline)
+        self.watch = StateWatch(self.pipeline, self.runner.say)
         started = time.time()
         try:
             self._start(job, job_args)
@@ -173,7 +176,7 @@ class BatchRun:
                     child.stop()
                     if child in self.runner.children:
                         self.runner.children.remove(child)
-            self.conn.close()
+            self.watch.close()
         elapsed = time.time() - started
         for r in self.results.values():
             seconds = (r["finished_at"] - r["opened_at"]).total_seconds() if r["finished_at"] else elapsed
@@ -225,32 +228,55 @@ class BatchRun:
 
     def _watch(self, started: float) -> None:
         """Until every batch is final: a failed process, a timeout or a stall raises ``LoadError``; progress
-        is said as the rows are staged."""
+        is said as the rows are staged. A target that goes away (a restart, a failover) is waited for."""
         assert self.spark is not None
         progress = _Progress(self.runner.say, self.runner.progress_every, started, self._staged_rows())
         spark_done: float | None = None
         while len(self.results) < len(self.tables):
             time.sleep(0.5)
-            for t in self.tables:
-                status = self._status(self.batches[t.name])
-                if status and status["state"] != "open" and t.name not in self.results:
-                    self.results[t.name] = {"table": t.name, "batch": self.batches[t.name], **status}
-            if len(self.results) == len(self.tables):
-                break
-            code = self.spark.poll()
-            if code not in (None, 0):
-                raise LoadError(
-                    f"the Spark job failed (exit {code}); nothing of the unfinished batch is visible, "
-                    "the target keeps the previous data; fix the cause above and re-run"
-                )
-            self._check_sink()
-            if time.time() - started > self.runner.timeout:
-                raise LoadError(f"no commit within {self.runner.timeout:.0f}s; the target keeps the previous data")
-            if code == 0 and spark_done is None:
-                spark_done = time.time()
-            if spark_done is not None and time.time() - max(spark_done, progress.moved_at) > self.stall_after:
-                raise self._stalled()
-            progress.report(self._staged_rows)
+            try:
+                spark_done = self._look(started, progress, spark_done)
+            except psycopg.OperationalError as exc:
+                self._wait_for_target(exc, started)
+
+    def _look(self, started: float, progress: _Progress, spark_done: float | None) -> float | None:
+        """One look at the batches and the processes; returns when the Spark job ended well (or None)."""
+        assert self.spark is not None
+        for t in self.tables:
+            status = self._status(self.batches[t.name])
+            if status and status["state"] != "open" and t.name not in self.results:
+                self.results[t.name] = {"table": t.name, "batch": self.batches[t.name], **status}
+        if len(self.results) == len(self.tables):
+            return spark_done
+        code = self.spark.poll()
+        if code not in (None, 0):
+            raise LoadError(
+                f"the Spark job failed (exit {code}); nothing of the unfinished batch is visible, "
+                "the target keeps the previous data; fix the cause above and re-run"
+            )
+        self._check_sink()
+        if time.time() - started > self.runner.timeout:
+            raise LoadError(f"no commit within {self.runner.timeout:.0f}s; the target keeps the previous data")
+        if code == 0 and spark_done is None:
+            spark_done = time.time()
+        if spark_done is not None and time.time() - max(spark_done, progress.moved_at) > self.stall_after:
+            raise self._stalled()
+        progress.report(self._staged_rows)
+        return spark_done
+
+    def _wait_for_target(self, exc: Exception, started: float) -> None:
+        """The watch's session to the target broke: the load goes on (the sink retries on its own), so this
+        connects again, within the run's timeout."""
+        if time.time() - started > self.runner.timeout:
+            raise LoadError(
+                f"the target stayed unreachable ({first_line(exc)}) until the load's timeout; nothing of the "
+                "unfinished batch is visible; start the target and re-run the load (it resumes)"
+            )
+        self.watch.reconnect(exc)
+
+    @property
+    def conn(self) -> psycopg.Connection:
+        return self.watch.conn
 
     def _check_sink(self) -> None:
         """The sink this run relies on is still there (its own, or the running one it left the batch to)."""

@@ -3,7 +3,8 @@
 It says what it waits for: the stream's parts that are starting (the sink's Spark start-up), restarting or down
 (with their last error), tables behind (with how much binlog lies between them and the goal), tables that
 stopped (named, with the reason).
-A stopped table does not end the wait for the others unless ``fail_fast``.
+A stopped table does not end the wait for the others unless ``fail_fast``. A target that goes away (a
+restart, a failover) is waited for within the timeout, as the stream's parts wait for it.
 
 Exit codes (``WAIT_*``): 0 every streamed table caught up; 1 the timeout passed with tables still behind;
 3 the others caught up (or ``fail_fast``) but tables are STOPPED. 2 is the CLI's for bad input.
@@ -16,13 +17,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import psycopg
 import pymysql
 
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
 from seam.source.gtid import server_identity
 from seam.source.snapshot import source_head
-from seam.state.connection import connect_state
+from seam.state.connection import StateWatch
 from seam.state.parts import part_states
 from seam.state.positions import positions_of
 
@@ -67,13 +69,24 @@ def wait_for_stream(
         goal, here = source_head(source), server_identity(source)
     finally:
         source.close()
-    conn = connect_state(pipeline)
+    watch = StateWatch(pipeline, say)
     streamed = [t for t in tables if t.sync == "stream"]
     started, last_said = time.monotonic(), 0.0
     told_stopped: set[str] = set()
     try:
         while True:
-            rows = positions_of(conn, pipeline.target.state_schema)
+            try:
+                rows = positions_of(watch.conn, pipeline.target.state_schema)
+                parts = _parts_not_running(watch.conn, pipeline)
+            except psycopg.OperationalError as exc:
+                if time.monotonic() - started > timeout:
+                    say(
+                        f"seam: the target stayed unreachable until the wait's timeout ({timeout:.0f}s); start it "
+                        "(the stream's parts go on by themselves) and wait again"
+                    )
+                    return WAIT_TIMEOUT
+                watch.reconnect(exc)
+                continue
             behind: dict[str, str] = {}
             stopped: dict[str, str] = {}
             for t in streamed:
@@ -99,7 +112,7 @@ def wait_for_stream(
                 say(f"stream caught up: every streamed table has applied the binlog up to {goal} ({waited:.1f}s)")
                 return WAIT_CAUGHT_UP
             if waited > timeout or time.monotonic() - last_said >= SAY_EVERY_S:
-                lines = _parts_not_running(conn, pipeline) + [f"{name}: {how}" for name, how in sorted(behind.items())]
+                lines = parts + [f"{name}: {how}" for name, how in sorted(behind.items())]
                 if waited > timeout:
                     say(
                         f"seam: the stream did not reach {goal} within {timeout:.0f}s; still behind: "
@@ -110,4 +123,4 @@ def wait_for_stream(
                 last_said = time.monotonic()
             time.sleep(0.5)
     finally:
-        conn.close()
+        watch.close()

@@ -7,6 +7,8 @@ Delivery guarantee: none (connections).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -36,9 +38,8 @@ def connect_target(pipeline: Pipeline) -> psycopg.Connection:
             **t.conninfo(), connect_timeout=10, application_name=sink_session_name(pipeline), client_encoding="UTF8"
         )
     except psycopg.OperationalError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TargetError(
-            f"target PostgreSQL at {t.host}:{t.port}/{t.database} is unreachable ({first}): "
+            f"target PostgreSQL at {t.host}:{t.port}/{t.database} is unreachable ({_first_line(exc)}): "
             "start it (`seam up postgres`) or fix the pipeline's target"
         ) from None
 
@@ -50,3 +51,38 @@ def connect_state(pipeline: Pipeline) -> psycopg.Connection:
 
     ensure_state(conn, pipeline.target.state_schema)
     return conn
+
+
+class StateWatch:
+    """The state session of a command that watches the target while other processes do the work (a load,
+    ``seam stream wait``). When it breaks (a restart, a failover, a DBA's ``pg_terminate_backend``) the
+    command waits for the target and goes on, as the sink and the reader it watches do, instead of failing."""
+
+    def __init__(self, pipeline: Pipeline, say: Callable[[str], None]):
+        self.pipeline, self.say = pipeline, say
+        self.conn = connect_state(pipeline)
+        self.lost = False  # broken, and not made again yet
+
+    def reconnect(self, exc: Exception) -> bool:
+        """After ``exc`` broke the session: True once it is made again, False (after a second) while the
+        target is still away. Said once each way."""
+        if not self.lost:
+            self.lost = True
+            self.say(f"lost the target's connection ({_first_line(exc)}); waiting for it")
+        self.conn.close()
+        try:
+            self.conn = connect_state(self.pipeline)
+        except TargetError:
+            time.sleep(1)
+            return False
+        self.lost = False
+        self.say("the target is back")
+        return True
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,143 @@
+"""A full load, and a ``seam stream wait``, whose target sessions are cut while they run (a PostgreSQL restart
+or failover, a DBA's ``pg_terminate_backend``): each waits for the target and goes on, says so in one line, and
+ends with the table equal to its source. Before, their watch raised psycopg's traceback and the command failed
+while the sink (and the reader) it watched were retrying."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psycopg
+import pytest
+import yaml
+
+from seam.config import load_pipeline
+from seam.state.connection import sink_session_name
+from seam_dev import demo
+from tests.support.commands import run_command
+from tests.support.independent import compare
+from tests.support.pipelines import pipeline_file
+from tests.support.source import fresh_database
+
+DB = "target_lost_test"
+ROWS = 400_000
+pytestmark = pytest.mark.stack
+
+
+def _seam(path: str, *args: str) -> subprocess.CompletedProcess:
+    return run_command(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=600
+    )
+
+
+def _started(path: str, *args: str) -> subprocess.Popen:
+    """A seam command running in a session of its own (what it starts is stopped with it: ``_stop``)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _stop(command: subprocess.Popen) -> None:
+    if command.poll() is None:
+        os.killpg(command.pid, signal.SIGKILL)
+        command.wait()
+
+
+def _open_batch_staging(pipeline) -> bool:
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass('seam.batches')").fetchone()[0] is None:
+            return False
+        row = conn.execute(
+            "SELECT staged_rows FROM seam.batches WHERE db = %s AND state = 'open' ORDER BY opened_at DESC LIMIT 1",
+            (DB,),
+        ).fetchone()
+    return bool(row and row[0] > 0)
+
+
+def _terminate(pipeline) -> int:
+    """Every session of this pipeline's load (its watch and its sink) cut, as a restart would."""
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        return len(
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                (sink_session_name(pipeline),),
+            ).fetchall()
+        )
+
+
+def test_a_load_whose_target_sessions_are_cut_goes_on_and_commits(stack, tmp_path_factory):
+    fresh_database(
+        DB,
+        f"CREATE TABLE `{DB}`.t (id INT PRIMARY KEY, amount DECIMAL(18,2), note VARCHAR(100))",
+        *(
+            f"INSERT INTO `{DB}`.t SELECT seq, seq + 0.5, REPEAT('y', 40) FROM `{DB}`.seq_{lo}_to_{lo + 99_999}"
+            for lo in range(1, ROWS, 100_000)
+        ),
+    )
+    spark = yaml.safe_load(open(load_pipeline().path))["spark"]
+    spark.update(partitions=8, master="local[1]")  # slow enough to be cut while it stages
+    path = pipeline_file(
+        tmp_path_factory, "target_lost", [{"name": f"{DB}.t", "key": ["id"]}], pipeline_name="target-lost", spark=spark
+    )
+    pipeline = load_pipeline(path)
+    load = _started(path, "load", "full", f"{DB}.t", "--restart")
+    try:
+        deadline = time.time() + 300
+        while not _open_batch_staging(pipeline) and time.time() < deadline and load.poll() is None:
+            time.sleep(0.1)
+        assert load.poll() is None, load.communicate()[0]
+        cut = _terminate(pipeline)
+        time.sleep(1.5)
+        cut += _terminate(pipeline)
+        output = load.communicate(timeout=600)[0]
+    finally:
+        _stop(load)
+    assert cut >= 2, cut
+    assert load.returncode == 0, output
+    assert "Traceback" not in output, output
+    assert "lost the target's connection" in output and "the target is back" in output, output
+    assert f"{DB}.t: committed batch" in output, output
+    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "t") is None
+
+
+def test_a_stream_wait_whose_target_session_is_cut_waits_on(stack, tmp_path_factory):
+    fresh_database(
+        "target_lost_wait",
+        "CREATE TABLE `target_lost_wait`.t (id INT PRIMARY KEY, note VARCHAR(20))",
+        "INSERT INTO `target_lost_wait`.t SELECT seq, 'a' FROM `target_lost_wait`.seq_1_to_1000",
+    )
+    path = pipeline_file(
+        tmp_path_factory, "target_lost_wait", [{"name": "target_lost_wait.t", "key": ["id"]}], pipeline_name="tl-wait"
+    )
+    pipeline = load_pipeline(path)
+    assert _seam(path, "load", "full", "target_lost_wait.t").returncode == 0
+    writer = demo.connect(os.environ["SEAM_MYSQL_URL"], "target_lost_wait")
+    writer.autocommit(True)
+    with writer.cursor() as cur:
+        cur.execute("UPDATE t SET note = 'b' WHERE id <= 100")
+    writer.close()
+    # nothing applies the change yet: the wait is still waiting when its session is cut
+    wait = _started(path, "stream", "wait", "--timeout", "180")
+    try:
+        deadline = time.time() + 60
+        while _terminate(pipeline) == 0 and time.time() < deadline and wait.poll() is None:
+            time.sleep(0.2)
+        assert wait.poll() is None, wait.communicate()[0]
+        started = _seam(path, "stream", "start")
+        assert started.returncode == 0, started.stdout + started.stderr
+        output = wait.communicate(timeout=240)[0]
+        assert wait.returncode == 0, output
+        assert "Traceback" not in output, output
+        assert "lost the target's connection" in output and "the target is back" in output, output
+        assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), "target_lost_wait", "t") is None
+    finally:
+        _stop(wait)
+        _seam(path, "stream", "stop")
