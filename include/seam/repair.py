@@ -44,7 +44,7 @@ from seam.source.gtid import gtids_enabled, server_identity
 from seam.source.publication import Publication
 from seam.source.schema import read_schema
 from seam.source.snapshot import open_snapshot, snapshot_opening
-from seam.state.connection import connect_state
+from seam.state.connection import StateWatch
 from seam.state.ledger import batch_status
 from seam.validate.at_position import changes_since, key_texts
 from seam.validate.side import Scope, Side
@@ -99,7 +99,7 @@ def repair_table(
     started = time.monotonic()
     batch = new_batch_id()
     publication = Publication(pipeline, table, batch)
-    state = connect_state(pipeline)
+    watch = StateWatch(pipeline, say)  # the sink's batch state, read across a restart of the target
     sink: subprocess.Popen | None = None
     ended = False
     try:
@@ -108,13 +108,13 @@ def repair_table(
             schema = read_schema(source, table.db, table.table)
         finally:
             source.close()
-        if not sink_running(state, publication.topic):
+        if not sink_running(watch.conn, publication.topic):
             sink = _start_sink(pipeline, table, batch, timeout, env)
         publication.begin("repair", schema)
         # the comparison waits for the sink to hold the table: comparing while it still applies what came
         # before the BEGIN (a stream starting, a sink of our own taking over the topic) left a running table
         # behind its source in the stack test of a repair under a writer
-        _wait_state(state, pipeline, batch, lambda s: s is not None, timeout, sink, "open the repair's batch")
+        _wait_state(watch, pipeline, batch, lambda s: s is not None, timeout, sink, "open the repair's batch")
         say(f"{table.name}: repair batch {batch} open; the sink holds the table's changes meanwhile")
 
         def cancel(why: str) -> None:
@@ -152,7 +152,7 @@ def repair_table(
         )
         ended = True
         final = _wait_state(
-            state, pipeline, batch, lambda s: s is not None and s["state"] != "open", timeout, sink, "apply the repair"
+            watch, pipeline, batch, lambda s: s is not None and s["state"] != "open", timeout, sink, "apply the repair"
         )
         if final["state"] != "committed":
             raise RepairError(f"{table.name}: the sink did not commit the repair ({final['state']}: {final['error']})")
@@ -177,7 +177,7 @@ def repair_table(
     finally:
         if sink is not None:
             _stop(sink)
-        state.close()
+        watch.close()
 
 
 def _publish_rows(pipeline, table, schema, publication: Publication, compared_at, keys) -> tuple[End, int, int]:
@@ -255,10 +255,14 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.kill()
 
 
-def _wait_state(state, pipeline, batch, done, timeout, sink, what) -> dict:
+def _wait_state(watch: StateWatch, pipeline, batch, done, timeout, sink, what) -> dict:
     deadline = time.monotonic() + timeout
     while True:
-        status = batch_status(state, pipeline.target.state_schema, batch)
+        try:
+            status = batch_status(watch.conn, pipeline.target.state_schema, batch)
+        except psycopg.OperationalError as exc:  # the target restarted: the sink goes on after it, so does this
+            watch.reconnect(exc)
+            status = None  # not known: waited for like a batch not yet there
         if done(status):
             return status or {}
         if sink is not None and sink.poll() is not None:

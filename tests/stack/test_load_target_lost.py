@@ -1,7 +1,7 @@
-"""A full load, and a ``seam stream wait``, whose target sessions are cut while they run (a PostgreSQL restart
-or failover, a DBA's ``pg_terminate_backend``): each waits for the target and goes on, says so in one line, and
-ends with the table equal to its source. Before, their watch raised psycopg's traceback and the command failed
-while the sink (and the reader) it watched were retrying."""
+"""A full load, a ``seam stream wait`` and a ``seam repair`` whose target sessions are cut while they run (a
+PostgreSQL restart or failover, a DBA's ``pg_terminate_backend``): each waits for the target and goes on, says
+so in one line, and ends with the table equal to its source. Before, their watch raised psycopg's traceback and
+the command failed while the sink (and the reader) it watched were retrying."""
 
 from __future__ import annotations
 
@@ -73,6 +73,14 @@ def _terminate(pipeline) -> int:
         )
 
 
+def _went_on(command: subprocess.Popen, output: str, pipeline, db: str) -> None:
+    """The command ended well, said that it lost the target and waited, and left the table equal to its source."""
+    assert command.returncode == 0, output
+    assert "Traceback" not in output, output
+    assert "lost the target's connection" in output, output
+    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "t") is None
+
+
 def test_a_load_whose_target_sessions_are_cut_goes_on_and_commits(stack, tmp_path_factory):
     fresh_database(
         DB,
@@ -101,11 +109,8 @@ def test_a_load_whose_target_sessions_are_cut_goes_on_and_commits(stack, tmp_pat
     finally:
         _stop(load)
     assert cut >= 2, cut
-    assert load.returncode == 0, output
-    assert "Traceback" not in output, output
-    assert "lost the target's connection" in output and "the target is back" in output, output
-    assert f"{DB}.t: committed batch" in output, output
-    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "t") is None
+    _went_on(load, output, pipeline, DB)
+    assert "the target is back" in output and f"{DB}.t: committed batch" in output, output
 
 
 def test_a_stream_wait_whose_target_session_is_cut_waits_on(stack, tmp_path_factory):
@@ -134,10 +139,40 @@ def test_a_stream_wait_whose_target_session_is_cut_waits_on(stack, tmp_path_fact
         started = _seam(path, "stream", "start")
         assert started.returncode == 0, started.stdout + started.stderr
         output = wait.communicate(timeout=240)[0]
-        assert wait.returncode == 0, output
-        assert "Traceback" not in output, output
-        assert "lost the target's connection" in output and "the target is back" in output, output
-        assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), "target_lost_wait", "t") is None
+        _went_on(wait, output, pipeline, "target_lost_wait")
+        assert "the target is back" in output, output
     finally:
         _stop(wait)
         _seam(path, "stream", "stop")
+
+
+def test_a_repair_whose_target_sessions_are_cut_while_it_waits_goes_on(stack, tmp_path_factory):
+    fresh_database(
+        "target_lost_repair",
+        "CREATE TABLE `target_lost_repair`.t (id INT PRIMARY KEY, note VARCHAR(20))",
+        "INSERT INTO `target_lost_repair`.t SELECT seq, 'a' FROM `target_lost_repair`.seq_1_to_1000",
+    )
+    path = pipeline_file(
+        tmp_path_factory,
+        "target_lost_repair",
+        [{"name": "target_lost_repair.t", "key": ["id"]}],
+        pipeline_name="tl-rep",
+    )
+    pipeline = load_pipeline(path)
+    assert _seam(path, "load", "full", "target_lost_repair.t").returncode == 0
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        conn.execute("UPDATE target_lost_repair.t SET note = 'wrong' WHERE id IN (7, 70, 700)")
+    repair = _started(path, "repair", "target_lost_repair.t")
+    cut = 0
+    try:
+        # while the repair waits for its sink to open the batch (the sink's start), every session of the
+        # pipeline is cut, its own included, a few times
+        deadline = time.time() + 3
+        while time.time() < deadline and repair.poll() is None:
+            cut += _terminate(pipeline)
+            time.sleep(0.25)
+        output = repair.communicate(timeout=300)[0]
+    finally:
+        _stop(repair)
+    assert cut >= 1, cut
+    _went_on(repair, output, pipeline, "target_lost_repair")
