@@ -36,10 +36,12 @@ from dataclasses import dataclass, replace
 import psycopg
 import pymysql
 
+from seam.apply.retry import first_line, transient
 from seam.core.errors import DivergenceError, ValidationError
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.load_run import job_env, sink_running
 from seam.source.binlog import gtids_at
+from seam.source.errors import transient_source_error
 from seam.source.gtid import gtids_enabled, server_identity
 from seam.source.publication import Publication
 from seam.source.schema import read_schema
@@ -77,6 +79,9 @@ class RepairResult:
         )
 
 
+REPAIR_ATTEMPTS = 4  # a repair interrupted by a transient error is cancelled and done again after 1, 2, 4 s
+
+
 def repair_table(
     pipeline: Pipeline,
     table: TableConfig,
@@ -88,9 +93,42 @@ def repair_table(
     say: Callable[[str], None] = print,
 ) -> RepairResult:
     """Repair one table (see the module docstring); raises RepairError (target unchanged) or returns what
-    was done. ``env``: the connections' ``SEAM_*`` variables for the sink it starts when none runs.
-    Its length: one repair's steps in their order (compare at one point, read, publish, await the commit), each
-    of which leaves the table as it was when it fails."""
+    was done. ``env``: the connections' ``SEAM_*`` variables for the sink it starts when none runs. A transient
+    error of either database (a restart, a failover, a cancelled statement) ends the attempt, which changed
+    nothing (its batch is cancelled), and the repair is done again."""
+    attempt = 1
+    while True:
+        try:
+            return _repair_once(pipeline, table, full=full, max_rows=max_rows, timeout=timeout, env=env, say=say)
+        except Exception as exc:
+            if not (transient(exc) or transient_source_error(exc)):
+                raise
+            if attempt == REPAIR_ATTEMPTS:
+                raise RepairError(
+                    f"{table.name}: the repair was interrupted {attempt} times for a transient reason, the last: "
+                    f"{first_line(exc)}; nothing was changed; run `seam repair {table.name}` again"
+                ) from None
+            delay = 2 ** (attempt - 1)
+            say(
+                f"{table.name}: the repair was interrupted ({first_line(exc)}, transient); nothing was changed; "
+                f"repairing again in {delay} s"
+            )
+            time.sleep(delay)
+            attempt += 1
+
+
+def _repair_once(
+    pipeline: Pipeline,
+    table: TableConfig,
+    *,
+    full: bool,
+    max_rows: int | None,
+    timeout: float,
+    env: Mapping[str, str] | None,
+    say: Callable[[str], None],
+) -> RepairResult:
+    """One attempt. Its length: one repair's steps in their order (compare at one point, read, publish,
+    await the commit), each of which leaves the table as it was when it fails."""
     if not table.key:
         raise RepairError(
             f"{table.name} has no key: a repair finds rows by key; run `seam load full {table.name}` instead"
