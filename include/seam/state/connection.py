@@ -54,8 +54,8 @@ def connect_state(pipeline: Pipeline) -> psycopg.Connection:
 
 
 class StateWatch:
-    """The state session of a command that watches the target while other processes do the work (a load,
-    ``seam stream wait``). When it breaks (a restart, a failover, a DBA's ``pg_terminate_backend``) the
+    """The state session of a command that watches the target while other processes do the work (a load, a
+    repair, ``seam stream wait``). When it breaks (a restart, a failover, a DBA's ``pg_terminate_backend``) the
     command waits for the target and goes on, as the sink and the reader it watches do, instead of failing."""
 
     def __init__(self, pipeline: Pipeline, say: Callable[[str], None]):
@@ -63,9 +63,9 @@ class StateWatch:
         self.conn = connect_state(pipeline)
         self.lost = False  # broken, and not made again yet
 
-    def reconnect(self, exc: Exception) -> bool:
-        """After ``exc`` broke the session: True once it is made again, False (after a second) while the
-        target is still away. Said once each way."""
+    def reconnect(self, exc: Exception) -> None:
+        """After ``exc`` broke the session: makes it again, or (after a second) leaves it broken while the
+        target is still away, for the caller's next look. Said once each way."""
         if not self.lost:
             self.lost = True
             self.say(f"lost the target's connection ({_first_line(exc)}); waiting for it")
@@ -74,10 +74,9 @@ class StateWatch:
             self.conn = connect_state(self.pipeline)
         except TargetError:
             time.sleep(1)
-            return False
+            return
         self.lost = False
         self.say("the target is back")
-        return True
 
     def close(self) -> None:
         self.conn.close()
