@@ -24,8 +24,7 @@ from typing import Any, Protocol
 
 import psycopg
 
-from seam.apply.retry import first_line
-from seam.core.errors import ONE_LINE, SeamError
+from seam.core.errors import ONE_LINE, SeamError, first_line
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.spark import spark_job_script, spark_master, submit_conf
 from seam.state.connection import StateWatch

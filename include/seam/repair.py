@@ -36,8 +36,8 @@ from dataclasses import dataclass, replace
 import psycopg
 import pymysql
 
-from seam.apply.retry import first_line, transient
-from seam.core.errors import DivergenceError, ValidationError
+from seam.apply.retry import transient
+from seam.core.errors import DivergenceError, ValidationError, first_line
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.load_run import job_env, sink_running
 from seam.source.binlog import gtids_at

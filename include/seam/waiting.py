@@ -75,9 +75,10 @@ def wait_for_stream(
     told_stopped: set[str] = set()
     try:
         while True:
+            due = time.monotonic() - started > timeout or time.monotonic() - last_said >= SAY_EVERY_S
             try:
                 rows = positions_of(watch.conn, pipeline.target.state_schema)
-                parts = _parts_not_running(watch.conn, pipeline)
+                parts = _parts_not_running(watch.conn, pipeline) if due else []  # read only when said
             except psycopg.OperationalError as exc:
                 if time.monotonic() - started > timeout:
                     say(
@@ -111,7 +112,7 @@ def wait_for_stream(
             if not behind:
                 say(f"stream caught up: every streamed table has applied the binlog up to {goal} ({waited:.1f}s)")
                 return WAIT_CAUGHT_UP
-            if waited > timeout or time.monotonic() - last_said >= SAY_EVERY_S:
+            if due:
                 lines = parts + [f"{name}: {how}" for name, how in sorted(behind.items())]
                 if waited > timeout:
                     say(

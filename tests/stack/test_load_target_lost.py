@@ -13,15 +13,14 @@ import time
 
 import psycopg
 import pytest
-import yaml
 
 from seam.config import load_pipeline
 from seam.state.connection import sink_session_name
 from seam_dev import demo
 from tests.support.commands import run_command
 from tests.support.independent import compare
-from tests.support.pipelines import pipeline_file
-from tests.support.source import fresh_database
+from tests.support.pipelines import one_core_spark, pipeline_file
+from tests.support.source import fresh_database, numbered_table
 
 DB = "target_lost_test"
 ROWS = 400_000
@@ -82,16 +81,8 @@ def _went_on(command: subprocess.Popen, output: str, pipeline, db: str) -> None:
 
 
 def test_a_load_whose_target_sessions_are_cut_goes_on_and_commits(stack, tmp_path_factory):
-    fresh_database(
-        DB,
-        f"CREATE TABLE `{DB}`.t (id INT PRIMARY KEY, amount DECIMAL(18,2), note VARCHAR(100))",
-        *(
-            f"INSERT INTO `{DB}`.t SELECT seq, seq + 0.5, REPEAT('y', 40) FROM `{DB}`.seq_{lo}_to_{lo + 99_999}"
-            for lo in range(1, ROWS, 100_000)
-        ),
-    )
-    spark = yaml.safe_load(open(load_pipeline().path))["spark"]
-    spark.update(partitions=8, master="local[1]")  # slow enough to be cut while it stages
+    numbered_table(DB, "t", ROWS)
+    spark = one_core_spark(8)  # slow enough to be cut while it stages
     path = pipeline_file(
         tmp_path_factory, "target_lost", [{"name": f"{DB}.t", "key": ["id"]}], pipeline_name="target-lost", spark=spark
     )

@@ -17,14 +17,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
-import yaml
 
 from seam.config import load_pipeline
 from seam_dev import demo
 from tests.support.commands import run_command
 from tests.support.independent import compare
-from tests.support.pipelines import pipeline_file
-from tests.support.source import fresh_database
+from tests.support.pipelines import one_core_spark, pipeline_file
+from tests.support.source import numbered_table
 
 DB = "resume_test"
 ROWS = 1_200_000
@@ -90,17 +89,8 @@ def _parts_done(pipeline) -> tuple[int, int]:
 
 
 def test_a_load_killed_part_way_resumes_keeping_its_chunks(stack, tmp_path_factory):
-    fresh_database(
-        DB,
-        f"CREATE TABLE `{DB}`.big (id INT PRIMARY KEY, amount DECIMAL(18,2), note VARCHAR(100))",
-        *(
-            f"INSERT INTO `{DB}`.big SELECT seq, seq + 0.5, REPEAT('x', 60) FROM `{DB}`.seq_{lo}_to_{lo + 199_999}"
-            for lo in range(1, ROWS, 200_000)
-        ),
-    )
-    spark = yaml.safe_load(open(load_pipeline().path))["spark"]
-    # one core for Spark: the chunks are read one after the other, so a kill lands between them
-    spark.update(partitions=12, master="local[1]")
+    numbered_table(DB, "big", ROWS)
+    spark = one_core_spark(12)  # a kill lands between chunks
     path = pipeline_file(tmp_path_factory, "resume", [{"name": f"{DB}.big", "key": ["id"]}], spark=spark)
     pipeline = load_pipeline(path)
     stop = threading.Event()

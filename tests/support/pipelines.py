@@ -21,6 +21,14 @@ def pipeline_file(tmp_path_factory, name: str, tables: list[dict], pipeline_name
     return str(path)
 
 
+def one_core_spark(partitions: int) -> dict:
+    """The default pipeline's ``spark`` section on one core, in ``partitions`` chunks: the chunks are read one
+    after the other, so that a test can act between them."""
+    spark = yaml.safe_load(open(load_pipeline().path))["spark"]
+    spark.update(partitions=partitions, master="local[1]")
+    return spark
+
+
 def stream_once(pipeline) -> dict:
     """The change reader up to the binlog's end, then the sink up to the end of every topic (both in this
     process); returns the reader's counts (transactions, changes, rewinds)."""

@@ -7,6 +7,20 @@ import os
 from seam_dev import demo
 
 
+def numbered_table(db: str, table: str, rows: int) -> None:
+    """``db`` afresh with one table of ``rows`` numbered rows (id, amount, note), filled from its sequence
+    tables 200,000 rows at a time."""
+    fresh_database(
+        db,
+        f"CREATE TABLE `{db}`.`{table}` (id INT PRIMARY KEY, amount DECIMAL(18,2), note VARCHAR(100))",
+        *(
+            f"INSERT INTO `{db}`.`{table}` SELECT seq, seq + 0.5, REPEAT('x', 60) "
+            f"FROM `{db}`.seq_{lo}_to_{min(lo + 199_999, rows)}"
+            for lo in range(1, rows + 1, 200_000)
+        ),
+    )
+
+
 def fresh_database(db: str, *statements: str) -> None:
     """Drop and create ``db`` on the test stack's MariaDB, then run ``statements`` (its sequence tables need
     the database named: `` `db`.seq_1_to_5000 ``)."""

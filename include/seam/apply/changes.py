@@ -24,10 +24,11 @@ from psycopg import sql as pgsql
 from seam.alerts import alert
 from seam.apply import SinkError, cascades
 from seam.apply.decode import SOURCE_ONLY, schema_from_begin
-from seam.apply.retry import LOCK_WAIT, LockWait, Retrier, first_line, transient
+from seam.apply.retry import LOCK_WAIT, LockWait, Retrier, transient
 from seam.apply.stream_table import StreamTable, diverged, merge_run, pos_dict
 from seam.apply.target import landing_in, pg_type, row_converter, target_table
 from seam.apply.txn_buffer import StagedTransaction, TransactionBuffer, drop_all_staged, drop_staged
+from seam.core.errors import first_line
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position

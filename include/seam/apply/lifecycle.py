@@ -20,10 +20,11 @@ from seam.apply import SinkError
 from seam.apply.batch import OpenBatch, Staged, Staging
 from seam.apply.decode import schema_from_begin
 from seam.apply.merge import merge_window
-from seam.apply.retry import Retrier, first_line, transient
+from seam.apply.retry import Retrier, transient
 from seam.apply.swap import check_end, patch_table, replace_table
 from seam.apply.target import Landing, create_table_sql, ensure_postgis, has_spatial, landing_in, target_table
 from seam.apply.transaction import TargetTransaction
+from seam.core.errors import first_line
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline
 from seam.core.schema import TableSchema

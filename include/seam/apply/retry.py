@@ -30,6 +30,8 @@ from typing import TypeVar
 
 import psycopg
 
+from seam.core.errors import first_line
+
 log = logging.getLogger("seam.sink")
 
 T = TypeVar("T")
@@ -53,11 +55,6 @@ def transient(exc: BaseException) -> bool:
 
 def connection_lost(conn) -> bool:
     return bool(conn.closed or conn.broken)
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class LockWait(Exception):

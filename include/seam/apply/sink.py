@@ -47,9 +47,9 @@ from seam.apply.batch import Stager
 from seam.apply.changes import MALFORMED, ChangeApplier
 from seam.apply.decode import SparkRowMessage
 from seam.apply.lifecycle import BatchLifecycle
-from seam.apply.retry import LOCK_WAIT, Retrier, connection_lost, first_line, transient
+from seam.apply.retry import LOCK_WAIT, Retrier, connection_lost, transient
 from seam.apply.transaction import TargetTransaction
-from seam.core.errors import TargetError
+from seam.core.errors import TargetError, first_line
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.state import ledger, positions
 from seam.state.connection import connect_target

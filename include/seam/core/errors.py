@@ -74,3 +74,9 @@ ONE_LINE = re.compile(r"^seam: [a-z]+: ")
 
 def one_line(exc: SeamError) -> str:
     return f"seam: {exc.kind}: {exc}"
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's text (drivers add context lines), or its type when it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

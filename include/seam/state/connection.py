@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from seam.core.errors import TargetError
+from seam.core.errors import TargetError, first_line
 from seam.core.pipeline import Pipeline
 from seam.state.schema import ensure_state
 
@@ -39,7 +39,7 @@ def connect_target(pipeline: Pipeline) -> psycopg.Connection:
         )
     except psycopg.OperationalError as exc:
         raise TargetError(
-            f"target PostgreSQL at {t.host}:{t.port}/{t.database} is unreachable ({_first_line(exc)}): "
+            f"target PostgreSQL at {t.host}:{t.port}/{t.database} is unreachable ({first_line(exc)}): "
             "start it (`seam up postgres`) or fix the pipeline's target"
         ) from None
 
@@ -68,7 +68,7 @@ class StateWatch:
         target is still away, for the caller's next look. Said once each way."""
         if not self.lost:
             self.lost = True
-            self.say(f"lost the target's connection ({_first_line(exc)}); waiting for it")
+            self.say(f"lost the target's connection ({first_line(exc)}); waiting for it")
         self.conn.close()
         try:
             self.conn = connect_state(self.pipeline)
@@ -80,8 +80,3 @@ class StateWatch:
 
     def close(self) -> None:
         self.conn.close()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -53,8 +53,8 @@ from dataclasses import replace
 import psycopg
 import pymysql
 
-from seam.apply.retry import first_line, transient
-from seam.core.errors import ValidationError
+from seam.apply.retry import transient
+from seam.core.errors import ValidationError, first_line
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
