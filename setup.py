@@ -1,5 +1,11 @@
-"""The compiled part of Seam (``seam.source._rowimages``); everything else is in pyproject.toml."""
+"""The compiled parts of Seam (``seam.source._rowimages``, ``seam.apply._snapshotrows``); everything else is in
+pyproject.toml."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("seam.source._rowimages", ["include/seam/source/_rowimages.c"], optional=True)])
+setup(
+    ext_modules=[
+        Extension("seam.source._rowimages", ["include/seam/source/_rowimages.c"], optional=True),
+        Extension("seam.apply._snapshotrows", ["include/seam/apply/_snapshotrows.c"], libraries=["z"], optional=True),
+    ]
+)

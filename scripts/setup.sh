@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(mariadb-server mariadb-client libmariadb-java postgresql postgresql-client postgresql-15-postgis-3 kcat
-              pkg-config default-libmysqlclient-dev docker-compose openjdk-17-jre-headless)
+              pkg-config default-libmysqlclient-dev zlib1g-dev docker-compose openjdk-17-jre-headless)
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
@@ -30,17 +30,20 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.seam-requirements.sha256
-want="$(cat requirements.txt pyproject.toml setup.py include/seam/source/*.c scripts/setup.sh | sha256sum | cut -d' ' -f1)"
+want="$(cat requirements.txt pyproject.toml setup.py include/seam/source/*.c include/seam/apply/*.c scripts/setup.sh | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing pinned Python requirements into .venv"
   .venv/bin/python -m pip install -q --disable-pip-version-check "uv==0.13.8"
   # bytecode now: with PYTHONDONTWRITEBYTECODE set (as on CI machines) every process would compile every module
   # it imports (Spark's Python workers, the sink, Airflow) each time it starts
   .venv/bin/uv pip sync -q --compile-bytecode --python .venv/bin/python requirements.txt
-  # Seam itself, and its compiled row decoder (seam.source._rowimages) built in place; rebuilt when its source changes
+  # Seam itself, and its compiled row decoder (seam.source._rowimages) and snapshot stager
+  # (seam.apply._snapshotrows) built in place; rebuilt when their source changes
   .venv/bin/uv pip install -q --python .venv/bin/python --no-deps --reinstall-package seam -e .
   .venv/bin/python -c 'import seam.source._rowimages' \
     || echo "setup: WARNING: the compiled row decoder did not build (gcc and Python's headers?); the stream reads rows in Python, slower"
+  .venv/bin/python -c 'import seam.apply._snapshotrows' \
+    || echo "setup: WARNING: the compiled snapshot stager did not build (gcc, Python's and zlib's headers?); full loads stage rows in Python, slower"
   echo "$want" > "$stamp"
 fi
 # Seam's own modules as bytecode, brought up to date on every run (only what changed is compiled): with

@@ -2,8 +2,10 @@
 what was staged per (part, attempt)), and the staging of its rows: each message decoded, counted and turned
 into COPY text, by worker processes when a run of messages is long.
 
-Staging is a pure function of the messages (``stage_rows``): the sink writes what it returns, in message
-order, in the transaction that stores their Kafka offsets. Where it runs (this process or a worker) changes
+Staging is a pure function of the messages (``stage_rows``): the sink writes what it returns, in the
+transaction that stores their Kafka offsets. The snapshot rows of Seam's own full load, in the exact form it
+writes them, go to COPY text in compiled code (``seam.apply._snapshotrows``, built by ``make setup``); every
+other message, and all of them where it is not built, the Python way, with the same result. Where it runs (this process or a worker) changes
 nothing that reaches the target; the workers only spread the decoding over the machine's cores.
 
 Delivery guarantee: none of its own; the tallies are stored with the staged rows (``state.ledger``), so a
@@ -17,7 +19,7 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -31,9 +33,15 @@ from psycopg.pq import Format
 
 from seam.apply import SinkError
 from seam.apply.decode import record_decoder
-from seam.apply.target import Landing, row_converter
+from seam.apply.target import Landing, row_converter, zero_dates_as_infinity
 from seam.core.schema import TableSchema
 from seam.wire.boundary import Begin, Tally
+from seam.wire.codecs import codec
+
+try:
+    from seam.apply import _snapshotrows as native  # type: ignore[attr-defined]
+except ImportError:  # not built: see the docstring
+    native = None
 
 
 @dataclass(frozen=True)
@@ -79,11 +87,19 @@ def stage_rows(staging: Staging, values: list[bytes], offsets: list[int]) -> Sta
 
     decode, convert = _codecs(staging)
     tx = _transformer()
-    rows, changes = bytearray(), bytearray()
+    plan = _native_plan(staging)
+    rest: Iterable[int] = range(len(values))
+    sums: dict[tuple[int, int], list[int]] = {}
+    if plan is not None and isinstance(values, list):  # the rows it does not take are staged below
+        text, rest, sums = native.stage(values, staging.batch.encode(), *plan)
+        rows = bytearray(text)
+    else:
+        rows = bytearray()
+    changes = bytearray()
     key = [staging.schema.names.index(k) for k in staging.key] or None
     held: list[int] = []
-    sums: dict[tuple[int, int], list[int]] = {}
-    for i, value in enumerate(values):
+    for i in rest:
+        value = values[i]
         try:
             doc = decode(value)
         except msgspec.DecodeError:  # not this batch's columns: a change event, or garbage (quarantined when replayed)
@@ -115,6 +131,25 @@ def stage_rows(staging: Staging, values: list[bytes], offsets: list[int]) -> Sta
 def _key(image, key: list[int] | None) -> tuple:
     values = msgspec.structs.astuple(image)
     return tuple(values[i] for i in key) if key is not None else values
+
+
+@functools.lru_cache(maxsize=4)
+def _native_plan(staging: Staging) -> tuple[tuple[bytes, ...], bytes] | None:
+    """The compiled stager's columns (names, and whether a null is written -infinity), or None where it cannot
+    stage this table's rows: not built, a column whose values COPY takes converted (BLOB, spatial), or a name
+    JSON writes with an escape."""
+    if native is None:
+        return None
+    columns = staging.schema.columns
+    if any(codec(c).to_copy(staging.landing.postgis) is not None for c in columns):
+        return None
+    if any(ch in c.name for c in columns for ch in _ESCAPED):
+        return None
+    infinite = bytes(zero_dates_as_infinity(c, staging.landing.zero_dates) for c in columns)
+    return tuple(c.name.encode() for c in columns), infinite
+
+
+_ESCAPED = frozenset('"\\') | frozenset(map(chr, range(32)))
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,0 +1,502 @@
+/* A batch's snapshot records straight into COPY text (seam.apply.batch.stage_rows' hot path).
+
+   Staging decoded every record with msgspec into Python objects, only to format them as COPY text a moment
+   later: most of the sink's time in a full load. For a record in the exact form Seam's own full load writes
+   ({"op":"r","before":null,"after":{...the table's columns in order...},"source":{...,"batch",...,"part",
+   "attempt"}} with each value a JSON string, integer or null) this code writes the COPY line directly: the
+   string unescaped from JSON and escaped for COPY as psycopg does, the integer's digits as they are, null as
+   \N (or -infinity in a column that takes zero dates so). It adds the record's CRC32 to its (part, attempt).
+
+   Every other message (another op, another batch, a float or a boolean, a key out of order, a NUL, JSON that
+   is not strict, bytes that are not UTF-8, anything unusual) is left to the Python path, whole: its index is
+   returned and stage_rows decodes it as before. So the result is always the Python path's;
+   tests/unit/test_snapshot_rows.py compares the two on seeded well-formed and damaged records.
+
+   Delivery guarantee: none (formatting only); nothing is dropped: a message is staged here or given back. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <zlib.h>
+
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+} Buf;
+
+static int grow(Buf *b, Py_ssize_t more) {
+    if (b->len + more <= b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 1 << 16;
+    while (cap < b->len + more) cap *= 2;
+    char *data = PyMem_Realloc(b->data, cap);
+    if (data == NULL) return -1;
+    b->data = data;
+    b->cap = cap;
+    return 0;
+}
+
+static int put(Buf *b, const char *s, Py_ssize_t n) {
+    if (grow(b, n) < 0) return -1;
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    return 0;
+}
+
+typedef struct {
+    const unsigned char *p, *end;
+} Cur;
+
+static void ws(Cur *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r')) c->p++;
+}
+
+static int eat(Cur *c, unsigned char ch) {
+    ws(c);
+    if (c->p < c->end && *c->p == ch) {
+        c->p++;
+        return 1;
+    }
+    return 0;
+}
+
+static int word(Cur *c, const char *w) {
+    size_t n = strlen(w);
+    if ((size_t)(c->end - c->p) >= n && memcmp(c->p, w, n) == 0) {
+        c->p += n;
+        return 1;
+    }
+    return 0;
+}
+
+/* The length of a valid UTF-8 sequence (not a surrogate, not overlong, at most U+10FFFF) at p, or 0. */
+static int utf8_len(const unsigned char *p, const unsigned char *end) {
+    unsigned char a = p[0];
+    if (a < 0xC2 || a > 0xF4) return 0;
+    int n = a < 0xE0 ? 2 : a < 0xF0 ? 3 : 4;
+    if (end - p < n) return 0;
+    for (int i = 1; i < n; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    if (a == 0xE0 && p[1] < 0xA0) return 0;
+    if (a == 0xED && p[1] >= 0xA0) return 0;
+    if (a == 0xF0 && p[1] < 0x90) return 0;
+    if (a == 0xF4 && p[1] >= 0x90) return 0;
+    return n;
+}
+
+static int hex4(const unsigned char *p, unsigned *v) {
+    *v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char h = p[i];
+        unsigned d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 16;
+        if (d == 16) return 0;
+        *v = *v * 16 + d;
+    }
+    return 1;
+}
+
+/* COPY text's escapes, as psycopg writes them (\b \t \n \v \f \r and the backslash). */
+static int put_copy_char(Buf *out, unsigned ch) {
+    const char *esc = NULL;
+    switch (ch) {
+    case '\b': esc = "\\b"; break;
+    case '\t': esc = "\\t"; break;
+    case '\n': esc = "\\n"; break;
+    case '\v': esc = "\\v"; break;
+    case '\f': esc = "\\f"; break;
+    case '\r': esc = "\\r"; break;
+    case '\\': esc = "\\\\"; break;
+    }
+    if (esc) return put(out, esc, 2);
+    char c = (char)ch;
+    return put(out, &c, 1);
+}
+
+static int put_code_point(Buf *out, unsigned cp) {
+    char s[4];
+    int n;
+    if (cp < 0x80) return put_copy_char(out, cp);
+    if (cp < 0x800) {
+        s[0] = (char)(0xC0 | (cp >> 6)); s[1] = (char)(0x80 | (cp & 0x3F)); n = 2;
+    } else if (cp < 0x10000) {
+        s[0] = (char)(0xE0 | (cp >> 12)); s[1] = (char)(0x80 | ((cp >> 6) & 0x3F)); s[2] = (char)(0x80 | (cp & 0x3F)); n = 3;
+    } else {
+        s[0] = (char)(0xF0 | (cp >> 18)); s[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        s[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); s[3] = (char)(0x80 | (cp & 0x3F)); n = 4;
+    }
+    return put(out, s, n);
+}
+
+/* A strict JSON string at c->p (the opening quote); with ``out``, its text written as COPY text. 1: read;
+   0: not a string this code is sure of (a NUL, a lone surrogate, bytes that are not UTF-8); -1: no memory. */
+static int string(Cur *c, Buf *out) {
+    if (c->p >= c->end || *c->p != '"') return 0;
+    const unsigned char *p = c->p + 1, *end = c->end;
+    while (p < end) {
+        unsigned char ch = *p;
+        if (ch == '"') {
+            c->p = p + 1;
+            return 1;
+        }
+        if (ch < 0x20) return 0;
+        if (ch == '\\') {
+            if (end - p < 2) return 0;
+            unsigned cp;
+            switch (p[1]) {
+            case '"': cp = '"'; break;
+            case '\\': cp = '\\'; break;
+            case '/': cp = '/'; break;
+            case 'b': cp = '\b'; break;
+            case 'f': cp = '\f'; break;
+            case 'n': cp = '\n'; break;
+            case 'r': cp = '\r'; break;
+            case 't': cp = '\t'; break;
+            case 'u':
+                if (end - p < 6 || !hex4(p + 2, &cp)) return 0;
+                if (cp >= 0xDC00 && cp <= 0xDFFF) return 0;
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    unsigned low;
+                    if (end - p < 12 || p[6] != '\\' || p[7] != 'u' || !hex4(p + 8, &low) || low < 0xDC00 || low > 0xDFFF)
+                        return 0;
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+                    p += 6;
+                }
+                if (cp == 0) return 0;  /* a NUL: the Python path maps it (target.text_nul) */
+                p += 4;
+                break;
+            default:
+                return 0;
+            }
+            p += 2;
+            if (out && put_code_point(out, cp) < 0) return -1;
+            continue;
+        }
+        if (ch < 0x80) {
+            if (out && put_copy_char(out, ch) < 0) return -1;
+            p++;
+            continue;
+        }
+        int n = utf8_len(p, end);
+        if (n == 0) return 0;
+        if (out && put(out, (const char *)p, n) < 0) return -1;
+        p += n;
+    }
+    return 0;
+}
+
+/* A JSON integer at c->p, as the Python path writes it: its digits (none of -0, leading zeros, a fraction
+   or an exponent). Returns its length, or 0. */
+static Py_ssize_t integer(Cur *c) {
+    const unsigned char *p = c->p, *end = c->end;
+    if (p < end && *p == '-') p++;
+    const unsigned char *digits = p;
+    while (p < end && *p >= '0' && *p <= '9') p++;
+    Py_ssize_t n = p - digits;
+    if (n == 0 || (digits[0] == '0' && (n > 1 || digits != c->p))) return 0;
+    if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) return 0;
+    Py_ssize_t len = p - c->p;
+    c->p = p;
+    return len;
+}
+
+static int value(Cur *c, int depth);
+
+static int number(Cur *c) {  /* any strict JSON number (skipped) */
+    const unsigned char *p = c->p, *end = c->end;
+    if (p < end && *p == '-') p++;
+    if (p >= end || *p < '0' || *p > '9') return 0;
+    if (*p == '0') p++;
+    else while (p < end && *p >= '0' && *p <= '9') p++;
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9') return 0;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') return 0;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    c->p = p;
+    return 1;
+}
+
+/* Skip any strict JSON value; 1 if it was one. */
+static int value(Cur *c, int depth) {
+    ws(c);
+    if (c->p >= c->end || depth > 64) return 0;
+    unsigned char ch = *c->p;
+    if (ch == '"') return string(c, NULL) == 1;
+    if (ch == '{' || ch == '[') {
+        unsigned char close = ch == '{' ? '}' : ']';
+        c->p++;
+        if (eat(c, close)) return 1;
+        do {
+            if (ch == '{') {
+                ws(c);
+                if (string(c, NULL) != 1 || !eat(c, ':')) return 0;
+            }
+            if (!value(c, depth + 1)) return 0;
+        } while (eat(c, ','));
+        return eat(c, close);
+    }
+    if (ch == 't') return word(c, "true");
+    if (ch == 'f') return word(c, "false");
+    if (ch == 'n') return word(c, "null");
+    return number(c);
+}
+
+/* A key without escapes, and the colon after it: its bytes, or NULL. */
+static const unsigned char *key(Cur *c, Py_ssize_t *len) {
+    ws(c);
+    if (c->p >= c->end || *c->p != '"') return NULL;
+    const unsigned char *start = c->p + 1, *q = start;
+    while (q < c->end && *q != '"' && *q != '\\' && *q >= 0x20) q++;
+    if (q >= c->end || *q != '"') return NULL;
+    Cur probe = {c->p, c->end};
+    if (string(&probe, NULL) != 1) return NULL;  /* UTF-8 checked */
+    c->p = probe.p;
+    if (!eat(c, ':')) return NULL;
+    *len = q - start;
+    return start;
+}
+
+static int is(const unsigned char *k, Py_ssize_t n, const char *w) {
+    return (size_t)n == strlen(w) && memcmp(k, w, n) == 0;
+}
+
+typedef struct {
+    PyObject *names;        /* tuple of bytes: the columns in order */
+    const char *infinite;   /* per column: 1 if null is written -infinity */
+    const char *batch;
+    Py_ssize_t batch_len;
+} Plan;
+
+/* The image's columns in order, each a string, an integer or null, written as one COPY line's first fields. */
+static int image(Cur *c, const Plan *plan, Buf *out) {
+    if (!eat(c, '{')) return 0;
+    Py_ssize_t count = PyTuple_GET_SIZE(plan->names);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (i > 0 && !eat(c, ',')) return 0;
+        Py_ssize_t n;
+        const unsigned char *k = key(c, &n);
+        PyObject *name = PyTuple_GET_ITEM(plan->names, i);
+        if (k == NULL || n != PyBytes_GET_SIZE(name) || memcmp(k, PyBytes_AS_STRING(name), n) != 0) return 0;
+        ws(c);
+        if (c->p >= c->end) return 0;
+        unsigned char ch = *c->p;
+        int ok;
+        if (ch == '"') {
+            ok = string(c, out);
+        } else if (ch == 'n') {
+            ok = word(c, "null");
+            if (ok) ok = plan->infinite[i] ? put(out, "-infinity", 9) == 0 : put(out, "\\N", 2) == 0;
+        } else {
+            const unsigned char *start = c->p;
+            Py_ssize_t len = integer(c);
+            ok = len > 0 && put(out, (const char *)start, len) == 0;
+        }
+        if (ok != 1) return ok;
+        if (put(out, "\t", 1) < 0) return -1;
+    }
+    return eat(c, '}');
+}
+
+typedef struct {
+    long long part, attempt;
+    int has_part, has_attempt, batch_ok;
+} Source;
+
+static int signed_integer(Cur *c, long long *v) {
+    const unsigned char *start = c->p;
+    Py_ssize_t len = integer(c);
+    if (len == 0 || len > 18) return 0;
+    char digits[20];
+    memcpy(digits, start, len);
+    digits[len] = 0;
+    *v = strtoll(digits, NULL, 10);
+    return 1;
+}
+
+static int source(Cur *c, const Plan *plan, Source *s) {
+    if (!eat(c, '{')) return 0;
+    int seen_batch = 0;
+    if (eat(c, '}')) return 0;
+    do {
+        Py_ssize_t n;
+        const unsigned char *k = key(c, &n);
+        if (k == NULL) return 0;
+        ws(c);
+        if (is(k, n, "batch") || is(k, n, "part") || is(k, n, "attempt")) {
+            int *seen = is(k, n, "batch") ? &seen_batch : is(k, n, "part") ? &s->has_part : &s->has_attempt;
+            if (*seen) return 0;  /* a repeated key: the Python path says what it means */
+            *seen = 1;
+            if (is(k, n, "batch")) {
+                const unsigned char *start = c->p + 1;
+                if (string(c, NULL) != 1) return 0;
+                Py_ssize_t len = c->p - 1 - start;
+                s->batch_ok = len == plan->batch_len && memcmp(start, plan->batch, len) == 0;
+            } else if (!signed_integer(c, is(k, n, "part") ? &s->part : &s->attempt)) {
+                return 0;
+            }
+        } else if (!value(c, 1)) {
+            return 0;
+        }
+    } while (eat(c, ','));
+    return eat(c, '}') && seen_batch;
+}
+
+typedef struct {
+    long long part, attempt;
+    unsigned long long rows, crc;
+} Tally;
+
+/* One message: 1 staged (its line appended to out, its tally counted), 0 given back, -1 no memory. */
+static int stage_one(const unsigned char *v, Py_ssize_t len, const Plan *plan, Buf *out, Tally *t) {
+    static const char nul[] = "\\u0000";
+    if (len >= 6) {
+        for (const unsigned char *q = v; (q = memchr(q, '\\', v + len - q)) != NULL; q++)
+            if (v + len - q >= 6 && memcmp(q, nul, 6) == 0) return 0;  /* the Python path maps NULs */
+    }
+    Cur c = {v, v + len};
+    Py_ssize_t line = out->len;
+    int op = 0, before = 0, after = 0, src = 0;
+    Source s = {0, 0, 0, 0, 0};
+    if (!eat(&c, '{')) return 0;
+    if (eat(&c, '}')) return 0;
+    do {
+        Py_ssize_t n;
+        const unsigned char *k = key(&c, &n);
+        int ok;
+        if (k == NULL) goto back;
+        ws(&c);
+        if (is(k, n, "op")) {
+            ok = !op++ && word(&c, "\"r\"");
+        } else if (is(k, n, "before")) {
+            ok = !before++ && word(&c, "null");
+        } else if (is(k, n, "after")) {
+            ok = after++ ? 0 : image(&c, plan, out);
+            if (ok < 0) return -1;
+        } else if (is(k, n, "source")) {
+            ok = !src++ && source(&c, plan, &s);
+        } else {
+            ok = value(&c, 1);
+        }
+        if (!ok) goto back;
+    } while (eat(&c, ','));
+    if (!eat(&c, '}')) goto back;
+    ws(&c);
+    if (c.p != c.end || !op || !before || !after || !src || !s.batch_ok || !s.has_part || !s.has_attempt) goto back;
+    char tail[48];
+    int n = snprintf(tail, sizeof tail, "%lld\t%lld\n", s.part, s.attempt);
+    if (put(out, tail, n) < 0) return -1;
+    t->part = s.part;
+    t->attempt = s.attempt;
+    t->rows = 1;
+    t->crc = crc32(0L, v, (uInt)len);
+    return 1;
+back:
+    out->len = line;
+    return 0;
+}
+
+static int count(PyObject *sums, const Tally *t) {
+    PyObject *kind = Py_BuildValue("(LL)", t->part, t->attempt);
+    if (kind == NULL) return -1;
+    PyObject *tally = PyDict_GetItemWithError(sums, kind);
+    int rc = -1;
+    if (tally == NULL && !PyErr_Occurred()) {
+        tally = Py_BuildValue("[KK]", t->rows, t->crc);
+        rc = tally ? PyDict_SetItem(sums, kind, tally) : -1;
+        Py_XDECREF(tally);
+    } else if (tally != NULL) {
+        PyObject *rows = PyLong_FromUnsignedLongLong(t->rows), *crc = PyLong_FromUnsignedLongLong(t->crc);
+        PyObject *rows_sum = rows ? PyNumber_Add(PyList_GET_ITEM(tally, 0), rows) : NULL;
+        PyObject *crc_sum = crc ? PyNumber_Add(PyList_GET_ITEM(tally, 1), crc) : NULL;
+        Py_XDECREF(rows);
+        Py_XDECREF(crc);
+        if (rows_sum && crc_sum) {
+            PyList_SetItem(tally, 0, rows_sum);
+            PyList_SetItem(tally, 1, crc_sum);
+            rc = 0;
+        } else {
+            Py_XDECREF(rows_sum);
+            Py_XDECREF(crc_sum);
+        }
+    }
+    Py_DECREF(kind);
+    return rc;
+}
+
+static PyObject *stage(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *values, *names;
+    const char *batch, *infinite;
+    Py_ssize_t batch_len, infinite_len;
+    if (!PyArg_ParseTuple(args, "O!y#O!y#", &PyList_Type, &values, &batch, &batch_len, &PyTuple_Type, &names,
+                          &infinite, &infinite_len))
+        return NULL;
+    if (infinite_len != PyTuple_GET_SIZE(names)) {
+        PyErr_SetString(PyExc_ValueError, "one infinite flag per column");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++)
+        if (!PyBytes_Check(PyTuple_GET_ITEM(names, i))) {
+            PyErr_SetString(PyExc_TypeError, "column names are bytes");
+            return NULL;
+        }
+    Plan plan = {names, infinite, batch, batch_len};
+    Buf out = {NULL, 0, 0};
+    PyObject *rest = PyList_New(0), *sums = PyDict_New(), *result = NULL;
+    if (rest == NULL || sums == NULL) goto done;
+    Tally last = {0, 0, 0, 0};  /* a run of one (part, attempt) is counted at once when it ends */
+    Py_ssize_t n = PyList_GET_SIZE(values);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *value = PyList_GET_ITEM(values, i);
+        int rc = 0;
+        Tally t;
+        if (PyBytes_Check(value))
+            rc = stage_one((const unsigned char *)PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), &plan, &out, &t);
+        if (rc < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        if (rc == 0) {
+            PyObject *index = PyLong_FromSsize_t(i);
+            if (index == NULL || PyList_Append(rest, index) < 0) {
+                Py_XDECREF(index);
+                goto done;
+            }
+            Py_DECREF(index);
+            continue;
+        }
+        if (last.rows && (last.part != t.part || last.attempt != t.attempt)) {
+            if (count(sums, &last) < 0) goto done;
+            last.rows = 0;
+        }
+        if (!last.rows) {
+            last = t;
+        } else {
+            last.rows++;
+            last.crc += t.crc;
+        }
+    }
+    if (last.rows && count(sums, &last) < 0) goto done;
+    result = Py_BuildValue("(y#OO)", out.data ? out.data : "", out.len, rest, sums);
+done:
+    PyMem_Free(out.data);
+    Py_XDECREF(rest);
+    Py_XDECREF(sums);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"stage", stage, METH_VARARGS,
+     "stage(values, batch, names, infinite) -> (copy_text, rest, sums): the snapshot rows of ``batch`` among "
+     "``values`` (bytes) as COPY text with their part and attempt; ``rest``: indexes of the messages left to "
+     "the Python path; ``sums``: {(part, attempt): [rows, CRC32 sum]} of the rows staged here"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_snapshotrows", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__snapshotrows(void) { return PyModule_Create(&module); }
