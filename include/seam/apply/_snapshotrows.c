@@ -87,7 +87,10 @@ static int hex4(const unsigned char *p, unsigned *v) {
     *v = 0;
     for (int i = 0; i < 4; i++) {
         unsigned char h = p[i];
-        unsigned d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 16;
+        unsigned d = h >= '0' && h <= '9'   ? h - '0'
+                     : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                     : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                            : 16;
         if (d == 16) return 0;
         *v = *v * 16 + d;
     }
@@ -118,7 +121,8 @@ static int put_code_point(Buf *out, unsigned cp) {
     if (cp < 0x800) {
         s[0] = (char)(0xC0 | (cp >> 6)); s[1] = (char)(0x80 | (cp & 0x3F)); n = 2;
     } else if (cp < 0x10000) {
-        s[0] = (char)(0xE0 | (cp >> 12)); s[1] = (char)(0x80 | ((cp >> 6) & 0x3F)); s[2] = (char)(0x80 | (cp & 0x3F)); n = 3;
+        s[0] = (char)(0xE0 | (cp >> 12)); s[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        s[2] = (char)(0x80 | (cp & 0x3F)); n = 3;
     } else {
         s[0] = (char)(0xF0 | (cp >> 18)); s[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
         s[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); s[3] = (char)(0x80 | (cp & 0x3F)); n = 4;
@@ -155,8 +159,9 @@ static int string(Cur *c, Buf *out) {
                 if (cp >= 0xDC00 && cp <= 0xDFFF) return 0;
                 if (cp >= 0xD800 && cp <= 0xDBFF) {
                     unsigned low;
-                    if (end - p < 12 || p[6] != '\\' || p[7] != 'u' || !hex4(p + 8, &low) || low < 0xDC00 || low > 0xDFFF)
+                    if (end - p < 12 || p[6] != '\\' || p[7] != 'u' || !hex4(p + 8, &low))
                         return 0;
+                    if (low < 0xDC00 || low > 0xDFFF) return 0;
                     cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
                     p += 6;
                 }
