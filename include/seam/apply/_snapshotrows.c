@@ -254,15 +254,10 @@ static int value(Cur *c, int depth) {
 /* A key without escapes, and the colon after it: its bytes, or NULL. */
 static const unsigned char *key(Cur *c, Py_ssize_t *len) {
     ws(c);
-    if (c->p >= c->end || *c->p != '"') return NULL;
-    const unsigned char *start = c->p + 1, *q = start;
-    while (q < c->end && *q != '"' && *q != '\\' && *q >= 0x20) q++;
-    if (q >= c->end || *q != '"') return NULL;
-    Cur probe = {c->p, c->end};
-    if (string(&probe, NULL) != 1) return NULL;  /* UTF-8 checked */
-    c->p = probe.p;
-    if (!eat(c, ':')) return NULL;
-    *len = q - start;
+    const unsigned char *start = c->p + 1;
+    if (string(c, NULL) != 1) return NULL;  /* strict, UTF-8 checked */
+    *len = c->p - 1 - start;
+    if (memchr(start, '\\', *len) != NULL || !eat(c, ':')) return NULL;
     return start;
 }
 
