@@ -13,6 +13,7 @@ from dataclasses import asdict, replace
 import psycopg
 import pytest
 import yaml
+from confluent_kafka import Consumer, KafkaError, Message
 
 from seam.apply.batch import Stager
 from seam.apply.sink import TOPIC_CHECK_S, Sink
@@ -40,14 +41,14 @@ SCHEMA = TableSchema(
 POSITION = Position.through("mysql-bin.000001", 4000)
 
 
-def _sink_pipeline(pipeline, bootstrap: str | None = None):
-    """The stack's pipeline with one table and a fresh topic prefix, so every test starts from an empty topic
-    (on ``bootstrap``'s broker when given)."""
+def _sink_pipeline(pipeline, bootstrap: str | None = None, tables: tuple[str, ...] = ("ledger",)):
+    """The stack's pipeline with these tables of ``sink_test`` and a fresh topic prefix, so every test starts
+    from empty topics (on ``bootstrap``'s broker when given)."""
     doc = yaml.safe_load(open(pipeline.path))
     doc["kafka"]["topic_prefix"] = f"sinktest{new_batch_id().replace('-', '')}"
     if bootstrap:
         doc["kafka"]["bootstrap"] = bootstrap
-    doc["tables"] = [{"name": "sink_test.ledger", "key": ["id"]}]
+    doc["tables"] = [{"name": f"sink_test.{t}", "key": ["id"]} for t in tables]
     return parse_pipeline(doc, source="sink-test")
 
 
@@ -60,12 +61,14 @@ def _row(i: int, amount: str = "1.00", note: str | None = "n") -> dict:
     return {"id": i, "amount": amount, "note": note, "blob": "AAE="}
 
 
-def _record(batch: str, op: str, before: dict | None, after: dict | None, pos: int = 0) -> Record:
+def _record(
+    batch: str, op: str, before: dict | None, after: dict | None, pos: int = 0, table: str = SCHEMA.table
+) -> Record:
     image = after or before
     return Record(
         op=op,
         db=SCHEMA.db,
-        table=SCHEMA.table,
+        table=table,
         key={"id": image["id"]},
         before=before,
         after=after,
@@ -78,15 +81,16 @@ def _record(batch: str, op: str, before: dict | None, after: dict | None, pos: i
 class Batch:
     """Publishes one batch by hand, keeping the tallies END must carry."""
 
-    def __init__(self, pipeline, publisher: Publisher):
+    def __init__(self, pipeline, publisher: Publisher, table: int = 0):
         self.pipeline, self.publisher = pipeline, publisher
-        self.topic = table_topic(pipeline, pipeline.tables[0])
+        self.topic = table_topic(pipeline, pipeline.tables[table])
+        self.table = pipeline.tables[table].table
         self.id = new_batch_id()
         self.tallies: dict[tuple[int, int], Tally] = {}
         begin = Begin(
             batch=self.id,
             db=SCHEMA.db,
-            table=SCHEMA.table,
+            table=self.table,
             mode="full",
             columns=[asdict(c) for c in SCHEMA.columns],
             key=["id"],
@@ -101,7 +105,7 @@ class Batch:
     def rows(self, ids, amount: str = "1.00") -> Batch:
         """Snapshot rows for these ids, all from chunk 0, attempt 1."""
         for i in ids:
-            self.send(_record(self.id, "r", None, _row(i, amount)))
+            self.send(_record(self.id, "r", None, _row(i, amount), table=self.table))
         return self
 
     def end(self, winners: list[tuple[int, int]], rows_delta: int = 0) -> None:
@@ -120,7 +124,7 @@ class Batch:
         end = End(
             batch=self.id,
             db=SCHEMA.db,
-            table=SCHEMA.table,
+            table=self.table,
             mode="full",
             position=POSITION,
             parts=parts,
@@ -149,9 +153,9 @@ def _apply(pipeline, *batches: str, parallel: bool = False) -> dict[str, str]:
         sink.close()
 
 
-def _table(pipeline) -> list[tuple]:
+def _table(pipeline, table: str = "ledger") -> list[tuple]:
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
-        return conn.execute('SELECT id, amount::text, note, blob FROM "sink_test"."ledger" ORDER BY id').fetchall()
+        return conn.execute(f'SELECT id, amount::text, note, blob FROM "sink_test"."{table}" ORDER BY id').fetchall()
 
 
 def _ledger(pipeline, batch: str) -> tuple:
@@ -272,6 +276,43 @@ def test_a_running_sink_reads_a_topic_recreated_under_it_from_its_beginning(pipe
         thread.join(60)
         sink.close()
     assert [r[0] for r in _table(pipeline)] == list(range(100, 300))
+
+
+class _LosesAnOffsetOnce(Consumer):
+    """The real client, in lists of a few messages; the first list that holds another topic's messages is
+    preceded by OFFSET_OUT_OF_RANGE for ``lost``. That is Apache Kafka's answer to an offset that retention
+    removed; the embedded broker never removes one, so that answer alone is made up here."""
+
+    lost: str = ""
+
+    def consume(self, num_messages=1, timeout=-1):
+        taken = super().consume(min(num_messages, 5), timeout)
+        if type(self).lost and any(m.topic() != self.lost for m in taken):
+            error = Message(topic=self.lost, partition=0, offset=3, error=KafkaError(KafkaError.OFFSET_OUT_OF_RANGE))
+            taken, type(self).lost = [error, *taken], ""
+        return taken
+
+
+def test_an_offset_the_broker_no_longer_has_costs_no_other_topic_a_message(pipeline, monkeypatch):
+    """A topic whose stored offset is gone is read from its beginning, and every other topic from its stored
+    offset. The read-ahead dropped at that moment holds other topics' messages: reading on from the client's
+    position lost them, and their batch failed its END check (a reload of a table nothing happened to)."""
+    pipeline = _sink_pipeline(pipeline, tables=("ledger", "ledger_b"))
+    lost, other = (table_topic(pipeline, t) for t in pipeline.tables)
+    ensure_topics(pipeline, [lost, other])
+    publisher = Publisher(pipeline)
+    first = _complete(pipeline, publisher, range(1, 6))
+    assert _apply(pipeline, first.id) == {first.id: "committed"}
+
+    again = _complete(pipeline, publisher, [500])
+    bystander = Batch(pipeline, publisher, table=1).rows(range(1, 201))
+    bystander.end([(0, 1)])
+    _LosesAnOffsetOnce.lost = lost
+    monkeypatch.setattr("seam.apply.sink.Consumer", _LosesAnOffsetOnce)
+    assert _apply(pipeline, again.id, bystander.id) == {again.id: "committed", bystander.id: "committed"}
+    assert not _LosesAnOffsetOnce.lost, "the lost offset was never reported: the test proved nothing"
+    assert [r[0] for r in _table(pipeline)] == [500]
+    assert [r[0] for r in _table(pipeline, "ledger_b")] == list(range(1, 201))
 
 
 def test_a_transaction_left_failed_is_recovered_from(sink_pipeline):

@@ -137,6 +137,7 @@ class Sink:
         self.conn = self._connect()
         self.finished: dict[str, str] = {}  # batch id -> final state once committed, for callers waiting on one
         self.topic_ids: dict[str, str] = {}
+        self._offsets_lost: set[str] = set()  # topics whose stored offset the broker no longer has
         self._forgot_at = 0.0  # when recorded cascade rows were last pruned
         self.stager = Stager()  # a batch's rows are decoded on every core
         self._load_state()
@@ -240,10 +241,14 @@ class Sink:
                         at_end.add(m.topic())
                         continue
                     elif error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
-                        ahead.stop()  # what it read past the lost offset is void
+                        # what was read ahead, of every topic, is dropped with the read-ahead: all of them
+                        # are read again from the target's offsets, or they would miss those messages
+                        ahead.stop()
                         at_end.clear()
-                        self._offset_lost(consumer, m)
-                        ahead = _ReadAhead(consumer)
+                        self._offset_lost(m)
+                        ahead = self._read_from_target(consumer)
+                        good = []
+                        break
                     else:
                         raise SinkError(f"Kafka error on {m.topic()}: {error.str()}")
                 if not good:
@@ -379,17 +384,16 @@ class Sink:
                     [(t.db, t.table) for t in self.pipeline.tables if t.sync == "stream"],
                 )
 
-    def _offset_lost(self, consumer, message) -> None:
-        """The stored offset is past the log: the broker lost or recreated the topic."""
-
-        topic = message.topic()
+    def _offset_lost(self, message) -> None:
+        """The stored offset is not in the log (retention expired, or the broker lost the topic): the topic is
+        read from its beginning until an offset of it is stored again."""
         log.warning(
             "topic %s no longer has offset %s (broker restarted or retention expired); reading it from "
             "its beginning. An open batch that lost messages fails its END check and is rejected.",
-            topic,
+            message.topic(),
             message.offset(),
         )
-        consumer.seek(TopicPartition(topic, 0, OFFSET_BEGINNING))
+        self._offsets_lost.add(message.topic())
 
     def _recreated(self) -> list[str]:
         """Topics whose id on the broker is not the one the sink reads (they were recreated); the new ids are
@@ -417,7 +421,9 @@ class Sink:
             rows = positions.stored_offsets(self.conn, self.schema, list(self.tables))
         resume = {}
         for topic, offset, stored_id in rows:
-            if stored_id is not None and stored_id != self.topic_ids.get(topic):
+            if topic in self._offsets_lost:
+                resume[topic] = OFFSET_BEGINNING
+            elif stored_id is not None and stored_id != self.topic_ids.get(topic):
                 log.warning(
                     "topic %s was recreated on the broker (id %s, was %s): its earlier messages are gone; "
                     "reading the new topic from its beginning (an open batch that lost messages fails "
@@ -458,6 +464,7 @@ class Sink:
         self._apply_run(topic, messages[start:])
         self._next_offset[topic] = messages[-1].offset() + 1
         self._store_offset(topic)
+        self._offsets_lost.discard(topic)  # if this transaction fails, the stored offset errs again: lost again
 
     def _control_of(self, topic: str, message):
         """The control message, checked: it parses, and a BEGIN or END names the topic's own table (taken from
