@@ -24,7 +24,9 @@ How a full-load batch becomes visible, atomically:
 Every transaction also stores the next Kafka offset of each topic it
 consumed (``offsets``), so a restarted sink (SIGKILL included) resumes
 exactly where its last commit ended: Kafka's redeliveries, consumer groups,
-transactions and read_committed play no part in correctness.
+transactions and read_committed play no part in correctness. The same holds
+when the broker no longer has a stored offset, or its answer skips offsets
+(``seam.apply.offset_gaps``): every topic is read again from the stored ones.
 
 Delivery guarantee: exactly once into PostgreSQL. Readers see the old table
 until the END transaction commits, then the whole new batch.
@@ -47,6 +49,7 @@ from seam.apply.batch import Stager
 from seam.apply.changes import MALFORMED, ChangeApplier
 from seam.apply.decode import SparkRowMessage
 from seam.apply.lifecycle import BatchLifecycle
+from seam.apply.offset_gaps import OffsetGaps
 from seam.apply.retry import LOCK_WAIT, Retrier, connection_lost, transient
 from seam.apply.transaction import TargetTransaction
 from seam.core.errors import TargetError, first_line
@@ -138,6 +141,7 @@ class Sink:
         self.finished: dict[str, str] = {}  # batch id -> final state once committed, for callers waiting on one
         self.topic_ids: dict[str, str] = {}
         self._offsets_lost: set[str] = set()  # topics whose stored offset the broker no longer has
+        self._gaps = OffsetGaps()
         self._forgot_at = 0.0  # when recorded cascade rows were last pruned
         self.stager = Stager()  # a batch's rows are decoded on every core
         self._load_state()
@@ -230,40 +234,23 @@ class Sink:
                         ahead = self._read_from_target(consumer)
                 if self._finished(until_batches, caught_up and len(at_end) == len(self.tables), deadline):
                     break
-                messages = ahead.next()
-                good = []
-                for m in messages:
-                    error = m.error()
-                    if error is None:
-                        good.append(m)
-                        at_end.discard(m.topic())
-                    elif error.code() == KafkaError._PARTITION_EOF:
-                        at_end.add(m.topic())
-                        continue
-                    elif error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
-                        # what was read ahead, of every topic, is dropped with the read-ahead: all of them
-                        # are read again from the target's offsets, or they would miss those messages
-                        ahead.stop()
-                        at_end.clear()
-                        self._offset_lost(m)
-                        ahead = self._read_from_target(consumer)
-                        good = []
-                        break
-                    else:
-                        raise SinkError(f"Kafka error on {m.topic()}: {error.str()}")
+                good = self._sorted_out(ahead.next(), at_end)
+                by_topic = self._by_topic(good) if good else {}
+                if good is None or self._skipped(by_topic):
+                    # an offset the broker no longer has, or offsets its answer skipped: every topic is read
+                    # again from the target's offsets (what was read ahead, of every topic, is dropped with it)
+                    ahead.stop()
+                    at_end.clear()
+                    ahead = self._read_from_target(consumer)
+                    continue
                 if not good:
-                    if any(s.waiting for s in self.changes.streams.values()):  # the level above may be another sink's
-                        with self.txn():
-                            self.changes.release_waiting()
-                    if self.batches.stale():
-                        with self.txn():
-                            self._abandon_stale()
+                    self._idle()
                     if idle_exit is not None and time.monotonic() - last_message > idle_exit:
                         break
                     continue
                 last_message = time.monotonic()
                 try:
-                    self._apply_all(good)
+                    self._apply_all(by_topic)
                     if stream_part:
                         self._beat()
                 except psycopg.Error as exc:
@@ -277,6 +264,34 @@ class Sink:
             ahead.stop()
             consumer.close()
         return dict(self.finished)
+
+    def _sorted_out(self, messages: list, at_end: set[str]) -> list | None:
+        """The messages without the client's events (a topic's end noted in ``at_end``); None when a stored
+        offset is no longer in its topic's log."""
+        good = []
+        for m in messages:
+            error = m.error()
+            if error is None:
+                good.append(m)
+                at_end.discard(m.topic())
+            elif error.code() == KafkaError._PARTITION_EOF:
+                at_end.add(m.topic())
+            elif error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                self._offset_lost(m)
+                return None
+            else:
+                raise SinkError(f"Kafka error on {m.topic()}: {error.str()}")
+        return good
+
+    def _idle(self) -> None:
+        """Nothing new: transactions waiting for a level above are looked at, batches whose load is gone are
+        abandoned."""
+        if any(s.waiting for s in self.changes.streams.values()):  # the level above may be another sink's
+            with self.txn():
+                self.changes.release_waiting()
+        if self.batches.stale():
+            with self.txn():
+                self._abandon_stale()
 
     def _finished(self, until_batches: set[str] | None, every_topic_at_end: bool, deadline: float | None) -> bool:
         """Whether ``run`` is done: the batches it waits for are final, or every topic is applied to its end."""
@@ -294,8 +309,9 @@ class Sink:
     def _read_from_target(self, consumer) -> _ReadAhead:
         """Every topic assigned at the offset stored with the data (a recreated one at its beginning), read
         ahead."""
-        stored = self._stored_offsets()
-        consumer.assign([TopicPartition(t, 0, stored.get(t, OFFSET_BEGINNING)) for t in self.tables])
+        stored = {t: OFFSET_BEGINNING for t in self.tables} | self._stored_offsets()
+        consumer.assign([TopicPartition(t, 0, offset) for t, offset in stored.items()])
+        self._gaps.reading_from(stored)
         return _ReadAhead(consumer)
 
     def _forget_what_was_read(self) -> None:
@@ -350,7 +366,7 @@ class Sink:
             if row.offset >= max(0, stored.get(row.topic, 0))
         ]
         if messages:
-            self._apply_all(messages)
+            self._apply_all(self._by_topic(messages))
         elif self.batches.stale():
             with self.txn():
                 self._abandon_stale()
@@ -362,14 +378,30 @@ class Sink:
         with self.conn.transaction():
             part_beat(self.conn, self.schema, self.pipeline.name, "sink", batches=1, retries=retries, last_retry=last)
 
-    def _apply_all(self, messages: list) -> None:
-        """Messages of any topics, in offset order per topic, applied in ONE transaction with the offsets."""
+    def _by_topic(self, messages: list) -> dict[str, list]:
+        """Messages of any topics, in offset order per topic."""
         if len(self.tables) == 1:
-            by_topic: dict[str, list] = {messages[0].topic(): messages}
-        else:
-            by_topic = {}
-            for m in messages:
-                by_topic.setdefault(m.topic(), []).append(m)
+            return {messages[0].topic(): messages}
+        by_topic: dict[str, list] = {}
+        for m in messages:
+            by_topic.setdefault(m.topic(), []).append(m)
+        return by_topic
+
+    def _skipped(self, by_topic: dict[str, list]) -> bool:
+        """Whether the broker's answer skipped offsets of a topic (``seam.apply.offset_gaps``) not met before."""
+        for topic, messages in by_topic.items():
+            gap = self._gaps.new_gap(topic, messages)
+            if gap is not None:
+                log.warning(
+                    "topic %s: the broker's answer skipped offsets %s to %s; reading again from the target's offsets",
+                    topic,
+                    *gap,
+                )
+                return True
+        return False
+
+    def _apply_all(self, by_topic: dict[str, list]) -> None:
+        """Messages by topic, in offset order, applied in ONE transaction with the offsets."""
         with no_cyclic_gc(), self.txn():
             for topic, batch in by_topic.items():
                 self._apply(topic, batch)
