@@ -1,10 +1,10 @@
-"""The sink's offset-gap tracker (``seam.apply.offset_gaps``) on plain offsets: contiguous answers pass, a gap
+"""The sink's offset-gap tracker (``seam.wire.offset_gaps``) on plain offsets: contiguous answers pass, a gap
 is reported once, a gap met again at the same place is let through, and a read from an earlier offset forgets
 nothing above it."""
 
 from __future__ import annotations
 
-from seam.apply.offset_gaps import OffsetGaps
+from seam.wire.offset_gaps import OffsetGaps
 
 
 class _M:

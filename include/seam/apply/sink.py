@@ -26,7 +26,7 @@ consumed (``offsets``), so a restarted sink (SIGKILL included) resumes
 exactly where its last commit ended: Kafka's redeliveries, consumer groups,
 transactions and read_committed play no part in correctness. The same holds
 when the broker no longer has a stored offset, or its answer skips offsets
-(``seam.apply.offset_gaps``): every topic is read again from the stored ones.
+(``seam.wire.offset_gaps``): every topic is read again from the stored ones.
 
 Delivery guarantee: exactly once into PostgreSQL. Readers see the old table
 until the END transaction commits, then the whole new batch.
@@ -49,7 +49,6 @@ from seam.apply.batch import Stager
 from seam.apply.changes import MALFORMED, ChangeApplier
 from seam.apply.decode import SparkRowMessage
 from seam.apply.lifecycle import BatchLifecycle
-from seam.apply.offset_gaps import OffsetGaps
 from seam.apply.retry import LOCK_WAIT, Retrier, connection_lost, transient
 from seam.apply.transaction import TargetTransaction
 from seam.core.errors import TargetError, first_line
@@ -61,6 +60,7 @@ from seam.state.parts import part_beat
 from seam.state.positions import forget_cascades
 from seam.state.schema import ensure_state, try_lock
 from seam.wire.boundary import Begin, End, Heartbeat, PartDone, SchemaChange, StreamStop, parse_control
+from seam.wire.offset_gaps import OffsetGaps
 from seam.wire.records import no_cyclic_gc
 from seam.wire.topics import consumer_config, ensure_topics, table_topic, topic_ids
 
@@ -388,7 +388,7 @@ class Sink:
         return by_topic
 
     def _skipped(self, by_topic: dict[str, list]) -> bool:
-        """Whether the broker's answer skipped offsets of a topic (``seam.apply.offset_gaps``) not met before."""
+        """Whether the broker's answer skipped offsets of a topic (``seam.wire.offset_gaps``) not met before."""
         for topic, messages in by_topic.items():
             gap = self._gaps.new_gap(topic, messages)
             if gap is not None:

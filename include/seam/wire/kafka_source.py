@@ -16,11 +16,16 @@ has already applied.
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 from confluent_kafka import Consumer, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
+
+from seam.wire.offset_gaps import OffsetGaps
+
+log = logging.getLogger("seam.wire")
 
 POLL = 5000  # messages asked of the consumer at a time
 SCHEMA = "topic string, topic_id string, offset long, key binary, value binary, headers string"
@@ -54,6 +59,7 @@ class _TopicReader(SimpleDataSourceStreamReader):
         self.receive_limit = int(options.get("receiveMessageMaxBytes", "100000000"))  # librdkafka's default
         self._admin = None
         self._kafka = None
+        self._gaps = OffsetGaps()
 
     def _ids(self) -> dict[str, str] | None:
         if self._admin is None:
@@ -124,6 +130,7 @@ class _TopicReader(SimpleDataSourceStreamReader):
         # assigned for this read only: a consumer left assigned to a topic that is then deleted (a broker that
         # lost its topics, a topic recreated) crashed in librdkafka's main thread (a segfault of the process)
         consumer.assign([TopicPartition(t, 0, int(start[t][1])) for t in todo])
+        self._gaps.reading_from({t: int(start[t][1]) for t in todo})
         empty, began = 0, time.monotonic()
         try:
             while todo and (len(rows) < self.max_messages or end is not None):
@@ -141,6 +148,17 @@ class _TopicReader(SimpleDataSourceStreamReader):
                     stop = wanted[topic]
                     if topic not in todo or m.offset() < reached[topic][1] or (stop is not None and m.offset() >= stop):
                         continue
+                    if m.offset() > reached[topic][1] and self._gaps.first_time(
+                        topic, reached[topic][1], m.offset() - 1
+                    ):  # the broker's answer skipped offsets (seam.wire.offset_gaps): every topic read on from there
+                        log.warning(
+                            "topic %s: the broker's answer skipped offsets from %s; reading them again",
+                            topic,
+                            reached[topic][1],
+                        )
+                        for t in todo:
+                            consumer.seek(TopicPartition(t, 0, int(reached[t][1])))
+                        break
                     headers = m.headers()  # only control messages have any
                     text = json.dumps({k: v.decode() for k, v in headers}) if headers else "{}"
                     rows.append((topic, start[topic][0], m.offset(), m.key(), m.value(), text))

@@ -1,8 +1,9 @@
-"""Offsets that a topic's messages skip, as the sink reads them.
+"""Offsets that a topic's messages skip, as a sink reads them.
 
 Seam's producers write no Kafka transactions and its topics are not compacted, so the offsets of a table topic
 run without a gap. An answer of the broker that skips some lost messages on the way (a fetch cut short, a
-broker short of memory): the sink reads again from the target's offsets, once. A gap found again at the same
+broker short of memory): the sink reads again from the target's offsets, and the Spark sink's source from the
+offset it reached, once. A gap found again at the same
 place is the log's own (another producer's transaction markers, a compacted topic) and is let through; what
 is really missing is still caught, by a full load's END check and by the stream's chain (``prev``).
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-log = logging.getLogger("seam.sink")
+log = logging.getLogger("seam.wire")
 
 
 class OffsetGaps:
@@ -40,19 +41,26 @@ class OffsetGaps:
         self._next[topic] = last + 1
         if first == expected and last - first + 1 == len(messages):
             return None
-        met = self._met.setdefault(topic, set())
         for start, end in _gaps(expected, messages):
-            if start not in met:
-                met.add(start)
+            if self.first_time(topic, start, end):
                 return start, end
-            log.warning(
-                "topic %s: offsets %s to %s are not in its log (another producer's transaction markers, or a "
-                "compacted topic); going on without them",
-                topic,
-                start,
-                end,
-            )
         return None
+
+    def first_time(self, topic: str, start: int, end: int) -> bool:
+        """Whether the gap from ``start`` to ``end`` is met for the first time (then it is read again); else it
+        is let through, and said."""
+        met = self._met.setdefault(topic, set())
+        if start not in met:
+            met.add(start)
+            return True
+        log.warning(
+            "topic %s: offsets %s to %s are not in its log (another producer's transaction markers, or a "
+            "compacted topic); going on without them",
+            topic,
+            start,
+            end,
+        )
+        return False
 
 
 def _gaps(expected: int, messages: list) -> Iterator[tuple[int, int]]:
