@@ -3,9 +3,13 @@ on commit, and after a failed transaction the sink applies nothing more."""
 
 from __future__ import annotations
 
+import contextlib
+
+import psycopg
 import pytest
 
 from seam.apply import SinkError
+from seam.apply.retry import Retrier
 from seam.apply.transaction import TargetTransaction
 from seam.state.connection import connect_target
 
@@ -41,4 +45,38 @@ def test_actions_run_on_commit_and_a_failed_transaction_ends_the_sink(pipeline):
         conn.rollback()
         conn.autocommit = True
         conn.execute("DROP TABLE IF EXISTS public.txn_test")
+        conn.close()
+
+
+def test_a_cancel_that_lands_on_the_savepoints_rollback_is_left_to_the_sink(pipeline, monkeypatch):
+    """Under `make faults`' cancel storm a cancel landed on the ROLLBACK TO SAVEPOINT after a cancelled step:
+    psycopg logs that and raises the step's error, the transaction stays failed, and the retry inside it
+    failed with 'current transaction is aborted', which stopped the table. The transient error must go up
+    instead (the sink then resumes from the target). The second cancel is the one thing made up here: the
+    savepoint is left as a cancelled ROLLBACK TO leaves it."""
+    conn = connect_target(pipeline)
+    conn.autocommit = False
+
+    @contextlib.contextmanager
+    def savepoint_whose_rollback_is_cancelled():
+        conn.execute("SAVEPOINT cancelled")
+        yield  # an error in the block leaves the savepoint as it is: the transaction failed
+        conn.execute("RELEASE SAVEPOINT cancelled")
+
+    steps = []
+
+    def cancelled_step() -> None:
+        steps.append(1)
+        conn.execute("SET LOCAL statement_timeout = '10ms'")
+        conn.execute("SELECT pg_sleep(2)")
+
+    try:
+        conn.execute("SELECT 1")
+        monkeypatch.setattr(conn, "transaction", savepoint_whose_rollback_is_cancelled)
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            Retrier().run(conn, cancelled_step, "a step")
+        assert steps == [1], "retried inside a failed transaction"
+        conn.rollback()
+        assert conn.execute("SELECT 2").fetchone() == (2,)
+    finally:
         conn.close()

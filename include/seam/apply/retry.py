@@ -53,6 +53,11 @@ def transient(exc: BaseException) -> bool:
     return state in _TRANSIENT_CODES or state.startswith(_TRANSIENT_CLASSES)
 
 
+def transaction_failed(conn) -> bool:
+    """The session's transaction is failed: it ignores every command until its end."""
+    return conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+
+
 def connection_lost(conn) -> bool:
     return bool(conn.closed or conn.broken)
 
@@ -84,7 +89,9 @@ class Retrier:
                 with conn.transaction():
                     return step()
             except psycopg.Error as exc:
-                if not transient(exc) or connection_lost(conn):
+                # a cancel that lands on the savepoint's own ROLLBACK TO (psycopg logs it and raises the first
+                # error) leaves the caller's transaction failed: retried there, every statement would fail
+                if not transient(exc) or connection_lost(conn) or transaction_failed(conn):
                     raise
                 if not lock_waits and exc.sqlstate == LOCK_NOT_AVAILABLE:
                     self.note(what, exc)
