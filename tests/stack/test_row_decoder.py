@@ -24,6 +24,7 @@ from seam.core.position import Position
 from seam.source import record_images
 from seam.source.binlog import BinlogReader, Statement, Transaction
 from seam.source.schema import read_schema
+from seam.source.spill import DEFAULT_BUDGET
 from seam.wire.codecs import codec
 from seam.wire.records import normalize_row
 from seam_dev import demo
@@ -274,6 +275,40 @@ def test_rows_read_as_record_values_equal_the_decoded_rows_normalised(pipeline, 
             expected = None if decoded is None else normalize_row(schemas[table], decoded)
             assert encode(mine) == encode(expected), (table, at)
     assert calls["native"] > 9 * calls["python"], calls  # the Python way only where the compiled one is unsure
+
+
+@pytest.mark.parametrize("records", [False, True], ids=["decoded", "record-values"])
+def test_transactions_spilled_to_a_file_read_back_as_held_in_memory(pipeline, written, records):
+    """A transaction over ``stream.max_transaction_memory`` goes to the reader's spill file as its row events'
+    bytes and is decoded again from them when it is published: with a budget of one byte every transaction
+    spills, and each reads back change for change as the same transaction held in memory."""
+    start, end = written
+    conn = pymysql.connect(**pipeline.source.pymysql_kwargs(utc=True))
+    schemas = {t: read_schema(conn, DB, t) for t in ("keyed", "keyless", "wide")} if records else {}
+    conn.close()
+
+    def read(memory: int) -> tuple[list, int]:
+        reader = BinlogReader(
+            pipeline.source, start, {DB}, end=end, transaction_memory=memory, record_schema=lambda db, t: schemas.get(t)
+        )
+        changes, spilled = [], 0
+        try:
+            for item in reader:
+                if isinstance(item, Transaction):
+                    assert not item.errors, item.errors
+                    changes.extend(item.changes)
+                    spilled += item.changes.spilled
+                    item.changes.close()
+        finally:
+            reader.close()
+        return changes, spilled
+
+    held, none = read(DEFAULT_BUDGET)
+    read_back, spilled = read(1)
+    assert none == 0 and spilled == len(read_back) == len(held) > 200
+    assert all(change.records == records for change in read_back)
+    for mine, theirs in zip(read_back, held):
+        assert mine == theirs, (mine.table, mine.position)
 
 
 def _library_time_fault(mine, its) -> bool:

@@ -13,7 +13,7 @@ import itertools
 
 from seam.apply import SinkError
 from seam.apply.decode import flagged, record_decoder
-from seam.apply.target import Landing, pg_type, row_converter, target_table
+from seam.apply.target import Landing, copy_rows, pg_type, row_converter, target_table
 from seam.apply.txn_buffer import TransactionBuffer
 from seam.core.identifiers import qi
 from seam.core.position import Position
@@ -146,14 +146,15 @@ def merge_run(cur, stream: StreamTable, run: list) -> None:
         raise SinkError(diverged(absent))
     create, copy_in, count_found, delete, upsert_all = stream.run_sql
     cur.execute(create)
-    deleted = 0
+    deleted = sum(1 for image in last.values() if image is None)
     with cur.copy(copy_in) as copy:
-        for key, image in last.items():
-            if image is None:
-                deleted += 1
-                copy.write_row(stream.key_row(key) + (True, key in must_exist))
-            else:
-                copy.write_row(image + (False, key in must_exist))
+        copy_rows(
+            copy,
+            (
+                stream.key_row(key) + (True, key in must_exist) if image is None else image + (False, key in must_exist)
+                for key, image in last.items()
+            ),
+        )
     if must_exist:
         found = cur.execute(count_found).fetchone()[0]
         if found != len(must_exist):

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from seam.apply.target import copy_rows
+
 DEFAULT_BUDGET = 64 * 1024 * 1024
 # memory a buffered record takes per byte of its message, and per record (the decoded record's objects)
 COST_PER_BYTE = 5
@@ -45,12 +47,14 @@ class StagedTransaction:
         seq = -1
         while seq < self.staged - 1:
             rows = conn.execute(
-                f"SELECT seq, value FROM pg_temp.{self.table} WHERE seq > %s ORDER BY seq LIMIT %s", (seq, size)
+                f"SELECT seq, value FROM pg_temp.{self.table} WHERE seq > %s ORDER BY seq LIMIT %s",
+                (seq, size),
+                binary=True,  # bytea as it is: in text it comes in hex, twice the bytes, then decoded
             ).fetchall()
             if not rows:
                 raise RuntimeError(f"staged records of a transaction missing from {self.table} after {seq}")
             seq = rows[-1][0]
-            yield [decode(bytes(value)) for _, value in rows]
+            yield [decode(value) for _, value in rows]
         for i in range(0, len(self.tail), size):
             yield self.tail[i : i + size]
 
@@ -96,8 +100,7 @@ class TransactionBuffer:
             self._table = f"{PREFIX}{next(_TABLES)}"
             conn.execute(f"CREATE TEMPORARY TABLE {self._table} (seq bigint PRIMARY KEY, value bytea NOT NULL)")
         with conn.cursor() as cur, cur.copy(f"COPY pg_temp.{self._table} (seq, value) FROM STDIN") as copy:
-            for seq, (_, value) in enumerate(self._held, start=self._staged):
-                copy.write_row((seq, value))
+            copy_rows(copy, enumerate((value for _, value in self._held), start=self._staged))
         self._staged += len(self._held)
         self._held, self._cost = [], 0
 

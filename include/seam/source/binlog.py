@@ -44,7 +44,6 @@ import random
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
@@ -62,20 +61,8 @@ from seam.core.position import Position
 from seam.core.schema import TableSchema
 from seam.source.gtid import GtidError, GtidSet, gtids_enabled, is_mariadb
 from seam.source.head import binlog_status
-from seam.source.record_images import record_images
 from seam.source.replication import Stream
-from seam.source.rows import Rows
 from seam.source.spill import DEFAULT_BUDGET, ChangeBuffer
-
-
-class RowChange(NamedTuple):  # a tuple: made per row read, three times cheaper than a frozen dataclass
-    op: str  # c, u or d
-    db: str
-    table: str
-    before: dict | None  # decoded values, as python-mysql-replication gives them (empty SET fixed), or
-    after: dict | None  # ... with ``records``, record values (seam.wire.records.normalize_row's)
-    position: Position  # the row event's end, and the row's index in it
-    records: bool = False
 
 
 @dataclass
@@ -204,7 +191,7 @@ class BinlogReader:
         self.blocking, self.heartbeat_s = blocking, heartbeat_s
         self.server_id = server_id or _private_server_id()
         self.report_as = report_as  # the host name SHOW SLAVE HOSTS lists for this reader (see replica_clash)
-        # (db, table) -> the schema whose record values a table's rows are read as (RowChange.records), or None
+        # (db, table) -> the schema whose record values a table's rows are read as (seam.source.spill.RowChange.records), or None
         self.record_schema = record_schema or (lambda db, table: None)
         self._stream: Stream | None = None
 
@@ -379,7 +366,7 @@ class BinlogReader:
                 open_ = self._transaction(at, gtid, event.timestamp)
             try:
                 schema = self.record_schema(event.schema, event.table)
-                open_.changes.extend(_changes(event, stream.log_file, schema), event.size)
+                open_.changes.add(event, stream.log_file, schema)
             except Exception as exc:  # noqa: BLE001 - kept: only fatal if the table's rows are needed
                 open_.errors.setdefault((event.schema, event.table), f"{type(exc).__name__}: {exc}")
             rows_seen += 1
@@ -493,17 +480,6 @@ class _Resolve:
     position: Position
     gtid: str | None
     timestamp: int
-
-
-def _changes(event: Rows, log_file: str, schema: TableSchema | None = None) -> list[RowChange]:
-    """The event's rows, in record values when ``schema`` is given (``RowChange.records``)."""
-    op, db, table, end = event.op, event.schema, event.table, event.log_pos
-    pairs = event.images() if schema is None else record_images(event, schema)
-    records = schema is not None
-    return [
-        RowChange(op, db, table, before, after, Position(log_file, end, i), records)
-        for i, (before, after) in enumerate(pairs)
-    ]
 
 
 def _text(value) -> str | None:

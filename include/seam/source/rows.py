@@ -122,6 +122,10 @@ class Rows:
         return self._data
 
     @property
+    def start(self) -> int:
+        return self._start
+
+    @property
     def end(self) -> int:
         return self._end
 
