@@ -197,7 +197,7 @@ class ChangeApplier:
             for docs in staged.slices(self.conn, stream.decode):
                 ops: list = []
                 self._transaction_ops(stream, docs, ops)
-                self._execute(ops)
+                self._execute(ops, truncate=True)
 
         log.info("%s: applying a transaction of %s changes staged in the target", stream.target, f"{len(staged):,}")
         try:
@@ -327,27 +327,28 @@ class ChangeApplier:
         )
         self._forget(self.streams.pop(stream.topic, None))
 
-    def _execute(self, ops: list) -> None:
-        """One table's queued statements in order: the changes between two cascades as one run."""
+    def _execute(self, ops: list, truncate: bool = False) -> None:
+        """One table's queued statements in order: the changes between two cascades as one run (``truncate``:
+        see ``merge_run``)."""
         stream, run = ops[0][0], []
         with self.conn.cursor() as cur:
             for op in ops:
                 if op[1] is not _CASCADE:
                     run.append(op)
                     continue
-                self._execute_run(cur, stream, run)
+                self._execute_run(cur, stream, run, truncate)
                 run = []
                 try:
                     cascades.apply(cur, self.pipeline.target.state_schema, stream, *op[2])
                 except cascades.CascadeError as exc:
                     raise SinkError(str(exc)) from None
-            self._execute_run(cur, stream, run)
+            self._execute_run(cur, stream, run, truncate)
 
-    def _execute_run(self, cur, stream: StreamTable, run: list) -> None:
+    def _execute_run(self, cur, stream: StreamTable, run: list, truncate: bool = False) -> None:
         if not run:
             return
         if stream.key:
-            merge_run(cur, stream, run)
+            merge_run(cur, stream, run, truncate)
             return
         i = 0  # a keyless table: its statements in order, runs of the same one pipelined (executemany)
         while i < len(run):

@@ -12,11 +12,10 @@ table) reads the transaction from Kafka again.
 from __future__ import annotations
 
 import itertools
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
-
-from seam.apply.target import copy_rows
 
 DEFAULT_BUDGET = 64 * 1024 * 1024
 # memory a buffered record takes per byte of its message, and per record (the decoded record's objects)
@@ -24,6 +23,12 @@ COST_PER_BYTE = 5
 COST_PER_RECORD = 300
 READ_BACK = 20_000  # records per slice read back from the temporary table
 PREFIX = "seam_txn_"
+# COPY's binary format (PostgreSQL's "COPY", File Formats): a signature, no flags, no header extension; then each
+# row's field count and each field's length and bytes; then -1. Staged messages go in as they are: in text
+# format each would be written out in hex and parsed back
+_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+_ROW = struct.Struct(">hiqi")  # 2 fields; seq: 8 bytes, a bigint; value: its length
+_TRAILER = b"\xff\xff"
 
 _TABLES = itertools.count(1)
 
@@ -99,8 +104,9 @@ class TransactionBuffer:
         if self._table is None:
             self._table = f"{PREFIX}{next(_TABLES)}"
             conn.execute(f"CREATE TEMPORARY TABLE {self._table} (seq bigint PRIMARY KEY, value bytea NOT NULL)")
-        with conn.cursor() as cur, cur.copy(f"COPY pg_temp.{self._table} (seq, value) FROM STDIN") as copy:
-            copy_rows(copy, enumerate((value for _, value in self._held), start=self._staged))
+        copy_in = f"COPY pg_temp.{self._table} (seq, value) FROM STDIN (FORMAT BINARY)"
+        with conn.cursor() as cur, cur.copy(copy_in) as copy:
+            copy.write(_binary_copy(self._staged, [value for _, value in self._held]))
         self._staged += len(self._held)
         self._held, self._cost = [], 0
 
@@ -124,6 +130,16 @@ class TransactionBuffer:
             self.garbage.append(self._table)
         self.commit = self.at = self.first_offset = self._table = None
         self._held, self._cost, self._staged, self._cascades = [], 0, 0, False
+
+
+def _binary_copy(first_seq: int, values: list[bytes]) -> bytearray:
+    """(seq, value) rows numbered from ``first_seq``, as a whole COPY in binary format."""
+    out, row = bytearray(_SIGNATURE), _ROW.pack
+    for seq, value in enumerate(values, start=first_seq):
+        out += row(2, 8, seq, len(value))
+        out += value
+    out += _TRAILER
+    return out
 
 
 def drop_staged(conn, tables: list[str]) -> None:

@@ -80,11 +80,15 @@ def consumer_config(pipeline: Pipeline) -> dict:
         "fetch.max.bytes": 52_428_800,
         "max.partition.fetch.bytes": 16_777_216,
         "receive.message.max.bytes": receive_limit(pipeline),
-        "queued.min.messages": 500_000,  # prefetch deep: 3x the consume rate of the defaults here
+        # prefetch: enough to keep the sink busy (the flat-out stream: 256 MB and 500,000 messages no faster), and
+        # no more, since what the sink has not taken yet is its memory when it falls behind the change reader:
+        # one transaction of 5,000,000 rows grew the sink by 746 MB with 256 MB here (the size of what the broker
+        # sent, compressed); with 32 MB by less than 300
+        "queued.min.messages": 100_000,
         # a fetch the broker holds while it has nothing new: the embedded broker answers one that waits only
         # when the wait is over, so a trickle of changes waited up to librdkafka's 500 ms (the stream's p95)
         "fetch.wait.max.ms": 50,
-        "queued.max.messages.kbytes": 262_144,
+        "queued.max.messages.kbytes": 32_768,
         "logger": _KAFKA_LOG,
     }
 
