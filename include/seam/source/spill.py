@@ -29,7 +29,7 @@ DEFAULT_BUDGET = 64 * 1024 * 1024
 # about 1,080 bytes as a RowChange with its two dicts (measured with tracemalloc)
 COST_PER_BYTE = 10
 COST_PER_CHANGE = 200
-COST_PER_EVENT = 150  # a spilled event waiting in memory: its tuple, besides its bytes
+COST_PER_EVENT = 300  # a row event kept in memory until it goes to the file, besides its packet
 
 
 class RowChange(NamedTuple):  # a tuple: made per row read, three times cheaper than a frozen dataclass
@@ -61,7 +61,7 @@ class ChangeBuffer:
     def __init__(self, budget: int = DEFAULT_BUDGET):
         self.budget = budget
         self._held: list[RowChange] = []  # decoded, before anything is spilled
-        self._events: list[tuple] = []  # the events of the held changes, then those waiting for the file
+        self._events: list[tuple] = []  # (event, log file, schema) of the held changes, then of those not yet spilled
         self._cost = 0
         self._file: IO[bytes] | None = None
         self._chunks = 0
@@ -78,13 +78,13 @@ class ChangeBuffer:
         if not changes:
             return
         self._count += len(changes)
-        self._events.append(self._spillable(event, log_file, schema))
+        self._events.append((event, log_file, schema))  # made ready for the file only when it goes there
         if self._file is None:
             self._held.extend(changes)
             self._cost += event.size * COST_PER_BYTE + len(changes) * COST_PER_CHANGE
         else:
             self.spilled += len(changes)
-        self._cost += event.size + COST_PER_EVENT
+        self._cost += len(event.data) + COST_PER_EVENT
         if self._file is None and self._cost > self.budget / 2:
             self._file = tempfile.TemporaryFile(prefix="seam-transaction-")
             self.spilled += len(self._held)
@@ -105,12 +105,12 @@ class ChangeBuffer:
     def _dump(self) -> None:
         assert self._file is not None
         self._file.seek(0, 2)
-        pickle.dump(self._events, self._file, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump([self._spillable(*e) for e in self._events], self._file, protocol=pickle.HIGHEST_PROTOCOL)
         self._chunks += 1
         self._events, self._cost = [], 0
 
-    def _decoded(self, events: list[tuple]) -> Iterator[RowChange]:
-        for reader, op, db, table, timestamp, log_pos, log_file, body in events:
+    def _decoded(self, spilled: list[tuple]) -> Iterator[RowChange]:
+        for reader, op, db, table, timestamp, log_pos, log_file, body in spilled:
             decoder, schema = self._readers[reader]
             event = Rows(op, db, table, timestamp, log_pos, decoder, body, 0, len(body))
             yield from row_changes(event, log_file, schema)
@@ -122,7 +122,8 @@ class ChangeBuffer:
         self._file.seek(0)
         for _ in range(self._chunks):
             yield from self._decoded(pickle.load(self._file))
-        yield from self._decoded(self._events)
+        for event, log_file, schema in self._events:  # not in the file yet
+            yield from row_changes(event, log_file, schema)
 
     def __len__(self) -> int:
         return self._count
