@@ -191,7 +191,7 @@ class BinlogReader:
         self.blocking, self.heartbeat_s = blocking, heartbeat_s
         self.server_id = server_id or _private_server_id()
         self.report_as = report_as  # the host name SHOW SLAVE HOSTS lists for this reader (see replica_clash)
-        # (db, table) -> the schema whose record values a table's rows are read as (seam.source.spill.RowChange.records), or None
+        # (db, table) -> the schema whose record values a table's rows are read as (spill.RowChange.records), or None
         self.record_schema = record_schema or (lambda db, table: None)
         self._stream: Stream | None = None
 
