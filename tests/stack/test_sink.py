@@ -15,12 +15,14 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, KafkaError, Message
 
+from seam.apply import sink as sink_module
 from seam.apply.batch import Stager
 from seam.apply.sink import TOPIC_CHECK_S, Sink
 from seam.config import parse_pipeline
 from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
 from seam.state import ledger
+from seam.state.schema import ensure_state
 from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally, new_batch_id
 from seam.wire.records import Record
 from seam.wire.topics import Publisher, ensure_topics, table_topic
@@ -367,6 +369,33 @@ def test_a_transaction_left_failed_is_recovered_from(sink_pipeline):
     finally:
         sink.close()
     assert [r[0] for r in _table(pipeline)] == list(range(1, 6))
+
+
+def test_a_sink_whose_session_is_cut_as_it_starts_connects_again(sink_pipeline, monkeypatch, caplog):
+    """A session cut while the sink sets it up (seen in CI: every session of a pipeline terminated while a
+    repair's own sink started) is a transient error: the sink connects again, where it exited with a traceback.
+    The cut is PostgreSQL's own, on the sink's session, as its state is being ensured."""
+    pipeline = sink_pipeline
+    ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
+    cuts: list[int] = []
+
+    def cut_once(conn, schema):
+        if not cuts:
+            cuts.append(conn.info.backend_pid)
+            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return ensure_state(conn, schema)
+
+    monkeypatch.setattr(sink_module, "ensure_state", cut_once)
+    with caplog.at_level("WARNING", logger="seam.sink"):
+        sink = Sink(pipeline)
+    try:
+        assert cuts and sink.conn.info.backend_pid != cuts[0]
+        assert "the sink's session was lost as it started" in caplog.text
+        batch = _complete(pipeline, Publisher(pipeline), range(1, 4))
+        assert sink.run(until_batches={batch.id}, idle_exit=5) == {batch.id: "committed"}
+    finally:
+        sink.close()
+    assert [r[0] for r in _table(pipeline)] == [1, 2, 3]
 
 
 def test_an_open_batch_read_again_from_its_begin_is_staged_once(sink_pipeline):

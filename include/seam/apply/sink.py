@@ -137,7 +137,7 @@ class Sink:
         self.schema = pipeline.target.state_schema
         self.tables = {table_topic(pipeline, t): t for t in (tables or pipeline.tables)}
         self.retrier = Retrier()  # transient target errors: retried, counted
-        self.conn = self._connect()
+        self.conn = self._first_connect()
         self.finished: dict[str, str] = {}  # batch id -> final state once committed, for callers waiting on one
         self.topic_ids: dict[str, str] = {}
         self._offsets_lost: set[str] = set()  # topics whose stored offset the broker no longer has
@@ -146,21 +146,40 @@ class Sink:
         self.stager = Stager()  # a batch's rows are decoded on every core
         self._load_state()
 
+    def _first_connect(self):
+        """The sink's session, made again when it is cut while being set up (a DBA's pg_terminate_backend, a
+        failover): a transient error, retried as ``_recover`` retries one later."""
+        delay = 1.0
+        while True:
+            try:
+                return self._connect()
+            except psycopg.Error as exc:
+                if not transient(exc):
+                    raise
+                self.retrier.note("sink", exc)
+                log.warning(
+                    "the sink's session was lost as it started (%s, transient): connecting again", first_line(exc)
+                )
+                delay = self.retrier.pause(delay)
+
     def _connect(self):
         conn = connect_target(self.pipeline)
-        conn.autocommit = True
-        ensure_state(conn, self.schema)
-        for topic in self.tables:  # session locks: a second sink on the same topic would double-apply
-            if not try_lock(conn, "topic", topic):
-                holder = holder_of(conn, self.schema, "topic", topic)
-                conn.close()
-                raise SinkError(
-                    f"another Seam sink is already applying topic {topic}: {holder}; stop it first "
-                    "(or let it apply this batch)"
-                )
-            record_holder(conn, self.schema, "topic", topic, "a Seam sink")
-        conn.execute(f"SET lock_timeout = '{LOCK_WAIT}'")  # after the migrations' lock (seam.apply.retry)
-        conn.autocommit = False
+        try:
+            conn.autocommit = True
+            ensure_state(conn, self.schema)
+            for topic in self.tables:  # session locks: a second sink on the same topic would double-apply
+                if not try_lock(conn, "topic", topic):
+                    holder = holder_of(conn, self.schema, "topic", topic)
+                    raise SinkError(
+                        f"another Seam sink is already applying topic {topic}: {holder}; stop it first "
+                        "(or let it apply this batch)"
+                    )
+                record_holder(conn, self.schema, "topic", topic, "a Seam sink")
+            conn.execute(f"SET lock_timeout = '{LOCK_WAIT}'")  # after the migrations' lock (seam.apply.retry)
+            conn.autocommit = False
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _load_state(self) -> None:
