@@ -16,12 +16,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from seam.apply.sink import Sink
 from seam.config import load_pipeline
-from seam.source.streaming import ChangeReader
 from seam.wire.topics import consumer_config, table_topic
 from seam_dev import demo
 from tests.support.commands import run_command
 from tests.support.independent import compare
-from tests.support.pipelines import pipeline_file
+from tests.support.pipelines import pipeline_file, read_once
 
 DB = "reread_test"
 pytestmark = pytest.mark.stack
@@ -91,11 +90,7 @@ def test_a_transaction_read_again_from_its_middle_is_applied_once(stack, tmp_pat
     finally:
         conn.close()
 
-    reader = ChangeReader(pipeline)
-    try:
-        reader.run(until_idle=True)
-    finally:
-        reader.close()
+    read_once(pipeline)
     changes = _change_offsets(pipeline, table_topic(pipeline, pipeline.tables[0]))
     assert len(changes) == 17, changes
     _SkipsOnce.offsets, _SkipsOnce.times = range(changes[12], changes[13] + 1), 1  # the transaction's middle

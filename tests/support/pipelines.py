@@ -29,17 +29,24 @@ def one_core_spark(partitions: int) -> dict:
     return spark
 
 
-def stream_once(pipeline) -> dict:
-    """The change reader up to the binlog's end, then the sink up to the end of every topic (both in this
-    process); returns the reader's counts (transactions, changes, rewinds)."""
-    from seam.apply.sink import Sink
+def read_once(pipeline) -> dict:
+    """The change reader up to the binlog's end, in this process; returns its counts (transactions, changes,
+    rewinds)."""
     from seam.source.streaming import ChangeReader
 
     reader = ChangeReader(pipeline)
     try:
-        stats = reader.run(until_idle=True)
+        return reader.run(until_idle=True)
     finally:
         reader.close()
+
+
+def stream_once(pipeline) -> dict:
+    """The change reader up to the binlog's end, then the sink up to the end of every topic (both in this
+    process); returns the reader's counts (transactions, changes, rewinds)."""
+    from seam.apply.sink import Sink
+
+    stats = read_once(pipeline)
     sink = Sink(pipeline)
     try:
         sink.run(caught_up=True)
