@@ -27,6 +27,8 @@ from seam.core.pipeline import Pipeline, TableConfig
 # librdkafka's own log lines go through Python logging (quiet unless a command turns logging on)
 _KAFKA_LOG = logging.getLogger("seam.kafka")
 _LEGAL = re.compile(r"[^A-Za-z0-9_-]")
+# a consumer's fetch, compressed (a message larger than a fetch still comes whole)
+FETCH_MAX_BYTES = 2_000_000
 
 
 def topic_name(pipeline: Pipeline, db: str, table: str) -> str:
@@ -77,18 +79,21 @@ def consumer_config(pipeline: Pipeline) -> dict:
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "error",  # a stored offset past the log end must be noticed, not skipped
-        "fetch.max.bytes": 52_428_800,
-        "max.partition.fetch.bytes": 16_777_216,
+        "fetch.max.bytes": FETCH_MAX_BYTES,
+        "max.partition.fetch.bytes": FETCH_MAX_BYTES // 2,
         "receive.message.max.bytes": receive_limit(pipeline),
-        # prefetch: enough to keep the sink busy (the flat-out stream: 256 MB and 500,000 messages no faster), and
-        # no more, since what the sink has not taken yet is its memory when it falls behind the change reader:
-        # one transaction of 5,000,000 rows grew the sink by 746 MB with 256 MB here (the size of what the broker
-        # sent, compressed); with 32 MB by less than 300
-        "queued.min.messages": 100_000,
+        # prefetch: what the sink has not taken yet is its memory when it falls behind the change reader, and
+        # the client overshoots its limits by one fetch (decompressed: about four times what the broker sent).
+        # With 32 MB / 100,000 here and 50 MB fetches, a consumer behind its topic grew by 134 MB; with these
+        # by about 80, reading 600,000 messages as fast (test consumer on the big-transaction topic)
+        "queued.min.messages": 10_000,
+        "queued.max.messages.kbytes": 4_096,
+        # a full queue postpones the next fetch by this much: librdkafka's default (1 s, since 2.4) stalled a
+        # consumer that drains it in milliseconds (87,000 messages/s instead of 600,000)
+        "fetch.queue.backoff.ms": 10,
         # a fetch the broker holds while it has nothing new: the embedded broker answers one that waits only
         # when the wait is over, so a trickle of changes waited up to librdkafka's 500 ms (the stream's p95)
         "fetch.wait.max.ms": 50,
-        "queued.max.messages.kbytes": 32_768,
         "logger": _KAFKA_LOG,
     }
 
@@ -96,7 +101,7 @@ def consumer_config(pipeline: Pipeline) -> dict:
 def receive_limit(pipeline: Pipeline) -> int:
     """A consumer's largest response: a full fetch, or one message of the largest size (which a fetch returns
     whole, whatever the fetch sizes say)."""
-    return 52_428_800 + message_limit(pipeline)
+    return FETCH_MAX_BYTES + message_limit(pipeline)
 
 
 def _admin_config(pipeline: Pipeline) -> dict[str, Any]:
