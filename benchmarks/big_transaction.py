@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "include"))
 from common import bench_pipeline  # noqa: E402
 from stream_cdc import seam, source  # noqa: E402
 
-from seam.cli.stream import stream_processes  # noqa: E402
+from seam.cli.stream_start import stream_processes  # noqa: E402
 from seam.config import load_pipeline  # noqa: E402
 from seam.core.position import Position  # noqa: E402
 from seam.source.snapshot import source_head  # noqa: E402

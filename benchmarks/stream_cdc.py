@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "include"))
 
 from common import bench_pipeline, side_by_side  # noqa: E402
 
-from seam.cli.stream import stream_processes  # noqa: E402
+from seam.cli.stream_start import stream_processes  # noqa: E402
 from seam.config import load_pipeline  # noqa: E402
 from seam.source.snapshot import source_head  # noqa: E402
 from seam.wire.records import Position  # noqa: E402

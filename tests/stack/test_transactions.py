@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from seam.config import load_pipeline
+from seam.core.errors import StreamError
 from seam.source.binlog import BinlogReader
-from seam.source.chains import StreamError
 from seam.source.snapshot import source_head
 from seam.source.streaming import ChangeReader
 from seam_dev import demo

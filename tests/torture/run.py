@@ -32,7 +32,7 @@ import psycopg
 import pymysql
 import yaml
 
-from seam.cli.stream import stream_processes
+from seam.cli.stream_start import stream_processes
 from seam.config import load_pipeline
 from seam.core.pipeline import STREAM_SINKS
 from seam_dev.stack import EmbeddedStack

@@ -175,7 +175,7 @@ def test_stream_start_waits_for_a_part_that_works_since_it_failed():
     """`seam stream start` returns when each part beats: a part that failed minutes ago (a sink that met a full
     load's sink on its topic) counts once it has beaten since this command began and worked since it failed
     (a part waiting to try again beats without working)."""
-    from seam.cli.stream import _beating
+    from seam.cli.stream_start import _beating
 
     assert _beating({"state": "running", "beat_age": 1.0}, waited_s=0.5)
     assert _beating({"state": "restarting", "beat_age": 2.0, "failed_age": 30.0, "worked": True}, waited_s=5.0)

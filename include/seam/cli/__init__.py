@@ -3,7 +3,8 @@
 - ``seam.cli.stack``: up, down, status, env, seed, writer, trigger
 - ``seam.cli.loading``: load, summary, validate, repair
 - ``seam.cli.topics``: sink, kafka, quarantine
-- ``seam.cli.stream``: stream start|stop|status|wait, and its parts in ``seam.cli.stream_parts``
+- ``seam.cli.stream_start``: stream start; ``seam.cli.stream``: stream stop|status|wait; the parts in the
+  foreground in ``seam.cli.stream_parts``
 
 The command bodies only call the library and print. Only the given command's module is imported, so
 ``seam --help`` and the quick commands start in a tenth of a second instead of importing the binlog reader,
@@ -23,7 +24,7 @@ import signal
 import sys
 
 from seam.cli.common import pipeline_of
-from seam.cli.parser import build_parser
+from seam.cli.parser import build_parser, command_of
 from seam.config import DEFAULT_PIPELINE
 from seam.core.errors import SeamError, one_line
 from seam.processes import Processes
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     explicit = args.pipeline is not None
     if not explicit:
         args.pipeline = str(DEFAULT_PIPELINE)
-    module, name = args.func.split(".")
+    module, name = command_of(args).split(".")
     try:
         if args.command == "up":
             EmbeddedStack().settings(create=True)  # credentials exist before anything reads the pipeline

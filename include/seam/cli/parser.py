@@ -1,5 +1,6 @@
 """The ``seam`` command line's arguments. Each command names the module and function that runs it
-(``"stream.cmd_stream"`` is ``seam.cli.stream.cmd_stream``): only the module of the command given is imported.
+(``"stream.cmd_stream"`` is ``seam.cli.stream.cmd_stream``): only the module of the command given is imported
+(``command_of``).
 
 Delivery guarantee: none (argument parsing)."""
 
@@ -9,6 +10,16 @@ import argparse
 
 from seam.config import DEFAULT_PIPELINE
 from seam_dev.stack import SERVICES
+
+
+def command_of(args: argparse.Namespace) -> str:
+    """The module and function that run the parsed command. A stream's start and its parts have modules of their
+    own: a start imports little before it starts the parts, and each part only what it runs."""
+    if args.command == "stream" and (args.action in ("reader", "sink") or (args.action == "start" and args.foreground)):
+        return "stream_parts.cmd_stream_part"
+    if args.command == "stream" and args.action == "start":
+        return "stream_start.cmd_stream_start"
+    return args.func
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -149,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=600,
         help="start: seconds to wait for the parts' heartbeats; wait: seconds to wait for lag 0",
     )
-    p.set_defaults(func="stream.cmd_stream")
+    p.set_defaults(func="stream.cmd_stream")  # start, and the parts in the foreground: see command_of
 
     p = sub.add_parser("kafka", parents=[common], help="the broker: `seam kafka topics`, `seam kafka tail TOPIC`")
     p.add_argument("action", choices=["topics", "tail"])

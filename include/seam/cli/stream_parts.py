@@ -22,6 +22,7 @@ import psutil
 import psycopg
 
 from seam.apply.sink import Sink
+from seam.cli.common import pipeline_of
 from seam.core.errors import ONE_LINE
 from seam.load_run import job_env, spark_submit_command
 from seam.source.streaming import ChangeReader
@@ -32,6 +33,17 @@ from seam.state.parts import part_beat, part_failed, part_started, part_stopped,
 
 def log_to_stderr() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+
+def cmd_stream_part(args, procs) -> int:
+    """``seam stream reader|sink``, and ``seam stream start --foreground``: the parts in this process."""
+    pipeline = pipeline_of(args)
+    tables = [pipeline.table(t) for t in args.table] if args.table else list(pipeline.tables)
+    if args.action == "reader":
+        return run_reader(pipeline, tables)
+    if args.action == "sink":
+        return run_sink(pipeline, [a for t in args.table for a in ("--table", pipeline.table(t).name)])
+    return run_foreground(pipeline, tables, args.until_idle)
 
 
 def run_reader(pipeline, tables) -> int:

@@ -42,6 +42,10 @@ class SourceError(SeamError):
     retry = True
 
 
+class StreamError(SourceError):
+    """The stream cannot go on; the message says why and what to do."""
+
+
 class BrokerError(SeamError):
     """The Kafka broker cannot be reached or refused an operation."""
 

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from seam.alerts import alert
-from seam.core.errors import SourceError
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
@@ -42,10 +41,6 @@ IDLE_BEAT_S = 5.0  # an idle table's heartbeat is sent again this often (``Chain
 BEATS_PER_S = 200  # heartbeats a second over all tables, at most, to tables the binlog's changes passed by
 
 Key = tuple[str, str]
-
-
-class StreamError(SourceError):
-    """The stream cannot go on; the message says why and what to do."""
 
 
 class Rewind(Exception):

@@ -65,6 +65,7 @@ from collections.abc import Callable
 import psycopg
 import pymysql
 
+from seam.core.errors import StreamError
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
 from seam.core.schema import TableSchema
@@ -79,7 +80,7 @@ from seam.source.binlog import (
     Transaction,
     replica_clash,
 )
-from seam.source.chains import Chains, Followed, Rewind, StreamError, target_states
+from seam.source.chains import Chains, Followed, Rewind, target_states
 from seam.source.gtid import server_identity
 from seam.source.stream_cascades import Cascades
 from seam.source.stream_ddl import follow_rollback, follow_statement
