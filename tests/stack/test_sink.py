@@ -398,6 +398,34 @@ def test_a_sink_whose_session_is_cut_as_it_starts_connects_again(sink_pipeline, 
     assert [r[0] for r in _table(pipeline)] == [1, 2, 3]
 
 
+def test_a_sink_whose_session_is_cut_as_it_reads_its_offsets_reads_them_again(sink_pipeline, monkeypatch, caplog):
+    """A session cut right after the sink connected, as it reads the offsets stored with the data (seen in CI:
+    a repair's own sink, every session of the pipeline terminated), is a transient error like the others: the
+    sink connects again and reads them, where it exited with a traceback. The cut is PostgreSQL's own."""
+    pipeline = sink_pipeline
+    ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
+    cuts: list[int] = []
+    stored_offsets = sink_module.positions.stored_offsets
+
+    def cut_once(conn, *args):
+        if not cuts:
+            cuts.append(conn.info.backend_pid)
+            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return stored_offsets(conn, *args)
+
+    monkeypatch.setattr(sink_module.positions, "stored_offsets", cut_once)
+    sink = Sink(pipeline)
+    try:
+        batch = _complete(pipeline, Publisher(pipeline), range(1, 4))
+        with caplog.at_level("WARNING", logger="seam.sink"):
+            assert sink.run(until_batches={batch.id}, idle_exit=5) == {batch.id: "committed"}
+        assert cuts and sink.conn.info.backend_pid != cuts[0]
+        assert "the sink's transaction failed" in caplog.text
+    finally:
+        sink.close()
+    assert [r[0] for r in _table(pipeline)] == [1, 2, 3]
+
+
 def test_an_open_batch_read_again_from_its_begin_is_staged_once(sink_pipeline):
     """If the topic is read again from before an open batch (offsets reset), its rows must not be staged twice."""
     pipeline = sink_pipeline

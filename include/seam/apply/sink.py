@@ -327,8 +327,15 @@ class Sink:
 
     def _read_from_target(self, consumer) -> _ReadAhead:
         """Every topic assigned at the offset stored with the data (a recreated one at its beginning), read
-        ahead."""
-        stored = {t: OFFSET_BEGINNING for t in self.tables} | self._stored_offsets()
+        ahead. A session cut as the offsets are read (seen in CI, right after the sink connected) is retried."""
+        while True:
+            try:
+                stored = {t: OFFSET_BEGINNING for t in self.tables} | self._stored_offsets()
+                break
+            except psycopg.Error as exc:
+                if not transient(exc):
+                    raise
+                self._recover(exc)
         consumer.assign([TopicPartition(t, 0, offset) for t, offset in stored.items()])
         self._gaps.reading_from(stored)
         return _ReadAhead(consumer)
