@@ -13,3 +13,8 @@ def pipeline_of(args) -> Pipeline:
     if getattr(args, "_pipeline_obj", None) is None:
         args._pipeline_obj = load_pipeline(args.pipeline)
     return args._pipeline_obj
+
+
+def table_args(pipeline: Pipeline, args) -> list[str]:
+    """``--table`` arguments for a stream part's own command line: the tables given, by their full names."""
+    return [a for t in args.table for a in ("--table", pipeline.table(t).name)]

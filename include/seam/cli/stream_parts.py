@@ -22,7 +22,7 @@ import psutil
 import psycopg
 
 from seam.apply.sink import Sink
-from seam.cli.common import pipeline_of
+from seam.cli.common import pipeline_of, table_args
 from seam.core.errors import ONE_LINE
 from seam.load_run import job_env, spark_submit_command
 from seam.source.streaming import ChangeReader
@@ -42,7 +42,7 @@ def cmd_stream_part(args, procs) -> int:
     if args.action == "reader":
         return run_reader(pipeline, tables)
     if args.action == "sink":
-        return run_sink(pipeline, [a for t in args.table for a in ("--table", pipeline.table(t).name)])
+        return run_sink(pipeline, table_args(pipeline, args))
     return run_foreground(pipeline, tables, args.until_idle)
 
 

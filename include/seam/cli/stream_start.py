@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 
-from seam.cli.common import pipeline_of
+from seam.cli.common import pipeline_of, table_args
 from seam.core.errors import StreamError
 from seam.processes import Processes
 from seam.state.connection import connect_state
@@ -25,13 +25,13 @@ def stream_processes(pipeline) -> dict[str, str]:
 
 def cmd_stream_start(args, procs: Processes) -> int:
     pipeline = pipeline_of(args)
-    table_args = [a for t in args.table for a in ("--table", pipeline.table(t).name)]
+    tables = table_args(pipeline, args)
     for part, name in stream_processes(pipeline).items():
         pid = procs.running(name)
         if pid:
             print(f"{name} already running (pid {pid})")
             continue
-        cmd = [sys.executable, "-m", "seam.cli", "--pipeline", args.pipeline, "stream", part, *table_args]
+        cmd = [sys.executable, "-m", "seam.cli", "--pipeline", args.pipeline, "stream", part, *tables]
         pid = procs.start_process(name, cmd)
         print(f"{name} started (pid {pid}); log {procs.log_dir / (name + '.log')}")
     _await_parts(pipeline, procs, timeout=args.timeout)

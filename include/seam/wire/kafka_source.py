@@ -115,7 +115,7 @@ class _TopicReader(SimpleDataSourceStreamReader):
                     "auto.offset.reset": "earliest",
                     "queued.max.messages.kbytes": 16384,  # prefetched (librdkafka's default is 64 MB)
                     "fetch.wait.max.ms": 50,  # see seam.wire.topics.consumer_config
-                    "fetch.queue.backoff.ms": 10,  # and this
+                    "fetch.queue.backoff.ms": 10,  # librdkafka waits 1 s after a full queue by default
                 }
             )
         return self._kafka
