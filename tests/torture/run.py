@@ -281,6 +281,8 @@ def torture(
             [sys.executable, "-m", "seam.cli", "--pipeline", path, "stream", "stop"], capture_output=True, timeout=180
         )
     report.update(
+        # the source's own state, for a difference: a branch left prepared is in the binlog without its end
+        xa_left_prepared=workload.prepared_left(),
         transactions=_shapes(workload.stats),
         workload=dict(workload.stats),
         changes_applied=_applied(pipeline, db),
