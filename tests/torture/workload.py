@@ -396,6 +396,19 @@ class Workload:
             conn.close()
         return [x for x in xids if x.startswith(self._xid_prefix)]
 
+    def hidden_prepared(self) -> int:
+        """InnoDB transactions prepared without a session that XA RECOVER does not list, server-wide: the mark
+        of a commit the binlog has and the tables do not (see ``_resolve_xa``)."""
+        conn = self.connect(in_db=False)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("XA RECOVER")
+                listed = len(cur.fetchall())
+                cur.execute("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = 0")
+                return max(0, cur.fetchone()[0] - listed)
+        finally:
+            conn.close()
+
     def big_transaction(self, rows: int = 100_000) -> None:
         conn = self.connect()
         with conn.cursor() as cur:
