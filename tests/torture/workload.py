@@ -385,29 +385,28 @@ class Workload:
         finally:
             conn.close()
 
-    def prepared_left(self) -> list[str]:
-        """This run's XA transactions still prepared on the server (none once ``run`` returned)."""
+    def _server_says(self, sql: str) -> list[tuple]:
         conn = self.connect(in_db=False)
         try:
             with conn.cursor() as cur:
-                cur.execute("XA RECOVER")
-                xids = [r[3].decode() if isinstance(r[3], bytes) else r[3] for r in cur.fetchall()]
+                cur.execute(sql)
+                return list(cur.fetchall())
         finally:
             conn.close()
-        return [x for x in xids if x.startswith(self._xid_prefix)]
+
+    def _recovered(self) -> list[str]:
+        """The xids of every XA transaction the server lists as prepared."""
+        return [r[3].decode() if isinstance(r[3], bytes) else r[3] for r in self._server_says("XA RECOVER")]
+
+    def prepared_left(self) -> list[str]:
+        """This run's XA transactions still prepared on the server (none once ``run`` returned)."""
+        return [x for x in self._recovered() if x.startswith(self._xid_prefix)]
 
     def hidden_prepared(self) -> int:
         """InnoDB transactions prepared without a session that XA RECOVER does not list, server-wide: the mark
         of a commit the binlog has and the tables do not (see ``_resolve_xa``)."""
-        conn = self.connect(in_db=False)
-        try:
-            with conn.cursor() as cur:
-                cur.execute("XA RECOVER")
-                listed = len(cur.fetchall())
-                cur.execute("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = 0")
-                return max(0, cur.fetchone()[0] - listed)
-        finally:
-            conn.close()
+        orphans = self._server_says("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = 0")
+        return max(0, orphans[0][0] - len(self._recovered()))
 
     def big_transaction(self, rows: int = 100_000) -> None:
         conn = self.connect()

@@ -150,26 +150,17 @@ def test_the_circles_closed_by_function_body_imports_are_only_the_known_ones():
     )
 
 
-def _reached(graph: dict[str, set[str]], start: set[str]) -> set[str]:
-    seen, todo = set(), list(start)
-    while todo:
-        module = todo.pop()
-        if module not in seen:
-            seen.add(module)
-            todo += graph.get(module, ())
-    return seen
-
-
 def test_a_stream_start_imports_neither_part_before_it_starts_them():
     """`seam stream start` starts the change reader and the sink as processes; what it imports before that
     delays the reader's first read, which a backlog waits for. So the module the parser routes it to reaches
     neither part's code through module-level imports (the parts run in the foreground go to theirs)."""
     from seam.cli.parser import build_parser, command_of
+    from seam.source.schema import reachable
 
     parse = build_parser().parse_args
     assert command_of(parse(["stream", "reader"])) == command_of(parse(["stream", "start", "--foreground"]))
     module = "seam.cli." + command_of(parse(["stream", "start"])).split(".")[0]
     top, _ = _graph()
-    reached = _reached(top, {"seam", "seam.cli", module})
+    reached = set().union(*(reachable(m, lambda n: top.get(n, ())) for m in ("seam", "seam.cli", module)))
     parts = {"seam.cli.stream_parts", "seam.source.streaming", "seam.source.binlog", "seam.apply.sink", "seam.load_run"}
     assert module in top and not reached & parts, sorted(reached & parts)

@@ -218,6 +218,16 @@ class Sink:
                 self.retrier.note("sink", unreachable)
                 exc = unreachable
 
+    def _retrying(self, work):
+        """``work()`` until it returns, recovering from each transient target error in between."""
+        while True:
+            try:
+                return work()
+            except psycopg.Error as exc:
+                if not transient(exc):
+                    raise
+                self._recover(exc)
+
     # ------------------------------------------------------------ running
 
     def run(
@@ -328,14 +338,7 @@ class Sink:
     def _read_from_target(self, consumer) -> _ReadAhead:
         """Every topic assigned at the offset stored with the data (a recreated one at its beginning), read
         ahead. A session cut as the offsets are read (seen in CI, right after the sink connected) is retried."""
-        while True:
-            try:
-                stored = {t: OFFSET_BEGINNING for t in self.tables} | self._stored_offsets()
-                break
-            except psycopg.Error as exc:
-                if not transient(exc):
-                    raise
-                self._recover(exc)
+        stored = {t: OFFSET_BEGINNING for t in self.tables} | self._retrying(self._stored_offsets)
         consumer.assign([TopicPartition(t, 0, offset) for t, offset in stored.items()])
         self._gaps.reading_from(stored)
         return _ReadAhead(consumer)
@@ -365,13 +368,7 @@ class Sink:
         carry their topic's id: a topic recreated on the broker starts again at offset 0. A transient target
         error (a lost connection included) applies the micro-batch again from what the target committed,
         instead of failing the query (which would restart the whole Spark job)."""
-        while True:
-            try:
-                return self._apply_rows(rows)
-            except psycopg.Error as exc:
-                if not transient(exc):
-                    raise
-                self._recover(exc)
+        self._retrying(lambda: self._apply_rows(rows))
 
     def _apply_rows(self, rows) -> None:
         for row in rows:
