@@ -7,7 +7,15 @@ import pytest
 
 from seam.core.schema import Column
 from seam.source.binlog import query_kind, xid_text
-from seam.source.ddl import _COMPUTED, ddl_effect, followed_columns, literal_default, swapped_clauses, widening
+from seam.source.ddl import (
+    _COMPUTED,
+    composed_clauses,
+    ddl_effect,
+    followed_columns,
+    literal_default,
+    swapped_clauses,
+    widening,
+)
 
 
 @pytest.mark.parametrize(
@@ -259,3 +267,31 @@ def test_a_cut_over_is_compared_by_column_name():
     assert swapped_clauses(OLD, now) == [("drop", "memo"), ("modify", "amount"), ("add", "tier")]
     columns, renamed, defaults = followed_columns(OLD, ("id",), swapped_clauses(OLD, now), [(c, "2") for c in now])
     assert [c.name for c in columns] == ["id", "amount", "tier"] and renamed == {} and defaults == {"tier": "2"}
+
+
+@pytest.mark.parametrize(
+    "statements, composed",
+    [
+        (  # a migration: added, widened and renamed, then another column widened
+            [[("add", "n2")], [("modify", "n2")], [("rename", "n2", "n3")], [("modify", "memo")]],
+            [("modify", "memo"), ("add", "n3")],
+        ),
+        ([[("rename", "memo", "a")], [("rename", "a", "b")]], [("rename", "memo", "b")]),
+        ([[("rename", "memo", "a")], [("modify", "a")]], [("change", "memo", "a")]),
+        ([[("drop", "memo")], [("add", "memo")]], [("drop", "memo"), ("add", "memo")]),
+        ([[("rename", "memo", "m")], [("rename", "m", "memo")]], []),
+        ([[("add", "x")], [("add", "x")]], "column x is added where one of that name is"),
+        ([[("drop", "memo")], [("modify", "memo")]], "column memo is not one the stream knows"),
+        ([[("rename", "amount", "memo")]], "column amount is renamed onto memo, a name the table has"),
+    ],
+)
+def test_alters_in_a_row_compose_into_one_statements_clauses(statements, composed):
+    assert composed_clauses([c.name for c in OLD], statements) == composed
+
+
+def test_a_column_dropped_and_added_again_is_not_followed_as_the_same_column():
+    now = [(c, None) for c in OLD]
+    result = followed_columns(
+        OLD, ("id",), composed_clauses([c.name for c in OLD], [[("drop", "memo")], [("add", "memo")]]), now
+    )
+    assert isinstance(result, str) and "memo is added where one of that name was" in result

@@ -23,6 +23,7 @@ import psycopg
 
 from seam.apply.sink import Sink
 from seam.cli.common import pipeline_of, table_args
+from seam.cli.pipeline_watch import PipelineWatch
 from seam.core.errors import ONE_LINE
 from seam.load_run import job_env, spark_submit_command
 from seam.source.streaming import ChangeReader
@@ -39,23 +40,30 @@ def cmd_stream_part(args, procs) -> int:
     """``seam stream reader|sink``, and ``seam stream start --foreground``: the parts in this process."""
     pipeline = pipeline_of(args)
     tables = [pipeline.table(t) for t in args.table] if args.table else list(pipeline.tables)
+    if args.action not in ("reader", "sink"):  # start --foreground
+        return run_foreground(pipeline, tables, args.until_idle)
+    watch = PipelineWatch(pipeline, list(args.table))
     if args.action == "reader":
-        return run_reader(pipeline, tables)
-    if args.action == "sink":
-        return run_sink(pipeline, table_args(pipeline, args))
-    return run_foreground(pipeline, tables, args.until_idle)
+        return run_reader(pipeline, tables, watch)
+    return run_sink(pipeline, table_args(pipeline, args), watch)
 
 
-def run_reader(pipeline, tables) -> int:
-    """The change reader, in the foreground until SIGTERM: binlog to the table topics."""
+def run_reader(pipeline, tables, watch: PipelineWatch) -> int:
+    """The change reader, in the foreground until SIGTERM (or its pipeline file changed): binlog to the
+    table topics."""
     log_to_stderr()
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     owner = Owner(pipeline, "change reader")
     try:
-        ChangeReader(pipeline, tables).serve(should_stop=lambda: bool(stopping) or bool(owner.lost))
+        ChangeReader(pipeline, tables).serve(
+            should_stop=lambda: bool(stopping) or bool(owner.lost) or watch.changed(),
+            restarting=lambda: watch.changed_to_valid and not stopping,
+        )
     finally:
         owner.release()
+    if watch.changed_to_valid and not stopping and not owner.lost:
+        watch.restart()
     return exit_status(owner)
 
 
@@ -67,7 +75,7 @@ def exit_status(owner) -> int:
     return 0
 
 
-def run_sink(pipeline, table_args: list[str]) -> int:
+def run_sink(pipeline, table_args: list[str], watch: PipelineWatch) -> int:
     """The streaming sink (`seam sink`: the apply code fed by a plain Kafka consumer; or, with ``stream.sink:
     spark``, the same code in a Structured Streaming query's spark-submit), restarted if it fails, until SIGTERM. Its heartbeat, restarts
     and last error go to the target (``seam.state``), where `seam stream status` reads them."""
@@ -75,7 +83,7 @@ def run_sink(pipeline, table_args: list[str]) -> int:
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     owner = Owner(pipeline, "stream sink")
-    stopping_or_lost = lambda: bool(stopping) or bool(owner.lost)  # noqa: E731
+    stopping_or_lost = lambda: bool(stopping) or bool(owner.lost) or watch.changed()  # noqa: E731
     # on a cluster the sink holds its executors for as long as it runs: one core leaves the rest to the loads
     # (its work is the driver's foreachBatch; the setting is ignored by local[*])
     if pipeline.stream.sink == "direct":
@@ -111,10 +119,14 @@ def run_sink(pipeline, table_args: list[str]) -> int:
                     flush=True,
                 )
                 wait_unless(stopping_or_lost, delay, beat=lambda: state.record(part_beat))
-        state.record(part_stopped)
+        restart = watch.changed_to_valid and not stopping and not owner.lost
+        if not restart:  # else not stopped: it starts again at once
+            state.record(part_stopped)
     finally:
         state.close()
         owner.release()
+    if restart:
+        watch.restart()
     return exit_status(owner)
 
 

@@ -7,6 +7,7 @@ Delivery guarantee: that of its parts (``seam.cli.stream_parts``); this module o
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -14,6 +15,7 @@ from seam.cli.common import pipeline_of, table_args
 from seam.core.errors import StreamError
 from seam.processes import Processes
 from seam.state.connection import connect_state
+from seam.state.owners import OwnerTaken
 from seam.state.parts import part_states, supervisor_ran
 
 
@@ -29,15 +31,29 @@ def cmd_stream_start(args, procs: Processes) -> int:
     for part, name in stream_processes(pipeline).items():
         pid = procs.running(name)
         if pid:
-            print(f"{name} already running (pid {pid})")
+            _same_file(pipeline, procs, name, pid)
+            print(f"{name} already running (pid {pid}); it takes up changes to {pipeline.path} on its own")
             continue
-        cmd = [sys.executable, "-m", "seam.cli", "--pipeline", args.pipeline, "stream", part, *tables]
+        # the file by its absolute path: the part runs in the state dir
+        cmd = [sys.executable, "-m", "seam.cli", "--pipeline", os.path.abspath(pipeline.path), "stream", part, *tables]
         pid = procs.start_process(name, cmd)
         print(f"{name} started (pid {pid}); log {procs.log_dir / (name + '.log')}")
     _await_parts(pipeline, procs, timeout=args.timeout)
     requested(pipeline, stop=False)
     print("stream started; `seam stream status` shows its state and lag, `seam stream wait` waits for lag 0")
     return 0
+
+
+def _same_file(pipeline, procs: Processes, name: str, pid: int) -> None:
+    """A running part of this pipeline's name must run from this very file: else the tables this command names
+    would be left to a stream that does not know them."""
+    running_from = procs.argument(name, "--pipeline")
+    if running_from and os.path.realpath(running_from) != os.path.realpath(pipeline.path):
+        raise OwnerTaken(
+            f"a stream of pipeline {pipeline.name!r} already runs from {running_from} (pid {pid}), not from "
+            f"{pipeline.path}: stop it (`seam --pipeline {running_from} stream stop`) or give this pipeline a name "
+            "of its own (`name:` in the file)"
+        )
 
 
 def requested(pipeline, stop: bool) -> None:

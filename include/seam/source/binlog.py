@@ -101,6 +101,7 @@ class LostTransaction:
 class Tick:
     position: Position
     between: bool  # no transaction open here
+    idle: bool = False  # the binlog's end: the server had nothing more to send
 
 
 _COMMENTS = re.compile(r"/\*.*?\*/", re.S)
@@ -359,7 +360,7 @@ class BinlogReader:
                 continue
             if isinstance(event, HeartbeatLogEvent):
                 if stream.log_file:
-                    yield Tick(Position.through(stream.log_file, stream.log_pos), open_ is None)
+                    yield Tick(Position.through(stream.log_file, stream.log_pos), open_ is None, idle=True)
                 continue
             # a row event of a watched table (Stream passes no other)
             if open_ is None:  # rows outside BEGIN: a non-transactional table's autocommitted statement

@@ -66,6 +66,8 @@ class Followed:
     gtids: str | None = None  # the GTID set through the applied position it started from, and the server that
     server: str | None = None  # position was read on (None: not recorded; taken to be this one)
     beat_at: float = 0.0  # when its last heartbeat was sent (time.monotonic)
+    # ALTERs read but not yet followed: the source's definition was already past them (seam.source.stream_ddl)
+    pending: list = field(default_factory=list)
 
     def unapplied(self) -> tuple[int, int]:
         return self.events - self.applied_events, self.bytes - self.applied_bytes
@@ -73,6 +75,17 @@ class Followed:
     def applied_to(self, applied: Position) -> None:
         while self.backlog and not self.backlog[0][0].after(applied):
             _, self.applied_events, self.applied_bytes = self.backlog.popleft()
+
+
+def pending_rows(followed: Followed) -> str | None:
+    """Why a table whose ALTERs wait (``pending``) cannot take rows: none, if none wait."""
+    if not followed.pending:
+        return None
+    first = followed.pending[0][0]
+    return (
+        f"its rows changed after the ALTER at {first.position}, which the stream could not check: the source's "
+        "definition had been changed by a later statement already"
+    )
 
 
 @dataclass
@@ -218,6 +231,8 @@ class Chains:
         seen, now = int(time.time() * 1000), time.monotonic()
         behind_every = 0.0 if every_table else len(self.followed) / BEATS_PER_S
         for f in self.followed.values():
+            if f.pending:  # not current: its ALTERs are not published yet (a restart reads them again)
+                continue
             if here.after(f.published):
                 due = now - f.beat_at >= behind_every
             else:
@@ -243,13 +258,17 @@ class Chains:
         for (db, table), error in txn.errors.items():
             followed = self.followed.get((db, table))
             if followed is not None and txn.commit.after(followed.published):
-                failed[followed.table.name] = (followed, error)
+                failed[followed.table.name] = (followed, pending_rows(followed) or error)
         out = _Outgoing(self, publisher, txn.commit, failed)
         for change in txn.changes:
             cascaded = cascades.records(change, txn, self.followed, failed)
             followed = self.followed.get((change.db, change.table))
             if followed is None or not txn.commit.after(followed.published) or followed.table.name in failed:
                 out.send_all(cascaded)
+                continue
+            why = pending_rows(followed)
+            if why:
+                failed[followed.table.name] = (followed, why)
                 continue
             schema = followed.schema
             try:

@@ -228,6 +228,40 @@ def literal_default(value):
     return _COMPUTED
 
 
+LATER_CHANGE = "a later change came first"
+
+
+def composed_clauses(old_names: list[str], statements: list[list[tuple]]) -> list[tuple] | str:
+    """The column clauses of several ALTERs in a row, with no row of the table between them, as those of one
+    statement: each resulting column traced back through renames to the column it was before the first
+    (drops, then renames, then changes in place, then additions), or why they cannot be composed."""
+    origin: dict[str, tuple[str | None, bool]] = {n: (n, False) for n in old_names}  # now -> (before, changed)
+    for clauses in statements:
+        for clause in clauses:
+            kind, name = clause[0], clause[1]
+            if kind == "add":
+                if name in origin:
+                    return f"column {name} is added where one of that name is"
+                origin[name] = (None, True)
+            elif name not in origin:
+                return f"column {name} is not one the stream knows"
+            elif kind == "drop":
+                del origin[name]
+            else:
+                new = clause[2] if kind in ("rename", "change") else name
+                if new != name and new in origin:
+                    return f"column {name} is renamed onto {new}, a name the table has"
+                was, changed = origin.pop(name)
+                origin[new] = (was, changed or kind != "rename")
+    kept = {was for was, _ in origin.values()}
+    return (
+        [("drop", n) for n in old_names if n not in kept]
+        + [(("change" if ch else "rename"), was, n) for n, (was, ch) in origin.items() if was not in (None, n)]
+        + [("modify", n) for n, (was, ch) in origin.items() if was == n and ch]
+        + [("add", n) for n, (was, _) in origin.items() if was is None]
+    )
+
+
 def followed_columns(
     old: tuple[Column, ...], key: tuple[str, ...], clauses: list[tuple], now: list[tuple[Column, Any]]
 ) -> tuple[list[Column], dict[str, str], dict[str, Any]] | str:
@@ -268,7 +302,7 @@ def followed_columns(
     if set(current) != set(names):
         return (
             f"the source's columns now ({', '.join(current)}) are not those the statement leaves "
-            f"({', '.join(names)}): a later change came first"
+            f"({', '.join(names)}): {LATER_CHANGE}"
         )
     before = {renamed.get(c.name, c.name): c for c in old}
     defaults: dict[str, Any] = {}
@@ -283,7 +317,7 @@ def followed_columns(
             continue
         was = before[column.name]
         if column.name not in changed and was.column_type != column.column_type:
-            return f"column {column.name} is not {was.column_type} any more: a later change came first"
+            return f"column {column.name} is not {was.column_type} any more: {LATER_CHANGE}"
         why = widening(was, column)
         if why:
             return why

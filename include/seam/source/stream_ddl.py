@@ -20,7 +20,7 @@ from seam.core.position import Position
 from seam.core.schema import Column
 from seam.source.binlog import RolledBack, Statement
 from seam.source.chains import Chains, Followed, Rewind
-from seam.source.ddl import ddl_effect, followed_columns, swapped_clauses
+from seam.source.ddl import LATER_CHANGE, composed_clauses, ddl_effect, followed_columns, swapped_clauses
 from seam.source.schema import COLUMN_FIELDS, column_from_row
 from seam.source.stream_cascades import Cascades
 from seam.wire.boundary import SchemaChange
@@ -51,22 +51,65 @@ def follow_statement(
         effect = ddl_effect(statement.query, statement.schema, db, table)
         if effect is None or not statement.position.after(followed.published):
             continue
+        if effect[0] == "alter" and not statement.in_transaction:
+            _follow_alters(chains, source, publisher, followed, [*followed.pending, (statement, effect[1])])
+            continue
+        if followed.pending:
+            _stop(chains, publisher, followed, statement, f"then {statement.query.strip()[:100]!r}: {LATER_CHANGE}")
+            continue
         change = _followed_change(source, followed, statement, *effect)
         if isinstance(change, str):
-            chains.stop(
-                publisher,
-                followed,
-                statement.position,
-                f"a statement at {statement.position} that the "
-                f"stream cannot follow: {statement.query.strip()[:300]!r} ({change})",
-            )
+            _stop(chains, publisher, followed, statement, change)
             continue
-        chains.control(publisher, followed, change)
-        if change.stop:
-            chains.forget(followed, change.stop)
-            continue
-        followed.schema = replace(followed.schema, columns=tuple(Column(**c) for c in change.columns))
-        log.info("%s: %s at %s followed; the stream goes on", followed.table.name, effect[0], statement.position)
+        _publish_change(chains, publisher, followed, change, effect[0], statement.position)
+
+
+def settle_alters(chains: Chains, source: Callable[[], Any], publisher: Publisher) -> None:
+    """At the binlog's end: ALTERs that waited for the ones after them are followed now, or stop their table
+    (the source's definition then is what every statement in the binlog left, or it changed outside it)."""
+    for followed in list(chains.followed.values()):
+        if followed.pending:
+            _follow_alters(chains, source, publisher, followed, followed.pending, last_chance=True)
+
+
+def _follow_alters(chains, source, publisher, followed: Followed, alters: list, last_chance: bool = False) -> None:
+    """ALTERs of the table in a row (no row of it between them) followed as one, at the last one's position.
+    When the source's definition is already past them (a later ALTER ran before the reader came here), they
+    wait for the next ALTER, or the binlog's end; a row of the table in between stops it
+    (``chains.pending_rows``)."""
+    statement = alters[-1][0]
+    clauses = composed_clauses([c.name for c in followed.schema.columns], [c for _, c in alters])
+    ddl = "; ".join(s.query.strip() for s, _ in alters)
+    change = clauses if isinstance(clauses, str) else _altered(source(), followed, clauses, ddl, statement.position)
+    if isinstance(change, str) and change.endswith(LATER_CHANGE) and not last_chance:
+        followed.pending = alters
+        log.info("%s: the ALTER at %s waits for the statements after it", followed.table.name, statement.position)
+        return
+    followed.pending = []
+    if isinstance(change, str):
+        _stop(chains, publisher, followed, alters[0][0], change)
+        return
+    _publish_change(chains, publisher, followed, change, "alter", statement.position)
+
+
+def _stop(chains: Chains, publisher: Publisher, followed: Followed, statement: Statement, why: str) -> None:
+    first = followed.pending[0][0] if followed.pending else statement
+    followed.pending = []
+    chains.stop(
+        publisher,
+        followed,
+        first.position,
+        f"a statement at {first.position} that the stream cannot follow: {first.query.strip()[:300]!r} ({why})",
+    )
+
+
+def _publish_change(chains, publisher, followed: Followed, change: SchemaChange, kind: str, position) -> None:
+    chains.control(publisher, followed, change)
+    if change.stop:
+        chains.forget(followed, change.stop)
+        return
+    followed.schema = replace(followed.schema, columns=tuple(Column(**c) for c in change.columns))
+    log.info("%s: %s at %s followed; the stream goes on", followed.table.name, kind, position)
 
 
 def follow_rollback(chains: Chains, source: Callable[[], Any], publisher: Publisher, rolled: RolledBack) -> None:
@@ -97,10 +140,8 @@ def _followed_change(
         columns = [asdict(c) for c in followed.schema.columns]
         ddl = statement.query.strip()[:1000]
         return SchemaChange(statement.position, followed.published, columns, {}, ddl, truncate=True)
-    if kind == "alter":
-        if statement.in_transaction:  # DDL commits implicitly: inside a transaction it is not what it seems
-            return "ALTER TABLE inside a transaction"
-        return _altered(source(), followed, detail, statement.query, statement.position)
+    if kind == "alter":  # outside a transaction: _follow_alters
+        return "ALTER TABLE inside a transaction"  # DDL commits implicitly: inside one it is not what it seems
     if kind == "cutover":
         change = _altered(source(), followed, None, statement.query, statement.position)
         swapped = ".".join(detail)

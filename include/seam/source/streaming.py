@@ -83,7 +83,7 @@ from seam.source.binlog import (
 from seam.source.chains import Chains, Followed, Rewind, target_states
 from seam.source.gtid import server_identity
 from seam.source.stream_cascades import Cascades
-from seam.source.stream_ddl import follow_rollback, follow_statement
+from seam.source.stream_ddl import follow_rollback, follow_statement, settle_alters
 from seam.source.stream_servers import clash, gtids_at_start, lose_position, rebase, stop_purged, stop_unlogged
 from seam.state.connection import connect_state, connect_target, scalar
 from seam.state.parts import part_beat, part_failed, part_started, part_stopped, retry_delay, wait_unless
@@ -191,10 +191,13 @@ class ChangeReader:
 
     # ------------------------------------------------------------ running
 
-    def serve(self, should_stop: Callable[[], bool] = lambda: False) -> None:
+    def serve(
+        self, should_stop: Callable[[], bool] = lambda: False, restarting: Callable[[], bool] = lambda: False
+    ) -> None:
         """Run until stopped, resuming from the target's positions after any failure (broker restart, lost
         source connection). A purged binlog is not retried: it needs a new full load. Heartbeats, restarts
-        and the last error go to the target (``seam.state``) for ``seam stream status``."""
+        and the last error go to the target (``seam.state``) for ``seam stream status``; ``restarting``: the
+        process starts again at once (not recorded as stopped)."""
         self._part(part_started, fresh=True)
         if record_images.native is None:
             log.warning(
@@ -207,7 +210,8 @@ class ChangeReader:
             self._part(part_failed, error=str(exc))
             raise
         finally:
-            self._part(part_stopped)
+            if not restarting():
+                self._part(part_stopped)
 
     def _part(self, record, **kwargs) -> None:
         try:
@@ -322,6 +326,8 @@ class ChangeReader:
                         self.chains.stop(publisher, followed, item.position, item.reason)
                 elif isinstance(item, Tick):
                     between = item.between
+                    if item.idle and between:
+                        settle_alters(self.chains, self._source, publisher)
                 now = time.monotonic()
                 here = reader.here
                 if between and here and now - last_beat > HEARTBEAT_EVERY_S:
@@ -336,6 +342,8 @@ class ChangeReader:
                 if should_stop():
                     break
             else:  # the binlog's end (until_idle): every table is current up to here, say so
+                if between:
+                    settle_alters(self.chains, self._source, publisher)
                 if between and reader.here:
                     self.chains.heartbeats(publisher, reader.here, every_table=True)
         except pymysql.err.OperationalError as exc:

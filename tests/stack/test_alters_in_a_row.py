@@ -1,0 +1,90 @@
+"""ALTERs run back to back (a schema migration) while the change reader is behind: when it reads the first, the
+source's definition is already the last one's. With no row of the table between them they are followed as one
+change; a row between two of them stops that table alone, with its remedy, never applied with the wrong columns.
+The reader runs here only after every statement (``stream_once``), so it is behind every time."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import psycopg
+import pytest
+
+from seam.config import load_pipeline
+from seam_dev import demo
+from tests.support.commands import run_command
+from tests.support.independent import compare
+from tests.support.pipelines import pipeline_file, stream_once
+from tests.support.source import fresh_database
+
+DB = "alters_in_a_row"
+pytestmark = pytest.mark.stack
+
+
+@pytest.fixture
+def path(stack, tmp_path_factory):
+    fresh_database(
+        DB,
+        *(
+            statement
+            for table in ("migrated", "busy", "bystander")
+            for statement in (
+                f"CREATE TABLE {DB}.{table} (id INT PRIMARY KEY, memo VARCHAR(20), amount DECIMAL(10,2) NOT NULL)",
+                f"INSERT INTO {DB}.{table} SELECT seq, CONCAT('m', seq), seq / 4 FROM {DB}.seq_0_to_299",
+            )
+        ),
+    )
+    tables = [{"name": f"{DB}.{t}", "key": ["id"]} for t in ("migrated", "busy", "bystander")]
+    path = pipeline_file(tmp_path_factory, "alters", tables)
+    load = run_command(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", *[t["name"] for t in tables]],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert load.returncode == 0, load.stderr + load.stdout
+    stream_once(load_pipeline(path))  # the stream is at the binlog's end
+    return path
+
+
+def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_table(path):
+    pipeline = load_pipeline(path)
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    with conn.cursor() as cur:
+        cur.execute(f"UPDATE {DB}.migrated SET memo = 'before' WHERE id < 10")
+        for statement in (
+            "ADD COLUMN n2 INT DEFAULT 3",
+            "MODIFY n2 BIGINT DEFAULT 3",
+            "RENAME COLUMN n2 TO n3",
+            "MODIFY memo VARCHAR(200)",
+            "CHANGE amount total DECIMAL(14,2) NOT NULL",
+            "ADD COLUMN flag VARCHAR(5) DEFAULT 'new' FIRST",
+        ):
+            cur.execute(f"ALTER TABLE {DB}.migrated {statement}")
+        cur.execute(f"INSERT INTO {DB}.migrated (id, memo, total, n3) VALUES (1000, 'after', 1.25, 9)")
+        cur.execute(f"UPDATE {DB}.migrated SET n3 = 5, memo = REPEAT('x', 150) WHERE id % 7 = 0")
+        cur.execute(f"ALTER TABLE {DB}.busy ADD COLUMN n INT DEFAULT 1")
+        cur.execute(f"UPDATE {DB}.busy SET n = 2 WHERE id < 5")  # rows between two ALTERs of busy
+        cur.execute(f"ALTER TABLE {DB}.busy RENAME COLUMN memo TO note")
+        cur.execute(f"UPDATE {DB}.bystander SET memo = 'still here' WHERE id < 50")
+    conn.close()
+    stream_once(pipeline)
+    for table in ("migrated", "bystander"):
+        assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, table) is None
+    with psycopg.connect(**pipeline.target.conninfo()) as target:
+        columns = [
+            r[0]
+            for r in target.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = "
+                "'migrated' ORDER BY ordinal_position",
+                (DB,),
+            )
+        ]
+        stopped = target.execute(
+            f"SELECT tbl, stopped FROM {pipeline.target.state_schema}.positions WHERE db = %s AND stopped IS NOT NULL",
+            (DB,),
+        ).fetchall()
+    assert sorted(columns) == ["flag", "id", "memo", "n3", "total"], columns  # PostgreSQL adds columns last
+    assert [t for t, _ in stopped] == ["busy"], stopped
+    assert "its rows changed after the ALTER at" in stopped[0][1] and f"seam load full {DB}.busy" in stopped[0][1]
