@@ -52,7 +52,8 @@ def follow_statement(
         if effect is None or not statement.position.after(followed.published):
             continue
         if effect[0] == "alter" and not statement.in_transaction:
-            _follow_alters(chains, source, publisher, followed, [*followed.pending, (statement, effect[1])])
+            earlier = [a for a in followed.pending if statement.position.after(a[0].position)]  # a rewind reads again
+            _follow_alters(chains, source, publisher, followed, [*earlier, (statement, effect[1])])
             continue
         if followed.pending:
             _stop(chains, publisher, followed, statement, f"then {statement.query.strip()[:100]!r}: {LATER_CHANGE}")
