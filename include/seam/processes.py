@@ -42,11 +42,13 @@ class Processes:
     def argument(self, name: str, option: str) -> str | None:
         """The value of ``option`` on the command line of the live process started under ``name``, if any."""
         pid = self._alive_pid(name)
+        if pid is None:
+            return None
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             return None
-        return argv[argv.index(option) + 1] if pid and option in argv[:-1] else None
+        return argv[argv.index(option) + 1] if option in argv[:-1] else None
 
     def stop(self, name: str, sig: int = signal.SIGTERM, leader_first: bool = False) -> int | None:
         """Stop the process group our PID file names, if it still runs; return its PID. ``leader_first``: the

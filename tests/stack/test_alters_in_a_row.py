@@ -6,14 +6,13 @@ The reader runs here only after every statement (``stream_once``), so it is behi
 from __future__ import annotations
 
 import os
-import sys
 
 import psycopg
 import pytest
 
 from seam.config import load_pipeline
 from seam_dev import demo
-from tests.support.commands import run_command
+from tests.support.commands import seam_command
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file, stream_once
 from tests.support.source import fresh_database
@@ -37,12 +36,7 @@ def path(stack, tmp_path_factory):
     )
     tables = [{"name": f"{DB}.{t}", "key": ["id"]} for t in ("migrated", "busy", "bystander")]
     path = pipeline_file(tmp_path_factory, "alters", tables)
-    load = run_command(
-        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", *[t["name"] for t in tables]],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    load = seam_command(path, "load", "full", *[t["name"] for t in tables])
     assert load.returncode == 0, load.stderr + load.stdout
     stream_once(load_pipeline(path))  # the stream is at the binlog's end
     return path

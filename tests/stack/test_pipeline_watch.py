@@ -5,7 +5,6 @@ is refused while the first one's stream runs."""
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import yaml
 from seam.config import load_pipeline
 from seam.processes import Processes
 from seam_dev import demo
-from tests.support.commands import run_command
+from tests.support.commands import seam_command
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file
 from tests.support.source import fresh_database
@@ -25,9 +24,7 @@ pytestmark = pytest.mark.stack
 
 
 def _seam(path: str, *args: str) -> str:
-    done = run_command(
-        [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=600
-    )
+    done = seam_command(path, *args)
     assert done.returncode == 0, done.stderr + done.stdout
     return done.stdout
 
@@ -56,12 +53,7 @@ def test_a_running_stream_follows_its_pipeline_file_as_it_changes(stack, tmp_pat
     pids = {n: procs.running(f"watch_test-stream-{n}") for n in ("reader", "sink")}
     source = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     try:
-        refused = run_command(
-            [sys.executable, "-m", "seam.cli", "--pipeline", other, "stream", "start"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        refused = seam_command(other, "stream", "start", timeout=120)
         assert refused.returncode == 2 and f"already runs from {path}" in refused.stderr, refused.stderr
         doc = yaml.safe_load(Path(path).read_text())
         Path(path).write_text("tables: [\n")  # not YAML: logged, and the parts go on as they were
@@ -84,6 +76,4 @@ def test_a_running_stream_follows_its_pipeline_file_as_it_changes(stack, tmp_pat
         assert "this part stops and starts again with it" in log, log[-2000:]
     finally:
         source.close()
-        run_command(
-            [sys.executable, "-m", "seam.cli", "--pipeline", path, "stream", "stop"], capture_output=True, timeout=120
-        )
+        seam_command(path, "stream", "stop", timeout=120)

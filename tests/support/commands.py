@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -62,3 +63,10 @@ def _tail(out: str | bytes | None, size: int) -> str:
     if out is None:
         return ""
     return (out.decode(errors="replace") if isinstance(out, bytes) else out)[-size:]
+
+
+def seam_command(path: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``seam --pipeline PATH ARGS`` in this interpreter, its output captured as text."""
+    return run_command(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=timeout
+    )
