@@ -194,7 +194,7 @@ def _resumable(
     out, finished = {}, {}
     state = pipeline.target.state_schema
     try:
-        interrupted = {t.name: ledger.resumable(conn, state, t.db, t.table) for t in tables}
+        interrupted = {t.name: ledger.resumable(conn, state, t.db, t.table, table_topic(pipeline, t)) for t in tables}
         waiting = [t for t in tables if interrupted[t.name]]
         if waiting:
             say(
@@ -212,7 +212,7 @@ def _resumable(
         for t in tables:
             if t.name in finished:
                 continue
-            found = ledger.resumable(conn, pipeline.target.state_schema, t.db, t.table)
+            found = ledger.resumable(conn, state, t.db, t.table, table_topic(pipeline, t))
             if found is None:
                 continue
             batch, columns, key, plan, kept = found

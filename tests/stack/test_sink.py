@@ -245,6 +245,59 @@ def test_a_topic_lost_with_the_broker_is_read_from_its_new_beginning(pipeline, p
     assert [r[0] for r in _table(pipeline)] == [500]
 
 
+def test_an_open_batch_goes_on_on_a_topic_the_broker_lost(pipeline, private_broker):
+    """A resumed full load (issue 33) after the broker lost its topics (the embedded one, restarted): the
+    batch's BEGIN and first chunk were staged, then its other chunk and END arrive on the recreated topic
+    without a BEGIN. The sink keeps what was staged (it is the target's) and commits the batch."""
+    pipeline = _sink_pipeline(pipeline, bootstrap=f"127.0.0.1:{private_broker.port('kafka')}")
+    ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
+    batch = Batch(pipeline, Publisher(pipeline)).rows(range(1, 50))
+    batch.publisher.flush()
+    sink = Sink(pipeline)
+    try:
+        sink.run(caught_up=True, deadline=time.time() + 120)
+    finally:
+        sink.close()
+    assert _ledger(pipeline, batch.id)[0] == "open"
+
+    private_broker.stop("kafka")
+    private_broker.up(("kafka",), log=lambda m: None)
+    ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
+    batch.publisher = Publisher(pipeline)
+    for i in range(50, 60):
+        batch.send(_record(batch.id, "r", None, _row(i)), part=1, attempt=1)
+    batch.end([(0, 1), (1, 1)])
+    assert _apply(pipeline, batch.id) == {batch.id: "committed"}
+    assert [r[0] for r in _table(pipeline)] == list(range(1, 60))
+
+
+def test_a_batch_left_open_under_another_topic_is_superseded_by_the_next(pipeline):
+    """A load interrupted, then the pipeline's topic prefix changed: no sink reads the old topic any more, so
+    its open batch would never end (and keep the cascade records). The table's next batch, on the new topic,
+    supersedes it: staging dropped, the ledger says why, and a resumed load never continues it here."""
+    before, after = _sink_pipeline(pipeline), _sink_pipeline(pipeline)  # a topic prefix each
+    ensure_topics(before, [table_topic(before, before.tables[0])])
+    left = Batch(before, Publisher(before)).rows(range(1, 10))
+    left.publisher.flush()
+    sink = Sink(before)
+    try:
+        sink.run(caught_up=True, deadline=time.time() + 120)
+    finally:
+        sink.close()
+    assert _ledger(pipeline, left.id)[0] == "open"
+
+    ensure_topics(after, [table_topic(after, after.tables[0])])
+    fresh = _complete(after, Publisher(after), [7])
+    assert _apply(after, fresh.id) == {left.id: "superseded", fresh.id: "committed"}
+    state, _, error = _ledger(pipeline, left.id)
+    assert state == "superseded" and fresh.id in error, error
+    assert [r[0] for r in _table(pipeline)] == [7]
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'seam' AND tablename LIKE %s", (f"%{left.id}",)
+        ).fetchone() == (0,)
+
+
 def test_a_running_sink_reads_a_topic_recreated_under_it_from_its_beginning(pipeline, private_broker):
     """A sink that keeps running while the broker loses its topics (a restart) and they are created again: at
     its old offset it waited until the new log grew past it, then read from the middle of a batch and never

@@ -89,17 +89,10 @@ class BatchLifecycle:
             return
         previous = self.open[topic]
         if previous is not None:
-            self.drop_tables(previous)
-            self.finish(
-                previous.begin.batch, "superseded", error=f"superseded by batch {begin.batch} before its END arrived"
-            )
-            log.warning(
-                "batch %s of %s.%s superseded by %s (it never ended)",
-                previous.begin.batch,
-                begin.db,
-                begin.table,
-                begin.batch,
-            )
+            self.supersede(previous.begin.batch, f"superseded by batch {begin.batch} before its END arrived")
+        for other in ledger.open_on_other_topics(self.conn, self.schema, begin.db, begin.table, topic):
+            # opened under another topic prefix or pipeline name: no sink of this topic would ever end it
+            self.supersede(other, f"superseded by batch {begin.batch} of topic {topic} before its END arrived")
         batch = self.open_batch(begin)
         schema, key = batch.schema, tuple(begin.key)
         self.conn.execute(
@@ -234,6 +227,13 @@ class BatchLifecycle:
     def drop_tables(self, batch: OpenBatch) -> None:
         self.conn.execute(f"DROP TABLE IF EXISTS {batch.stage}")
         self.conn.execute(f"DROP TABLE IF EXISTS {batch.changes}")
+
+    def supersede(self, batch_id: str, why: str) -> None:
+        """An open batch that will never end (a newer BEGIN of its table came): its staging dropped."""
+        for name in ledger.staging_tables(batch_id):
+            self.conn.execute(f"DROP TABLE IF EXISTS {qi(self.schema)}.{qi(name)}")
+        self.finish(batch_id, "superseded", error=why)
+        log.warning("batch %s %s (it never ended)", batch_id, why)
 
     def finish(self, batch_id: str, state: str, error: str | None = None) -> None:
         ledger.finish_batch(self.conn, self.schema, batch_id, state, error)

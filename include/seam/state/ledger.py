@@ -67,15 +67,16 @@ def part_done(conn, schema: str, done) -> None:
     )
 
 
-def resumable(conn, schema: str, db: str, table: str) -> tuple[str, list, list, dict, list[tuple]] | None:
-    """The table's open full-load batch that can be resumed: (batch_id, columns, key columns, plan, chunks
-    kept), a kept chunk being one published whole whose staged rows are all there: (part, attempt, rows,
-    checksum, file, pos)."""
+def resumable(conn, schema: str, db: str, table: str, topic: str) -> tuple[str, list, list, dict, list[tuple]] | None:
+    """The table's open full-load batch on ``topic`` that can be resumed: (batch_id, columns, key columns,
+    plan, chunks kept), a kept chunk being one published whole whose staged rows are all there: (part,
+    attempt, rows, checksum, file, pos). A batch opened on another topic (the pipeline's topic prefix or
+    name changed) is not: its sink is not this topic's, the next BEGIN supersedes it."""
     s = qi(schema)
     row = conn.execute(
         f"SELECT batch_id, columns, key_columns, plan FROM {s}.batches WHERE db = %s AND tbl = %s AND "
-        "state = 'open' AND mode = 'full' AND plan IS NOT NULL ORDER BY opened_at DESC LIMIT 1",
-        (db, table),
+        "topic = %s AND state = 'open' AND mode = 'full' AND plan IS NOT NULL ORDER BY opened_at DESC LIMIT 1",
+        (db, table, topic),
     ).fetchone()
     if row is None:
         return None
@@ -159,6 +160,16 @@ def open_batch_of(conn, schema: str, topic: str) -> tuple[tuple, list[tuple]] | 
         f"SELECT part, attempt, rows, checksum FROM {s}.batch_parts WHERE batch_id = %s", (row[0],)
     ).fetchall()
     return row, parts
+
+
+def open_on_other_topics(conn, schema: str, db: str, table: str, topic: str) -> list[str]:
+    """The table's open batches that were opened on another topic than ``topic``."""
+    rows = conn.execute(
+        f"SELECT batch_id FROM {qi(schema)}.batches WHERE db = %s AND tbl = %s AND state = 'open' AND "
+        "topic IS DISTINCT FROM %s",
+        (db, table, topic),
+    ).fetchall()
+    return [r[0] for r in rows]
 
 
 def batch_status(conn, schema: str, batch_id: str) -> dict | None:
