@@ -24,7 +24,7 @@ import signal
 import sys
 
 from seam.cli.common import pipeline_of
-from seam.cli.parser import build_parser, command_of
+from seam.cli.parser import command_of, parse_arguments
 from seam.config import DEFAULT_PIPELINE
 from seam.core.errors import SeamError, one_line
 from seam.processes import Processes
@@ -43,7 +43,7 @@ def _terminated(signum, frame) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminated)  # the stream's long-running parts set their own
-    args = build_parser().parse_args(argv)
+    args = parse_arguments(argv)
     explicit = args.pipeline is not None
     if not explicit:
         args.pipeline = str(DEFAULT_PIPELINE)

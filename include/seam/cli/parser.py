@@ -22,6 +22,18 @@ def command_of(args: argparse.Namespace) -> str:
     return args.func
 
 
+def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, parsed. A command's TABLEs may also follow its options (`seam load full --restart
+    T`): argparse gives the TABLE list to the first run of positionals, and would call the rest unrecognised."""
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if rest and isinstance(getattr(args, "tables", None), list) and not any(r.startswith("-") for r in rest):
+        args.tables = [*args.tables, *rest]
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    return args
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Every command and its arguments. Its length: one table of the command line, read top to bottom."""
     parser = argparse.ArgumentParser(
