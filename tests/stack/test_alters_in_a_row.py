@@ -1,7 +1,8 @@
 """ALTERs run back to back (a schema migration) while the change reader is behind: when it reads the first, the
 source's definition is already the last one's. With no row of the table between them they are followed as one
 change; a row between two of them stops that table alone, with its remedy, never applied with the wrong columns.
-The reader runs here only after every statement (``stream_once``), so it is behind every time."""
+An added column's rows get the default its ADD declared, not the one the source shows later. The reader runs
+here only after every statement (``stream_once``), so it is behind every time."""
 
 from __future__ import annotations
 
@@ -54,6 +55,10 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             "MODIFY memo VARCHAR(200)",
             "CHANGE amount total DECIMAL(14,2) NOT NULL",
             "ADD COLUMN flag VARCHAR(5) DEFAULT 'new' FIRST",
+            # the rows there get 4 (the source's default is NULL by the time the reader looks)
+            "ADD COLUMN z INT NOT NULL DEFAULT 4",
+            "MODIFY z INT NULL",
+            "ALTER COLUMN flag SET DEFAULT 'newer'",
         ):
             cur.execute(f"ALTER TABLE {DB}.migrated {statement}")
         cur.execute(f"INSERT INTO {DB}.migrated (id, memo, total, n3) VALUES (1000, 'after', 1.25, 9)")
@@ -79,6 +84,6 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             f"SELECT tbl, stopped FROM {pipeline.target.state_schema}.positions WHERE db = %s AND stopped IS NOT NULL",
             (DB,),
         ).fetchall()
-    assert sorted(columns) == ["flag", "id", "memo", "n3", "total"], columns  # PostgreSQL adds columns last
+    assert sorted(columns) == ["flag", "id", "memo", "n3", "total", "z"], columns  # PostgreSQL adds columns last
     assert [t for t, _ in stopped] == ["busy"], stopped
     assert "its rows changed after the ALTER at" in stopped[0][1] and f"seam load full {DB}.busy" in stopped[0][1]

@@ -16,7 +16,12 @@ definition in hand:
 - ``("alter", [clause, ...])``: column clauses the stream may follow, each a tuple ``("add", name)``,
   ``("drop", name)``, ``("rename", old, new)``, ``("change", old, new)`` or ``("modify", name)``; the reader
   checks the result against the source (``widening``) and stops the table when the target cannot follow.
+- ``("default", [clause, ...])``: only ``("default", name, declared)`` clauses (``ALTER COLUMN ... SET/DROP
+  DEFAULT``): no row changes; the reader takes it into ALTERs that wait for the ones after them.
 - ``("stop", what)``: the table's stream stops, loudly, naming ``what``.
+
+ADD, MODIFY and CHANGE clauses end with what they declare, ``("column", definition)`` (and a default
+clause with ``("default", text)``), read by ``seam.source.declared``.
 
 Delivery guarantee: none of its own (pure parsing); what it misses would be applied silently, so anything it
 does not recognise as harmless on the table is a stop.
@@ -25,9 +30,11 @@ does not recognise as harmless on the table is a stop.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Any
 
 from seam.core.schema import Column
+from seam.source.declared import COMPUTED, declared_column, declared_default, is_number
 
 _NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
 _QUALIFIED = re.compile(rf"\s*(?:({_NAME})\s*\.\s*)?({_NAME})", re.S)
@@ -65,17 +72,18 @@ def _split_clauses(text: str) -> list[str]:
 _HARMLESS = re.compile(
     r"^(ADD\s+(INDEX|KEY|UNIQUE|FULLTEXT|SPATIAL|CONSTRAINT|FOREIGN|CHECK)\b|DROP\s+(INDEX|KEY|FOREIGN|CONSTRAINT"
     r"|CHECK)\b|ALGORITHM\b|LOCK\b|COMMENT\b|FORCE$|ENGINE\b|RENAME\s+(INDEX|KEY)\b|AUTO_INCREMENT\b|ROW_FORMAT\b"
-    r"|KEY_BLOCK_SIZE\b|STATS_\w+\b|(DEFAULT\s+)?(CHARACTER\s+SET|CHARSET|COLLATE)\b|ALTER\s+(INDEX|KEY)\b"
-    rf"|ALTER\s+(COLUMN\s+)?{_NAME}\s+(SET\s+DEFAULT|DROP\s+DEFAULT)\b)",
+    r"|KEY_BLOCK_SIZE\b|STATS_\w+\b|(DEFAULT\s+)?(CHARACTER\s+SET|CHARSET|COLLATE)\b|ALTER\s+(INDEX|KEY)\b)",
     re.I,
 )
 _IF_EXISTS = r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?"
+# each with the column's name(s), then what the clause declares (the definition, or the default), if anything
 _COLUMN_CLAUSES = [
-    ("add", re.compile(rf"^ADD\s+(?:COLUMN\s+)?{_IF_EXISTS}({_NAME})\s", re.I)),
+    ("add", re.compile(rf"^ADD\s+(?:COLUMN\s+)?{_IF_EXISTS}({_NAME})\s(.*)$", re.I | re.S)),
     ("drop", re.compile(rf"^DROP\s+(?:COLUMN\s+)?{_IF_EXISTS}({_NAME})\s*$", re.I)),
     ("rename", re.compile(rf"^RENAME\s+COLUMN\s+{_IF_EXISTS}({_NAME})\s+TO\s+({_NAME})\s*$", re.I)),
-    ("change", re.compile(rf"^CHANGE\s+(?:COLUMN\s+)?{_IF_EXISTS}({_NAME})\s+({_NAME})\s", re.I)),
-    ("modify", re.compile(rf"^MODIFY\s+(?:COLUMN\s+)?{_IF_EXISTS}({_NAME})\s", re.I)),
+    ("change", re.compile(rf"^CHANGE\s+(?:COLUMN\s+)?{_IF_EXISTS}({_NAME})\s+({_NAME})\s(.*)$", re.I | re.S)),
+    ("modify", re.compile(rf"^MODIFY\s+(?:COLUMN\s+)?{_IF_EXISTS}({_NAME})\s(.*)$", re.I | re.S)),
+    ("default", re.compile(rf"^ALTER\s+(?:COLUMN\s+)?({_NAME})\s+((?:SET|DROP)\s+DEFAULT\b.*)$", re.I | re.S)),
 ]
 # words after ADD/DROP that are not a column name (ADD PRIMARY KEY, DROP PARTITION, ADD PERIOD ...)
 _NOT_A_COLUMN = {"PRIMARY", "PARTITION", "SYSTEM", "PERIOD", "INDEX", "KEY", "CONSTRAINT", "FOREIGN", "CHECK"}
@@ -86,7 +94,14 @@ def _column_clause(clause: str) -> tuple | None:
     for kind, pattern in _COLUMN_CLAUSES:
         m = pattern.match(clause + " ")
         if m and not (m.group(1).upper() in _NOT_A_COLUMN and not re.match(r"\w+\s+COLUMN\b", clause, re.I)):
-            return (kind, *(_unquote(g) for g in m.groups()))
+            if kind in ("drop", "rename"):
+                return (kind, *(_unquote(g) for g in m.groups()))
+            *names, declared = m.groups()
+            return (
+                kind,
+                *(_unquote(n) for n in names),
+                ("default" if kind == "default" else "column", declared.strip()),
+            )
     return None
 
 
@@ -148,6 +163,12 @@ def ddl_effect(query: str, default_db: str | None, db: str, table: str) -> tuple
     return None
 
 
+def reshapes(query: str, default_db: str | None, db: str, table: str) -> bool:
+    """Whether ``query`` changes the rows or columns of ``db.table`` (a default alone does neither)."""
+    effect = ddl_effect(query, default_db, db, table)
+    return effect is not None and effect[0] != "default"
+
+
 def _alter(rest: str, mine: bool, me: tuple[str, str], name_at) -> tuple[str, Any] | None:
     """The clauses of an ALTER TABLE: of the followed table (``mine``), or of another one, which reaches the
     followed table only by exchanging a partition with it or by being renamed onto its name."""
@@ -171,6 +192,8 @@ def _alter(rest: str, mine: bool, me: tuple[str, str], name_at) -> tuple[str, An
             other.append(f"{words[0].upper()} {words[1]}".strip())
     if other:
         return ("stop", "ALTER TABLE " + ", ".join(other))
+    if followed and all(c[0] == "default" for c in followed):  # rows keep their values: see ``composed_clauses``
+        return ("default", followed)
     return ("alter", followed) if followed else None
 
 
@@ -181,7 +204,7 @@ _TEXTS = ["tinytext", "text", "mediumtext", "longtext"]
 _BLOBS = ["tinyblob", "blob", "mediumblob", "longblob"]
 # added columns whose default the stream does not turn into a target value (they stop the table)
 _NO_DEFAULT = {"date", "datetime", "timestamp", "time", "bit", "binary", "varbinary", "blob", "json"}
-_COMPUTED = object()
+_COMPUTED = COMPUTED
 
 
 def _numbers(column: Column) -> list[int]:
@@ -236,29 +259,36 @@ def composed_clauses(old_names: list[str], statements: list[list[tuple]]) -> lis
     statement: each resulting column traced back through renames to the column it was before the first
     (drops, then renames, then changes in place, then additions), or why they cannot be composed."""
     origin: dict[str, tuple[str | None, bool]] = {n: (n, False) for n in old_names}  # now -> (before, changed)
+    declared: dict[str, list] = {}  # an added column (by its name now) -> what each clause since its ADD declared
     for clauses in statements:
         for clause in clauses:
             kind, name = clause[0], clause[1]
+            said = [c for c in clause[2:] if isinstance(c, tuple)]
             if kind == "add":
                 if name in origin:
                     return f"column {name} is added where one of that name is"
-                origin[name] = (None, True)
+                origin[name], declared[name] = (None, True), said
             elif name not in origin:
                 return f"column {name} is not one the stream knows"
+            elif kind == "default":  # no row changes; an added column's default is checked with the source's
+                declared.get(name, []).extend(said)
             elif kind == "drop":
                 del origin[name]
+                declared.pop(name, None)
             else:
                 new = clause[2] if kind in ("rename", "change") else name
                 if new != name and new in origin:
                     return f"column {name} is renamed onto {new}, a name the table has"
                 was, changed = origin.pop(name)
                 origin[new] = (was, changed or kind != "rename")
+                if name in declared:
+                    declared[new] = declared.pop(name) + said
     kept = {was for was, _ in origin.values()}
     return (
         [("drop", n) for n in old_names if n not in kept]
         + [(("change" if ch else "rename"), was, n) for n, (was, ch) in origin.items() if was not in (None, n)]
         + [("modify", n) for n, (was, ch) in origin.items() if was == n and ch]
-        + [("add", n) for n, (was, _) in origin.items() if was is None]
+        + [("add", n, *declared[n]) for n, (was, _) in origin.items() if was is None]
     )
 
 
@@ -272,7 +302,8 @@ def followed_columns(
     changed it, the stream stops rather than guess."""
     names = [c.name for c in old]
     renamed: dict[str, str] = {}
-    changed, added, dropped = set(), set(), set()
+    changed, dropped = set(), set()
+    added: dict[str, list] = {}  # name -> what its clauses declared (``composed_clauses``)
     for clause in clauses:
         kind, name = clause[0], clause[1]
         if kind in ("drop", "rename", "change") and name in key and (kind == "drop" or clause[2] != name):
@@ -281,7 +312,7 @@ def followed_columns(
             if name in names or name in dropped:
                 return f"column {name} is added where one of that name was or is"
             names.append(name)
-            added.add(name)
+            added[name] = [c for c in clause[2:] if isinstance(c, tuple)]
         elif name not in names or name in added:
             return f"column {name} is not one the stream knows"
         elif kind == "drop":
@@ -308,11 +339,9 @@ def followed_columns(
     defaults: dict[str, Any] = {}
     for column, default in now:
         if column.name in added:
-            value = literal_default(default)
-            if value is _COMPUTED or (value is None and not column.nullable):
-                return f"column {column.name} gets a default the stream cannot reproduce ({default!r})"
-            if value is not None and column.data_type in _NO_DEFAULT:
-                return f"column {column.name} has a {column.data_type} default the stream does not reproduce"
+            value, why = _added_value(column, default, added[column.name])
+            if why:
+                return why
             defaults[column.name] = value
             continue
         was = before[column.name]
@@ -322,6 +351,44 @@ def followed_columns(
         if why:
             return why
     return [c for c, _ in now], renamed, defaults
+
+
+def _added_value(column: Column, default: str | None, declared: list[tuple]) -> tuple[Any, str | None]:
+    """(the value the rows there were got in an added column, None), or (None, why the stream cannot follow).
+    The value is the ADD's default (``declared``, read from the statements), not the source's now: a later
+    ALTER may have changed that. The source's definition now must be what the last statement declared, or
+    a later change came first. A cut-over's column (nothing declared) takes the source's default."""
+    value = literal_default(default)
+    if declared:
+        value = declared_default(declared[0])
+        if value is _COMPUTED:
+            return None, f"column {column.name} gets a default the stream cannot reproduce ({declared[0][1]!r})"
+        columns = [c for c in (declared_column(column.name, d) for d in declared) if c is not None]
+        for before, after in zip(columns, columns[1:]):  # no row between: did a later clause rewrite the fill?
+            why = widening(before, after)
+            if why:
+                return None, f"added, then {why}"
+        if columns and widening(columns[-1], column):
+            return None, f"column {column.name} was declared {columns[-1].column_type}: {LATER_CHANGE}"
+        if not _same_default(declared_default(declared[-1]), default):
+            return None, f"column {column.name}'s default is not the one its last ALTER declared: {LATER_CHANGE}"
+    if value is _COMPUTED or (value is None and not column.nullable):
+        return None, f"column {column.name} gets a default the stream cannot reproduce ({default!r})"
+    if value is not None and column.data_type in _NO_DEFAULT:
+        return None, f"column {column.name} has a {column.data_type} default the stream does not reproduce"
+    return value, None
+
+
+def _same_default(declared: Any, catalog: str | None) -> bool:
+    """Whether a declared default is the source's COLUMN_DEFAULT (quoted by MariaDB, plain text in MySQL 8)."""
+    if catalog is None or catalog.upper() == "NULL" or declared is None:
+        return declared is None and (catalog is None or catalog.upper() == "NULL")
+    if declared is _COMPUTED:
+        return literal_default(catalog) is _COMPUTED
+    for theirs in (literal_default(catalog), catalog):
+        if theirs == declared or (is_number(theirs) and is_number(declared) and Decimal(theirs) == Decimal(declared)):
+            return True
+    return False
 
 
 def swapped_clauses(old: tuple[Column, ...], now: list[Column]) -> list[tuple]:

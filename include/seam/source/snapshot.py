@@ -76,7 +76,7 @@ from seam.core.identifiers import quote
 from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
 from seam.source.binlog import BinlogReader, LostTransaction, Statement, Transaction
-from seam.source.ddl import ddl_effect
+from seam.source.ddl import reshapes
 from seam.source.head import binlog_status, unlogged
 from seam.source.schema import reachable, read_foreign_keys
 from seam.wire.codecs import Date, codec, zero_date_sql
@@ -246,7 +246,7 @@ def _touched(source, low: Position, high: Position, tables) -> bool:
                 return True
             if isinstance(item, Transaction) and (item.errors or any((c.db, c.table) in wanted for c in item.changes)):
                 return True
-            if isinstance(item, Statement) and any(ddl_effect(item.query, item.schema, db, t) for db, t in wanted):
+            if isinstance(item, Statement) and any(reshapes(item.query, item.schema, db, t) for db, t in wanted):
                 return True
     finally:
         reader.close()
@@ -545,7 +545,7 @@ def reconcile(
     reader = BinlogReader(source, start, [schema.db], tables={(schema.db, schema.table)}, end=target)
     try:
         for item in reader:
-            if isinstance(item, Statement) and ddl_effect(item.query, item.schema, schema.db, schema.table):
+            if isinstance(item, Statement) and reshapes(item.query, item.schema, schema.db, schema.table):
                 raise SnapshotError(
                     f"{schema.db}.{schema.table} changed shape while it was read ({item.query[:200]!r} "
                     f"at {item.position}): run the full load again"

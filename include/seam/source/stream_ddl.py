@@ -51,7 +51,9 @@ def follow_statement(
         effect = ddl_effect(statement.query, statement.schema, db, table)
         if effect is None or not statement.position.after(followed.published):
             continue
-        if effect[0] == "alter" and not statement.in_transaction:
+        if effect[0] == "default" and (not followed.pending or statement.in_transaction):
+            continue  # no row changes; ALTERs waiting for the ones after them take it in (an ADD's default)
+        if effect[0] in ("alter", "default") and not statement.in_transaction:
             earlier = [a for a in followed.pending if statement.position.after(a[0].position)]  # a rewind reads again
             _follow_alters(chains, source, publisher, followed, [*earlier, (statement, effect[1])])
             continue

@@ -1,0 +1,124 @@
+"""What an ALTER's column clause declares, read from the statement itself: the column's type and NULL-ness
+(``declared_column``) and its default (``declared_default``). The change reader needs them because the
+source's catalog, when the reader gets to a statement, may already show a later one: the rows that were
+there when a column was added got the default the ADD declared, whatever the column's default is now.
+
+Only what is read with certainty is returned; anything else is None (a type not known here) or
+``COMPUTED`` (a default the stream does not reproduce), and the caller then stops the table or falls back
+to the catalog.
+
+Delivery guarantee: none of its own (pure parsing).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from seam.core.schema import Column
+
+COMPUTED = object()  # an expression, a sequence, a generated value: not one literal for every row
+
+_QUOTED = re.compile(r"'(?:[^'\\]|''|\\.)*'|\"(?:[^\"\\]|\"\"|\\.)*\"", re.S)
+_TYPE = re.compile(
+    r"\s*([a-z]\w*(?:\s+(?:precision|varying))?)(?:\s*(\((?:[^()']|'(?:[^']|'')*')*\)))?"
+    r"((?:\s+(?:unsigned|signed|zerofill)\b)*)",
+    re.I,
+)
+_SYNONYMS = {
+    "integer": "int",
+    "int1": "tinyint",
+    "int2": "smallint",
+    "int3": "mediumint",
+    "int4": "int",
+    "int8": "bigint",
+    "middleint": "mediumint",
+    "dec": "decimal",
+    "numeric": "decimal",
+    "fixed": "decimal",
+    "double precision": "double",
+    "real": "double",
+    "character": "char",
+    "character varying": "varchar",
+    "char varying": "varchar",
+}
+_BOOLEANS = {"bool", "boolean"}
+_KNOWN = {
+    *("tinyint", "smallint", "mediumint", "int", "bigint", "decimal", "float", "double", "bit"),
+    *("char", "varchar", "binary", "varbinary", "tinytext", "text", "mediumtext", "longtext"),
+    *("tinyblob", "blob", "mediumblob", "longblob", "enum", "set", "json"),
+    *("date", "datetime", "timestamp", "time", "year"),
+}
+_NUMBER = re.compile(r"[-+]?\d+(\.\d*)?([eE][-+]?\d+)?|[-+]?\.\d+([eE][-+]?\d+)?")
+_PLAIN_ESCAPES = {"\\\\": "\\", "\\'": "'", '\\"': '"'}
+
+
+def _masked(text: str) -> tuple[str, list[str]]:
+    """``text`` with each quoted string replaced by ``\\0N\\0`` (keywords inside a COMMENT are not keywords)."""
+    strings: list[str] = []
+
+    def hide(m: re.Match) -> str:
+        strings.append(m.group(0))
+        return f"\0{len(strings) - 1}\0"
+
+    return _QUOTED.sub(hide, text), strings
+
+
+def _string(quoted: str) -> Any:
+    """A quoted SQL string's value; COMPUTED for an escape whose meaning depends on the session's sql_mode."""
+    body = quoted[1:-1].replace(quoted[0] * 2, quoted[0])
+    if "\\" not in body:
+        return body
+    parts = re.split(r"(\\.)", body)
+    if any(p.startswith("\\") and p not in _PLAIN_ESCAPES for p in parts):
+        return COMPUTED
+    return "".join(_PLAIN_ESCAPES.get(p, p) for p in parts)
+
+
+def declared_default(declared: tuple[str, str]) -> Any:
+    """The default a column clause declares: None (none, or NULL), the literal's text, or COMPUTED.
+    ``declared``: ("column", the definition after the name) or ("default", "SET DEFAULT x"/"DROP DEFAULT")."""
+    kind, text = declared
+    masked, strings = _masked(text)
+    if kind == "column" and re.search(r"\b(AUTO_INCREMENT|GENERATED|SERIAL)\b|\bAS\s*\(", masked, re.I):
+        return COMPUTED
+    m = re.search(r"\bDEFAULT\b\s*(\0\d+\0|[^\s,()]+|\()", masked, re.I)
+    if (kind == "default" and re.match(r"\s*DROP\b", masked, re.I)) or m is None:
+        return None
+    token = m.group(1)
+    if token.startswith("\0"):
+        return _string(strings[int(token.strip("\0"))])
+    upper = token.upper()
+    if upper == "NULL":
+        return None
+    if upper in ("TRUE", "FALSE"):
+        return "1" if upper == "TRUE" else "0"
+    return token if _NUMBER.fullmatch(token) else COMPUTED
+
+
+def declared_column(name: str, declared: tuple[str, str]) -> Column | None:
+    """The column a definition declares (type, signedness, NULL-ness), as the catalog would spell it closely
+    enough for ``seam.source.ddl.widening``; None when this is a default alone or a type not known here."""
+    kind, text = declared
+    m = _TYPE.match(text)
+    if kind != "column" or not m:
+        return None
+    base, args, flags = " ".join(m.group(1).lower().split()), m.group(2) or "", m.group(3).lower().split()
+    if base in _BOOLEANS:
+        base, args = "tinyint", "(1)"
+    base = _SYNONYMS.get(base, base)
+    if base not in _KNOWN:
+        return None
+    scale = None
+    if base == "decimal":
+        numbers = [int(n) for n in re.findall(r"\d+", args)] or [10]
+        precision, scale = numbers[0], (numbers[1:] or [0])[0]
+        args = f"({precision},{scale})"
+    column_type = base + args + "".join(f" {f}" for f in flags if f != "signed")
+    rest, _ = _masked(text[m.end() :])
+    nullable = not re.search(r"\bNOT\s+NULL\b|\bPRIMARY\s+KEY\b|\bSERIAL\b", rest, re.I)
+    return Column(name, base, column_type, nullable, scale)
+
+
+def is_number(text: Any) -> bool:
+    return isinstance(text, str) and _NUMBER.fullmatch(text) is not None
