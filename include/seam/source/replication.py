@@ -40,12 +40,14 @@ import pymysql
 from pymysql.connections import MAX_PACKET_LEN, MysqlPacket
 from pymysql.constants import CR
 from pymysql.constants.COMMAND import COM_BINLOG_DUMP, COM_REGISTER_SLAVE
+from pymysqlreplication.constants import FIELD_TYPE
 from pymysqlreplication.event import FormatDescriptionEvent, MariadbGtidEvent, RotateEvent, XidEvent
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import TableMapEvent
 
 from seam.source.inflate import COMPRESSED, UnreadableBinlog, inflated
 from seam.source.rows import Decoder, Rows
+from seam.source.table_map import member_names
 
 TABLE_MAP = 0x13
 ROTATE, FORMAT_DESCRIPTION = 0x04, 0x0F
@@ -260,7 +262,9 @@ class Stream:
             if not self._watched(schema, table):
                 self._maps[key] = None
             else:  # parsed by the library once per distinct map
-                self._maps[key] = Decoder(self._wrap(data, _TABLE_MAPS).event.get_table())
+                table = self._wrap(data, _TABLE_MAPS).event.get_table()
+                _log_members(table, body)
+                self._maps[key] = Decoder(table)
         decoder = self._maps[key]
         if decoder is None:
             self._decoders.pop(table_id, None)
@@ -281,6 +285,19 @@ class Stream:
         if kind in _ROWS_V2:  # v2: extra data follows the post-header; its length counts its own two bytes
             start += int.from_bytes(data[28:30], "little") - 2
         return Rows(_ROWS[kind], decoder.schema, decoder.table, timestamp, log_pos, decoder, data, start, end)
+
+
+def _log_members(table, body: bytes) -> None:
+    """Each ENUM and SET column of a table map gets its member names as logged (``logged_members``):
+    the library's are UTF-8 only."""
+    kinds = [c.type for c in table.columns]
+    if FIELD_TYPE.ENUM not in kinds and FIELD_TYPE.SET not in kinds:
+        return
+    enums, sets = member_names(body)
+    for column in table.columns:
+        names = enums if column.type == FIELD_TYPE.ENUM else sets if column.type == FIELD_TYPE.SET else None
+        if names:
+            column.logged_members = names.pop(0)
 
 
 def _xid(data: bytes, timestamp: int) -> XidEvent:

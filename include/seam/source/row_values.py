@@ -13,11 +13,13 @@ import datetime
 import decimal
 import struct
 from collections.abc import Callable
+from encodings import cp1252
 from typing import Any
 
-from pymysql.charset import charset_by_name
 from pymysqlreplication.constants import FIELD_TYPE
 from pymysqlreplication.json_binary import parse_json
+
+from seam.core.errors import SourceError
 
 Reader = Callable[[bytes, int], tuple[Any, int]]
 
@@ -50,17 +52,76 @@ def _be_signed(data: bytes, pos: int, size: int) -> int:
     return int.from_bytes(data[pos : pos + size], "big", signed=True)
 
 
+# The Python codec for each MySQL character set (by python-mysql-replication's name for it) whose every byte
+# sequence it decodes as the server converts it (tests/stack/test_charsets.py compares them with the server).
+# MySQL's UTF-16 and UTF-32 are big-endian (Python's "utf16" reads the machine's order); MySQL's latin1 is
+# cp1252 with five more bytes. A character set not here stops its table: big5, cp1256, cp866, cp932, greek,
+# hebrew, koi8u, sjis and ujis map some bytes otherwise (sjis 0x815F is "\\" to MariaDB, "＼" to Python), and
+# Python has no codec for armscii8, dec8, eucjpms, geostd8, hp8, keybcs2 and swe7.
+_CODECS = {
+    "utf8": "utf8",
+    "utf8mb3": "utf8",  # the server's own names, where they differ from the library's
+    "utf8mb4": "utf8",
+    "latin1": "mysql_latin1",
+    "utf16": "utf-16-be",
+    "ucs2": "utf-16-be",
+    "utf32": "utf-32-be",
+    "utf16le": "utf-16-le",
+    "cp1252": "mysql_latin1",
+    "ascii": "ascii",
+    "cp1250": "cp1250",
+    "cp1251": "cp1251",
+    "cp1257": "cp1257",
+    "cp850": "cp850",
+    "cp852": "cp852",
+    "latin2": "iso8859_2",
+    "latin5": "iso8859_9",
+    "latin7": "iso8859_13",
+    "koi8_r": "koi8_r",
+    "macce": "mac_latin2",
+    "macroman": "mac_roman",
+    "tis620": "tis_620",
+    "euckr": "euc_kr",
+    "gb2312": "gb2312",
+    "gbk": "gbk",
+}
+
+
+def _mysql_latin1(name: str) -> codecs.CodecInfo | None:
+    """MySQL's latin1 is cp1252 whose five unassigned bytes (0x81, 0x8D, 0x8F, 0x90, 0x9D) are the C1
+    controls of the same number; Python's cp1252 refuses them."""
+    if name != "mysql_latin1":
+        return None
+    table = "".join(chr(i) if c == "\ufffe" else c for i, c in enumerate(cp1252.decoding_table))
+    encoding_table = codecs.charmap_build(table)
+    return codecs.CodecInfo(
+        name="mysql_latin1",
+        encode=lambda text, errors="strict": codecs.charmap_encode(text, errors, encoding_table),
+        decode=lambda data, errors="strict": codecs.charmap_decode(data, errors, table),
+    )
+
+
+codecs.register(_mysql_latin1)
+
+
+class UnknownCharset(SourceError, ValueError):
+    """A text column in a character set Seam does not decode exactly: its table stops."""
+
+
 def text_encoding(column) -> str:
-    """The Python codec a text column's bytes are decoded with ("" when Python has none: the bytes are kept)."""
-    if column.character_set_name is None:
+    """The Python codec a text column's bytes are decoded with ("" for binary: the bytes are kept). Raises
+    ``UnknownCharset`` for a character set without an exact one (``_CODECS``)."""
+    name = column.character_set_name
+    if name is None:
         return "utf8"
-    found = charset_by_name(column.character_set_name)
-    encoding = found.encoding if found else column.character_set_name
-    try:
-        codecs.lookup(encoding)
-    except LookupError:  # Python cannot decode it (e.g. swe7): the library hands over the bytes
+    if name == "binary":
         return ""
-    return encoding
+    if name not in _CODECS:
+        raise UnknownCharset(
+            f"column {column.name} is in character set {name}, which Seam does not decode exactly; convert it "
+            "(ALTER TABLE ... CONVERT TO CHARACTER SET utf8mb4) or leave the table out of the pipeline"
+        )
+    return _CODECS[name]
 
 
 def _text(column, length_size: int) -> Reader:
@@ -223,8 +284,22 @@ def _year(data: bytes, pos: int):
     return data[pos] + 1900, pos + 1
 
 
+def _members(column, logged: list[bytes] | None, parsed: list[str] | None) -> list[str] | None:
+    """An ENUM's or SET's member names: as the table map logged them (``seam.source.table_map``), decoded in
+    the column's character set; else the library's (which turns a name that is not UTF-8 into "")."""
+    if logged is None:
+        return parsed
+    encoding = text_encoding(column)
+    if not encoding:
+        raise ValueError(
+            f"ENUM/SET member names in character set {column.character_set_name}, which Seam cannot decode"
+        )
+    return [name.decode(encoding) for name in logged]
+
+
 def _enum(column) -> Reader:
-    size, members = column.size, column.enum_values
+    logged = getattr(column, "logged_members", None)
+    size, members = column.size, _members(column, None if logged is None else [b"", *logged], column.enum_values)
 
     def read(data: bytes, pos: int):
         return (members[_uint(data, pos, size)] if members else None), pos + size
@@ -233,7 +308,7 @@ def _enum(column) -> Reader:
 
 
 def _set(column) -> Reader:
-    size, members = column.size, column.set_values or []
+    size, members = column.size, _members(column, getattr(column, "logged_members", None), column.set_values) or []
 
     def read(data: bytes, pos: int):
         mask = _uint(data, pos, size)
