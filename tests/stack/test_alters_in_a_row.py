@@ -1,6 +1,7 @@
 """ALTERs run back to back (a schema migration) while the change reader is behind: when it reads the first, the
 source's definition is already the last one's. With no row of the table between them they are followed as one
-change; a row between two of them stops that table alone, with its remedy, never applied with the wrong columns.
+change; a row between two of them has them followed as their statements declared them, when that gives the row's
+columns, else it stops that table alone, with its remedy, never applied with the wrong columns.
 An added column's rows get the default its ADD declared, not the one the source shows later. The reader runs
 here only after every statement (``stream_once``), so it is behind every time."""
 
@@ -28,14 +29,14 @@ def path(stack, tmp_path_factory):
         DB,
         *(
             statement
-            for table in ("migrated", "busy", "bystander")
+            for table in ("migrated", "busy", "stuck", "bystander")
             for statement in (
                 f"CREATE TABLE {DB}.{table} (id INT PRIMARY KEY, memo VARCHAR(20), amount DECIMAL(10,2) NOT NULL)",
                 f"INSERT INTO {DB}.{table} SELECT seq, CONCAT('m', seq), seq / 4 FROM {DB}.seq_0_to_299",
             )
         ),
     )
-    tables = [{"name": f"{DB}.{t}", "key": ["id"]} for t in ("migrated", "busy", "bystander")]
+    tables = [{"name": f"{DB}.{t}", "key": ["id"]} for t in ("migrated", "busy", "stuck", "bystander")]
     path = pipeline_file(tmp_path_factory, "alters", tables)
     load = seam_command(path, "load", "full", *[t["name"] for t in tables])
     assert load.returncode == 0, load.stderr + load.stdout
@@ -63,13 +64,20 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             cur.execute(f"ALTER TABLE {DB}.migrated {statement}")
         cur.execute(f"INSERT INTO {DB}.migrated (id, memo, total, n3) VALUES (1000, 'after', 1.25, 9)")
         cur.execute(f"UPDATE {DB}.migrated SET n3 = 5, memo = REPEAT('x', 150) WHERE id % 7 = 0")
-        cur.execute(f"ALTER TABLE {DB}.busy ADD COLUMN n INT DEFAULT 1")
-        cur.execute(f"UPDATE {DB}.busy SET n = 2 WHERE id < 5")  # rows between two ALTERs of busy
-        cur.execute(f"ALTER TABLE {DB}.busy RENAME COLUMN memo TO note")
+        # rows between two ALTERs: followed as the first one declared, which gives the rows' columns
+        cur.execute(f"ALTER TABLE {DB}.busy ADD COLUMN n INT NOT NULL DEFAULT 1")
+        cur.execute(f"UPDATE {DB}.busy SET n = 2 WHERE id < 5")
+        cur.execute(f"ALTER TABLE {DB}.busy ADD COLUMN m VARCHAR(8) DEFAULT 'x' AFTER id")
+        cur.execute(f"INSERT INTO {DB}.busy (id, memo, amount, n, m) VALUES (1000, 'after', 1.5, 3, 'y')")
+        cur.execute(f"ALTER TABLE {DB}.busy RENAME COLUMN memo TO note, MODIFY n BIGINT NULL")
+        # the same with a type the stream does not read from a statement (FLOAT(M,D)): that table stops
+        cur.execute(f"ALTER TABLE {DB}.stuck ADD COLUMN f FLOAT(7,3) DEFAULT 1.5")
+        cur.execute(f"UPDATE {DB}.stuck SET f = 2.25 WHERE id < 5")
+        cur.execute(f"ALTER TABLE {DB}.stuck RENAME COLUMN memo TO note")
         cur.execute(f"UPDATE {DB}.bystander SET memo = 'still here' WHERE id < 50")
     conn.close()
     stream_once(pipeline)
-    for table in ("migrated", "bystander"):
+    for table in ("migrated", "busy", "bystander"):
         assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, table) is None
     with psycopg.connect(**pipeline.target.conninfo()) as target:
         columns = [
@@ -85,5 +93,5 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             (DB,),
         ).fetchall()
     assert sorted(columns) == ["flag", "id", "memo", "n3", "total", "z"], columns  # PostgreSQL adds columns last
-    assert [t for t, _ in stopped] == ["busy"], stopped
-    assert "its rows changed after the ALTER at" in stopped[0][1] and f"seam load full {DB}.busy" in stopped[0][1]
+    assert [t for t, _ in stopped] == ["stuck"], stopped
+    assert "its rows changed after the ALTER at" in stopped[0][1] and f"seam load full {DB}.stuck" in stopped[0][1]

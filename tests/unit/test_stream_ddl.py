@@ -10,6 +10,7 @@ from seam.source.binlog import query_kind, xid_text
 from seam.source.ddl import (
     _COMPUTED,
     composed_clauses,
+    declared_columns,
     ddl_effect,
     followed_columns,
     literal_default,
@@ -404,4 +405,46 @@ def test_an_added_columns_rows_get_the_default_its_add_declared():
 )
 def test_an_added_column_the_stream_cannot_fill_exactly_stops(later, now, why):
     result = _added_then(*later, now=now)
+    assert isinstance(result, str) and why in result, result
+
+
+def _declared(statements, names):
+    clauses = composed_clauses([c.name for c in OLD], statements)
+    return declared_columns(OLD, ("id",), clauses, names)
+
+
+def test_alters_read_late_are_followed_as_declared_when_that_gives_the_rows_columns():
+    result = _declared(
+        [
+            [("add", "x", ("column", "DATETIME(3) NULL FIRST"))],
+            [("change", "memo", "note", ("column", "VARCHAR(40)"))],
+            [("add", "n", ("column", "INT NOT NULL DEFAULT 7"))],
+            [("modify", "n", ("column", "BIGINT NULL"))],
+        ],
+        ["x", "id", "amount", "note", "n"],
+    )
+    assert not isinstance(result, str), result
+    columns, renamed, defaults = result
+    assert [(c.name, c.column_type, c.nullable) for c in columns] == [
+        ("x", "datetime(3)", True),
+        ("id", "int(11)", False),
+        ("amount", "decimal(10,2)", True),
+        ("note", "varchar(40)", True),
+        ("n", "bigint", True),
+    ]
+    assert columns[0].datetime_precision == 3 and renamed == {"memo": "note"} and defaults == {"x": None, "n": "7"}
+
+
+@pytest.mark.parametrize(
+    "statements, names, why",
+    [
+        ([[("add", "f", ("column", "FLOAT(7,3) DEFAULT 1.5"))]], ["id", "amount", "memo", "f"], "does not read"),
+        ([[("add", "x", ("column", "INT"))]], ["id", "amount", "memo", "x", "y"], "not those the statements leave"),
+        ([[("modify", "memo", ("column", "VARCHAR(10)"))]], ["id", "amount", "memo"], "not a widening"),
+        ([[("add", "x", ("column", "INT NOT NULL"))]], ["id", "amount", "memo", "x"], "cannot reproduce"),
+        ([[("drop", "id")]], ["amount", "memo"], "drops key column id"),
+    ],
+)
+def test_alters_read_late_stop_the_table_when_their_declarations_do_not_say_it_all(statements, names, why):
+    result = _declared(statements, names)
     assert isinstance(result, str) and why in result, result

@@ -44,6 +44,7 @@ import random
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
@@ -182,7 +183,7 @@ class BinlogReader:
         report_as: str | None = None,
         gtids: GtidSet | None = None,
         transaction_memory: int = DEFAULT_BUDGET,
-        record_schema: Callable[[str, str], TableSchema | None] | None = None,
+        record_schema: Callable[[str, str, Any], TableSchema | None] | None = None,
     ):
         self.source, self.start, self.end = source, start, end
         self.transaction_memory = transaction_memory  # of a transaction's changes; the rest spills to a file
@@ -193,7 +194,7 @@ class BinlogReader:
         self.server_id = server_id or _private_server_id()
         self.report_as = report_as  # the host name SHOW SLAVE HOSTS lists for this reader (see replica_clash)
         # (db, table) -> the schema whose record values a table's rows are read as (spill.RowChange.records), or None
-        self.record_schema = record_schema or (lambda db, table: None)
+        self.record_schema = record_schema or (lambda db, table, decoder: None)
         self._stream: Stream | None = None
 
     def close(self) -> None:
@@ -366,7 +367,7 @@ class BinlogReader:
             if open_ is None:  # rows outside BEGIN: a non-transactional table's autocommitted statement
                 open_ = self._transaction(at, gtid, event.timestamp)
             try:
-                schema = self.record_schema(event.schema, event.table)
+                schema = self.record_schema(event.schema, event.table, event.decoder)
                 open_.changes.add(event, stream.log_file, schema)
             except Exception as exc:  # noqa: BLE001 - kept: only fatal if the table's rows are needed
                 open_.errors.setdefault((event.schema, event.table), f"{type(exc).__name__}: {exc}")

@@ -30,6 +30,7 @@ does not recognise as harmless on the table is a stop.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -259,7 +260,7 @@ def composed_clauses(old_names: list[str], statements: list[list[tuple]]) -> lis
     statement: each resulting column traced back through renames to the column it was before the first
     (drops, then renames, then changes in place, then additions), or why they cannot be composed."""
     origin: dict[str, tuple[str | None, bool]] = {n: (n, False) for n in old_names}  # now -> (before, changed)
-    declared: dict[str, list] = {}  # an added column (by its name now) -> what each clause since its ADD declared
+    declared: dict[str, list] = {}  # a column (by its name now) -> what each clause that added or changed it declared
     for clauses in statements:
         for clause in clauses:
             kind, name = clause[0], clause[1]
@@ -271,7 +272,8 @@ def composed_clauses(old_names: list[str], statements: list[list[tuple]]) -> lis
             elif name not in origin:
                 return f"column {name} is not one the stream knows"
             elif kind == "default":  # no row changes; an added column's default is checked with the source's
-                declared.get(name, []).extend(said)
+                if name in declared:
+                    declared[name].extend(said)
             elif kind == "drop":
                 del origin[name]
                 declared.pop(name, None)
@@ -281,13 +283,17 @@ def composed_clauses(old_names: list[str], statements: list[list[tuple]]) -> lis
                     return f"column {name} is renamed onto {new}, a name the table has"
                 was, changed = origin.pop(name)
                 origin[new] = (was, changed or kind != "rename")
-                if name in declared:
-                    declared[new] = declared.pop(name) + said
+                if name in declared or said:
+                    declared[new] = declared.pop(name, []) + said
     kept = {was for was, _ in origin.values()}
     return (
         [("drop", n) for n in old_names if n not in kept]
-        + [(("change" if ch else "rename"), was, n) for n, (was, ch) in origin.items() if was not in (None, n)]
-        + [("modify", n) for n, (was, ch) in origin.items() if was == n and ch]
+        + [
+            ("change", was, n, *declared.get(n, ())) if ch else ("rename", was, n)
+            for n, (was, ch) in origin.items()
+            if was not in (None, n)
+        ]
+        + [("modify", n, *declared.get(n, ())) for n, (was, ch) in origin.items() if was == n and ch]
         + [("add", n, *declared[n]) for n, (was, _) in origin.items() if was is None]
     )
 
@@ -345,12 +351,72 @@ def followed_columns(
             defaults[column.name] = value
             continue
         was = before[column.name]
-        if column.name not in changed and was.column_type != column.column_type:
+        if column.name not in changed and not _same_type(was, column):
             return f"column {column.name} is not {was.column_type} any more: {LATER_CHANGE}"
         why = widening(was, column)
         if why:
             return why
     return [c for c, _ in now], renamed, defaults
+
+
+def declared_columns(
+    old: tuple[Column, ...], key: tuple[str, ...], clauses: list[tuple], order: list[str]
+) -> tuple[list[Column], dict[str, str], dict[str, Any]] | str:
+    """The table's columns after ``clauses`` (``composed_clauses``) from what the statements declared alone,
+    in ``order`` (the names a row event's table map carries, in the source's order): for ALTERs read after the
+    source's definition had passed them, when a row of the table follows them. (columns, renamed old -> new,
+    defaults of added columns), or why not: a type not read from a statement, a change that is not a
+    widening, a fill the stream cannot reproduce, columns that are not the row's."""
+    before = {c.name: c for c in old}
+    touched = {c[1] for c in clauses}
+    columns = {n: c for n, c in before.items() if n not in touched}
+    renamed: dict[str, str] = {}
+    defaults: dict[str, Any] = {}
+    for clause in clauses:
+        kind, name = clause[0], clause[1]
+        if kind in ("drop", "rename", "change") and name in key and (kind == "drop" or clause[2] != name):
+            return f"it {'drops' if kind == 'drop' else 'renames'} key column {name}"
+        new = clause[2] if kind in ("rename", "change") else name
+        if kind == "drop":
+            continue
+        if new != name:
+            renamed[name] = new
+        if kind == "rename":
+            columns[new] = replace(before[name], name=new)
+            continue
+        said = [c for c in clause[2:] if isinstance(c, tuple)]
+        found = [declared_column(new, d) for d in said if d[0] == "column"]
+        declared = [c for c in found if c is not None]
+        if not declared or len(declared) < len(found):
+            return f"column {new} is declared with a type the stream does not read from a statement"
+        chain = declared if kind == "add" else [before[name], *declared]
+        for a, b in zip(chain, chain[1:]):
+            why = widening(a, b)
+            if why:
+                return why
+        if kind == "add":
+            value, why = _fill(declared[-1], declared_default(said[0]), said[0][1])
+            if why:
+                return why
+            defaults[new] = value
+        columns[new] = declared[-1]
+    if sorted(columns) != sorted(order):
+        return f"the row's columns ({', '.join(order)}) are not those the statements leave ({', '.join(columns)})"
+    return [columns[n] for n in order], renamed, defaults
+
+
+def _same_type(a: Column, b: Column) -> bool:
+    """The same type, however spelled ("int" as a statement declares it, "int(11)" as MariaDB shows it)."""
+    return a.column_type == b.column_type or (widening(a, b) is None and widening(b, a) is None)
+
+
+def _fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
+    """(an added column's value in the rows that were there, None), or (None, why the stream cannot)."""
+    if value is _COMPUTED or (value is None and not column.nullable):
+        return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+    if value is not None and column.data_type in _NO_DEFAULT:
+        return None, f"column {column.name} has a {column.data_type} default the stream does not reproduce"
+    return value, None
 
 
 def _added_value(column: Column, default: str | None, declared: list[tuple]) -> tuple[Any, str | None]:
@@ -372,11 +438,7 @@ def _added_value(column: Column, default: str | None, declared: list[tuple]) -> 
             return None, f"column {column.name} was declared {columns[-1].column_type}: {LATER_CHANGE}"
         if not _same_default(declared_default(declared[-1]), default):
             return None, f"column {column.name}'s default is not the one its last ALTER declared: {LATER_CHANGE}"
-    if value is _COMPUTED or (value is None and not column.nullable):
-        return None, f"column {column.name} gets a default the stream cannot reproduce ({default!r})"
-    if value is not None and column.data_type in _NO_DEFAULT:
-        return None, f"column {column.name} has a {column.data_type} default the stream does not reproduce"
-    return value, None
+    return _fill(column, value, default)
 
 
 def _same_default(declared: Any, catalog: str | None) -> bool:

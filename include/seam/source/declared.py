@@ -109,15 +109,19 @@ def declared_column(name: str, declared: tuple[str, str]) -> Column | None:
     base = _SYNONYMS.get(base, base)
     if base not in _KNOWN:
         return None
-    scale = None
+    if base in ("float", "double") and args:
+        return None  # FLOAT(p) is a DOUBLE above 24, FLOAT(M,D) rounds: the catalog decides
+    scale, precision = None, None
+    if base in ("datetime", "timestamp", "time"):
+        precision = int((re.findall(r"\d+", args) or ["0"])[0])
     if base == "decimal":
         numbers = [int(n) for n in re.findall(r"\d+", args)] or [10]
-        precision, scale = numbers[0], (numbers[1:] or [0])[0]
-        args = f"({precision},{scale})"
+        args = f"({numbers[0]},{(numbers[1:] or [0])[0]})"
+        scale = (numbers[1:] or [0])[0]
     column_type = base + args + "".join(f" {f}" for f in flags if f != "signed")
     rest, _ = _masked(text[m.end() :])
     nullable = not re.search(r"\bNOT\s+NULL\b|\bPRIMARY\s+KEY\b|\bSERIAL\b", rest, re.I)
-    return Column(name, base, column_type, nullable, scale)
+    return Column(name, base, column_type, nullable, scale, precision)
 
 
 def is_number(text: Any) -> bool:

@@ -20,7 +20,14 @@ from seam.core.position import Position
 from seam.core.schema import Column
 from seam.source.binlog import RolledBack, Statement
 from seam.source.chains import Chains, Followed, Rewind
-from seam.source.ddl import LATER_CHANGE, composed_clauses, ddl_effect, followed_columns, swapped_clauses
+from seam.source.ddl import (
+    LATER_CHANGE,
+    composed_clauses,
+    ddl_effect,
+    declared_columns,
+    followed_columns,
+    swapped_clauses,
+)
 from seam.source.schema import COLUMN_FIELDS, column_from_row
 from seam.source.stream_cascades import Cascades
 from seam.wire.boundary import SchemaChange
@@ -93,6 +100,42 @@ def _follow_alters(chains, source, publisher, followed: Followed, alters: list, 
         _stop(chains, publisher, followed, alters[0][0], change)
         return
     _publish_change(chains, publisher, followed, change, "alter", statement.position)
+
+
+def follow_declared(chains: Chains, publisher: Publisher, followed: Followed, names: list[str]) -> bool:
+    """A row of a table whose ALTERs wait (the source's definition had passed them when the reader read them):
+    the ALTERs are followed from what they declared, at the last one's position, when that gives exactly the
+    columns the row carries (``seam.source.ddl.declared_columns``); False, and a line in the log, when it
+    cannot (the row then stops the table, ``chains.pending_rows``)."""
+    alters = followed.pending
+    clauses = composed_clauses([c.name for c in followed.schema.columns], [c for _, c in alters])
+    result = (
+        clauses
+        if isinstance(clauses, str)
+        else declared_columns(followed.schema.columns, followed.schema.primary_key, clauses, names)
+    )
+    statement = alters[-1][0]
+    if isinstance(result, str):
+        log.warning(
+            "%s: the ALTERs up to %s cannot be followed as declared: %s",
+            followed.table.name,
+            statement.position,
+            result,
+        )
+        return False
+    columns, renamed, defaults = result
+    by_name = {c.name: c for c in columns}
+    change = SchemaChange(
+        statement.position,
+        followed.published,
+        [asdict(c) for c in columns],
+        {n: None if v is None else normalize(by_name[n], v) for n, v in defaults.items()},
+        "; ".join(s.query.strip() for s, _ in alters)[:1000],
+        renamed=renamed,
+    )
+    followed.pending = []
+    _publish_change(chains, publisher, followed, change, "alter (as its statements declared)", statement.position)
+    return True
 
 
 def _stop(chains: Chains, publisher: Publisher, followed: Followed, statement: Statement, why: str) -> None:

@@ -83,7 +83,7 @@ from seam.source.binlog import (
 from seam.source.chains import Chains, Followed, Rewind, target_states
 from seam.source.gtid import server_identity
 from seam.source.stream_cascades import Cascades
-from seam.source.stream_ddl import follow_rollback, follow_statement, settle_alters
+from seam.source.stream_ddl import follow_declared, follow_rollback, follow_statement, settle_alters
 from seam.source.stream_servers import clash, gtids_at_start, lose_position, rebase, stop_purged, stop_unlogged
 from seam.state.connection import connect_state, connect_target, scalar
 from seam.state.parts import part_beat, part_failed, part_started, part_stopped, retry_delay, wait_unless
@@ -112,6 +112,7 @@ class ChangeReader:
         self.rewinds = 0
         self._source_conn = None
         self._clash_checked = False  # another replica with our server_id, looked for before the first read
+        self._publisher: Publisher | None = None  # the pass's, while it reads
         self._target = connect_state(pipeline)
         self._rewound_at = scalar(self._target, "SELECT now()")
         self.chains.here = server_identity(self._source())  # the source server (seam.source.gtid), read at each pass
@@ -304,7 +305,7 @@ class ChangeReader:
             transaction_memory=self.pipeline.stream.max_transaction_memory,
             record_schema=self._record_schema,
         )
-        self.chains.reading = reader
+        self.chains.reading, self._publisher = reader, publisher
         ids = topic_ids(self.pipeline, sorted({f.topic for f in self.followed.values()}))
         log.info(
             "reading the binlog from %s for %s", start, ", ".join(sorted(f.table.name for f in self.followed.values()))
@@ -354,13 +355,17 @@ class ChangeReader:
             raise
         finally:
             reader.close()
-            self.chains.reading = None
+            self.chains.reading, self._publisher = None, None
         publisher.flush()
 
-    def _record_schema(self, db: str, table: str) -> TableSchema | None:
+    def _record_schema(self, db: str, table: str, decoder) -> TableSchema | None:
         """A followed table's rows are read straight as record values (seam.source.record_images), except a
-        cascade's parent's: a cascade needs the parent's values as decoded."""
+        cascade's parent's: a cascade needs the parent's values as decoded. ALTERs of the table that wait for
+        the ones after them are followed as they were declared first, if that gives the row's columns
+        (``decoder``: its table map)."""
         followed = self.followed.get((db, table))
+        if followed is not None and followed.pending and decoder is not None and self._publisher is not None:
+            follow_declared(self.chains, self._publisher, followed, list(decoder.names))
         return None if followed is None or (db, table) in self.cascades.parents else followed.schema
 
     def _publish(self, publisher: Publisher, txn: Transaction, stats: dict) -> None:
