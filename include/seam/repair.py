@@ -164,7 +164,7 @@ def _repair_once(
             report = validate(pipeline, table, limit=limit + 1, as_of_source=full, say=say)
         except ValidationError as exc:
             cancel(str(exc))
-            raise RepairError(f"{table.name}: {exc}") from None
+            raise RepairError(str(exc) if str(exc).startswith(f"{table.name}:") else f"{table.name}: {exc}") from None
         if report.unchecked:
             cancel(report.problem or report.unchecked)
             raise RepairError(f"{table.name}: {report.problem}")

@@ -228,6 +228,13 @@ def test_an_online_schema_change_cut_over_is_followed_then_repaired(path):
             time.sleep(1)
         reason = _stopped(pipeline, "accounts")
         assert reason and "cut-over" in reason and f"seam repair {DB}.accounts" in reason, reason
+        with admin.cursor() as cur:  # a column added while it is stopped: the repair cannot compare, and says so
+            cur.execute("ALTER TABLE accounts ADD COLUMN later INT")
+        refused = _seam(path, "repair", f"{DB}.accounts")
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+        assert "only in the source: later" in refused.stderr and f"seam load full {DB}.accounts" in refused.stderr
+        with admin.cursor() as cur:
+            cur.execute("ALTER TABLE accounts DROP COLUMN later")
         repaired = _seam(path, "repair", f"{DB}.accounts", "--max-rows", "100000")
         assert repaired.returncode == 0, repaired.stderr + repaired.stdout
         demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=3, threads=1, seed=9, database=DB)

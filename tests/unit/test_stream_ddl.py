@@ -10,8 +10,8 @@ from seam.source.binlog import query_kind, xid_text
 from seam.source.ddl import (
     _COMPUTED,
     composed_clauses,
-    declared_columns,
     ddl_effect,
+    declared_columns,
     followed_columns,
     literal_default,
     swapped_clauses,

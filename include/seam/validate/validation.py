@@ -99,6 +99,26 @@ def enabled_checks(table: TableConfig) -> tuple[str, ...]:
     return tuple(c for c in ("count", "checksum") if table.checks.get(c, True))
 
 
+def _columns_drift(tgt, schema, table: TableConfig) -> str | None:
+    """Why the target table cannot be compared with the source's: columns on one side only (the source's
+    definition changed while the table was not followed, e.g. after it stopped); None when they match."""
+    found = tgt.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
+        (table.db, table.table),
+    ).fetchall()
+    target = [r[0] for r in found]
+    only_source = [n for n in schema.names if n not in target]
+    only_target = [n for n in target if n not in schema.names]
+    if not only_source and not only_target:
+        return None
+    sides = [f"only in the source: {', '.join(only_source)}"] if only_source else []
+    sides += [f"only in the target: {', '.join(only_target)}"] if only_target else []
+    return (
+        f"{table.name}: the target's columns are not the source's ({'; '.join(sides)}): the source's definition "
+        f"changed while the table was not followed; run `seam load full {table.name}`"
+    )
+
+
 # ------------------------------------------------------------------ main entry
 
 
@@ -138,6 +158,9 @@ def validate(
             raise NotLoaded(
                 f"the target has no table {qi(table.db)}.{qi(table.table)}: run `seam load full {table.name}` first"
             )
+        drift = _columns_drift(tgt, schema, table)
+        if drift:
+            raise ValidationError(drift)
         # 1. the target's snapshot first (it fixes P), then the source's (Q >= P)
         tgt.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         tgt.read_only = True
