@@ -322,7 +322,7 @@ def test_a_column_dropped_and_added_again_is_not_followed_as_the_same_column():
     [
         (("column", "INT NOT NULL DEFAULT 3 AFTER v"), "3"),
         (("column", "varchar(20) COMMENT 'DEFAULT 9' DEFAULT 'it''s'"), "it's"),
-        (("column", "varchar(20) DEFAULT 'a\\\\b'"), "a\\b"),
+        (("column", "varchar(20) DEFAULT 'a\\\\b'"), _COMPUTED),  # NO_BACKSLASH_ESCAPES or not
         (("column", "varchar(20) DEFAULT 'a\\nb'"), _COMPUTED),  # its meaning depends on the sql_mode
         (("column", "decimal(6,2) DEFAULT -1.5"), "-1.5"),
         (("column", "tinyint(1) DEFAULT TRUE"), "1"),

@@ -50,7 +50,6 @@ _KNOWN = {
     *("date", "datetime", "timestamp", "time", "year"),
 }
 _NUMBER = re.compile(r"[-+]?\d+(\.\d*)?([eE][-+]?\d+)?|[-+]?\.\d+([eE][-+]?\d+)?")
-_PLAIN_ESCAPES = {"\\\\": "\\", "\\'": "'", '\\"': '"'}
 
 
 def _masked(text: str) -> tuple[str, list[str]]:
@@ -64,21 +63,17 @@ def _masked(text: str) -> tuple[str, list[str]]:
     return _QUOTED.sub(hide, text), strings
 
 
-def _string(quoted: str) -> Any:
-    """A quoted SQL string's value; COMPUTED for an escape whose meaning depends on the session's sql_mode."""
-    body = quoted[1:-1].replace(quoted[0] * 2, quoted[0])
-    if "\\" not in body:
-        return body
-    parts = re.split(r"(\\.)", body)
-    if any(p.startswith("\\") and p not in _PLAIN_ESCAPES for p in parts):
-        return COMPUTED
-    return "".join(_PLAIN_ESCAPES.get(p, p) for p in parts)
+def _string(quoted: str) -> str:
+    """A quoted SQL string's value (one without a backslash: ``declared_default``)."""
+    return quoted[1:-1].replace(quoted[0] * 2, quoted[0])
 
 
 def declared_default(declared: tuple[str, str]) -> Any:
     """The default a column clause declares: None (none, or NULL), the literal's text, or COMPUTED.
     ``declared``: ("column", the definition after the name) or ("default", "SET DEFAULT x"/"DROP DEFAULT")."""
     kind, text = declared
+    if "\\" in text:  # a backslash escapes, or not (sql_mode NO_BACKSLASH_ESCAPES): not read with certainty
+        return COMPUTED
     masked, strings = _masked(text)
     if kind == "column" and re.search(r"\b(AUTO_INCREMENT|GENERATED|SERIAL)\b|\bAS\s*\(", masked, re.I):
         return COMPUTED
@@ -101,7 +96,7 @@ def declared_column(name: str, declared: tuple[str, str]) -> Column | None:
     enough for ``seam.source.ddl.widening``; None when this is a default alone or a type not known here."""
     kind, text = declared
     m = _TYPE.match(text)
-    if kind != "column" or not m:
+    if kind != "column" or not m or "\\" in text:  # see declared_default
         return None
     base, args, flags = " ".join(m.group(1).lower().split()), m.group(2) or "", m.group(3).lower().split()
     if base in _BOOLEANS:
