@@ -40,7 +40,7 @@ def _samples(charset: str) -> list[bytes]:
         return [bytes([a, b]) for a in range(0xC2, 0xE0) for b in range(0x80, 0xC0)]
     one = [bytes([b]) for b in range(256)]
     return one + (
-        [bytes([a, b]) for a in range(0x81, 0xFF, 2) for b in range(0x40, 0xFF)] if charset in MULTI_BYTE else []
+        [bytes([a, b]) for a in range(0x81, 0xFF) for b in range(0x40, 0xFF)] if charset in MULTI_BYTE else []
     )
 
 
