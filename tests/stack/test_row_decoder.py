@@ -257,7 +257,7 @@ def test_rows_read_as_record_values_equal_the_decoded_rows_normalised(pipeline, 
 
     native_images = record_images.native.images
     monkeypatch.setattr(record_images.native, "images", counted)
-    reader = BinlogReader(pipeline.source, start, {DB}, end=end, record_schema=lambda db, t: schemas.get(t))
+    reader = BinlogReader(pipeline.source, start, {DB}, end=end, record_schema=lambda db, t, decoder: schemas.get(t))
     as_records = []
     try:
         for item in reader:
@@ -289,7 +289,12 @@ def test_transactions_spilled_to_a_file_read_back_as_held_in_memory(pipeline, wr
 
     def read(memory: int) -> tuple[list, int]:
         reader = BinlogReader(
-            pipeline.source, start, {DB}, end=end, transaction_memory=memory, record_schema=lambda db, t: schemas.get(t)
+            pipeline.source,
+            start,
+            {DB},
+            end=end,
+            transaction_memory=memory,
+            record_schema=lambda db, t, decoder: schemas.get(t),
         )
         changes, spilled = [], 0
         try:
