@@ -448,3 +448,19 @@ def test_alters_read_late_are_followed_as_declared_when_that_gives_the_rows_colu
 def test_alters_read_late_stop_the_table_when_their_declarations_do_not_say_it_all(statements, names, why):
     result = _declared(statements, names)
     assert isinstance(result, str) and why in result, result
+
+
+@pytest.mark.parametrize(
+    "definition, catalog, follows",
+    [
+        ("DECIMAL(6,2) DEFAULT 1.545", ("decimal(6,2)", "1.55"), False),  # the server rounds half up
+        ("DECIMAL(6,2) DEFAULT 1.50", ("decimal(6,2)", "1.50"), True),
+        ("ENUM('a','b') DEFAULT 2", ("enum('a','b')", "'b'"), False),  # an index
+        ("INT DEFAULT 1.5", ("int(11)", "2"), False),
+        ("FLOAT DEFAULT 0.1", ("float", "0.1"), False),  # stored in single precision
+        ("DOUBLE DEFAULT 0.1", ("double", "0.1"), True),
+    ],
+)
+def test_an_added_default_the_server_stores_otherwise_is_not_reproduced(definition, catalog, follows):
+    result = _added_then(("add", "c", ("column", definition)), now=(catalog[0], True, catalog[1]))
+    assert isinstance(result, str) is not follows, result

@@ -412,11 +412,26 @@ def _same_type(a: Column, b: Column) -> bool:
 
 def _fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
     """(an added column's value in the rows that were there, None), or (None, why the stream cannot)."""
-    if value is _COMPUTED or (value is None and not column.nullable):
+    if value is _COMPUTED or (value is None and not column.nullable) or not _stored_as_written(column, value):
         return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
     if value is not None and column.data_type in _NO_DEFAULT:
         return None, f"column {column.name} has a {column.data_type} default the stream does not reproduce"
     return value, None
+
+
+def _stored_as_written(column: Column, value: Any) -> bool:
+    """Whether the server stores a literal default as written (it rounds 1.545 into DECIMAL(6,2) half up, a
+    number into an ENUM is a member's index, a FLOAT keeps a single-precision value)."""
+    if value is None or not is_number(value):
+        return True
+    if column.data_type in ("enum", "set"):
+        return False
+    fraction = value.split("e")[0].split("E")[0].partition(".")[2].rstrip("0")
+    if column.data_type in _INTEGERS or column.data_type == "float":
+        return not fraction and "e" not in value.lower()
+    if column.data_type == "decimal":
+        return "e" not in value.lower() and len(fraction) <= (column.numeric_scale or 0)
+    return True
 
 
 def _added_value(column: Column, default: str | None, declared: list[tuple]) -> tuple[Any, str | None]:
