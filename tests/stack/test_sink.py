@@ -245,13 +245,10 @@ def test_a_topic_lost_with_the_broker_is_read_from_its_new_beginning(pipeline, p
     assert [r[0] for r in _table(pipeline)] == [500]
 
 
-def test_an_open_batch_goes_on_on_a_topic_the_broker_lost(pipeline, private_broker):
-    """A resumed full load (issue 33) after the broker lost its topics (the embedded one, restarted): the
-    batch's BEGIN and first chunk were staged, then its other chunk and END arrive on the recreated topic
-    without a BEGIN. The sink keeps what was staged (it is the target's) and commits the batch."""
-    pipeline = _sink_pipeline(pipeline, bootstrap=f"127.0.0.1:{private_broker.port('kafka')}")
+def _staged_open(pipeline, ids) -> Batch:
+    """A batch's BEGIN and rows of these ids (chunk 0), applied by a sink as far as they go: left open."""
     ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
-    batch = Batch(pipeline, Publisher(pipeline)).rows(range(1, 50))
+    batch = Batch(pipeline, Publisher(pipeline)).rows(ids)
     batch.publisher.flush()
     sink = Sink(pipeline)
     try:
@@ -259,6 +256,15 @@ def test_an_open_batch_goes_on_on_a_topic_the_broker_lost(pipeline, private_brok
     finally:
         sink.close()
     assert _ledger(pipeline, batch.id)[0] == "open"
+    return batch
+
+
+def test_an_open_batch_goes_on_on_a_topic_the_broker_lost(pipeline, private_broker):
+    """A resumed full load (issue 33) after the broker lost its topics (the embedded one, restarted): the
+    batch's BEGIN and first chunk were staged, then its other chunk and END arrive on the recreated topic
+    without a BEGIN. The sink keeps what was staged (it is the target's) and commits the batch."""
+    pipeline = _sink_pipeline(pipeline, bootstrap=f"127.0.0.1:{private_broker.port('kafka')}")
+    batch = _staged_open(pipeline, range(1, 50))
 
     private_broker.stop("kafka")
     private_broker.up(("kafka",), log=lambda m: None)
@@ -276,15 +282,7 @@ def test_a_batch_left_open_under_another_topic_is_superseded_by_the_next(pipelin
     its open batch would never end (and keep the cascade records). The table's next batch, on the new topic,
     supersedes it: staging dropped, the ledger says why, and a resumed load never continues it here."""
     before, after = _sink_pipeline(pipeline), _sink_pipeline(pipeline)  # a topic prefix each
-    ensure_topics(before, [table_topic(before, before.tables[0])])
-    left = Batch(before, Publisher(before)).rows(range(1, 10))
-    left.publisher.flush()
-    sink = Sink(before)
-    try:
-        sink.run(caught_up=True, deadline=time.time() + 120)
-    finally:
-        sink.close()
-    assert _ledger(pipeline, left.id)[0] == "open"
+    left = _staged_open(before, range(1, 10))
 
     ensure_topics(after, [table_topic(after, after.tables[0])])
     fresh = _complete(after, Publisher(after), [7])

@@ -264,7 +264,7 @@ def composed_clauses(old_names: list[str], statements: list[list[tuple]]) -> lis
     for clauses in statements:
         for clause in clauses:
             kind, name = clause[0], clause[1]
-            said = [c for c in clause[2:] if isinstance(c, tuple)]
+            said = _declarations(clause)
             if kind == "add":
                 if name in origin:
                     return f"column {name} is added where one of that name is"
@@ -312,13 +312,14 @@ def followed_columns(
     added: dict[str, list] = {}  # name -> what its clauses declared (``composed_clauses``)
     for clause in clauses:
         kind, name = clause[0], clause[1]
-        if kind in ("drop", "rename", "change") and name in key and (kind == "drop" or clause[2] != name):
-            return f"it {'drops' if kind == 'drop' else 'renames'} key column {name}"
+        why = _key_changed(clause, key)
+        if why:
+            return why
         if kind == "add":
             if name in names or name in dropped:
                 return f"column {name} is added where one of that name was or is"
             names.append(name)
-            added[name] = [c for c in clause[2:] if isinstance(c, tuple)]
+            added[name] = _declarations(clause)
         elif name not in names or name in added:
             return f"column {name} is not one the stream knows"
         elif kind == "drop":
@@ -374,8 +375,9 @@ def declared_columns(
     defaults: dict[str, Any] = {}
     for clause in clauses:
         kind, name = clause[0], clause[1]
-        if kind in ("drop", "rename", "change") and name in key and (kind == "drop" or clause[2] != name):
-            return f"it {'drops' if kind == 'drop' else 'renames'} key column {name}"
+        why = _key_changed(clause, key)
+        if why:
+            return why
         new = clause[2] if kind in ("rename", "change") else name
         if kind == "drop":
             continue
@@ -384,16 +386,14 @@ def declared_columns(
         if kind == "rename":
             columns[new] = replace(before[name], name=new)
             continue
-        said = [c for c in clause[2:] if isinstance(c, tuple)]
+        said = _declarations(clause)
         found = [declared_column(new, d) for d in said if d[0] == "column"]
         declared = [c for c in found if c is not None]
         if not declared or len(declared) < len(found):
             return f"column {new} is declared with a type the stream does not read from a statement"
-        chain = declared if kind == "add" else [before[name], *declared]
-        for a, b in zip(chain, chain[1:]):
-            why = widening(a, b)
-            if why:
-                return why
+        why = _rewrites(declared if kind == "add" else [before[name], *declared])
+        if why:
+            return why
         if kind == "add":
             value, why = _fill(declared[-1], declared_default(said[0]), said[0][1])
             if why:
@@ -403,6 +403,27 @@ def declared_columns(
     if sorted(columns) != sorted(order):
         return f"the row's columns ({', '.join(order)}) are not those the statements leave ({', '.join(columns)})"
     return [columns[n] for n in order], renamed, defaults
+
+
+def _declarations(clause: tuple) -> list[tuple]:
+    """What a column clause declared (``composed_clauses``: each clause since the column's ADD or change)."""
+    return [c for c in clause[2:] if isinstance(c, tuple)]
+
+
+def _key_changed(clause: tuple, key: tuple[str, ...]) -> str | None:
+    kind, name = clause[0], clause[1]
+    if kind in ("drop", "rename", "change") and name in key and (kind == "drop" or clause[2] != name):
+        return f"it {'drops' if kind == 'drop' else 'renames'} key column {name}"
+    return None
+
+
+def _rewrites(chain: list[Column]) -> str | None:
+    """Why a column that went through these definitions in turn had its values rewritten; None if none did."""
+    for before, after in zip(chain, chain[1:]):
+        why = widening(before, after)
+        if why:
+            return why
+    return None
 
 
 def _same_type(a: Column, b: Column) -> bool:
@@ -426,11 +447,12 @@ def _stored_as_written(column: Column, value: Any) -> bool:
         return True
     if column.data_type in ("enum", "set"):
         return False
-    fraction = value.split("e")[0].split("E")[0].partition(".")[2].rstrip("0")
+    mantissa, _, exponent = value.lower().partition("e")
+    fraction = mantissa.partition(".")[2].rstrip("0")
     if column.data_type in _INTEGERS or column.data_type == "float":
-        return not fraction and "e" not in value.lower()
+        return not fraction and not exponent
     if column.data_type == "decimal":
-        return "e" not in value.lower() and len(fraction) <= (column.numeric_scale or 0)
+        return not exponent and len(fraction) <= (column.numeric_scale or 0)
     return True
 
 
@@ -445,10 +467,9 @@ def _added_value(column: Column, default: str | None, declared: list[tuple]) -> 
         if value is _COMPUTED:
             return None, f"column {column.name} gets a default the stream cannot reproduce ({declared[0][1]!r})"
         columns = [c for c in (declared_column(column.name, d) for d in declared) if c is not None]
-        for before, after in zip(columns, columns[1:]):  # no row between: did a later clause rewrite the fill?
-            why = widening(before, after)
-            if why:
-                return None, f"added, then {why}"
+        why = _rewrites(columns)  # no row between: did a later clause rewrite the fill?
+        if why:
+            return None, f"added, then {why}"
         if columns and widening(columns[-1], column):
             return None, f"column {column.name} was declared {columns[-1].column_type}: {LATER_CHANGE}"
         if not _same_default(declared_default(declared[-1]), default):

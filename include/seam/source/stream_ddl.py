@@ -89,7 +89,7 @@ def _follow_alters(chains, source, publisher, followed: Followed, alters: list, 
     (``chains.pending_rows``)."""
     statement = alters[-1][0]
     clauses = composed_clauses([c.name for c in followed.schema.columns], [c for _, c in alters])
-    ddl = "; ".join(s.query.strip() for s, _ in alters)
+    ddl = _queries(alters)
     change = clauses if isinstance(clauses, str) else _altered(source(), followed, clauses, ddl, statement.position)
     if isinstance(change, str) and change.endswith(LATER_CHANGE) and not last_chance:
         followed.pending = alters
@@ -123,19 +123,14 @@ def follow_declared(chains: Chains, publisher: Publisher, followed: Followed, na
             result,
         )
         return False
-    columns, renamed, defaults = result
-    by_name = {c.name: c for c in columns}
-    change = SchemaChange(
-        statement.position,
-        followed.published,
-        [asdict(c) for c in columns],
-        {n: None if v is None else normalize(by_name[n], v) for n, v in defaults.items()},
-        "; ".join(s.query.strip() for s, _ in alters)[:1000],
-        renamed=renamed,
-    )
+    change = _schema_change(followed, statement.position, result, _queries(alters))
     followed.pending = []
     _publish_change(chains, publisher, followed, change, "alter (as its statements declared)", statement.position)
     return True
+
+
+def _queries(alters: list) -> str:
+    return "; ".join(s.query.strip() for s, _ in alters)
 
 
 def _stop(chains: Chains, publisher: Publisher, followed: Followed, statement: Statement, why: str) -> None:
@@ -227,6 +222,11 @@ def _altered(conn, followed: Followed, clauses: list[tuple] | None, ddl: str, po
     result = followed_columns(followed.schema.columns, followed.schema.primary_key, clauses, now)
     if isinstance(result, str):
         return result
+    return _schema_change(followed, position, result, ddl)
+
+
+def _schema_change(followed: Followed, position: Position, result: tuple, ddl: str) -> SchemaChange:
+    """The SCHEMA message of a followed change: (columns, renamed, defaults as source literals)."""
     columns, renamed, defaults = result
     by_name = {c.name: c for c in columns}
     defaults = {n: None if v is None else normalize(by_name[n], v) for n, v in defaults.items()}
