@@ -114,6 +114,17 @@ from seam.source.declared import declared_column, declared_default
         ("UPDATE payments_archive SET a = 1", None),
         ("INSERT INTO other.t VALUES (1)", None),
         ("GRANT SELECT ON shop.payments TO x", None),
+        # a writer's sql_mode ANSI_QUOTES: names in double quotes (they were missed, and TRUNCATE was silent)
+        ('TRUNCATE "shop"."payments"', ("truncate", "TRUNCATE")),
+        ('DROP TABLE "payments"', ("stop", "DROP TABLE")),
+        ('DROP DATABASE "shop"', ("stop", "DROP DATABASE")),
+        ('CREATE TABLE "payments" (id int)', ("stop", "CREATE TABLE (the table was recreated)")),
+        ('ALTER TABLE "shop"."payments" ADD COLUMN "x" INT', ("alter", [("add", "x", ("column", "INT"))])),
+        ('ALTER TABLE "payments" RENAME COLUMN "a" TO "b"', ("alter", [("rename", "a", "b")])),
+        ('ALTER TABLE "payments" ADD "PRIMARY" INT', ("alter", [("add", "PRIMARY", ("column", "INT"))])),
+        ('RENAME TABLE "payments" TO "_p_old", "_p_new" TO "payments"', ("cutover", ("shop", "_p_new"))),
+        ('ALTER TABLE "pay""ments" DROP COLUMN memo', None),
+        ('ALTER TABLE "payments" ADD INDEX "ix" ("a")', None),
     ],
 )
 def test_ddl_effect(query, effect):

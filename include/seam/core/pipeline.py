@@ -42,6 +42,22 @@ class Secret:
         return hash(self._value)
 
 
+# Every source session's own settings, whatever the server's global ones are:
+# - REPEATABLE READ: under a global READ COMMITTED (common), START TRANSACTION WITH CONSISTENT SNAPSHOT is no
+#   snapshot at all, silently: each statement would see later commits than the position it was taken with.
+# - no sql_select_limit: a DBA's global limit would cut every read short, the snapshot's chunks included.
+# - a plain sql_mode: ANSI_QUOTES changes SHOW CREATE TABLE's quoting (read for cascades), ORACLE and
+#   EMPTY_STRING_IS_NULL change CONCAT and '' (validation's checksums), PAD_CHAR_TO_FULL_LENGTH pads CHARs.
+# - no statement time limit (MariaDB's max_statement_time, MySQL's max_execution_time): a snapshot's or a
+#   checksum's read is long by design, and killed at the limit it would fail the same way on every retry.
+# The comments run on one server kind each (MariaDB runs /*M!, MySQL 8 /*!80000, which MariaDB skips).
+SESSION_SETTINGS = (
+    "sql_mode = 'NO_ENGINE_SUBSTITUTION', sql_select_limit = 18446744073709551615"
+    " /*M!100108 , max_statement_time = 0, tx_isolation = 'REPEATABLE-READ' */"
+    " /*!80000 , max_execution_time = 0, transaction_isolation = 'REPEATABLE-READ' */"
+)
+
+
 @dataclass(frozen=True)
 class MySQLSource:
     host: str
@@ -52,18 +68,16 @@ class MySQLSource:
     snapshot: str = "auto"  # how full loads and validation take a snapshot's position: see seam.source.snapshot
 
     def pymysql_kwargs(self, utc: bool = False) -> dict[str, Any]:
-        """PyMySQL's arguments. Each session lifts the server's statement time limit (a DBA's global
-        max_statement_time on MariaDB, max_execution_time on MySQL): a snapshot's or a checksum's read is long by
-        design, and killed at the limit it would fail the same way on every retry. ``utc``: TIMESTAMPs in UTC."""
-        setting = "time_zone = '+00:00' " if utc else ""
-        limits = f"/*M!100108 {', ' if utc else ''}max_statement_time = 0 */ /*!80000 {', ' if utc else ''}max_execution_time = 0 */"
+        """PyMySQL's arguments (MySQLdb takes the same). ``utc``: TIMESTAMPs in UTC. Each session sets what a
+        DBA's global setting would otherwise change under Seam's reads (``SESSION_SETTINGS``)."""
+        setting = "time_zone = '+00:00', " if utc else ""
         return dict(
             host=self.host,
             port=self.port,
             user=self.user,
             password=self.password.reveal(),
             charset="utf8mb4",
-            init_command=f"SET SESSION {setting}{limits}",
+            init_command=f"SET SESSION {setting}{SESSION_SETTINGS}",
         )
 
     @property
@@ -115,17 +129,25 @@ class PostgresTarget:
         return NUL_MAPPINGS[self.text_nul]
 
     def conninfo(self) -> dict[str, Any]:
-        """psycopg's arguments. Each session lifts a DBA's statement_timeout and
-        idle_in_transaction_session_timeout (a role's or a database's default) for itself: a batch's COPY, a
-        swap or a checksum is long by design, and cancelled at the limit it would fail the same way on every
-        retry. Waits for other sessions' locks stay bounded (the sink's lock_timeout)."""
+        """psycopg's arguments. Each session sets what a DBA's default (a role's, a database's, the server's)
+        would otherwise change under Seam:
+
+        - no statement_timeout or idle_in_transaction_session_timeout: a batch's COPY, a swap or a checksum is
+          long by design, and cancelled at the limit it would fail the same way on every retry (waits for other
+          sessions' locks stay bounded: the sink's lock_timeout);
+        - how values are read and shown (DateStyle, TimeZone, IntervalStyle, extra_float_digits, bytea_output):
+          the text Seam writes and the checksums validation compares are PostgreSQL's defaults;
+        - READ COMMITTED unless Seam asks for more: a default of SERIALIZABLE fails the sink's concurrent
+          transactions for nothing."""
         return dict(
             host=self.host,
             port=self.port,
             dbname=self.database,
             user=self.user,
             password=self.password.reveal(),
-            options="-c statement_timeout=0 -c idle_in_transaction_session_timeout=0",
+            options="-c statement_timeout=0 -c idle_in_transaction_session_timeout=0 -c DateStyle=ISO,MDY "
+            "-c TimeZone=UTC -c IntervalStyle=postgres -c extra_float_digits=1 -c bytea_output=hex "
+            "-c default_transaction_isolation=read\\ committed",
         )
 
 

@@ -37,13 +37,16 @@ from typing import Any
 from seam.core.schema import Column
 from seam.source.declared import COMPUTED, declared_column, declared_default, is_number
 
-_NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+# a name in backticks, in double quotes (a writer's sql_mode ANSI_QUOTES: the statement would have failed
+# without it, so a double-quoted name here is one), or bare
+_NAME = r'(?:`(?:[^`]|``)+`|"(?:[^"]|"")+"|[\w$]+)'
 _QUALIFIED = re.compile(rf"\s*(?:({_NAME})\s*\.\s*)?({_NAME})", re.S)
 _COMMENTS = re.compile(r"/\*.*?\*/|--[^\n]*|#[^\n]*", re.S)
 
 
 def _unquote(name: str) -> str:
-    return name[1:-1].replace("``", "`") if name.startswith("`") else name
+    quote = name[0]
+    return name[1:-1].replace(quote * 2, quote) if quote in '`"' else name
 
 
 def _split_clauses(text: str) -> list[str]:

@@ -1,0 +1,189 @@
+"""A DBA's global settings on the source do not change what Seam reads. Each of these was silently wrong
+before Seam's sessions set their own (``seam.core.pipeline.SESSION_SETTINGS``):
+
+- READ COMMITTED (a common server default): START TRANSACTION WITH CONSISTENT SNAPSHOT took no snapshot, so a
+  chunk or a checksum saw commits after the position it was taken at;
+- sql_select_limit: every chunk of a full load was cut at the limit, and its END counted only what was read;
+- ANSI_QUOTES: SHOW CREATE TABLE names constraints in double quotes, so an ON DELETE CASCADE was not seen and
+  the children the cascade removed stayed in the target;
+- PAD_CHAR_TO_FULL_LENGTH: CHAR values came padded from the full load and unpadded from the stream.
+
+Checked with the independent comparer, whose own session is not the server's default either."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import psycopg
+import pymysql
+import pytest
+
+from seam.config import load_pipeline
+from seam.source.snapshot import Opening, open_snapshot
+from seam_dev import demo
+from tests.support.commands import seam_command
+from tests.support.independent import compare
+from tests.support.pipelines import pipeline_file, stream_once
+from tests.support.source import fresh_database
+
+DB = "dba_settings_test"
+ROWS = 5_000
+HOSTILE = (
+    "GLOBAL tx_isolation = 'READ-COMMITTED', GLOBAL sql_select_limit = 1000, "
+    "GLOBAL sql_mode = 'ANSI_QUOTES,PAD_CHAR_TO_FULL_LENGTH,EMPTY_STRING_IS_NULL'"
+)
+pytestmark = [pytest.mark.stack, pytest.mark.alone]  # the settings are server-wide
+
+
+@contextlib.contextmanager
+def _dba_settings():
+    admin = demo.connect(os.environ["SEAM_MYSQL_URL"], None)
+    admin.autocommit(True)
+    with admin.cursor() as cur:
+        cur.execute("SELECT @@global.tx_isolation, @@global.sql_select_limit, @@global.sql_mode")
+        before = cur.fetchone()
+        cur.execute(f"SET {HOSTILE}")
+        try:
+            yield
+        finally:
+            cur.execute("SET GLOBAL tx_isolation = %s, GLOBAL sql_select_limit = %s, GLOBAL sql_mode = %s", before)
+            admin.close()
+
+
+def test_a_snapshot_is_one_under_a_global_read_committed(stack, tmp_path_factory):
+    fresh_database(DB, f"CREATE TABLE {DB}.one (id INT PRIMARY KEY, v INT)", f"INSERT INTO {DB}.one VALUES (1, 1)")
+    pipeline = load_pipeline(pipeline_file(tmp_path_factory, "dba_rc", [{"name": f"{DB}.one", "key": ["id"]}]))
+    with _dba_settings():
+        reader = pymysql.connect(**pipeline.source.pymysql_kwargs())
+        writer = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+        try:
+            open_snapshot(reader, pipeline.source, Opening("mariadb", ((DB, "one"),), True), "test")
+            with reader.cursor() as cur:
+                cur.execute(f"SELECT v FROM {DB}.one")
+                first = cur.fetchone()
+            with writer.cursor() as cur:
+                cur.execute("UPDATE one SET v = 2")
+            writer.commit()
+            with reader.cursor() as cur:
+                cur.execute(f"SELECT v FROM {DB}.one")
+                second = cur.fetchone()
+        finally:
+            reader.close()
+            writer.close()
+    assert first == second == (1,), (first, second)
+
+
+def test_a_load_and_its_stream_are_exact_under_a_dbas_settings(stack, tmp_path_factory):
+    fresh_database(
+        DB,
+        f"CREATE TABLE {DB}.parent (id INT PRIMARY KEY, code CHAR(8) NOT NULL)",
+        f"CREATE TABLE {DB}.child (id INT PRIMARY KEY, parent_id INT NOT NULL, tag CHAR(5), note VARCHAR(20), "
+        f"CONSTRAINT `child_parent` FOREIGN KEY (parent_id) REFERENCES {DB}.parent (id) ON DELETE CASCADE)",
+        f"INSERT INTO {DB}.parent SELECT seq, CONCAT('p', seq) FROM {DB}.seq_1_to_100",
+        f"INSERT INTO {DB}.child SELECT seq, 1 + seq % 100, IF(seq % 3 = 0, NULL, CONCAT('t', seq % 7)), "
+        f"CONCAT('note ', seq) FROM {DB}.seq_1_to_{ROWS}",
+    )
+    tables = [{"name": f"{DB}.{t}", "key": ["id"]} for t in ("parent", "child")]
+    path = pipeline_file(tmp_path_factory, "dba_settings", tables)
+    pipeline = load_pipeline(path)
+    with _dba_settings():
+        loaded = seam_command(path, "load", "full", f"{DB}.parent", f"{DB}.child")
+        assert loaded.returncode == 0, loaded.stdout[-3000:] + loaded.stderr[-3000:]
+        stream_once(pipeline)
+        writer = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+        with writer.cursor() as cur:
+            cur.execute("DELETE FROM parent WHERE id % 10 = 0")  # the cascade removes 500 children, unlogged
+            cur.execute("UPDATE child SET tag = 'x', note = 'changed' WHERE id % 11 = 0")
+        writer.commit()
+        writer.close()
+        stream_once(pipeline)
+        checked = seam_command(path, "validate", f"{DB}.parent", f"{DB}.child")
+    for table in ("parent", "child"):
+        assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, table) is None, table
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+TARGET_SETTINGS = {
+    "DateStyle": "SQL, DMY",
+    "TimeZone": "America/New_York",
+    "IntervalStyle": "sql_standard",
+    "extra_float_digits": "0",
+    "bytea_output": "escape",
+    "default_transaction_isolation": "serializable",
+}
+
+
+@contextlib.contextmanager
+def _target_role_settings(target):
+    role = f'ALTER ROLE "{target.user}" IN DATABASE "{target.database}"'
+    with psycopg.connect(**target.conninfo(), autocommit=True) as dba:
+        for name, value in TARGET_SETTINGS.items():
+            dba.execute(f"{role} SET {name} = '{value}'")
+        try:
+            yield
+        finally:
+            for name in TARGET_SETTINGS:
+                dba.execute(f"{role} RESET {name}")
+
+
+def _typed_row(i: int) -> str:
+    return (
+        f"({i}, '2026-0{1 + i % 9}-1{i % 10}', '2026-03-29 0{i % 10}:30:00.{i:06d}', "
+        f"'2026-10-25 0{i % 4}:15:00.25', '{i % 30}:0{i % 10}:07.5', {i}.125e-3, 1e{i % 300} / 3, "
+        f"{i}.{i:04d}, X'00{i % 256:02x}5c27ff', JSON_OBJECT('k', {i}, 'f', 0.1), b'{i % 4096:012b}', {1901 + i % 200})"
+    )
+
+
+def test_a_load_its_stream_and_validation_are_exact_under_a_dbas_target_settings(stack, tmp_path_factory):
+    """The target role's DateStyle, TimeZone, IntervalStyle, float digits, bytea output and default isolation
+    change how PostgreSQL reads and shows values: none of them changes what lands or what validation says."""
+    fresh_database(
+        DB,
+        f"CREATE TABLE {DB}.typed (id INT PRIMARY KEY, d DATE, dt DATETIME(6), ts TIMESTAMP(2) NULL, t TIME(1), "
+        "f FLOAT, g DOUBLE, n DECIMAL(20,4), b VARBINARY(20), j JSON, bits BIT(12), y YEAR)",
+        f"INSERT INTO {DB}.typed VALUES {', '.join(_typed_row(i) for i in range(1, 400))}",
+    )
+    path = pipeline_file(tmp_path_factory, "dba_target", [{"name": f"{DB}.typed", "key": ["id"]}])
+    pipeline = load_pipeline(path)
+    with _target_role_settings(pipeline.target):
+        loaded = seam_command(path, "load", "full", f"{DB}.typed")
+        assert loaded.returncode == 0, loaded.stdout[-3000:] + loaded.stderr[-3000:]
+        writer = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+        with writer.cursor() as cur:
+            cur.execute(f"INSERT INTO typed VALUES {', '.join(_typed_row(i) for i in range(400, 500))}")
+            cur.execute("UPDATE typed SET g = g * 7, f = f / 3, ts = ts + INTERVAL 1 HOUR WHERE id % 3 = 0")
+            cur.execute("DELETE FROM typed WHERE id % 7 = 0")
+        writer.close()
+        stream_once(pipeline)
+        checked = seam_command(path, "validate", f"{DB}.typed")
+    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "typed") is None
+    assert checked.returncode == 0 and f"{DB}.typed: EQUAL" in checked.stdout, checked.stdout + checked.stderr
+
+
+def test_ddl_a_writer_runs_under_ansi_quotes_is_seen(stack, tmp_path_factory):
+    """An application's session with sql_mode ANSI_QUOTES names tables and columns in double quotes: its
+    ALTER is followed and its TRUNCATE empties the target (both were missed: the target kept the old rows)."""
+    fresh_database(
+        DB,
+        f"CREATE TABLE {DB}.quoted (id INT PRIMARY KEY, note VARCHAR(20))",
+        f"INSERT INTO {DB}.quoted SELECT seq, CONCAT('n', seq) FROM {DB}.seq_1_to_50",
+    )
+    path = pipeline_file(tmp_path_factory, "dba_quotes", [{"name": f"{DB}.quoted", "key": ["id"]}])
+    pipeline = load_pipeline(path)
+    loaded = seam_command(path, "load", "full", f"{DB}.quoted")
+    assert loaded.returncode == 0, loaded.stdout[-3000:] + loaded.stderr[-3000:]
+    stream_once(pipeline)
+    writer = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    with writer.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = 'ANSI_QUOTES'")
+        cur.execute(f'ALTER TABLE "{DB}"."quoted" ADD COLUMN "extra" INT NOT NULL DEFAULT 7')
+        cur.execute("UPDATE quoted SET extra = id WHERE id % 5 = 0")
+        cur.execute(f'TRUNCATE "{DB}"."quoted"')
+        cur.execute("INSERT INTO quoted VALUES (1000, 'after', 1)")
+    writer.close()
+    stream_once(pipeline)
+    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "quoted") is None
+    with psycopg.connect(**pipeline.target.conninfo()) as target:
+        rows = target.execute(f'SELECT id, note, extra FROM "{DB}"."quoted"').fetchall()
+    assert rows == [(1000, "after", 1)], rows
