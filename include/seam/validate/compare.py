@@ -12,6 +12,7 @@ import collections
 import hashlib
 import json
 import math
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -283,8 +284,12 @@ def _diff_rows(schema: TableSchema, table: TableConfig, s_rows, t_rows, at_p: di
     return out
 
 
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
 def _sort_key(key: tuple) -> tuple:
-    return tuple((0, int(k), "") if k is not None and k.lstrip("-").isdigit() else (1, 0, k or "") for k in key)
+    """Integers in numeric order, any other text after them (a key such as '--1' or '²' is text)."""
+    return tuple((0, int(k), "") if k is not None and _INTEGER.fullmatch(k) else (1, 0, k or "") for k in key)
 
 
 def _difference(
