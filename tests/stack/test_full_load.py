@@ -42,6 +42,8 @@ def _pipeline_file(tmp_path, **overrides) -> str:
         {"name": f"{DB}.zero dates", "key": ["id"]},
         {"name": f"{DB}.missing", "key": ["id"]},
         {"name": f"{DB}.zero key", "key": ["d", "id"]},
+        {"name": f"{DB}.big payments", "key": ["id"]},
+        {"name": f"{DB}.versioned", "key": ["id"]},
     ]
     for section, values in overrides.items():
         doc[section] = {**doc[section], **values}
@@ -108,6 +110,8 @@ def source(stack):
         )
         cur.execute("CREATE TABLE `zero key` (`d` DATE NOT NULL, `id` INT NOT NULL, PRIMARY KEY (`d`, `id`))")
         cur.execute("INSERT INTO `zero key` VALUES ('2024-01-01', 1), ('2024-05-00', 2), ('2024-01-02', 3)")
+        cur.execute("CREATE VIEW `big payments` AS SELECT * FROM payments WHERE amount > 100")
+        cur.execute("CREATE TABLE `versioned` (`id` INT PRIMARY KEY, `v` INT) WITH SYSTEM VERSIONING")
     conn.close()
     return DB
 
@@ -340,6 +344,9 @@ def test_spark_killed_mid_publish_is_never_published_and_a_rerun_resumes_it(pipe
     [
         ("missing table", {}, "source", "fl_test.missing does not exist"),
         ("zero date in a key", {}, "source", "fl_test.zero key: key column d holds zero dates (such as '2024-05-00')"),
+        # loaded, then never changed (a view), or changed by its history rows (system-versioned)
+        ("a view", {}, "source", "fl_test.big payments is a view: its rows change with no binlog rows"),
+        ("system-versioned", {}, "source", "fl_test.versioned is system-versioned (WITH SYSTEM VERSIONING)"),
         ("target unreachable", {"target": {"port": 1}}, "target", "target PostgreSQL at 127.0.0.1:1"),
         (
             "broker down",
@@ -355,7 +362,12 @@ def test_bad_input_is_one_clear_error_and_the_target_is_intact(pipeline_path, tm
         assert _seam(pipeline_path, "load", "full", f"{DB}.type_zoo").returncode == 0
     before = _target_count(pipeline, "type_zoo")
     path = _pipeline_file(tmp_path, **overrides)
-    table = f"{DB}." + {"missing table": "missing", "zero date in a key": "zero key"}.get(case, "type_zoo")
+    table = f"{DB}." + {
+        "missing table": "missing",
+        "zero date in a key": "zero key",
+        "a view": "big payments",
+        "system-versioned": "versioned",
+    }.get(case, "type_zoo")
     result = _seam(path, "load", "full", table, timeout=120)
     assert result.returncode == 2, result.stdout + result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]

@@ -53,6 +53,7 @@ from seam.source.snapshot import (
     canonical_json_columns,
     check_key_values,
     check_source,
+    check_streamable,
     chunk_sql,
     plan_chunks,
     read_chunk,
@@ -112,6 +113,8 @@ def prepare(pipeline: Pipeline, table: TableConfig) -> tuple[TableSchema, ChunkP
                 f"(columns: {', '.join(schema.names)}); fix tables[].key in the pipeline"
             )
         check_source(conn, schema)
+        if not table.incremental:
+            check_streamable(conn, schema)
         check_key_values(conn, schema, table.key)
         # InnoDB's cascades into this table are not in the binlog, so chunks read at different positions could
         # not be reconciled: a child of a cascading key is read in one consistent snapshot

@@ -281,6 +281,30 @@ class ChunkPlan:
         return bisect.bisect_right(bounds, int(value))
 
 
+def check_streamable(conn, schema: TableSchema) -> None:
+    """A table the stream follows must log its own current rows, or a clear error before it is loaded: a view
+    logs none (it would be loaded, then never change), and a system-versioned table logs its history rows
+    among its current ones (the stream would apply them as the table's rows)."""
+    name = f"{schema.db}.{schema.table}"
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+            (schema.db, schema.table),
+        )
+        row = cur.fetchone()
+    kind = str(row[0]).upper() if row else ""
+    if kind == "VIEW":
+        raise SnapshotError(
+            f"{name} is a view: its rows change with no binlog rows of their own, so the stream cannot follow "
+            "it; load the tables it reads instead, or sync it by windows (tables[].sync: windows, with a cursor)"
+        )
+    if kind == "SYSTEM VERSIONED":
+        raise SnapshotError(
+            f"{name} is system-versioned (WITH SYSTEM VERSIONING): its binlog carries history rows that the "
+            "stream does not tell from current ones; sync it by windows (tables[].sync: windows, with a cursor)"
+        )
+
+
 def check_source(conn, schema: TableSchema) -> None:
     """Binlog on, ROW format, full row images, and SELECT allowed: or a clear error now."""
     with conn.cursor() as cur:
@@ -313,7 +337,13 @@ def check_source(conn, schema: TableSchema) -> None:
                 f"cannot read {schema.db}.{schema.table}: {exc.args[-1]}; "
                 f"GRANT SELECT ON `{schema.db}`.* TO the Seam user"
             ) from None
-        if readable != schema.names:
+        cur.execute(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+            "AND EXTRA LIKE %s",
+            (schema.db, schema.table, "%INVISIBLE%"),
+        )
+        invisible = {row[0] for row in cur.fetchall()}  # read by name, never by SELECT *
+        if readable != tuple(n for n in schema.names if n not in invisible):
             raise SnapshotError(
                 f"{schema.db}.{schema.table}: the Seam user sees columns {readable}, the table has "
                 f"{schema.names}; GRANT SELECT ON `{schema.db}`.* TO the Seam user"
