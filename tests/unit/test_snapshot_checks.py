@@ -7,7 +7,8 @@ import pytest
 
 from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
-from seam.source.snapshot import Chunk, ChunkPlan, SnapshotError, check_source, chunk_sql, source_head
+from seam.source.checks import check_source
+from seam.source.snapshot import Chunk, ChunkPlan, SnapshotError, chunk_sql, source_head
 
 SCHEMA = TableSchema(
     "shop",
@@ -19,10 +20,19 @@ SCHEMA = TableSchema(
 
 class FakeServer:
     def __init__(
-        self, log_bin=1, fmt="ROW", image="FULL", readable=("id", "note"), metadata="FULL", do_db="", ignore_db=""
+        self,
+        log_bin=1,
+        fmt="ROW",
+        image="FULL",
+        readable=("id", "note"),
+        metadata="FULL",
+        do_db="",
+        ignore_db="",
+        invisible=(),
     ):
         self.answers = (log_bin, fmt, image)
-        self.readable = readable
+        self.readable = readable  # what SELECT * shows
+        self.invisible = invisible  # columns SELECT * does not show to anyone
         self.metadata = metadata  # None: a server without binlog_row_metadata (MariaDB before 10.5)
         self.head = ("mysql-bin.000007", 4242, do_db, ignore_db)  # SHOW MASTER STATUS, with its filters
         self.sql = ""
@@ -39,7 +49,7 @@ class FakeServer:
     def execute(self, sql, args=None):
         if sql == "SHOW BINARY LOG STATUS":  # MariaDB's answer
             raise ValueError("1064: You have an error in your SQL syntax")
-        self.sql = sql
+        self.sql, self.args = sql, args
         self.description = [(c,) for c in self.readable]
 
     def fetchone(self):
@@ -48,6 +58,10 @@ class FakeServer:
         if self.sql == "SHOW MASTER STATUS":
             return self.head
         return self.answers
+
+    def fetchall(self):
+        assert "INVISIBLE" in self.sql or "INVISIBLE" in str(self.args), self.sql
+        return [(name,) for name in self.invisible]
 
 
 @pytest.mark.parametrize(
@@ -75,6 +89,7 @@ def test_a_good_source_passes():
     check_source(FakeServer(), SCHEMA)
     check_source(FakeServer(metadata=None), SCHEMA)  # no such variable: nothing to check
     check_source(FakeServer(do_db="shop,hr", ignore_db="tmp"), SCHEMA)  # filters that keep the table's database
+    check_source(FakeServer(readable=("id",), invisible=("note",)), SCHEMA)  # not in SELECT *, yet readable
     assert source_head(FakeServer()) == Position.through("mysql-bin.000007", 4242)
 
 

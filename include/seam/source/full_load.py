@@ -41,6 +41,7 @@ from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
 from seam.core.schema import SchemaError, TableSchema
 from seam.source.binlog import binlog_files, gtids_at, head_gtids
+from seam.source.checks import check_key_values, check_source, check_streamable
 from seam.source.gtid import gtids_enabled, server_identity
 from seam.source.publication import Publication
 from seam.source.schema import read_schema
@@ -51,9 +52,6 @@ from seam.source.snapshot import (
     Opening,
     SnapshotError,
     canonical_json_columns,
-    check_key_values,
-    check_source,
-    check_streamable,
     chunk_sql,
     plan_chunks,
     read_chunk,
