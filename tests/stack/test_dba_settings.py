@@ -187,3 +187,39 @@ def test_ddl_a_writer_runs_under_ansi_quotes_is_seen(stack, tmp_path_factory):
     with psycopg.connect(**pipeline.target.conninfo()) as target:
         rows = target.execute(f'SELECT id, note, extra FROM "{DB}"."quoted"').fetchall()
     assert rows == [(1000, "after", 1)], rows
+
+
+def test_a_dbas_partition_maintenance_does_not_stop_the_table(stack, tmp_path_factory):
+    """ANALYZE, CHECK, OPTIMIZE, REBUILD and REPAIR PARTITION are logged as ALTER TABLE statements and change
+    no row: the table goes on (they stopped it, with a reload as the way out)."""
+    fresh_database(
+        DB,
+        f"CREATE TABLE {DB}.parts (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) "
+        "(PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN (200), PARTITION p2 VALUES LESS THAN MAXVALUE)",
+        f"INSERT INTO {DB}.parts SELECT seq, seq FROM {DB}.seq_1_to_300",
+    )
+    path = pipeline_file(tmp_path_factory, "dba_parts", [{"name": f"{DB}.parts", "key": ["id"]}])
+    pipeline = load_pipeline(path)
+    loaded = seam_command(path, "load", "full", f"{DB}.parts")
+    assert loaded.returncode == 0, loaded.stdout[-3000:] + loaded.stderr[-3000:]
+    stream_once(pipeline)
+    dba = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    with dba.cursor() as cur:
+        for upkeep in (
+            "ANALYZE PARTITION p0",
+            "OPTIMIZE PARTITION p0, p1",
+            "REBUILD PARTITION p2",
+            "CHECK PARTITION ALL",
+        ):
+            cur.execute("UPDATE parts SET v = v + 1 WHERE id % 7 = 0")
+            cur.execute(f"ALTER TABLE parts {upkeep}")
+            cur.fetchall()  # ANALYZE, OPTIMIZE and CHECK answer with a result set
+        cur.execute("DELETE FROM parts WHERE id % 11 = 0")
+    dba.close()
+    stream_once(pipeline)
+    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "parts") is None
+    with psycopg.connect(**pipeline.target.conninfo()) as target:
+        stopped = target.execute(
+            f"SELECT stopped FROM {pipeline.target.state_schema}.positions WHERE db = %s AND tbl = 'parts'", (DB,)
+        ).fetchall()
+    assert stopped == [(None,)], stopped

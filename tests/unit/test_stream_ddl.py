@@ -125,6 +125,12 @@ from seam.source.declared import declared_column, declared_default
         ('RENAME TABLE "payments" TO "_p_old", "_p_new" TO "payments"', ("cutover", ("shop", "_p_new"))),
         ('ALTER TABLE "pay""ments" DROP COLUMN memo', None),
         ('ALTER TABLE "payments" ADD INDEX "ix" ("a")', None),
+        # a DBA's partition maintenance changes no row; the partitions that lose or gain rows stop the table
+        ("ALTER TABLE payments OPTIMIZE PARTITION p0, p1", None),
+        ("ALTER TABLE payments ANALYZE PARTITION ALL", None),
+        ("ALTER TABLE payments REBUILD PARTITION p2", None),
+        ("ALTER TABLE payments TRUNCATE PARTITION p0, p1", ("stop", "ALTER TABLE TRUNCATE PARTITION, P1")),
+        ("ALTER TABLE payments DROP PARTITION p0", ("stop", "ALTER TABLE DROP PARTITION")),
     ],
 )
 def test_ddl_effect(query, effect):

@@ -79,6 +79,8 @@ _HARMLESS = re.compile(
     r"|KEY_BLOCK_SIZE\b|STATS_\w+\b|(DEFAULT\s+)?(CHARACTER\s+SET|CHARSET|COLLATE)\b|ALTER\s+(INDEX|KEY)\b)",
     re.I,
 )
+# a DBA's partition maintenance: rows unchanged; the statement's only clause, its partitions listed by commas
+_PARTITION_UPKEEP = re.compile(r"\s*(ANALYZE|CHECK|OPTIMIZE|REBUILD|REPAIR)\s+PARTITION\b", re.I)
 _IF_EXISTS = r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?"
 # each with the column's name(s), then what the clause declares (the definition, or the default), if anything
 _COLUMN_CLAUSES = [
@@ -183,6 +185,8 @@ def _alter(rest: str, mine: bool, me: tuple[str, str], name_at) -> tuple[str, An
             if m and not re.match(r"RENAME\s+(COLUMN|INDEX|KEY)\b", clause, re.I) and name_at(clause, m.end())[0] == me:
                 what = "EXCHANGE PARTITION" if m.group(1).upper().startswith("EX") else "RENAME (onto its name)"
                 return ("stop", f"ALTER TABLE {what}")
+        return None
+    if _PARTITION_UPKEEP.match(rest):
         return None
     followed, other = [], []
     for clause in clauses:
