@@ -18,6 +18,7 @@ from seam.core.errors import StreamError
 from seam.source.binlog import BinlogReader
 from seam.source.snapshot import source_head
 from seam.source.streaming import ChangeReader
+from seam.state.parts import part_states
 from seam_dev import demo
 from tests.support.commands import run_command
 from tests.support.compare import diff, source_rows, target_rows
@@ -205,6 +206,9 @@ def test_a_reader_with_the_same_server_id_is_named_not_retried(path):
         reader.close()
     assert len(failures) == 1 and f"server_id {pipeline.source.server_id} is used by" in failures[0], failures
     assert "source.server_id" in failures[0]
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:  # `seam stream status` shows why, not "cleanly"
+        state = part_states(conn, pipeline.target.state_schema, pipeline.name)["reader"]
+    assert state["state"] == "stopped" and failures[0] == state["last_error"], state
     stream_once(pipeline)
     assert _target(pipeline)[20] == ("LATE XA", "Trailers", "G")
 

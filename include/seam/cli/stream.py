@@ -75,7 +75,7 @@ def _stream_status(pipeline, tables, procs: Processes) -> int:
             "restarting": f"{p['restarts']} restart(s)"
             + (f", failing {p['streak']} times in a row" if p["failing"] else "")
             + f", last error: {p['last_error']}",
-            "stopped": "stopped cleanly",
+            "stopped": f"stopped on an error: {p['last_error']}" if p["last_error"] else "stopped cleanly",
             "down": f"no heartbeat for {p['beat_age']:.0f}s",
         }[p["state"]]
         print(

@@ -205,14 +205,19 @@ class ChangeReader:
                 "the compiled row decoder (seam.source._rowimages) is not built: rows are read in Python, with the "
                 "same records, more slowly; run `make setup` (it needs gcc and Python's headers)"
             )
+        error = None
         try:
             self._serve(should_stop)
         except StreamError as exc:
-            self._part(part_failed, error=str(exc))
+            error = str(exc)
+            self._part(part_failed, error=error)
+            raise
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
             if not restarting():
-                self._part(part_stopped)
+                self._part(part_stopped, error=error)
 
     def _part(self, record, **kwargs) -> None:
         try:

@@ -90,9 +90,12 @@ def part_failed(conn, schema: str, pipeline: str, part: str, error: str) -> None
     )
 
 
-def part_stopped(conn, schema: str, pipeline: str, part: str) -> None:
+def part_stopped(conn, schema: str, pipeline: str, part: str, error: str | None = None) -> None:
+    """The part ended: on request (``error`` None: no error is shown for it), or on an error it does not retry,
+    which ``seam stream status`` and the supervisor show."""
     conn.execute(
-        f"UPDATE {qi(schema)}.stream_parts SET stopped_at = now() WHERE pipeline = %s AND part = %s", (pipeline, part)
+        f"UPDATE {qi(schema)}.stream_parts SET stopped_at = now(), last_error = %s WHERE pipeline = %s AND part = %s",
+        (None if error is None else error[:1000], pipeline, part),
     )
 
 
