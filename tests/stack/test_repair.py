@@ -19,6 +19,7 @@ from seam_dev import demo
 from tests.support.commands import run_command
 from tests.support.independent import compare
 from tests.support.pipelines import pipeline_file
+from tests.support.source import fresh_database
 
 DB = "repair_test"
 TABLES = ["accounts", "payments", "audit_log"]
@@ -244,3 +245,34 @@ def test_an_online_schema_change_cut_over_is_followed_then_repaired(path):
     finally:
         admin.close()
         _seam(path, "stream", "stop", timeout=120)
+
+
+def test_tables_keyed_by_dates_times_and_text_are_repaired(stack, tmp_path_factory):
+    """Keys whose canonical text the source builds with DATE_FORMAT ('%Y-...'), alone and in a composite key,
+    and text keys that look like numbers without being one ('--1', '²'): the repair listed and read them
+    without a traceback (the driver took DATE_FORMAT's % for its own placeholders; int('--1'))."""
+    db = "repair_keys_test"
+    fresh_database(
+        db,
+        f"CREATE TABLE {db}.by_time (k DATETIME(6) PRIMARY KEY, v INT)",
+        f"INSERT INTO {db}.by_time SELECT '2026-01-01' + INTERVAL seq SECOND + INTERVAL seq MICROSECOND, seq "
+        f"FROM {db}.seq_1_to_500",
+        f"CREATE TABLE {db}.by_day (d DATE, t TIME(3), code VARCHAR(5), v INT, PRIMARY KEY (d, t, code))",
+        f"INSERT INTO {db}.by_day SELECT '2026-01-01' + INTERVAL seq % 20 DAY, SEC_TO_TIME(CAST(seq AS SIGNED) - 250), "
+        f"ELT(1 + seq % 4, '--1', '²', '007', 'a'), seq FROM {db}.seq_1_to_500",
+    )
+    tables = [{"name": f"{db}.by_time", "key": ["k"]}, {"name": f"{db}.by_day", "key": ["d", "t", "code"]}]
+    path = pipeline_file(tmp_path_factory, "repair_keys", tables)
+    pipeline = load_pipeline(path)
+    assert _seam(path, "load", "full", f"{db}.by_time", f"{db}.by_day").returncode == 0
+    for table in ("by_time", "by_day"):
+        _target(
+            pipeline,
+            f'DELETE FROM "{db}"."{table}" WHERE v % 97 = 0',
+            f'UPDATE "{db}"."{table}" SET v = -v WHERE v % 89 = 0',
+        )
+        repaired = _seam(path, "repair", f"{db}.{table}")
+        assert repaired.returncode == 0 and "differing row(s) found" in repaired.stdout, (
+            repaired.stdout[-2000:] + repaired.stderr[-2000:]
+        )
+        assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, table) is None, table

@@ -18,6 +18,9 @@ from seam.wire.records import normalize_row
 
 INTEGER = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 
+# where a key value goes in a statement built from SQL texts, until the driver's %s replaces it
+_PLACE = "\x00key\x00"
+
 
 @dataclass(frozen=True)
 class Scope:
@@ -179,14 +182,13 @@ class Side:
                 match = f"{self.col(self.key_cols[0].name)} IN ({', '.join(str(int(k[0])) for k in chunk)})"
                 params: tuple = ()
             else:
-                ph = "%s"
-                tup = "(" + ", ".join([ph] * len(self.key_cols)) + ")"
+                tup = "(" + ", ".join([_PLACE] * len(self.key_cols)) + ")"
                 match = f"({key_texts}) IN ({', '.join([tup] * len(chunk))})"
                 params = tuple(v for k in chunk for v in k)
-            rows = self.run(
-                f"SELECT {key_texts}, {names} FROM {self.ref} x WHERE " + (self.where(match) if in_scope else match),
-                params,
-            )
+            sql = f"SELECT {key_texts}, {names} FROM {self.ref} x WHERE " + (self.where(match) if in_scope else match)
+            if params:  # the canonical texts hold a % of their own (DATE_FORMAT's '%Y'): doubled for the driver
+                sql = sql.replace("%", "%%").replace(_PLACE, "%s")
+            rows = self.run(sql, params)
             n = len(self.key_cols)
             for r in rows:
                 out[tuple(r[:n])] = self._normalised(dict(zip(self.schema.names, r[n:])))
