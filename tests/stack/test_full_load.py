@@ -44,6 +44,7 @@ def _pipeline_file(tmp_path, **overrides) -> str:
         {"name": f"{DB}.zero key", "key": ["d", "id"]},
         {"name": f"{DB}.big payments", "key": ["id"]},
         {"name": f"{DB}.versioned", "key": ["id"]},
+        {"name": f"{DB}.nullable key", "key": ["code"]},
     ]
     for section, values in overrides.items():
         doc[section] = {**doc[section], **values}
@@ -112,6 +113,8 @@ def source(stack):
         cur.execute("INSERT INTO `zero key` VALUES ('2024-01-01', 1), ('2024-05-00', 2), ('2024-01-02', 3)")
         cur.execute("CREATE VIEW `big payments` AS SELECT * FROM payments WHERE amount > 100")
         cur.execute("CREATE TABLE `versioned` (`id` INT PRIMARY KEY, `v` INT) WITH SYSTEM VERSIONING")
+        cur.execute("CREATE TABLE `nullable key` (`id` INT PRIMARY KEY, `code` INT NULL UNIQUE)")
+        cur.execute("INSERT INTO `nullable key` VALUES (1, 1), (2, NULL), (3, NULL)")
     conn.close()
     return DB
 
@@ -347,6 +350,7 @@ def test_spark_killed_mid_publish_is_never_published_and_a_rerun_resumes_it(pipe
         # loaded, then never changed (a view), or changed by its history rows (system-versioned)
         ("a view", {}, "source", "fl_test.big payments is a view: its rows change with no binlog rows"),
         ("system-versioned", {}, "source", "fl_test.versioned is system-versioned (WITH SYSTEM VERSIONING)"),
+        ("a key that allows NULL", {}, "source", "fl_test.nullable key: key column(s) code allow NULL"),
         ("target unreachable", {"target": {"port": 1}}, "target", "target PostgreSQL at 127.0.0.1:1"),
         (
             "broker down",
@@ -367,6 +371,7 @@ def test_bad_input_is_one_clear_error_and_the_target_is_intact(pipeline_path, tm
         "zero date in a key": "zero key",
         "a view": "big payments",
         "system-versioned": "versioned",
+        "a key that allows NULL": "nullable key",
     }.get(case, "type_zoo")
     result = _seam(path, "load", "full", table, timeout=120)
     assert result.returncode == 2, result.stdout + result.stderr

@@ -573,3 +573,22 @@ def test_a_batch_whose_load_is_gone_is_abandoned_and_leaves_nothing(sink_pipelin
     again = _complete(pipeline, publisher, range(1, 8))
     assert _apply(pipeline, again.id) == {again.id: "committed"}
     assert [r[0] for r in _table(pipeline)] == list(range(1, 8))
+
+
+def test_a_row_the_target_cannot_hold_rejects_its_batch_not_the_sink(pipeline):
+    """A batch row whose value the target's column cannot hold (an amount past DECIMAL(12,2)): its COPY fails.
+    The batch is rejected, with why, and the sink goes on: a batch of another table in the same run commits
+    (the COPY error crashed the sink, which read the same rows again after each restart: every table stalled)."""
+    pipeline = _sink_pipeline(pipeline, tables=("ledger", "other"))
+    ensure_topics(pipeline, [table_topic(pipeline, t) for t in pipeline.tables])
+    publisher = Publisher(pipeline)
+    bad = Batch(pipeline, publisher).rows(range(1, 5))
+    bad.send(_record(bad.id, "r", None, _row(5, amount="123456789012345.00")))
+    bad.rows(range(6, 9))
+    bad.end([(0, 1)])
+    good = Batch(pipeline, publisher, table=1).rows([1, 2])
+    good.end([(0, 1)])
+    assert _apply(pipeline, bad.id, good.id) == {bad.id: "rejected", good.id: "committed"}
+    state, _, error = _ledger(pipeline, bad.id)
+    assert "a row of it cannot be staged" in error and "numeric field overflow" in error, error
+    assert [r[0] for r in _table(pipeline, "other")] == [1, 2]

@@ -44,6 +44,29 @@ class BatchLifecycle:
         self._postgis: bool | None = None  # whether spatial columns land as geometry: asked when first needed
         self.open: dict[str, OpenBatch | None] = {topic: self.load_open(topic) for topic in topics}
 
+    def stage(self, topic: str, batch: OpenBatch, runs: Iterator[Staged]) -> list[int] | None:
+        """``copy`` in a savepoint: a row the target cannot hold (a NULL in a key column, a value out of its
+        type's range) rejects its batch now, not the sink with every other table (None: rejected; the rest of
+        its rows are then ignored as those of a batch never opened here, and its END too)."""
+        try:
+            with self.conn.transaction():
+                return self.copy(batch, runs)
+        except psycopg.Error as exc:
+            if transient(exc):
+                raise
+            why = f"a row of it cannot be staged: {first_line(exc)}"
+            self.drop_tables(batch)
+            self.finish(batch.begin.batch, "rejected", error=why)
+            log.error(
+                "batch %s of %s.%s REJECTED, the previous table stays: %s",
+                batch.begin.batch,
+                batch.begin.db,
+                batch.begin.table,
+                why,
+            )
+            self.open[topic] = None
+            return None
+
     def copy(self, batch: OpenBatch, runs: Iterator[Staged]) -> list[int]:
         """COPY staged runs into the batch's tables (each run as it arrives) and store the tallies; returns the
         indexes of the messages to hold."""

@@ -551,8 +551,12 @@ class Sink:
                 self.changes.change(topic, m.value(), m.offset(), _key(m))
         elif run:
             values = [m.value() for m in run]
-            held = self.batches.copy(batch, self.stager.stage(batch.staging, values, [m.offset() for m in run]))
-            if held:
+            held = self.batches.stage(topic, batch, self.stager.stage(batch.staging, values, [m.offset() for m in run]))
+            if held is None:  # rejected: the change events held behind it and those of this run go to the table
+                self.changes.replay_held(topic)
+                for m in run:
+                    self.changes.change(topic, m.value(), m.offset(), _key(m))
+            elif held:
                 positions.hold_changes(self.conn, self.schema, [(topic, run[i].offset(), values[i]) for i in held])
         self.changes.run_ops()
 

@@ -102,8 +102,15 @@ def check_source(conn, schema: TableSchema) -> None:
 
 
 def check_key_values(conn, schema: TableSchema, key: tuple[str, ...]) -> None:
-    """A key column that holds zero dates (records hold them as null, and a key cannot be null): a clear
+    """A key column that allows NULL, or holds zero dates (records hold them as null, and a key cannot be null): a clear
     error before the snapshot starts, naming the table, the column and the remedy."""
+    nullable = [k for k in key if schema.column(k).nullable]
+    if nullable:  # a UNIQUE column, not the primary key: its NULLs are many rows no key can tell apart
+        raise SnapshotError(
+            f"{schema.db}.{schema.table}: key column(s) {', '.join(nullable)} allow NULL (a unique key is not a "
+            "primary key), and a key value cannot be null: key the table by NOT NULL columns (tables[].key), or "
+            "make the column NOT NULL at the source"
+        )
     dates = [schema.column(k) for k in key if isinstance(codec(schema.column(k)), Date)]
     with conn.cursor() as cur:
         for column in dates:
