@@ -405,14 +405,20 @@ def read_chunk(source, read: ChunkRead, fetch: int = 10_000) -> Iterator[tuple[s
             file, pos = at.file, at.pos
         rows = conn.cursor(MySQLdb.cursors.SSCursor)
         rows.execute(read.sql)
+        # binary values come as TO_BASE64's lines; every other newline in the JSON is escaped, so all go
+        wrapped = "TO_BASE64(" in read.sql
         batch = rows.fetchmany(fetch)
-        yield file, pos, batch  # even when empty: it carries the chunk's position
+        yield file, pos, _unwrapped(batch) if wrapped else batch  # even when empty: it carries the position
         while batch := rows.fetchmany(fetch):
-            yield file, pos, batch
+            yield file, pos, _unwrapped(batch) if wrapped else batch
         rows.close()
         conn.rollback()
     finally:
         conn.close()
+
+
+def _unwrapped(rows: list) -> list:
+    return [tuple(None if v is None else v.replace(b"\n", b"") for v in row) for row in rows]
 
 
 def snapshot_position(file: str | None, pos: Any, schema: TableSchema) -> Position:

@@ -420,7 +420,9 @@ class Binary(Codec):
         return base64.b64encode(data).decode()
 
     def snapshot_sql(self, column, x):
-        return _quoted(f"REPLACE(TO_BASE64({x}), CHAR(10), '')")
+        # TO_BASE64 breaks its lines every 76 characters: the snapshot's reader drops those newlines
+        # (``seam.source.snapshot.read_chunk``), REPLACE in SQL takes quadratic time (27 s for a 12 MB BLOB)
+        return _quoted(f"TO_BASE64({x})")
 
     def check_mysql(self, column, x):
         return f"LOWER(HEX({x}))"
@@ -507,7 +509,7 @@ class Spatial(Codec):
     def snapshot_sql(self, column, x):
         stored = f"CAST({x} AS BINARY)"
         return (
-            f"CONCAT('{{\"wkb\":\"', REPLACE(TO_BASE64(SUBSTRING({stored}, 5)), CHAR(10), ''), '\",\"srid\":', "
+            f'CONCAT(\'{{"wkb":"\', TO_BASE64(SUBSTRING({stored}, 5)), \'","srid":\', '
             f"CAST(CONV(HEX(REVERSE(LEFT({stored}, 4))), 16, 10) AS CHAR), '}}')"
         )
 
