@@ -1,7 +1,8 @@
 """What a table and its source must be before the table is loaded, or one clear line now (a ``SnapshotError``
 naming the table, the setting and what to do): the binlog on, in ROW format with full row images and full
 metadata, no filter that leaves the table's database out, every column readable and of a type Seam maps, a
-table the stream can follow (not a view, not system-versioned), and no zero date in a key column.
+table the stream can follow (not a view, not system-versioned), and key columns that are never null (no
+NULL allowed, no zero date).
 
 Delivery guarantee: none of its own (read-only checks); what it lets through a load or the stream relies on.
 """
@@ -102,8 +103,8 @@ def check_source(conn, schema: TableSchema) -> None:
 
 
 def check_key_values(conn, schema: TableSchema, key: tuple[str, ...]) -> None:
-    """A key column that allows NULL, or holds zero dates (records hold them as null, and a key cannot be null): a clear
-    error before the snapshot starts, naming the table, the column and the remedy."""
+    """A key column that allows NULL, or holds zero dates (records hold them as null): a key value cannot be
+    null. A clear error before the snapshot starts, naming the table, the column and the remedy."""
     nullable = [k for k in key if schema.column(k).nullable]
     if nullable:  # a UNIQUE column, not the primary key: its NULLs are many rows no key can tell apart
         raise SnapshotError(
