@@ -45,6 +45,7 @@ def _pipeline_file(tmp_path, **overrides) -> str:
         {"name": f"{DB}.big payments", "key": ["id"]},
         {"name": f"{DB}.versioned", "key": ["id"]},
         {"name": f"{DB}.nullable key", "key": ["code"]},
+        {"name": f"{DB}.not unique", "key": ["account"]},
     ]
     for section, values in overrides.items():
         doc[section] = {**doc[section], **values}
@@ -115,6 +116,8 @@ def source(stack):
         cur.execute("CREATE TABLE `versioned` (`id` INT PRIMARY KEY, `v` INT) WITH SYSTEM VERSIONING")
         cur.execute("CREATE TABLE `nullable key` (`id` INT PRIMARY KEY, `code` INT NULL UNIQUE)")
         cur.execute("INSERT INTO `nullable key` VALUES (1, 1), (2, NULL), (3, NULL)")
+        cur.execute("CREATE TABLE `not unique` (`id` INT PRIMARY KEY, `account` INT NOT NULL)")
+        cur.execute("INSERT INTO `not unique` VALUES (1, 10), (2, 10), (3, 11)")
     conn.close()
     return DB
 
@@ -351,6 +354,7 @@ def test_spark_killed_mid_publish_is_never_published_and_a_rerun_resumes_it(pipe
         ("a view", {}, "source", "fl_test.big payments is a view: its rows change with no binlog rows"),
         ("system-versioned", {}, "source", "fl_test.versioned is system-versioned (WITH SYSTEM VERSIONING)"),
         ("a key that allows NULL", {}, "source", "fl_test.nullable key: key column(s) code allow NULL"),
+        ("a key that is not unique", {}, "load", "the key (account) is not unique in the batch's rows"),
         ("target unreachable", {"target": {"port": 1}}, "target", "target PostgreSQL at 127.0.0.1:1"),
         (
             "broker down",
@@ -372,6 +376,7 @@ def test_bad_input_is_one_clear_error_and_the_target_is_intact(pipeline_path, tm
         "a view": "big payments",
         "system-versioned": "versioned",
         "a key that allows NULL": "nullable key",
+        "a key that is not unique": "not unique",
     }.get(case, "type_zoo")
     result = _seam(path, "load", "full", table, timeout=120)
     assert result.returncode == 2, result.stdout + result.stderr

@@ -160,6 +160,11 @@ class BatchLifecycle:
             if transient(exc):
                 raise  # the connection is gone: the batch is not the reason
             error = first_line(exc)
+            if isinstance(exc, psycopg.errors.UniqueViolation) and batch.begin.key:  # the key is the pipeline's
+                error = (
+                    f"the key ({', '.join(batch.begin.key)}) is not unique in the batch's rows ({error}): key the "
+                    "table by columns that are unique at the source (tables[].key)"
+                )
             self.drop_tables(batch)
             self.finish(end.batch, "rejected", error=error)
             log.error("batch %s of %s.%s REJECTED, the previous table stays: %s", end.batch, end.db, end.table, error)
