@@ -24,7 +24,7 @@ from seam.core.position import Position
 from seam.source.binlog import BinlogReader, Transaction
 from seam.source.full_load import _canonical_json_values
 from seam.source.schema import read_schema
-from seam.source.snapshot import canonical_json_columns, object_sql, source_head
+from seam.source.snapshot import canonical_json_columns, object_sql, source_head, unwrapped
 from seam.validate import canonical
 from seam.wire.codecs import codec, record_value
 from seam_dev import demo
@@ -328,7 +328,7 @@ def _by_snapshot_sql(pipeline, schema) -> dict:
     conn = pymysql.connect(**pipeline.source.pymysql_kwargs(utc=True))
     with conn.cursor() as cur:
         cur.execute(f"SELECT {object_sql(schema, schema.names)} FROM {DB}.golden x")
-        images = [row[0] for row in cur.fetchall()]
+        images = [unwrapped(row[0]) for row in cur.fetchall()]
     conn.close()
     out = {}
     for image in images:

@@ -417,8 +417,14 @@ def read_chunk(source, read: ChunkRead, fetch: int = 10_000) -> Iterator[tuple[s
         conn.close()
 
 
+def unwrapped(image: bytes) -> bytes:
+    """A row's JSON as the snapshot SQL renders it, without TO_BASE64's line breaks (every other newline in it
+    is escaped)."""
+    return image.replace(b"\n", b"")
+
+
 def _unwrapped(rows: list) -> list:
-    return [tuple(None if v is None else v.replace(b"\n", b"") for v in row) for row in rows]
+    return [tuple(None if v is None else unwrapped(v) for v in row) for row in rows]
 
 
 def snapshot_position(file: str | None, pos: Any, schema: TableSchema) -> Position:
