@@ -23,8 +23,8 @@ from seam.config import load_pipeline
 from seam.source.snapshot import Opening, open_snapshot
 from seam_dev import demo
 from tests.support.commands import seam_command
-from tests.support.independent import compare
-from tests.support.pipelines import pipeline_file, stream_once
+from tests.support.independent import compare_pipeline
+from tests.support.pipelines import loaded, pipeline_file, stream_once
 from tests.support.source import fresh_database
 
 DB = "dba_settings_test"
@@ -88,8 +88,8 @@ def test_a_load_and_its_stream_are_exact_under_a_dbas_settings(stack, tmp_path_f
     path = pipeline_file(tmp_path_factory, "dba_settings", tables)
     pipeline = load_pipeline(path)
     with _dba_settings():
-        loaded = seam_command(path, "load", "full", f"{DB}.parent", f"{DB}.child")
-        assert loaded.returncode == 0, loaded.stdout[-3000:] + loaded.stderr[-3000:]
+        load = seam_command(path, "load", "full", f"{DB}.parent", f"{DB}.child")
+        assert load.returncode == 0, load.stdout[-3000:] + load.stderr[-3000:]
         stream_once(pipeline)
         writer = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
         with writer.cursor() as cur:
@@ -100,7 +100,7 @@ def test_a_load_and_its_stream_are_exact_under_a_dbas_settings(stack, tmp_path_f
         stream_once(pipeline)
         checked = seam_command(path, "validate", f"{DB}.parent", f"{DB}.child")
     for table in ("parent", "child"):
-        assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, table) is None, table
+        assert compare_pipeline(pipeline, DB, table) is None, table
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
@@ -147,8 +147,8 @@ def test_a_load_its_stream_and_validation_are_exact_under_a_dbas_target_settings
     path = pipeline_file(tmp_path_factory, "dba_target", [{"name": f"{DB}.typed", "key": ["id"]}])
     pipeline = load_pipeline(path)
     with _target_role_settings(pipeline.target):
-        loaded = seam_command(path, "load", "full", f"{DB}.typed")
-        assert loaded.returncode == 0, loaded.stdout[-3000:] + loaded.stderr[-3000:]
+        load = seam_command(path, "load", "full", f"{DB}.typed")
+        assert load.returncode == 0, load.stdout[-3000:] + load.stderr[-3000:]
         writer = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
         with writer.cursor() as cur:
             cur.execute(f"INSERT INTO typed VALUES {', '.join(_typed_row(i) for i in range(400, 500))}")
@@ -157,7 +157,7 @@ def test_a_load_its_stream_and_validation_are_exact_under_a_dbas_target_settings
         writer.close()
         stream_once(pipeline)
         checked = seam_command(path, "validate", f"{DB}.typed")
-    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "typed") is None
+    assert compare_pipeline(pipeline, DB, "typed") is None
     assert checked.returncode == 0 and f"{DB}.typed: EQUAL" in checked.stdout, checked.stdout + checked.stderr
 
 
@@ -169,10 +169,7 @@ def test_ddl_a_writer_runs_under_ansi_quotes_is_seen(stack, tmp_path_factory):
         f"CREATE TABLE {DB}.quoted (id INT PRIMARY KEY, note VARCHAR(20))",
         f"INSERT INTO {DB}.quoted SELECT seq, CONCAT('n', seq) FROM {DB}.seq_1_to_50",
     )
-    path = pipeline_file(tmp_path_factory, "dba_quotes", [{"name": f"{DB}.quoted", "key": ["id"]}])
-    pipeline = load_pipeline(path)
-    loaded = seam_command(path, "load", "full", f"{DB}.quoted")
-    assert loaded.returncode == 0, loaded.stdout[-3000:] + loaded.stderr[-3000:]
+    _, pipeline = loaded(tmp_path_factory, "dba_quotes", [{"name": f"{DB}.quoted", "key": ["id"]}])
     stream_once(pipeline)
     writer = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     with writer.cursor() as cur:
@@ -183,7 +180,7 @@ def test_ddl_a_writer_runs_under_ansi_quotes_is_seen(stack, tmp_path_factory):
         cur.execute("INSERT INTO quoted VALUES (1000, 'after', 1)")
     writer.close()
     stream_once(pipeline)
-    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "quoted") is None
+    assert compare_pipeline(pipeline, DB, "quoted") is None
     with psycopg.connect(**pipeline.target.conninfo()) as target:
         rows = target.execute(f'SELECT id, note, extra FROM "{DB}"."quoted"').fetchall()
     assert rows == [(1000, "after", 1)], rows
@@ -198,10 +195,7 @@ def test_a_dbas_partition_maintenance_does_not_stop_the_table(stack, tmp_path_fa
         "(PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN (200), PARTITION p2 VALUES LESS THAN MAXVALUE)",
         f"INSERT INTO {DB}.parts SELECT seq, seq FROM {DB}.seq_1_to_300",
     )
-    path = pipeline_file(tmp_path_factory, "dba_parts", [{"name": f"{DB}.parts", "key": ["id"]}])
-    pipeline = load_pipeline(path)
-    loaded = seam_command(path, "load", "full", f"{DB}.parts")
-    assert loaded.returncode == 0, loaded.stdout[-3000:] + loaded.stderr[-3000:]
+    _, pipeline = loaded(tmp_path_factory, "dba_parts", [{"name": f"{DB}.parts", "key": ["id"]}])
     stream_once(pipeline)
     dba = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     with dba.cursor() as cur:
@@ -217,7 +211,7 @@ def test_a_dbas_partition_maintenance_does_not_stop_the_table(stack, tmp_path_fa
         cur.execute("DELETE FROM parts WHERE id % 11 = 0")
     dba.close()
     stream_once(pipeline)
-    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "parts") is None
+    assert compare_pipeline(pipeline, DB, "parts") is None
     with psycopg.connect(**pipeline.target.conninfo()) as target:
         stopped = target.execute(
             f"SELECT stopped FROM {pipeline.target.state_schema}.positions WHERE db = %s AND tbl = 'parts'", (DB,)

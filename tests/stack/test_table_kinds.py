@@ -9,11 +9,10 @@ import os
 
 import pytest
 
-from seam.config import load_pipeline
 from seam_dev import demo
 from tests.support.commands import seam_command
-from tests.support.independent import compare
-from tests.support.pipelines import pipeline_file, stream_once
+from tests.support.independent import compare_pipeline
+from tests.support.pipelines import loaded, stream_once
 from tests.support.source import fresh_database
 
 DB = "table_kinds_test"
@@ -27,11 +26,8 @@ def test_invisible_and_generated_columns_load_and_stream_exactly(stack, tmp_path
         "c VARCHAR(20) AS (CONCAT('x', a)) STORED, d INT INVISIBLE DEFAULT 4, KEY (b))",
         f"INSERT INTO {DB}.gen (id, a, d) SELECT seq, seq, seq % 9 FROM {DB}.seq_1_to_300",
     )
-    path = pipeline_file(tmp_path_factory, "table_kinds", [{"name": f"{DB}.gen", "key": ["id"]}])
-    pipeline = load_pipeline(path)
-    loaded = seam_command(path, "load", "full", f"{DB}.gen")
-    assert loaded.returncode == 0, loaded.stdout[-3000:] + loaded.stderr[-3000:]
-    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "gen") is None
+    path, pipeline = loaded(tmp_path_factory, "table_kinds", [{"name": f"{DB}.gen", "key": ["id"]}])
+    assert compare_pipeline(pipeline, DB, "gen") is None
     stream_once(pipeline)
     writer = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     with writer.cursor() as cur:
@@ -41,7 +37,7 @@ def test_invisible_and_generated_columns_load_and_stream_exactly(stack, tmp_path
         cur.execute("INSERT INTO gen (id, a) VALUES (1000, 1)")
     writer.close()
     stream_once(pipeline)
-    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "gen") is None
+    assert compare_pipeline(pipeline, DB, "gen") is None
     checked = seam_command(path, "validate", f"{DB}.gen")
     assert checked.returncode == 0 and f"{DB}.gen: EQUAL" in checked.stdout, checked.stdout + checked.stderr
 
@@ -57,11 +53,8 @@ def test_long_binary_keys_and_large_blobs_load_and_stream_exactly(stack, tmp_pat
         f"IF(seq % 10 = 0, REPEAT(CONCAT(X'0A0D', CHAR(seq)), 1000000), UNHEX(SHA2(seq, 512))), "
         f"ST_GeomFromText(CONCAT('LINESTRING(', seq, ' 1, 2 3, 4 5, 6 7, 8 9, 10 11)')) FROM {DB}.seq_1_to_40",
     )
-    path = pipeline_file(tmp_path_factory, "table_blobs", [{"name": f"{DB}.blobs", "key": ["k"]}])
-    pipeline = load_pipeline(path)
-    loaded = seam_command(path, "load", "full", f"{DB}.blobs")
-    assert loaded.returncode == 0, loaded.stdout[-3000:] + loaded.stderr[-3000:]
-    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "blobs") is None
+    _, pipeline = loaded(tmp_path_factory, "table_blobs", [{"name": f"{DB}.blobs", "key": ["k"]}])
+    assert compare_pipeline(pipeline, DB, "blobs") is None
     stream_once(pipeline)
     writer = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     with writer.cursor() as cur:
@@ -69,4 +62,4 @@ def test_long_binary_keys_and_large_blobs_load_and_stream_exactly(stack, tmp_pat
         cur.execute(f"INSERT INTO blobs SELECT CONCAT(REPEAT(X'0A', 70), CHAR(seq)), X'0A', NULL FROM {DB}.seq_1_to_5")
     writer.close()
     stream_once(pipeline)
-    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "blobs") is None
+    assert compare_pipeline(pipeline, DB, "blobs") is None

@@ -176,3 +176,8 @@ def compare(mysql_kwargs: dict, conninfo: dict, db: str, table: str, where: str 
         f"{db}.{table}: {sum(missing.values())} row(s) missing in the target, {sum(extra.values())} extra; "
         f"missing e.g. {list(missing)[:5]}; extra e.g. {list(extra)[:5]}"
     )
+
+
+def compare_pipeline(pipeline, db: str, table: str) -> str | None:
+    """``compare`` on the connections of a pipeline (only its host, port and credentials are taken)."""
+    return compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, table)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import yaml
 
 from seam.config import load_pipeline
+from seam.core.pipeline import Pipeline
+from tests.support.commands import seam_command
 
 
 def pipeline_file(tmp_path_factory, name: str, tables: list[dict], pipeline_name: str | None = None, **top) -> str:
@@ -53,3 +55,12 @@ def stream_once(pipeline) -> dict:
     finally:
         sink.close()
     return stats
+
+
+def loaded(tmp_path_factory, name: str, tables: list[dict]) -> tuple[str, Pipeline]:
+    """A pipeline file of ``tables`` (``pipeline_file``) after one `seam load full` of them, which must succeed:
+    its path and its pipeline."""
+    path = pipeline_file(tmp_path_factory, name, tables)
+    result = seam_command(path, "load", "full", *[t["name"] for t in tables])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return path, load_pipeline(path)

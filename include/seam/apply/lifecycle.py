@@ -54,18 +54,16 @@ class BatchLifecycle:
         except psycopg.Error as exc:
             if transient(exc):
                 raise
-            why = f"a row of it cannot be staged: {first_line(exc)}"
-            self.drop_tables(batch)
-            self.finish(batch.begin.batch, "rejected", error=why)
-            log.error(
-                "batch %s of %s.%s REJECTED, the previous table stays: %s",
-                batch.begin.batch,
-                batch.begin.db,
-                batch.begin.table,
-                why,
-            )
-            self.open[topic] = None
+            self.reject(topic, batch, f"a row of it cannot be staged: {first_line(exc)}")
             return None
+
+    def reject(self, topic: str, batch: OpenBatch, why: str) -> None:
+        """The batch will not be made visible: its staging dropped, the ledger says why, the table stays."""
+        begin = batch.begin
+        self.drop_tables(batch)
+        self.finish(begin.batch, "rejected", error=why)
+        log.error("batch %s of %s.%s REJECTED, the previous table stays: %s", begin.batch, begin.db, begin.table, why)
+        self.open[topic] = None
 
     def copy(self, batch: OpenBatch, runs: Iterator[Staged]) -> list[int]:
         """COPY staged runs into the batch's tables (each run as it arrives) and store the tallies; returns the
@@ -165,9 +163,7 @@ class BatchLifecycle:
                     f"the key ({', '.join(batch.begin.key)}) is not unique in the batch's rows ({error}): key the "
                     "table by columns that are unique at the source (tables[].key)"
                 )
-            self.drop_tables(batch)
-            self.finish(end.batch, "rejected", error=error)
-            log.error("batch %s of %s.%s REJECTED, the previous table stays: %s", end.batch, end.db, end.table, error)
+            self.reject(topic, batch, error)
         else:
             ledger.store_final_rows(self.conn, self.schema, end.batch, final_rows)
             self.finish(end.batch, "committed")
