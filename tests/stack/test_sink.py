@@ -83,7 +83,7 @@ def _record(
 class Batch:
     """Publishes one batch by hand, keeping the tallies END must carry."""
 
-    def __init__(self, pipeline, publisher: Publisher, table: int = 0):
+    def __init__(self, pipeline, publisher: Publisher, table: int = 0, columns: tuple[Column, ...] = SCHEMA.columns):
         self.pipeline, self.publisher = pipeline, publisher
         self.topic = table_topic(pipeline, pipeline.tables[table])
         self.table = pipeline.tables[table].table
@@ -94,7 +94,7 @@ class Batch:
             db=SCHEMA.db,
             table=self.table,
             mode="full",
-            columns=[asdict(c) for c in SCHEMA.columns],
+            columns=[asdict(c) for c in columns],
             key=["id"],
         )
         publisher.send(self.topic, begin.to_json(), b"c", headers=[(CONTROL_HEADER, b"1")])
@@ -591,4 +591,22 @@ def test_a_row_the_target_cannot_hold_rejects_its_batch_not_the_sink(pipeline):
     assert _apply(pipeline, bad.id, good.id) == {bad.id: "rejected", good.id: "committed"}
     state, _, error = _ledger(pipeline, bad.id)
     assert "a row of it cannot be staged" in error and "numeric field overflow" in error, error
+    assert [r[0] for r in _table(pipeline, "other")] == [1, 2]
+
+
+def test_a_batch_whose_tables_the_target_cannot_make_is_rejected_not_the_sink(pipeline):
+    """A BEGIN naming a column PostgreSQL cannot hold (64 bytes: a load refuses such a table before it
+    starts, so this BEGIN is not from a load of this version): the batch is rejected with why, and the sink
+    goes on with the other tables (it crashed at the BEGIN, and again after every restart)."""
+    pipeline = _sink_pipeline(pipeline, tables=("ledger", "other"))
+    ensure_topics(pipeline, [table_topic(pipeline, t) for t in pipeline.tables])
+    publisher = Publisher(pipeline)
+    columns = (*SCHEMA.columns, Column("c" * 64, "int", "int", True))
+    bad = Batch(pipeline, publisher, columns=columns).rows(range(1, 5))
+    bad.end([(0, 1)])
+    good = Batch(pipeline, publisher, table=1).rows([1, 2])
+    good.end([(0, 1)])
+    assert _apply(pipeline, bad.id, good.id) == {bad.id: "rejected", good.id: "committed"}
+    state, _, error = _ledger(pipeline, bad.id)
+    assert "its staging tables cannot be made in the target" in error and "63-byte" in error, error
     assert [r[0] for r in _table(pipeline, "other")] == [1, 2]

@@ -28,7 +28,7 @@ from seam.apply.retry import LOCK_WAIT, LockWait, Retrier, transient
 from seam.apply.stream_table import StreamTable, diverged, merge_run, pos_dict
 from seam.apply.target import landing_in, pg_type, row_converter, target_table
 from seam.apply.txn_buffer import StagedTransaction, TransactionBuffer, drop_all_staged, drop_staged
-from seam.core.errors import first_line
+from seam.core.errors import TargetError, first_line
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
@@ -204,7 +204,7 @@ class ChangeApplier:
             self.retrier.run(self.conn, apply, f"changes of {stream.target}", lock_waits=False)
         except LockWait as exc:
             self._defer(stream, str(exc))
-        except (psycopg.Error, SinkError) as exc:
+        except (psycopg.Error, TargetError) as exc:
             if transient(exc):
                 raise  # the connection is gone, and the transaction with it: the sink resumes from the target
             self.stop_table(
@@ -304,7 +304,7 @@ class ChangeApplier:
                 self.retrier.run(self.conn, functools.partial(self._execute, table_ops), what, lock_waits=False)
             except LockWait as exc:
                 self._defer(stream, str(exc))
-            except (psycopg.Error, SinkError) as exc:
+            except (psycopg.Error, TargetError) as exc:
                 if transient(exc):
                     raise  # the connection is gone, and the transaction with it: the sink resumes from the target
                 self.stop_table(stream, f"changes up to {stream.applied} could not be applied ({first_line(exc)})")
@@ -450,7 +450,7 @@ class ChangeApplier:
         except LockWait as exc:
             self._defer(stream, str(exc))
             return False
-        except psycopg.Error as exc:
+        except (psycopg.Error, TargetError) as exc:
             if transient(exc):
                 raise
             self.stop_table(stream, f"the target could not follow {change.ddl[:200]!r} ({first_line(exc)})")

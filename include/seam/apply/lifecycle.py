@@ -16,7 +16,6 @@ from collections.abc import Iterator
 
 import psycopg
 
-from seam.apply import SinkError
 from seam.apply.batch import OpenBatch, Staged, Staging
 from seam.apply.decode import schema_from_begin
 from seam.apply.merge import merge_window
@@ -24,7 +23,7 @@ from seam.apply.retry import Retrier, transient
 from seam.apply.swap import check_end, patch_table, replace_table
 from seam.apply.target import Landing, create_table_sql, ensure_postgis, has_spatial, landing_in, target_table
 from seam.apply.transaction import TargetTransaction
-from seam.core.errors import first_line
+from seam.core.errors import TargetError, first_line
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline
 from seam.core.schema import TableSchema
@@ -114,29 +113,31 @@ class BatchLifecycle:
         for other in ledger.open_on_other_topics(self.conn, self.schema, begin.db, begin.table, topic):
             # opened under another topic prefix or pipeline name: no sink of this topic would ever end it
             self.supersede(other, f"superseded by batch {begin.batch} of topic {topic} before its END arrived")
-        batch = self.open_batch(begin)
-        schema, key = batch.schema, tuple(begin.key)
-        self.conn.execute(
-            create_table_sql(
-                batch.stage,
-                schema,
-                key,
-                landing=batch.staging.landing,
-                extra="_seam_part integer NOT NULL, _seam_attempt bigint NOT NULL",
-            )
-        )
-        self.conn.execute(
-            create_table_sql(
-                batch.changes,
-                schema,
-                key,
-                landing=batch.staging.landing,
-                extra="_seam_seq bigint NOT NULL, _seam_deleted boolean NOT NULL",
-            )
-        )
+        try:  # in a savepoint: a table the target cannot make (a name too long) rejects this batch only
+            with self.conn.transaction():
+                batch = self.create_tables(begin)
+        except (psycopg.Error, TargetError) as exc:
+            if transient(exc):
+                raise
+            ledger.open_batch(self.conn, self.schema, begin, topic, offset)
+            why = f"its staging tables cannot be made in the target: {first_line(exc)}"
+            self.finish(begin.batch, "rejected", error=why)
+            log.error("batch %s of %s.%s REJECTED: %s", begin.batch, begin.db, begin.table, why)
+            self.open[topic] = None
+            return
         ledger.open_batch(self.conn, self.schema, begin, topic, offset)
         self.open[topic] = batch
         log.info("batch %s of %s.%s opened (%s)", begin.batch, begin.db, begin.table, begin.mode)
+
+    def create_tables(self, begin: Begin) -> OpenBatch:
+        """The batch and its two staging tables: its rows, and the changes that arrive during it."""
+        batch = self.open_batch(begin)
+        schema, key, landing = batch.schema, tuple(begin.key), batch.staging.landing
+        extra = "_seam_part integer NOT NULL, _seam_attempt bigint NOT NULL"
+        self.conn.execute(create_table_sql(batch.stage, schema, key, landing=landing, extra=extra))
+        extra = "_seam_seq bigint NOT NULL, _seam_deleted boolean NOT NULL"
+        self.conn.execute(create_table_sql(batch.changes, schema, key, landing=landing, extra=extra))
+        return batch
 
     def end(self, topic: str, end: End, offset: int) -> None:
         batch = self.open[topic]
@@ -154,7 +155,7 @@ class BatchLifecycle:
             return
         try:  # in a savepoint: a rejected batch leaves nothing behind; a cancelled one is tried again
             final_rows = self.retrier.run(self.conn, lambda: self.publish(batch, end), f"batch {end.batch}")
-        except (psycopg.Error, SinkError) as exc:
+        except (psycopg.Error, TargetError) as exc:
             if transient(exc):
                 raise  # the connection is gone: the batch is not the reason
             error = first_line(exc)

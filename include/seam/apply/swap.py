@@ -13,7 +13,7 @@ from seam.apply import SinkError
 from seam.apply.batch import OpenBatch
 from seam.apply.decode import flagged_sql
 from seam.apply.target import target_table
-from seam.core.identifiers import qi
+from seam.core.identifiers import clipped, qi
 from seam.state.ledger import staging_tables
 from seam.state.schema import xact_lock
 from seam.wire.boundary import RECONCILE_PART, End, Tally
@@ -126,7 +126,7 @@ def _swap(conn, batch: OpenBatch) -> None:
     for (constraint,) in conn.execute(
         "SELECT conname FROM pg_constraint WHERE conrelid = to_regclass(%s) AND contype = 'p'", (target,)
     ).fetchall():
-        conn.execute(f"ALTER TABLE {target} RENAME CONSTRAINT {qi(constraint)} TO {qi(name[:58] + '_pkey')}")
+        conn.execute(f"ALTER TABLE {target} RENAME CONSTRAINT {qi(constraint)} TO {qi(clipped(name, 58) + '_pkey')}")
     for statement in kept:
         conn.execute(statement)
 

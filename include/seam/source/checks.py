@@ -1,19 +1,27 @@
 """What a table and its source must be before the table is loaded, or one clear line now (a ``SnapshotError``
 naming the table, the setting and what to do): the binlog on, in ROW format with full row images and full
-metadata, no filter that leaves the table's database out, every column readable and of a type Seam maps, a
-table the stream can follow (not a view, not system-versioned), and key columns that are never null (no
-NULL allowed, no zero date).
+metadata, no filter that leaves the table's database out, names the target can hold, every column readable
+and of a type Seam maps, a table the stream can follow (not a view, not system-versioned), and key columns
+that are never null (no NULL allowed, no zero date).
 
 Delivery guarantee: none of its own (read-only checks); what it lets through a load or the stream relies on.
 """
 
 from __future__ import annotations
 
-from seam.core.identifiers import quote
+from seam.core.identifiers import quote, unfit_names
 from seam.core.schema import TableSchema
 from seam.source.head import binlog_status, unlogged
 from seam.source.snapshot import SnapshotError
 from seam.wire.codecs import Date, codec, zero_date_sql
+
+
+def check_names(schema: TableSchema) -> None:
+    """Every name the table brings can be the target's (``seam.core.identifiers.unfit_names``)."""
+    kinds_and_names = [("database", schema.db), ("table", schema.table), *(("column", n) for n in schema.names)]
+    why = unfit_names(kinds_and_names)
+    if why:
+        raise SnapshotError(f"{schema.db}.{schema.table}: {why}")
 
 
 def check_streamable(conn, schema: TableSchema) -> None:

@@ -41,7 +41,7 @@ from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
 from seam.core.schema import SchemaError, TableSchema
 from seam.source.binlog import binlog_files, gtids_at, head_gtids
-from seam.source.checks import check_key_values, check_source, check_streamable
+from seam.source.checks import check_key_values, check_names, check_source, check_streamable
 from seam.source.gtid import gtids_enabled, server_identity
 from seam.source.publication import Publication
 from seam.source.schema import read_schema
@@ -110,6 +110,7 @@ def prepare(pipeline: Pipeline, table: TableConfig) -> tuple[TableSchema, ChunkP
                 f"{table.name}: key column(s) {', '.join(missing)} are not in the table "
                 f"(columns: {', '.join(schema.names)}); fix tables[].key in the pipeline"
             )
+        check_names(schema)
         check_source(conn, schema)
         if not table.incremental:
             check_streamable(conn, schema)

@@ -54,6 +54,7 @@ from seam.core.errors import ConfigurationError
 from seam.core.identifiers import quote
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.schema import TableSchema
+from seam.source.checks import check_names
 from seam.source.full_load import publish_chunks
 from seam.source.publication import Publication
 from seam.source.schema import read_schema
@@ -120,6 +121,7 @@ def check_table(conn, pipeline: Pipeline, table: TableConfig) -> TableSchema:
             f"{table.name} is keyless: an incremental window is merged by key; load it with `seam load full` instead"
         )
     schema = read_schema(conn, table.db, table.table)
+    check_names(schema)
     if table.cursor not in schema.names:
         raise IncrementalError(
             f"{table.name}: cursor column {table.cursor!r} is not in the table (columns: "

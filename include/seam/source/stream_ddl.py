@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
+from seam.core.identifiers import unfit_names
 from seam.core.position import Position
 from seam.core.schema import Column
 from seam.source.binlog import RolledBack, Statement
@@ -115,6 +116,8 @@ def follow_declared(chains: Chains, publisher: Publisher, followed: Followed, na
         else declared_columns(followed.schema.columns, followed.schema.primary_key, clauses, names)
     )
     statement = alters[-1][0]
+    if not isinstance(result, str):
+        result = unfit_names(("column", c.name) for c in result[0]) or result
     if isinstance(result, str):
         log.warning(
             "%s: the ALTERs up to %s cannot be followed as declared: %s",
@@ -222,7 +225,7 @@ def _altered(conn, followed: Followed, clauses: list[tuple] | None, ddl: str, po
     result = followed_columns(followed.schema.columns, followed.schema.primary_key, clauses, now)
     if isinstance(result, str):
         return result
-    return _schema_change(followed, position, result, ddl)
+    return unfit_names(("column", c.name) for c in result[0]) or _schema_change(followed, position, result, ddl)
 
 
 def _schema_change(followed: Followed, position: Position, result: tuple, ddl: str) -> SchemaChange:
