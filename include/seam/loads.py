@@ -19,6 +19,7 @@ from dataclasses import asdict
 
 import pymysql
 
+from seam.apply.lifecycle import REJECTED_FOR_ITS_ROWS
 from seam.apply.sink import Sink
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline, TableConfig
@@ -155,7 +156,12 @@ def full_load(
         results.update(BatchRun(pipeline, todo, batches, runner, stall_after).run("full_load", job_args))
         # a batch whose END disagrees with what reached the sink lost messages on the way (a broker that lost
         # data): it was rejected, nothing of it is visible, and a new batch is the remedy
-        rejected = [t for t in todo if results[t.name]["state"] == "rejected"]
+        rejected = [
+            t
+            for t in todo
+            if results[t.name]["state"] == "rejected"
+            and not (results[t.name]["error"] or "").startswith(REJECTED_FOR_ITS_ROWS)
+        ]
         if not rejected or attempt == rejected_retries:
             break
         for t in rejected:

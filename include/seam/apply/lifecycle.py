@@ -33,6 +33,13 @@ from seam.wire.boundary import Begin, End, Tally
 log = logging.getLogger("seam.sink")
 
 
+# how a rejection's reason begins when the batch's own rows are why: loading the table again gives the same
+UNSTAGEABLE = "a row of it cannot be staged"
+UNMADE = "its staging tables cannot be made in the target"
+NOT_UNIQUE = "the key"
+REJECTED_FOR_ITS_ROWS = (UNSTAGEABLE, UNMADE, NOT_UNIQUE)
+
+
 class BatchLifecycle:
     """The open batch of each topic, from BEGIN to END, on the sink's connection and transaction."""
 
@@ -53,7 +60,8 @@ class BatchLifecycle:
         except psycopg.Error as exc:
             if transient(exc):
                 raise
-            self.reject(topic, batch, f"a row of it cannot be staged: {first_line(exc)}")
+            why = f"{UNSTAGEABLE}: {first_line(exc)}; the target cannot hold that value: correct it at the source"
+            self.reject(topic, batch, why)
             return None
 
     def reject(self, topic: str, batch: OpenBatch, why: str) -> None:
@@ -120,7 +128,7 @@ class BatchLifecycle:
             if transient(exc):
                 raise
             ledger.open_batch(self.conn, self.schema, begin, topic, offset)
-            why = f"its staging tables cannot be made in the target: {first_line(exc)}"
+            why = f"{UNMADE}: {first_line(exc)}"
             self.finish(begin.batch, "rejected", error=why)
             log.error("batch %s of %s.%s REJECTED: %s", begin.batch, begin.db, begin.table, why)
             self.open[topic] = None
@@ -161,7 +169,7 @@ class BatchLifecycle:
             error = first_line(exc)
             if isinstance(exc, psycopg.errors.UniqueViolation) and batch.begin.key:  # the key is the pipeline's
                 error = (
-                    f"the key ({', '.join(batch.begin.key)}) is not unique in the batch's rows ({error}): key the "
+                    f"{NOT_UNIQUE} ({', '.join(batch.begin.key)}) is not unique in the batch's rows ({error}): key the "
                     "table by columns that are unique at the source (tables[].key)"
                 )
             self.reject(topic, batch, error)

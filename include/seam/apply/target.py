@@ -6,7 +6,7 @@ database, names kept exactly, quoted). The PostgreSQL type of each MySQL type
 is defined by its codec (``seam.wire.codecs``; the README's table of types lists
 them all).
 
-Zero dates (0000-00-00, 2024-00-10, a zero TIMESTAMP), which PostgreSQL has no value for, are null in
+Zero dates (0000-00-00, 2024-00-10, 2024-02-31, a zero TIMESTAMP), which PostgreSQL has no value for, are null in
 records (``seam.wire.codecs``). A column NOT NULL at the source stays NOT NULL in the target: with
 ``target.zero_dates: -infinity`` (the default) its zero dates land as ``-infinity`` (in such a column a null
 record value can only be a zero date); with ``null`` its DATE/DATETIME/TIMESTAMP columns are nullable and hold

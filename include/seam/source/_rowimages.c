@@ -232,8 +232,7 @@ static PyObject *value(const Col *c, PyObject *data, const unsigned char *d, Py_
         }
         case K_DATE: {
             int y = (int)((v >> 9) & 0x7FFF), m = (int)((v >> 5) & 0xF), day = (int)(v & 0x1F);
-            if (!y || !m || !day) return Py_NewRef(Py_None);
-            if (!valid_date(y, m, day)) return unsure();
+            if (!valid_date(y, m, day)) return Py_NewRef(Py_None);  /* zero, partly zero, or 2024-02-31 */
             return iso(y, m, day, 0, 0, 0, 0, 0, 0);
         }
         }

@@ -254,9 +254,10 @@ def _timestamp2(column) -> Reader:
 def _date(data: bytes, pos: int):
     v = _uint(data, pos, 3)
     year, month, day = (v >> 9) & 0x7FFF, (v >> 5) & 0xF, v & 0x1F
-    if not (year and month and day):
+    try:
+        return datetime.date(year, month, day), pos + 3
+    except ValueError:  # a zero, partly zero or invalid (2024-02-31) date
         return None, pos + 3
-    return datetime.date(year, month, day), pos + 3
 
 
 def _datetime(data: bytes, pos: int):
@@ -265,9 +266,10 @@ def _datetime(data: bytes, pos: int):
         return None, pos + 8
     date, time = value / 1000000, int(value % 1000000)
     year, month, day = int(date / 10000), int((date % 10000) / 100), int(date % 100)
-    if not (year and month and day):
+    try:
+        t = datetime.datetime(year, month, day, int(time / 10000), int((time % 10000) / 100), int(time % 100))
+    except ValueError:  # a zero, partly zero or invalid (2024-02-31) date
         return None, pos + 8
-    t = datetime.datetime(year, month, day, int(time / 10000), int((time % 10000) / 100), int(time % 100))
     return t, pos + 8
 
 

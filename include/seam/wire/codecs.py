@@ -28,8 +28,8 @@ Float                  the stored single-precision value widened exactly to doub
                        0.10000000149011612): the same from a SELECT, the binlog and the source's SQL
 Double                 JSON number (the shortest text that round-trips)
 Date, DateTime         "YYYY-MM-DD"; "YYYY-MM-DDTHH:MM:SS.ffffff" (always 6 fraction digits);
-                       TIMESTAMP the same in UTC with "Z". Zero and partial-zero dates, and a zero
-                       TIMESTAMP: null (what zeroDateTimeBehavior=convertToNull and Debezium do)
+                       TIMESTAMP the same in UTC with "Z". Zero and partial-zero dates, days past their
+                       month's end (2024-02-31, ALLOW_INVALID_DATES), a zero TIMESTAMP: null (what zeroDateTimeBehavior=convertToNull and Debezium do)
 Time                   "[-]HH:MM:SS.ffffff" (TIME spans -838..838 hours)
 Text                   the string (any character set, as UTF-8)
 Enum, Set              the member as defined (its case too); SET: members comma-joined in definition
@@ -68,8 +68,10 @@ def _text(value: Any) -> str:
 
 
 def zero_date_sql(x: str) -> str:
-    """True for a zero or partly zero date (0000-00-00, 2024-00-10): what a record holds as null."""
-    return f"(YEAR({x}) = 0 OR MONTH({x}) = 0 OR DAYOFMONTH({x}) = 0)"
+    """True for a zero or partly zero date (0000-00-00, 2024-00-10) or one past its month's end (2024-02-31,
+    stored under ALLOW_INVALID_DATES): what a record holds as null. Date arithmetic gives NULL for an invalid
+    date on MySQL and MariaDB alike; the day is tested first so that valid dates skip it."""
+    return f"(YEAR({x}) = 0 OR MONTH({x}) = 0 OR DAYOFMONTH({x}) = 0 OR DAYOFMONTH({x}) > 28 AND ({x} + INTERVAL 0 DAY) IS NULL)"
 
 
 def _quoted(expr: str) -> str:
@@ -269,11 +271,13 @@ class Date(Codec):
 
     def record(self, column, value):
         kind = column.data_type
-        if isinstance(value, (str, bytes)):  # drivers hand back invalid (zero) dates as text
-            text = _text(value)
-            if text.startswith("0000") or "-00" in text[:10]:
+        if isinstance(value, (str, bytes)):  # drivers hand back invalid (zero, 2024-02-31) dates as text
+            try:
+                value = (
+                    dt.datetime.fromisoformat(_text(value)) if kind != "date" else dt.date.fromisoformat(_text(value))
+                )
+            except ValueError:
                 return None
-            value = dt.datetime.fromisoformat(text) if kind != "date" else dt.date.fromisoformat(text)
         if kind == "date":
             return (value.date() if isinstance(value, dt.datetime) else value).isoformat()
         if not isinstance(value, dt.datetime):
