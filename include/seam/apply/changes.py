@@ -24,7 +24,7 @@ from psycopg import sql as pgsql
 from seam.alerts import alert
 from seam.apply import SinkError, cascades
 from seam.apply.decode import SOURCE_ONLY, schema_from_begin
-from seam.apply.retry import LOCK_WAIT, LockWait, Retrier, transient
+from seam.apply.retry import LOCK_WAIT, LockWait, Retrier, refused, transient
 from seam.apply.stream_table import StreamTable, diverged, merge_run, pos_dict
 from seam.apply.target import landing_in, pg_type, row_converter, target_table
 from seam.apply.txn_buffer import StagedTransaction, TransactionBuffer, drop_all_staged, drop_staged
@@ -207,9 +207,7 @@ class ChangeApplier:
         except (psycopg.Error, TargetError) as exc:
             if transient(exc):
                 raise  # the connection is gone, and the transaction with it: the sink resumes from the target
-            self.stop_table(
-                stream, f"a transaction at {staged.last.source.txn} could not be applied ({first_line(exc)})"
-            )
+            self.stop_table(stream, f"a transaction at {staged.last.source.txn} could not be applied ({refused(exc)})")
         self._drop_staged(staged)
 
     def _drop_staged(self, docs) -> None:
@@ -307,7 +305,7 @@ class ChangeApplier:
             except (psycopg.Error, TargetError) as exc:
                 if transient(exc):
                     raise  # the connection is gone, and the transaction with it: the sink resumes from the target
-                self.stop_table(stream, f"changes up to {stream.applied} could not be applied ({first_line(exc)})")
+                self.stop_table(stream, f"changes up to {stream.applied} could not be applied ({refused(exc)})")
         for stream in self.streams.values():
             if stream.dirty:
                 self._store_position(stream)
@@ -453,7 +451,7 @@ class ChangeApplier:
         except (psycopg.Error, TargetError) as exc:
             if transient(exc):
                 raise
-            self.stop_table(stream, f"the target could not follow {change.ddl[:200]!r} ({first_line(exc)})")
+            self.stop_table(stream, f"the target could not follow {change.ddl[:200]!r} ({refused(exc)})")
             return False
         log.info("%s: followed %s", stream.target, change.ddl[:200])
         self._drop_run_table(stream)

@@ -53,6 +53,26 @@ def transient(exc: BaseException) -> bool:
     return state in _TRANSIENT_CODES or state.startswith(_TRANSIENT_CLASSES)
 
 
+def refused(exc: BaseException) -> str:
+    """A deterministic target error's first line, and, when what refused the rows is something someone added
+    to the target's table (a unique index, a CHECK or foreign key, a NOT NULL column the source does not
+    have, a trigger that raises), which, and that it goes first: the table's load or repair would meet it
+    again."""
+    text = first_line(exc)
+    diag = getattr(exc, "diag", None)
+    if diag is None:
+        return text
+    if isinstance(exc, psycopg.errors.IntegrityError) and diag.constraint_name:
+        if diag.constraint_name.endswith("_pkey"):  # the key Seam made: the rows' own
+            return text
+        added = f"constraint or index {diag.constraint_name!r}"
+    elif isinstance(exc, psycopg.errors.RaiseException):
+        added = "trigger (or rule)"
+    else:
+        return text
+    return f"{text}; the target table's {added} is not the source's: remove it (or make it agree with the source) first"
+
+
 def transaction_failed(conn) -> bool:
     """The session's transaction is failed: it ignores every command until its end."""
     return conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR

@@ -1,0 +1,76 @@
+"""What someone adds to a target table that refuses the source's rows: a unique index on a column that is not
+unique at the source, a trigger that raises. The stream stops that table only, naming what refused and that
+it goes first; a full load is rejected the same way, once (it said the configured key was not unique, and
+loaded the table a second time); once it is removed, the repair printed takes the table up again."""
+
+from __future__ import annotations
+
+import os
+
+import psycopg
+import pytest
+
+from seam_dev import demo
+from tests.support.commands import seam_command
+from tests.support.independent import compare_pipeline
+from tests.support.pipelines import loaded, stream_once
+from tests.support.source import fresh_database
+
+DB = "target_additions_test"
+pytestmark = pytest.mark.stack
+
+
+def _stopped(pipeline) -> dict[str, str | None]:
+    with psycopg.connect(**pipeline.target.conninfo()) as target:
+        rows = target.execute(
+            f"SELECT tbl, stopped FROM {pipeline.target.state_schema}.positions WHERE db = %s", (DB,)
+        ).fetchall()
+    return dict(rows)
+
+
+def test_an_index_or_trigger_added_to_the_target_stops_its_table_naming_it(stack, tmp_path_factory):
+    fresh_database(
+        DB,
+        *(f"CREATE TABLE {DB}.{t} (id INT PRIMARY KEY, v INT)" for t in ("uniq", "trig", "plain")),
+        *(f"INSERT INTO {DB}.{t} SELECT seq, seq FROM {DB}.seq_1_to_50" for t in ("uniq", "trig", "plain")),
+    )
+    tables = [{"name": f"{DB}.{t}", "key": ["id"]} for t in ("uniq", "trig", "plain")]
+    path, pipeline = loaded(tmp_path_factory, "target_additions", tables)
+    stream_once(pipeline)
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as target:
+        target.execute(f"CREATE UNIQUE INDEX reporting_v ON {DB}.uniq (v)")
+        target.execute(
+            "CREATE OR REPLACE FUNCTION target_additions_refuse() RETURNS trigger AS "
+            "$$ BEGIN RAISE EXCEPTION 'read only'; END $$ LANGUAGE plpgsql"
+        )
+        target.execute(
+            f"CREATE TRIGGER refuse BEFORE UPDATE ON {DB}.trig FOR EACH ROW EXECUTE FUNCTION target_additions_refuse()"
+        )
+    writer = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    with writer.cursor() as cur:
+        for table in ("uniq", "trig", "plain"):
+            cur.execute(f"UPDATE {table} SET v = 7 WHERE id % 10 = 0")
+    stream_once(pipeline)
+    stopped = _stopped(pipeline)
+    assert stopped["plain"] is None and compare_pipeline(pipeline, DB, "plain") is None, stopped
+    assert "constraint or index 'reporting_v' is not the source's: remove it" in (stopped["uniq"] or ""), stopped
+    assert "trigger (or rule) is not the source's: remove it" in (stopped["trig"] or ""), stopped
+
+    refused = seam_command(path, "load", "full", f"{DB}.uniq")
+    out = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "the target table refuses its rows" in out and "reporting_v" in out, out
+    assert "tables[].key" not in out and "loading it again" not in out, out
+
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as target:
+        target.execute(f"DROP INDEX {DB}.reporting_v")
+        target.execute(f"DROP TRIGGER refuse ON {DB}.trig")
+    for table in ("uniq", "trig"):
+        repaired = seam_command(path, "repair", f"{DB}.{table}")
+        assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    with writer.cursor() as cur:
+        cur.execute("UPDATE uniq SET v = 8 WHERE id % 10 = 1")
+    writer.close()
+    stream_once(pipeline)
+    assert set(_stopped(pipeline).values()) == {None}
+    for table in ("uniq", "trig", "plain"):
+        assert compare_pipeline(pipeline, DB, table) is None, table
