@@ -189,3 +189,30 @@ def test_clamp_is_reported(database, tmp_path_factory):
     result = _seam(path, "load", "incremental", f"{DB}.late", "--start", "2020-01-01", "--end", end)
     assert result.returncode == 0, result.stderr + result.stdout
     assert "CLAMPED" in result.stdout and "(clamped)" in result.stdout
+
+
+def test_a_null_cursor_is_refused_before_a_window_and_validation_reports_it(database, tmp_path_factory):
+    """A row whose cursor is NULL is in no window: inserted so, or its cursor set to NULL, it never reached
+    the target while every window committed, and validation crashed on it (an assertion in its window
+    scope). Each window now refuses in one line while such a row exists, and validation reports the row."""
+    conn = _admin()
+    with conn.cursor() as cur:
+        cur.execute("DROP TABLE IF EXISTS nullable")
+        cur.execute("CREATE TABLE nullable (id INT PRIMARY KEY, v INT NOT NULL, updated_at DATETIME(6) NULL)")
+        cur.execute("INSERT INTO nullable SELECT seq, seq, NOW(6) - INTERVAL 1 HOUR FROM seq_1_to_20")
+    config = {"name": f"{DB}.nullable", "key": ["id"], "cursor": "updated_at", "safety_delay": 0}
+    path = _pipeline_file(tmp_path_factory, "nullable", [config])
+    first = _seam(path, "load", "incremental", f"{DB}.nullable")
+    assert first.returncode == 0, first.stderr + first.stdout
+    with conn.cursor() as cur:
+        cur.execute("UPDATE nullable SET v = -1, updated_at = NULL WHERE id = 3")
+        cur.execute("INSERT INTO nullable VALUES (100, 100, NULL)")
+    conn.close()
+    checked = _seam(path, "validate", f"{DB}.nullable")
+    assert checked.returncode == 1 and "Traceback" not in checked.stderr, checked.stderr + checked.stdout
+    assert f"{DB}.nullable: MISMATCH" in checked.stdout, checked.stdout
+    refused = _seam(path, "load", "incremental", f"{DB}.nullable")
+    assert refused.returncode == 2 and "rows with a NULL cursor (updated_at) are in no window" in refused.stderr, (
+        refused.stderr + refused.stdout
+    )
+    assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr

@@ -138,6 +138,24 @@ def check_table(conn, pipeline: Pipeline, table: TableConfig) -> TableSchema:
     return schema
 
 
+def check_no_null_cursor(conn, schema: TableSchema, table: TableConfig) -> None:
+    """A row whose cursor is NULL is in no window: its insert, or a change that leaves its cursor NULL, would
+    never reach the target. Asked before each window (a cheap probe of the cursor's index, when it has one)."""
+    if not schema.column(table.cursor_column).nullable:
+        return
+    with conn.cursor() as cur:
+        cur.execute(
+            f"SELECT 1 FROM {quote(table.db)}.{quote(table.table)} WHERE {quote(table.cursor_column)} IS NULL LIMIT 1"
+        )
+        if cur.fetchone() is None:
+            return
+    raise IncrementalError(
+        f"{table.name}: rows with a NULL cursor ({table.cursor}) are in no window, so their inserts and changes "
+        f"would never reach the target; nothing was loaded: give them a cursor value at the source (and make "
+        f"{table.cursor} NOT NULL), or keep the table current by its stream (tables[].sync: stream)"
+    )
+
+
 def source_now(conn, kind: str) -> dt.datetime:
     """The source's clock in the cursor's terms: UTC for TIMESTAMP, the server's time zone otherwise."""
     with conn.cursor() as cur:
@@ -157,6 +175,7 @@ def plan_window(
     conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), connect_timeout=10)
     try:
         schema = check_table(conn, pipeline, table)
+        check_no_null_cursor(conn, schema, table)
         kind = schema.column(table.cursor_column).data_type
         if kind in _INT_TYPES:
             with conn.cursor() as cur:

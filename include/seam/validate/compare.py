@@ -323,7 +323,9 @@ def _moved_on(source: Side, schema: TableSchema, table: TableConfig, differences
     return [
         d
         for d, key in zip(suspects, keys)
-        if now.get(key) is not None and cursor_value(column, now[key][table.cursor_column]) > end
+        if now.get(key) is not None
+        and now[key][table.cursor_column] is not None  # a NULL cursor is in no window: a real difference
+        and cursor_value(column, now[key][table.cursor_column]) > end
     ]
 
 
