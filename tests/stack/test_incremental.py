@@ -207,12 +207,15 @@ def test_a_null_cursor_is_refused_before_a_window_and_validation_reports_it(data
     with conn.cursor() as cur:
         cur.execute("UPDATE nullable SET v = -1, updated_at = NULL WHERE id = 3")
         cur.execute("INSERT INTO nullable VALUES (100, 100, NULL)")
+        cur.execute("SET SESSION sql_mode = ''")
+        cur.execute("INSERT INTO nullable VALUES (101, 101, '0000-00-00')")
     conn.close()
     checked = _seam(path, "validate", f"{DB}.nullable")
     assert checked.returncode == 1 and "Traceback" not in checked.stderr, checked.stderr + checked.stdout
     assert f"{DB}.nullable: MISMATCH" in checked.stdout, checked.stdout
     refused = _seam(path, "load", "incremental", f"{DB}.nullable")
-    assert refused.returncode == 2 and "rows with a NULL cursor (updated_at) are in no window" in refused.stderr, (
-        refused.stderr + refused.stdout
-    )
+    assert (
+        refused.returncode == 2
+        and "rows whose cursor (updated_at) is NULL or a zero date are in no window" in refused.stderr
+    ), refused.stderr + refused.stdout
     assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr

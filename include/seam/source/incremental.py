@@ -139,20 +139,26 @@ def check_table(conn, pipeline: Pipeline, table: TableConfig) -> TableSchema:
 
 
 def check_no_null_cursor(conn, schema: TableSchema, table: TableConfig) -> None:
-    """A row whose cursor is NULL is in no window: its insert, or a change that leaves its cursor NULL, would
-    never reach the target. Asked before each window (a cheap probe of the cursor's index, when it has one)."""
-    if not schema.column(table.cursor_column).nullable:
+    """A row whose cursor is NULL or a zero date is in no window: its insert, or a change that leaves its
+    cursor so, would never reach the target. Asked before each window (a probe of the cursor's index, when it
+    has one)."""
+    column = schema.column(table.cursor_column)
+    x = quote(table.cursor_column)
+    unwindowed = [f"{x} IS NULL"] if column.nullable else []
+    if column.data_type in ("date", "datetime"):
+        unwindowed.append(f"{x} < '0001-01-01'")
+    elif column.data_type == "timestamp":
+        unwindowed.append(f"{x} = '0000-00-00 00:00:00'")
+    if not unwindowed:
         return
     with conn.cursor() as cur:
-        cur.execute(
-            f"SELECT 1 FROM {quote(table.db)}.{quote(table.table)} WHERE {quote(table.cursor_column)} IS NULL LIMIT 1"
-        )
+        cur.execute(f"SELECT 1 FROM {quote(table.db)}.{quote(table.table)} WHERE {' OR '.join(unwindowed)} LIMIT 1")
         if cur.fetchone() is None:
             return
     raise IncrementalError(
-        f"{table.name}: rows with a NULL cursor ({table.cursor}) are in no window, so their inserts and changes "
-        f"would never reach the target; nothing was loaded: give them a cursor value at the source (and make "
-        f"{table.cursor} NOT NULL), or keep the table current by its stream (tables[].sync: stream)"
+        f"{table.name}: rows whose cursor ({table.cursor}) is NULL or a zero date are in no window, so their "
+        "inserts and changes would never reach the target; nothing was loaded: give them a cursor value at the "
+        "source, or keep the table current by its stream (tables[].sync: stream)"
     )
 
 
