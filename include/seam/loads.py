@@ -25,7 +25,7 @@ from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.load_run import BatchRun, LoadError, Runner, sink_running
 from seam.source.full_load import Resume, plan_from_json, prepare
-from seam.source.incremental import plan_window
+from seam.source.incremental import check_columns_unchanged, plan_window
 from seam.source.schema import reachable, read_foreign_keys
 from seam.state import ledger
 from seam.state.connection import connect_state
@@ -282,7 +282,9 @@ def _incremental_locked(
     windows = {}
     for table in tables:  # every window is checked before anything is published
         mark = watermark(conn, pipeline.target.state_schema, table.db, table.table, table.cursor)
-        _, windows[table.name] = plan_window(pipeline, table, start, end, mark)
+        schema, windows[table.name] = plan_window(pipeline, table, start, end, mark)
+        loaded = ledger.committed_columns(conn, pipeline.target.state_schema, table.db, table.table)
+        check_columns_unchanged(table, schema, loaded)
     for table in tables:
         w = windows[table.name]
         say(

@@ -219,3 +219,39 @@ def test_a_null_cursor_is_refused_before_a_window_and_validation_reports_it(data
         and "rows whose cursor (updated_at) is NULL or a zero date are in no window" in refused.stderr
     ), refused.stderr + refused.stdout
     assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+
+
+def test_ddl_between_windows_refuses_the_window_naming_the_change_and_a_full_load_takes_it_up(
+    database, tmp_path_factory
+):
+    """A window merges rows into the table as its last load made it: a column added, dropped or widened at
+    the source since then made every window rejected at the sink (`column "added" ... does not exist`; a
+    widened one's longer values `cannot be staged ... correct it at the source`), with no way out printed."""
+    conn = _admin()
+    with conn.cursor() as cur:
+        cur.execute("DROP TABLE IF EXISTS altered")
+        cur.execute("CREATE TABLE altered (id INT PRIMARY KEY, s VARCHAR(5), updated_at DATETIME(6) NOT NULL)")
+        cur.execute("INSERT INTO altered SELECT seq, 'x', NOW(6) - INTERVAL 1 HOUR FROM seq_1_to_20")
+    config = {"name": f"{DB}.altered", "key": ["id"], "cursor": "updated_at", "safety_delay": 0}
+    path = _pipeline_file(tmp_path_factory, "altered", [config])
+    pipeline = load_pipeline(path)
+    assert _seam(path, "load", "incremental", f"{DB}.altered").returncode == 0
+    with conn.cursor() as cur:
+        cur.execute("ALTER TABLE altered ADD COLUMN added INT DEFAULT 7, MODIFY s VARCHAR(50)")
+        cur.execute("UPDATE altered SET s = 'longer than five', updated_at = NOW(6) WHERE id = 3")
+    refused = _seam(path, "load", "incremental", f"{DB}.altered")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr + refused.stdout
+    assert (
+        "its columns changed at the source since its last load (added: added; changed: s varchar(5) -> "
+        in (refused.stderr)
+        and f"run `seam load full {DB}.altered`" in refused.stderr
+    ), refused.stderr
+    assert _seam(path, "load", "full", f"{DB}.altered").returncode == 0
+    with conn.cursor() as cur:
+        cur.execute("UPDATE altered SET added = 8, updated_at = NOW(6) WHERE id = 4")
+    conn.close()
+    time.sleep(0.1)
+    window = _seam(path, "load", "incremental", f"{DB}.altered")
+    assert window.returncode == 0, window.stderr + window.stdout
+    rows = dict(_target(pipeline, f'SELECT id, (s, added)::text FROM "{DB}"."altered" WHERE id IN (3, 4)'))
+    assert rows == {3: '("longer than five",7)', 4: "(x,8)"}, rows

@@ -162,6 +162,30 @@ def check_no_null_cursor(conn, schema: TableSchema, table: TableConfig) -> None:
     )
 
 
+def check_columns_unchanged(table: TableConfig, schema: TableSchema, loaded: list[dict] | None) -> None:
+    """A window merges rows into the target table as its last load made it: a column added, dropped, renamed
+    or retyped at the source since then would be rejected at the sink (or, widened, refused row by row), so
+    the window is refused now with the way out. ``loaded``: the columns of the table's last committed batch."""
+    if loaded is None:
+        return
+    then = {c["name"]: (c.get("column_type"), c.get("nullable")) for c in loaded}
+    now = {c.name: (c.column_type, c.nullable) for c in schema.columns}
+    if list(then) == list(now) and then == now:
+        return
+    added, dropped = [n for n in now if n not in then], [n for n in then if n not in now]
+    changed = [
+        f"{n} {then[n][0]}{'' if then[n][1] else ' NOT NULL'} -> {now[n][0]}{'' if now[n][1] else ' NOT NULL'}"
+        for n in now
+        if n in then and then[n] != now[n]
+    ]
+    sides = [f"{what}: {', '.join(names)}" for what, names in (("added", added), ("dropped", dropped)) if names]
+    changes = sides + ([f"changed: {', '.join(changed)}"] if changed else [])
+    raise IncrementalError(
+        f"{table.name}: its columns changed at the source since its last load ({'; '.join(changes) or 'reordered'}); "
+        f"a window does not follow DDL, so nothing was loaded: run `seam load full {table.name}`"
+    )
+
+
 def source_now(conn, kind: str) -> dt.datetime:
     """The source's clock in the cursor's terms: UTC for TIMESTAMP, the server's time zone otherwise."""
     with conn.cursor() as cur:

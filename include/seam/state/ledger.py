@@ -188,6 +188,16 @@ def last_committed(conn, schema: str, db: str, table: str) -> tuple | None:
     ).fetchone()
 
 
+def committed_columns(conn, schema: str, db: str, table: str) -> list[dict] | None:
+    """The columns (``Column`` as dicts) of the table's last committed batch: what the target table has."""
+    row = conn.execute(
+        f"SELECT columns FROM {qi(schema)}.batches WHERE db = %s AND tbl = %s AND state = 'committed' "
+        "ORDER BY finished_at DESC LIMIT 1",
+        (db, table),
+    ).fetchone()
+    return None if row is None else row[0]
+
+
 def committed_tables(conn, schema: str) -> set[tuple[str, str]]:
     """(db, tbl) of every table with a committed batch."""
     return set(conn.execute(f"SELECT DISTINCT db, tbl FROM {qi(schema)}.batches WHERE state = 'committed'").fetchall())
