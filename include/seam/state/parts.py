@@ -171,7 +171,7 @@ def part_states(conn, schema: str, pipeline: str) -> dict[str, dict]:
             last_error=error,
             retries=retries,
             last_retry=last_retry,
-            beat_age=float(beat_age),
+            beat_age=max(0.0, float(beat_age)),  # the beat can be stamped a moment after now()
             up_s=float(up_s),
             failed_age=None if failed_age is None else float(failed_age),
         )
