@@ -12,7 +12,7 @@ import sys
 import time
 
 from seam.cli.common import pipeline_of, table_args
-from seam.core.errors import StreamError
+from seam.core.errors import ONE_LINE, StreamError
 from seam.processes import Processes
 from seam.state.connection import connect_state
 from seam.state.owners import OwnerTaken
@@ -77,7 +77,8 @@ def _await_parts(pipeline, procs: Processes, timeout: float) -> None:
                 if not procs.running(name):
                     log = procs.log_dir / f"{name}.log"
                     tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
-                    raise StreamError(f"{name} stopped at once: {tail[0] if tail else 'see ' + str(log)}")
+                    last = ONE_LINE.sub("", tail[0]) if tail else f"see {log}"  # its own "seam: kind: "
+                    raise StreamError(f"{name} stopped at once: {last}")
             states = part_states(conn, pipeline.target.state_schema, pipeline.name)
             if all(_beating(states.get(part, {}), time.monotonic() - began) for part in names):
                 return

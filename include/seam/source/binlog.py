@@ -61,7 +61,7 @@ from pymysqlreplication.event import (
 from seam.core.position import Position
 from seam.core.schema import TableSchema
 from seam.source.gtid import GtidError, GtidSet, gtids_enabled, is_mariadb
-from seam.source.head import binlog_status
+from seam.source.head import binlog_files, binlog_status
 from seam.source.replication import Stream
 from seam.source.spill import DEFAULT_BUDGET, ChangeBuffer
 
@@ -488,12 +488,6 @@ def _text(value) -> str | None:
     if isinstance(value, (bytes, bytearray)):
         value = value.decode("utf-8", "replace")
     return value or None
-
-
-def binlog_files(conn) -> list[str]:
-    with conn.cursor() as cur:
-        cur.execute("SHOW BINARY LOGS")
-        return [r[0] for r in cur.fetchall()]
 
 
 def head_gtids(conn):

@@ -40,9 +40,10 @@ import pymysql
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
 from seam.core.schema import SchemaError, TableSchema
-from seam.source.binlog import binlog_files, gtids_at, head_gtids
+from seam.source.binlog import gtids_at, head_gtids
 from seam.source.checks import check_key_values, check_names, check_source, check_streamable
 from seam.source.gtid import gtids_enabled, server_identity
+from seam.source.head import binlog_files
 from seam.source.publication import Publication
 from seam.source.schema import read_schema
 from seam.source.snapshot import (

@@ -2,10 +2,44 @@
 ``SHOW MASTER STATUS`` in 8.4) or ``SHOW MASTER STATUS`` (MariaDB, MySQL 8.0), whose first four columns are the same:
 file, position, ``Binlog_Do_DB``, ``Binlog_Ignore_DB``.
 
+A user without the privilege to read them gets one line naming the grant (``BinlogAccessError``).
+
 Delivery guarantee: none (reading only).
 """
 
 from __future__ import annotations
+
+from seam.core.errors import SourceError
+
+# 1227: "Access denied; you need (at least one of) the ... privilege(s) for this operation"
+ACCESS_DENIED = 1227
+GRANT = "GRANT REPLICATION CLIENT, REPLICATION SLAVE ON *.* TO the Seam user (on MariaDB: BINLOG MONITOR, REPLICATION SLAVE)"
+
+
+class BinlogAccessError(SourceError):
+    """The Seam user may not read the binlog's head, list or events: a grant is missing (not transient)."""
+
+    retry = False
+
+
+def access_denied(exc: BaseException) -> bool:
+    return bool(getattr(exc, "args", None)) and exc.args[0] == ACCESS_DENIED
+
+
+def _binlog_query(cur, *statements: str) -> None:
+    """Run the first of ``statements`` the server knows; a missing privilege as ``BinlogAccessError``."""
+    try:
+        for i, statement in enumerate(statements):
+            try:
+                cur.execute(statement)
+                return
+            except Exception as exc:
+                if access_denied(exc) or i == len(statements) - 1:
+                    raise
+    except Exception as exc:
+        if not access_denied(exc):
+            raise
+        raise BinlogAccessError(f"the Seam user may not read the source's binlog ({exc.args[-1]}): {GRANT}") from None
 
 
 def binlog_status(conn) -> tuple | None:
@@ -13,11 +47,19 @@ def binlog_status(conn) -> tuple | None:
     on MySQL 8.2+, which removed ``SHOW MASTER STATUS`` in 8.4; the old statement elsewhere; the same columns
     first); None when the binlog is off."""
     with conn.cursor() as cur:
-        try:
-            cur.execute("SHOW BINARY LOG STATUS")
-        except Exception:  # noqa: BLE001 - MariaDB and MySQL before 8.2: a syntax error
-            cur.execute("SHOW MASTER STATUS")
+        _binlog_query(cur, "SHOW BINARY LOG STATUS", "SHOW MASTER STATUS")  # the latter: MariaDB, MySQL < 8.2
         return cur.fetchone()
+
+
+def binlog_sizes(conn) -> dict[str, int]:
+    """The binlog's files and their sizes, oldest first."""
+    with conn.cursor() as cur:
+        _binlog_query(cur, "SHOW BINARY LOGS")
+        return {r[0]: int(r[1]) for r in cur.fetchall()}
+
+
+def binlog_files(conn) -> list[str]:
+    return list(binlog_sizes(conn))
 
 
 def unlogged(status: tuple | None, db: str) -> str | None:

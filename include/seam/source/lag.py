@@ -15,8 +15,8 @@ import pymysql
 
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
-from seam.source.binlog import binlog_files
 from seam.source.gtid import server_identity
+from seam.source.head import binlog_files, binlog_sizes
 from seam.source.snapshot import source_head
 from seam.state.connection import connect_target
 from seam.state.positions import lag_sample
@@ -99,7 +99,7 @@ def stream_lag(pipeline: Pipeline, tables: list[TableConfig], sample_s: float = 
             if applied.file == head.file:
                 behind_bytes = max(0, head.pos - applied.pos)
             else:
-                sizes = _binlog_sizes(source)
+                sizes = binlog_sizes(source)
                 names = files[files.index(applied.file) :] if applied.file in files else []
                 behind_bytes = sum(sizes.get(f, 0) for f in names) - applied.pos if names else None
             events = table_events_between(pipeline, files, t.db, t.table, applied, head) if behind_bytes else 0
@@ -111,9 +111,3 @@ def stream_lag(pipeline: Pipeline, tables: list[TableConfig], sample_s: float = 
     finally:
         source.close()
         target.close()
-
-
-def _binlog_sizes(conn) -> dict[str, int]:
-    with conn.cursor() as cur:
-        cur.execute("SHOW BINARY LOGS")
-        return {r[0]: int(r[1]) for r in cur.fetchall()}

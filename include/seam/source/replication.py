@@ -45,6 +45,7 @@ from pymysqlreplication.event import FormatDescriptionEvent, MariadbGtidEvent, R
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import TableMapEvent
 
+from seam.source.head import ACCESS_DENIED, GRANT, BinlogAccessError
 from seam.source.inflate import COMPRESSED, UnreadableBinlog, inflated
 from seam.source.rows import Decoder, Rows
 from seam.source.table_map import member_names
@@ -57,6 +58,7 @@ PARTIAL_UPDATE_ROWS = 0x27
 TRANSACTION_PAYLOAD = 0x28  # MySQL 8.0.20+ with binlog_transaction_compression=ON
 BINLOG_DUMP_NON_BLOCK = 0x01
 _LOST = (CR.CR_SERVER_GONE_ERROR, CR.CR_SERVER_LOST)
+_USER_DENIED = 1045
 _MAX_HEARTBEAT_S = 4294967  # the largest period a source accepts
 _ALWAYS = frozenset({FormatDescriptionEvent, RotateEvent})  # parsed whatever the reader asks for
 _TABLE_MAPS = frozenset({TableMapEvent})
@@ -167,7 +169,14 @@ class Stream:
         name = host.encode()[:255]
         body = struct.pack("<IB", self._server_id, len(name)) + name + b"\0\0" + struct.pack("<HII", 0, 0, 0)
         connection._execute_command(COM_REGISTER_SLAVE, body)
-        connection._read_packet()  # the server's OK, or its error raised
+        try:
+            connection._read_packet()  # the server's OK, or its error raised
+        except pymysql.OperationalError as error:
+            if error.args[0] in (ACCESS_DENIED, _USER_DENIED):  # MariaDB: 1045 without REPLICATION SLAVE
+                raise BinlogAccessError(
+                    f"the Seam user may not read the source's binlog ({error.args[-1]}): {GRANT}"
+                ) from None
+            raise
 
     def close(self) -> None:
         if self._connection is not None:
@@ -193,6 +202,10 @@ class Stream:
                 if error.args[0] in _LOST:  # opened again where the last event read ends
                     self.close()
                     continue
+                if error.args[0] == ACCESS_DENIED:  # the dump's answer without REPLICATION SLAVE
+                    raise BinlogAccessError(
+                        f"the Seam user may not read the source's binlog ({error.args[-1]}): {GRANT}"
+                    ) from None
                 raise
             if data[0] == 0xFE and len(data) < 9:  # EOF: the server ends the stream (not blocking)
                 self.close()

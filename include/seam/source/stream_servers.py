@@ -17,10 +17,10 @@ from collections.abc import Callable
 from seam.alerts import alert
 from seam.core.errors import StreamError
 from seam.core.position import Position
-from seam.source.binlog import binlog_files, gtids_at, locate
+from seam.source.binlog import gtids_at, locate
 from seam.source.chains import Chains, Followed
 from seam.source.gtid import GtidError, GtidSet, gtids_enabled, is_mariadb
-from seam.source.head import binlog_status, unlogged
+from seam.source.head import binlog_files, binlog_status, unlogged
 from seam.state.positions import stop_stream
 from seam.wire.boundary import Rebase
 from seam.wire.topics import Publisher

@@ -15,7 +15,8 @@ from seam.core.errors import ValidationError
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
-from seam.source.binlog import BinlogReader, LostTransaction, Transaction, binlog_files
+from seam.source.binlog import BinlogReader, LostTransaction, Transaction
+from seam.source.head import binlog_files
 from seam.source.incremental import Window
 from seam.validate.side import INTEGER, Scope
 from seam.wire.codecs import codec

@@ -60,9 +60,9 @@ from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
 from seam.core.schema import SchemaError, TableSchema
 from seam.files import private_dir, write_private
-from seam.source.binlog import binlog_files
 from seam.source.errors import transient_source_error
 from seam.source.gtid import server_identity
+from seam.source.head import binlog_files
 from seam.source.incremental import (
     IncrementalError,
     Window,

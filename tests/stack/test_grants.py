@@ -1,0 +1,66 @@
+"""A Seam user without the privileges to read the binlog gets one line naming the grant, from every command that
+reads it: a full load (BINLOG MONITOR / REPLICATION CLIENT for the position), validation and the change reader
+(REPLICATION SLAVE for the events). Before: the reader retried forever on `Access denied for user` (MariaDB
+answers a replica's registration so), validation printed the driver's error and a repair its traceback."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from seam.config import load_pipeline
+from seam.source.head import BinlogAccessError
+from seam_dev import demo
+from tests.support.commands import seam_command
+from tests.support.pipelines import pipeline_file, read_once
+from tests.support.source import fresh_database
+
+DB = "grants_test"
+USER = "seam_grants_test"
+pytestmark = pytest.mark.stack
+
+
+def _user(*grants: str) -> None:
+    admin = demo.connect(os.environ["SEAM_MYSQL_URL"])
+    with admin.cursor() as cur:
+        cur.execute(f"DROP USER IF EXISTS '{USER}'@'%'")
+        cur.execute(f"CREATE USER '{USER}'@'%' IDENTIFIED BY 'grants-pw'")
+        for grant in grants:
+            cur.execute(f"GRANT {grant} TO '{USER}'@'%'")
+    admin.close()
+
+
+def test_a_missing_binlog_privilege_is_named_by_each_command(stack, tmp_path_factory, monkeypatch):
+    fresh_database(
+        DB,
+        f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, v INT)",
+        f"INSERT INTO {DB}.t SELECT seq, seq FROM {DB}.seq_1_to_20",
+    )
+    monkeypatch.setenv("SEAM_GRANTS_TEST_PW", "grants-pw")
+    source = yaml.safe_load(open(load_pipeline().path))["source"]
+    source.update(user=USER, password="${SEAM_GRANTS_TEST_PW}")
+    path = pipeline_file(
+        tmp_path_factory, "grants", [{"name": f"{DB}.t", "key": ["id"]}], pipeline_name="grants", source=source
+    )
+    grant = "GRANT REPLICATION CLIENT, REPLICATION SLAVE ON *.* TO the Seam user (on MariaDB: BINLOG MONITOR"
+
+    _user(f"SELECT ON {DB}.*")
+    refused = seam_command(path, "load", "full", f"{DB}.t")
+    out = refused.stdout + refused.stderr
+    assert refused.returncode == 2 and grant in out and "Traceback" not in out, out
+
+    _user(f"SELECT ON {DB}.*", "BINLOG MONITOR ON *.*")
+    loaded = seam_command(path, "load", "full", f"{DB}.t")
+    assert loaded.returncode == 0, loaded.stdout + loaded.stderr
+    writer = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    with writer.cursor() as cur:
+        cur.execute("UPDATE t SET v = 0 WHERE id < 5")
+    writer.close()
+    checked = seam_command(path, "validate", f"{DB}.t")  # it reads the changes since the target's position
+    out = checked.stdout + checked.stderr
+    assert checked.returncode == 2 and grant in out and "REPLICATION SLAVE privilege" in out, out
+    assert "Traceback" not in out, out
+    with pytest.raises(BinlogAccessError, match="may not read the source's binlog"):
+        read_once(load_pipeline(path))
