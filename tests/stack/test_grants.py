@@ -64,3 +64,22 @@ def test_a_missing_binlog_privilege_is_named_by_each_command(stack, tmp_path_fac
     assert "Traceback" not in out, out
     with pytest.raises(BinlogAccessError, match="may not read the source's binlog"):
         read_once(load_pipeline(path))
+
+
+def test_a_privilege_a_spark_task_misses_is_shown_in_one_line(stack, tmp_path_factory, monkeypatch):
+    """The portable snapshot's LOCK TABLES runs in the Spark task that reads a chunk: its error reached the
+    user as `the Spark job failed (exit 1) ... fix the cause above` with no cause above (it was in the log)."""
+    fresh_database(
+        DB,
+        f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, v INT)",
+        f"INSERT INTO {DB}.t SELECT seq, seq FROM {DB}.seq_1_to_20",
+    )
+    monkeypatch.setenv("SEAM_GRANTS_TEST_PW", "grants-pw")
+    source = yaml.safe_load(open(load_pipeline().path))["source"]
+    source.update(user=USER, password="${SEAM_GRANTS_TEST_PW}", snapshot="portable")
+    path = pipeline_file(tmp_path_factory, "grants_task", [{"name": f"{DB}.t", "key": ["id"]}], source=source)
+    _user(f"SELECT ON {DB}.*", "BINLOG MONITOR ON *.*", "REPLICATION SLAVE ON *.*")
+    refused = seam_command(path, "load", "full", f"{DB}.t")
+    out = refused.stdout + refused.stderr
+    assert refused.returncode == 2, out
+    assert "seam: source: chunk 0: the portable snapshot needs the LOCK TABLES privilege: GRANT LOCK TABLES" in out

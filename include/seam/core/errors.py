@@ -80,6 +80,29 @@ def one_line(exc: SeamError) -> str:
     return f"seam: {exc.kind}: {exc}"
 
 
+# a Seam error raised in a Spark task reaches the driver as text in Spark's own exception
+_IN_A_TASK = re.compile(r"(seam\.[\w.]+)\.\w+Error: ([^\n]+)")
+
+
+def raised_in_a_task(exc: BaseException) -> SeamError | None:
+    """The Seam error a Spark task raised, from the driver's exception that carries it (Py4J's, with the Python
+    worker's traceback as text), as one of the kinds above; None when the task failed otherwise."""
+    found = _IN_A_TASK.findall(str(exc))
+    if not found:
+        return None
+    module, message = found[-1]
+    kind = (
+        SourceError
+        if module.startswith("seam.source")
+        else TargetError
+        if module.startswith(("seam.apply", "seam.wire"))
+        else SeamError
+    )
+    error = kind(message.strip())
+    error.retry = False  # it failed the same way in the task: the message says what to change
+    return error
+
+
 def first_line(exc: BaseException) -> str:
     """The first line of an error's text (drivers add context lines), or its type when it has none."""
     text = str(exc).strip()

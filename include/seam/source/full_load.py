@@ -37,6 +37,7 @@ from typing import Any, cast
 
 import pymysql
 
+from seam.core.errors import raised_in_a_task
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
 from seam.core.schema import SchemaError, TableSchema
@@ -255,7 +256,13 @@ def publish_chunks(
         json_columns=canonical_json_columns(schema),
         attempt_base=attempt_base,
     )
-    return spark.sparkContext.parallelize(reads, len(reads)).mapPartitions(task).collect()
+    try:
+        return spark.sparkContext.parallelize(reads, len(reads)).mapPartitions(task).collect()
+    except Exception as exc:
+        raised = raised_in_a_task(exc)  # a chunk's SnapshotError (a missing privilege): its one line
+        if raised is None:
+            raise
+        raise raised from None
 
 
 def record_frame(
