@@ -55,9 +55,8 @@ def transient(exc: BaseException) -> bool:
 
 def refused(exc: BaseException) -> str:
     """A deterministic target error's first line, and, when what refused the rows is something someone added
-    to the target's table (a unique index, a CHECK or foreign key, a NOT NULL column the source does not
-    have, a trigger that raises), which, and that it goes first: the table's load or repair would meet it
-    again."""
+    to the target's table (a unique index, a CHECK or foreign key constraint, a trigger that raises), which,
+    and that it goes first: the table's load or repair would meet it again."""
     text = first_line(exc)
     diag = getattr(exc, "diag", None)
     if diag is None:

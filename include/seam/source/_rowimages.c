@@ -6,7 +6,7 @@
    one step; every other column is read by its Python reader and codec, named in the plan
    (seam.source.rows.Decoder.canonical builds it and says which families are native).
 
-   Anything this code is not sure of (a date that is no date, bytes that are not UTF-8, a decimal digit group
+   Anything this code is not sure of (bytes that are not UTF-8, a decimal digit group
    over nine digits, an image that runs past its event) raises ``Unsure``: the caller then decodes that whole
    event in Python, which gives the exact value or the exact error. So the result is always the Python path's;
    tests/stack/test_row_decoder.py compares the two on every type family.

@@ -22,24 +22,19 @@ class BinlogAccessError(SourceError):
     retry = False
 
 
-def access_denied(exc: BaseException) -> bool:
-    return bool(getattr(exc, "args", None)) and exc.args[0] == ACCESS_DENIED
-
-
 def _binlog_query(cur, *statements: str) -> None:
-    """Run the first of ``statements`` the server knows; a missing privilege as ``BinlogAccessError``."""
-    try:
-        for i, statement in enumerate(statements):
-            try:
-                cur.execute(statement)
-                return
-            except Exception as exc:
-                if access_denied(exc) or i == len(statements) - 1:
-                    raise
-    except Exception as exc:
-        if not access_denied(exc):
-            raise
-        raise BinlogAccessError(f"the Seam user may not read the source's binlog ({exc.args[-1]}): {GRANT}") from None
+    """Run the first of ``statements`` the server knows (a syntax error: the next); a missing privilege as
+    ``BinlogAccessError``."""
+    for i, statement in enumerate(statements):
+        try:
+            cur.execute(statement)
+            return
+        except Exception as exc:  # PyMySQL's or MySQLdb's
+            if exc.args and exc.args[0] == ACCESS_DENIED:
+                message = f"the Seam user may not read the source's binlog ({exc.args[-1]}): {GRANT}"
+                raise BinlogAccessError(message) from None
+            if i == len(statements) - 1:
+                raise
 
 
 def binlog_status(conn) -> tuple | None:

@@ -138,7 +138,7 @@ def check_table(conn, pipeline: Pipeline, table: TableConfig) -> TableSchema:
     return schema
 
 
-def check_no_null_cursor(conn, schema: TableSchema, table: TableConfig) -> None:
+def check_cursor_values(conn, schema: TableSchema, table: TableConfig) -> None:
     """A row whose cursor is NULL or a zero date is in no window: its insert, or a change that leaves its
     cursor so, would never reach the target. Asked before each window (a probe of the cursor's index, when it
     has one)."""
@@ -205,7 +205,7 @@ def plan_window(
     conn = pymysql.connect(**pipeline.source.pymysql_kwargs(), connect_timeout=10)
     try:
         schema = check_table(conn, pipeline, table)
-        check_no_null_cursor(conn, schema, table)
+        check_cursor_values(conn, schema, table)
         kind = schema.column(table.cursor_column).data_type
         if kind in _INT_TYPES:
             with conn.cursor() as cur:
