@@ -21,6 +21,7 @@ import pymysql
 
 from seam.apply.lifecycle import REJECTED_FOR_ITS_ROWS
 from seam.apply.sink import Sink
+from seam.apply.target import column_names
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.load_run import BatchRun, LoadError, Runner, sink_running
@@ -283,8 +284,10 @@ def _incremental_locked(
     for table in tables:  # every window is checked before anything is published
         mark = watermark(conn, pipeline.target.state_schema, table.db, table.table, table.cursor)
         schema, windows[table.name] = plan_window(pipeline, table, start, end, mark)
-        loaded = ledger.committed_columns(conn, pipeline.target.state_schema, table.db, table.table)
-        check_columns_unchanged(table, schema, loaded)
+        recorded = ledger.committed_columns(conn, pipeline.target.state_schema, table.db, table.table)
+        changed = check_columns_unchanged(table, schema, column_names(conn, table.db, table.table), recorded)
+        if changed:
+            say(changed)
     for table in tables:
         w = windows[table.name]
         say(

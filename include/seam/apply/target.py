@@ -68,6 +68,16 @@ def target_table(db: str, table: str) -> str:
     return f"{qi(db)}.{qi(table)}"
 
 
+def column_names(conn, db: str, table: str) -> list[str] | None:
+    """The target table's column names, or None when it does not exist."""
+    rows = conn.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped "
+        "ORDER BY attnum",
+        (target_table(db, table),),
+    ).fetchall()
+    return [r[0] for r in rows] or None
+
+
 def pg_type(column: Column, postgis: bool = True) -> str:
     """The PostgreSQL type for a MySQL column (``seam.wire.codecs``). Column definitions arrive in Kafka messages:
     every number pasted into the DDL is checked to be a small integer first. ``postgis``: the target has

@@ -162,27 +162,35 @@ def check_cursor_values(conn, schema: TableSchema, table: TableConfig) -> None:
     )
 
 
-def check_columns_unchanged(table: TableConfig, schema: TableSchema, loaded: list[dict] | None) -> None:
-    """A window merges rows into the target table as its last load made it: a column added, dropped, renamed
-    or retyped at the source since then would be rejected at the sink (or, widened, refused row by row), so
-    the window is refused now with the way out. ``loaded``: the columns of the table's last committed batch."""
-    if loaded is None:
-        return
-    then = {c["name"]: (c.get("column_type"), c.get("nullable")) for c in loaded}
-    now = {c.name: (c.column_type, c.nullable) for c in schema.columns}
-    if list(then) == list(now) and then == now:
-        return
-    added, dropped = [n for n in now if n not in then], [n for n in then if n not in now]
+def check_columns_unchanged(
+    table: TableConfig, schema: TableSchema, in_target: list[str] | None, recorded: list[dict] | None
+) -> str | None:
+    """A window merges rows into the target table as it is (``in_target``: its column names, None when it
+    does not exist yet): a column added, dropped or renamed at the source since then is refused now, with the
+    way out (the sink rejected every such window, `column ... does not exist`). A column whose definition
+    changed since it was ``recorded`` (its last load, or DDL the stream followed) is said, and the window goes
+    on: a narrower one fits, a wider one's values may not (the window is then rejected, and the line says why)."""
+    if in_target is not None and set(in_target) != set(schema.names):
+        added = [n for n in schema.names if n not in in_target]
+        dropped = [n for n in in_target if n not in schema.names]
+        sides = [f"{what}: {', '.join(names)}" for what, names in (("added", added), ("dropped", dropped)) if names]
+        raise IncrementalError(
+            f"{table.name}: its columns changed at the source since its last load ({'; '.join(sides)}); a window "
+            f"does not follow DDL, so nothing was loaded: run `seam load full {table.name}`"
+        )
+    then = {c["name"]: (c.get("column_type"), c.get("nullable")) for c in recorded or ()}
     changed = [
-        f"{n} {then[n][0]}{'' if then[n][1] else ' NOT NULL'} -> {now[n][0]}{'' if now[n][1] else ' NOT NULL'}"
-        for n in now
-        if n in then and then[n] != now[n]
+        f"{c.name} {then[c.name][0]}{'' if then[c.name][1] else ' NOT NULL'} -> "
+        f"{c.column_type}{'' if c.nullable else ' NOT NULL'}"
+        for c in schema.columns
+        if c.name in then and then[c.name] != (c.column_type, c.nullable)
     ]
-    sides = [f"{what}: {', '.join(names)}" for what, names in (("added", added), ("dropped", dropped)) if names]
-    changes = sides + ([f"changed: {', '.join(changed)}"] if changed else [])
-    raise IncrementalError(
-        f"{table.name}: its columns changed at the source since its last load ({'; '.join(changes) or 'reordered'}); "
-        f"a window does not follow DDL, so nothing was loaded: run `seam load full {table.name}`"
+    if not changed:
+        return None
+    return (
+        f"{table.name}: the definition of {', '.join(changed)} changed at the source since its last load; the "
+        "window merges into the table as it is (a value it cannot hold rejects the window: then `seam load full "
+        f"{table.name}`)"
     )
 
 

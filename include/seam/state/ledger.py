@@ -189,10 +189,13 @@ def last_committed(conn, schema: str, db: str, table: str) -> tuple | None:
 
 
 def committed_columns(conn, schema: str, db: str, table: str) -> list[dict] | None:
-    """The columns (``Column`` as dicts) of the table's last committed batch: what the target table has."""
+    """The columns (``Column`` as dicts) the target table was last given: by DDL the stream followed since its
+    last committed batch, else by that batch."""
+    s = qi(schema)
     row = conn.execute(
-        f"SELECT columns FROM {qi(schema)}.batches WHERE db = %s AND tbl = %s AND state = 'committed' "
-        "ORDER BY finished_at DESC LIMIT 1",
+        f"SELECT coalesce(p.columns, b.columns) FROM {s}.batches b LEFT JOIN {s}.positions p ON p.db = b.db "
+        "AND p.tbl = b.tbl WHERE b.db = %s AND b.tbl = %s AND b.state = 'committed' ORDER BY b.finished_at DESC "
+        "LIMIT 1",
         (db, table),
     ).fetchone()
     return None if row is None else row[0]
