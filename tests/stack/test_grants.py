@@ -32,18 +32,23 @@ def _user(*grants: str) -> None:
     admin.close()
 
 
-def test_a_missing_binlog_privilege_is_named_by_each_command(stack, tmp_path_factory, monkeypatch):
+def _as_the_user(tmp_path_factory, monkeypatch, name: str, **source) -> str:
+    """A fresh ``t`` and a pipeline file that reads it as ``USER`` (its password from the environment)."""
     fresh_database(
         DB,
         f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, v INT)",
         f"INSERT INTO {DB}.t SELECT seq, seq FROM {DB}.seq_1_to_20",
     )
     monkeypatch.setenv("SEAM_GRANTS_TEST_PW", "grants-pw")
-    source = yaml.safe_load(open(load_pipeline().path))["source"]
-    source.update(user=USER, password="${SEAM_GRANTS_TEST_PW}")
-    path = pipeline_file(
-        tmp_path_factory, "grants", [{"name": f"{DB}.t", "key": ["id"]}], pipeline_name="grants", source=source
+    config = yaml.safe_load(open(load_pipeline().path))["source"]
+    config.update(user=USER, password="${SEAM_GRANTS_TEST_PW}", **source)
+    return pipeline_file(
+        tmp_path_factory, name, [{"name": f"{DB}.t", "key": ["id"]}], pipeline_name=name, source=config
     )
+
+
+def test_a_missing_binlog_privilege_is_named_by_each_command(stack, tmp_path_factory, monkeypatch):
+    path = _as_the_user(tmp_path_factory, monkeypatch, "grants")
     grant = "GRANT REPLICATION CLIENT, REPLICATION SLAVE ON *.* TO the Seam user (on MariaDB: BINLOG MONITOR"
 
     _user(f"SELECT ON {DB}.*")
@@ -69,15 +74,7 @@ def test_a_missing_binlog_privilege_is_named_by_each_command(stack, tmp_path_fac
 def test_a_privilege_a_spark_task_misses_is_shown_in_one_line(stack, tmp_path_factory, monkeypatch):
     """The portable snapshot's LOCK TABLES runs in the Spark task that reads a chunk: its error reached the
     user as `the Spark job failed (exit 1) ... fix the cause above` with no cause above (it was in the log)."""
-    fresh_database(
-        DB,
-        f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, v INT)",
-        f"INSERT INTO {DB}.t SELECT seq, seq FROM {DB}.seq_1_to_20",
-    )
-    monkeypatch.setenv("SEAM_GRANTS_TEST_PW", "grants-pw")
-    source = yaml.safe_load(open(load_pipeline().path))["source"]
-    source.update(user=USER, password="${SEAM_GRANTS_TEST_PW}", snapshot="portable")
-    path = pipeline_file(tmp_path_factory, "grants_task", [{"name": f"{DB}.t", "key": ["id"]}], source=source)
+    path = _as_the_user(tmp_path_factory, monkeypatch, "grants_task", snapshot="portable")
     _user(f"SELECT ON {DB}.*", "BINLOG MONITOR ON *.*", "REPLICATION SLAVE ON *.*")
     refused = seam_command(path, "load", "full", f"{DB}.t")
     out = refused.stdout + refused.stderr

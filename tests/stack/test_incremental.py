@@ -191,17 +191,25 @@ def test_clamp_is_reported(database, tmp_path_factory):
     assert "CLAMPED" in result.stdout and "(clamped)" in result.stdout
 
 
+def _windows_table(tmp_path_factory, table: str, columns: str, value: str):
+    """A fresh ``table`` of 20 rows (id, ``value``, an hour-old ``updated_at``) and a pipeline file that syncs
+    it by windows with no delay: (an admin connection to the source, the file)."""
+    conn = _admin()
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {table}")
+        cur.execute(f"CREATE TABLE {table} ({columns})")
+        cur.execute(f"INSERT INTO {table} SELECT seq, {value}, NOW(6) - INTERVAL 1 HOUR FROM seq_1_to_20")
+    config = {"name": f"{DB}.{table}", "key": ["id"], "cursor": "updated_at", "safety_delay": 0}
+    return conn, _pipeline_file(tmp_path_factory, table, [config])
+
+
 def test_a_null_cursor_is_refused_before_a_window_and_validation_reports_it(database, tmp_path_factory):
     """A row whose cursor is NULL is in no window: inserted so, or its cursor set to NULL, it never reached
     the target while every window committed, and validation crashed on it (an assertion in its window
     scope). Each window now refuses in one line while such a row exists, and validation reports the row."""
-    conn = _admin()
-    with conn.cursor() as cur:
-        cur.execute("DROP TABLE IF EXISTS nullable")
-        cur.execute("CREATE TABLE nullable (id INT PRIMARY KEY, v INT NOT NULL, updated_at DATETIME(6) NULL)")
-        cur.execute("INSERT INTO nullable SELECT seq, seq, NOW(6) - INTERVAL 1 HOUR FROM seq_1_to_20")
-    config = {"name": f"{DB}.nullable", "key": ["id"], "cursor": "updated_at", "safety_delay": 0}
-    path = _pipeline_file(tmp_path_factory, "nullable", [config])
+    conn, path = _windows_table(
+        tmp_path_factory, "nullable", "id INT PRIMARY KEY, v INT NOT NULL, updated_at DATETIME(6) NULL", "seq"
+    )
     first = _seam(path, "load", "incremental", f"{DB}.nullable")
     assert first.returncode == 0, first.stderr + first.stdout
     with conn.cursor() as cur:
@@ -228,13 +236,9 @@ def test_ddl_between_windows_refuses_the_window_naming_the_change_and_a_full_loa
     load made every window rejected at the sink (`column "added" ... does not exist`), with no way out
     printed. A retyped column is said, and the window goes on: a narrower one fits, a wider one's longer
     value rejects the window."""
-    conn = _admin()
-    with conn.cursor() as cur:
-        cur.execute("DROP TABLE IF EXISTS altered")
-        cur.execute("CREATE TABLE altered (id INT PRIMARY KEY, s VARCHAR(5), updated_at DATETIME(6) NOT NULL)")
-        cur.execute("INSERT INTO altered SELECT seq, 'x', NOW(6) - INTERVAL 1 HOUR FROM seq_1_to_20")
-    config = {"name": f"{DB}.altered", "key": ["id"], "cursor": "updated_at", "safety_delay": 0}
-    path = _pipeline_file(tmp_path_factory, "altered", [config])
+    conn, path = _windows_table(
+        tmp_path_factory, "altered", "id INT PRIMARY KEY, s VARCHAR(5), updated_at DATETIME(6) NOT NULL", "'x'"
+    )
     pipeline = load_pipeline(path)
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as target:  # a run before left one
         target.execute(f'DROP TABLE IF EXISTS "{DB}"."altered"')

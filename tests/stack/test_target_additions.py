@@ -10,6 +10,7 @@ import os
 import psycopg
 import pytest
 
+from seam.config import load_pipeline
 from seam_dev import demo
 from tests.support.commands import seam_command
 from tests.support.independent import compare_pipeline
@@ -35,6 +36,8 @@ def test_an_index_or_trigger_added_to_the_target_stops_its_table_naming_it(stack
         *(f"INSERT INTO {DB}.{t} SELECT seq, seq FROM {DB}.seq_1_to_50" for t in ("uniq", "trig", "plain")),
     )
     tables = [{"name": f"{DB}.{t}", "key": ["id"]} for t in ("uniq", "trig", "plain")]
+    with psycopg.connect(**load_pipeline().target.conninfo(), autocommit=True) as target:  # a run before left one
+        target.execute(f"DROP SCHEMA IF EXISTS {DB} CASCADE")
     path, pipeline = loaded(tmp_path_factory, "target_additions", tables)
     stream_once(pipeline)
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as target:

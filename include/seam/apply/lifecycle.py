@@ -19,7 +19,7 @@ import psycopg
 from seam.apply.batch import OpenBatch, Staged, Staging
 from seam.apply.decode import schema_from_begin
 from seam.apply.merge import merge_window
-from seam.apply.retry import Retrier, refused, transient
+from seam.apply.retry import Retrier, refused, target_addition, transient
 from seam.apply.swap import check_end, patch_table, replace_table
 from seam.apply.target import Landing, create_table_sql, ensure_postgis, has_spatial, landing_in, target_table
 from seam.apply.transaction import TargetTransaction
@@ -167,9 +167,9 @@ class BatchLifecycle:
         except (psycopg.Error, TargetError) as exc:
             if transient(exc):
                 raise  # the connection is gone: the batch is not the reason
-            error = refused(exc)
-            if error != first_line(exc):  # something someone added to the target's table
-                error = f"{REFUSED}: {error}"
+            error = first_line(exc)
+            if target_addition(exc):  # something someone added to the target's table
+                error = f"{REFUSED}: {refused(exc)}"
             elif isinstance(exc, psycopg.errors.UniqueViolation) and batch.begin.key:  # the key is the pipeline's
                 error = (
                     f"{NOT_UNIQUE} ({', '.join(batch.begin.key)}) is not unique in the batch's rows ({error}): key the "

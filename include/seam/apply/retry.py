@@ -53,23 +53,25 @@ def transient(exc: BaseException) -> bool:
     return state in _TRANSIENT_CODES or state.startswith(_TRANSIENT_CLASSES)
 
 
-def refused(exc: BaseException) -> str:
-    """A deterministic target error's first line, and, when what refused the rows is something someone added
-    to the target's table (a unique index, a CHECK or foreign key constraint, a trigger that raises), which,
-    and that it goes first: the table's load or repair would meet it again."""
-    text = first_line(exc)
+def target_addition(exc: BaseException) -> str | None:
+    """What someone added to the target's table that refused the rows (a unique index, a CHECK or foreign key
+    constraint, a trigger that raises), or None: the table's load or repair would meet it again."""
     diag = getattr(exc, "diag", None)
     if diag is None:
-        return text
+        return None
     if isinstance(exc, psycopg.errors.IntegrityError) and diag.constraint_name:
-        if diag.constraint_name.endswith("_pkey"):  # the key Seam made: the rows' own
-            return text
-        added = f"constraint or index {diag.constraint_name!r}"
-    elif isinstance(exc, psycopg.errors.RaiseException):
-        added = "trigger (or rule)"
-    else:
-        return text
-    return f"{text}; the target table's {added} is not the source's: remove it (or make it agree with the source) first"
+        # ``_pkey``: the key Seam made, so the rows' own doing
+        return None if diag.constraint_name.endswith("_pkey") else f"constraint or index {diag.constraint_name!r}"
+    return "trigger (or rule)" if isinstance(exc, psycopg.errors.RaiseException) else None
+
+
+def refused(exc: BaseException) -> str:
+    """A deterministic target error's first line, and what of the target's own refused the rows, if anything,
+    with the way out."""
+    added = target_addition(exc)
+    if added is None:
+        return first_line(exc)
+    return f"{first_line(exc)}; the target table's {added} is not the source's: remove it (or make it agree with the source) first"
 
 
 def transaction_failed(conn) -> bool:

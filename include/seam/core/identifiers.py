@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from seam.core.errors import TargetError
 
+NAME_BYTES = 63  # PostgreSQL's identifier limit (NAMEDATALEN - 1): a longer name is cut
+
 
 def unfit_names(kinds_and_names) -> str | None:
     """Why one of these (kind, name) pairs (``("column", "amount")``) cannot be a name in the target: longer
     than PostgreSQL's 63 bytes (it would cut it, and two names could become one), or a column beginning with
     ``_seam_`` (the prefix of the columns Seam adds to its staging tables); None when all fit."""
     for kind, name in kinds_and_names:
-        if len(name.encode()) > 63:
+        if len(name.encode()) > NAME_BYTES:
             return (
                 f"the {kind} name {name!r} is {len(name.encode())} bytes, longer than PostgreSQL's 63-byte "
                 "identifier limit: rename it at the source, or leave the table out of the pipeline"
@@ -26,7 +28,7 @@ def unfit_names(kinds_and_names) -> str | None:
 
 def qi(name: str) -> str:
     """A PostgreSQL identifier, quoted (double quotes doubled inside)."""
-    if len(name.encode()) > 63:
+    if len(name.encode()) > NAME_BYTES:
         raise TargetError(f"name {name!r} is longer than PostgreSQL's 63-byte identifier limit")
     return '"' + name.replace('"', '""') + '"'
 
