@@ -16,6 +16,7 @@ import pytest
 
 from seam.config import load_pipeline
 from seam.state.connection import sink_session_name
+from seam.state.schema import LOCKS
 from seam_dev import demo
 from tests.support.commands import run_command
 from tests.support.independent import compare
@@ -135,6 +136,41 @@ def test_a_stream_wait_whose_target_session_is_cut_waits_on(stack, tmp_path_fact
     finally:
         _stop(wait)
         _seam(path, "stream", "stop")
+
+
+def test_a_watch_whose_session_is_cut_as_it_is_made_makes_it_again(stack, tmp_path_factory):
+    """The cut lands while the wait's first session checks the state schema (held here on its lock): before,
+    that escaped as psycopg's traceback (a CI run saw it by chance)."""
+    fresh_database("target_cut_early", "CREATE TABLE `target_cut_early`.t (id INT PRIMARY KEY)")
+    path = pipeline_file(
+        tmp_path_factory, "target_cut_early", [{"name": "target_cut_early.t", "key": ["id"]}], pipeline_name="tl-early"
+    )
+    pipeline = load_pipeline(path)
+    with psycopg.connect(**pipeline.target.conninfo()) as holder:
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (LOCKS["migrations"],))
+        wait = _started(path, "stream", "wait", "--timeout", "60")
+        try:
+            deadline = time.time() + 60
+            while not _waiting_on_a_lock(pipeline) and time.time() < deadline and wait.poll() is None:
+                time.sleep(0.1)
+            assert _terminate(pipeline) == 1, wait.communicate()[0]
+            holder.rollback()
+            output = wait.communicate(timeout=120)[0]
+        finally:
+            _stop(wait)
+    assert wait.returncode == 0 and "Traceback" not in output, output
+    assert "lost the target's connection" in output and "the target is back" in output, output
+
+
+def _waiting_on_a_lock(pipeline) -> bool:
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        return (
+            conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'",
+                (sink_session_name(pipeline),),
+            ).fetchone()[0]
+            == 1
+        )
 
 
 def test_a_repair_whose_target_sessions_are_cut_while_it_waits_goes_on(stack, tmp_path_factory):

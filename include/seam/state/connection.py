@@ -48,8 +48,11 @@ def connect_state(pipeline: Pipeline) -> psycopg.Connection:
     """An autocommit connection to the target whose state schema exists (what every reader of it needs)."""
     conn = connect_target(pipeline)
     conn.autocommit = True
-
-    ensure_state(conn, pipeline.target.state_schema)
+    try:
+        ensure_state(conn, pipeline.target.state_schema)
+    except psycopg.Error:
+        conn.close()
+        raise
     return conn
 
 
@@ -60,23 +63,49 @@ class StateWatch:
 
     def __init__(self, pipeline: Pipeline, say: Callable[[str], None]):
         self.pipeline, self.say = pipeline, say
-        self.conn = connect_state(pipeline)
         self.lost = False  # broken, and not made again yet
+        self.conn = self._first_connection()
+
+    def _first_connection(self, tries: int = 3) -> psycopg.Connection:
+        """An unreachable target is the caller's to report; a session cut right after it was made (a restart
+        under way, a DBA ending every Seam session) is made again, as a later cut would be."""
+        for attempt in range(tries):
+            try:
+                conn = connect_state(self.pipeline)
+            except psycopg.OperationalError as exc:
+                if attempt == tries - 1:
+                    raise TargetError(
+                        f"the target's session was cut as soon as it was made, {tries} times ({first_line(exc)}): "
+                        "see what ends Seam's sessions (`seam-sink/...` in pg_stat_activity)"
+                    ) from None
+                self._lost(exc)
+                time.sleep(1)
+                continue
+            self._back()
+            return conn
+        raise AssertionError("unreachable")
 
     def reconnect(self, exc: Exception) -> None:
         """After ``exc`` broke the session: makes it again, or (after a second) leaves it broken while the
         target is still away, for the caller's next look. Said once each way."""
-        if not self.lost:
-            self.lost = True
-            self.say(f"lost the target's connection ({first_line(exc)}); waiting for it")
+        self._lost(exc)
         self.conn.close()
         try:
             self.conn = connect_state(self.pipeline)
-        except TargetError:
+        except (TargetError, psycopg.OperationalError):  # away, or cut again as it was made
             time.sleep(1)
             return
-        self.lost = False
-        self.say("the target is back")
+        self._back()
+
+    def _lost(self, exc: Exception) -> None:
+        if not self.lost:
+            self.lost = True
+            self.say(f"lost the target's connection ({first_line(exc)}); waiting for it")
+
+    def _back(self) -> None:
+        if self.lost:
+            self.lost = False
+            self.say("the target is back")
 
     def close(self) -> None:
         self.conn.close()
