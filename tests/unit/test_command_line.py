@@ -1,10 +1,16 @@
 """The command line's parsing: a command's TABLEs before or after its options, and anything else unknown
-refused with argparse's usage line (exit 2)."""
+refused with argparse's usage line (exit 2). A server that breaks off a command is one line, not a traceback."""
 
 from __future__ import annotations
 
+import signal
+
+import psycopg
+import pymysql
 import pytest
 
+import seam.cli.stream
+from seam.cli import main
 from seam.cli.parser import parse_arguments
 
 
@@ -40,3 +46,31 @@ def test_anything_else_unknown_is_refused(argv, capsys):
         parse_arguments(argv)
     assert exited.value.code == 2
     assert "unrecognized arguments" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "error, said",
+    [
+        (psycopg.errors.AdminShutdown("terminating connection due to administrator command\nSSL"), "the target"),
+        (pymysql.err.OperationalError(2013, "Lost connection to server during query"), "the source"),
+    ],
+)
+def test_a_server_breaking_off_a_command_is_one_line(error, said, monkeypatch, capsys):
+    def breaks(args, procs):
+        raise error
+
+    monkeypatch.setattr(seam.cli.stream, "cmd_stream", breaks)
+    monkeypatch.setattr(signal, "signal", lambda *a: None)  # main's SIGTERM handler stays out of pytest
+    assert main(["stream", "status"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"seam: {said} broke off the command (") and err.count("\n") == 1, err
+
+
+def test_anything_else_keeps_its_traceback(monkeypatch):
+    def breaks(args, procs):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(seam.cli.stream, "cmd_stream", breaks)
+    monkeypatch.setattr(signal, "signal", lambda *a: None)
+    with pytest.raises(ValueError):
+        main(["stream", "status"])

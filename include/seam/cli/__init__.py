@@ -26,7 +26,7 @@ import sys
 from seam.cli.common import pipeline_of
 from seam.cli.parser import command_of, parse_arguments
 from seam.config import DEFAULT_PIPELINE
-from seam.core.errors import SeamError, one_line
+from seam.core.errors import SeamError, first_line, one_line
 from seam.processes import Processes
 from seam_dev.stack import EmbeddedStack, use_stack_env
 
@@ -39,6 +39,18 @@ class Terminated(KeyboardInterrupt):
 def _terminated(signum, frame) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the stopping of the children short
     raise Terminated()
+
+
+def _server_lost(exc: Exception) -> str | None:
+    """``source`` or ``target`` when ``exc`` is a server's session that broke mid-command (a restart, a
+    failover, a DBA ending it), not a bug. Looked up where the drivers are loaded already: ``seam --help``
+    does not import them."""
+    psycopg, pymysql = sys.modules.get("psycopg"), sys.modules.get("pymysql")
+    if psycopg is not None and isinstance(exc, psycopg.OperationalError):
+        return "target"
+    if pymysql is not None and isinstance(exc, pymysql.err.OperationalError):
+        return "source"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,6 +70,14 @@ def main(argv: list[str] | None = None) -> int:
         return command(args, Processes())
     except SeamError as exc:  # Seam's own clear line; anything else is a bug and keeps its traceback
         print(one_line(exc), file=sys.stderr)
+        return 2
+    except Exception as exc:
+        side = _server_lost(exc)
+        if side is None:
+            raise
+        print(
+            f"seam: the {side} broke off the command ({first_line(exc)}): run it again when it is back", file=sys.stderr
+        )
         return 2
     except Terminated:
         print("seam: stopped (SIGTERM); what it started was stopped too", file=sys.stderr)
