@@ -137,6 +137,46 @@ def test_ddl_effect(query, effect):
     assert ddl_effect(query, "shop", "shop", "payments") == effect
 
 
+@pytest.mark.parametrize(
+    "query, sql_mode, effect",
+    [
+        # a comment marker or an escaped quote inside a string hid the clause after it (silently followed on)
+        ("ALTER TABLE payments COMMENT 'issue #5', DROP COLUMN memo", 0, ("alter", [("drop", "memo")])),
+        ("ALTER TABLE payments COMMENT 'a -- b', DROP COLUMN memo", 0, ("alter", [("drop", "memo")])),
+        ("ALTER TABLE payments COMMENT 'a /* b', DROP COLUMN memo", 0, ("alter", [("drop", "memo")])),
+        (
+            r"ALTER TABLE payments COMMENT 'a\'', MODIFY memo VARCHAR(5)",
+            0,
+            ("alter", [("modify", "memo", ("column", "VARCHAR(5)"))]),
+        ),
+        (r"ALTER TABLE payments COMMENT 'a\'', DROP COLUMN memo", 0, ("alter", [("drop", "memo")])),
+        # the same text under NO_BACKSLASH_ESCAPES: the string ends at the backslash
+        (r"ALTER TABLE payments COMMENT 'a\', DROP COLUMN memo", 0x100000, ("alter", [("drop", "memo")])),
+        (r"ALTER TABLE payments COMMENT 'a\', DROP COLUMN memo'", 0, None),
+        # and a harmless comment with an escaped quote stopped the table for nothing
+        (r"ALTER TABLE payments ADD INDEX i (x) COMMENT 'it\'s, y'", 0, None),
+        (
+            r"ALTER TABLE payments ADD COLUMN note VARCHAR(9) DEFAULT 'it\'s' COMMENT 'x, y'",
+            0,
+            ("alter", [("add", "note", ("column", "VARCHAR(9) DEFAULT 'it''s' COMMENT 'x, y'"))]),
+        ),
+        # a versioned comment's content is what the server ran; a real comment is not
+        ("ALTER TABLE payments /*!50100 DROP COLUMN memo */", 0, ("alter", [("drop", "memo")])),
+        ("ALTER TABLE payments /*M!100100 DROP COLUMN memo */", 0, ("alter", [("drop", "memo")])),
+        ("ALTER TABLE payments /* DROP COLUMN memo */ ADD INDEX (a)", 0, None),
+        ("ALTER TABLE payments ADD INDEX (a) -- DROP COLUMN memo", 0, None),
+        ("ALTER TABLE payments ADD INDEX (a) # DROP COLUMN memo", 0, None),
+        # under ANSI_QUOTES a double-quoted word is a name, whose backslash escapes nothing
+        ('ALTER TABLE "payments" DROP COLUMN "me\\"', 0x4, ("alter", [("drop", "me\\")])),
+        # text the server cannot have read as it looks here: a stop for a table it names, never a guess
+        ("ALTER TABLE payments COMMENT 'x", 0, ("stop", "a statement Seam cannot read (a string that does not end)")),
+        ("ALTER TABLE other COMMENT 'x", 0, None),
+    ],
+)
+def test_ddl_effect_reads_strings_and_comments_as_the_server_did(query, sql_mode, effect):
+    assert ddl_effect(query, "shop", "shop", "payments", sql_mode) == effect
+
+
 def test_literal_defaults():
     assert literal_default(None) is None and literal_default("NULL") is None
     assert literal_default("'it''s'") == "it's"

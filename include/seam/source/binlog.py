@@ -89,6 +89,7 @@ class Statement:
     query: str
     schema: str | None  # the session's default database
     in_transaction: bool
+    sql_mode: int | None = None  # the session's, as logged with the statement (how its text reads)
 
 
 @dataclass(frozen=True)
@@ -335,7 +336,9 @@ class BinlogReader:
                     open_, gtid = None, None
                     yield Tick(at, True)
                 else:
-                    yield Statement(at, event.query, _text(event.schema), open_ is not None)
+                    yield Statement(
+                        at, event.query, _text(event.schema), open_ is not None, getattr(event, "sql_mode", None)
+                    )
                     if open_ is None:
                         gtid = None
                         yield Tick(at, True)

@@ -36,12 +36,12 @@ from typing import Any
 
 from seam.core.schema import Column
 from seam.source.declared import COMPUTED, declared_column, declared_default, is_number
+from seam.source.sql_text import UnreadableStatement, plain_statement
 
 # a name in backticks, in double quotes (a writer's sql_mode ANSI_QUOTES: the statement would have failed
 # without it, so a double-quoted name here is one), or bare
 _NAME = r'(?:`(?:[^`]|``)+`|"(?:[^"]|"")+"|[\w$]+)'
 _QUALIFIED = re.compile(rf"\s*(?:({_NAME})\s*\.\s*)?({_NAME})", re.S)
-_COMMENTS = re.compile(r"/\*.*?\*/|--[^\n]*|#[^\n]*", re.S)
 
 
 def _unquote(name: str) -> str:
@@ -111,9 +111,15 @@ def _column_clause(clause: str) -> tuple | None:
     return None
 
 
-def ddl_effect(query: str, default_db: str | None, db: str, table: str) -> tuple[str, Any] | None:
-    """What ``query`` (run with ``default_db`` as the session's database) does to ``db.table``: see the module."""
-    q = _COMMENTS.sub(" ", query).strip().rstrip(";").strip()
+def ddl_effect(
+    query: str, default_db: str | None, db: str, table: str, sql_mode: int | None = None
+) -> tuple[str, Any] | None:
+    """What ``query`` (run with ``default_db`` as the session's database, under ``sql_mode`` as the binlog
+    logged it) does to ``db.table``: see the module."""
+    try:
+        q = plain_statement(query, sql_mode).strip().rstrip(";").strip()
+    except UnreadableStatement as exc:
+        return ("stop", f"a statement Seam cannot read ({exc})") if table.lower() in query.lower() else None
     me = (db, table)
 
     def name_at(text: str, at: int = 0) -> tuple[tuple[str | None, str] | None, int]:
@@ -169,9 +175,9 @@ def ddl_effect(query: str, default_db: str | None, db: str, table: str) -> tuple
     return None
 
 
-def reshapes(query: str, default_db: str | None, db: str, table: str) -> bool:
+def reshapes(query: str, default_db: str | None, db: str, table: str, sql_mode: int | None = None) -> bool:
     """Whether ``query`` changes the rows or columns of ``db.table`` (a default alone does neither)."""
-    effect = ddl_effect(query, default_db, db, table)
+    effect = ddl_effect(query, default_db, db, table, sql_mode)
     return effect is not None and effect[0] != "default"
 
 

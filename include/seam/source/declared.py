@@ -19,7 +19,7 @@ from seam.core.schema import Column
 
 COMPUTED = object()  # an expression, a sequence, a generated value: not one literal for every row
 
-_QUOTED = re.compile(r"'(?:[^'\\]|''|\\.)*'|\"(?:[^\"\\]|\"\"|\\.)*\"", re.S)
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", re.S)  # as seam.source.sql_text spells them
 _TYPE = re.compile(
     r"\s*([a-z]\w*(?:\s+(?:precision|varying))?)(?:\s*(\((?:[^()']|'(?:[^']|'')*')*\)))?"
     r"((?:\s+(?:unsigned|signed|zerofill)\b)*)",
@@ -72,7 +72,7 @@ def declared_default(declared: tuple[str, str]) -> Any:
     """The default a column clause declares: None (none, or NULL), the literal's text, or COMPUTED.
     ``declared``: ("column", the definition after the name) or ("default", "SET DEFAULT x"/"DROP DEFAULT")."""
     kind, text = declared
-    if "\\" in text:  # a backslash escapes, or not (sql_mode NO_BACKSLASH_ESCAPES): not read with certainty
+    if "\\" in text:  # a backslash kept (before % or _, or any under NO_BACKSLASH_ESCAPES): left to the catalog
         return COMPUTED
     masked, strings = _masked(text)
     if kind == "column" and re.search(r"\b(AUTO_INCREMENT|GENERATED|SERIAL)\b|\bAS\s*\(", masked, re.I):
