@@ -76,7 +76,6 @@ from seam.source.declared import declared_column, declared_default
         ),
         ("ALTER TABLE payments_new RENAME TO payments", ("stop", "ALTER TABLE RENAME (onto its name)")),
         ("ALTER TABLE payments_new RENAME COLUMN a TO payments", None),
-        ("ALTER TABLE payments ALTER COLUMN a SET INVISIBLE", ("stop", "ALTER TABLE ALTER COLUMN")),
         ("TRUNCATE payments", ("truncate", "TRUNCATE")),
         ("TRUNCATE TABLE shop.payments", ("truncate", "TRUNCATE")),
         ("TRUNCATE TABLE payments_archive", None),
@@ -131,6 +130,20 @@ from seam.source.declared import declared_column, declared_default
         ("ALTER TABLE payments REBUILD PARTITION p2", None),
         ("ALTER TABLE payments TRUNCATE PARTITION p0, p1", ("stop", "ALTER TABLE TRUNCATE PARTITION, P1")),
         ("ALTER TABLE payments DROP PARTITION p0", ("stop", "ALTER TABLE DROP PARTITION")),
+        # several columns in one ADD; MariaDB's WAIT/NOWAIT; clauses that change no row (they stopped the table)
+        (
+            "ALTER TABLE payments ADD COLUMN (a INT, b VARCHAR(5) DEFAULT 'x,y')",
+            ("alter", [("add", "a", ("column", "INT")), ("add", "b", ("column", "VARCHAR(5) DEFAULT 'x,y'"))]),
+        ),
+        ("ALTER TABLE payments ADD (a INT)", ("alter", [("add", "a", ("column", "INT"))])),
+        ("ALTER TABLE payments WAIT 5 DROP COLUMN memo", ("alter", [("drop", "memo")])),
+        ("ALTER TABLE payments NOWAIT ADD INDEX (a)", None),
+        ("ALTER TABLE payments ALTER COLUMN memo SET INVISIBLE", None),
+        ("ALTER TABLE payments ORDER BY id", None),
+        ("ALTER TABLE payments DISABLE KEYS", None),
+        ("ALTER TABLE payments ALTER CHECK c NOT ENFORCED", None),
+        ("ALTER TABLE payments PAGE_CHECKSUM=1, TRANSACTIONAL=1 ENCRYPTED=YES", None),
+        ("ALTER TABLE payments UNION=(a,b)", ("stop", "ALTER TABLE UNION=(A,B)")),
     ],
 )
 def test_ddl_effect(query, effect):

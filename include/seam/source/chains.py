@@ -24,10 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from seam.alerts import alert
+from seam.core.errors import StreamError
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
 from seam.source.binlog import BinlogReader, Transaction
+from seam.source.record_images import unlike_type
+from seam.source.rows import Decoder
 from seam.source.stream_cascades import Cascades
 from seam.state.positions import followed_tables
 from seam.wire.boundary import CONTROL_HEADER, EXACT_MODES, Heartbeat, SchemaChange, StreamStop
@@ -85,6 +88,36 @@ def pending_rows(followed: Followed) -> str | None:
     return (
         f"its rows changed after the ALTER at {first.position}, which the stream could not check: the source's "
         "definition had been changed by a later statement already"
+    )
+
+
+class UnloggedDefinition(StreamError):
+    """A followed table's rows carry other columns than the table Seam follows, with no ALTER in the binlog to
+    explain them (the stop that follows names the remedy)."""
+
+
+def check_logged_columns(followed: Followed, decoder: Decoder) -> None:
+    """Raises ``UnloggedDefinition`` when the binlog's rows of ``followed`` (its table map: ``decoder``) are not
+    of its columns, by name and in order, or not of their exact types (``unlike_type``), and no waiting ALTER
+    explains it: the table was altered by a statement the binlog does not hold (a DBA's ``sql_log_bin = 0``,
+    or on another server of a chain). Read as before, such rows would drop an added column silently, go on
+    with a renamed pair swapped, or round values to a scale the table no longer has."""
+    have = followed.schema.names
+    if followed.pending:
+        return
+    names = tuple(decoder.names)
+    if names == have:
+        retyped = [c.name for m, c in zip(decoder.columns, followed.schema.columns) if unlike_type(m, c)]
+        if not retyped:
+            return
+        what = f"retyped: {', '.join(retyped)}"
+    else:
+        added, gone = [n for n in names if n not in have], [n for n in have if n not in names]
+        parts = ([f"added: {', '.join(added)}"] if added else []) + ([f"gone: {', '.join(gone)}"] if gone else [])
+        what = "; ".join(parts) or f"the same columns in another order: {', '.join(names)}"
+    raise UnloggedDefinition(
+        f"the binlog's rows carry other columns than the table Seam follows ({what}): it was altered by a "
+        "statement the binlog does not hold (sql_log_bin = 0, or another server)"
     )
 
 

@@ -72,16 +72,25 @@ def _split_clauses(text: str) -> list[str]:
     return [c for c in clauses if c]
 
 
+_IF_EXISTS = r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?"
 # clauses that change neither rows nor columns: indexes, keys other than the primary, table options, defaults
 _HARMLESS = re.compile(
     r"^(ADD\s+(INDEX|KEY|UNIQUE|FULLTEXT|SPATIAL|CONSTRAINT|FOREIGN|CHECK)\b|DROP\s+(INDEX|KEY|FOREIGN|CONSTRAINT"
     r"|CHECK)\b|ALGORITHM\b|LOCK\b|COMMENT\b|FORCE$|ENGINE\b|RENAME\s+(INDEX|KEY)\b|AUTO_INCREMENT\b|ROW_FORMAT\b"
-    r"|KEY_BLOCK_SIZE\b|STATS_\w+\b|(DEFAULT\s+)?(CHARACTER\s+SET|CHARSET|COLLATE)\b|ALTER\s+(INDEX|KEY)\b)",
+    r"|KEY_BLOCK_SIZE\b|STATS_\w+\b|(DEFAULT\s+)?(CHARACTER\s+SET|CHARSET|COLLATE)\b|ALTER\s+(INDEX|KEY)\b"
+    r"|ALTER\s+(CHECK|CONSTRAINT)\b|ORDER\s+BY\b|(ENABLE|DISABLE)\s+KEYS$"
+    rf"|ALTER\s+(COLUMN\s+)?{_NAME}\s+SET\s+(IN)?VISIBLE$"  # MySQL 8: the binlog carries invisible columns too
+    r"|(PAGE_CHECKSUM|TRANSACTIONAL|ENCRYPTED|ENCRYPTION|ENCRYPTION_KEY_ID|PAGE_COMPRESSED|PAGE_COMPRESSION_LEVEL"
+    r"|PACK_KEYS|CHECKSUM|TABLE_CHECKSUM|DELAY_KEY_WRITE|MAX_ROWS|MIN_ROWS|AVG_ROW_LENGTH|COMPRESSION|TABLESPACE"
+    r"|SECONDARY_ENGINE|SECONDARY_ENGINE_ATTRIBUTE|ENGINE_ATTRIBUTE|(DATA|INDEX)\s+DIRECTORY)\b)",
     re.I,
 )
+# MariaDB's lock wait of the statement (`ALTER TABLE t WAIT 5 ...`), between the name and the clauses
+_WAIT = re.compile(r"\s*(?:WAIT\s+\d+(?:\.\d*)?|NOWAIT)\b", re.I)
+# `ADD [COLUMN] (a INT, b INT)`: several columns in one clause
+_ADD_SEVERAL = re.compile(rf"^ADD\s+(?:COLUMN\s+)?({_IF_EXISTS})\((.*)\)$", re.I | re.S)
 # a DBA's partition maintenance: rows unchanged; the statement's only clause, its partitions listed by commas
 _PARTITION_UPKEEP = re.compile(r"\s*(ANALYZE|CHECK|OPTIMIZE|REBUILD|REPAIR)\s+PARTITION\b", re.I)
-_IF_EXISTS = r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?"
 # each with the column's name(s), then what the clause declares (the definition, or the default), if anything
 _COLUMN_CLAUSES = [
     ("add", re.compile(rf"^ADD\s+(?:COLUMN\s+)?{_IF_EXISTS}({_NAME})\s(.*)$", re.I | re.S)),
@@ -134,7 +143,8 @@ def ddl_effect(
     m = re.match(r"ALTER\s+(?:ONLINE\s+)?(?:IGNORE\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?", q, re.I)
     if m:
         name, end = name_at(q, m.end())
-        return _alter(q[end:], name == me, me, name_at)
+        wait = _WAIT.match(q, end)
+        return _alter(q[wait.end() if wait else end :], name == me, me, name_at)
     m = re.match(r"(DROP|CREATE\s+OR\s+REPLACE)\s+(?:DATABASE|SCHEMA)\s+(?:IF\s+EXISTS\s+)?", q, re.I)
     if m:  # a database name is one name, which name_at takes for a table's
         name, _ = name_at(q, m.end())
@@ -181,6 +191,15 @@ def reshapes(query: str, default_db: str | None, db: str, table: str, sql_mode: 
     return effect is not None and effect[0] != "default"
 
 
+def _one_column_each(clauses: list[str]) -> list[str]:
+    """``ADD (a INT, b INT)`` as ``ADD COLUMN a INT`` and ``ADD COLUMN b INT``; other clauses as they are."""
+    out = []
+    for clause in clauses:
+        several = _ADD_SEVERAL.match(clause)
+        out += [f"ADD COLUMN {several.group(1)}{c}" for c in _split_clauses(several.group(2))] if several else [clause]
+    return out
+
+
 def _alter(rest: str, mine: bool, me: tuple[str, str], name_at) -> tuple[str, Any] | None:
     """The clauses of an ALTER TABLE: of the followed table (``mine``), or of another one, which reaches the
     followed table only by exchanging a partition with it or by being renamed onto its name."""
@@ -195,7 +214,7 @@ def _alter(rest: str, mine: bool, me: tuple[str, str], name_at) -> tuple[str, An
     if _PARTITION_UPKEEP.match(rest):
         return None
     followed, other = [], []
-    for clause in clauses:
+    for clause in _one_column_each(clauses):
         if _HARMLESS.match(clause):
             continue
         column = _column_clause(clause)

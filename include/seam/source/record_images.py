@@ -77,6 +77,43 @@ def _native_kind(mapped, column: Column) -> tuple[int, int, int] | None:
     return None
 
 
+# the schema types a binlog type of exact value comes with; a text, binary or other type is not checked (its
+# value is kept whole, and one the target cannot hold stops the table there)
+_EXACT_TYPES = {
+    **{t: (name, "integer") if name == "int" else (name,) for t, (name, _) in _INTEGERS.items()},
+    FIELD_TYPE.NEWDECIMAL: ("decimal",),
+    FIELD_TYPE.FLOAT: ("float",),
+    FIELD_TYPE.DOUBLE: ("double", "real"),
+    FIELD_TYPE.DATE: ("date",),
+    FIELD_TYPE.DATETIME: ("datetime",),
+    FIELD_TYPE.DATETIME2: ("datetime",),
+    FIELD_TYPE.TIMESTAMP: ("timestamp",),
+    FIELD_TYPE.TIMESTAMP2: ("timestamp",),
+    FIELD_TYPE.TIME: ("time",),
+    FIELD_TYPE.TIME2: ("time",),
+    FIELD_TYPE.YEAR: ("year",),
+}
+_EXACT_NAMES = {name for names in _EXACT_TYPES.values() for name in names}
+
+
+def unlike_type(mapped, column: Column) -> bool:
+    """Whether a table map's column (``mapped``) holds another exact type than the followed ``column``: another
+    integer width or signedness, DECIMAL precision or scale, fractional seconds, or a number or time where a
+    text is followed (or the other way). Read with the followed type, its values would be cut or rounded."""
+    followed = _EXACT_TYPES.get(mapped.type)
+    if followed is None:
+        return column.data_type in _EXACT_NAMES
+    if column.data_type not in followed:
+        return True
+    if mapped.type in _INTEGERS:
+        return bool(mapped.unsigned) != column.unsigned
+    if mapped.type == FIELD_TYPE.NEWDECIMAL:
+        return f"({mapped.precision},{mapped.decimals})" not in column.column_type.replace(" ", "")
+    if mapped.type in (FIELD_TYPE.DATETIME2, FIELD_TYPE.TIMESTAMP2, FIELD_TYPE.TIME2):
+        return mapped.fsp != (column.datetime_precision or 0)
+    return False
+
+
 def plan(decoder: Decoder, schema: TableSchema) -> tuple | None:
     """Per column of the map: (name, kind, a, b, reader, record, column), or None when the map's columns are
     not the schema's. Made once per (table map, schema) and kept on the decoder."""

@@ -80,7 +80,7 @@ from seam.source.binlog import (
     Transaction,
     replica_clash,
 )
-from seam.source.chains import Chains, Followed, Rewind, target_states
+from seam.source.chains import Chains, Followed, Rewind, check_logged_columns, target_states
 from seam.source.gtid import server_identity
 from seam.source.stream_cascades import Cascades
 from seam.source.stream_ddl import follow_declared, follow_rollback, follow_statement, settle_alters
@@ -367,10 +367,12 @@ class ChangeReader:
         """A followed table's rows are read straight as record values (seam.source.record_images), except a
         cascade's parent's: a cascade needs the parent's values as decoded. ALTERs of the table that wait for
         the ones after them are followed as they were declared first, if that gives the row's columns
-        (``decoder``: its table map)."""
+        (``decoder``: its table map); other columns than the followed ones stop the table (``check_logged_columns``)."""
         followed = self.followed.get((db, table))
         if followed is not None and followed.pending and decoder is not None and self._publisher is not None:
             follow_declared(self.chains, self._publisher, followed, list(decoder.names))
+        if followed is not None and decoder is not None and not decoder.unnamed:
+            check_logged_columns(followed, decoder)
         return None if followed is None or (db, table) in self.cascades.parents else followed.schema
 
     def _publish(self, publisher: Publisher, txn: Transaction, stats: dict) -> None:
