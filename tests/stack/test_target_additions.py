@@ -21,10 +21,10 @@ DB = "target_additions_test"
 pytestmark = pytest.mark.stack
 
 
-def _stopped(pipeline) -> dict[str, str | None]:
+def _stopped(pipeline, db: str = DB) -> dict[str, str | None]:
     with psycopg.connect(**pipeline.target.conninfo()) as target:
         rows = target.execute(
-            f"SELECT tbl, stopped FROM {pipeline.target.state_schema}.positions WHERE db = %s", (DB,)
+            f"SELECT tbl, stopped FROM {pipeline.target.state_schema}.positions WHERE db = %s", (db,)
         ).fetchall()
     return dict(rows)
 
@@ -77,3 +77,41 @@ def test_an_index_or_trigger_added_to_the_target_stops_its_table_naming_it(stack
     assert set(_stopped(pipeline).values()) == {None}
     for table in ("uniq", "trig", "plain"):
         assert compare_pipeline(pipeline, DB, table) is None, table
+
+
+def test_columns_users_add_to_a_target_table_stay_through_a_reload(stack, tmp_path_factory):
+    """A column added to a target table (an audit time, a tag) was dropped without a word by the next full
+    load's swap. Now the table is refilled in place and keeps it (new rows take its default); one NOT NULL with
+    no default refuses the rows, named, in the stream and in the load."""
+    db = "target_columns_test"
+    fresh_database(
+        db,
+        *(f"CREATE TABLE {db}.{t} (id INT PRIMARY KEY, v INT)" for t in ("kept", "strict")),
+        *(f"INSERT INTO {db}.{t} SELECT seq, seq FROM {db}.seq_1_to_50" for t in ("kept", "strict")),
+    )
+    with psycopg.connect(**load_pipeline().target.conninfo(), autocommit=True) as target:
+        target.execute(f"DROP SCHEMA IF EXISTS {db} CASCADE")
+    tables = [{"name": f"{db}.{t}", "key": ["id"]} for t in ("kept", "strict")]
+    path, pipeline = loaded(tmp_path_factory, "target_columns", tables)
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as target:
+        target.execute(f"ALTER TABLE {db}.kept ADD COLUMN loaded_at timestamptz DEFAULT now(), ADD COLUMN tag text")
+        target.execute(f"ALTER TABLE {db}.strict ADD COLUMN s text DEFAULT 's'")
+        target.execute(f"ALTER TABLE {db}.strict ALTER COLUMN s SET NOT NULL, ALTER COLUMN s DROP DEFAULT")
+    writer = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
+    with writer.cursor() as cur:
+        for table in ("kept", "strict"):
+            cur.execute(f"INSERT INTO {table} VALUES (100, 100)")
+    writer.close()
+    stream_once(pipeline)
+    stopped = _stopped(pipeline, db)
+    assert stopped["kept"] is None and compare_pipeline(pipeline, db, "kept") is None, stopped
+    assert "NOT NULL on column 's' is not the source's: remove it" in (stopped["strict"] or ""), stopped
+
+    reloaded = seam_command(path, "load", "full", f"{db}.kept")
+    assert reloaded.returncode == 0, reloaded.stdout + reloaded.stderr
+    assert compare_pipeline(pipeline, db, "kept") is None
+    with psycopg.connect(**pipeline.target.conninfo()) as target:
+        assert target.execute(f"SELECT count(*), count(loaded_at), count(tag) FROM {db}.kept").fetchone() == (51, 51, 0)
+    refused = seam_command(path, "load", "full", f"{db}.strict")
+    out = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "NOT NULL on column 's' is not the source's" in out, out

@@ -212,7 +212,8 @@ class BatchLifecycle:
             return merge_window(self.conn, self.schema, batch, end)
         if batch.begin.mode == "repair":
             return patch_table(self.conn, batch)
-        return replace_table(self.conn, batch, end)
+        recorded = ledger.committed_columns(self.conn, self.schema, batch.begin.db, batch.begin.table)
+        return replace_table(self.conn, batch, end, [c["name"] for c in recorded or []])
 
     def open_batch(self, begin: Begin) -> OpenBatch:
         schema = schema_from_begin(begin)

@@ -55,10 +55,13 @@ def transient(exc: BaseException) -> bool:
 
 def target_addition(exc: BaseException) -> str | None:
     """What someone added to the target's table that refused the rows (a unique index, a CHECK or foreign key
-    constraint, a trigger that raises), or None: the table's load or repair would meet it again."""
+    constraint, a trigger that raises, a NOT NULL column the rows give no value), or None: the table's load or repair would meet it again."""
     diag = getattr(exc, "diag", None)
     if diag is None:
         return None
+    if isinstance(exc, psycopg.errors.NotNullViolation) and diag.column_name:
+        # the load makes a source column NOT NULL only where the source has it so: a column of the users'
+        return f"NOT NULL on column {diag.column_name!r}"
     if isinstance(exc, psycopg.errors.IntegrityError) and diag.constraint_name:
         # ``_pkey``: the key Seam made, so the rows' own doing
         return None if diag.constraint_name.endswith("_pkey") else f"constraint or index {diag.constraint_name!r}"

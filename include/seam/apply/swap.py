@@ -46,10 +46,10 @@ def check_end(conn, batch: OpenBatch, end: End) -> None:
     conn.execute(f"ALTER TABLE {stage} DROP COLUMN _seam_part, DROP COLUMN _seam_attempt")
 
 
-def replace_table(conn, batch: OpenBatch, end: End) -> int:
+def replace_table(conn, batch: OpenBatch, end: End, recorded: list[str]) -> int:
     """A full load's staged rows, with the changes that arrived during it applied (last change per key
     wins) and soft-deleted rows left out, replace the target table in the caller's transaction; returns its
-    rows."""
+    rows. ``recorded``: the columns Seam last gave the table (the others are users')."""
     stage, changes = batch.stage, batch.changes
     key = [qi(k) for k in batch.begin.key]
     final_rows = sum(p.rows for p in end.parts if p.part != RECONCILE_PART)  # the winners' staged rows
@@ -67,7 +67,7 @@ def replace_table(conn, batch: OpenBatch, end: End) -> int:
         raise SinkError("changes arrived for a keyless table's snapshot, which is read as one chunk")
     if batch.begin.soft_delete:  # the target never holds rows flagged deleted, whatever the mode
         final_rows -= conn.execute(f"DELETE FROM {stage} WHERE {flagged_sql(batch.begin.soft_delete)}").rowcount
-    _swap(conn, batch)
+    _swap(conn, batch, recorded)
     conn.execute(f"DROP TABLE {changes}")
     return final_rows
 
@@ -92,24 +92,30 @@ def patch_table(conn, batch: OpenBatch) -> int:
     return written
 
 
-def _swap(conn, batch: OpenBatch) -> None:
+def _swap(conn, batch: OpenBatch, recorded: list[str]) -> None:
     """Put the staged table in the target table's place, in the caller's transaction, keeping what users
-    built on it. A table with views, user indexes, triggers, policies or foreign keys pointing at it is
-    refilled in place (TRUNCATE + INSERT: it keeps its identity, and all of those); otherwise the staged
-    table is renamed into place (no copy) and takes over the old table's grants and comments, its
-    primary key named after the table."""
+    built on it. A table with views, user indexes, triggers, policies, foreign keys pointing at it or columns
+    of their own is refilled in place (TRUNCATE + INSERT: it keeps its identity, and all of those; their
+    columns take their defaults); otherwise the staged table is renamed into place (no copy) and takes over
+    the old table's grants and comments, its primary key named after the table."""
     db, name = batch.begin.db, batch.begin.table
     target, stage = target_table(db, name), batch.stage
     ensure_schema(conn, db)
     old = conn.execute("SELECT to_regclass(%s)::oid", (target,)).fetchone()[0]
-    if old is not None and _has_dependents(conn, old):
+    before = _columns(conn, old) if old is not None else []
+    own = [c[0] for c in before if recorded and c[0] not in recorded and c[0] not in batch.schema.names]
+    if old is not None and (own or _has_dependents(conn, old)):
         new = conn.execute("SELECT to_regclass(%s)::oid", (stage,)).fetchone()[0]
-        before, after = _columns(conn, old), _columns(conn, new)
+        before, after = [c for c in before if c[0] not in own], _columns(conn, new)
         if [c[:2] for c in before] != [c[:2] for c in after]:
+            what = (
+                f"columns users added ({', '.join(own)})"
+                if own
+                else "objects that depend on it (views, indexes, triggers, policies or foreign keys)"
+            )
             raise SinkError(
-                f"{target} has objects that depend on it (views, indexes, triggers, policies or "
-                f"foreign keys) and its columns changed on the source: drop those objects, load "
-                f"again, then recreate them (the previous table stays)"
+                f"{target} has {what} and its columns changed on the source: drop those, load again, then add "
+                "them back (the previous table stays)"
             )
         cols = ", ".join(qi(n) for n in batch.schema.names)
         conn.execute(f"TRUNCATE {target}")
