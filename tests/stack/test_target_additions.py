@@ -81,8 +81,9 @@ def test_an_index_or_trigger_added_to_the_target_stops_its_table_naming_it(stack
 
 def test_columns_users_add_to_a_target_table_stay_through_a_reload(stack, tmp_path_factory):
     """A column added to a target table (an audit time, a tag) was dropped without a word by the next full
-    load's swap. Now the table is refilled in place and keeps it (new rows take its default); one NOT NULL with
-    no default refuses the rows, named, in the stream and in the load."""
+    load's swap, and validation and repair refused the table until then. Now the table is refilled in place
+    and keeps it (new rows take its default), validation and repair leave it be; one NOT NULL with no default
+    refuses the rows, named, in the stream and in the load."""
     db = "target_columns_test"
     fresh_database(
         db,
@@ -112,6 +113,14 @@ def test_columns_users_add_to_a_target_table_stay_through_a_reload(stack, tmp_pa
     assert compare_pipeline(pipeline, db, "kept") is None
     with psycopg.connect(**pipeline.target.conninfo()) as target:
         assert target.execute(f"SELECT count(*), count(loaded_at), count(tag) FROM {db}.kept").fetchone() == (51, 51, 0)
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as target:  # they are not compared
+        target.execute(f"UPDATE {db}.kept SET v = -1, tag = 'mine' WHERE id = 7")
+    checked = seam_command(path, "validate", f"{db}.kept")
+    assert checked.returncode != 0 and f"{db}.kept: MISMATCH" in checked.stdout, checked.stdout + checked.stderr
+    repaired = seam_command(path, "repair", f"{db}.kept")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    checked = seam_command(path, "validate", f"{db}.kept")
+    assert checked.returncode == 0 and f"{db}.kept: EQUAL" in checked.stdout, checked.stdout + checked.stderr
     refused = seam_command(path, "load", "full", f"{db}.strict")
     out = refused.stdout + refused.stderr
     assert refused.returncode != 0 and "NOT NULL on column 's' is not the source's" in out, out

@@ -14,6 +14,7 @@ from seam.apply.batch import OpenBatch
 from seam.apply.decode import flagged_sql
 from seam.apply.target import target_table
 from seam.core.identifiers import clipped, qi
+from seam.core.schema import added_by_users
 from seam.state.ledger import staging_tables
 from seam.state.schema import xact_lock
 from seam.wire.boundary import RECONCILE_PART, End, Tally
@@ -46,7 +47,7 @@ def check_end(conn, batch: OpenBatch, end: End) -> None:
     conn.execute(f"ALTER TABLE {stage} DROP COLUMN _seam_part, DROP COLUMN _seam_attempt")
 
 
-def replace_table(conn, batch: OpenBatch, end: End, recorded: list[str]) -> int:
+def replace_table(conn, batch: OpenBatch, end: End, recorded: list[str] | None) -> int:
     """A full load's staged rows, with the changes that arrived during it applied (last change per key
     wins) and soft-deleted rows left out, replace the target table in the caller's transaction; returns its
     rows. ``recorded``: the columns Seam last gave the table (the others are users')."""
@@ -92,7 +93,7 @@ def patch_table(conn, batch: OpenBatch) -> int:
     return written
 
 
-def _swap(conn, batch: OpenBatch, recorded: list[str]) -> None:
+def _swap(conn, batch: OpenBatch, recorded: list[str] | None) -> None:
     """Put the staged table in the target table's place, in the caller's transaction, keeping what users
     built on it. A table with views, user indexes, triggers, policies, foreign keys pointing at it or columns
     of their own is refilled in place (TRUNCATE + INSERT: it keeps its identity, and all of those; their
@@ -103,7 +104,7 @@ def _swap(conn, batch: OpenBatch, recorded: list[str]) -> None:
     ensure_schema(conn, db)
     old = conn.execute("SELECT to_regclass(%s)::oid", (target,)).fetchone()[0]
     before = _columns(conn, old) if old is not None else []
-    own = [c[0] for c in before if recorded and c[0] not in recorded and c[0] not in batch.schema.names]
+    own = added_by_users([c[0] for c in before], recorded, batch.schema.names)
     if old is not None and (own or _has_dependents(conn, old)):
         new = conn.execute("SELECT to_regclass(%s)::oid", (stage,)).fetchone()[0]
         before, after = [c for c in before if c[0] not in own], _columns(conn, new)

@@ -6,6 +6,7 @@ builds on these values. Delivery guarantee: none (values only).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -57,3 +58,13 @@ class TableSchema:
             if c.name == name:
                 return c
         raise SchemaError(f"{self.db}.{self.table} has no column {name!r}")
+
+
+def added_by_users(in_target: Iterable[str], recorded: Iterable[str] | None, source: Iterable[str]) -> list[str]:
+    """The columns of a target table that users added: neither the source has them nor Seam gave them
+    (``recorded``: the columns its last load, or DDL the stream followed, gave the table; None when it has
+    none, so that no column is known as the users'). Loads keep them, windows and validation leave them be."""
+    if recorded is None:
+        return []
+    seams = set(recorded) | set(source)
+    return [name for name in in_target if name not in seams]

@@ -53,7 +53,7 @@ import pymysql
 from seam.core.errors import ConfigurationError
 from seam.core.identifiers import quote
 from seam.core.pipeline import Pipeline, TableConfig
-from seam.core.schema import TableSchema
+from seam.core.schema import TableSchema, added_by_users
 from seam.source.checks import check_names
 from seam.source.full_load import publish_chunks
 from seam.source.publication import Publication
@@ -167,12 +167,14 @@ def check_columns_unchanged(
 ) -> str | None:
     """A window merges rows into the target table as it is (``in_target``: its column names, None when it
     does not exist yet): a column added, dropped or renamed at the source since then is refused now, with the
-    way out (the sink rejected every such window, `column ... does not exist`). A column whose definition
+    way out (the sink rejected every such window, `column ... does not exist`); columns users added to the
+    target are left be (``added_by_users``). A column whose definition
     changed since it was ``recorded`` (its last load, or DDL the stream followed) is said, and the window goes
     on: a narrower one fits, a wider one's values may not (the window is then rejected, and the line says why)."""
-    if in_target is not None and set(in_target) != set(schema.names):
+    theirs = added_by_users(in_target or [], None if recorded is None else [c["name"] for c in recorded], schema.names)
+    if in_target is not None and set(in_target) - set(theirs) != set(schema.names):
         added = [n for n in schema.names if n not in in_target]
-        dropped = [n for n in in_target if n not in schema.names]
+        dropped = [n for n in in_target if n not in schema.names and n not in theirs]
         sides = [f"{what}: {', '.join(names)}" for what, names in (("added", added), ("dropped", dropped)) if names]
         raise IncrementalError(
             f"{table.name}: its columns changed at the source since its last load ({'; '.join(sides)}); a window "

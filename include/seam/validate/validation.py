@@ -58,7 +58,7 @@ from seam.core.errors import ValidationError, first_line
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
-from seam.core.schema import SchemaError, TableSchema
+from seam.core.schema import SchemaError, TableSchema, added_by_users
 from seam.files import private_dir, write_private
 from seam.source.errors import transient_source_error
 from seam.source.gtid import server_identity
@@ -73,7 +73,7 @@ from seam.source.lag import table_events_between
 from seam.source.schema import read_schema
 from seam.source.snapshot import SnapshotError, open_snapshot, snapshot_opening, source_head
 from seam.state.connection import scalar
-from seam.state.ledger import committed_tables, last_committed, record_validation, watermark
+from seam.state.ledger import committed_columns, committed_tables, last_committed, record_validation, watermark
 from seam.state.positions import validation_point
 from seam.state.schema import ensure_state, schema_version, xact_lock
 from seam.validate import canonical
@@ -99,16 +99,19 @@ def enabled_checks(table: TableConfig) -> tuple[str, ...]:
     return tuple(c for c in ("count", "checksum") if table.checks.get(c, True))
 
 
-def _columns_drift(tgt, schema, table: TableConfig) -> str | None:
+def _columns_drift(tgt, state: str, schema, table: TableConfig) -> str | None:
     """Why the target table cannot be compared with the source's: columns on one side only (the source's
-    definition changed while the table was not followed, e.g. after it stopped); None when they match."""
+    definition changed while the table was not followed, e.g. after it stopped); None when they match.
+    Columns users added to the target are not compared (``added_by_users``)."""
     found = tgt.execute(
         "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
         (table.db, table.table),
     ).fetchall()
+    recorded = committed_columns(tgt, state, table.db, table.table)
     target = [r[0] for r in found]
+    theirs = added_by_users(target, None if recorded is None else [c["name"] for c in recorded], schema.names)
     only_source = [n for n in schema.names if n not in target]
-    only_target = [n for n in target if n not in schema.names]
+    only_target = [n for n in target if n not in schema.names and n not in theirs]
     if not only_source and not only_target:
         return None
     sides = [f"only in the source: {', '.join(only_source)}"] if only_source else []
@@ -158,7 +161,7 @@ def validate(
             raise NotLoaded(
                 f"the target has no table {qi(table.db)}.{qi(table.table)}: run `seam load full {table.name}` first"
             )
-        drift = _columns_drift(tgt, schema, table)
+        drift = _columns_drift(tgt, state, schema, table)
         if drift:
             raise ValidationError(drift)
         # 1. the target's snapshot first (it fixes P), then the source's (Q >= P)
