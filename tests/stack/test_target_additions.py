@@ -124,3 +124,46 @@ def test_columns_users_add_to_a_target_table_stay_through_a_reload(stack, tmp_pa
     refused = seam_command(path, "load", "full", f"{db}.strict")
     out = refused.stdout + refused.stderr
     assert refused.returncode != 0 and "NOT NULL on column 's' is not the source's" in out, out
+
+
+def test_a_target_table_dropped_renamed_or_narrowed_in_the_target_is_reloaded_as_printed(stack, tmp_path_factory):
+    """Someone drops a target table, renames it away, drops one of its columns or narrows one's type. The
+    stream stopped each offering `seam repair`, which met the same error; and the reload of the renamed one
+    was rejected (`relation "renamed_pkey" already exists`: the renamed table kept its key's name). Now each
+    stop names what changed and offers the full load only, which takes every one of them up."""
+    db = "target_changed_test"
+    kinds = ("dropped", "renamed", "coldrop", "narrowed")
+    fresh_database(
+        db,
+        *(f"CREATE TABLE {db}.{t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))" for t in kinds),
+        *(f"INSERT INTO {db}.{t} SELECT seq, seq, 'x' FROM {db}.seq_1_to_50" for t in kinds),
+    )
+    with psycopg.connect(**load_pipeline().target.conninfo(), autocommit=True) as target:
+        target.execute(f"DROP SCHEMA IF EXISTS {db} CASCADE")
+    path, pipeline = loaded(tmp_path_factory, "target_changed", [{"name": f"{db}.{t}", "key": ["id"]} for t in kinds])
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as target:
+        target.execute(f"DROP TABLE {db}.dropped")
+        target.execute(f"ALTER TABLE {db}.renamed RENAME TO renamed_old")
+        target.execute(f"ALTER TABLE {db}.coldrop DROP COLUMN s")
+        target.execute(f"ALTER TABLE {db}.narrowed ALTER COLUMN v TYPE smallint")
+    writer = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
+    with writer.cursor() as cur:
+        for table in kinds:
+            cur.execute(f"UPDATE {table} SET v = v + 100000 WHERE id % 5 = 0")
+    writer.close()
+    stream_once(pipeline)
+    stopped = _stopped(pipeline, db)
+    for table, said in (
+        ("dropped", "the target table is gone"),
+        ("renamed", "the target table is gone"),
+        ("coldrop", "a column of the target table is gone"),
+        ("narrowed", "narrower type in the target"),
+    ):
+        assert said in (stopped[table] or "") and f"seam load full {db}.{table}`" in stopped[table], stopped
+        assert "seam repair" not in stopped[table], stopped
+    reloaded = seam_command(path, "load", "full", *[f"{db}.{t}" for t in kinds])
+    assert reloaded.returncode == 0, reloaded.stdout + reloaded.stderr
+    stream_once(pipeline)
+    assert set(_stopped(pipeline, db).values()) == {None}
+    for table in kinds:
+        assert compare_pipeline(pipeline, db, table) is None, table

@@ -24,7 +24,7 @@ from psycopg import sql as pgsql
 from seam.alerts import alert
 from seam.apply import SinkError, cascades
 from seam.apply.decode import SOURCE_ONLY, schema_from_begin
-from seam.apply.retry import LOCK_WAIT, LockWait, Retrier, refused, transient
+from seam.apply.retry import LOCK_WAIT, LockWait, Retrier, changed_in_target, refused, transient
 from seam.apply.stream_table import StreamTable, diverged, merge_run, pos_dict
 from seam.apply.target import landing_in, pg_type, row_converter, target_table
 from seam.apply.txn_buffer import StagedTransaction, TransactionBuffer, drop_all_staged, drop_staged
@@ -207,7 +207,11 @@ class ChangeApplier:
         except (psycopg.Error, TargetError) as exc:
             if transient(exc):
                 raise  # the connection is gone, and the transaction with it: the sink resumes from the target
-            self.stop_table(stream, f"a transaction at {staged.last.source.txn} could not be applied ({refused(exc)})")
+            self.stop_table(
+                stream,
+                f"a transaction at {staged.last.source.txn} could not be applied ({refused(exc)})",
+                repairable=changed_in_target(exc) is None,
+            )
         self._drop_staged(staged)
 
     def _drop_staged(self, docs) -> None:
@@ -305,7 +309,11 @@ class ChangeApplier:
             except (psycopg.Error, TargetError) as exc:
                 if transient(exc):
                     raise  # the connection is gone, and the transaction with it: the sink resumes from the target
-                self.stop_table(stream, f"changes up to {stream.applied} could not be applied ({refused(exc)})")
+                self.stop_table(
+                    stream,
+                    f"changes up to {stream.applied} could not be applied ({refused(exc)})",
+                    repairable=changed_in_target(exc) is None,
+                )
         for stream in self.streams.values():
             if stream.dirty:
                 self._store_position(stream)
@@ -359,14 +367,15 @@ class ChangeApplier:
                 raise SinkError(diverged(j - i - cur.rowcount))
             i = j
 
-    def stop_table(self, stream: StreamTable, reason: str, remedy: bool = True) -> None:
-        """Stop applying changes to one table (until its next full load), record why, and alert."""
+    def stop_table(self, stream: StreamTable, reason: str, remedy: bool = True, repairable: bool = True) -> None:
+        """Stop applying changes to one table (until its next full load), record why, and alert. The remedy
+        said is a repair where one can take the table up (keyed, and ``repairable``), else a full load."""
         name = f"{stream.schema.db}.{stream.schema.table}"
         if remedy:
             reason = f"{reason}; " + (
                 f"run `seam repair {name}` (it copies again only the rows that differ, and the stream goes on), "
                 f"or `seam load full {name}`"
-                if stream.key
+                if stream.key and repairable
                 else f"re-run `seam load full {name}`: its BEGIN supersedes the unapplied changes"
             )
         positions.stop_stream(self.conn, self.schema, stream.schema.db, stream.schema.table, reason)
@@ -451,7 +460,11 @@ class ChangeApplier:
         except (psycopg.Error, TargetError) as exc:
             if transient(exc):
                 raise
-            self.stop_table(stream, f"the target could not follow {change.ddl[:200]!r} ({refused(exc)})")
+            self.stop_table(
+                stream,
+                f"the target could not follow {change.ddl[:200]!r} ({refused(exc)})",
+                repairable=changed_in_target(exc) is None,
+            )
             return False
         log.info("%s: followed %s", stream.target, change.ddl[:200])
         self._drop_run_table(stream)

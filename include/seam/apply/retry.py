@@ -68,10 +68,25 @@ def target_addition(exc: BaseException) -> str | None:
     return "trigger (or rule)" if isinstance(exc, psycopg.errors.RaiseException) else None
 
 
+def changed_in_target(exc: BaseException) -> str | None:
+    """What someone changed in a table Seam made, so that it cannot take the source's rows (Seam gives every
+    column a type that holds every source value): the table or a column gone, dropped or renamed in the
+    target, or a column's type narrowed there. A repair would meet it again; a full load makes the table anew."""
+    if isinstance(exc, psycopg.errors.UndefinedTable):
+        return "the target table is gone (dropped or renamed in the target)"
+    if isinstance(exc, psycopg.errors.UndefinedColumn):
+        return "a column of the target table is gone (dropped or renamed in the target)"
+    if isinstance(exc, (psycopg.errors.NumericValueOutOfRange, psycopg.errors.StringDataRightTruncation)):
+        return "a column of the target table was given a narrower type in the target"
+    return None
+
+
 def refused(exc: BaseException) -> str:
     """A deterministic target error's first line, and what of the target's own refused the rows, if anything,
     with the way out."""
-    added = target_addition(exc)
+    added, changed = target_addition(exc), changed_in_target(exc)
+    if changed is not None:
+        return f"{first_line(exc)}; {changed}"
     if added is None:
         return first_line(exc)
     return f"{first_line(exc)}; the target table's {added} is not the source's: remove it (or make it agree with the source) first"

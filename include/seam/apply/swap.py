@@ -6,6 +6,8 @@ committed and stores its position, so readers see the old table until it commits
 
 from __future__ import annotations
 
+import itertools
+
 import psycopg
 from psycopg import sql as pgsql
 
@@ -133,9 +135,20 @@ def _swap(conn, batch: OpenBatch, recorded: list[str] | None) -> None:
     for (constraint,) in conn.execute(
         "SELECT conname FROM pg_constraint WHERE conrelid = to_regclass(%s) AND contype = 'p'", (target,)
     ).fetchall():
-        conn.execute(f"ALTER TABLE {target} RENAME CONSTRAINT {qi(constraint)} TO {qi(clipped(name, 58) + '_pkey')}")
+        conn.execute(f"ALTER TABLE {target} RENAME CONSTRAINT {qi(constraint)} TO {qi(_free_key_name(conn, db, name))}")
     for statement in kept:
         conn.execute(statement)
+
+
+def _free_key_name(conn, db: str, name: str) -> str:
+    """``<table>_pkey``, or PostgreSQL's next (``_pkey1`` ...) when an index holds that name: the old table's,
+    renamed in the target, keeps its own."""
+    for n in itertools.count():
+        suffix = f"_pkey{n or ''}"
+        candidate = clipped(name, 63 - len(suffix.encode())) + suffix
+        if conn.execute("SELECT to_regclass(%s)", (f"{qi(db)}.{qi(candidate)}",)).fetchone()[0] is None:
+            return candidate
+    raise AssertionError("unreachable")
 
 
 def ensure_schema(conn, name: str) -> None:
