@@ -127,12 +127,13 @@ def test_columns_users_add_to_a_target_table_stay_through_a_reload(stack, tmp_pa
 
 
 def test_a_target_table_dropped_renamed_or_narrowed_in_the_target_is_reloaded_as_printed(stack, tmp_path_factory):
-    """Someone drops a target table, renames it away, drops one of its columns or narrows one's type. The
-    stream stopped each offering `seam repair`, which met the same error; and the reload of the renamed one
-    was rejected (`relation "renamed_pkey" already exists`: the renamed table kept its key's name). Now each
-    stop names what changed and offers the full load only, which takes every one of them up."""
+    """Someone drops a target table, renames it away, drops one of its columns, narrows one's type, or has a
+    view on a column the source drops. The stream stopped each offering `seam repair`, which met the same
+    error (or, for the DDL, does not follow it); and the reload of the renamed one was rejected (`relation
+    "renamed_pkey" already exists`: the renamed table kept its key's name). Now each stop names what changed
+    and offers the full load only, which takes every one of them up."""
     db = "target_changed_test"
-    kinds = ("dropped", "renamed", "coldrop", "narrowed")
+    kinds = ("dropped", "renamed", "coldrop", "narrowed", "viewed")
     fresh_database(
         db,
         *(f"CREATE TABLE {db}.{t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))" for t in kinds),
@@ -146,8 +147,10 @@ def test_a_target_table_dropped_renamed_or_narrowed_in_the_target_is_reloaded_as
         target.execute(f"ALTER TABLE {db}.renamed RENAME TO renamed_old")
         target.execute(f"ALTER TABLE {db}.coldrop DROP COLUMN s")
         target.execute(f"ALTER TABLE {db}.narrowed ALTER COLUMN v TYPE smallint")
+        target.execute(f"CREATE VIEW {db}.viewed_s AS SELECT id, s FROM {db}.viewed")
     writer = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
     with writer.cursor() as cur:
+        cur.execute("ALTER TABLE viewed DROP COLUMN s")  # a DDL the target's view keeps it from following
         for table in kinds:
             cur.execute(f"UPDATE {table} SET v = v + 100000 WHERE id % 5 = 0")
     writer.close()
@@ -158,9 +161,12 @@ def test_a_target_table_dropped_renamed_or_narrowed_in_the_target_is_reloaded_as
         ("renamed", "the target table is gone"),
         ("coldrop", "a column of the target table is gone"),
         ("narrowed", "narrower type in the target"),
+        ("viewed", "views or rules in the target depend on the column: drop them first"),
     ):
         assert said in (stopped[table] or "") and f"seam load full {db}.{table}`" in stopped[table], stopped
         assert "seam repair" not in stopped[table], stopped
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as target:
+        target.execute(f"DROP VIEW {db}.viewed_s")
     reloaded = seam_command(path, "load", "full", *[f"{db}.{t}" for t in kinds])
     assert reloaded.returncode == 0, reloaded.stdout + reloaded.stderr
     stream_once(pipeline)

@@ -460,10 +460,8 @@ class ChangeApplier:
         except (psycopg.Error, TargetError) as exc:
             if transient(exc):
                 raise
-            self.stop_table(
-                stream,
-                f"the target could not follow {change.ddl[:200]!r} ({refused(exc)})",
-                repairable=changed_in_target(exc) is None,
+            self.stop_table(  # a repair does not follow DDL: only a full load gives the table the new columns
+                stream, f"the target could not follow {change.ddl[:200]!r} ({refused(exc)})", repairable=False
             )
             return False
         log.info("%s: followed %s", stream.target, change.ddl[:200])

@@ -69,15 +69,20 @@ def target_addition(exc: BaseException) -> str | None:
 
 
 def changed_in_target(exc: BaseException) -> str | None:
-    """What someone changed in a table Seam made, so that it cannot take the source's rows (Seam gives every
-    column a type that holds every source value): the table or a column gone, dropped or renamed in the
-    target, or a column's type narrowed there. A repair would meet it again; a full load makes the table anew."""
+    """What someone changed in or built on a table Seam made, so that it cannot take the source's rows or DDL
+    (Seam gives every column a type that holds every source value): the table or a column gone, dropped or
+    renamed in the target, a column's type narrowed there, or views on a column the source drops or retypes.
+    A repair would meet it again; a full load makes the table anew."""
     if isinstance(exc, psycopg.errors.UndefinedTable):
         return "the target table is gone (dropped or renamed in the target)"
     if isinstance(exc, psycopg.errors.UndefinedColumn):
         return "a column of the target table is gone (dropped or renamed in the target)"
     if isinstance(exc, (psycopg.errors.NumericValueOutOfRange, psycopg.errors.StringDataRightTruncation)):
         return "a column of the target table was given a narrower type in the target"
+    if isinstance(exc, psycopg.errors.DependentObjectsStillExist) or (
+        isinstance(exc, psycopg.errors.FeatureNotSupported) and "view or rule" in str(exc)
+    ):
+        return "views or rules in the target depend on the column: drop them first, and create them again after"
     return None
 
 
