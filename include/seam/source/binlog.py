@@ -372,6 +372,8 @@ class BinlogReader:
             try:
                 schema = self.record_schema(event.schema, event.table, event.decoder)
                 open_.changes.add(event, stream.log_file, schema)
+            except pymysql.err.OperationalError:
+                raise  # the catalog read of ``record_schema`` lost the source: the reader retries, no table stops
             except Exception as exc:  # noqa: BLE001 - kept: only fatal if the table's rows are needed
                 open_.errors.setdefault((event.schema, event.table), f"{type(exc).__name__}: {exc}")
             rows_seen += 1

@@ -96,29 +96,41 @@ class UnloggedDefinition(StreamError):
     explain them (the stop that follows names the remedy)."""
 
 
-def check_logged_columns(followed: Followed, decoder: Decoder) -> None:
+def check_logged_columns(followed: Followed, decoder: Decoder, catalog: Callable[[], list[str]]) -> None:
     """Raises ``UnloggedDefinition`` when the binlog's rows of ``followed`` (its table map: ``decoder``) are not
     of its columns, by name and in order, or not of their exact types (``unlike_type``), and no waiting ALTER
     explains it: the table was altered by a statement the binlog does not hold (a DBA's ``sql_log_bin = 0``,
     or on another server of a chain). Read as before, such rows would drop an added column silently, go on
-    with a renamed pair swapped, or round values to a scale the table no longer has."""
-    have = followed.schema.names
+    with a renamed pair swapped, or round values to a scale the table no longer has. Columns the server keeps
+    to itself (MariaDB's ``DB_ROW_HASH_1`` of a long UNIQUE key, MySQL's hidden ``my_row_id``) are in the
+    map but not in the source's catalog (``catalog``: its column names now, read only when the map differs).
+    Checked once per table map and followed definition."""
     if followed.pending:
         return
-    names = tuple(decoder.names)
-    if names == have:
-        retyped = [c.name for m, c in zip(decoder.columns, followed.schema.columns) if unlike_type(m, c)]
-        if not retyped:
-            return
-        what = f"retyped: {', '.join(retyped)}"
-    else:
+    held = decoder.__dict__.get("_logged_check")
+    if held is None or held[0] is not followed.schema:
+        held = (followed.schema, _unlogged_change(followed.schema, decoder, catalog))
+        decoder.__dict__["_logged_check"] = held
+    if held[1] is not None:
+        raise UnloggedDefinition(
+            f"the binlog's rows carry other columns than the table Seam follows ({held[1]}): it was altered by a "
+            "statement the binlog does not hold (sql_log_bin = 0, or another server)"
+        )
+
+
+def _unlogged_change(schema: TableSchema, decoder: Decoder, catalog: Callable[[], list[str]]) -> str | None:
+    have, names = schema.names, tuple(decoder.names)
+    if names != have:
+        shown = set(catalog())
+        if shown:  # what neither Seam follows nor the catalog shows is the server's own
+            names = tuple(n for n in names if n in have or n in shown)
+    if names != have:
         added, gone = [n for n in names if n not in have], [n for n in have if n not in names]
         parts = ([f"added: {', '.join(added)}"] if added else []) + ([f"gone: {', '.join(gone)}"] if gone else [])
-        what = "; ".join(parts) or f"the same columns in another order: {', '.join(names)}"
-    raise UnloggedDefinition(
-        f"the binlog's rows carry other columns than the table Seam follows ({what}): it was altered by a "
-        "statement the binlog does not hold (sql_log_bin = 0, or another server)"
-    )
+        return "; ".join(parts) or f"the same columns in another order: {', '.join(names)}"
+    mapped = dict(zip(decoder.names, decoder.columns))
+    retyped = [c.name for c in schema.columns if unlike_type(mapped[c.name], c)]
+    return f"retyped: {', '.join(retyped)}" if retyped else None
 
 
 @dataclass

@@ -372,8 +372,16 @@ class ChangeReader:
         if followed is not None and followed.pending and decoder is not None and self._publisher is not None:
             follow_declared(self.chains, self._publisher, followed, list(decoder.names))
         if followed is not None and decoder is not None and not decoder.unnamed:
-            check_logged_columns(followed, decoder)
+            check_logged_columns(followed, decoder, functools.partial(self._catalog_columns, db, table))
         return None if followed is None or (db, table) in self.cascades.parents else followed.schema
+
+    def _catalog_columns(self, db: str, table: str) -> list[str]:
+        with self._source().cursor() as cur:
+            cur.execute(
+                "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                (db, table),
+            )
+            return [r[0] for r in cur.fetchall()]
 
     def _publish(self, publisher: Publisher, txn: Transaction, stats: dict) -> None:
         """One committed transaction: its changes published; tables whose rows cannot be read stopped."""
