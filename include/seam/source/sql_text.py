@@ -11,6 +11,7 @@ which the matcher turns into a stop for a table the statement names.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from seam.core.errors import SourceError
@@ -30,6 +31,7 @@ class UnreadableStatement(SourceError):
     retry = False
 
 
+@functools.lru_cache(maxsize=32)  # the DDL matcher asks once per followed table
 def plain_statement(query: str, sql_mode: int | None = None) -> str:
     """``query`` without its comments and with its strings in one spelling (see the module)."""
     mode = sql_mode or 0
