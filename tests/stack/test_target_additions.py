@@ -128,12 +128,12 @@ def test_columns_users_add_to_a_target_table_stay_through_a_reload(stack, tmp_pa
 
 def test_a_target_table_dropped_renamed_or_narrowed_in_the_target_is_reloaded_as_printed(stack, tmp_path_factory):
     """Someone drops a target table, renames it away, drops one of its columns, narrows one's type, or has a
-    view on a column the source drops. The stream stopped each offering `seam repair`, which met the same
+    view on a column the source drops, or adds the column the source adds next. The stream stopped each offering `seam repair`, which met the same
     error (or, for the DDL, does not follow it); and the reload of the renamed one was rejected (`relation
     "renamed_pkey" already exists`: the renamed table kept its key's name). Now each stop names what changed
     and offers the full load only, which takes every one of them up."""
     db = "target_changed_test"
-    kinds = ("dropped", "renamed", "coldrop", "narrowed", "viewed")
+    kinds = ("dropped", "renamed", "coldrop", "narrowed", "viewed", "twice")
     fresh_database(
         db,
         *(f"CREATE TABLE {db}.{t} (id INT PRIMARY KEY, v INT, s VARCHAR(10))" for t in kinds),
@@ -148,9 +148,11 @@ def test_a_target_table_dropped_renamed_or_narrowed_in_the_target_is_reloaded_as
         target.execute(f"ALTER TABLE {db}.coldrop DROP COLUMN s")
         target.execute(f"ALTER TABLE {db}.narrowed ALTER COLUMN v TYPE smallint")
         target.execute(f"CREATE VIEW {db}.viewed_s AS SELECT id, s FROM {db}.viewed")
+        target.execute(f"ALTER TABLE {db}.twice ADD COLUMN note text")
     writer = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
     with writer.cursor() as cur:
         cur.execute("ALTER TABLE viewed DROP COLUMN s")  # a DDL the target's view keeps it from following
+        cur.execute("ALTER TABLE twice ADD COLUMN note VARCHAR(10)")  # a name the target has already
         for table in kinds:
             cur.execute(f"UPDATE {table} SET v = v + 100000 WHERE id % 5 = 0")
     writer.close()
@@ -162,6 +164,7 @@ def test_a_target_table_dropped_renamed_or_narrowed_in_the_target_is_reloaded_as
         ("coldrop", "a column of the target table is gone"),
         ("narrowed", "narrower type in the target"),
         ("viewed", "views or rules in the target depend on the column: drop them first"),
+        ("twice", "has a column of that name already (added in the target)"),
     ):
         assert said in (stopped[table] or "") and f"seam load full {db}.{table}`" in stopped[table], stopped
         assert "seam repair" not in stopped[table], stopped

@@ -79,6 +79,8 @@ def changed_in_target(exc: BaseException) -> str | None:
         return "a column of the target table is gone (dropped or renamed in the target)"
     if isinstance(exc, (psycopg.errors.NumericValueOutOfRange, psycopg.errors.StringDataRightTruncation)):
         return "a column of the target table was given a narrower type in the target"
+    if isinstance(exc, psycopg.errors.DuplicateColumn):
+        return "the target table has a column of that name already (added in the target): rename or drop it first"
     if isinstance(exc, psycopg.errors.DependentObjectsStillExist) or (
         isinstance(exc, psycopg.errors.FeatureNotSupported) and "view or rule" in str(exc)
     ):
