@@ -55,7 +55,8 @@ def transient(exc: BaseException) -> bool:
 
 def target_addition(exc: BaseException) -> str | None:
     """What someone added to the target's table that refused the rows (a unique index, a CHECK or foreign key
-    constraint, a trigger that raises, a NOT NULL column the rows give no value), or None: the table's load or repair would meet it again."""
+    constraint, a trigger that raises, a NOT NULL column the rows give no value), or None: the table's load
+    or repair would meet it again."""
     diag = getattr(exc, "diag", None)
     if diag is None:
         return None

@@ -6,6 +6,8 @@ Every statement that removes, recreates, renames onto, refills or reshapes the t
 either side, ``IMPORT``/``DISCARD TABLESPACE``, ``TRUNCATE``, every ``ALTER TABLE`` clause that is not an
 index, key or table option, and DML logged as a statement.
 
+A statement is read as the server read it, under the ``sql_mode`` logged with it (``seam.source.sql_text``).
+
 The answer is data for the change reader (``seam.source.streaming``), which decides with the source's new
 definition in hand:
 

@@ -1,9 +1,9 @@
 """A statement from the binlog as the server read it, for the DDL matcher (``seam.source.ddl``): comments
 gone, a versioned comment's content kept (``/*!50100 ...*/``, MariaDB's ``/*M!...*/``: the server ran it),
 and every string literal in one spelling, in its own quotes with that quote doubled and no backslash
-escape, read under the ``sql_mode`` the binlog logged with the statement. Without this, ``COMMENT 'issue #5', DROP COLUMN x``
-lost its DROP to a ``#`` comment that was not one, and ``COMMENT 'a\\'', MODIFY x ...`` its MODIFY to a
-string that did not end where it seemed to.
+escape, read under the ``sql_mode`` the binlog logged with the statement. Without this,
+``COMMENT 'issue #5', DROP COLUMN x`` lost its DROP to a ``#`` comment that was not one, and
+``COMMENT 'a\\'', MODIFY x ...`` its MODIFY to a string that did not end where it seemed to.
 
 Delivery guarantee: none of its own (pure text); a statement it cannot read raises ``UnreadableStatement``,
 which the matcher turns into a stop for a table the statement names.
