@@ -213,7 +213,7 @@ class BatchLifecycle:
         if batch.begin.mode == "repair":
             return patch_table(self.conn, batch)
         recorded = ledger.committed_columns(self.conn, self.schema, batch.begin.db, batch.begin.table)
-        return replace_table(self.conn, batch, end, None if recorded is None else [c["name"] for c in recorded])
+        return replace_table(self.conn, batch, end, recorded)
 
     def open_batch(self, begin: Begin) -> OpenBatch:
         schema = schema_from_begin(begin)

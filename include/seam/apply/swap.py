@@ -49,7 +49,7 @@ def check_end(conn, batch: OpenBatch, end: End) -> None:
     conn.execute(f"ALTER TABLE {stage} DROP COLUMN _seam_part, DROP COLUMN _seam_attempt")
 
 
-def replace_table(conn, batch: OpenBatch, end: End, recorded: list[str] | None) -> int:
+def replace_table(conn, batch: OpenBatch, end: End, recorded: list[dict] | None) -> int:
     """A full load's staged rows, with the changes that arrived during it applied (last change per key
     wins) and soft-deleted rows left out, replace the target table in the caller's transaction; returns its
     rows. ``recorded``: the columns Seam last gave the table (the others are users')."""
@@ -95,7 +95,7 @@ def patch_table(conn, batch: OpenBatch) -> int:
     return written
 
 
-def _swap(conn, batch: OpenBatch, recorded: list[str] | None) -> None:
+def _swap(conn, batch: OpenBatch, recorded: list[dict] | None) -> None:
     """Put the staged table in the target table's place, in the caller's transaction, keeping what users
     built on it. A table with views, user indexes, triggers, policies, foreign keys pointing at it or columns
     of their own is refilled in place (TRUNCATE + INSERT: it keeps its identity, and all of those; their

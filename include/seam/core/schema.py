@@ -60,11 +60,12 @@ class TableSchema:
         raise SchemaError(f"{self.db}.{self.table} has no column {name!r}")
 
 
-def added_by_users(in_target: Iterable[str], recorded: Iterable[str] | None, source: Iterable[str]) -> list[str]:
+def added_by_users(in_target: Iterable[str], recorded: list[dict] | None, source: Iterable[str]) -> list[str]:
     """The columns of a target table that users added: neither the source has them nor Seam gave them
-    (``recorded``: the columns its last load, or DDL the stream followed, gave the table; None when it has
-    none, so that no column is known as the users'). Loads keep them, windows and validation leave them be."""
+    (``recorded``: the columns, as dicts, its last load or DDL the stream followed gave the table; None when
+    it has none, so that no column is known as the users'). Loads keep them, windows and validation leave
+    them be."""
     if recorded is None:
         return []
-    seams = set(recorded) | set(source)
+    seams = {c["name"] for c in recorded} | set(source)
     return [name for name in in_target if name not in seams]

@@ -96,14 +96,15 @@ class UnloggedDefinition(StreamError):
     explain them (the stop that follows names the remedy)."""
 
 
-def check_logged_columns(followed: Followed, decoder: Decoder, catalog: Callable[[], list[str]]) -> None:
+def check_logged_columns(followed: Followed, decoder: Decoder, catalog: Callable[[str, str], list[str]]) -> None:
     """Raises ``UnloggedDefinition`` when the binlog's rows of ``followed`` (its table map: ``decoder``) are not
     of its columns, by name and in order, or not of their exact types (``unlike_type``), and no waiting ALTER
     explains it: the table was altered by a statement the binlog does not hold (a DBA's ``sql_log_bin = 0``,
     or on another server of a chain). Read as before, such rows would drop an added column silently, go on
     with a renamed pair swapped, or round values to a scale the table no longer has. Columns the server keeps
     to itself (MariaDB's ``DB_ROW_HASH_1`` of a long UNIQUE key, MySQL's hidden ``my_row_id``) are in the
-    map but not in the source's catalog (``catalog``: its column names now, read only when the map differs).
+    map but not in the source's catalog (``catalog(db, table)``: its column names now, read only when the map
+    differs).
     Checked once per table map and followed definition."""
     if followed.pending:
         return
@@ -118,10 +119,10 @@ def check_logged_columns(followed: Followed, decoder: Decoder, catalog: Callable
         )
 
 
-def _unlogged_change(schema: TableSchema, decoder: Decoder, catalog: Callable[[], list[str]]) -> str | None:
+def _unlogged_change(schema: TableSchema, decoder: Decoder, catalog: Callable[[str, str], list[str]]) -> str | None:
     have, names = schema.names, tuple(decoder.names)
     if names != have:
-        shown = set(catalog())
+        shown = set(catalog(schema.db, schema.table))
         if shown:  # what neither Seam follows nor the catalog shows is the server's own
             names = tuple(n for n in names if n in have or n in shown)
     if names != have:

@@ -171,7 +171,7 @@ def check_columns_unchanged(
     target are left be (``added_by_users``). A column whose definition
     changed since it was ``recorded`` (its last load, or DDL the stream followed) is said, and the window goes
     on: a narrower one fits, a wider one's values may not (the window is then rejected, and the line says why)."""
-    theirs = added_by_users(in_target or [], None if recorded is None else [c["name"] for c in recorded], schema.names)
+    theirs = added_by_users(in_target or [], recorded, schema.names)
     if in_target is not None and set(in_target) - set(theirs) != set(schema.names):
         added = [n for n in schema.names if n not in in_target]
         dropped = [n for n in in_target if n not in schema.names and n not in theirs]

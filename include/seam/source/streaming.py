@@ -68,7 +68,7 @@ import pymysql
 from seam.core.errors import StreamError
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
-from seam.core.schema import TableSchema
+from seam.core.schema import SchemaError, TableSchema
 from seam.source import record_images
 from seam.source.binlog import (
     SAME_SERVER_ID,
@@ -82,6 +82,7 @@ from seam.source.binlog import (
 )
 from seam.source.chains import Chains, Followed, Rewind, check_logged_columns, target_states
 from seam.source.gtid import server_identity
+from seam.source.schema import read_schema
 from seam.source.stream_cascades import Cascades
 from seam.source.stream_ddl import follow_declared, follow_rollback, follow_statement, settle_alters
 from seam.source.stream_servers import clash, gtids_at_start, lose_position, rebase, stop_purged, stop_unlogged
@@ -372,16 +373,15 @@ class ChangeReader:
         if followed is not None and followed.pending and decoder is not None and self._publisher is not None:
             follow_declared(self.chains, self._publisher, followed, list(decoder.names))
         if followed is not None and decoder is not None and not decoder.unnamed:
-            check_logged_columns(followed, decoder, functools.partial(self._catalog_columns, db, table))
+            check_logged_columns(followed, decoder, self._catalog_columns)
         return None if followed is None or (db, table) in self.cascades.parents else followed.schema
 
     def _catalog_columns(self, db: str, table: str) -> list[str]:
-        with self._source().cursor() as cur:
-            cur.execute(
-                "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-                (db, table),
-            )
-            return [r[0] for r in cur.fetchall()]
+        """The table's columns as the source's catalog shows them now; none when it is gone."""
+        try:
+            return list(read_schema(self._source(), db, table).names)
+        except SchemaError:
+            return []
 
     def _publish(self, publisher: Publisher, txn: Transaction, stats: dict) -> None:
         """One committed transaction: its changes published; tables whose rows cannot be read stopped."""

@@ -109,7 +109,7 @@ def _columns_drift(tgt, state: str, schema, table: TableConfig) -> str | None:
     ).fetchall()
     recorded = committed_columns(tgt, state, table.db, table.table)
     target = [r[0] for r in found]
-    theirs = added_by_users(target, None if recorded is None else [c["name"] for c in recorded], schema.names)
+    theirs = added_by_users(target, recorded, schema.names)
     only_source = [n for n in schema.names if n not in target]
     only_target = [n for n in target if n not in schema.names and n not in theirs]
     if not only_source and not only_target:
