@@ -22,7 +22,8 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import TableMapEvent
 
 from seam.source import replication
-from seam.source.replication import Server, parsed
+from seam.source.replication import Server, parsed, query_text
+from seam.source.sql_text import plain_statement
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = Path(replication.__file__).read_text()
@@ -68,6 +69,29 @@ def test_a_query_event_is_parsed_with_seams_server_object():
     event = _parsed(_event(0x02, body), {QueryEvent}, False).event
     assert isinstance(event, QueryEvent)
     assert (event.schema, event.query, event.packet.log_pos) == (schema, query.decode(), 4242)
+
+
+@pytest.mark.parametrize(
+    "client, text, raw",
+    [
+        (8, "TRUNCATE TABLE café", "TRUNCATE TABLE café".encode("latin1")),  # latin1_swedish_ci
+        (51, "TRUNCATE TABLE `заказы`", "TRUNCATE TABLE `заказы`".encode("cp1251")),
+        # gbk: 乗 is 0x81 0x5C, a backslash to a reader in UTF-8, which then never saw the string end
+        (28, "ALTER TABLE t COMMENT '乗', DROP COLUMN x", "ALTER TABLE t COMMENT '乗', DROP COLUMN x".encode("gbk")),
+        (45, "TRUNCATE TABLE ölfässer", "TRUNCATE TABLE ölfässer".encode()),
+        (2304, "TRUNCATE TABLE ölfässer", "TRUNCATE TABLE ölfässer".encode()),  # MariaDB's own number: Unicode
+        (None, "TRUNCATE TABLE ölfässer", "TRUNCATE TABLE ölfässer".encode()),  # none logged
+        (45, "TRUNCATE TABLE caf\\xe9", b"TRUNCATE TABLE caf\xe9"),  # not UTF-8 after all: the byte shown
+    ],
+)
+def test_a_statement_is_read_in_its_clients_character_set(client, text, raw):
+    schema = b"shop"
+    status = b"" if client is None else b"\x04" + struct.pack("<HHH", client, client, 8)
+    body = struct.pack("<IIBHH", 7, 0, len(schema), 0, len(status)) + status + schema + b"\0" + raw
+    data = _event(0x02, body)
+    event = _parsed(data, {QueryEvent}, False).event
+    assert query_text(data, event, 13, True) == text
+    assert plain_statement(text).endswith(text.split()[-1])
 
 
 @pytest.mark.parametrize("full_metadata", [True, False])

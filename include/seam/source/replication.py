@@ -41,17 +41,19 @@ from pymysql.connections import MAX_PACKET_LEN, MysqlPacket
 from pymysql.constants import CR
 from pymysql.constants.COMMAND import COM_BINLOG_DUMP, COM_REGISTER_SLAVE
 from pymysqlreplication.constants import FIELD_TYPE
-from pymysqlreplication.event import FormatDescriptionEvent, MariadbGtidEvent, RotateEvent, XidEvent
+from pymysqlreplication.event import FormatDescriptionEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import TableMapEvent
 
 from seam.source.head import ACCESS_DENIED, GRANT, BinlogAccessError
 from seam.source.inflate import COMPRESSED, UnreadableBinlog, inflated
 from seam.source.rows import Decoder, Rows
+from seam.source.sql_text import statement_text
 from seam.source.table_map import member_names
 
 TABLE_MAP = 0x13
 ROTATE, FORMAT_DESCRIPTION = 0x04, 0x0F
+QUERY = 0x02
 _ROWS = {0x17: "c", 0x18: "u", 0x19: "d", 0x1E: "c", 0x1F: "u", 0x20: "d"}  # WRITE/UPDATE/DELETE_ROWS v1 and v2
 _ROWS_V2 = {0x1E, 0x1F, 0x20}
 PARTIAL_UPDATE_ROWS = 0x27
@@ -258,6 +260,8 @@ class Stream:
                 self._server = replace(self._server, checksum=event.checksum_algorithm != 0)
         if event is None or event.__class__ not in self._events:
             return None
+        if isinstance(event, QueryEvent):  # the library reads every statement as UTF-8
+            event.query = query_text(data, event, self._post_header(QUERY, 13), self._server.checksum)
         return event
 
     def _post_header(self, kind: int, known: int) -> int:
@@ -332,6 +336,13 @@ def _mariadb_gtid(data: bytes, timestamp: int) -> MariadbGtidEvent:
 
 _MARIADB_GTID = struct.Struct("<QIB")
 _QUICK = {0x10: (XidEvent, _xid), 0xA2: (MariadbGtidEvent, _mariadb_gtid)}
+
+
+def query_text(data: bytes, event: QueryEvent, post_header: int, checksum: bool) -> str:
+    """A query event's statement in its client's character set (``seam.source.sql_text.statement_text``)."""
+    start = 20 + post_header + event.status_vars_length + event.schema_length + 1
+    end = 1 + _HEADER.unpack_from(data, 1)[3] - (4 if checksum else 0)
+    return statement_text(data[start:end], getattr(event, "character_set_client", None))
 
 
 def _refuse_compressed(kind: int, file: str, log_pos: int) -> None:

@@ -104,6 +104,11 @@ def _mysql_latin1(name: str) -> codecs.CodecInfo | None:
 codecs.register(_mysql_latin1)
 
 
+def exact_codec(charset: str) -> str | None:
+    """The Python codec that decodes every byte sequence of MySQL's ``charset`` as the server does, if any."""
+    return _CODECS.get(charset)
+
+
 class UnknownCharset(SourceError, ValueError):
     """A text column in a character set Seam does not decode exactly: its table stops."""
 

@@ -5,6 +5,9 @@ escape, read under the ``sql_mode`` the binlog logged with the statement. Withou
 ``COMMENT 'issue #5', DROP COLUMN x`` lost its DROP to a ``#`` comment that was not one, and
 ``COMMENT 'a\\'', MODIFY x ...`` its MODIFY to a string that did not end where it seemed to.
 
+The binlog keeps a statement in the bytes its client sent, with the client's character set beside it
+(``statement_text``): read as UTF-8, ``TRUNCATE TABLE café`` from a latin1 client named no table Seam follows.
+
 Delivery guarantee: none of its own (pure text); a statement it cannot read raises ``UnreadableStatement``,
 which the matcher turns into a stop for a table the statement names.
 """
@@ -14,7 +17,10 @@ from __future__ import annotations
 import functools
 import re
 
+from pymysql.charset import charset_by_id
+
 from seam.core.errors import SourceError
+from seam.source.row_values import exact_codec
 
 # sql_mode bits as the binlog logs them (the same in MySQL and MariaDB)
 ANSI_QUOTES = 0x4
@@ -29,6 +35,25 @@ class UnreadableStatement(SourceError):
     """A string, a quoted name or a comment that does not end: the server read the statement otherwise."""
 
     retry = False
+
+
+def statement_text(raw: bytes, client_collation: int | None) -> str:
+    """A statement's bytes read in its client's character set (``character_set_client`` as the binlog logs it:
+    the number of its collation). A byte the character set does not know stays visible as ``\\xNN``."""
+    codec = _client_codec(client_collation)
+    try:
+        return raw.decode(codec)
+    except UnicodeDecodeError:
+        return raw.decode(codec, "backslashreplace")
+
+
+@functools.cache
+def _client_codec(collation: int | None) -> str:
+    try:
+        charset = charset_by_id(collation)
+    except KeyError:  # none logged (an old server), or one of MariaDB's own numbers: all of them Unicode ones
+        return "utf8"
+    return exact_codec(charset.name) or charset.encoding
 
 
 @functools.lru_cache(maxsize=32)  # the DDL matcher asks once per followed table
