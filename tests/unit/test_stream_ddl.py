@@ -373,6 +373,14 @@ def test_a_cut_over_is_compared_by_column_name():
         ([[("add", "x")], [("add", "x")]], "column x is added where one of that name is"),
         ([[("drop", "memo")], [("modify", "memo")]], "column memo is not one the stream knows"),
         ([[("rename", "amount", "memo")]], "column amount is renamed onto memo, a name the table has"),
+        # column names are not case-sensitive: a clause names the table's column in any case
+        ([[("drop", "MEMO")]], [("drop", "memo")]),
+        ([[("rename", "Amount", "amt")], [("modify", "AMT")]], [("change", "amount", "AMT")]),
+        ([[("rename", "amount", "AMOUNT")]], [("rename", "amount", "AMOUNT")]),
+        ([[("modify", "Memo")]], [("change", "memo", "Memo")]),  # MODIFY renames the column as written
+        ([[("default", "MEMO", ("default", "SET DEFAULT 'x'"))]], []),
+        ([[("add", "MEMO")]], "column memo is added where one of that name is"),
+        ([[("rename", "amount", "MEMO")]], "column amount is renamed onto MEMO, a name the table has"),
     ],
 )
 def test_alters_in_a_row_compose_into_one_statements_clauses(statements, composed):

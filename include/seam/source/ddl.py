@@ -297,7 +297,7 @@ def composed_clauses(old_names: list[str], statements: list[list[tuple]]) -> lis
     declared: dict[str, list] = {}  # a column (by its name now) -> what each clause that added or changed it declared
     for clauses in statements:
         for clause in clauses:
-            kind, name = clause[0], clause[1]
+            kind, name = clause[0], _spelled(clause[1], origin)
             said = _declarations(clause)
             if kind == "add":
                 if name in origin:
@@ -312,8 +312,8 @@ def composed_clauses(old_names: list[str], statements: list[list[tuple]]) -> lis
                 del origin[name]
                 declared.pop(name, None)
             else:
-                new = clause[2] if kind in ("rename", "change") else name
-                if new != name and new in origin:
+                new = clause[2] if kind in ("rename", "change") else clause[1]  # MODIFY v: the column is `v` now
+                if new.lower() != name.lower() and _spelled(new, origin) in origin:
                     return f"column {name} is renamed onto {new}, a name the table has"
                 was, changed = origin.pop(name)
                 origin[new] = (was, changed or kind != "rename")
@@ -330,6 +330,14 @@ def composed_clauses(old_names: list[str], statements: list[list[tuple]]) -> lis
         + [("modify", n, *declared.get(n, ())) for n, (was, ch) in origin.items() if was == n and ch]
         + [("add", n, *declared[n]) for n, (was, _) in origin.items() if was is None]
     )
+
+
+def _spelled(name: str, names) -> str:
+    """``name`` as the table spells it: a statement may name a column in any case (``DROP COLUMN NOTE`` drops
+    ``note``), as MySQL's column names are not case-sensitive; ``MODIFY NOTE ...`` also renames it ``NOTE``."""
+    if name in names:
+        return name
+    return next((n for n in names if n.lower() == name.lower()), name)
 
 
 def followed_columns(
