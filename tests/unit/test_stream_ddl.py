@@ -190,6 +190,25 @@ def test_ddl_effect_reads_strings_and_comments_as_the_server_did(query, sql_mode
     assert ddl_effect(query, "shop", "shop", "payments", sql_mode) == effect
 
 
+@pytest.mark.parametrize(
+    "query, folded",
+    [
+        ("TRUNCATE TABLE Payments", ("truncate", "TRUNCATE")),
+        ("TRUNCATE TABLE SHOP.PAYMENTS", ("truncate", "TRUNCATE")),
+        ("ALTER TABLE `Payments` DROP COLUMN memo", ("alter", [("drop", "memo")])),
+        ("DROP TABLE IF EXISTS Shop.Payments", ("stop", "DROP TABLE")),
+        ("DROP DATABASE SHOP", ("stop", "DROP DATABASE")),
+        ("RENAME TABLE Payments TO payments_old", ("stop", "RENAME TABLE (renamed away)")),
+        ("RENAME TABLE payments TO _p_old, _p_new TO PAYMENTS", ("cutover", ("shop", "_p_new"))),
+        ("INSERT INTO PAYMENTS VALUES (1)", ("stop", "INSERT logged as a statement, not as rows")),
+    ],
+)
+def test_a_source_that_folds_names_compares_them_in_any_case(query, folded):
+    """lower_case_table_names 1 or 2: `Payments` is the table `payments`; 0 (Linux's default): another table."""
+    assert ddl_effect(query, "Shop", "shop", "payments", fold_names=True) == folded
+    assert ddl_effect(query, "Shop", "shop", "payments") is None
+
+
 def test_literal_defaults():
     assert literal_default(None) is None and literal_default("NULL") is None
     assert literal_default("'it''s'") == "it's"

@@ -90,6 +90,7 @@ class Statement:
     schema: str | None  # the session's default database
     in_transaction: bool
     sql_mode: int | None = None  # the session's, as logged with the statement (how its text reads)
+    fold_names: bool = False  # the source's lower_case_table_names is not 0: `Orders` names `orders`
 
 
 @dataclass(frozen=True)
@@ -337,7 +338,12 @@ class BinlogReader:
                     yield Tick(at, True)
                 else:
                     yield Statement(
-                        at, event.query, _text(event.schema), open_ is not None, getattr(event, "sql_mode", None)
+                        at,
+                        event.query,
+                        _text(event.schema),
+                        open_ is not None,
+                        getattr(event, "sql_mode", None),
+                        stream.fold_names,
                     )
                     if open_ is None:
                         gtid = None

@@ -123,21 +123,23 @@ def _column_clause(clause: str) -> tuple | None:
 
 
 def ddl_effect(
-    query: str, default_db: str | None, db: str, table: str, sql_mode: int | None = None
+    query: str, default_db: str | None, db: str, table: str, sql_mode: int | None = None, fold_names: bool = False
 ) -> tuple[str, Any] | None:
     """What ``query`` (run with ``default_db`` as the session's database, under ``sql_mode`` as the binlog
-    logged it) does to ``db.table``: see the module."""
+    logged it) does to ``db.table``: see the module. ``fold_names``: the source compares table and database
+    names in any case (``lower_case_table_names`` 1 or 2), and so does this."""
     try:
         q = plain_statement(query, sql_mode).strip().rstrip(";").strip()
     except UnreadableStatement as exc:
         return ("stop", f"a statement Seam cannot read ({exc})") if table.lower() in query.lower() else None
-    me = (db, table)
+    fold = str.lower if fold_names else str
+    me, default_db = (fold(db), fold(table)), default_db and fold(default_db)
 
     def name_at(text: str, at: int = 0) -> tuple[tuple[str | None, str] | None, int]:
         m = _QUALIFIED.match(text, at)
         if not m:
             return None, at
-        return (_unquote(m.group(1)) if m.group(1) else default_db, _unquote(m.group(2))), m.end()
+        return (fold(_unquote(m.group(1))) if m.group(1) else default_db, fold(_unquote(m.group(2)))), m.end()
 
     def names_in(text: str) -> list[tuple[str | None, str]]:
         return [n for n in (name_at(part)[0] for part in _split_clauses(text)) if n]
@@ -150,7 +152,7 @@ def ddl_effect(
     m = re.match(r"(DROP|CREATE\s+OR\s+REPLACE)\s+(?:DATABASE|SCHEMA)\s+(?:IF\s+EXISTS\s+)?", q, re.I)
     if m:  # a database name is one name, which name_at takes for a table's
         name, _ = name_at(q, m.end())
-        return ("stop", f"{m.group(1).split()[0].upper()} DATABASE") if name and name[1] == db else None
+        return ("stop", f"{m.group(1).split()[0].upper()} DATABASE") if name and name[1] == me[0] else None
     m = re.match(r"DROP\s+(TEMPORARY\s+)?TABLES?\s+(?:IF\s+EXISTS\s+)?", q, re.I)
     if m:  # a temporary table only hides the real one from its own session, and its rows are never logged
         return ("stop", "DROP TABLE") if not m.group(1) and me in names_in(q[m.end() :]) else None
@@ -178,18 +180,20 @@ def ddl_effect(
             return ("stop", "RENAME TABLE (another table renamed onto its name)")
         return None
     m = _STATEMENT_DML.match(q)
+    flags = re.I if fold_names else 0
     if (
         m
-        and (default_db == db or re.search(rf"(?<![\w$]){re.escape(db)}(?![\w$])", q))
-        and re.search(rf"(?<![\w$]){re.escape(table)}(?![\w$])", q)
+        and (default_db == me[0] or re.search(rf"(?<![\w$]){re.escape(db)}(?![\w$])", q, flags))
+        and re.search(rf"(?<![\w$]){re.escape(table)}(?![\w$])", q, flags)
     ):
         return ("stop", f"{' '.join(m.group(1).split()).upper()} logged as a statement, not as rows")
     return None
 
 
-def reshapes(query: str, default_db: str | None, db: str, table: str, sql_mode: int | None = None) -> bool:
-    """Whether ``query`` changes the rows or columns of ``db.table`` (a default alone does neither)."""
-    effect = ddl_effect(query, default_db, db, table, sql_mode)
+def reshapes(statement, db: str, table: str) -> bool:
+    """Whether a binlog ``statement`` (``seam.source.binlog.Statement``) changes the rows or columns of
+    ``db.table`` (a default alone does neither)."""
+    effect = ddl_effect(statement.query, statement.schema, db, table, statement.sql_mode, statement.fold_names)
     return effect is not None and effect[0] != "default"
 
 

@@ -78,6 +78,7 @@ class Server:
     dbms: str  # "mariadb" or "mysql"
     checksum: bool  # events end in a 4-byte CRC32
     full_metadata: bool  # table maps carry column names (binlog_row_metadata=FULL)
+    fold_names: bool = False  # lower_case_table_names 1 or 2: a statement's `Orders` is the table `orders`
 
     def _get_dbms(self) -> str:
         return self.dbms
@@ -143,7 +144,10 @@ class Stream:
         connection = pymysql.connect(**self._source.pymysql_kwargs())
         try:
             with connection.cursor() as cur:
-                cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('binlog_checksum', 'binlog_row_metadata')")
+                cur.execute(
+                    "SHOW GLOBAL VARIABLES WHERE Variable_name IN "
+                    "('binlog_checksum', 'binlog_row_metadata', 'lower_case_table_names')"
+                )
                 settings = {str(name).lower(): str(value).upper() for name, value in cur.fetchall()}
                 checksum = settings.get("binlog_checksum", "NONE") != "NONE"
                 # Always said, NONE too: a replica that does not say it reads checksums gets an error at the
@@ -155,7 +159,8 @@ class Stream:
                 cur.execute("SET @mariadb_slave_capability = 4")  # ignored by MySQL
             dbms = "mariadb" if "MariaDB" in connection.get_server_info() else "mysql"
             full_metadata = settings.get("binlog_row_metadata") == "FULL"
-            self._server = Server(connection.charset, dbms, checksum, full_metadata)
+            fold = settings.get("lower_case_table_names", "0") != "0"
+            self._server = Server(connection.charset, dbms, checksum, full_metadata, fold)
             if self._report_as:
                 self._register(connection, self._report_as)
             flags = 0 if self._blocking else BINLOG_DUMP_NON_BLOCK
@@ -165,6 +170,11 @@ class Stream:
             _close(connection)
             raise
         return connection
+
+    @property
+    def fold_names(self) -> bool:
+        """Whether the source compares table and database names in any case (``lower_case_table_names``)."""
+        return self._server.fold_names
 
     def _register(self, connection: pymysql.Connection, host: str) -> None:
         """COM_REGISTER_SLAVE: the server id, the host name SHOW SLAVE HOSTS lists, no user, password or port."""

@@ -246,9 +246,7 @@ def _touched(source, low: Position, high: Position, tables) -> bool:
                 return True
             if isinstance(item, Transaction) and (item.errors or any((c.db, c.table) in wanted for c in item.changes)):
                 return True
-            if isinstance(item, Statement) and any(
-                reshapes(item.query, item.schema, db, t, item.sql_mode) for db, t in wanted
-            ):
+            if isinstance(item, Statement) and any(reshapes(item, db, t) for db, t in wanted):
                 return True
     finally:
         reader.close()
@@ -476,9 +474,7 @@ def reconcile(
     reader = BinlogReader(source, start, [schema.db], tables={(schema.db, schema.table)}, end=target)
     try:
         for item in reader:
-            if isinstance(item, Statement) and reshapes(
-                item.query, item.schema, schema.db, schema.table, item.sql_mode
-            ):
+            if isinstance(item, Statement) and reshapes(item, schema.db, schema.table):
                 raise SnapshotError(
                     f"{schema.db}.{schema.table} changed shape while it was read ({item.query[:200]!r} "
                     f"at {item.position}): run the full load again"

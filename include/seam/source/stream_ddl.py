@@ -56,7 +56,7 @@ def follow_statement(
                 reset=False,
             )
     for (db, table), followed in list(chains.followed.items()):
-        effect = ddl_effect(statement.query, statement.schema, db, table, statement.sql_mode)
+        effect = ddl_effect(statement.query, statement.schema, db, table, statement.sql_mode, statement.fold_names)
         if effect is None or not statement.position.after(followed.published):
             continue
         if effect[0] == "default" and (not followed.pending or statement.in_transaction):
