@@ -36,12 +36,12 @@ def folding(stack, tmp_path):
         server.stop()
 
 
-def _pipeline(tmp_path, server: MariaDB):
+def _pipeline(tmp_path, server: MariaDB, tables=TABLES):
     doc = yaml.safe_load(open(load_pipeline().path))
-    doc.update(name="folded_names", tables=[{"name": f"{DB}.{t}", "key": ["id"]} for t in TABLES])
+    doc.update(name="folded_names", tables=[{"name": f"{DB}.{t}", "key": ["id"]} for t in tables])
     doc["kafka"]["topic_prefix"] = "seam.folded_names"
     doc["source"]["port"] = server.port
-    path = tmp_path / "pipeline.yaml"
+    path = tmp_path / f"pipeline-{len(tables)}.yaml"
     path.write_text(yaml.safe_dump(doc))
     return str(path)
 
@@ -66,3 +66,10 @@ def test_statements_name_tables_as_a_case_folding_server_reads_them(folding, tmp
     assert stopped["orders"] is None and compare_pipeline(pipeline, DB, "orders") is None, stopped
     assert stopped["items"] is None and compare_pipeline(pipeline, DB, "items") is None, stopped
     assert "RENAME" in (stopped["stock"] or ""), stopped
+
+    # the pipeline must name a table as the source stores it: its binlog names it so, and a stream that
+    # knew it as `Orders` would not know the rows of `orders` for its own
+    misnamed = seam_command(_pipeline(tmp_path, folding, ["Orders"]), "load", "full", f"{DB}.Orders")
+    assert misnamed.returncode != 0, misnamed.stdout
+    assert "folding.Orders is stored as folding.orders on the source" in misnamed.stderr, misnamed.stderr
+    assert "Traceback" not in misnamed.stderr and len(misnamed.stderr.strip().splitlines()) == 1, misnamed.stderr

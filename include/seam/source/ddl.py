@@ -133,13 +133,15 @@ def ddl_effect(
     except UnreadableStatement as exc:
         return ("stop", f"a statement Seam cannot read ({exc})") if table.lower() in query.lower() else None
     fold = str.lower if fold_names else str
-    me, default_db = (fold(db), fold(table)), default_db and fold(default_db)
+    me = (fold(db), fold(table))
 
     def name_at(text: str, at: int = 0) -> tuple[tuple[str | None, str] | None, int]:
+        """The table named at ``at``, folded as the source compares names."""
         m = _QUALIFIED.match(text, at)
         if not m:
             return None, at
-        return (fold(_unquote(m.group(1))) if m.group(1) else default_db, fold(_unquote(m.group(2)))), m.end()
+        schema = _unquote(m.group(1)) if m.group(1) else default_db
+        return (schema and fold(schema), fold(_unquote(m.group(2)))), m.end()
 
     def names_in(text: str) -> list[tuple[str | None, str]]:
         return [n for n in (name_at(part)[0] for part in _split_clauses(text)) if n]
@@ -183,7 +185,7 @@ def ddl_effect(
     flags = re.I if fold_names else 0
     if (
         m
-        and (default_db == me[0] or re.search(rf"(?<![\w$]){re.escape(db)}(?![\w$])", q, flags))
+        and ((default_db and fold(default_db)) == me[0] or re.search(rf"(?<![\w$]){re.escape(db)}(?![\w$])", q, flags))
         and re.search(rf"(?<![\w$]){re.escape(table)}(?![\w$])", q, flags)
     ):
         return ("stop", f"{' '.join(m.group(1).split()).upper()} logged as a statement, not as rows")

@@ -13,25 +13,34 @@ from seam.core.schema import Column, SchemaError, TableSchema
 
 
 def read_schema(conn, db: str, table: str) -> TableSchema:
-    """Read a table's columns and primary key through a PyMySQL connection."""
+    """Read a table's columns and primary key through a PyMySQL connection. The name must be spelled as the
+    source stores it: a source with ``lower_case_table_names`` 1 or 2 finds `Orders` for `orders` here, but
+    its binlog names the table as stored, and the stream would not know its rows for the table's."""
     with conn.cursor() as cur:
         cur.execute(
-            f"SELECT {COLUMN_FIELDS} FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
-            "ORDER BY ORDINAL_POSITION",
+            f"SELECT {COLUMN_FIELDS}, TABLE_SCHEMA, TABLE_NAME FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
             (db, table),
         )
-        rows = cur.fetchall()
+        found = cur.fetchall()
+        rows = [r for r in found if (r[-2], r[-1]) == (db, table)]
+        if found and not rows:
+            stored = f"{found[0][-2]}.{found[0][-1]}"
+            raise SchemaError(
+                f"table {db}.{table} is stored as {stored} on the source (it compares names in any case: "
+                f"lower_case_table_names), and its binlog names it so: name it {stored} in the pipeline"
+            )
         if not rows:
             raise SchemaError(
                 f"table {db}.{table} does not exist on the source, or the Seam user cannot see "
                 f"it: check the name, and GRANT SELECT ON `{db}`.* TO the Seam user"
             )
         cur.execute(
-            "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "
-            "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+            "SELECT COLUMN_NAME, TABLE_SCHEMA, TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
             (db, table),
         )
-        pk = tuple(r[0] for r in cur.fetchall())
+        pk = tuple(r[0] for r in cur.fetchall() if (r[1], r[2]) == (db, table))
     return TableSchema(db=db, table=table, columns=tuple(column_from_row(r) for r in rows), primary_key=pk)
 
 
