@@ -23,7 +23,8 @@ from seam_dev import demo
 from tests.support.commands import run_command
 from tests.support.compare import diff, source_rows, target_rows
 from tests.support.independent import compare
-from tests.support.pipelines import pipeline_file, stream_once
+from tests.support.pipelines import loaded, pipeline_file, stream_once
+from tests.support.source import fresh_database, in_one_transaction
 
 DB = "txn_test"
 pytestmark = pytest.mark.stack
@@ -319,3 +320,39 @@ def test_foreign_key_cascades_reach_the_children(stack, tmp_path_factory):
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as c:
         agents = dict(c.execute(f'SELECT id, agent_id FROM "{db}".tickets').fetchall())
     assert agents == {100: None, 200: None, 300: None}, agents
+
+
+def test_rows_rolled_back_to_a_savepoint_are_left_out_when_the_binlog_holds_them(stack, tmp_path_factory):
+    """A transaction that also changed a non-transactional table (a MyISAM log, a MEMORY cache) has its rows
+    rolled back to a savepoint logged anyway, with a ``ROLLBACK TO`` after them, for replicas to undo. Seam
+    took that ROLLBACK TO for a plain SAVEPOINT and applied the rows the source never kept."""
+    db = "txn_savepoint_test"
+    fresh_database(
+        db,
+        f"CREATE TABLE {db}.films (id INT PRIMARY KEY, title VARCHAR(40) NOT NULL) ENGINE=InnoDB",
+        f"INSERT INTO {db}.films SELECT seq, CONCAT('FILM ', seq) FROM {db}.seq_1_to_5",
+        f"CREATE TABLE {db}.hits (n INT) ENGINE=MyISAM",  # not in the pipeline
+    )
+    _, pipeline = loaded(tmp_path_factory, "txn_savepoint", [{"name": f"{db}.films", "key": ["id"]}])
+    stream_once(pipeline)
+    in_one_transaction(
+        db,
+        "UPDATE films SET title = 'KEPT BEFORE' WHERE id = 1",
+        "INSERT INTO hits VALUES (1)",
+        "SAVEPOINT a",
+        "UPDATE films SET title = 'UNDONE' WHERE id = 2",
+        "INSERT INTO films VALUES (40, 'UNDONE TOO')",
+        "SAVEPOINT b",
+        "DELETE FROM films WHERE id = 3",
+        "ROLLBACK TO SAVEPOINT a",  # b goes with it
+        "UPDATE films SET title = 'KEPT AFTER' WHERE id = 4",
+        "SAVEPOINT c",
+        "INSERT INTO films VALUES (41, 'UNDONE AGAIN')",
+        "ROLLBACK TO SAVEPOINT c",
+        "INSERT INTO films VALUES (42, 'KEPT LAST')",
+    )
+    stream_once(pipeline)
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as c:
+        titles = dict(c.execute(f'SELECT id, title FROM "{db}".films').fetchall())
+    assert titles == {1: "KEPT BEFORE", 2: "FILM 2", 3: "FILM 3", 4: "KEPT AFTER", 5: "FILM 5", 42: "KEPT LAST"}
+    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "films") is None

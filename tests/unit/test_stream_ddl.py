@@ -222,9 +222,10 @@ def test_literal_defaults():
         ("BEGIN", "begin"),
         ("COMMIT", "commit"),
         ("SAVEPOINT `s1`", "savepoint"),
-        ("RELEASE SAVEPOINT s1", "savepoint"),
-        ("ROLLBACK TO SAVEPOINT `sa_savepoint_1`", "savepoint"),
-        ("ROLLBACK WORK TO s1", "savepoint"),
+        ("RELEASE SAVEPOINT s1", "savepoint_release"),
+        ("ROLLBACK TO SAVEPOINT `sa_savepoint_1`", "savepoint_rollback"),
+        ("ROLLBACK WORK TO s1", "savepoint_rollback"),
+        ("ROLLBACK TO `a`", "savepoint_rollback"),  # as the server logs it
         ("/* app */ SAVEPOINT s2", "savepoint"),
         ("ALTER TABLE t ADD COLUMN x INT", "other"),
         ("ROLLBACK", "rollback"),

@@ -10,7 +10,10 @@ must know; Debezium's ``handleQueryEvent`` treats the same cases apart):
 - BEGIN (a query event, or MariaDB's GTID event), then row events, then
   XID or a ``COMMIT`` query: one committed ``Transaction`` at the commit.
 - ``SAVEPOINT``, ``RELEASE SAVEPOINT``, ``ROLLBACK TO SAVEPOINT``: stay
-  inside the transaction. Rows rolled back to a savepoint are not logged.
+  inside the transaction. Rows rolled back to a savepoint are not logged,
+  unless the transaction also changed a non-transactional table: then they
+  are, with the ROLLBACK TO after them, and are left out of the transaction
+  (``RolledBack`` names their tables, as for a ROLLBACK).
 - A ``ROLLBACK`` query (MySQL logs one when a rolled-back transaction also
   changed a non-transactional table): ``RolledBack`` with its rows; rows of
   transactional tables were undone, those of MyISAM-like tables were not,
@@ -74,12 +77,32 @@ class Transaction:
     changes: ChangeBuffer = field(default_factory=ChangeBuffer)  # in memory up to a budget, then in a file
     errors: dict = field(default_factory=dict)  # (db, table) -> why its rows could not be decoded
     xid: str | None = None  # XA transactions
+    savepoints: dict = field(default_factory=dict)  # name -> its place in ``changes`` (ChangeBuffer.mark)
+
+    def savepoint(self, kind: str, name: str, at: Position) -> set[tuple[str, str]]:
+        """SAVEPOINT, RELEASE SAVEPOINT or ROLLBACK TO SAVEPOINT ``name``; returns the tables whose changes the
+        last undid (it also forgets the savepoints set after that one, as the server does)."""
+        if kind == "savepoint":
+            self.savepoints[name] = self.changes.mark()
+            return set()
+        if kind == "savepoint_release":
+            self.savepoints.pop(name, None)
+            return set()
+        mark = self.savepoints.get(name)
+        if mark is None:  # the server refuses an unknown savepoint: a binlog this reader does not understand
+            for key in self.changes.tables():
+                self.errors.setdefault(key, f"ROLLBACK TO SAVEPOINT {name} at {at}, a savepoint it never saw set")
+            return set()
+        self.savepoints = {n: m for n, m in self.savepoints.items() if m <= mark}
+        return self.changes.undo_since(mark)
 
 
 @dataclass(frozen=True)
 class RolledBack:
+    """A ROLLBACK, or a ROLLBACK TO SAVEPOINT, logged after rows of ``tables``."""
+
     position: Position
-    changes: ChangeBuffer
+    tables: set
     errors: dict
 
 
@@ -108,7 +131,10 @@ class Tick:
 
 
 _COMMENTS = re.compile(r"/\*.*?\*/", re.S)
-_SAVEPOINT = re.compile(r"(SAVEPOINT|RELEASE\s+SAVEPOINT|ROLLBACK\s+(WORK\s+)?TO\s+(SAVEPOINT\s+)?)\s*\S", re.I)
+_SAVEPOINT = re.compile(
+    r"(SAVEPOINT|RELEASE\s+SAVEPOINT|ROLLBACK\s+(?:WORK\s+)?TO)\s+(?:SAVEPOINT\s+)?(`(?:[^`]|``)+`|\S+)$", re.I
+)
+_SAVEPOINT_KINDS = {"SAVEPOINT": "savepoint", "RELEASE": "savepoint_release", "ROLLBACK": "savepoint_rollback"}
 _XA = re.compile(
     r"XA\s+(START|BEGIN|END|PREPARE|COMMIT|ROLLBACK)\b\s*(.*?)\s*(ONE\s+PHASE|SUSPEND.*|JOIN|RESUME)?$", re.I | re.S
 )
@@ -125,8 +151,10 @@ def query_kind(query: str) -> tuple[str, str | None]:
         return "commit", None
     if upper in ("ROLLBACK", "ROLLBACK WORK"):
         return "rollback", None
-    if _SAVEPOINT.match(q):
-        return "savepoint", None
+    m = _SAVEPOINT.match(q)
+    if m:  # the savepoint's name, as the server compares it
+        name = m.group(2)[1:-1].replace("``", "`") if m.group(2).startswith("`") else m.group(2)
+        return _SAVEPOINT_KINDS[m.group(1).split()[0].upper()], name.lower()
     m = _XA.match(q)
     if m:
         verb, xid, tail = m.group(1).upper(), xid_text(m.group(2)), (m.group(3) or "").upper()
@@ -310,8 +338,11 @@ class BinlogReader:
                 if kind in ("begin", "xa_start"):
                     if open_ is None or open_.changes:
                         open_ = self._transaction(at, gtid, event.timestamp)
-                elif kind == "savepoint":
-                    pass  # stays inside the transaction
+                elif kind.startswith("savepoint"):  # stays inside the transaction
+                    assert qxid is not None  # query_kind gives the name of every savepoint
+                    undone = open_.savepoint(kind, qxid, at) if open_ is not None else set()
+                    if undone:
+                        yield RolledBack(at, undone, {})
                 elif kind == "commit":
                     if open_ is not None:
                         open_.commit, open_.timestamp = at, event.timestamp
@@ -320,7 +351,7 @@ class BinlogReader:
                     yield Tick(at, True)
                 elif kind == "rollback":
                     if open_ is not None and (open_.changes or open_.errors):
-                        yield RolledBack(at, open_.changes, open_.errors)
+                        yield RolledBack(at, open_.changes.tables(), open_.errors)
                     open_, gtid = None, None
                     yield Tick(at, True)
                 elif kind in ("xa_end", "xa_prepare"):

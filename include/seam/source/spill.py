@@ -9,7 +9,11 @@ decoding an event again from its bytes is the cheapest step of the chain. The ev
 read (so that a table whose rows cannot be decoded is known at the commit, as for a transaction held in memory)
 and again, with the same table map and schema, when the file is read back.
 
-Delivery guarantee: none of its own; every change appended is given back once per reading, in order.
+Changes a ``ROLLBACK TO SAVEPOINT`` undid are left out when read (``undo_since``): MySQL and MariaDB log them,
+and the ROLLBACK TO after them, when the transaction also changed a non-transactional table.
+
+Delivery guarantee: none of its own; every change appended and not undone is given back once per reading, in
+order.
 """
 
 from __future__ import annotations
@@ -70,6 +74,8 @@ class ChangeBuffer:
         self._readers: list[tuple] = []
         self._reader_index: dict[tuple[int, int], int] = {}
         self.spilled = 0  # changes whose events went to the file
+        self._undone: list[list[int]] = []  # [start, end) of the changes a ROLLBACK TO SAVEPOINT undid, in order
+        self._tables: list[tuple[int, str, str]] = []  # (first change, db, table) of each run of one table's changes
 
     def add(self, event: Rows, log_file: str, schema: TableSchema | None) -> None:
         """Append the changes of one row event (decoded with ``schema`` as ``row_changes`` does); raises, and
@@ -77,6 +83,8 @@ class ChangeBuffer:
         changes = row_changes(event, log_file, schema)
         if not changes:
             return
+        if not self._tables or self._tables[-1][1:] != (event.schema, event.table):
+            self._tables.append((self._count, event.schema, event.table))
         self._count += len(changes)
         self._events.append((event, log_file, schema))  # made ready for the file only when it goes there
         if self._file is None:
@@ -115,7 +123,42 @@ class ChangeBuffer:
             event = Rows(op, db, table, timestamp, log_pos, decoder, body, 0, len(body))
             yield from row_changes(event, log_file, schema)
 
+    def mark(self) -> int:
+        """Where the next change goes: a savepoint's place, for ``undo_since``."""
+        return self._count
+
+    def undo_since(self, mark: int) -> set[tuple[str, str]]:
+        """The changes from ``mark`` on were rolled back to a savepoint (a ROLLBACK TO logged after them): they
+        are left out when read. Returns the tables they changed."""
+        undone = {(db, table) for i, (start, db, table) in enumerate(self._tables) if self._run_end(i) > mark}
+        self._undone = [r for r in self._undone if r[0] < mark]
+        if self._undone and self._undone[-1][1] >= mark:
+            self._undone[-1][1] = self._count
+        elif mark < self._count:
+            self._undone.append([mark, self._count])
+        return undone
+
+    def tables(self) -> set[tuple[str, str]]:
+        """The tables with changes here, undone ones too."""
+        return {(db, table) for _, db, table in self._tables}
+
+    def _run_end(self, i: int) -> int:
+        return self._tables[i + 1][0] if i + 1 < len(self._tables) else self._count
+
     def __iter__(self) -> Iterator[RowChange]:
+        changes = self._every_change()
+        if not self._undone:
+            yield from changes
+            return
+        undone = iter(self._undone)
+        start, end = next(undone)
+        for i, change in enumerate(changes):
+            while i >= end:
+                start, end = next(undone, (self._count, self._count))
+            if i < start:
+                yield change
+
+    def _every_change(self) -> Iterator[RowChange]:
         if self._file is None:
             yield from self._held
             return
@@ -126,10 +169,10 @@ class ChangeBuffer:
             yield from row_changes(event, log_file, schema)
 
     def __len__(self) -> int:
-        return self._count
+        return self._count - sum(end - start for start, end in self._undone)
 
     def __bool__(self) -> bool:
-        return self._count > 0
+        return len(self) > 0
 
     def close(self) -> None:
         if self._file is not None:

@@ -157,9 +157,10 @@ def _publish_change(chains, publisher, followed: Followed, change: SchemaChange,
 
 
 def follow_rollback(chains: Chains, source: Callable[[], Any], publisher: Publisher, rolled: RolledBack) -> None:
-    """A ROLLBACK logged with rows: undone in transactional tables; a non-transactional table kept them, and
-    the stream cannot tell which of them persisted in order, so that table stops."""
-    touched = {(c.db, c.table) for c in rolled.changes} | set(rolled.errors)
+    """A ROLLBACK (or ROLLBACK TO SAVEPOINT) logged after rows: undone in transactional tables; a
+    non-transactional table kept them, and the stream cannot tell which of them persisted in order, so that
+    table stops."""
+    touched = rolled.tables | set(rolled.errors)
     for key in touched:
         followed = chains.followed.get(key)
         if followed is None:
