@@ -217,3 +217,42 @@ def test_a_dbas_partition_maintenance_does_not_stop_the_table(stack, tmp_path_fa
             f"SELECT stopped FROM {pipeline.target.state_schema}.positions WHERE db = %s AND tbl = 'parts'", (DB,)
         ).fetchall()
     assert stopped == [(None,)], stopped
+
+
+def test_alters_a_dba_logs_in_two_phases_are_followed_once(stack, tmp_path_factory):
+    """MariaDB's binlog_alter_two_phase logs an ALTER when it starts and again when it commits, or fails (then
+    it changed nothing): the whole statement each time. Seam followed both: the second ADD or RENAME found its
+    column there already and stopped the table, and a failed ALTER's columns were added all the same."""
+    fresh_database(
+        DB,
+        f"CREATE TABLE {DB}.phased (id INT PRIMARY KEY, memo VARCHAR(20), v INT)",
+        f"INSERT INTO {DB}.phased SELECT seq, CONCAT('m', seq), seq % 5 FROM {DB}.seq_1_to_50",
+    )
+    _, pipeline = loaded(tmp_path_factory, "dba_phased", [{"name": f"{DB}.phased", "key": ["id"]}])
+    stream_once(pipeline)
+    dba = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    with dba.cursor() as cur:
+        cur.execute("SET SESSION binlog_alter_two_phase = ON")
+        cur.execute("ALTER TABLE phased ADD COLUMN n INT DEFAULT 3")
+        cur.execute("UPDATE phased SET n = 4 WHERE id < 5")
+        cur.execute("ALTER TABLE phased RENAME COLUMN memo TO note")
+        with pytest.raises(pymysql.err.IntegrityError):  # v repeats: logged as begun, then as rolled back
+            cur.execute("ALTER TABLE phased ADD COLUMN q INT DEFAULT 9, ADD UNIQUE (v)")
+        cur.execute("UPDATE phased SET note = 'after' WHERE id > 45")
+    dba.close()
+    stream_once(pipeline)
+    assert compare_pipeline(pipeline, DB, "phased") is None
+    with psycopg.connect(**pipeline.target.conninfo()) as target:
+        stopped = target.execute(
+            f"SELECT stopped FROM {pipeline.target.state_schema}.positions WHERE db = %s AND tbl = 'phased'", (DB,)
+        ).fetchall()
+        columns = [
+            r[0]
+            for r in target.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = 'phased'"
+                " ORDER BY ordinal_position",
+                (DB,),
+            )
+        ]
+    assert stopped == [(None,)], stopped
+    assert columns == ["id", "note", "v", "n"], columns

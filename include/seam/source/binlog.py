@@ -30,7 +30,9 @@ must know; Debezium's ``handleQueryEvent`` treats the same cases apart):
 - Any other query event is a ``Statement`` (DDL, and anything the reader
   does not understand), yielded in binlog order with ``in_transaction``
   set when it came inside a transaction; the caller stops the tables it
-  affects. Rows are never dropped because of one.
+  affects. Rows are never dropped because of one. An ALTER that MariaDB's
+  ``binlog_alter_two_phase`` logs when it starts, and again when it commits
+  or fails, is one ``Statement``, where it commits (a failed one none).
 
 ``Tick`` reports where the reader is: ``between`` means no transaction is
 open there (prepared XA transactions aside, which the search above covers),
@@ -367,6 +369,10 @@ class BinlogReader:
                         yield open_
                     open_, gtid = None, None
                     yield Tick(at, True)
+                elif event.alter_phase in ("start", "rollback"):  # followed where it commits: see replication
+                    if open_ is None:
+                        gtid = None
+                        yield Tick(at, True)
                 else:
                     yield Statement(
                         at,

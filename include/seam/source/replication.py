@@ -246,6 +246,12 @@ class Stream:
                     self.log_pos = log_pos
                 self.event_end = log_pos
                 return _QUICK[kind][1](data, timestamp)
+            if kind == QUERY and QueryEvent in self._events:  # read here: see ``query_event``
+                if log_pos:
+                    self.log_pos = log_pos
+                self.event_end = log_pos
+                end = 1 + size - (4 if self._server.checksum else 0)
+                return query_event(data, timestamp, self._post_header(QUERY, 13), end)
             event = self._library_event(data, kind)
             if event is not None:
                 return event
@@ -270,8 +276,6 @@ class Stream:
                 self._server = replace(self._server, checksum=event.checksum_algorithm != 0)
         if event is None or event.__class__ not in self._events:
             return None
-        if isinstance(event, QueryEvent):  # the library reads every statement as UTF-8
-            event.query = query_text(data, event, self._post_header(QUERY, 13), self._server.checksum)
         return event
 
     def _post_header(self, kind: int, known: int) -> int:
@@ -348,11 +352,62 @@ _MARIADB_GTID = struct.Struct("<QIB")
 _QUICK = {0x10: (XidEvent, _xid), 0xA2: (MariadbGtidEvent, _mariadb_gtid)}
 
 
-def query_text(data: bytes, event: QueryEvent, post_header: int, checksum: bool) -> str:
-    """A query event's statement in its client's character set (``seam.source.sql_text.statement_text``)."""
-    start = 20 + post_header + event.status_vars_length + event.schema_length + 1
-    end = 1 + _HEADER.unpack_from(data, 1)[3] - (4 if checksum else 0)
-    return statement_text(data[start:end], getattr(event, "character_set_client", None))
+# a query event's status variables: the size of each fixed one, by its code (MySQL's and MariaDB's)
+_STATUS_SIZES = {
+    **{0x00: 4, 0x01: 8, 0x03: 4, 0x04: 6, 0x07: 2, 0x08: 2, 0x09: 8, 0x0A: 4, 0x0D: 3},
+    **{0x10: 1, 0x11: 8, 0x12: 2, 0x13: 1, 0x14: 1, 0x80: 3, 0x81: 8},
+}
+_SQL_MODE, _CHARSET, _GTID_FLAGS3 = 0x01, 0x04, 0x82
+_ALTER_PHASES = ((2, "start"), (4, "commit"), (8, "rollback"))  # MariaDB's GTID flags_extra bits
+
+
+def query_event(data: bytes, timestamp: int, post_header: int, end: int) -> QueryEvent:
+    """A query event, read here rather than by python-mysql-replication, whose parser raises on a status
+    variable it does not know (MariaDB's ``Q_GTID_FLAGS3`` of every ALTER under ``binlog_alter_two_phase``),
+    which would stop every table. What Seam reads: the statement in its client's character set
+    (``seam.source.sql_text.statement_text``; the library reads every statement as UTF-8), the default
+    database, ``sql_mode``, and ``alter_phase``: MariaDB's ``binlog_alter_two_phase`` logs an ALTER when it
+    starts ("start") and again, whole, when it commits ("commit") or fails ("rollback")."""
+    event = QueryEvent.__new__(QueryEvent)
+    event.timestamp, event.server_id = timestamp, int.from_bytes(data[6:10], "little")
+    body = 20
+    event.slave_proxy_id, event.execution_time, schema_length, event.error_code, status_length = (
+        _QUERY_HEADER.unpack_from(data, body)
+    )
+    event.schema_length, event.status_vars_length = schema_length, status_length
+    event.sql_mode, event.character_set_client, event.alter_phase = None, None, None
+    at, status_end = body + post_header, body + post_header + status_length
+    while at < status_end:  # the codes Seam reads come before any a newer server may add
+        code, at = data[at], at + 1
+        if code == _SQL_MODE:
+            event.sql_mode = int.from_bytes(data[at : at + 8], "little")
+        elif code == _CHARSET:
+            event.character_set_client = int.from_bytes(data[at : at + 2], "little")
+        elif code == _GTID_FLAGS3:
+            event.alter_phase = next((phase for bit, phase in _ALTER_PHASES if data[at] & bit), None)
+        size = _status_size(code, data, at)
+        if size is None:
+            break
+        at += size
+    event.schema = data[status_end : status_end + schema_length]
+    event.query = statement_text(data[status_end + schema_length + 1 : end], event.character_set_client)
+    return event
+
+
+def _status_size(code: int, data: bytes, at: int) -> int | None:
+    """The size of the status variable at ``at`` (after its code), or None for a code not known here."""
+    if code in _STATUS_SIZES:
+        return _STATUS_SIZES[code]
+    if code in (0x05, 0x06):  # time zone, catalog: a length, then the text
+        return 1 + data[at]
+    if code == 0x0B:  # invoker: user and host, each with its length
+        return 2 + data[at] + data[at + 1 + data[at]]
+    if code == _GTID_FLAGS3:  # flags; a commit or rollback of a begun ALTER adds the sequence number it began at
+        return 1 + (8 if data[at] & (4 | 8) else 0)
+    return None
+
+
+_QUERY_HEADER = struct.Struct("<IIBHH")
 
 
 def _refuse_compressed(kind: int, file: str, log_pos: int) -> None:
