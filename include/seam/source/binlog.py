@@ -79,24 +79,35 @@ class Transaction:
     changes: ChangeBuffer = field(default_factory=ChangeBuffer)  # in memory up to a budget, then in a file
     errors: dict = field(default_factory=dict)  # (db, table) -> why its rows could not be decoded
     xid: str | None = None  # XA transactions
-    savepoints: dict = field(default_factory=dict)  # name -> its place in ``changes`` (ChangeBuffer.mark)
+    # name -> its place in ``changes`` (ChangeBuffer.mark) and the tables changed since
+    savepoints: dict[str, tuple[int, set]] = field(default_factory=dict)
+
+    def add(self, event, log_file: str, schema) -> None:
+        """A row event's changes (``ChangeBuffer.add``)."""
+        self.changes.add(event, log_file, schema)
+        for _, touched in self.savepoints.values():
+            touched.add((event.schema, event.table))
 
     def savepoint(self, kind: str, name: str, at: Position) -> set[tuple[str, str]]:
         """SAVEPOINT, RELEASE SAVEPOINT or ROLLBACK TO SAVEPOINT ``name``; returns the tables whose changes the
         last undid (it also forgets the savepoints set after that one, as the server does)."""
-        if kind == "savepoint":
-            self.savepoints[name] = self.changes.mark()
+        if kind == "savepoint":  # set again, it moves: after every other one
+            self.savepoints.pop(name, None)
+            self.savepoints[name] = (self.changes.mark(), set())
             return set()
         if kind == "savepoint_release":
             self.savepoints.pop(name, None)
             return set()
-        mark = self.savepoints.get(name)
-        if mark is None:  # the server refuses an unknown savepoint: a binlog this reader does not understand
-            for key in self.changes.tables():
+        if name not in self.savepoints:  # the server refuses an unknown savepoint: a binlog not understood here
+            for key in self.changes.tables:
                 self.errors.setdefault(key, f"ROLLBACK TO SAVEPOINT {name} at {at}, a savepoint it never saw set")
             return set()
-        self.savepoints = {n: m for n, m in self.savepoints.items() if m <= mark}
-        return self.changes.undo_since(mark)
+        mark, touched = self.savepoints[name]
+        self.changes.undo_since(mark)
+        names = list(self.savepoints)
+        self.savepoints = {n: self.savepoints[n] for n in names[: names.index(name)]}
+        self.savepoints[name] = (mark, set())
+        return touched
 
 
 @dataclass(frozen=True)
@@ -353,7 +364,7 @@ class BinlogReader:
                     yield Tick(at, True)
                 elif kind == "rollback":
                     if open_ is not None and (open_.changes or open_.errors):
-                        yield RolledBack(at, open_.changes.tables(), open_.errors)
+                        yield RolledBack(at, set(open_.changes.tables), open_.errors)
                     open_, gtid = None, None
                     yield Tick(at, True)
                 elif kind in ("xa_end", "xa_prepare"):
@@ -414,7 +425,7 @@ class BinlogReader:
                 open_ = self._transaction(at, gtid, event.timestamp)
             try:
                 schema = self.record_schema(event.schema, event.table, event.decoder)
-                open_.changes.add(event, stream.log_file, schema)
+                open_.add(event, stream.log_file, schema)
             except pymysql.err.OperationalError:
                 raise  # the catalog read of ``record_schema`` lost the source: the reader retries, no table stops
             except Exception as exc:  # noqa: BLE001 - kept: only fatal if the table's rows are needed

@@ -12,7 +12,8 @@
 - the other events Seam asks for (GTID, query, XID, XA prepare, heartbeat; rotate and format description, which
   move the position and give the header lengths): parsed by python-mysql-replication's ``BinLogPacketWrapper``,
   with keyword arguments; but for XID and MariaDB's GTID, the two events of every transaction, whose few fields
-  are read here into the library's classes (``tests/unit/test_binlog_library.py`` compares them);
+  are read here into the library's classes (``tests/unit/test_binlog_library.py`` compares them), and query
+  events, read here too (``query_event``: the library's parser stops at a status variable it does not know);
 - a connection lost while reading (2006, 2013) is opened again at the end of the last event read, as
   python-mysql-replication's reader does.
 

@@ -75,7 +75,7 @@ class ChangeBuffer:
         self._reader_index: dict[tuple[int, int], int] = {}
         self.spilled = 0  # changes whose events went to the file
         self._undone: list[list[int]] = []  # [start, end) of the changes a ROLLBACK TO SAVEPOINT undid, in order
-        self._tables: list[tuple[int, str, str]] = []  # (first change, db, table) of each run of one table's changes
+        self.tables: set[tuple[str, str]] = set()  # (db, table) of every change appended, undone ones too
 
     def add(self, event: Rows, log_file: str, schema: TableSchema | None) -> None:
         """Append the changes of one row event (decoded with ``schema`` as ``row_changes`` does); raises, and
@@ -83,8 +83,7 @@ class ChangeBuffer:
         changes = row_changes(event, log_file, schema)
         if not changes:
             return
-        if not self._tables or self._tables[-1][1:] != (event.schema, event.table):
-            self._tables.append((self._count, event.schema, event.table))
+        self.tables.add((event.schema, event.table))
         self._count += len(changes)
         self._events.append((event, log_file, schema))  # made ready for the file only when it goes there
         if self._file is None:
@@ -127,23 +126,14 @@ class ChangeBuffer:
         """Where the next change goes: a savepoint's place, for ``undo_since``."""
         return self._count
 
-    def undo_since(self, mark: int) -> set[tuple[str, str]]:
+    def undo_since(self, mark: int) -> None:
         """The changes from ``mark`` on were rolled back to a savepoint (a ROLLBACK TO logged after them): they
-        are left out when read. Returns the tables they changed."""
-        undone = {(db, table) for i, (start, db, table) in enumerate(self._tables) if self._run_end(i) > mark}
+        are left out when read."""
         self._undone = [r for r in self._undone if r[0] < mark]
         if self._undone and self._undone[-1][1] >= mark:
             self._undone[-1][1] = self._count
         elif mark < self._count:
             self._undone.append([mark, self._count])
-        return undone
-
-    def tables(self) -> set[tuple[str, str]]:
-        """The tables with changes here, undone ones too."""
-        return {(db, table) for _, db, table in self._tables}
-
-    def _run_end(self, i: int) -> int:
-        return self._tables[i + 1][0] if i + 1 < len(self._tables) else self._count
 
     def __iter__(self) -> Iterator[RowChange]:
         changes = self._every_change()
