@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 
-import psycopg
 import pymysql
 import pytest
 from sqlalchemy.engine import make_url
 
 from tests.support.independent import compare_pipeline
-from tests.support.pipelines import loaded, stream_once
+from tests.support.pipelines import loaded, stopped_tables, stream_once
 from tests.support.source import fresh_database
 
 DB = "client_charset_ddl_test"
@@ -50,10 +49,7 @@ def test_ddl_from_a_client_in_another_character_set_names_the_table_it_names(sta
             cur.execute(f"INSERT INTO `{table}` VALUES (7, '{table}')")
         client.close()
     stream_once(pipeline)
-    with psycopg.connect(**pipeline.target.conninfo()) as conn:
-        stopped = dict(
-            conn.execute(f"SELECT tbl, stopped FROM {pipeline.target.state_schema}.positions WHERE db = %s", (DB,))
-        )
+    stopped = stopped_tables(pipeline, DB)
     for table in TABLES:
         assert stopped[table] is None, stopped
         assert compare_pipeline(pipeline, DB, table) is None, table

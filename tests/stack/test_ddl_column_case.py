@@ -11,7 +11,7 @@ import pytest
 
 from seam_dev import demo
 from tests.support.independent import compare_pipeline
-from tests.support.pipelines import loaded, stream_once
+from tests.support.pipelines import loaded, stopped_tables, stream_once
 from tests.support.source import fresh_database
 
 DB = "ddl_column_case_test"
@@ -52,10 +52,8 @@ def test_ddl_naming_a_column_in_another_case_is_followed(stack, tmp_path_factory
             cur.execute(f"INSERT INTO {table} (id) VALUES (500)")
     writer.close()
     stream_once(pipeline)
+    stopped = stopped_tables(pipeline, DB)
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
-        stopped = dict(
-            conn.execute(f"SELECT tbl, stopped FROM {pipeline.target.state_schema}.positions WHERE db = %s", (DB,))
-        )
         columns = {
             t: [
                 r[0]

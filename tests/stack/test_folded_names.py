@@ -6,14 +6,13 @@ unseen. Now the names are compared as the server compares them."""
 
 from __future__ import annotations
 
-import psycopg
 import pytest
 import yaml
 
 from seam.config import load_pipeline
 from tests.support.commands import seam_command
 from tests.support.independent import compare_pipeline
-from tests.support.pipelines import stream_once
+from tests.support.pipelines import stopped_tables, stream_once
 from tests.support.servers import MariaDB
 
 DB = "folding"
@@ -61,8 +60,7 @@ def test_statements_name_tables_as_a_case_folding_server_reads_them(folding, tmp
         "RENAME TABLE Stock TO stock_old",
     )
     stream_once(pipeline)
-    with psycopg.connect(**pipeline.target.conninfo()) as conn:
-        stopped = dict(conn.execute("SELECT tbl, stopped FROM seam.positions WHERE db = %s", (DB,)))
+    stopped = stopped_tables(pipeline, DB)
     assert stopped["orders"] is None and compare_pipeline(pipeline, DB, "orders") is None, stopped
     assert stopped["items"] is None and compare_pipeline(pipeline, DB, "items") is None, stopped
     assert "RENAME" in (stopped["stock"] or ""), stopped

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 
-import psycopg
 import pytest
 
 from seam_dev import demo
 from tests.support.independent import compare_pipeline
-from tests.support.pipelines import loaded, stream_once
+from tests.support.pipelines import loaded, stopped_tables, stream_once
 from tests.support.source import fresh_database
 
 DB = "unlogged_ddl_test"
@@ -54,12 +53,7 @@ def test_a_table_altered_outside_the_binlog_stops_naming_what_differs(stack, tmp
             cur.execute(f"UPDATE {table} SET d = 1.2345, v = v + 1, t = concat(t, 'x') WHERE id <= 3")
     writer.close()
     stream_once(pipeline)
-    with psycopg.connect(**pipeline.target.conninfo()) as conn:
-        stopped = dict(
-            conn.execute(
-                f"SELECT tbl, stopped FROM {pipeline.target.state_schema}.positions WHERE db = %s", (DB,)
-            ).fetchall()
-        )
+    stopped = stopped_tables(pipeline, DB)
     assert stopped["indexed"] is None and compare_pipeline(pipeline, DB, "indexed") is None, stopped
     for table, said in SAID.items():
         assert said in (stopped[table] or "") and "a statement the binlog does not hold" in stopped[table], stopped

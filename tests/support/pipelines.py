@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import psycopg
 import yaml
 
 from seam.config import load_pipeline
@@ -64,3 +65,11 @@ def loaded(tmp_path_factory, name: str, tables: list[dict]) -> tuple[str, Pipeli
     result = seam_command(path, "load", "full", *[t["name"] for t in tables])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return path, load_pipeline(path)
+
+
+def stopped_tables(pipeline, db: str) -> dict:
+    """Each table of ``db`` with a position in the target's state: why its stream stopped, or None."""
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        return dict(
+            conn.execute(f"SELECT tbl, stopped FROM {pipeline.target.state_schema}.positions WHERE db = %s", (db,))
+        )

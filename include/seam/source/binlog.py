@@ -390,7 +390,7 @@ class BinlogReader:
                         event.query,
                         _text(event.schema),
                         open_ is not None,
-                        getattr(event, "sql_mode", None),
+                        event.sql_mode,  # query events are read by seam.source.replication.query_event
                         stream.fold_names,
                     )
                     if open_ is None:
