@@ -258,8 +258,12 @@ class EmbeddedStack(Processes):
             "--innodb-buffer-pool-size=512M",
             "--innodb-flush-log-at-trx-commit=2",
             f"--secure-file-priv={base / 'files'}",  # SELECT ... INTO OUTFILE, the benchmarks' export floor
+            # a temporary directory of its own: a MariaDB starting with /tmp as its tmpdir deletes every #sql
+            # file there, another server's open temporary tables too (a query of ours then fails on delete)
+            f"--tmpdir={base / 'tmp'}",
         ]
         (base / "files").mkdir(exist_ok=True)
+        (base / "tmp").mkdir(exist_ok=True)
         if os.geteuid() == 0:
             cmd.insert(2, "--user=root")
         self._spawn("mysql", cmd, self.log_dir / "mysql.out")

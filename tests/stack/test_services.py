@@ -17,6 +17,7 @@ import pytest
 from seam_dev.demo import connect
 from seam_dev.stack import EmbeddedStack, StackError
 from tests.support.commands import run_command
+from tests.support.servers import MariaDB
 
 pytestmark = pytest.mark.stack
 
@@ -66,6 +67,24 @@ def test_mariadb_binlog_is_row_and_the_replication_user_reads_it(stack, pipeline
     finally:
         stream.close()
     assert {"id": rows[-1]["id"], "v": marker} == rows[-1]  # column names need binlog_row_metadata=FULL
+
+
+def test_mariadb_keeps_its_temporary_tables_from_another_mariadb_starting(stack, tmp_path):
+    """A MariaDB starting deletes every #sql file in its tmpdir, another server's open temporary tables too:
+    with /tmp as the stack server's tmpdir, a query of a test (or of a user's job) failed with 'Error on
+    delete of /tmp/#sql-temptable-...' when a throwaway server started meanwhile. The stack's server keeps
+    them in a directory of its own."""
+    admin = connect(os.environ["SEAM_MYSQL_URL"])
+    try:
+        with admin.cursor() as cur:
+            cur.execute("CREATE DATABASE IF NOT EXISTS smoke")
+            cur.execute("CREATE TEMPORARY TABLE smoke.kept (id INT, s TEXT) ENGINE=Aria")
+            cur.execute("INSERT INTO smoke.kept VALUES (1, 'a')")
+            other = MariaDB(tmp_path / "other", 91)
+            other.stop()
+            cur.execute("DROP TEMPORARY TABLE smoke.kept")
+    finally:
+        admin.close()
 
 
 def test_broker_produce_and_consume(stack, pipeline):

@@ -30,6 +30,7 @@ class MariaDB:
         self.password = os.environ["SEAM_MYSQL_PASSWORD"]
         data = base / "data"
         (base / "binlog").mkdir(parents=True)
+        (base / "tmp").mkdir()  # its own: starting with /tmp, it would delete the stack server's temporary tables
         subprocess.run(
             [
                 shutil.which("mariadb-install-db"),
@@ -50,6 +51,7 @@ class MariaDB:
             f"--socket={base / 'sock'}",
             "--bind-address=127.0.0.1",
             f"--log-error={base / 'err.log'}",
+            f"--tmpdir={base / 'tmp'}",
             f"--log-bin={base / 'binlog' / 'mysql-bin'}",
             "--binlog-format=ROW",
             "--binlog-row-image=FULL",
