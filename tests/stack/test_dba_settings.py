@@ -24,7 +24,7 @@ from seam.source.snapshot import Opening, open_snapshot
 from seam_dev import demo
 from tests.support.commands import seam_command
 from tests.support.independent import compare_pipeline
-from tests.support.pipelines import loaded, pipeline_file, stream_once
+from tests.support.pipelines import loaded, pipeline_file, stopped_tables, stream_once
 from tests.support.source import fresh_database
 
 DB = "dba_settings_test"
@@ -217,6 +217,40 @@ def test_a_dbas_partition_maintenance_does_not_stop_the_table(stack, tmp_path_fa
             f"SELECT stopped FROM {pipeline.target.state_schema}.positions WHERE db = %s AND tbl = 'parts'", (DB,)
         ).fetchall()
     assert stopped == [(None,)], stopped
+
+
+def test_a_truncated_partition_stops_the_table_and_the_repair_printed_takes_it_up(stack, tmp_path_factory):
+    """TRUNCATE PARTITION removes rows the binlog does not list: the table stops. Its columns are as they were,
+    so the way out printed is a repair against the source as it is now (it deletes just the partition's rows
+    in the target), not a reload, and the stream goes on after it. A table whose columns the stopping
+    statement changed (a narrowing) keeps the reload as its way out."""
+    fresh_database(
+        DB,
+        f"CREATE TABLE {DB}.parts (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) "
+        "(PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN MAXVALUE)",
+        f"INSERT INTO {DB}.parts SELECT seq, seq FROM {DB}.seq_1_to_300",
+        f"CREATE TABLE {DB}.narrow (id INT PRIMARY KEY, s VARCHAR(20))",
+        f"INSERT INTO {DB}.narrow VALUES (1, 'a'), (2, 'b')",
+    )
+    tables = [{"name": f"{DB}.parts", "key": ["id"]}, {"name": f"{DB}.narrow", "key": ["id"]}]
+    path, pipeline = loaded(tmp_path_factory, "dba_truncated", tables)
+    dba = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    dba.autocommit(True)
+    with dba.cursor() as cur:
+        cur.execute("ALTER TABLE parts TRUNCATE PARTITION p0")
+        cur.execute("ALTER TABLE narrow MODIFY s VARCHAR(5)")
+    stream_once(pipeline)
+    stopped = stopped_tables(pipeline, DB)
+    assert "TRUNCATE PARTITION" in stopped["parts"] and f"run `seam repair {DB}.parts --full`" in stopped["parts"]
+    assert f"run `seam load full {DB}.narrow`" in stopped["narrow"] and "seam repair" not in stopped["narrow"]
+    repaired = seam_command(path, "repair", f"{DB}.parts", "--full")
+    assert repaired.returncode == 0 and "99 differing row(s)" in repaired.stdout, repaired.stdout + repaired.stderr
+    with dba.cursor() as cur:
+        cur.execute("UPDATE parts SET v = -v WHERE id % 10 = 0")
+    dba.close()
+    stream_once(pipeline)
+    assert compare_pipeline(pipeline, DB, "parts") is None
+    assert stopped_tables(pipeline, DB)["parts"] is None
 
 
 def test_alters_a_dba_logs_in_two_phases_are_followed_once(stack, tmp_path_factory):

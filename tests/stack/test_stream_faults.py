@@ -9,6 +9,7 @@ import contextlib
 import http.server
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -534,7 +535,8 @@ def test_messages_that_are_not_seams_are_quarantined_and_stop_only_their_table(r
 def test_a_partial_row_image_stops_its_table_naming_the_setting(reseeded, tmp_path_factory, image):
     """An UPDATE logged with binlog_row_image MINIMAL or NOBLOB (a session's setting) lacks the values of
     columns it did not log: the table stops naming binlog_row_image, never a NULL in their place; a table
-    written with FULL meanwhile goes on."""
+    written with FULL meanwhile goes on. The way out printed (the columns are as they were: a repair against
+    the source as it is now, not a reload) copies the rows that update changed, and the stream goes on."""
     path, pipeline = _loaded(tmp_path_factory, f"image{image.lower()}")
     admin = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     admin.autocommit(True)
@@ -564,6 +566,14 @@ def test_a_partial_row_image_stops_its_table_naming_the_setting(reseeded, tmp_pa
             assert f"{DB}.payments STOPPED: " in waited.stderr and "binlog_row_image" in waited.stderr
             assert "1 table(s) stopped: faults_test.payments" in waited.stderr
             assert fail_fast or "every other streamed table caught up" in waited.stderr, waited.stderr
+    way_out = re.search(r"run `(seam repair \S+ --full)`", stopped["payments"])
+    assert way_out and way_out.group(1) == f"seam repair {DB}.payments --full", stopped
+    repaired = _seam(path, *way_out.group(1).split()[1:])
+    assert repaired.returncode == 0 and "5 differing row(s)" in repaired.stdout, repaired.stdout + repaired.stderr
+    demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=100, seconds=2, threads=1, seed=11, database=DB)
+    stream_once(pipeline)
+    _wait_converged(pipeline, 60)
+    assert _stopped(pipeline) == {}
 
 
 def test_large_values_load_and_stream_and_one_over_the_limit_stops_only_its_table(reseeded, tmp_path_factory):

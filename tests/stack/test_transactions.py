@@ -20,9 +20,9 @@ from seam.source.snapshot import source_head
 from seam.source.streaming import ChangeReader
 from seam.state.parts import part_states
 from seam_dev import demo
-from tests.support.commands import run_command
+from tests.support.commands import run_command, seam_command
 from tests.support.compare import diff, source_rows, target_rows
-from tests.support.independent import compare
+from tests.support.independent import compare, compare_pipeline
 from tests.support.pipelines import loaded, pipeline_file, stream_once
 from tests.support.source import fresh_database, in_one_transaction
 
@@ -225,8 +225,10 @@ def _dump_threads(server_id: int) -> int:
         conn.close()
 
 
-def test_a_statement_the_stream_cannot_follow_stops_the_table(path):
-    """A change logged as a statement (not rows) is not followed: the table stops loudly, never skipped."""
+def test_a_statement_the_stream_cannot_follow_stops_the_table_and_the_repair_printed_takes_it_up(path):
+    """A change logged as a statement (not rows) is not followed: the table stops loudly, never skipped. Its
+    columns are as they were, so the way out printed is a repair against the source as it is now (not a
+    reload): it copies the changed row, and the stream goes on."""
     pipeline = load_pipeline(path)
     conn = _connect()
     try:
@@ -239,7 +241,13 @@ def test_a_statement_the_stream_cannot_follow_stops_the_table(path):
     stream_once(pipeline)
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as c:
         stopped = c.execute("SELECT stopped FROM seam.positions WHERE db = %s AND tbl = 'films'", (DB,)).fetchone()[0]
-    assert stopped and "logged as a statement" in stopped and "seam load full" in stopped, stopped
+    assert stopped and "logged as a statement" in stopped, stopped
+    assert f"run `seam repair {DB}.films --full` (it copies again only the rows that differ)" in stopped, stopped
+    repaired = seam_command(path, "repair", f"{DB}.films", "--full")
+    assert repaired.returncode == 0 and "1 differing row(s)" in repaired.stdout, repaired.stdout + repaired.stderr
+    _run("UPDATE films SET rating = 'G' WHERE id = 3")
+    stream_once(pipeline)
+    assert compare_pipeline(pipeline, DB, "films") is None
 
 
 def test_foreign_key_cascades_reach_the_children(stack, tmp_path_factory):

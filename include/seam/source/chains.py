@@ -22,15 +22,19 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pymysql
 
 from seam.alerts import alert
 from seam.core.errors import StreamError
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
-from seam.core.schema import Column, TableSchema
+from seam.core.schema import Column, SchemaError, TableSchema
 from seam.source.binlog import BinlogReader, Transaction
 from seam.source.record_images import unlike_type
 from seam.source.rows import Decoder
+from seam.source.schema import read_schema
 from seam.source.stream_cascades import Cascades
 from seam.state.positions import followed_tables
 from seam.wire.boundary import CONTROL_HEADER, EXACT_MODES, Heartbeat, SchemaChange, StreamStop
@@ -156,8 +160,9 @@ def target_states(conn, state_schema: str) -> dict[Key, TargetState]:
 class Chains:
     """The followed tables, the head of each one's chain, and the messages that extend them."""
 
-    def __init__(self, pipeline: Pipeline, tables: dict[Key, TableConfig]):
+    def __init__(self, pipeline: Pipeline, tables: dict[Key, TableConfig], catalog: Callable[[], Any] | None = None):
         self.pipeline, self.tables = pipeline, tables
+        self.catalog = catalog  # the source's catalog connection, asked for when a table stops (``way_out``)
         self.followed: dict[Key, Followed] = {}
         self.stopped: dict[str, str] = {}  # table name -> why
         self.max_events = pipeline.kafka.max_unapplied_events
@@ -255,9 +260,29 @@ class Chains:
         """Stop one table's stream at ``position`` loudly: a STOP message, an alert, and the remedy."""
         if not position.after(followed.published):
             return
-        reason = f"{reason}; re-run `seam load full {followed.table.name}` to sync the table again"
+        reason = f"{reason}; run {self.way_out(followed)} to sync the table again"
         self.control(publisher, followed, StreamStop(position, followed.published, reason))
         self.forget(followed, reason)
+
+    def way_out(self, followed: Followed) -> str:
+        """The cheapest command that takes a stopped table up again, as it works when printed. A keyed table
+        whose source columns are still the ones the stream followed (a change it could not read, a statement
+        that left the columns as they were, a lost position) is repaired against the source as it is now:
+        only the rows that differ are copied again. Otherwise (columns changed, no key, the table gone) it is
+        loaded again."""
+        name = followed.table.name
+        if followed.table.key and self._columns_kept(followed):
+            return f"`seam repair {name} --full` (it copies again only the rows that differ)"
+        return f"`seam load full {name}`"
+
+    def _columns_kept(self, followed: Followed) -> bool:
+        if self.catalog is None:
+            return False
+        try:
+            now = read_schema(self.catalog(), followed.table.db, followed.table.table)
+        except (SchemaError, pymysql.MySQLError):
+            return False
+        return now.columns == followed.schema.columns and now.primary_key == followed.schema.primary_key
 
     def forget(self, followed: Followed, reason: str) -> None:
         """No longer follow a table that stopped (until its next load or repair)."""

@@ -68,7 +68,7 @@ class Decoder:
             raise PartialRowImage(
                 "the binlog's table map carries no column names: the source logs binlog_row_metadata MINIMAL "
                 "(since this table was loaded), and Seam needs FULL. SET GLOBAL binlog_row_metadata = 'FULL' "
-                "(and in my.cnf), then re-run `seam load full`"
+                "(and in my.cnf) before the table is taken up again"
             )
         if present == self.full:  # every column in the image (binlog_row_image FULL): the short way
             nulls = data[pos : pos + self._null_bytes]
@@ -89,7 +89,7 @@ class Decoder:
         raise PartialRowImage(
             f"a row image without column(s) {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}: the "
             "source logs binlog_row_image MINIMAL or NOBLOB (for this session or globally), and Seam needs FULL. "
-            "Set binlog_row_image = FULL (globally and for the sessions that write), then re-run `seam load full`"
+            "Set binlog_row_image = FULL (globally and for the sessions that write) before the table is taken up again"
         )
 
 

@@ -34,12 +34,7 @@ def lose_position(chains: Chains, target, f: Followed, why: str, advice: str) ->
     """Stop a table whose position cannot be read on this source (its binlog is gone, a failover without
     GTIDs) with the way out, in the target's state (no message can be placed at a lost position); the
     other tables go on."""
-    way_out = (
-        f"`seam repair {f.table.name} --full` (it copies again only the rows that differ)"
-        if f.table.key
-        else f"`seam load full {f.table.name}`"
-    )
-    reason = f"{why}: run {way_out}, and {advice}"
+    reason = f"{why}: run {chains.way_out(f)}, and {advice}"
     stop_stream(target, chains.pipeline.target.state_schema, f.table.db, f.table.table, reason)
     del chains.followed[(f.table.db, f.table.table)]
     chains.stopped[f.table.name] = reason

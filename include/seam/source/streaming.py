@@ -108,7 +108,7 @@ class ChangeReader:
         for t in tables or ():
             if t.sync != "stream":
                 log.warning("%s is kept current by windows (sync: windows): the stream does not follow it", t.name)
-        self.chains = Chains(pipeline, self.tables)
+        self.chains = Chains(pipeline, self.tables, catalog=self._source)
         self.cascades = Cascades(set(self.tables))  # read at the first pass and after DDL
         self.rewinds = 0
         self._source_conn = None

@@ -42,7 +42,10 @@ def changes_since(
     try:
         for item in _decoded(reader, table, start):
             if isinstance(item, LostTransaction):
-                raise ValidationError(f"{table.name}: {item.reason}; run `seam load full` and validate again")
+                raise ValidationError(
+                    f"{table.name}: {item.reason}; compare it with the source as it is now (`seam repair "
+                    f"{table.name} --full`), or run `seam load full {table.name}`"
+                )
             if not isinstance(item, Transaction):
                 continue
             if item.errors:
@@ -62,8 +65,9 @@ def changes_since(
 def _undecodable(table: TableConfig, start: Position, problem: str) -> ValidationError:
     return ValidationError(
         f"{table.name}: the binlog after the target's position {start} cannot be decoded with "
-        f"the table's current definition ({problem}); was the table recreated or altered since "
-        "its load? Run `seam load full` and validate again"
+        f"the table's current definition ({problem}); compare it with the source as it is now instead "
+        f"(`seam repair {table.name} --full`: it copies again only the rows that differ), or, when the table was "
+        f"recreated or altered since its load, run `seam load full {table.name}`"
     )
 
 
