@@ -41,6 +41,7 @@ from seam.core.errors import DivergenceError, ValidationError, first_line
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.load_run import job_env, sink_running
 from seam.source.binlog import gtids_at
+from seam.source.checks import check_streamable
 from seam.source.errors import transient_source_error
 from seam.source.gtid import gtids_enabled, server_identity
 from seam.source.publication import Publication
@@ -144,6 +145,8 @@ def _repair_once(
         source = pymysql.connect(**pipeline.source.pymysql_kwargs(), connect_timeout=10)
         try:
             schema = read_schema(source, table.db, table.table)
+            if not table.incremental:  # the stream takes the table up after the repair: it must be able to
+                check_streamable(source, schema)
         finally:
             source.close()
         if not sink_running(watch.conn, publication.topic):

@@ -12,7 +12,7 @@ import pytest
 from seam_dev import demo
 from tests.support.commands import seam_command
 from tests.support.independent import compare_pipeline
-from tests.support.pipelines import loaded, stream_once
+from tests.support.pipelines import loaded, stopped_tables, stream_once
 from tests.support.source import fresh_database
 
 DB = "table_kinds_test"
@@ -63,3 +63,30 @@ def test_long_binary_keys_and_large_blobs_load_and_stream_exactly(stack, tmp_pat
     writer.close()
     stream_once(pipeline)
     assert compare_pipeline(pipeline, DB, "blobs") is None
+
+
+def test_a_streamed_table_made_system_versioned_stops_and_no_way_out_streams_its_history(stack, tmp_path_factory):
+    """``ALTER TABLE ... ADD SYSTEM VERSIONING`` on a streamed table: from then on its binlog carries history
+    rows among the current ones. The table stops, and the way out printed is one that works: sync it by
+    windows. `seam repair` refuses it in one line (it repaired it, and the stream then applied the history
+    rows of the next UPDATE as the table's rows: 4 rows silently wrong)."""
+    fresh_database(
+        DB,
+        f"CREATE TABLE {DB}.acct (id INT PRIMARY KEY, bal INT)",
+        f"INSERT INTO {DB}.acct SELECT seq, seq FROM {DB}.seq_1_to_20",
+    )
+    path, pipeline = loaded(tmp_path_factory, "table_versioned", [{"name": f"{DB}.acct", "key": ["id"]}])
+    writer = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    with writer.cursor() as cur:
+        cur.execute("ALTER TABLE acct ADD SYSTEM VERSIONING")
+        cur.execute("UPDATE acct SET bal = bal + 1 WHERE id BETWEEN 5 AND 8")
+    writer.commit()
+    writer.close()
+    stream_once(pipeline)
+    stopped = stopped_tables(pipeline, DB)["acct"]
+    assert "ADD SYSTEM" in stopped and "is system-versioned" in stopped and "sync it by windows" in stopped, stopped
+    assert "seam repair" not in stopped, stopped
+    refused = seam_command(path, "repair", f"{DB}.acct", "--full")
+    assert refused.returncode == 2 and "is system-versioned" in refused.stderr, refused.stdout + refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert stopped_tables(pipeline, DB)["acct"] == stopped  # nothing changed

@@ -32,9 +32,11 @@ from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
 from seam.core.schema import Column, SchemaError, TableSchema
 from seam.source.binlog import BinlogReader, Transaction
+from seam.source.checks import check_streamable
 from seam.source.record_images import unlike_type
 from seam.source.rows import Decoder
 from seam.source.schema import read_schema
+from seam.source.snapshot import SnapshotError
 from seam.source.stream_cascades import Cascades
 from seam.state.positions import followed_tables
 from seam.wire.boundary import CONTROL_HEADER, EXACT_MODES, Heartbeat, SchemaChange, StreamStop
@@ -260,29 +262,40 @@ class Chains:
         """Stop one table's stream at ``position`` loudly: a STOP message, an alert, and the remedy."""
         if not position.after(followed.published):
             return
-        reason = f"{reason}; run {self.way_out(followed)} to sync the table again"
+        reason = f"{reason}; {self.way_out(followed)}"
         self.control(publisher, followed, StreamStop(position, followed.published, reason))
         self.forget(followed, reason)
 
     def way_out(self, followed: Followed) -> str:
-        """The cheapest command that takes a stopped table up again, as it works when printed. A keyed table
-        whose source columns are still the ones the stream followed (a change it could not read, a statement
-        that left the columns as they were, a lost position) is repaired against the source as it is now:
-        only the rows that differ are copied again. Otherwise (columns changed, no key, the table gone) it is
-        loaded again."""
+        """The cheapest way to take a stopped table up again, as it works when printed. A keyed table whose
+        source columns are still the ones the stream followed (a change it could not read, a statement that
+        left the columns as they were, a lost position) is repaired against the source as it is now: only
+        the rows that differ are copied again. Otherwise (columns changed, no key, the table gone) it is
+        loaded again; a table the stream can no longer follow at all (made system-versioned) says why."""
         name = followed.table.name
-        if followed.table.key and self._columns_kept(followed):
-            return f"`seam repair {name} --full` (it copies again only the rows that differ)"
-        return f"`seam load full {name}`"
-
-    def _columns_kept(self, followed: Followed) -> bool:
-        if self.catalog is None:
-            return False
         try:
-            now = read_schema(self.catalog(), followed.table.db, followed.table.table)
+            now = self._source_schema(followed)
+        except SnapshotError as exc:
+            return f"{exc}, then run `seam load full {name}`"
+        followed_as = (followed.schema.columns, followed.schema.primary_key)
+        if followed.table.key and now is not None and (now.columns, now.primary_key) == followed_as:
+            return (
+                f"run `seam repair {name} --full` to sync the table again (it copies again only the rows that differ)"
+            )
+        return f"run `seam load full {name}` to sync the table again"
+
+    def _source_schema(self, followed: Followed) -> TableSchema | None:
+        """The table's definition on the source now, which the stream can follow (else ``SnapshotError``);
+        None when it cannot be read (the table gone, the source away)."""
+        if self.catalog is None:
+            return None
+        try:
+            conn = self.catalog()
+            now = read_schema(conn, followed.table.db, followed.table.table)
+            check_streamable(conn, now)
         except (SchemaError, pymysql.MySQLError):
-            return False
-        return now.columns == followed.schema.columns and now.primary_key == followed.schema.primary_key
+            return None
+        return now
 
     def forget(self, followed: Followed, reason: str) -> None:
         """No longer follow a table that stopped (until its next load or repair)."""

@@ -34,7 +34,7 @@ def lose_position(chains: Chains, target, f: Followed, why: str, advice: str) ->
     """Stop a table whose position cannot be read on this source (its binlog is gone, a failover without
     GTIDs) with the way out, in the target's state (no message can be placed at a lost position); the
     other tables go on."""
-    reason = f"{why}: run {chains.way_out(f)}, and {advice}"
+    reason = f"{why}: {advice}; {chains.way_out(f)}"
     stop_stream(target, chains.pipeline.target.state_schema, f.table.db, f.table.table, reason)
     del chains.followed[(f.table.db, f.table.table)]
     chains.stopped[f.table.name] = reason
