@@ -43,6 +43,7 @@ from seam.spark import with_task_attempts
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 DEFAULT_PORTS = {"mysql": 33306, "kafka": 39092, "postgres": 35432, "airflow": 38080}
+BIND_RETRY_S = 60.0  # a service whose port a passing connection holds is started again for this long
 PORT_ENV = {
     "mysql": "SEAM_MYSQL_PORT",
     "kafka": "SEAM_KAFKA_PORT",
@@ -155,8 +156,23 @@ class EmbeddedStack(Processes):
                 log(f"{name:9} already up (pid {pid})")
                 continue
             started = time.monotonic()
-            getattr(self, f"_start_{name}")(timeout)
+            self._start(name, timeout, log)
             log(f"{name:9} up on {HOST}:{self.port(name)} in {time.monotonic() - started:.1f}s")
+
+    def _start(self, name: str, timeout: float, log: Callable[[str], None]) -> None:
+        """Start one service; again while its port was taken from under it. The stack's ports lie in the
+        kernel's range for outgoing connections (32768-60999): a client's connection can hold one for a
+        while, and a server then fails to bind it (seen: PostgreSQL, while a test suite ran beside)."""
+        deadline = time.monotonic() + BIND_RETRY_S
+        while True:
+            try:
+                getattr(self, f"_start_{name}")(timeout)
+                return
+            except StackError as exc:
+                if "Address already in use" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            log(f"{name:9} could not bind port {self.port(name)} (a passing connection holds it): starting again")
+            time.sleep(2)
 
     def down(self, log: Callable[[str], None] = print) -> None:
         # Airflow first (its seam_stream would start the stream again), then the stream (`seam stream start`'s

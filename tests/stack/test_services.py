@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -314,6 +315,27 @@ def test_up_fails_clearly_when_the_port_is_taken(private_stack):
         blocker.listen()
         with pytest.raises(StackError, match=f"port {s.port('kafka')} for kafka is in use.*SEAM_KAFKA_PORT"):
             s.up(("kafka",), log=lambda m: None)
+
+
+def test_up_starts_a_server_again_whose_port_a_passing_connection_held(private_stack):
+    """The stack's ports lie in the kernel's range for outgoing connections: a client's connection may hold
+    one (`make demo` failed so: PostgreSQL could not bind 35432 while a test suite ran beside). Nothing
+    listens there, so the port looks free; the server fails to bind it, and is started again until the
+    connection is gone."""
+    s = private_stack
+    s.up(("postgres",), log=lambda m: None)  # its data directory made: the next start binds at once
+    s.stop("postgres")
+    with socket.socket() as listener, socket.socket() as client:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        client.bind(("127.0.0.1", s.port("postgres")))  # the connection's own end holds the port
+        client.connect(listener.getsockname())
+        said: list[str] = []
+        # the connection ends (the listener's close resets it: no FIN_WAIT or TIME_WAIT keeps the port)
+        threading.Timer(4, lambda: (listener.close(), client.close())).start()
+        s.up(("postgres",), log=said.append)
+    assert any("could not bind port" in line for line in said), said
+    assert any(line.startswith("postgres  up on") for line in said), said
 
 
 def test_up_fails_clearly_on_a_corrupt_datadir(private_stack):
