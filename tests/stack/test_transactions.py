@@ -242,7 +242,7 @@ def test_a_statement_the_stream_cannot_follow_stops_the_table_and_the_repair_pri
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as c:
         stopped = c.execute("SELECT stopped FROM seam.positions WHERE db = %s AND tbl = 'films'", (DB,)).fetchone()[0]
     assert stopped and "logged as a statement" in stopped, stopped
-    assert f"run `seam repair {DB}.films --full` (it copies again only the rows that differ)" in stopped, stopped
+    assert f"run `seam repair {DB}.films --full` to sync the table again" in stopped, stopped
     repaired = seam_command(path, "repair", f"{DB}.films", "--full")
     assert repaired.returncode == 0 and "1 differing row(s)" in repaired.stdout, repaired.stdout + repaired.stderr
     _run("UPDATE films SET rating = 'G' WHERE id = 3")
