@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import subprocess
@@ -328,7 +329,7 @@ def test_up_starts_a_server_again_whose_port_a_passing_connection_held(private_s
     with socket.socket() as listener, socket.socket() as client:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
-        client.bind(("127.0.0.1", s.port("postgres")))  # the connection's own end holds the port
+        _bind_when_free(client, s.port("postgres"))  # the connection's own end holds the port
         client.connect(listener.getsockname())
         said: list[str] = []
         # the connection ends (the listener's close resets it: no FIN_WAIT or TIME_WAIT keeps the port)
@@ -336,6 +337,20 @@ def test_up_starts_a_server_again_whose_port_a_passing_connection_held(private_s
         s.up(("postgres",), log=said.append)
     assert any("could not bind port" in line for line in said), said
     assert any(line.startswith("postgres  up on") for line in said), said
+
+
+def _bind_when_free(sock: socket.socket, port: int, within_s: float = 120) -> None:
+    """Bind ``sock`` to ``port`` once nothing holds it: a connection of the server's last run lingers in
+    TIME_WAIT there for up to a minute, and another process's passing connection may hold it too."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            sock.bind(("127.0.0.1", port))
+            return
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def test_up_fails_clearly_on_a_corrupt_datadir(private_stack):

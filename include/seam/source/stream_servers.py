@@ -2,8 +2,9 @@
 
 A failover, or a pipeline pointed at a replica: each moved table's GTID set is found in this server's
 binlog and its chain moves there (REBASE, ``seam.source.gtid``). A position this server cannot read (its
-binlog purged, no GTIDs to find it by) stops that table in the target with the way out; the other tables
-go on. Nothing is published at a lost position.
+binlog purged, no GTIDs to find it by), or a table this server's binlog names otherwise than the pipeline
+(a case-folding server), stops that table in the target with the way out; the other tables go on.
+Nothing is published at a lost position.
 
 Delivery guarantee: that of the reader (at-least-once into Kafka); a table whose position is lost is
 stopped, never skipped ahead.
@@ -27,14 +28,14 @@ from seam.wire.topics import Publisher
 
 log = logging.getLogger("seam.streaming")
 
-Lose = Callable[[Followed, str, str], None]  # (table, why, advice)
+Lose = Callable[..., None]  # (table, why, advice, way_out=None)
 
 
-def lose_position(chains: Chains, target, f: Followed, why: str, advice: str) -> None:
+def lose_position(chains: Chains, target, f: Followed, why: str, advice: str, way_out: str | None = None) -> None:
     """Stop a table whose position cannot be read on this source (its binlog is gone, a failover without
-    GTIDs) with the way out, in the target's state (no message can be placed at a lost position); the
-    other tables go on."""
-    reason = f"{why}: {advice}; {chains.way_out(f)}"
+    GTIDs) with the way out (the cheapest that works, unless given), in the target's state (no message can
+    be placed at a lost position); the other tables go on."""
+    reason = f"{why}: {advice}; {way_out or chains.way_out(f)}"
     stop_stream(target, chains.pipeline.target.state_schema, f.table.db, f.table.table, reason)
     del chains.followed[(f.table.db, f.table.table)]
     chains.stopped[f.table.name] = reason
@@ -70,6 +71,31 @@ def stop_unlogged(chains: Chains, conn, lose: Lose) -> None:
                 f"{why}, so its changes since the filter was set are in no binlog",
                 "remove the filter (and restart the server) before the repair",
             )
+
+
+def stop_misnamed(chains: Chains, conn, lose: Lose) -> None:
+    """A table the pipeline names in another case than a case-folding source (``lower_case_table_names``
+    1 or 2) stores it stops: the binlog names it as stored, so none of its changes would be taken for
+    its own. Loads refuse such a name (``seam.source.schema``); a table loaded before they did is found here."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@lower_case_table_names")
+        if str(cur.fetchone()[0]) == "0":
+            return
+        for f in list(chains.followed.values()):
+            db, table = f.table.db, f.table.table
+            cur.execute(
+                "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                (db, table),
+            )
+            stored = [f"{r[0]}.{r[1]}" for r in cur.fetchall()]
+            if stored and f"{db}.{table}" not in stored:
+                lose(
+                    f,
+                    f"the source stores it as {stored[0]} (it compares names in any case: lower_case_table_names) "
+                    "and its binlog names it so, so the stream has taken none of its changes since its load",
+                    f"name it {stored[0]} in the pipeline",
+                    way_out=f"run `seam load full {stored[0]}` to sync the table again",
+                )
 
 
 def gtids_at_start(chains: Chains, conn, start: Position) -> GtidSet | None:

@@ -85,7 +85,15 @@ from seam.source.gtid import server_identity
 from seam.source.schema import read_schema
 from seam.source.stream_cascades import Cascades
 from seam.source.stream_ddl import follow_declared, follow_rollback, follow_statement, settle_alters
-from seam.source.stream_servers import clash, gtids_at_start, lose_position, rebase, stop_purged, stop_unlogged
+from seam.source.stream_servers import (
+    clash,
+    gtids_at_start,
+    lose_position,
+    rebase,
+    stop_misnamed,
+    stop_purged,
+    stop_unlogged,
+)
 from seam.state.connection import connect_state, connect_target, scalar
 from seam.state.parts import part_beat, part_failed, part_started, part_stopped, retry_delay, wait_unless
 from seam.wire.topics import Publisher, ensure_topics, table_topic, topic_ids
@@ -150,12 +158,14 @@ class ChangeReader:
         return self.chains.follow(states, reset)
 
     def _stop_purged(self) -> None:
-        """Tables whose changes this source's binlog no longer has (purged), or will not have (filtered)."""
+        """Tables whose changes this source's binlog no longer has (purged), will not have (filtered), or names
+        otherwise (a case-folding source)."""
         stop_purged(self.chains, self._source(), self._position_lost)
         stop_unlogged(self.chains, self._source(), self._position_lost)
+        stop_misnamed(self.chains, self._source(), self._position_lost)
 
-    def _position_lost(self, f: Followed, why: str, advice: str) -> None:
-        lose_position(self.chains, self._target, f, why, advice)
+    def _position_lost(self, f: Followed, why: str, advice: str, way_out: str | None = None) -> None:
+        lose_position(self.chains, self._target, f, why, advice, way_out)
 
     def _poll(self, here: Position | None, ids: dict[str, str]) -> None:
         """Update what the sink has applied; raise Rewind when the binlog must be read again."""
