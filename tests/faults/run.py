@@ -4,7 +4,8 @@ The stream runs as users run it (`seam stream start`: the change reader and the 
 the demo tables, which a writer keeps changing, and three tables of its own: ``notes`` (the table the
 message and row-image faults hit), ``blobs`` (large values) and ``bulk`` (the full load that is killed).
 Each fault is injected while the writer writes; then the writer pauses, the way out Seam printed is taken
-(`seam quarantine skip`, `seam load full`), the stream drains, and the independent comparer
+(`seam quarantine skip`, then the command a stopped table's reason names: `seam repair T --full` or
+`seam load full T`, run as printed), the stream drains, and the independent comparer
 (``tests/support/independent.py``, no Seam code) compares every table with its source.
 
 A fault passes when exactly the tables it must stop stopped (the others went on), the way out worked, every
@@ -22,6 +23,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -215,9 +218,13 @@ class Run:
             self.seam("quarantine", "skip", id_, "--note", "make faults")
         return f"seam quarantine skip {', '.join(ids)}"
 
-    def reload(self, table: str) -> str:
-        self.seam("load", "full", f"{self.db}.{table}")
-        return f"seam load full {self.db}.{table}"
+    def take_way_out(self, table: str, why: str) -> str:
+        """Run the command the table's stop names (``run `seam ...` ``), as printed."""
+        printed = re.search(r"run `(seam [^`]+)`", why)
+        if printed is None:
+            raise FaultsFailed(f"{table} stopped naming no command to take it up again: {why}")
+        self.seam(*shlex.split(printed.group(1))[1:])
+        return printed.group(1)
 
     def equal(self) -> tuple[bool, str]:
         """After the stream drained: every table that is not stopped equal to its source."""
@@ -266,8 +273,8 @@ class Run:
             listed = self.seam("quarantine", "list", check=False)
             if listed.returncode == 1:
                 ways.append(self.skip_quarantined())
-            for table in sorted(set(self.stopped())):
-                ways.append(self.reload(table))
+            for table, why in sorted(self.stopped().items()):
+                ways.append(self.take_way_out(table, why))
         outcome.way_out = "; ".join(ways) or "-"
         outcome.equal, why = self.equal()
         if why:
