@@ -79,23 +79,21 @@ def stop_misnamed(chains: Chains, conn, lose: Lose) -> None:
     its own. Loads refuse such a name (``seam.source.schema``); a table loaded before they did is found here."""
     with conn.cursor() as cur:
         cur.execute("SELECT @@lower_case_table_names")
-        if str(cur.fetchone()[0]) == "0":
+        if str(cur.fetchone()[0]) == "0" or not chains.followed:
             return
-        for f in list(chains.followed.values()):
-            db, table = f.table.db, f.table.table
-            cur.execute(
-                "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-                (db, table),
+        dbs = sorted({f.table.db for f in chains.followed.values()})
+        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA IN %s", (dbs,))
+        stored = {(db.lower(), table.lower()): f"{db}.{table}" for db, table in cur.fetchall()}
+    for f in list(chains.followed.values()):
+        name = stored.get((f.table.db.lower(), f.table.table.lower()))
+        if name is not None and name != f.table.name:
+            lose(
+                f,
+                f"the source stores it as {name} (it compares names in any case: lower_case_table_names) "
+                "and its binlog names it so, so the stream has taken none of its changes since its load",
+                f"name it {name} in the pipeline",
+                way_out=f"run `seam load full {name}` to sync the table again",
             )
-            stored = [f"{r[0]}.{r[1]}" for r in cur.fetchall()]
-            if stored and f"{db}.{table}" not in stored:
-                lose(
-                    f,
-                    f"the source stores it as {stored[0]} (it compares names in any case: lower_case_table_names) "
-                    "and its binlog names it so, so the stream has taken none of its changes since its load",
-                    f"name it {stored[0]} in the pipeline",
-                    way_out=f"run `seam load full {stored[0]}` to sync the table again",
-                )
 
 
 def gtids_at_start(chains: Chains, conn, start: Position) -> GtidSet | None:
