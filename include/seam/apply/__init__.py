@@ -22,3 +22,9 @@ from seam.core.errors import TargetError
 
 class SinkError(TargetError):
     """The sink cannot go on; the message says why and what to do."""
+
+
+class PositionMoved(SinkError):
+    """Another process moved a table's applied position since this sink read it (another pipeline's sink
+    that applies the same table from topics of its own): what this sink holds of the table is stale, so its
+    transaction is rolled back and it reads again from the target."""

@@ -22,7 +22,7 @@ import psycopg
 from psycopg import sql as pgsql
 
 from seam.alerts import alert
-from seam.apply import SinkError, cascades
+from seam.apply import PositionMoved, SinkError, cascades
 from seam.apply.decode import SOURCE_ONLY, schema_from_begin
 from seam.apply.retry import LOCK_WAIT, LockWait, Retrier, changed_in_target, refused, transient
 from seam.apply.stream_table import StreamTable, diverged, merge_run, pos_dict
@@ -369,8 +369,12 @@ class ChangeApplier:
 
     def stop_table(self, stream: StreamTable, reason: str, remedy: bool = True, repairable: bool = True) -> None:
         """Stop applying changes to one table (until its next full load), record why, and alert. The remedy
-        said is a repair where one can take the table up (keyed, and ``repairable``), else a full load."""
+        said is a repair where one can take the table up (keyed, and ``repairable``), else a full load. A
+        table whose position another process moved is not stopped (``PositionMoved``): a change that no
+        longer fits may be one that process applied already."""
         name = f"{stream.schema.db}.{stream.schema.table}"
+        if positions.applied_position(self.conn, self.schema, stream.schema.db, stream.schema.table) != stream.stored:
+            self._moved(stream)
         if remedy:
             reason = f"{reason}; " + (
                 f"run `seam repair {name}` (it copies again only the rows that differ, and the stream goes on), "
@@ -542,7 +546,7 @@ class ChangeApplier:
         self.run_ops()
 
     def _store_position(self, stream: StreamTable) -> None:
-        positions.store_stream_position(
+        stored = positions.store_stream_position(
             self.conn,
             self.schema,
             stream.schema.db,
@@ -552,8 +556,20 @@ class ChangeApplier:
             stream.applied_changes,
             stream.gtids,
             stream.server,
+            was=stream.stored,
         )
-        stream.applied_changes, stream.dirty = 0, False
+        if not stored:
+            self._moved(stream)
+        stream.stored, stream.applied_changes, stream.dirty = stream.applied, 0, False
+
+    def _moved(self, stream: StreamTable) -> None:
+        """Another process moved the table's position since this sink read it: raises ``PositionMoved``."""
+        now = positions.applied_position(self.conn, self.schema, stream.schema.db, stream.schema.table)
+        raise PositionMoved(
+            f"{stream.schema.db}.{stream.schema.table}: another process moved its applied position from "
+            f"{stream.stored} to {now} (a pipeline of another name whose sink applies the table from topics of "
+            "its own? then both apply every change, each in turn); reading again from the target"
+        )
 
     def _load_stream(self, topic: str) -> StreamTable | None:
         config = self.tables[topic]

@@ -44,7 +44,7 @@ import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from seam.alerts import alert
-from seam.apply import SinkError
+from seam.apply import PositionMoved, SinkError
 from seam.apply.batch import Stager
 from seam.apply.changes import MALFORMED, ChangeApplier
 from seam.apply.decode import SparkRowMessage
@@ -223,8 +223,8 @@ class Sink:
         while True:
             try:
                 return work()
-            except psycopg.Error as exc:
-                if not transient(exc):
+            except (psycopg.Error, PositionMoved) as exc:
+                if not isinstance(exc, PositionMoved) and not transient(exc):
                     raise
                 self._recover(exc)
 
@@ -282,8 +282,8 @@ class Sink:
                     self._apply_all(by_topic)
                     if stream_part:
                         self._beat()
-                except psycopg.Error as exc:
-                    if not transient(exc):
+                except (psycopg.Error, PositionMoved) as exc:
+                    if not isinstance(exc, PositionMoved) and not transient(exc):
                         raise
                     ahead.stop()  # what it read is void: read again from the stored offsets
                     at_end.clear()

@@ -52,6 +52,7 @@ class StreamTable:
         # (first offset, commit position, records or control)
         self.waiting: collections.deque = collections.deque()
         self.applied_changes = 0  # since the last stored position
+        self.stored = applied  # the position as this sink last read or wrote it in the target's state
         self.dirty = False
         self.gtids: str | None = None  # the GTID set through ``applied`` (None: not known) and its server
         self.server: str | None = None

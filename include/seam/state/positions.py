@@ -59,17 +59,32 @@ def store_loaded_position(
 
 
 def store_stream_position(
-    conn, schema: str, db: str, table: str, at: Position, source_ms: int | None, changes: int, gtids, server
-) -> None:
-    """The stream applied a table's changes through ``at`` (``changes`` more of them)."""
-    conn.execute(
+    conn,
+    schema: str,
+    db: str,
+    table: str,
+    at: Position,
+    source_ms: int | None,
+    changes: int,
+    gtids,
+    server,
+    *,
+    was: Position,
+) -> bool:
+    """The stream applied a table's changes through ``at`` (``changes`` more of them), if the table's position
+    is still ``was`` (what the caller last read or wrote there); False, and nothing written, if another
+    process moved it meanwhile (taking the row's lock, so that of two such writers the second waits for the
+    first and then sees its position)."""
+    cur = conn.execute(
         f"INSERT INTO {qi(schema)}.positions (db, tbl, file, pos, row_index, batch_id, source_ms, changes, gtids, "
         "server) VALUES (%s, %s, %s, %s, %s, NULL, %s, %s, %s, %s) ON CONFLICT (db, tbl) DO UPDATE SET "
         "file = EXCLUDED.file, pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, source_ms = EXCLUDED.source_ms, "
         "changes = positions.changes + EXCLUDED.changes, gtids = EXCLUDED.gtids, server = EXCLUDED.server, "
-        "updated_at = now()",
-        (db, table, at.file, at.pos, at.row, source_ms, changes, gtids, server),
+        "updated_at = now() WHERE positions.file = %s AND positions.pos = %s "
+        "AND positions.row_index IS NOT DISTINCT FROM %s",
+        (db, table, at.file, at.pos, at.row, source_ms, changes, gtids, server, was.file, was.pos, was.row),
     )
+    return cur.rowcount == 1
 
 
 def stop_stream(conn, schema: str, db: str, table: str, reason: str) -> None:

@@ -1,0 +1,89 @@
+"""Two pipelines that list the same source table against one target share its state (``seam.positions`` is
+keyed by the table) but not their topics when their prefixes differ: each pipeline's sink applies the
+table's changes from its own topic. A sink holds a table's applied position in memory; when the other
+pipeline's sink had applied and moved it meanwhile, it applied those changes again: a keyless table's rows
+doubled, with nothing stopped. Now a sink stores a position only over the one it read (else it rolls back and
+reads again from the target), and does not stop a table on a change that another process applied."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+import pytest
+
+from seam.apply.sink import Sink
+from seam.config import load_pipeline
+from seam_dev import demo
+from tests.support.commands import seam_command
+from tests.support.independent import compare_pipeline
+from tests.support.pipelines import loaded, pipeline_file, read_once, stopped_tables
+from tests.support.source import fresh_database
+
+DB = "two_pipelines"
+pytestmark = pytest.mark.stack
+
+
+def _write(first: int, transactions: int) -> None:
+    """Inserts into the keyless table, and every kind of change to the keyed one."""
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB, autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for i in range(first, first + transactions):
+                cur.execute("INSERT INTO log VALUES (%s, %s)", (i, f"v{i}"))
+                cur.execute("INSERT INTO keyed VALUES (%s, %s)", (i, i))
+                cur.execute("UPDATE keyed SET v = v + 1 WHERE id = %s", (i - 1,))
+                cur.execute("DELETE FROM keyed WHERE id = %s", (i - 2,))
+    finally:
+        conn.close()
+
+
+def _both(sinks: list[Sink], at_once: bool) -> None:
+    """Each sink to the end of its topics: one after the other, or both at the same time."""
+    if not at_once:
+        for sink in sinks:
+            sink.run(caught_up=True)
+        return
+    failed: list[BaseException] = []
+
+    def run(sink: Sink) -> None:
+        try:
+            sink.run(caught_up=True)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
+            failed.append(exc)
+
+    threads = [threading.Thread(target=run, args=(sink,)) for sink in sinks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failed, failed
+
+
+def test_two_pipelines_sinks_of_one_table_apply_each_change_once(stack, tmp_path_factory, caplog):
+    fresh_database(
+        DB,
+        f"CREATE TABLE {DB}.log (n INT, v VARCHAR(10))",
+        f"CREATE TABLE {DB}.keyed (id INT PRIMARY KEY, v INT)",
+    )
+    tables = [{"name": f"{DB}.log"}, {"name": f"{DB}.keyed", "key": ["id"]}]
+    _, one = loaded(tmp_path_factory, "two_pipelines_one", tables)
+    other_path = pipeline_file(tmp_path_factory, "two_pipelines_other", tables, pipeline_name="other")
+    result = seam_command(other_path, "load", "full", *[t["name"] for t in tables])
+    assert result.returncode == 0, result.stderr[-3000:]
+    other = load_pipeline(other_path)
+    sinks = [Sink(one), Sink(other)]
+    caplog.set_level(logging.WARNING, logger="seam.sink")
+    try:
+        for first, transactions, at_once in ((1, 5, False), (100, 5, False), (1000, 300, True)):
+            _write(first, transactions)
+            read_once(one), read_once(other)
+            _both(sinks, at_once)  # the first round: each sink holds the tables' positions from then on
+    finally:
+        for sink in sinks:
+            sink.close()
+    assert stopped_tables(one, DB) == {"log": None, "keyed": None}
+    for table in ("log", "keyed"):
+        assert compare_pipeline(one, DB, table) is None, table
+    assert "another process moved its applied position" in caplog.text
