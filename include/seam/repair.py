@@ -47,7 +47,7 @@ from seam.source.gtid import gtids_enabled, server_identity
 from seam.source.publication import Publication
 from seam.source.schema import read_schema
 from seam.source.snapshot import open_snapshot, snapshot_opening
-from seam.state.connection import StateWatch
+from seam.state.connection import StateWatch, open_target
 from seam.state.ledger import batch_status
 from seam.validate.at_position import changes_since, key_texts
 from seam.validate.side import Scope, Side
@@ -225,7 +225,7 @@ def _publish_rows(pipeline, table, schema, publication: Publication, compared_at
     """The rows at an exact snapshot position P of ``keys`` and of every key changed in (compared_at, P],
     then END at P."""
     src = pymysql.connect(**pipeline.source.pymysql_kwargs(utc=True), connect_timeout=10)
-    tgt = psycopg.connect(**pipeline.target.conninfo(), autocommit=True, application_name="seam-repair")
+    tgt = open_target(pipeline, autocommit=True, application_name="seam-repair")
     try:
         opening = replace(snapshot_opening(src, pipeline, table), exact=True)
         at = open_snapshot(src, pipeline.source, opening, table.name)

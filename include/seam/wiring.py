@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-import psycopg
 from psycopg import sql
 
 from seam.core.pipeline import Pipeline
 from seam.spark import jdbc_options, quote_mysql, spark_session
+from seam.state.connection import open_target
 
 
 def check_tables(pipeline: Pipeline, tables: list[str]) -> list[dict]:
@@ -43,7 +43,7 @@ def check_tables(pipeline: Pipeline, tables: list[str]) -> list[dict]:
 
 def record(pipeline: Pipeline, results: list[dict]) -> None:
     schema = sql.Identifier(pipeline.target.state_schema)
-    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+    with open_target(pipeline) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
         conn.execute(
             sql.SQL("""CREATE TABLE IF NOT EXISTS {}.wiring_check (
@@ -61,7 +61,7 @@ def record(pipeline: Pipeline, results: list[dict]) -> None:
 def latest(pipeline: Pipeline) -> list[tuple]:
     """The most recent check's rows: (table, rows, checked_at)."""
     schema = sql.Identifier(pipeline.target.state_schema)
-    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+    with open_target(pipeline) as conn:
         return conn.execute(
             sql.SQL(
                 "SELECT DISTINCT ON (table_name) table_name, row_count, checked_at FROM {}.wiring_check "

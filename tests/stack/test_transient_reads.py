@@ -128,9 +128,11 @@ def test_a_dbas_statement_time_limit_does_not_kill_seams_long_reads(big):
 
 @pytest.mark.alone  # a role's default statement_timeout reaches every session of the role
 def test_a_dbas_statement_timeout_on_the_target_does_not_cancel_seams_work(big):
-    """A DBA gives the target role a 50 ms statement_timeout (and an idle-in-transaction limit): a session that
-    keeps the default is cancelled, Seam's sessions lift both for themselves, and the load and the validation
-    (its checksum of 400,000 rows) end exact instead of 'retrying' a cancel that comes back every time."""
+    """A DBA gives the target role a 50 ms statement_timeout (and an idle-in-transaction limit, and a 1 s
+    idle_session_timeout): a session that keeps the defaults is cancelled, or ended when it idles; Seam's
+    sessions lift all three for themselves, and the load and the validation (its checksum of 400,000 rows) end
+    exact instead of 'retrying' a cancel that comes back every time. The idle limit ended the load's sink
+    while it waited for Spark's start: "the target broke off the command ...: run it again when it is back"."""
     pipeline = load_pipeline(big)
     t = pipeline.target
     role = f'ALTER ROLE "{t.user}" IN DATABASE "{t.database}"'
@@ -139,13 +141,18 @@ def test_a_dbas_statement_timeout_on_the_target_does_not_cancel_seams_work(big):
         dba.execute(f"{role} SET statement_timeout = '50ms'")
         try:
             dba.execute(f"{role} SET idle_in_transaction_session_timeout = '1s'")
+            dba.execute(f"{role} SET idle_session_timeout = '1s'")
             with psycopg.connect(**plain, autocommit=True) as other, pytest.raises(psycopg.errors.QueryCanceled):
                 other.execute("SELECT pg_sleep(0.5)")
+            with psycopg.connect(**plain, autocommit=True) as other, pytest.raises(psycopg.OperationalError):
+                time.sleep(1.5)
+                other.execute("SELECT 1")  # the server ended the idle session
             loaded = _seam(big, "load", "full", f"{DB}.big")
             checked = _seam(big, "validate", f"{DB}.big")
         finally:
             dba.execute(f"{role} RESET statement_timeout")
             dba.execute(f"{role} RESET idle_in_transaction_session_timeout")
+            dba.execute(f"{role} RESET idle_session_timeout")
     assert loaded.returncode == 0, loaded.stdout[-3000:] + loaded.stderr[-3000:]
     assert checked.returncode == 0 and f"{DB}.big: EQUAL" in checked.stdout, checked.stdout + checked.stderr
     assert "validating again" not in checked.stdout, checked.stdout

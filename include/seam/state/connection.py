@@ -29,13 +29,30 @@ def sink_session_name(pipeline: Pipeline) -> str:
     return f"seam-sink/{pipeline.name}"[:63]
 
 
+def open_target(pipeline: Pipeline, **kwargs: Any) -> psycopg.Connection:
+    """A session on the target with the settings of ``TargetConfig.conninfo``, and one that no startup option
+    can carry to every server: a DBA's ``idle_session_timeout`` (PostgreSQL 14 on; an older server refuses
+    the name) lifted. Seam's sessions idle by design: a load's sink while Spark starts, a stream's sink on a
+    quiet source, validation's target session while the source computes its side. Ended at the limit, every
+    retry would end the same way."""
+    conn = psycopg.connect(**pipeline.target.conninfo(), **kwargs)
+    try:
+        if conn.info.server_version >= 140000:
+            conn.execute("SET idle_session_timeout = 0")
+            conn.commit()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def connect_target(pipeline: Pipeline) -> psycopg.Connection:
     t = pipeline.target
     try:
         # UTF-8 whatever the server's default: staging formats COPY text in it (seam.apply.batch); the name
         # tells a DBA whose session it is (PostgreSQL keeps 63 bytes of it)
-        return psycopg.connect(
-            **t.conninfo(), connect_timeout=10, application_name=sink_session_name(pipeline), client_encoding="UTF8"
+        return open_target(
+            pipeline, connect_timeout=10, application_name=sink_session_name(pipeline), client_encoding="UTF8"
         )
     except psycopg.OperationalError as exc:
         raise TargetError(

@@ -72,7 +72,7 @@ from seam.source.incremental import (
 from seam.source.lag import table_events_between
 from seam.source.schema import read_schema
 from seam.source.snapshot import SnapshotError, open_snapshot, snapshot_opening, source_head
-from seam.state.connection import scalar
+from seam.state.connection import open_target, scalar
 from seam.state.ledger import committed_columns, committed_tables, last_committed, record_validation, watermark
 from seam.state.positions import validation_point
 from seam.state.schema import ensure_state, schema_version, xact_lock
@@ -145,9 +145,7 @@ def validate(
     started = time.monotonic()
     state = pipeline.target.state_schema
     src = pymysql.connect(**pipeline.source.pymysql_kwargs(utc=True), connect_timeout=10)
-    tgt = psycopg.connect(
-        **pipeline.target.conninfo(), connect_timeout=10, autocommit=True, application_name="seam-validate"
-    )
+    tgt = open_target(pipeline, connect_timeout=10, autocommit=True, application_name="seam-validate")
     try:
         try:
             schema = read_schema(src, table.db, table.table)
@@ -385,7 +383,7 @@ def _validate_retrying(pipeline: Pipeline, table: TableConfig, scope: Scope, lim
 
 def loaded_tables(pipeline: Pipeline) -> list[TableConfig]:
     """The pipeline's tables that have a committed load in the target (the ones validation can compare)."""
-    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+    with open_target(pipeline, autocommit=True) as conn:
         if schema_version(conn, pipeline.target.state_schema) == 0:
             return []
         have = committed_tables(conn, pipeline.target.state_schema)
@@ -431,5 +429,5 @@ def _cap_window(schema: TableSchema, table: TableConfig, scope: Scope, watermark
 def record(pipeline: Pipeline, report: Report, vid: str) -> None:
     """Store the report in ``seam.validations`` under the id ``vid``."""
     db, _, tbl = report.table.partition(".")
-    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:  # validate() made the table
+    with open_target(pipeline, autocommit=True) as conn:  # validate() made the table
         record_validation(conn, pipeline.target.state_schema, vid, db, tbl, report)
