@@ -111,6 +111,8 @@ TARGET_SETTINGS = {
     "extra_float_digits": "0",
     "bytea_output": "escape",
     "default_transaction_isolation": "serializable",
+    # hardening: no public (nor Seam's schema, where Seam creates PostGIS when it may) in the role's path
+    "search_path": "hardened",
 }
 
 
@@ -131,17 +133,19 @@ def _typed_row(i: int) -> str:
     return (
         f"({i}, '2026-0{1 + i % 9}-1{i % 10}', '2026-03-29 0{i % 10}:30:00.{i:06d}', "
         f"'2026-10-25 0{i % 4}:15:00.25', '{i % 30}:0{i % 10}:07.5', {i}.125e-3, 1e{i % 300} / 3, "
-        f"{i}.{i:04d}, X'00{i % 256:02x}5c27ff', JSON_OBJECT('k', {i}, 'f', 0.1), b'{i % 4096:012b}', {1901 + i % 200})"
+        f"{i}.{i:04d}, X'00{i % 256:02x}5c27ff', JSON_OBJECT('k', {i}, 'f', 0.1), b'{i % 4096:012b}', {1901 + i % 200}, "
+        f"POINT({i}, {i % 7}))"
     )
 
 
 def test_a_load_its_stream_and_validation_are_exact_under_a_dbas_target_settings(stack, tmp_path_factory):
     """The target role's DateStyle, TimeZone, IntervalStyle, float digits, bytea output and default isolation
-    change how PostgreSQL reads and shows values: none of them changes what lands or what validation says."""
+    change how PostgreSQL reads and shows values: none of them changes what lands or what validation says. Its
+    search_path without PostGIS's schema failed the load: 'type "geometry" does not exist'."""
     fresh_database(
         DB,
         f"CREATE TABLE {DB}.typed (id INT PRIMARY KEY, d DATE, dt DATETIME(6), ts TIMESTAMP(2) NULL, t TIME(1), "
-        "f FLOAT, g DOUBLE, n DECIMAL(20,4), b VARBINARY(20), j JSON, bits BIT(12), y YEAR)",
+        "f FLOAT, g DOUBLE, n DECIMAL(20,4), b VARBINARY(20), j JSON, bits BIT(12), y YEAR, p POINT)",
         f"INSERT INTO {DB}.typed VALUES {', '.join(_typed_row(i) for i in range(1, 400))}",
     )
     path = pipeline_file(tmp_path_factory, "dba_target", [{"name": f"{DB}.typed", "key": ["id"]}])
@@ -152,7 +156,9 @@ def test_a_load_its_stream_and_validation_are_exact_under_a_dbas_target_settings
         writer = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
         with writer.cursor() as cur:
             cur.execute(f"INSERT INTO typed VALUES {', '.join(_typed_row(i) for i in range(400, 500))}")
-            cur.execute("UPDATE typed SET g = g * 7, f = f / 3, ts = ts + INTERVAL 1 HOUR WHERE id % 3 = 0")
+            cur.execute(
+                "UPDATE typed SET g = g * 7, f = f / 3, ts = ts + INTERVAL 1 HOUR, p = POINT(id, 9) WHERE id % 3 = 0"
+            )
             cur.execute("DELETE FROM typed WHERE id % 7 = 0")
         writer.close()
         stream_once(pipeline)

@@ -34,12 +34,22 @@ def open_target(pipeline: Pipeline, **kwargs: Any) -> psycopg.Connection:
     can carry to every server: a DBA's ``idle_session_timeout`` (PostgreSQL 14 on; an older server refuses
     the name) lifted. Seam's sessions idle by design: a load's sink while Spark starts, a stream's sink on a
     quiet source, validation's target session while the source computes its side. Ended at the limit, every
-    retry would end the same way."""
+    retry would end the same way.
+
+    And PostGIS found wherever it is: a role's or a database's ``search_path`` without its schema (``public``
+    taken out, as hardening guides advise) made every spatial table's load fail with 'type "geometry" does not
+    exist'. Its schema is put at the end of the session's path; Seam names its own tables and functions with
+    their schema."""
     conn = psycopg.connect(**pipeline.target.conninfo(), **kwargs)
     try:
         if conn.info.server_version >= 140000:
             conn.execute("SET idle_session_timeout = 0")
-            conn.commit()
+        conn.execute(
+            "SELECT set_config('search_path', concat_ws(', ', nullif(current_setting('search_path'), ''), "
+            "quote_ident(n.nspname)), false) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace "
+            "WHERE t.typname = 'geometry' AND NOT pg_type_is_visible(t.oid) LIMIT 1"
+        )
+        conn.commit()
     except BaseException:
         conn.close()
         raise
