@@ -113,6 +113,9 @@ TARGET_SETTINGS = {
     "default_transaction_isolation": "serializable",
     # hardening: no public (nor Seam's schema, where Seam creates PostGIS when it may) in the role's path
     "search_path": "hardened",
+    "standard_conforming_strings": "off",  # a backslash in a string is an escape
+    "array_nulls": "off",
+    "transform_null_equals": "on",
 }
 
 
@@ -141,7 +144,8 @@ def _typed_row(i: int) -> str:
 def test_a_load_its_stream_and_validation_are_exact_under_a_dbas_target_settings(stack, tmp_path_factory):
     """The target role's DateStyle, TimeZone, IntervalStyle, float digits, bytea output and default isolation
     change how PostgreSQL reads and shows values: none of them changes what lands or what validation says. Its
-    search_path without PostGIS's schema failed the load: 'type "geometry" does not exist'."""
+    search_path without PostGIS's schema failed the load: 'type "geometry" does not exist'; with
+    standard_conforming_strings off, streamed rows whose values held a backslash landed changed."""
     fresh_database(
         DB,
         f"CREATE TABLE {DB}.typed (id INT PRIMARY KEY, d DATE, dt DATETIME(6), ts TIMESTAMP(2) NULL, t TIME(1), "

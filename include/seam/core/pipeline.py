@@ -135,8 +135,10 @@ class PostgresTarget:
         - no statement_timeout or idle_in_transaction_session_timeout: a batch's COPY, a swap or a checksum is
           long by design, and cancelled at the limit it would fail the same way on every retry (waits for other
           sessions' locks stay bounded: the sink's lock_timeout);
-        - how values are read and shown (DateStyle, TimeZone, IntervalStyle, extra_float_digits, bytea_output):
-          the text Seam writes and the checksums validation compares are PostgreSQL's defaults;
+        - how values are read and shown (DateStyle, TimeZone, IntervalStyle, extra_float_digits, bytea_output,
+          standard_conforming_strings: off made a backslash in a string an escape, and changed streamed
+          values that held one): the text Seam writes and the checksums validation compares are PostgreSQL's
+          defaults;
         - READ COMMITTED unless Seam asks for more: a default of SERIALIZABLE fails the sink's concurrent
           transactions for nothing."""
         return dict(
@@ -147,7 +149,7 @@ class PostgresTarget:
             password=self.password.reveal(),
             options="-c statement_timeout=0 -c idle_in_transaction_session_timeout=0 -c DateStyle=ISO,MDY "
             "-c TimeZone=UTC -c IntervalStyle=postgres -c extra_float_digits=1 -c bytea_output=hex "
-            "-c default_transaction_isolation=read\\ committed",
+            "-c default_transaction_isolation=read\\ committed -c standard_conforming_strings=on",
         )
 
 
