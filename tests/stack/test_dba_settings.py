@@ -116,6 +116,7 @@ TARGET_SETTINGS = {
     "standard_conforming_strings": "off",  # a backslash in a string is an escape
     "array_nulls": "off",
     "transform_null_equals": "on",
+    "client_encoding": "LATIN1",
 }
 
 
@@ -137,7 +138,7 @@ def _typed_row(i: int) -> str:
         f"({i}, '2026-0{1 + i % 9}-1{i % 10}', '2026-03-29 0{i % 10}:30:00.{i:06d}', "
         f"'2026-10-25 0{i % 4}:15:00.25', '{i % 30}:0{i % 10}:07.5', {i}.125e-3, 1e{i % 300} / 3, "
         f"{i}.{i:04d}, X'00{i % 256:02x}5c27ff', JSON_OBJECT('k', {i}, 'f', 0.1), b'{i % 4096:012b}', {1901 + i % 200}, "
-        f"POINT({i}, {i % 7}))"
+        f"POINT({i}, {i % 7}), '日本€ö{i}')"
     )
 
 
@@ -149,7 +150,7 @@ def test_a_load_its_stream_and_validation_are_exact_under_a_dbas_target_settings
     fresh_database(
         DB,
         f"CREATE TABLE {DB}.typed (id INT PRIMARY KEY, d DATE, dt DATETIME(6), ts TIMESTAMP(2) NULL, t TIME(1), "
-        "f FLOAT, g DOUBLE, n DECIMAL(20,4), b VARBINARY(20), j JSON, bits BIT(12), y YEAR, p POINT)",
+        "f FLOAT, g DOUBLE, n DECIMAL(20,4), b VARBINARY(20), j JSON, bits BIT(12), y YEAR, p POINT, u VARCHAR(20) DEFAULT '日本€ö')",
         f"INSERT INTO {DB}.typed VALUES {', '.join(_typed_row(i) for i in range(1, 400))}",
     )
     path = pipeline_file(tmp_path_factory, "dba_target", [{"name": f"{DB}.typed", "key": ["id"]}])
