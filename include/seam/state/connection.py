@@ -30,7 +30,7 @@ def sink_session_name(pipeline: Pipeline) -> str:
 
 
 def open_target(pipeline: Pipeline, **kwargs: Any) -> psycopg.Connection:
-    """A session on the target with the settings of ``TargetConfig.conninfo``, and one that no startup option
+    """A session on the target with the settings of ``PostgresTarget.conninfo``, and one that no startup option
     can carry to every server: a DBA's ``idle_session_timeout`` (PostgreSQL 14 on; an older server refuses
     the name) lifted. Seam's sessions idle by design: a load's sink while Spark starts, a stream's sink on a
     quiet source, validation's target session while the source computes its side. Ended at the limit, every
