@@ -87,3 +87,37 @@ def test_two_pipelines_sinks_of_one_table_apply_each_change_once(stack, tmp_path
     for table in ("log", "keyed"):
         assert compare_pipeline(one, DB, table) is None, table
     assert "another process moved its applied position" in caplog.text
+
+
+def test_a_load_by_another_pipeline_under_a_sink_that_holds_the_table(stack, tmp_path_factory, caplog):
+    """The other pipeline loads the table (its own sink commits the batch) while this pipeline's sink holds the
+    table's position from before, with changes published on this pipeline's topic that the load's snapshot
+    already holds: this sink applied them again (the keyless table's 20 rows doubled); now it reads the load's
+    position and applies only what came after it."""
+    fresh_database(
+        DB,
+        f"CREATE TABLE {DB}.log (n INT, v VARCHAR(10))",
+        f"CREATE TABLE {DB}.keyed (id INT PRIMARY KEY, v INT)",
+    )
+    tables = [{"name": f"{DB}.log"}, {"name": f"{DB}.keyed", "key": ["id"]}]
+    _, one = loaded(tmp_path_factory, "two_pipelines_load_one", tables)
+    other_path = pipeline_file(tmp_path_factory, "two_pipelines_load_other", tables, pipeline_name="other")
+    caplog.set_level(logging.WARNING, logger="seam.sink")
+    sink = Sink(one)
+    try:
+        _write(1, 5)
+        read_once(one)
+        sink.run(caught_up=True)  # holds the tables' positions from here on
+        _write(100, 20)
+        read_once(one)  # published on this pipeline's topic, not applied yet
+        result = seam_command(other_path, "load", "full", *[t["name"] for t in tables])
+        assert result.returncode == 0, result.stderr[-3000:]
+        _write(1000, 20)
+        read_once(one)
+        sink.run(caught_up=True)
+    finally:
+        sink.close()
+    assert stopped_tables(one, DB) == {"log": None, "keyed": None}
+    for table in ("log", "keyed"):
+        assert compare_pipeline(one, DB, table) is None, table
+    assert "another process moved its applied position" in caplog.text
