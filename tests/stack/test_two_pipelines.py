@@ -25,6 +25,21 @@ DB = "two_pipelines"
 pytestmark = pytest.mark.stack
 
 
+TABLES = [{"name": f"{DB}.log"}, {"name": f"{DB}.keyed", "key": ["id"]}]
+
+
+def _tables_and_pipelines(tmp_path_factory, name: str):
+    """A keyless and a keyed table afresh, loaded through pipeline one; and pipeline other's file (same tables,
+    its own name and topics): pipeline one and the other's path."""
+    fresh_database(
+        DB,
+        f"CREATE TABLE {DB}.log (n INT, v VARCHAR(10))",
+        f"CREATE TABLE {DB}.keyed (id INT PRIMARY KEY, v INT)",
+    )
+    _, one = loaded(tmp_path_factory, f"{name}_one", TABLES)
+    return one, pipeline_file(tmp_path_factory, f"{name}_other", TABLES, pipeline_name="other")
+
+
 def _write(first: int, transactions: int) -> None:
     """Inserts into the keyless table, and every kind of change to the keyed one."""
     conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB, autocommit=True)
@@ -62,15 +77,8 @@ def _both(sinks: list[Sink], at_once: bool) -> None:
 
 
 def test_two_pipelines_sinks_of_one_table_apply_each_change_once(stack, tmp_path_factory, caplog):
-    fresh_database(
-        DB,
-        f"CREATE TABLE {DB}.log (n INT, v VARCHAR(10))",
-        f"CREATE TABLE {DB}.keyed (id INT PRIMARY KEY, v INT)",
-    )
-    tables = [{"name": f"{DB}.log"}, {"name": f"{DB}.keyed", "key": ["id"]}]
-    _, one = loaded(tmp_path_factory, "two_pipelines_one", tables)
-    other_path = pipeline_file(tmp_path_factory, "two_pipelines_other", tables, pipeline_name="other")
-    result = seam_command(other_path, "load", "full", *[t["name"] for t in tables])
+    one, other_path = _tables_and_pipelines(tmp_path_factory, "two_pipelines")
+    result = seam_command(other_path, "load", "full", *[t["name"] for t in TABLES])
     assert result.returncode == 0, result.stderr[-3000:]
     other = load_pipeline(other_path)
     sinks = [Sink(one), Sink(other)]
@@ -94,14 +102,7 @@ def test_a_load_by_another_pipeline_under_a_sink_that_holds_the_table(stack, tmp
     table's position from before, with changes published on this pipeline's topic that the load's snapshot
     already holds: this sink applied them again (the keyless table's 20 rows doubled); now it reads the load's
     position and applies only what came after it."""
-    fresh_database(
-        DB,
-        f"CREATE TABLE {DB}.log (n INT, v VARCHAR(10))",
-        f"CREATE TABLE {DB}.keyed (id INT PRIMARY KEY, v INT)",
-    )
-    tables = [{"name": f"{DB}.log"}, {"name": f"{DB}.keyed", "key": ["id"]}]
-    _, one = loaded(tmp_path_factory, "two_pipelines_load_one", tables)
-    other_path = pipeline_file(tmp_path_factory, "two_pipelines_load_other", tables, pipeline_name="other")
+    one, other_path = _tables_and_pipelines(tmp_path_factory, "two_pipelines_load")
     caplog.set_level(logging.WARNING, logger="seam.sink")
     sink = Sink(one)
     try:
@@ -110,7 +111,7 @@ def test_a_load_by_another_pipeline_under_a_sink_that_holds_the_table(stack, tmp
         sink.run(caught_up=True)  # holds the tables' positions from here on
         _write(100, 20)
         read_once(one)  # published on this pipeline's topic, not applied yet
-        result = seam_command(other_path, "load", "full", *[t["name"] for t in tables])
+        result = seam_command(other_path, "load", "full", *[t["name"] for t in TABLES])
         assert result.returncode == 0, result.stderr[-3000:]
         _write(1000, 20)
         read_once(one)
