@@ -21,7 +21,9 @@ from seam.apply.sink import TOPIC_CHECK_S, Sink
 from seam.config import parse_pipeline
 from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
+from seam.state import connection as connection_module
 from seam.state import ledger
+from seam.state.connection import StateWatch, scalar
 from seam.state.schema import ensure_state
 from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally, new_batch_id
 from seam.wire.records import Record
@@ -447,6 +449,50 @@ def test_a_sink_whose_session_is_cut_as_it_starts_connects_again(sink_pipeline, 
     finally:
         sink.close()
     assert [r[0] for r in _table(pipeline)] == [1, 2, 3]
+
+
+def _cut_once_made(monkeypatch, pipeline) -> list[int]:
+    """The next session Seam makes on the target is cut by PostgreSQL (a DBA's ``pg_terminate_backend`` from
+    another session) right after it was made, before Seam has set it up. Returns the cut session's pid."""
+    real_connect, cuts = psycopg.connect, []
+
+    def connect(*args, **kwargs):
+        conn = real_connect(*args, **kwargs)
+        if not cuts:
+            cuts.append(conn.info.backend_pid)
+            with real_connect(**pipeline.target.conninfo(), autocommit=True) as dba:
+                dba.execute("SELECT pg_terminate_backend(%s, 10000)", (cuts[0],))
+        return conn
+
+    monkeypatch.setattr(connection_module.psycopg, "connect", connect)
+    return cuts
+
+
+def test_a_session_cut_before_it_is_set_up_is_a_cut_not_an_unreachable_target(sink_pipeline, monkeypatch, caplog):
+    """A session cut after it was made but before Seam lifted ``idle_session_timeout`` in it was reported as
+    'target ... is unreachable', which nothing retries: seen in CI, a ``seam stream wait`` exited 2 while the
+    sink it watched went on. Both the sink and a command's state watch connect again, as after a later cut."""
+    pipeline = sink_pipeline
+    ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
+    cuts = _cut_once_made(monkeypatch, pipeline)
+    with caplog.at_level("WARNING", logger="seam.sink"):
+        sink = Sink(pipeline)
+    try:
+        assert cuts and sink.conn.info.backend_pid != cuts[0]
+        assert "the sink's session was lost as it started" in caplog.text
+        batch = _complete(pipeline, Publisher(pipeline), range(1, 4))
+        assert sink.run(until_batches={batch.id}, idle_exit=5) == {batch.id: "committed"}
+    finally:
+        sink.close()
+    cuts = _cut_once_made(monkeypatch, pipeline)
+    said: list[str] = []
+    watch = StateWatch(pipeline, said.append)
+    try:
+        assert cuts and watch.conn.info.backend_pid != cuts[0]
+        assert said[0].startswith("lost the target's connection") and said[1:] == ["the target is back"], said
+        assert scalar(watch.conn, "SELECT current_setting('idle_session_timeout')") == "0"
+    finally:
+        watch.close()
 
 
 def test_a_sink_whose_session_is_cut_as_it_reads_its_offsets_reads_them_again(sink_pipeline, monkeypatch, caplog):

@@ -30,17 +30,20 @@ def sink_session_name(pipeline: Pipeline) -> str:
 
 
 def open_target(pipeline: Pipeline, **kwargs: Any) -> psycopg.Connection:
-    """A session on the target with the settings of ``PostgresTarget.conninfo``, and one that no startup option
-    can carry to every server: a DBA's ``idle_session_timeout`` (PostgreSQL 14 on; an older server refuses
-    the name) lifted. Seam's sessions idle by design: a load's sink while Spark starts, a stream's sink on a
-    quiet source, validation's target session while the source computes its side. Ended at the limit, every
-    retry would end the same way.
+    """A session on the target with the settings of ``PostgresTarget.conninfo`` and ``_settled``'s."""
+    return _settled(psycopg.connect(**pipeline.target.conninfo(), **kwargs))
+
+
+def _settled(conn: psycopg.Connection) -> psycopg.Connection:
+    """``conn`` with what no startup option can carry to every server: a DBA's ``idle_session_timeout``
+    (PostgreSQL 14 on; an older server refuses the name) lifted. Seam's sessions idle by design: a load's sink
+    while Spark starts, a stream's sink on a quiet source, validation's target session while the source
+    computes its side. Ended at the limit, every retry would end the same way.
 
     And PostGIS found wherever it is: a role's or a database's ``search_path`` without its schema (``public``
     taken out, as hardening guides advise) made every spatial table's load fail with 'type "geometry" does not
     exist'. Its schema is put at the end of the session's path; Seam names its own tables and functions with
     their schema."""
-    conn = psycopg.connect(**pipeline.target.conninfo(), **kwargs)
     try:
         if conn.info.server_version >= 140000:
             conn.execute("SET idle_session_timeout = 0")
@@ -57,18 +60,22 @@ def open_target(pipeline: Pipeline, **kwargs: Any) -> psycopg.Connection:
 
 
 def connect_target(pipeline: Pipeline) -> psycopg.Connection:
+    """Seam's session on the target, or ``TargetError`` when none can be made. A session cut once made (a
+    restart under way, a DBA's ``pg_terminate_backend``) raises psycopg's error, which every caller retries as
+    a cut: reported as 'unreachable', it ended a ``seam stream wait`` whose session was cut as it was set up."""
     t = pipeline.target
     try:
         # UTF-8 whatever the server's default: staging formats COPY text in it (seam.apply.batch); the name
         # tells a DBA whose session it is (PostgreSQL keeps 63 bytes of it)
-        return open_target(
-            pipeline, connect_timeout=10, application_name=sink_session_name(pipeline), client_encoding="UTF8"
+        conn = psycopg.connect(
+            **t.conninfo(), connect_timeout=10, application_name=sink_session_name(pipeline), client_encoding="UTF8"
         )
     except psycopg.OperationalError as exc:
         raise TargetError(
             f"target PostgreSQL at {t.host}:{t.port}/{t.database} is unreachable ({first_line(exc)}): "
             "start it (`seam up postgres`) or fix the pipeline's target"
         ) from None
+    return _settled(conn)
 
 
 def connect_state(pipeline: Pipeline) -> psycopg.Connection:
