@@ -301,3 +301,53 @@ def test_alters_a_dba_logs_in_two_phases_are_followed_once(stack, tmp_path_facto
         ]
     assert stopped == [(None,)], stopped
     assert columns == ["id", "note", "v", "n"], columns
+
+
+@contextlib.contextmanager
+def _target_temp_limit(target, limit: str):
+    """A DBA's ``temp_file_limit`` on Seam's role, on a table small enough for a test: its key index built in
+    parallel (whose workers sort into temp files) as a large table's is, and joins short of memory."""
+    role = f'ALTER ROLE "{target.user}" IN DATABASE "{target.database}"'
+    settings = {"temp_file_limit": limit, "min_parallel_table_scan_size": "0", "work_mem": "64kB"}
+    with psycopg.connect(**target.conninfo(), autocommit=True) as dba:
+        for name, value in settings.items():
+            dba.execute(f"{role} SET {name} = '{value}'")
+        try:
+            yield
+        finally:
+            for name in settings:
+                dba.execute(f"{role} RESET {name}")
+
+
+def test_a_dbas_temp_file_limit_the_target_work_exceeds_stops_it_once_naming_the_limit(stack, tmp_path_factory):
+    """``temp_file_limit`` (superuser-only: Seam cannot lift it) fails a load's key index, a validation's or a
+    repair's comparison with 53400. In class 53, it was retried as transient: the load (and its sink) waited
+    forever under warnings, and the repair said the target 'broke off the command'. The same work meets the
+    same limit: each command ends once, in one line that names the limit and what to do, and the load's old
+    table stays. Once the limit is raised, the same commands work."""
+    fresh_database(
+        DB,
+        f"CREATE TABLE {DB}.big (id INT PRIMARY KEY, v INT, note VARCHAR(40))",
+        f"INSERT INTO {DB}.big SELECT seq, seq, CONCAT('note ', seq) FROM {DB}.seq_1_to_60000",
+    )
+    path, pipeline = loaded(tmp_path_factory, "dba_temp_limit", [{"name": f"{DB}.big", "key": ["id"]}])
+    writer = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    with writer.cursor() as cur:
+        cur.execute("UPDATE big SET v = -v WHERE id % 1000 = 0")  # not streamed: 60 rows for validation and repair
+    writer.close()
+    commands = [("load", "full", f"{DB}.big"), ("validate", f"{DB}.big"), ("repair", f"{DB}.big")]
+    with _target_temp_limit(pipeline.target, "64kB"):
+        limited = [seam_command(path, *command, timeout=300) for command in commands]
+    advice = "a limit a DBA set on the target is too small for this work: have it raised (or lifted) for Seam's role"
+    for done in limited:
+        output = done.stdout + done.stderr
+        assert done.returncode != 0 and "temporary file size exceeds temp_file_limit (64kB)" in output, output
+        assert "Traceback" not in output and "transient" not in output and "broke off" not in output, output
+    load = limited[0].stdout + limited[0].stderr
+    assert "a limit set on the target is too small for it: temporary file" in load, load
+    assert "loading it again with a new batch" not in load, load
+    assert all(advice in done.stdout + done.stderr for done in limited[1:]), limited
+    assert compare_pipeline(pipeline, DB, "big") is not None  # the old table stayed, and nothing was repaired
+    repaired = seam_command(path, *commands[2])
+    assert repaired.returncode == 0 and "60 row(s) written" in repaired.stdout, repaired.stdout + repaired.stderr
+    assert compare_pipeline(pipeline, DB, "big") is None

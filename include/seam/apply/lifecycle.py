@@ -23,7 +23,7 @@ from seam.apply.retry import Retrier, refused, target_addition, transient
 from seam.apply.swap import check_end, patch_table, replace_table
 from seam.apply.target import Landing, create_table_sql, ensure_postgis, has_spatial, landing_in, target_table
 from seam.apply.transaction import TargetTransaction
-from seam.core.errors import TargetError, first_line
+from seam.core.errors import TargetError, first_line, target_limit
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline
 from seam.core.schema import TableSchema
@@ -38,7 +38,8 @@ UNSTAGEABLE = "a row of it cannot be staged"
 UNMADE = "its staging tables cannot be made in the target"
 NOT_UNIQUE = "the key"
 REFUSED = "the target table refuses its rows"
-REJECTED_FOR_ITS_ROWS = (UNSTAGEABLE, UNMADE, NOT_UNIQUE, REFUSED)
+LIMITED = "a limit set on the target is too small for it"  # not the rows, but a new batch meets it as well
+REJECTED_FOR_ITS_ROWS = (UNSTAGEABLE, UNMADE, NOT_UNIQUE, REFUSED, LIMITED)
 
 
 class BatchLifecycle:
@@ -168,7 +169,9 @@ class BatchLifecycle:
             if transient(exc):
                 raise  # the connection is gone: the batch is not the reason
             error = first_line(exc)
-            if target_addition(exc):  # something someone added to the target's table
+            if target_limit(exc):
+                error = f"{LIMITED}: {error}; have it raised (or lifted) for Seam's role, then run it again"
+            elif target_addition(exc):  # something someone added to the target's table
                 error = f"{REFUSED}: {refused(exc)}"
             elif isinstance(exc, psycopg.errors.UniqueViolation) and batch.begin.key:  # the key is the pipeline's
                 error = (

@@ -5,7 +5,9 @@ Transient: what a moment later may not happen again. A statement cancelled (a DB
 serialization failure (40P01, 40001, 40003), the server shutting down or restarting (57P01-57P03), the
 connection lost (class 08, or no SQLSTATE at all), resources short (class 53: a full disk, memory,
 connections) and system errors (class 58). Everything else (a value the target refuses, a constraint, a
-missing table) is deterministic: the same statement fails the same way again.
+missing table) is deterministic: the same statement fails the same way again. So is a limit a DBA set (53400:
+``temp_file_limit``, which a batch's key index or a large transaction's join exceeds again on every try):
+retried, it held a load (and the stream's sink) forever under warnings that called it transient.
 
 A step retried here runs in a savepoint of the caller's transaction, so a failed attempt leaves nothing
 behind.
@@ -30,7 +32,7 @@ from typing import TypeVar
 
 import psycopg
 
-from seam.core.errors import first_line
+from seam.core.errors import CONFIGURATION_LIMIT, first_line, target_limit
 
 log = logging.getLogger("seam.sink")
 
@@ -50,6 +52,8 @@ def transient(exc: BaseException) -> bool:
     state = exc.sqlstate
     if state is None:  # no answer from the server at all: the connection broke
         return isinstance(exc, psycopg.OperationalError)
+    if state == CONFIGURATION_LIMIT:  # in class 53, but the same work meets the same limit
+        return False
     return state in _TRANSIENT_CODES or state.startswith(_TRANSIENT_CLASSES)
 
 
@@ -92,7 +96,7 @@ def changed_in_target(exc: BaseException) -> str | None:
 def refused(exc: BaseException) -> str:
     """A deterministic target error's first line, and what of the target's own refused the rows, if anything,
     with the way out."""
-    added, changed = target_addition(exc), changed_in_target(exc)
+    added, changed = target_addition(exc), changed_in_target(exc) or target_limit(exc)
     if changed is not None:
         return f"{first_line(exc)}; {changed}"
     if added is None:

@@ -107,3 +107,15 @@ def first_line(exc: BaseException) -> str:
     """The first line of an error's text (drivers add context lines), or its type when it has none."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+CONFIGURATION_LIMIT = "53400"  # PostgreSQL's SQLSTATE for a limit a DBA set, such as temp_file_limit
+
+
+def target_limit(exc: BaseException) -> str | None:
+    """What to do about a limit a DBA set on the target (``temp_file_limit``: superuser-only, so Seam cannot
+    lift it in its sessions) that the failed work exceeds, or None. The same work exceeds it again: not
+    transient."""
+    if getattr(exc, "sqlstate", None) != CONFIGURATION_LIMIT:
+        return None
+    return "a limit a DBA set on the target is too small for this work: have it raised (or lifted) for Seam's role"

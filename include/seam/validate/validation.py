@@ -54,7 +54,7 @@ import psycopg
 import pymysql
 
 from seam.apply.retry import transient
-from seam.core.errors import ValidationError, first_line
+from seam.core.errors import ValidationError, first_line, target_limit
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
@@ -369,7 +369,9 @@ def _validate_retrying(pipeline: Pipeline, table: TableConfig, scope: Scope, lim
             again = transient(exc) or transient_source_error(exc)
             side = "target" if isinstance(exc, psycopg.Error) else "source"
             if not again:
-                raise ValidationError(f"{table.name}: the {side} failed: {first_line(exc)}") from None
+                over = target_limit(exc)
+                advice = f"; {over}, then validate again" if over else ""
+                raise ValidationError(f"{table.name}: the {side} failed: {first_line(exc)}{advice}") from None
             if attempt == VALIDATE_ATTEMPTS:
                 raise ValidationError(
                     f"{table.name}: the {side} failed {attempt} times for a transient reason, the last: "
