@@ -21,6 +21,7 @@ import pytest
 
 from seam.config import load_pipeline
 from seam.source.snapshot import Opening, open_snapshot
+from seam.state.connection import sink_session_name
 from seam_dev import demo
 from tests.support.commands import seam_command
 from tests.support.independent import compare_pipeline
@@ -351,3 +352,53 @@ def test_a_dbas_temp_file_limit_the_target_work_exceeds_stops_it_once_naming_the
     repaired = seam_command(path, *commands[2])
     assert repaired.returncode == 0 and "60 row(s) written" in repaired.stdout, repaired.stdout + repaired.stderr
     assert compare_pipeline(pipeline, DB, "big") is None
+
+
+def test_a_target_a_dba_made_read_only_holds_the_stream_and_ends_a_load_in_one_line(stack, tmp_path_factory):
+    """A maintenance window: the DBA makes Seam's role read-only (``default_transaction_read_only``) and ends
+    its sessions. A load failed with psycopg's traceback ('cannot execute CREATE SCHEMA in a read-only
+    transaction'); it now ends in one line that says so. The stream waits for the target as for a restart,
+    and once the role may write again it catches up, exact."""
+    fresh_database(
+        DB,
+        f"CREATE TABLE {DB}.orders (id INT PRIMARY KEY, v INT)",
+        f"INSERT INTO {DB}.orders SELECT seq, seq FROM {DB}.seq_1_to_500",
+    )
+    path, pipeline = loaded(tmp_path_factory, "dba_read_only", [{"name": f"{DB}.orders", "key": ["id"]}])
+    started = seam_command(path, "stream", "start")
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        with _read_only(pipeline):
+            writer = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+            with writer.cursor() as cur:
+                cur.execute("UPDATE orders SET v = -v WHERE id % 5 = 0")
+                cur.execute(f"INSERT INTO orders SELECT seq, seq FROM {DB}.seq_501_to_700")
+            writer.close()
+            load = seam_command(path, "load", "full", f"{DB}.orders", timeout=120)
+        waited = seam_command(path, "stream", "wait", "--timeout", "180")
+    finally:
+        seam_command(path, "stream", "stop")
+    output = load.stdout + load.stderr
+    assert load.returncode == 2 and "Traceback" not in output, output
+    assert "the target takes no writes now (a DBA's default_transaction_read_only" in output, output
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert stopped_tables(pipeline, DB)["orders"] is None
+    assert compare_pipeline(pipeline, DB, "orders") is None
+
+
+@contextlib.contextmanager
+def _read_only(pipeline):
+    """Seam's role made read-only and its sessions ended, as a DBA starting a maintenance window would."""
+    role = f'ALTER ROLE "{pipeline.target.user}" IN DATABASE "{pipeline.target.database}"'
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as dba:
+        dba.execute(f"{role} SET default_transaction_read_only = on")
+        dba.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (sink_session_name(pipeline),),
+        )
+    try:
+        yield
+    finally:
+        with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as dba:
+            dba.execute("SET default_transaction_read_only = off")  # the DBA's own new session is read-only too
+            dba.execute(f"{role} RESET default_transaction_read_only")

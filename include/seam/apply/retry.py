@@ -3,7 +3,7 @@
 Transient: what a moment later may not happen again. A statement cancelled (a DBA's ``pg_cancel_backend``, a
 ``statement_timeout`` while a reporting query held a lock: 57014), a lock not available (55P03), a deadlock or
 serialization failure (40P01, 40001, 40003), the server shutting down or restarting (57P01-57P03), the
-connection lost (class 08, or no SQLSTATE at all), resources short (class 53: a full disk, memory,
+connection lost (class 08, or no SQLSTATE at all), a target that takes no writes for now (25006), resources short (class 53: a full disk, memory,
 connections) and system errors (class 58). Everything else (a value the target refuses, a constraint, a
 missing table) is deterministic: the same statement fails the same way again. So is a limit a DBA set (53400:
 ``temp_file_limit``, which a batch's key index or a large transaction's join exceeds again on every try):
@@ -41,7 +41,9 @@ T = TypeVar("T")
 LOCK_WAIT = "5s"  # the sink session's lock_timeout
 LOCK_NOT_AVAILABLE = "55P03"
 
-_TRANSIENT_CODES = {"55P03", "57014", "57P01", "57P02", "57P03", "40001", "40P01", "40003"}
+# 25006: the target takes no writes for now (a DBA's default_transaction_read_only for a maintenance window, a
+# standby that a failover is about to promote): the stream waits for it, as for a restart
+_TRANSIENT_CODES = {"55P03", "57014", "57P01", "57P02", "57P03", "40001", "40P01", "40003", "25006"}
 _TRANSIENT_CLASSES = ("08", "53", "58")  # 40002 (a deferred constraint at commit) is the data's, not transient
 
 

@@ -26,7 +26,7 @@ import sys
 from seam.cli.common import pipeline_of
 from seam.cli.parser import command_of, parse_arguments
 from seam.config import DEFAULT_PIPELINE
-from seam.core.errors import SeamError, first_line, one_line, target_limit
+from seam.core.errors import SeamError, first_line, one_line, target_limit, target_read_only
 from seam.processes import Processes
 from seam_dev.stack import EmbeddedStack, use_stack_env
 
@@ -72,9 +72,12 @@ def main(argv: list[str] | None = None) -> int:
         print(one_line(exc), file=sys.stderr)
         return 2
     except Exception as exc:
-        limit, side = target_limit(exc), _server_lost(exc)
+        limit, read_only, side = target_limit(exc), target_read_only(exc), _server_lost(exc)
         if limit is not None:
             print(f"seam: target: {first_line(exc)}: {limit}, then run the command again", file=sys.stderr)
+            return 2
+        if read_only is not None:
+            print(f"seam: target: {first_line(exc)}: {read_only}", file=sys.stderr)
             return 2
         if side is None:
             raise

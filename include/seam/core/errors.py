@@ -110,6 +110,7 @@ def first_line(exc: BaseException) -> str:
 
 
 CONFIGURATION_LIMIT = "53400"  # PostgreSQL's SQLSTATE for a limit a DBA set, such as temp_file_limit
+READ_ONLY = "25006"  # a write in a read-only transaction
 
 
 def target_limit(exc: BaseException) -> str | None:
@@ -119,3 +120,14 @@ def target_limit(exc: BaseException) -> str | None:
     if getattr(exc, "sqlstate", None) != CONFIGURATION_LIMIT:
         return None
     return "a limit a DBA set on the target is too small for this work: have it raised (or lifted) for Seam's role"
+
+
+def target_read_only(exc: BaseException) -> str | None:
+    """What to do when the target refused a write because it takes none (a DBA's ``default_transaction_read_only``
+    for Seam's role or database, or a standby), or None. A stream waits for it; a command ends in one line."""
+    if getattr(exc, "sqlstate", None) != READ_ONLY:
+        return None
+    return (
+        "the target takes no writes now (a DBA's default_transaction_read_only, or a standby): "
+        "run it again once it does (or point the pipeline's target at the primary)"
+    )
