@@ -453,7 +453,7 @@ def test_a_sink_whose_session_is_cut_as_it_starts_connects_again(sink_pipeline, 
 
 def _cut_once_made(monkeypatch, pipeline) -> list[int]:
     """The next session Seam makes on the target is cut by PostgreSQL (a DBA's ``pg_terminate_backend`` from
-    another session) right after it was made, before Seam has set it up. Returns the cut session's pid."""
+    another session) right after it was made, before Seam has set it up. Returns the list its pid goes into."""
     real_connect, cuts = psycopg.connect, []
 
     def connect(*args, **kwargs):

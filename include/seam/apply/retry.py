@@ -3,11 +3,11 @@
 Transient: what a moment later may not happen again. A statement cancelled (a DBA's ``pg_cancel_backend``, a
 ``statement_timeout`` while a reporting query held a lock: 57014), a lock not available (55P03), a deadlock or
 serialization failure (40P01, 40001, 40003), the server shutting down or restarting (57P01-57P03), the
-connection lost (class 08, or no SQLSTATE at all), a target that takes no writes for now (25006), resources short (class 53: a full disk, memory,
-connections) and system errors (class 58). Everything else (a value the target refuses, a constraint, a
-missing table) is deterministic: the same statement fails the same way again. So is a limit a DBA set (53400:
-``temp_file_limit``, which a batch's key index or a large transaction's join exceeds again on every try):
-retried, it held a load (and the stream's sink) forever under warnings that called it transient.
+connection lost (class 08, or no SQLSTATE at all), a target that takes no writes for now (25006), resources
+short (class 53: a full disk, memory, connections) and system errors (class 58). Everything else (a value the
+target refuses, a constraint, a missing table) is deterministic: the same statement fails the same way again.
+So is a limit a DBA set (53400: ``temp_file_limit``, which a large table's key index built in parallel
+exceeds again on every try): retried, it held a load forever under warnings that called it transient.
 
 A step retried here runs in a savepoint of the caller's transaction, so a failed attempt leaves nothing
 behind.
