@@ -122,15 +122,15 @@ TARGET_SETTINGS = {
 
 
 @contextlib.contextmanager
-def _target_role_settings(target):
+def _target_role_settings(target, settings: dict[str, str]):
     role = f'ALTER ROLE "{target.user}" IN DATABASE "{target.database}"'
     with psycopg.connect(**target.conninfo(), autocommit=True) as dba:
-        for name, value in TARGET_SETTINGS.items():
+        for name, value in settings.items():
             dba.execute(f"{role} SET {name} = '{value}'")
         try:
             yield
         finally:
-            for name in TARGET_SETTINGS:
+            for name in settings:
                 dba.execute(f"{role} RESET {name}")
 
 
@@ -156,7 +156,7 @@ def test_a_load_its_stream_and_validation_are_exact_under_a_dbas_target_settings
     )
     path = pipeline_file(tmp_path_factory, "dba_target", [{"name": f"{DB}.typed", "key": ["id"]}])
     pipeline = load_pipeline(path)
-    with _target_role_settings(pipeline.target):
+    with _target_role_settings(pipeline.target, TARGET_SETTINGS):
         load = seam_command(path, "load", "full", f"{DB}.typed")
         assert load.returncode == 0, load.stdout[-3000:] + load.stderr[-3000:]
         writer = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
@@ -304,20 +304,9 @@ def test_alters_a_dba_logs_in_two_phases_are_followed_once(stack, tmp_path_facto
     assert columns == ["id", "note", "v", "n"], columns
 
 
-@contextlib.contextmanager
-def _target_temp_limit(target, limit: str):
-    """A DBA's ``temp_file_limit`` on Seam's role, on a table small enough for a test: its key index built in
-    parallel (whose workers sort into temp files) as a large table's is, and joins short of memory."""
-    role = f'ALTER ROLE "{target.user}" IN DATABASE "{target.database}"'
-    settings = {"temp_file_limit": limit, "min_parallel_table_scan_size": "0", "work_mem": "64kB"}
-    with psycopg.connect(**target.conninfo(), autocommit=True) as dba:
-        for name, value in settings.items():
-            dba.execute(f"{role} SET {name} = '{value}'")
-        try:
-            yield
-        finally:
-            for name in settings:
-                dba.execute(f"{role} RESET {name}")
+# a DBA's temp_file_limit on Seam's role, on a table small enough for a test: its key index built in parallel
+# (whose workers sort into temp files) as a large table's is, and sorts short of memory (validation's, repair's)
+TEMP_LIMITED = {"temp_file_limit": "64kB", "min_parallel_table_scan_size": "0", "work_mem": "64kB"}
 
 
 def test_a_dbas_temp_file_limit_the_target_work_exceeds_stops_it_once_naming_the_limit(stack, tmp_path_factory):
@@ -337,7 +326,7 @@ def test_a_dbas_temp_file_limit_the_target_work_exceeds_stops_it_once_naming_the
         cur.execute("UPDATE big SET v = -v WHERE id % 1000 = 0")  # not streamed: 60 rows for validation and repair
     writer.close()
     commands = [("load", "full", f"{DB}.big"), ("validate", f"{DB}.big"), ("repair", f"{DB}.big")]
-    with _target_temp_limit(pipeline.target, "64kB"):
+    with _target_role_settings(pipeline.target, TEMP_LIMITED):
         limited = [seam_command(path, *command, timeout=300) for command in commands]
     advice = "a limit a DBA set on the target is too small for this work: have it raised (or lifted) for Seam's role"
     for done in limited:

@@ -424,6 +424,19 @@ def test_a_transaction_left_failed_is_recovered_from(sink_pipeline):
     assert [r[0] for r in _table(pipeline)] == list(range(1, 6))
 
 
+def _connects_again_and_applies(pipeline, cuts: list[int], caplog) -> None:
+    """A sink whose first session is cut (its pid in ``cuts``) connects again, says so, and applies a batch."""
+    with caplog.at_level("WARNING", logger="seam.sink"):
+        sink = Sink(pipeline)
+    try:
+        assert cuts and sink.conn.info.backend_pid != cuts[0]
+        assert "the sink's session was lost as it started" in caplog.text
+        batch = _complete(pipeline, Publisher(pipeline), range(1, 4))
+        assert sink.run(until_batches={batch.id}, idle_exit=5) == {batch.id: "committed"}
+    finally:
+        sink.close()
+
+
 def test_a_sink_whose_session_is_cut_as_it_starts_connects_again(sink_pipeline, monkeypatch, caplog):
     """A session cut while the sink sets it up (seen in CI: every session of a pipeline terminated while a
     repair's own sink started) is a transient error: the sink connects again, where it exited with a traceback.
@@ -439,15 +452,7 @@ def test_a_sink_whose_session_is_cut_as_it_starts_connects_again(sink_pipeline, 
         return ensure_state(conn, schema)
 
     monkeypatch.setattr(sink_module, "ensure_state", cut_once)
-    with caplog.at_level("WARNING", logger="seam.sink"):
-        sink = Sink(pipeline)
-    try:
-        assert cuts and sink.conn.info.backend_pid != cuts[0]
-        assert "the sink's session was lost as it started" in caplog.text
-        batch = _complete(pipeline, Publisher(pipeline), range(1, 4))
-        assert sink.run(until_batches={batch.id}, idle_exit=5) == {batch.id: "committed"}
-    finally:
-        sink.close()
+    _connects_again_and_applies(pipeline, cuts, caplog)
     assert [r[0] for r in _table(pipeline)] == [1, 2, 3]
 
 
@@ -475,15 +480,7 @@ def test_a_session_cut_before_it_is_set_up_is_a_cut_not_an_unreachable_target(si
     pipeline = sink_pipeline
     ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
     cuts = _cut_once_made(monkeypatch, pipeline)
-    with caplog.at_level("WARNING", logger="seam.sink"):
-        sink = Sink(pipeline)
-    try:
-        assert cuts and sink.conn.info.backend_pid != cuts[0]
-        assert "the sink's session was lost as it started" in caplog.text
-        batch = _complete(pipeline, Publisher(pipeline), range(1, 4))
-        assert sink.run(until_batches={batch.id}, idle_exit=5) == {batch.id: "committed"}
-    finally:
-        sink.close()
+    _connects_again_and_applies(pipeline, cuts, caplog)
     cuts = _cut_once_made(monkeypatch, pipeline)
     said: list[str] = []
     watch = StateWatch(pipeline, said.append)
