@@ -60,6 +60,8 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             "ADD COLUMN z INT NOT NULL DEFAULT 4",
             "MODIFY z INT NULL",
             "ALTER COLUMN flag SET DEFAULT 'newer'",
+            # a default with backslash escapes: the rows there get the value the server stored (a\b, a newline, \%)
+            r"ADD COLUMN esc VARCHAR(20) DEFAULT 'a\\b\n\%'",
         ):
             cur.execute(f"ALTER TABLE {DB}.migrated {statement}")
         cur.execute(f"INSERT INTO {DB}.migrated (id, memo, total, n3) VALUES (1000, 'after', 1.25, 9)")
@@ -70,6 +72,11 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
         cur.execute(f"ALTER TABLE {DB}.busy ADD COLUMN m VARCHAR(8) DEFAULT 'x' AFTER id")
         cur.execute(f"INSERT INTO {DB}.busy (id, memo, amount, n, m) VALUES (1000, 'after', 1.5, 3, 'y')")
         cur.execute(f"ALTER TABLE {DB}.busy RENAME COLUMN memo TO note, MODIFY n BIGINT NULL")
+        # under NO_BACKSLASH_ESCAPES each backslash is one: the rows there get c:\new\%
+        cur.execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES')")
+        cur.execute(f"ALTER TABLE {DB}.busy ADD COLUMN path VARCHAR(20) DEFAULT 'c:\\new\\%'")
+        cur.execute(f"UPDATE {DB}.busy SET path = 'd:\\' WHERE id < 3")
+        cur.execute("SET SESSION sql_mode = DEFAULT")
         # the same with a type the stream does not read from a statement (FLOAT(M,D)): that table stops
         cur.execute(f"ALTER TABLE {DB}.stuck ADD COLUMN f FLOAT(7,3) DEFAULT 1.5")
         cur.execute(f"UPDATE {DB}.stuck SET f = 2.25 WHERE id < 5")
@@ -92,6 +99,9 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             f"SELECT tbl, stopped FROM {pipeline.target.state_schema}.positions WHERE db = %s AND stopped IS NOT NULL",
             (DB,),
         ).fetchall()
-    assert sorted(columns) == ["flag", "id", "memo", "n3", "total", "z"], columns  # PostgreSQL adds columns last
+    assert sorted(columns) == ["esc", "flag", "id", "memo", "n3", "total", "z"], columns  # PostgreSQL adds columns last
     assert [t for t, _ in stopped] == ["stuck"], stopped
+    with psycopg.connect(**pipeline.target.conninfo()) as target:
+        filled = target.execute(f'SELECT DISTINCT m.esc, b.path FROM "{DB}".migrated m, "{DB}".busy b WHERE b.id = 9')
+        assert filled.fetchall() == [("a\\b\n\\%", "c:\\new\\%")]
     assert "its rows changed after the ALTER at" in stopped[0][1] and f"seam load full {DB}.stuck" in stopped[0][1]

@@ -420,8 +420,9 @@ def test_a_column_dropped_and_added_again_is_not_followed_as_the_same_column():
     [
         (("column", "INT NOT NULL DEFAULT 3 AFTER v"), "3"),
         (("column", "varchar(20) COMMENT 'DEFAULT 9' DEFAULT 'it''s'"), "it's"),
-        (("column", "varchar(20) DEFAULT 'a\\\\b'"), _COMPUTED),  # NO_BACKSLASH_ESCAPES or not
-        (("column", "varchar(20) DEFAULT 'a\\nb'"), _COMPUTED),  # its meaning depends on the sql_mode
+        # as plain_statement spells a statement: its backslash escapes already resolved, a backslash is one
+        (("column", "varchar(20) DEFAULT 'a\\b'"), "a\\b"),
+        (("column", "varchar(20) DEFAULT 'a\nb'"), "a\nb"),
         (("column", "decimal(6,2) DEFAULT -1.5"), "-1.5"),
         (("column", "tinyint(1) DEFAULT TRUE"), "1"),
         (("column", "int NULL DEFAULT NULL"), None),
@@ -436,6 +437,25 @@ def test_a_column_dropped_and_added_again_is_not_followed_as_the_same_column():
 )
 def test_what_a_clause_declares_as_default(declared, default):
     assert declared_default(declared) == default
+
+
+@pytest.mark.parametrize(
+    "sql_mode, fill",
+    [(0, "a\\b\n%\\%\t"), (0x100000, "a\\\\b\\n%\\%\\t")],  # NO_BACKSLASH_ESCAPES: each backslash is one
+)
+def test_an_added_default_with_backslashes_is_the_value_the_server_stored(sql_mode, fill):
+    # the catalog as MariaDB shows that value: a backslash doubled, a newline as \n, a quote doubled
+    catalog = "'" + fill.replace("\\", "\\\\").replace("\n", "\\n").replace("'", "''") + "'"
+    query = r"ALTER TABLE payments ADD COLUMN c VARCHAR(20) DEFAULT 'a\\b\n%\%\t' COMMENT 'x'"
+    effect = ddl_effect(query, "shop", "shop", "payments", sql_mode)
+    assert effect is not None and effect[0] == "alter", effect
+    result = followed_columns(OLD, ("id",), effect[1], [(c, None) for c in OLD] + [(_col("c", "varchar(20)"), catalog)])
+    assert not isinstance(result, str) and result[2] == {"c": fill}, result
+
+
+def test_the_catalogs_default_is_read_with_its_escapes():
+    assert literal_default("'x\\ny\\\\z''\\0'") == "x\ny\\z'\0"
+    assert literal_default("'a' = 'b'") is _COMPUTED
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ from typing import Any
 
 from seam.core.schema import Column
 from seam.source.declared import COMPUTED, declared_column, declared_default, is_number
-from seam.source.sql_text import UnreadableStatement, plain_statement
+from seam.source.sql_text import UnreadableStatement, literal_value, plain_statement
 
 # a name in backticks, in double quotes (a writer's sql_mode ANSI_QUOTES: the statement would have failed
 # without it, so a double-quoted name here is one), or bare
@@ -286,7 +286,10 @@ def literal_default(value):
     if value is None or value.upper() == "NULL":
         return None
     if value.startswith("'") and value.endswith("'"):
-        return value[1:-1].replace("''", "'").replace("\\\\", "\\")
+        try:  # MariaDB escapes \\, a newline and a NUL with backslashes, a quote doubled
+            return literal_value(value)
+        except UnreadableStatement:  # an expression between two strings ('a' = 'b')
+            return _COMPUTED
     if re.fullmatch(r"-?\d+(\.\d+)?", value):
         return value
     return _COMPUTED

@@ -3,6 +3,9 @@
 source's catalog, when the reader gets to a statement, may already show a later one: the rows that were
 there when a column was added got the default the ADD declared, whatever the column's default is now.
 
+It reads a statement as ``seam.source.sql_text.plain_statement`` spells it: each string in one spelling,
+its backslashes resolved under the statement's sql_mode, so a backslash left in a string is one.
+
 Only what is read with certainty is returned; anything else is None (a type not known here) or
 ``COMPUTED`` (a default the stream does not reproduce), and the caller then stops the table or falls back
 to the catalog.
@@ -64,7 +67,7 @@ def _masked(text: str) -> tuple[str, list[str]]:
 
 
 def _string(quoted: str) -> str:
-    """A quoted SQL string's value (one without a backslash: ``declared_default``)."""
+    """A quoted SQL string's value, as ``seam.source.sql_text`` spells it (a backslash is one)."""
     return quoted[1:-1].replace(quoted[0] * 2, quoted[0])
 
 
@@ -72,8 +75,6 @@ def declared_default(declared: tuple[str, str]) -> Any:
     """The default a column clause declares: None (none, or NULL), the literal's text, or COMPUTED.
     ``declared``: ("column", the definition after the name) or ("default", "SET DEFAULT x"/"DROP DEFAULT")."""
     kind, text = declared
-    if "\\" in text:  # a backslash kept (before % or _, or any under NO_BACKSLASH_ESCAPES): left to the catalog
-        return COMPUTED
     masked, strings = _masked(text)
     if kind == "column" and re.search(r"\b(AUTO_INCREMENT|GENERATED|SERIAL)\b|\bAS\s*\(", masked, re.I):
         return COMPUTED
@@ -96,7 +97,7 @@ def declared_column(name: str, declared: tuple[str, str]) -> Column | None:
     enough for ``seam.source.ddl.widening``; None when this is a default alone or a type not known here."""
     kind, text = declared
     m = _TYPE.match(text)
-    if kind != "column" or not m or "\\" in text:  # see declared_default
+    if kind != "column" or not m or "\\" in (m.group(2) or ""):  # ENUM members: the catalog spells them otherwise
         return None
     base, args, flags = " ".join(m.group(1).lower().split()), m.group(2) or "", m.group(3).lower().split()
     if base in _BOOLEANS:

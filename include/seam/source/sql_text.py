@@ -94,6 +94,14 @@ def plain_statement(query: str, sql_mode: int | None = None) -> str:
     return "".join(out)
 
 
+def literal_value(quoted: str) -> str:
+    """The value of one string literal in quotes, read with backslash escapes (MariaDB's COLUMN_DEFAULT)."""
+    value, end = _string(quoted, 0, backslashes=True)
+    if end != len(quoted):
+        raise UnreadableStatement(f"not one string: {quoted[:40]!r}")
+    return value
+
+
 def _quoted_name_end(query: str, at: int) -> int:
     quote = query[at]
     i = at + 1
