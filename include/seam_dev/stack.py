@@ -58,6 +58,33 @@ TARGET_ADMIN = "seam"
 AIRFLOW_USER = "admin"
 
 
+PG_OUTSIDE = Path("/var/tmp")  # where PostgreSQL's data lives when its user cannot reach the state dir
+
+
+def _forget_orphaned_pg_data() -> None:
+    """Remove the PostgreSQL data kept outside a state dir that is gone (a checkout deleted after its test run:
+    about 1 GB each), unless a server still runs on it. ``.owner`` names the symlink that pointed to it."""
+    for owner in PG_OUTSIDE.glob("seam-pg-*.owner"):
+        outside, link = owner.with_suffix(""), Path(owner.read_text())
+        if link.is_symlink() and link.resolve() == outside.resolve():
+            continue
+        pid_file = outside / "postmaster.pid"
+        if pid_file.exists() and _pid_alive(pid_file.read_text().split("\n")[0]):
+            continue
+        shutil.rmtree(outside, ignore_errors=True)
+        owner.unlink(missing_ok=True)
+
+
+def _pid_alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class StackError(SeamError):
     """A service could not be started or reached; the message says why and what to do."""
 
@@ -457,9 +484,11 @@ class EmbeddedStack(Processes):
             data.mkdir(mode=0o700)
             shutil.chown(data, user="postgres", group="postgres")
             return data
-        outside = Path("/var/tmp") / f"seam-pg-{hashlib.sha256(str(self.state).encode()).hexdigest()[:12]}"
+        _forget_orphaned_pg_data()
+        outside = PG_OUTSIDE / f"seam-pg-{hashlib.sha256(str(self.state).encode()).hexdigest()[:12]}"
         outside.mkdir(mode=0o700, exist_ok=True)
         shutil.chown(outside, user="postgres", group="postgres")
+        outside.with_suffix(".owner").write_text(str(data))
         data.symlink_to(outside)
         return outside
 
