@@ -48,6 +48,7 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
     pipeline = load_pipeline(path)
     conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     with conn.cursor() as cur:
+        cur.execute("SET time_zone = '+05:30'")  # a DATETIME's CURRENT_TIMESTAMP is this wall clock's
         cur.execute(f"UPDATE {DB}.migrated SET memo = 'before' WHERE id < 10")
         for statement in (
             "ADD COLUMN n2 INT DEFAULT 3",
@@ -62,6 +63,9 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             "ALTER COLUMN flag SET DEFAULT 'newer'",
             # a default with backslash escapes: the rows there get the value the server stored (a\b, a newline, \%)
             r"ADD COLUMN esc VARCHAR(20) DEFAULT 'a\\b\n\%'",
+            # the statement's time: the rows there got the time it ran, truncated to the digits asked for
+            "ADD COLUMN seen DATETIME(6) DEFAULT CURRENT_TIMESTAMP(3), ADD COLUMN day DATE DEFAULT (CURRENT_DATE)",
+            "ADD COLUMN stamp TIMESTAMP(2) NOT NULL DEFAULT CURRENT_TIMESTAMP(2) ON UPDATE CURRENT_TIMESTAMP(2)",
         ):
             cur.execute(f"ALTER TABLE {DB}.migrated {statement}")
         cur.execute(f"INSERT INTO {DB}.migrated (id, memo, total, n3) VALUES (1000, 'after', 1.25, 9)")
@@ -77,6 +81,8 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
         cur.execute(f"ALTER TABLE {DB}.busy ADD COLUMN path VARCHAR(20) DEFAULT 'c:\\new\\%'")
         cur.execute(f"UPDATE {DB}.busy SET path = 'd:\\' WHERE id < 3")
         cur.execute("SET SESSION sql_mode = DEFAULT")
+        cur.execute(f"ALTER TABLE {DB}.busy ADD COLUMN at DATETIME DEFAULT NOW()")
+        cur.execute(f"UPDATE {DB}.busy SET at = '2001-02-03 04:05:06' WHERE id < 3")
         # the same with a type the stream does not read from a statement (FLOAT(M,D)): that table stops
         cur.execute(f"ALTER TABLE {DB}.stuck ADD COLUMN f FLOAT(7,3) DEFAULT 1.5")
         cur.execute(f"UPDATE {DB}.stuck SET f = 2.25 WHERE id < 5")
@@ -99,7 +105,9 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             f"SELECT tbl, stopped FROM {pipeline.target.state_schema}.positions WHERE db = %s AND stopped IS NOT NULL",
             (DB,),
         ).fetchall()
-    assert sorted(columns) == ["esc", "flag", "id", "memo", "n3", "total", "z"], columns  # PostgreSQL adds columns last
+    assert sorted(columns) == ["day", "esc", "flag", "id", "memo", "n3", "seen", "stamp", "total", "z"], (
+        columns
+    )  # PostgreSQL adds columns last
     assert [t for t, _ in stopped] == ["stuck"], stopped
     with psycopg.connect(**pipeline.target.conninfo()) as target:
         filled = target.execute(f'SELECT DISTINCT m.esc, b.path FROM "{DB}".migrated m, "{DB}".busy b WHERE b.id = 9')

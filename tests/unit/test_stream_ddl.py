@@ -3,6 +3,8 @@ anything that changes rows or shape stops the table, index and option changes an
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from seam.core.schema import Column
@@ -17,7 +19,8 @@ from seam.source.ddl import (
     swapped_clauses,
     widening,
 )
-from seam.source.declared import declared_column, declared_default
+from seam.source.declared import Instant, Now, declared_column, declared_default
+from seam.wire.records import normalize
 
 
 @pytest.mark.parametrize(
@@ -427,7 +430,10 @@ def test_a_column_dropped_and_added_again_is_not_followed_as_the_same_column():
         (("column", "tinyint(1) DEFAULT TRUE"), "1"),
         (("column", "int NULL DEFAULT NULL"), None),
         (("column", "int"), None),
-        (("column", "datetime DEFAULT CURRENT_TIMESTAMP"), _COMPUTED),
+        (("column", "datetime DEFAULT CURRENT_TIMESTAMP"), Now(0, False)),
+        (("column", "datetime(6) DEFAULT now(3) ON UPDATE now(3)"), Now(3, False)),
+        (("column", "date DEFAULT (CURRENT_DATE)"), Now(0, True)),
+        (("column", "date DEFAULT (CURRENT_DATE + INTERVAL 1 DAY)"), _COMPUTED),
         (("column", "int DEFAULT (1 + 1)"), _COMPUTED),
         (("column", "int AUTO_INCREMENT UNIQUE"), _COMPUTED),
         (("column", "int AS (a + 1) VIRTUAL"), _COMPUTED),
@@ -451,6 +457,58 @@ def test_an_added_default_with_backslashes_is_the_value_the_server_stored(sql_mo
     assert effect is not None and effect[0] == "alter", effect
     result = followed_columns(OLD, ("id",), effect[1], [(c, None) for c in OLD] + [(_col("c", "varchar(20)"), catalog)])
     assert not isinstance(result, str) and result[2] == {"c": fill}, result
+
+
+# 2026-11-29 17:14:44.630316 UTC, on a session whose time_zone is +05:30
+AT = Instant(dt.datetime(2026, 11, 29, 17, 14, 44, 630316), dt.datetime(2026, 11, 29, 22, 44, 44, 630316), True)
+
+
+@pytest.mark.parametrize(
+    "definition, column, catalog, fill",
+    [  # what MariaDB stored in the rows there (its own test: SELECT after the ALTER)
+        (
+            "DATETIME(6) DEFAULT CURRENT_TIMESTAMP(6)",
+            ("datetime(6)", 6),
+            "current_timestamp(6)",
+            "2026-11-29T22:44:44.630316",
+        ),
+        (
+            "TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3)",
+            ("timestamp(3)", 3),
+            "current_timestamp(3)",
+            "2026-11-29T17:14:44.630000Z",
+        ),
+        (
+            "DATETIME(2) DEFAULT CURRENT_TIMESTAMP(6)",
+            ("datetime(2)", 2),
+            "current_timestamp(6)",
+            "2026-11-29T22:44:44.630000",
+        ),
+        ("DATETIME DEFAULT NOW()", ("datetime", 0), "current_timestamp()", "2026-11-29T22:44:44.000000"),
+        ("DATE DEFAULT (CURRENT_DATE)", ("date", None), "curdate()", "2026-11-29"),
+        ("DATE DEFAULT CURRENT_TIMESTAMP", ("date", None), "current_timestamp()", None),  # not what MariaDB stores
+        ("DATETIME DEFAULT NOW()", ("datetime", 0), "current_timestamp(6)", None),  # a later change came first
+    ],
+)
+def test_an_added_columns_rows_get_the_time_of_the_statement_that_added_it(definition, column, catalog, fill):
+    data_type = column[0].partition("(")[0]
+    added = Column("c", data_type, column[0], True, None, column[1])
+    now = [(c, None) for c in OLD] + [(added, catalog)]
+    result = followed_columns(OLD, ("id",), [("add", "c", ("column", definition, AT))], now)
+    if fill is None:
+        assert isinstance(result, str), result
+        return
+    assert not isinstance(result, str), result
+    assert normalize(added, result[2]["c"]) == fill
+    unstamped = followed_columns(OLD, ("id",), [("add", "c", ("column", definition))], now)
+    assert isinstance(unstamped, str) and "cannot reproduce" in unstamped  # no time, no guess
+
+
+def test_a_fraction_the_server_did_not_log_is_not_guessed():
+    coarse = Instant(AT.utc, AT.local, False)
+    now = [(c, None) for c in OLD] + [(Column("c", "datetime", "datetime(3)", True, None, 3), "current_timestamp(3)")]
+    result = followed_columns(OLD, ("id",), [("add", "c", ("column", "DATETIME(3) DEFAULT NOW(3)", coarse))], now)
+    assert isinstance(result, str) and "cannot reproduce" in result, result
 
 
 def test_the_catalogs_default_is_read_with_its_escapes():

@@ -65,6 +65,7 @@ from pymysqlreplication.event import (
 
 from seam.core.position import Position
 from seam.core.schema import TableSchema
+from seam.source.declared import StatementClock
 from seam.source.gtid import GtidError, GtidSet, gtids_enabled, is_mariadb
 from seam.source.head import binlog_files, binlog_status
 from seam.source.replication import Stream
@@ -127,6 +128,7 @@ class Statement:
     in_transaction: bool
     sql_mode: int | None = None  # the session's, as logged with the statement (how its text reads)
     fold_names: bool = False  # the source's lower_case_table_names is not 0: `Orders` names `orders`
+    clock: StatementClock | None = None  # when it ran (an added column's CURRENT_TIMESTAMP)
 
 
 @dataclass(frozen=True)
@@ -392,6 +394,7 @@ class BinlogReader:
                         open_ is not None,
                         event.sql_mode,  # query events are read by seam.source.replication.query_event
                         stream.fold_names,
+                        StatementClock(event.timestamp, event.microseconds, event.time_zone),
                     )
                     if open_ is None:
                         gtid = None

@@ -37,7 +37,7 @@ from decimal import Decimal
 from typing import Any
 
 from seam.core.schema import Column
-from seam.source.declared import COMPUTED, declared_column, declared_default, is_number
+from seam.source.declared import COMPUTED, Now, declared_column, declared_default, is_number, now_default
 from seam.source.sql_text import UnreadableStatement, literal_value, plain_statement
 
 # a name in backticks, in double quotes (a writer's sql_mode ANSI_QUOTES: the statement would have failed
@@ -484,11 +484,29 @@ def _same_type(a: Column, b: Column) -> bool:
 
 def _fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
     """(an added column's value in the rows that were there, None), or (None, why the stream cannot)."""
+    if isinstance(value, Now):
+        return _statement_time(column, value, said)
     if value is _COMPUTED or (value is None and not column.nullable) or not _stored_as_written(column, value):
         return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
     if value is not None and column.data_type in _NO_DEFAULT:
         return None, f"column {column.name} has a {column.data_type} default the stream does not reproduce"
     return value, None
+
+
+def _statement_time(column: Column, now: Now, said: Any) -> tuple[Any, str | None]:
+    """(the time of the statement that added the column, as the rows there got it, None), or (None, why not):
+    a DATETIME's on its session's wall clock, a TIMESTAMP's in UTC (as Seam records it), truncated to the
+    function's and the column's digits (the server truncates), a DATE's from CURRENT_DATE."""
+    kind, at = column.data_type, now.at
+    digits = min(now.precision, column.datetime_precision or 0)
+    fits = kind == "date" if now.date_only else kind in ("datetime", "timestamp")
+    if at is None or not fits or (digits and not at.exact_fraction):
+        return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+    value = at.utc if kind == "timestamp" else at.local
+    if now.date_only:
+        return value.date().isoformat(), None
+    unit = 10 ** (6 - digits)
+    return value.replace(microsecond=value.microsecond // unit * unit).isoformat(sep=" "), None
 
 
 def _stored_as_written(column: Column, value: Any) -> bool:
@@ -532,6 +550,8 @@ def _same_default(declared: Any, catalog: str | None) -> bool:
     """Whether a declared default is the source's COLUMN_DEFAULT (quoted by MariaDB, plain text in MySQL 8)."""
     if catalog is None or catalog.upper() == "NULL" or declared is None:
         return declared is None and (catalog is None or catalog.upper() == "NULL")
+    if isinstance(declared, Now):
+        return declared == now_default(catalog)
     if declared is _COMPUTED:
         return literal_default(catalog) is _COMPUTED
     for theirs in (literal_default(catalog), catalog):

@@ -15,12 +15,52 @@ Delivery guarantee: none of its own (pure parsing).
 
 from __future__ import annotations
 
+import datetime as dt
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from seam.core.schema import Column
 
 COMPUTED = object()  # an expression, a sequence, a generated value: not one literal for every row
+
+
+@dataclass(frozen=True)
+class StatementClock:
+    """When a statement ran, as the binlog logs it: the time every row there got from its ``CURRENT_TIMESTAMP``
+    (seconds since the epoch; microseconds when the server logged them, which it does when the statement used
+    them) and the session's ``time_zone`` (None: not logged, the server's own)."""
+
+    seconds: int
+    microseconds: int | None
+    time_zone: str | None
+
+
+@dataclass(frozen=True)
+class Instant:
+    """A statement's time in UTC and on its session's wall clock (``seam.source.stream_ddl``: the source
+    converts it, as it did for the statement); ``exact_fraction`` False when the server did not log it."""
+
+    utc: dt.datetime
+    local: dt.datetime
+    exact_fraction: bool
+
+
+@dataclass(frozen=True)
+class Now:
+    """A default of the statement's time (``CURRENT_TIMESTAMP(n)``, ``NOW()``, ``(CURRENT_DATE)``): one value
+    for every row there, that of the statement that added the column (``at``, stamped on its declaration)."""
+
+    precision: int
+    date_only: bool
+    at: Instant | None = field(default=None, compare=False)
+
+
+_NOW_FUNCTION = (
+    r"(?:(?:CURRENT_TIMESTAMP|LOCALTIMESTAMP|LOCALTIME)\b(?:\s*\(\s*(\d?)\s*\))?|NOW\s*\(\s*(\d?)\s*\)"
+    r"|(CURRENT_DATE\b(?:\s*\(\s*\))?|CURDATE\s*\(\s*\)))"
+)
+_NOW = re.compile(rf"(\()?\s*{_NOW_FUNCTION}\s*(?(1)\))", re.I)
 
 _QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", re.S)  # as seam.source.sql_text spells them
 _TYPE = re.compile(
@@ -74,13 +114,16 @@ def _string(quoted: str) -> str:
 def declared_default(declared: tuple[str, str]) -> Any:
     """The default a column clause declares: None (none, or NULL), the literal's text, or COMPUTED.
     ``declared``: ("column", the definition after the name) or ("default", "SET DEFAULT x"/"DROP DEFAULT")."""
-    kind, text = declared
+    kind, text = declared[:2]
     masked, strings = _masked(text)
     if kind == "column" and re.search(r"\b(AUTO_INCREMENT|GENERATED|SERIAL)\b|\bAS\s*\(", masked, re.I):
         return COMPUTED
     m = re.search(r"\bDEFAULT\b\s*(\0\d+\0|[^\s,()]+|\()", masked, re.I)
     if (kind == "default" and re.match(r"\s*DROP\b", masked, re.I)) or m is None:
         return None
+    now = _NOW.match(masked, m.start(1))
+    if now is not None:
+        return _now(now, declared[2] if len(declared) > 2 else None)
     token = m.group(1)
     if token.startswith("\0"):
         return _string(strings[int(token.strip("\0"))])
@@ -92,10 +135,21 @@ def declared_default(declared: tuple[str, str]) -> Any:
     return token if _NUMBER.fullmatch(token) else COMPUTED
 
 
+def now_default(catalog: str | None) -> Now | None:
+    """The source's COLUMN_DEFAULT as a ``Now`` (MariaDB's ``current_timestamp(6)``, MySQL's
+    ``CURRENT_TIMESTAMP``, ``curdate()``), or None when it is something else."""
+    now = _NOW.fullmatch(catalog.strip()) if catalog else None
+    return None if now is None else _now(now, None)
+
+
+def _now(match: re.Match, at: Instant | None) -> Now:
+    return Now(int(match.group(2) or match.group(3) or 0), match.group(4) is not None, at)
+
+
 def declared_column(name: str, declared: tuple[str, str]) -> Column | None:
     """The column a definition declares (type, signedness, NULL-ness), as the catalog would spell it closely
     enough for ``seam.source.ddl.widening``; None when this is a default alone or a type not known here."""
-    kind, text = declared
+    kind, text = declared[:2]
     m = _TYPE.match(text)
     if kind != "column" or not m or "\\" in (m.group(2) or ""):  # ENUM members: the catalog spells them otherwise
         return None

@@ -358,7 +358,8 @@ _STATUS_SIZES = {
     **{0x00: 4, 0x01: 8, 0x03: 4, 0x04: 6, 0x07: 2, 0x08: 2, 0x09: 8, 0x0A: 4, 0x0D: 3},
     **{0x10: 1, 0x11: 8, 0x12: 2, 0x13: 1, 0x14: 1, 0x80: 3, 0x81: 8},
 }
-_SQL_MODE, _CHARSET, _GTID_FLAGS3 = 0x01, 0x04, 0x82
+_SQL_MODE, _CHARSET, _TIME_ZONE, _GTID_FLAGS3 = 0x01, 0x04, 0x05, 0x82
+_MICROSECONDS = (0x0D, 0x80)  # MySQL's Q_MICROSECONDS, MariaDB's Q_HRNOW: when the statement used them
 _ALTER_PHASES = ((2, "start"), (4, "commit"), (8, "rollback"))  # MariaDB's GTID flags_extra bits
 
 
@@ -367,7 +368,7 @@ def query_event(data: bytes, timestamp: int, post_header: int, end: int) -> Quer
     variable it does not know (MariaDB's ``Q_GTID_FLAGS3`` of every ALTER under ``binlog_alter_two_phase``),
     which would stop every table. What Seam reads: the statement in its client's character set
     (``seam.source.sql_text.statement_text``; the library reads every statement as UTF-8), the default
-    database, ``sql_mode``, and ``alter_phase``: MariaDB's ``binlog_alter_two_phase`` logs an ALTER when it
+    database, ``sql_mode``, its time (``microseconds``, ``time_zone``: what CURRENT_TIMESTAMP gave), and ``alter_phase``: MariaDB's ``binlog_alter_two_phase`` logs an ALTER when it
     starts ("start") and again, whole, when it commits ("commit") or fails ("rollback")."""
     event = QueryEvent.__new__(QueryEvent)
     event.timestamp, event.server_id = timestamp, int.from_bytes(data[6:10], "little")
@@ -377,6 +378,7 @@ def query_event(data: bytes, timestamp: int, post_header: int, end: int) -> Quer
     )
     event.schema_length, event.status_vars_length = schema_length, status_length
     event.sql_mode, event.character_set_client, event.alter_phase = None, None, None
+    event.microseconds, event.time_zone = None, None
     at, status_end = body + post_header, body + post_header + status_length
     while at < status_end:  # the codes Seam reads come before any a newer server may add
         code, at = data[at], at + 1
@@ -384,6 +386,10 @@ def query_event(data: bytes, timestamp: int, post_header: int, end: int) -> Quer
             event.sql_mode = int.from_bytes(data[at : at + 8], "little")
         elif code == _CHARSET:
             event.character_set_client = int.from_bytes(data[at : at + 2], "little")
+        elif code == _TIME_ZONE:
+            event.time_zone = data[at + 1 : at + 1 + data[at]].decode("ascii", "replace")
+        elif code in _MICROSECONDS:
+            event.microseconds = int.from_bytes(data[at : at + 3], "little")
         elif code == _GTID_FLAGS3:
             event.alter_phase = next((phase for bit, phase in _ALTER_PHASES if data[at] & bit), None)
         size = _status_size(code, data, at)

@@ -10,6 +10,7 @@ Delivery guarantee: that of the reader (at-least-once into Kafka, in binlog orde
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import re
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from seam.source.ddl import (
     followed_columns,
     swapped_clauses,
 )
+from seam.source.declared import Instant, StatementClock
 from seam.source.schema import COLUMN_FIELDS, column_from_row
 from seam.source.stream_cascades import Cascades
 from seam.wire.boundary import SchemaChange
@@ -37,6 +39,7 @@ from seam.wire.topics import Publisher
 
 log = logging.getLogger("seam.streaming")
 
+NAMES_THE_TIME = re.compile(r"\b(CURRENT_TIMESTAMP|NOW|LOCALTIME|LOCALTIMESTAMP|CURRENT_DATE|CURDATE)\b", re.I)
 MAY_CHANGE_KEYS = re.compile(r"\bFOREIGN\b|\bCONSTRAINT\b|^\s*(CREATE|DROP|RENAME)\b", re.I)
 TRANSACTIONAL = {"innodb", "xtradb", "rocksdb", "tokudb", "ndbcluster", "ndb"}
 
@@ -63,7 +66,8 @@ def follow_statement(
             continue  # no row changes; ALTERs waiting for the ones after them take it in (an ADD's default)
         if effect[0] in ("alter", "default") and not statement.in_transaction:
             earlier = [a for a in followed.pending if statement.position.after(a[0].position)]  # a rewind reads again
-            _follow_alters(chains, source, publisher, followed, [*earlier, (statement, effect[1])])
+            clauses = _stamped(source, statement, effect[1])
+            _follow_alters(chains, source, publisher, followed, [*earlier, (statement, clauses)])
             continue
         if followed.pending:
             _stop(chains, publisher, followed, statement, f"then {statement.query.strip()[:100]!r}: {LATER_CHANGE}")
@@ -130,6 +134,30 @@ def follow_declared(chains: Chains, publisher: Publisher, followed: Followed, na
     followed.pending = []
     _publish_change(chains, publisher, followed, change, "alter (as its statements declared)", statement.position)
     return True
+
+
+def _stamped(source: Callable[[], Any], statement: Statement, clauses: list[tuple]) -> list[tuple]:
+    """``clauses`` with the statement's time on each declaration, when one may default to it
+    (``CURRENT_TIMESTAMP``): the rows there got that time, whatever a later statement declares."""
+    if statement.clock is None or not NAMES_THE_TIME.search(statement.query):
+        return clauses
+    at = _instant(source(), statement.clock)
+    return [tuple((*d, at) if isinstance(d, tuple) else d for d in clause) for clause in clauses]
+
+
+def _instant(conn, clock: StatementClock) -> Instant | None:
+    """The statement's time in UTC and on its session's wall clock, converted by the source as it converted
+    it for the statement (its time zone tables, 'SYSTEM'); its global zone when the binlog logged none."""
+    utc = dt.datetime(1970, 1, 1) + dt.timedelta(seconds=clock.seconds, microseconds=clock.microseconds or 0)
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT CONVERT_TZ(%s, '+00:00', COALESCE(%s, @@global.time_zone))",
+            (utc.isoformat(sep=" "), clock.time_zone),
+        )
+        local = cur.fetchone()[0]
+    if not isinstance(local, dt.datetime):  # a zone the source does not know now: the column is not filled
+        return None
+    return Instant(utc, local, clock.microseconds is not None)
 
 
 def _queries(alters: list) -> str:
