@@ -66,6 +66,9 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             # the statement's time: the rows there got the time it ran, truncated to the digits asked for
             "ADD COLUMN seen DATETIME(6) DEFAULT CURRENT_TIMESTAMP(3), ADD COLUMN day DATE DEFAULT (CURRENT_DATE)",
             "ADD COLUMN stamp TIMESTAMP(2) NOT NULL DEFAULT CURRENT_TIMESTAMP(2) ON UPDATE CURRENT_TIMESTAMP(2)",
+            # a DATE, DATETIME or TIME literal spelled as the server stores it
+            "ADD COLUMN since DATE NOT NULL DEFAULT '1970-01-01', ADD COLUMN opens TIME(2) DEFAULT '-100:00:00.25'",
+            "ADD COLUMN due DATETIME(3) DEFAULT '2000-01-01 10:00:00.5' AFTER id",
         ):
             cur.execute(f"ALTER TABLE {DB}.migrated {statement}")
         cur.execute(f"INSERT INTO {DB}.migrated (id, memo, total, n3) VALUES (1000, 'after', 1.25, 9)")
@@ -105,9 +108,21 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             f"SELECT tbl, stopped FROM {pipeline.target.state_schema}.positions WHERE db = %s AND stopped IS NOT NULL",
             (DB,),
         ).fetchall()
-    assert sorted(columns) == ["day", "esc", "flag", "id", "memo", "n3", "seen", "stamp", "total", "z"], (
-        columns
-    )  # PostgreSQL adds columns last
+    assert sorted(columns) == [
+        "day",
+        "due",
+        "esc",
+        "flag",
+        "id",
+        "memo",
+        "n3",
+        "opens",
+        "seen",
+        "since",
+        "stamp",
+        "total",
+        "z",
+    ], columns  # PostgreSQL adds columns last
     assert [t for t, _ in stopped] == ["stuck"], stopped
     with psycopg.connect(**pipeline.target.conninfo()) as target:
         filled = target.execute(f'SELECT DISTINCT m.esc, b.path FROM "{DB}".migrated m, "{DB}".busy b WHERE b.id = 9')

@@ -15,11 +15,11 @@ from seam.source.ddl import (
     ddl_effect,
     declared_columns,
     followed_columns,
-    literal_default,
     swapped_clauses,
     widening,
 )
 from seam.source.declared import Instant, Now, declared_column, declared_default
+from seam.source.fills import literal_default
 from seam.wire.records import normalize
 
 
@@ -502,6 +502,36 @@ def test_an_added_columns_rows_get_the_time_of_the_statement_that_added_it(defin
     assert normalize(added, result[2]["c"]) == fill
     unstamped = followed_columns(OLD, ("id",), [("add", "c", ("column", definition))], now)
     assert isinstance(unstamped, str) and "cannot reproduce" in unstamped  # no time, no guess
+
+
+@pytest.mark.parametrize(
+    "definition, column, catalog, fill",
+    [  # the catalog as MariaDB shows the default the rows there got (its own test: SELECT after the ALTER)
+        ("DATE NOT NULL DEFAULT '1970-01-01'", ("date", None), "'1970-01-01'", "1970-01-01"),
+        (
+            "DATETIME(3) DEFAULT '2000-01-01 10:00:00.5'",
+            ("datetime", 3),
+            "'2000-01-01 10:00:00.500'",
+            "2000-01-01T10:00:00.500000",
+        ),
+        ("TIME DEFAULT '-12:00:01'", ("time", 0), "'-12:00:01'", "-12:00:01.000000"),
+        ("TIME(2) DEFAULT '100:00:00.25'", ("time", 2), "'100:00:00.25'", "100:00:00.250000"),
+        # stored otherwise than written: the server's to read (MariaDB truncates .7, MySQL rounds it up)
+        ("DATETIME DEFAULT '2000-01-01 10:00:00.7'", ("datetime", 0), "'2000-01-01 10:00:00'", None),
+        ("DATETIME DEFAULT '2000-1-1 1:2:3'", ("datetime", 0), "'2000-01-01 01:02:03'", None),
+        ("DATE DEFAULT '0000-00-00'", ("date", None), "'0000-00-00'", None),
+        ("TIMESTAMP NULL DEFAULT '2000-01-01 10:00:00'", ("timestamp", 0), "'2000-01-01 10:00:00'", None),  # a zone's
+    ],
+)
+def test_an_added_columns_literal_time_is_followed_when_spelled_as_stored(definition, column, catalog, fill):
+    added = Column("c", column[0], f"{column[0]}({column[1]})" if column[1] else column[0], True, None, column[1])
+    result = followed_columns(
+        OLD, ("id",), [("add", "c", ("column", definition))], [(c, None) for c in OLD] + [(added, catalog)]
+    )
+    if fill is None:
+        assert isinstance(result, str), result
+    else:
+        assert not isinstance(result, str) and normalize(added, result[2]["c"]) == fill, result
 
 
 def test_a_fraction_the_server_did_not_log_is_not_guessed():

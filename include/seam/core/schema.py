@@ -12,6 +12,8 @@ from functools import cached_property
 
 from seam.core.errors import SourceError
 
+INTEGER_TYPES = ("tinyint", "smallint", "mediumint", "int", "bigint")  # narrowest first
+
 
 class SchemaError(SourceError, LookupError):
     """A table is missing, unreadable, or unusable as configured."""

@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from decimal import Decimal
 from typing import Any
 
-from seam.core.schema import Column
-from seam.source.declared import COMPUTED, Now, declared_column, declared_default, is_number, now_default
-from seam.source.sql_text import UnreadableStatement, literal_value, plain_statement
+from seam.core.schema import INTEGER_TYPES, Column
+from seam.source.declared import COMPUTED, declared_column, declared_default
+from seam.source.fills import fill, literal_default, same_default
+from seam.source.sql_text import UnreadableStatement, plain_statement
 
 # a name in backticks, in double quotes (a writer's sql_mode ANSI_QUOTES: the statement would have failed
 # without it, so a double-quoted name here is one), or bare
@@ -240,11 +240,8 @@ def _alter(rest: str, mine: bool, me: tuple[str, str], name_at) -> tuple[str, An
 
 # ------------------------------------------------------------------ following an ALTER ----
 
-_INTEGERS = ["tinyint", "smallint", "mediumint", "int", "bigint"]
 _TEXTS = ["tinytext", "text", "mediumtext", "longtext"]
 _BLOBS = ["tinyblob", "blob", "mediumblob", "longblob"]
-# added columns whose default the stream does not turn into a target value (they stop the table)
-_NO_DEFAULT = {"date", "datetime", "timestamp", "time", "bit", "binary", "varbinary", "blob", "json"}
 _COMPUTED = COMPUTED
 
 
@@ -261,8 +258,8 @@ def widening(old: Column, new: Column) -> str | None:
         return None
     a, b = old.data_type, new.data_type
     same_sign = old.unsigned == new.unsigned and old.zerofill == new.zerofill
-    if a in _INTEGERS and b in _INTEGERS and not (new.zerofill or old.zerofill):
-        wider = _INTEGERS.index(b) - _INTEGERS.index(a)
+    if a in INTEGER_TYPES and b in INTEGER_TYPES and not (new.zerofill or old.zerofill):
+        wider = INTEGER_TYPES.index(b) - INTEGER_TYPES.index(a)
         if (same_sign and wider >= 0) or (old.unsigned and not new.unsigned and wider > 0):
             return None
     elif a == b and a in ("varchar", "char", "varbinary"):
@@ -279,20 +276,6 @@ def widening(old: Column, new: Column) -> str | None:
     elif a == b and a in ("enum", "set") and new.members[: len(old.members)] == old.members:
         return None
     return f"column {new.name} changed from {old.column_type} to {new.column_type}, which is not a widening"
-
-
-def literal_default(value):
-    """MariaDB's COLUMN_DEFAULT: None for no default/NULL, the value of a literal, _COMPUTED otherwise."""
-    if value is None or value.upper() == "NULL":
-        return None
-    if value.startswith("'") and value.endswith("'"):
-        try:  # MariaDB escapes \\, a newline and a NUL with backslashes, a quote doubled
-            return literal_value(value)
-        except UnreadableStatement:  # an expression between two strings ('a' = 'b')
-            return _COMPUTED
-    if re.fullmatch(r"-?\d+(\.\d+)?", value):
-        return value
-    return _COMPUTED
 
 
 LATER_CHANGE = "a later change came first"
@@ -446,7 +429,7 @@ def declared_columns(
         if why:
             return why
         if kind == "add":
-            value, why = _fill(declared[-1], declared_default(said[0]), said[0][1])
+            value, why = fill(declared[-1], declared_default(said[0]), said[0][1])
             if why:
                 return why
             defaults[new] = value
@@ -482,49 +465,6 @@ def _same_type(a: Column, b: Column) -> bool:
     return a.column_type == b.column_type or (widening(a, b) is None and widening(b, a) is None)
 
 
-def _fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
-    """(an added column's value in the rows that were there, None), or (None, why the stream cannot)."""
-    if isinstance(value, Now):
-        return _statement_time(column, value, said)
-    if value is _COMPUTED or (value is None and not column.nullable) or not _stored_as_written(column, value):
-        return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
-    if value is not None and column.data_type in _NO_DEFAULT:
-        return None, f"column {column.name} has a {column.data_type} default the stream does not reproduce"
-    return value, None
-
-
-def _statement_time(column: Column, now: Now, said: Any) -> tuple[Any, str | None]:
-    """(the time of the statement that added the column, as the rows there got it, None), or (None, why not):
-    a DATETIME's on its session's wall clock, a TIMESTAMP's in UTC (as Seam records it), truncated to the
-    function's and the column's digits (the server truncates), a DATE's from CURRENT_DATE."""
-    kind, at = column.data_type, now.at
-    digits = min(now.precision, column.datetime_precision or 0)
-    fits = kind == "date" if now.date_only else kind in ("datetime", "timestamp")
-    if at is None or not fits or (digits and not at.exact_fraction):
-        return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
-    value = at.utc if kind == "timestamp" else at.local
-    if now.date_only:
-        return value.date().isoformat(), None
-    unit = 10 ** (6 - digits)
-    return value.replace(microsecond=value.microsecond // unit * unit).isoformat(sep=" "), None
-
-
-def _stored_as_written(column: Column, value: Any) -> bool:
-    """Whether the server stores a literal default as written (it rounds 1.545 into DECIMAL(6,2) half up, a
-    number into an ENUM is a member's index, a FLOAT keeps a single-precision value)."""
-    if value is None or not is_number(value):
-        return True
-    if column.data_type in ("enum", "set"):
-        return False
-    mantissa, _, exponent = value.lower().partition("e")
-    fraction = mantissa.partition(".")[2].rstrip("0")
-    if column.data_type in _INTEGERS or column.data_type == "float":
-        return not fraction and not exponent
-    if column.data_type == "decimal":
-        return not exponent and len(fraction) <= (column.numeric_scale or 0)
-    return True
-
-
 def _added_value(column: Column, default: str | None, declared: list[tuple]) -> tuple[Any, str | None]:
     """(the value the rows there were got in an added column, None), or (None, why the stream cannot follow).
     The value is the ADD's default (``declared``, read from the statements), not the source's now: a later
@@ -541,23 +481,9 @@ def _added_value(column: Column, default: str | None, declared: list[tuple]) -> 
             return None, f"added, then {why}"
         if columns and widening(columns[-1], column):
             return None, f"column {column.name} was declared {columns[-1].column_type}: {LATER_CHANGE}"
-        if not _same_default(declared_default(declared[-1]), default):
+        if not same_default(declared_default(declared[-1]), default):
             return None, f"column {column.name}'s default is not the one its last ALTER declared: {LATER_CHANGE}"
-    return _fill(column, value, default)
-
-
-def _same_default(declared: Any, catalog: str | None) -> bool:
-    """Whether a declared default is the source's COLUMN_DEFAULT (quoted by MariaDB, plain text in MySQL 8)."""
-    if catalog is None or catalog.upper() == "NULL" or declared is None:
-        return declared is None and (catalog is None or catalog.upper() == "NULL")
-    if isinstance(declared, Now):
-        return declared == now_default(catalog)
-    if declared is _COMPUTED:
-        return literal_default(catalog) is _COMPUTED
-    for theirs in (literal_default(catalog), catalog):
-        if theirs == declared or (is_number(theirs) and is_number(declared) and Decimal(theirs) == Decimal(declared)):
-            return True
-    return False
+    return fill(column, value, default)
 
 
 def swapped_clauses(old: tuple[Column, ...], now: list[Column]) -> list[tuple]:

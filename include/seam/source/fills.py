@@ -1,0 +1,121 @@
+"""The value an added column's rows got, from what its ALTER declared and what the source's catalog shows: a
+literal as the server stored it, the time of the statement that added it (``CURRENT_TIMESTAMP``), or why the
+stream cannot reproduce it (then the table stops; ``seam.source.ddl`` follows the ALTER).
+
+Delivery guarantee: none of its own (pure: the caller publishes what it decides).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from decimal import Decimal
+from typing import Any
+
+from seam.core.schema import INTEGER_TYPES, Column
+from seam.source.declared import COMPUTED, Now, is_number, now_default
+from seam.source.sql_text import UnreadableStatement, literal_value
+
+# added columns whose default the stream does not turn into a target value (they stop the table), but for a
+# DATE, DATETIME or TIME literal spelled as the server stores it (``_TIME_LITERALS``): a TIMESTAMP's is in the
+# session's time zone, a looser spelling or more digits than the column keeps is the server's to read
+_NO_DEFAULT = {"date", "datetime", "timestamp", "time", "bit", "binary", "varbinary", "blob", "json"}
+_TIME_LITERALS = {
+    "date": re.compile(r"(\d{4}-\d\d-\d\d)()"),
+    "datetime": re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(\d{1,6}))?"),
+    "time": re.compile(r"(-?(?:[0-7]\d\d|8[0-2]\d|83[0-8]|\d\d):[0-5]\d:[0-5]\d)(?:\.(\d{1,6}))?"),
+}
+
+
+def literal_default(value):
+    """MariaDB's COLUMN_DEFAULT: None for no default/NULL, the value of a literal, COMPUTED otherwise."""
+    if value is None or value.upper() == "NULL":
+        return None
+    if value.startswith("'") and value.endswith("'"):
+        try:  # MariaDB escapes \\, a newline and a NUL with backslashes, a quote doubled
+            return literal_value(value)
+        except UnreadableStatement:  # an expression between two strings ('a' = 'b')
+            return COMPUTED
+    if re.fullmatch(r"-?\d+(\.\d+)?", value):
+        return value
+    return COMPUTED
+
+
+def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
+    """(an added column's value in the rows that were there, None), or (None, why the stream cannot)."""
+    if isinstance(value, Now):
+        return _statement_time(column, value, said)
+    if value is COMPUTED or (value is None and not column.nullable) or not _stored_as_written(column, value):
+        return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+    if value is not None and column.data_type in _NO_DEFAULT and not _stored_time(column, value):
+        return None, f"column {column.name} has a {column.data_type} default the stream does not reproduce"
+    return value, None
+
+
+def _statement_time(column: Column, now: Now, said: Any) -> tuple[Any, str | None]:
+    """(the time of the statement that added the column, as the rows there got it, None), or (None, why not):
+    a DATETIME's on its session's wall clock, a TIMESTAMP's in UTC (as Seam records it), truncated to the
+    function's and the column's digits (the server truncates), a DATE's from CURRENT_DATE."""
+    kind, at = column.data_type, now.at
+    digits = min(now.precision, column.datetime_precision or 0)
+    fits = kind == "date" if now.date_only else kind in ("datetime", "timestamp")
+    if at is None or not fits or (digits and not at.exact_fraction):
+        return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+    value = at.utc if kind == "timestamp" else at.local
+    if now.date_only:
+        return value.date().isoformat(), None
+    unit = 10 ** (6 - digits)
+    return value.replace(microsecond=value.microsecond // unit * unit).isoformat(sep=" "), None
+
+
+def _stored_time(column: Column, value: str) -> bool:
+    """Whether a DATE, DATETIME or TIME literal is spelled as the server stores it: a valid date (not a zero
+    one), no more fractional digits than the column keeps (MariaDB truncates the rest, MySQL rounds)."""
+    pattern = _TIME_LITERALS.get(column.data_type)
+    m = pattern.fullmatch(value) if pattern and isinstance(value, str) else None
+    if m is None or len(m.group(2) or "") > (column.datetime_precision or 0):
+        return False
+    try:
+        return column.data_type == "time" or dt.datetime.fromisoformat(m.group(1)).year > 0
+    except ValueError:  # 2024-02-30, 0000-00-00
+        return False
+
+
+def _stored_as_written(column: Column, value: Any) -> bool:
+    """Whether the server stores a literal default as written (it rounds 1.545 into DECIMAL(6,2) half up, a
+    number into an ENUM is a member's index, a FLOAT keeps a single-precision value)."""
+    if value is None or not is_number(value):
+        return True
+    if column.data_type in ("enum", "set"):
+        return False
+    mantissa, _, exponent = value.lower().partition("e")
+    fraction = mantissa.partition(".")[2].rstrip("0")
+    if column.data_type in INTEGER_TYPES or column.data_type == "float":
+        return not fraction and not exponent
+    if column.data_type == "decimal":
+        return not exponent and len(fraction) <= (column.numeric_scale or 0)
+    return True
+
+
+def same_default(declared: Any, catalog: str | None) -> bool:
+    """Whether a declared default is the source's COLUMN_DEFAULT (quoted by MariaDB, plain text in MySQL 8)."""
+    if catalog is None or catalog.upper() == "NULL" or declared is None:
+        return declared is None and (catalog is None or catalog.upper() == "NULL")
+    if isinstance(declared, Now):
+        return declared == now_default(catalog)
+    if declared is COMPUTED:
+        return literal_default(catalog) is COMPUTED
+    for theirs in (literal_default(catalog), catalog):
+        if theirs == declared or (is_number(theirs) and is_number(declared) and Decimal(theirs) == Decimal(declared)):
+            return True
+        if isinstance(theirs, str) and _fraction_padded(theirs) == _fraction_padded(declared):
+            return True  # '10:00:00.5' is shown as the column keeps it: '10:00:00.500'
+    return False
+
+
+def _fraction_padded(text: Any) -> Any:
+    m = re.fullmatch(r"(-?[\d: -]+)\.(\d+)", text) if isinstance(text, str) else None
+    if m is None:
+        return text
+    fraction = m.group(2).rstrip("0")
+    return f"{m.group(1)}.{fraction}" if fraction else m.group(1)
