@@ -69,9 +69,15 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             # a DATE, DATETIME or TIME literal spelled as the server stores it
             "ADD COLUMN since DATE NOT NULL DEFAULT '1970-01-01', ADD COLUMN opens TIME(2) DEFAULT '-100:00:00.25'",
             "ADD COLUMN due DATETIME(3) DEFAULT '2000-01-01 10:00:00.5' AFTER id",
+            # NOT NULL without a DEFAULT: the type's implicit one (0, '', the first member, zero bytes)
+            "ADD COLUMN qty INT UNSIGNED NOT NULL, ADD COLUMN kind ENUM('b','a') NOT NULL, ADD COLUMN yr YEAR NOT NULL",
+            "ADD COLUMN raw BINARY(3) NOT NULL, ADD COLUMN label VARCHAR(5) NOT NULL, ADD COLUMN bits BIT(3) NOT NULL",
         ):
             cur.execute(f"ALTER TABLE {DB}.migrated {statement}")
-        cur.execute(f"INSERT INTO {DB}.migrated (id, memo, total, n3) VALUES (1000, 'after', 1.25, 9)")
+        cur.execute(
+            f"INSERT INTO {DB}.migrated (id, memo, total, n3, qty, kind, yr, raw, label, bits) "
+            "VALUES (1000, 'after', 1.25, 9, 3, 'a', 2024, 'xyz', 'lbl', b'101')"
+        )
         cur.execute(f"UPDATE {DB}.migrated SET n3 = 5, memo = REPEAT('x', 150) WHERE id % 7 = 0")
         # rows between two ALTERs: followed as the first one declared, which gives the rows' columns
         cur.execute(f"ALTER TABLE {DB}.busy ADD COLUMN n INT NOT NULL DEFAULT 1")
@@ -108,21 +114,11 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             f"SELECT tbl, stopped FROM {pipeline.target.state_schema}.positions WHERE db = %s AND stopped IS NOT NULL",
             (DB,),
         ).fetchall()
-    assert sorted(columns) == [
-        "day",
-        "due",
-        "esc",
-        "flag",
-        "id",
-        "memo",
-        "n3",
-        "opens",
-        "seen",
-        "since",
-        "stamp",
-        "total",
-        "z",
-    ], columns  # PostgreSQL adds columns last
+    expected = [
+        *("bits", "day", "due", "esc", "flag", "id", "kind", "label", "memo", "n3", "opens", "qty", "raw", "seen"),
+        *("since", "stamp", "total", "yr", "z"),
+    ]
+    assert sorted(columns) == expected, columns  # PostgreSQL adds columns last
     assert [t for t, _ in stopped] == ["stuck"], stopped
     with psycopg.connect(**pipeline.target.conninfo()) as target:
         filled = target.execute(f'SELECT DISTINCT m.esc, b.path FROM "{DB}".migrated m, "{DB}".busy b WHERE b.id = 9')

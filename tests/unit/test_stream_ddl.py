@@ -331,6 +331,11 @@ def _col(name: str, column_type: str, nullable: bool = True) -> Column:
         ("set('x')", "set('x','y')", True),
         ("float", "double", False),
         ("datetime", "timestamp", False),
+        # as a statement declares it and as MariaDB's catalog shows it: the same type
+        ("year", "year(4)", True),
+        ("bit", "bit(1)", True),
+        ("binary", "binary(1)", True),
+        ("bit", "bit(2)", False),
     ],
 )
 def test_what_is_a_widening(old, new, follows):
@@ -363,7 +368,7 @@ def test_followed_columns_rename_drop_widen_add_in_the_source_order():
         ([("drop", "id")], OLD[1:], "drops key column id"),
         ([("rename", "id", "pk")], [(OLD[0], None)], "renames key column id"),
         ([("modify", "memo")], [(c, None) for c in OLD[:2]] + [(_col("memo", "varchar(5)"), None)], "not a widening"),
-        ([("add", "x")], [(c, None) for c in OLD] + [(_col("x", "int(11)", False), None)], "cannot reproduce"),
+        ([("add", "x")], [(c, None) for c in OLD] + [(_col("x", "date", False), None)], "cannot reproduce"),
         ([("add", "x")], [(c, None) for c in OLD] + [(_col("x", "int(11)"), "(1 + 1)")], "cannot reproduce"),
         ([("add", "x")], [(c, None) for c in OLD], "a later change came first"),
         ([("drop", "memo")], [(c, None) for c in OLD[:1]] + [(_col("amount", "decimal(12,2)"), None)], "any more"),
@@ -534,6 +539,37 @@ def test_an_added_columns_literal_time_is_followed_when_spelled_as_stored(defini
         assert not isinstance(result, str) and normalize(added, result[2]["c"]) == fill, result
 
 
+@pytest.mark.parametrize(
+    "definition, column_type, fill",
+    [  # what MariaDB gave the rows there (its own test: SELECT after the ALTER); MySQL gives the same
+        ("INT UNSIGNED NOT NULL", "int(10) unsigned", 0),
+        ("DECIMAL(5,2) NOT NULL", "decimal(5,2)", "0.00"),
+        ("DOUBLE NOT NULL", "double", 0.0),
+        ("VARCHAR(5) NOT NULL", "varchar(5)", ""),
+        ("ENUM('b','a') NOT NULL", "enum('b','a')", "b"),
+        ("SET('x','y') NOT NULL", "set('x','y')", ""),
+        ("TIME NOT NULL", "time", "00:00:00.000000"),
+        ("YEAR NOT NULL", "year(4)", 0),
+        ("BINARY(3) NOT NULL", "binary(3)", "AAAA"),  # three zero bytes, in base64
+        ("BLOB NOT NULL", "blob", ""),
+        ("BIT(3) NOT NULL", "bit(3)", 0),
+        # a zero date, JSON's '' and a spatial column's empty value: not values of their types
+        ("DATETIME NOT NULL", "datetime", None),
+        ("JSON NOT NULL", "json", None),
+        ("POINT NOT NULL", "point", None),
+    ],
+)
+def test_a_not_null_column_added_without_a_default_gets_the_types_implicit_one(definition, column_type, fill):
+    added = _col("c", column_type, False)
+    result = followed_columns(
+        OLD, ("id",), [("add", "c", ("column", definition))], [(c, None) for c in OLD] + [(added, None)]
+    )
+    if fill is None:
+        assert isinstance(result, str) and "cannot reproduce" in result, result
+    else:
+        assert not isinstance(result, str) and normalize(added, result[2]["c"]) == fill, result
+
+
 def test_a_fraction_the_server_did_not_log_is_not_guessed():
     coarse = Instant(AT.utc, AT.local, False)
     now = [(c, None) for c in OLD] + [(Column("c", "datetime", "datetime(3)", True, None, 3), "current_timestamp(3)")]
@@ -647,7 +683,7 @@ def test_alters_read_late_are_followed_as_declared_when_that_gives_the_rows_colu
         ([[("add", "f", ("column", "FLOAT(7,3) DEFAULT 1.5"))]], ["id", "amount", "memo", "f"], "does not read"),
         ([[("add", "x", ("column", "INT"))]], ["id", "amount", "memo", "x", "y"], "not those the statements leave"),
         ([[("modify", "memo", ("column", "VARCHAR(10)"))]], ["id", "amount", "memo"], "not a widening"),
-        ([[("add", "x", ("column", "INT NOT NULL"))]], ["id", "amount", "memo", "x"], "cannot reproduce"),
+        ([[("add", "x", ("column", "DATE NOT NULL"))]], ["id", "amount", "memo", "x"], "cannot reproduce"),
         ([[("drop", "id")]], ["amount", "memo"], "drops key column id"),
     ],
 )

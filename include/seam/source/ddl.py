@@ -254,7 +254,7 @@ def widening(old: Column, new: Column) -> str | None:
     (so the target, changed the same way, still holds the source's rows); else why not."""
     if new.nullable < old.nullable:
         return f"column {new.name} became NOT NULL (the source may have rewritten its NULLs)"
-    if old.column_type == new.column_type:
+    if _width_spelled(old.column_type) == _width_spelled(new.column_type):
         return None
     a, b = old.data_type, new.data_type
     same_sign = old.unsigned == new.unsigned and old.zerofill == new.zerofill
@@ -278,6 +278,12 @@ def widening(old: Column, new: Column) -> str | None:
     return f"column {new.name} changed from {old.column_type} to {new.column_type}, which is not a widening"
 
 
+def _width_spelled(column_type: str) -> str:
+    """A type as MariaDB's catalog spells it: ``YEAR`` is ``year(4)``, ``BIT`` ``bit(1)`` (MySQL 8 shows ``year``)."""
+    return _DEFAULT_WIDTHS.get(column_type, column_type)
+
+
+_DEFAULT_WIDTHS = {"year": "year(4)", "bit": "bit(1)", "binary": "binary(1)", "char": "char(1)"}
 LATER_CHANGE = "a later change came first"
 
 

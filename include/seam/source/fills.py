@@ -20,6 +20,10 @@ from seam.source.sql_text import UnreadableStatement, literal_value
 # DATE, DATETIME or TIME literal spelled as the server stores it (``_TIME_LITERALS``): a TIMESTAMP's is in the
 # session's time zone, a looser spelling or more digits than the column keeps is the server's to read
 _NO_DEFAULT = {"date", "datetime", "timestamp", "time", "bit", "binary", "varbinary", "blob", "json"}
+_EMPTY_BY_DEFAULT = {
+    *("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "set"),
+    *("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"),  # BINARY(n): n zero bytes
+}
 _TIME_LITERALS = {
     "date": re.compile(r"(\d{4}-\d\d-\d\d)()"),
     "datetime": re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(\d{1,6}))?"),
@@ -45,11 +49,30 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
     """(an added column's value in the rows that were there, None), or (None, why the stream cannot)."""
     if isinstance(value, Now):
         return _statement_time(column, value, said)
+    implicit = implicit_default(column)  # NOT NULL and no DEFAULT (DEFAULT NULL would have been refused)
+    if value is None and not column.nullable and implicit is not None:
+        return implicit, None
     if value is COMPUTED or (value is None and not column.nullable) or not _stored_as_written(column, value):
         return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
     if value is not None and column.data_type in _NO_DEFAULT and not _stored_time(column, value):
         return None, f"column {column.name} has a {column.data_type} default the stream does not reproduce"
     return value, None
+
+
+def implicit_default(column: Column) -> str | None:
+    """What MySQL and MariaDB give the rows there in a NOT NULL column added without a DEFAULT: zero, an empty
+    string, an ENUM's first member; None where Seam does not reproduce it (a zero date, JSON's and a spatial
+    column's empty value, which are not values of their types)."""
+    kind = column.data_type
+    if kind in INTEGER_TYPES or kind in ("decimal", "float", "double", "bit", "year"):
+        return "0"
+    if kind == "enum":
+        return column.members[0] if column.members else None
+    if kind == "time":
+        return "00:00:00"
+    if kind in _EMPTY_BY_DEFAULT:
+        return ""
+    return None
 
 
 def _statement_time(column: Column, now: Now, said: Any) -> tuple[Any, str | None]:
