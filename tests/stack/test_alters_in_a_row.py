@@ -2,7 +2,10 @@
 source's definition is already the last one's. With no row of the table between them they are followed as one
 change; a row between two of them has them followed as their statements declared them, when that gives the row's
 columns, else it stops that table alone, with its remedy, never applied with the wrong columns.
-An added column's rows get the default its ADD declared, not the one the source shows later. The reader runs
+An added column's rows get the default its ADD declared, not the one the source shows later: a literal (with
+backslash escapes, under the statement's sql_mode), the time the statement ran (CURRENT_TIMESTAMP, on its
+session's wall clock), or a NOT NULL type's implicit value; a clause whose IF [NOT] EXISTS does not hold is
+skipped, as the server skipped it. The reader runs
 here only after every statement (``stream_once``), so it is behind every time."""
 
 from __future__ import annotations
@@ -69,6 +72,8 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             # a DATE, DATETIME or TIME literal spelled as the server stores it
             "ADD COLUMN since DATE NOT NULL DEFAULT '1970-01-01', ADD COLUMN opens TIME(2) DEFAULT '-100:00:00.25'",
             "ADD COLUMN due DATETIME(3) DEFAULT '2000-01-01 10:00:00.5' AFTER id",
+            # a migration run again: the server skips what IF [NOT] EXISTS says is done
+            "ADD COLUMN IF NOT EXISTS flag INT, DROP COLUMN IF EXISTS gone, ADD COLUMN IF NOT EXISTS extra INT DEFAULT 6",
             # NOT NULL without a DEFAULT: the type's implicit one (0, '', the first member, zero bytes)
             "ADD COLUMN qty INT UNSIGNED NOT NULL, ADD COLUMN kind ENUM('b','a') NOT NULL, ADD COLUMN yr YEAR NOT NULL",
             "ADD COLUMN raw BINARY(3) NOT NULL, ADD COLUMN label VARCHAR(5) NOT NULL, ADD COLUMN bits BIT(3) NOT NULL",
@@ -115,7 +120,23 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             (DB,),
         ).fetchall()
     expected = [
-        *("bits", "day", "due", "esc", "flag", "id", "kind", "label", "memo", "n3", "opens", "qty", "raw", "seen"),
+        *(
+            "bits",
+            "day",
+            "due",
+            "esc",
+            "extra",
+            "flag",
+            "id",
+            "kind",
+            "label",
+            "memo",
+            "n3",
+            "opens",
+            "qty",
+            "raw",
+            "seen",
+        ),
         *("since", "stamp", "total", "yr", "z"),
     ]
     assert sorted(columns) == expected, columns  # PostgreSQL adds columns last

@@ -33,14 +33,14 @@ from seam.wire.records import normalize
         ),
         (
             "ALTER TABLE payments ADD COLUMN a INT, ADD COLUMN IF NOT EXISTS b INT FIRST",
-            ("alter", [("add", "a", ("column", "INT")), ("add", "b", ("column", "INT FIRST"))]),
+            ("alter", [("add", "a", ("column", "INT")), ("add?", "b", ("column", "INT FIRST"))]),
         ),
         (
             "/* by app */ ALTER ONLINE TABLE payments ADD c JSON AFTER id",
             ("alter", [("add", "c", ("column", "JSON AFTER id"))]),
         ),
         ("ALTER TABLE payments DROP COLUMN memo", ("alter", [("drop", "memo")])),
-        ("ALTER TABLE payments DROP memo, DROP COLUMN IF EXISTS `x`", ("alter", [("drop", "memo"), ("drop", "x")])),
+        ("ALTER TABLE payments DROP memo, DROP COLUMN IF EXISTS `x`", ("alter", [("drop", "memo"), ("drop?", "x")])),
         (
             "ALTER TABLE payments MODIFY amount decimal(20,4)",
             ("alter", [("modify", "amount", ("column", "decimal(20,4)"))]),
@@ -413,6 +413,24 @@ def test_a_cut_over_is_compared_by_column_name():
 )
 def test_alters_in_a_row_compose_into_one_statements_clauses(statements, composed):
     assert composed_clauses([c.name for c in OLD], statements) == composed
+
+
+@pytest.mark.parametrize(
+    "query, composed",
+    [  # a migration run twice: the server skips a clause whose IF [NOT] EXISTS does not hold, so does the stream
+        ("ALTER TABLE payments ADD COLUMN IF NOT EXISTS memo INT, ADD COLUMN IF NOT EXISTS c INT", [("add", "c")]),
+        ("ALTER TABLE payments ADD COLUMN IF NOT EXISTS (a INT, MEMO INT)", [("add", "a")]),
+        ("ALTER TABLE payments DROP COLUMN IF EXISTS nope, DROP IF EXISTS memo", [("drop", "memo")]),
+        ("ALTER TABLE payments CHANGE COLUMN IF EXISTS nope n2 INT, RENAME COLUMN IF EXISTS x TO y", []),
+        ("ALTER TABLE payments MODIFY IF EXISTS amount DECIMAL(12,2)", [("modify", "amount")]),
+        ("ALTER TABLE payments ADD COLUMN IF NOT EXISTS memo INT", []),
+    ],
+)
+def test_a_clause_whose_if_exists_does_not_hold_is_skipped_as_the_server_skipped_it(query, composed):
+    effect = ddl_effect(query, "shop", "shop", "payments")
+    assert effect is not None and effect[0] == "alter", effect
+    clauses = composed_clauses([c.name for c in OLD], [effect[1]])
+    assert [c[:2] for c in clauses] == composed, clauses
 
 
 def test_a_column_dropped_and_added_again_is_not_followed_as_the_same_column():

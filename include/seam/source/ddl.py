@@ -17,7 +17,9 @@ definition in hand:
   pt-online-schema-change): its columns are followed where the target can, then it waits for a repair.
 - ``("alter", [clause, ...])``: column clauses the stream may follow, each a tuple ``("add", name)``,
   ``("drop", name)``, ``("rename", old, new)``, ``("change", old, new)`` or ``("modify", name)``; the reader
-  checks the result against the source (``widening``) and stops the table when the target cannot follow.
+  checks the result against the source (``widening``) and stops the table when the target cannot follow. A
+  clause with ``IF [NOT] EXISTS`` has a kind ending in ``?`` (``"add?"``): ``composed_clauses`` skips it
+  where the server did.
 - ``("default", [clause, ...])``: only ``("default", name, declared)`` clauses (``ALTER COLUMN ... SET/DROP
   DEFAULT``): no row changes; the reader takes it into ALTERs that wait for the ones after them.
 - ``("stop", what)``: the table's stream stops, loudly, naming ``what``.
@@ -103,19 +105,23 @@ _COLUMN_CLAUSES = [
     ("default", re.compile(rf"^ALTER\s+(?:COLUMN\s+)?({_NAME})\s+((?:SET|DROP)\s+DEFAULT\b.*)$", re.I | re.S)),
 ]
 # words after ADD/DROP that are not a column name (ADD PRIMARY KEY, DROP PARTITION, ADD PERIOD ...)
+_CONDITIONAL = re.compile(r"\w+\s+(?:COLUMN\s+)?IF\s+(?:NOT\s+)?EXISTS\s", re.I)
 _NOT_A_COLUMN = {"PRIMARY", "PARTITION", "SYSTEM", "PERIOD", "INDEX", "KEY", "CONSTRAINT", "FOREIGN", "CHECK"}
 _STATEMENT_DML = re.compile(r"(INSERT|REPLACE|UPDATE|DELETE|LOAD\s+DATA|LOAD\s+XML|CALL)\b", re.I)
 
 
 def _column_clause(clause: str) -> tuple | None:
+    """A column clause as a tuple (see the module); its kind ends in ``?`` when it has ``IF [NOT] EXISTS``: the
+    server skipped it if the column was there (ADD) or was not (the others), ``composed_clauses`` decides."""
     for kind, pattern in _COLUMN_CLAUSES:
         m = pattern.match(clause + " ")
         if m and not (m.group(1).upper() in _NOT_A_COLUMN and not re.match(r"\w+\s+COLUMN\b", clause, re.I)):
+            tag = kind + "?" if _CONDITIONAL.match(clause) else kind
             if kind in ("drop", "rename"):
-                return (kind, *(_unquote(g) for g in m.groups()))
+                return (tag, *(_unquote(g) for g in m.groups()))
             *names, declared = m.groups()
             return (
-                kind,
+                tag,
                 *(_unquote(n) for n in names),
                 ("default" if kind == "default" else "column", declared.strip()),
             )
@@ -297,6 +303,10 @@ def composed_clauses(old_names: list[str], statements: list[list[tuple]]) -> lis
         for clause in clauses:
             kind, name = clause[0], _spelled(clause[1], origin)
             said = _declarations(clause)
+            if kind.endswith("?"):  # IF [NOT] EXISTS: skipped by the server when the column was (not) there
+                kind = kind[:-1]
+                if (name in origin) == (kind == "add"):
+                    continue
             if kind == "add":
                 if name in origin:
                     return f"column {name} is added where one of that name is"
