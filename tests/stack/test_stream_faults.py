@@ -165,6 +165,11 @@ FOLLOWED_DDL = [
     "ALTER TABLE accounts MODIFY holder VARCHAR(200) NULL, CHANGE balance balance DECIMAL(24,6) NOT NULL DEFAULT 0",
     "UPDATE accounts SET holder = NULL WHERE id % 10 = 0",
     "ALTER TABLE accounts ALTER COLUMN tier SET DEFAULT 7",
+    # a migration run again (IF NOT EXISTS of a column there), the statement's time on this session's wall
+    # clock, a NOT NULL column without a default (its rows get 0)
+    "SET time_zone = '-03:00'",
+    "ALTER TABLE accounts ADD COLUMN IF NOT EXISTS tier INT, ADD COLUMN opened DATETIME(3) NOT NULL "
+    "DEFAULT CURRENT_TIMESTAMP(3), ADD COLUMN flags INT UNSIGNED NOT NULL",
     "ALTER TABLE payments MODIFY amount DECIMAL(24,6) NOT NULL, MODIFY reference VARCHAR(100) NOT NULL",
     "ALTER TABLE payments MODIFY account_id BIGINT NOT NULL",  # no change at all
     "TRUNCATE TABLE audit_log",
@@ -217,7 +222,9 @@ def test_ddl_the_target_can_follow_is_followed_under_a_writer_other_ddl_stops_on
                     (DB,),
                 )
             }
-        assert {"risk note", "tier", "holder"} <= set(cols) and not {"owner", "currency"} & set(cols), cols
+        assert {"risk note", "tier", "holder", "opened", "flags"} <= set(cols) and not {"owner", "currency"} & set(
+            cols
+        ), cols
         assert cols["holder"] == "YES"
         status = _seam(path, "stream", "status", timeout=60)
         assert status.returncode == 0, status.stdout + status.stderr
