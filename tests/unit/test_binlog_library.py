@@ -131,6 +131,22 @@ def test_a_query_event_is_read_with_any_status_variables(status, phase):
             _parsed(_event(0x02, library_body), {QueryEvent}, False)
 
 
+@pytest.mark.parametrize(
+    "status, clock",
+    [
+        (_STATUS, (None, None)),
+        # MariaDB: time_zone '+05:30', then Q_HRNOW (its microseconds)
+        (_STATUS + b"\x05\x06+05:30" + b"\x80" + (630316).to_bytes(3, "little"), (630316, "+05:30")),
+        # MySQL 8: the databases the statement updated (two, then none), then Q_MICROSECONDS
+        (_STATUS + b"\x0c\x02shop\x00other\x00" + b"\x0d" + (17).to_bytes(3, "little"), (17, None)),
+        (_STATUS + b"\x0c\xfe" + b"\x0d" + (17).to_bytes(3, "little"), (17, None)),
+    ],
+)
+def test_a_query_event_carries_the_time_it_ran(status, clock):
+    event = _query_event(status, b"ALTER TABLE t ADD COLUMN at DATETIME(6) DEFAULT NOW(6)")
+    assert (event.microseconds, event.time_zone) == clock and event.sql_mode == 0x54200000
+
+
 @pytest.mark.parametrize("full_metadata", [True, False])
 def test_a_table_map_is_parsed_with_seams_server_object(full_metadata):
     names = [b"id", b"note"]

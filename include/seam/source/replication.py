@@ -359,7 +359,10 @@ _STATUS_SIZES = {
     **{0x10: 1, 0x11: 8, 0x12: 2, 0x13: 1, 0x14: 1, 0x80: 3, 0x81: 8},
 }
 _SQL_MODE, _CHARSET, _TIME_ZONE, _GTID_FLAGS3 = 0x01, 0x04, 0x05, 0x82
-_MICROSECONDS = (0x0D, 0x80)  # MySQL's Q_MICROSECONDS, MariaDB's Q_HRNOW: when the statement used them
+_UPDATED_DB_NAMES, _MICROSECONDS = (
+    0x0C,
+    (0x0D, 0x80),
+)  # MySQL's Q_MICROSECONDS, MariaDB's Q_HRNOW: when the statement used them
 _ALTER_PHASES = ((2, "start"), (4, "commit"), (8, "rollback"))  # MariaDB's GTID flags_extra bits
 
 
@@ -411,6 +414,13 @@ def _status_size(code: int, data: bytes, at: int) -> int | None:
         return 2 + data[at] + data[at + 1 + data[at]]
     if code == _GTID_FLAGS3:  # flags; a commit or rollback of a begun ALTER adds the sequence number it began at
         return 1 + (8 if data[at] & (4 | 8) else 0)
+    if code == _UPDATED_DB_NAMES:  # MySQL's, before its microseconds: a count (254: none), each name NUL-ended
+        end = at + 1
+        for _ in range(data[at] if data[at] != 254 else 0):
+            end = data.find(b"\0", end) + 1
+            if end == 0:
+                return None
+        return end - at
     return None
 
 
