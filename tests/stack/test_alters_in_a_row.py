@@ -74,6 +74,8 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             "ADD COLUMN due DATETIME(3) DEFAULT '2000-01-01 10:00:00.5' AFTER id",
             # a migration run again: the server skips what IF [NOT] EXISTS says is done
             "ADD COLUMN IF NOT EXISTS flag INT, DROP COLUMN IF EXISTS gone, ADD COLUMN IF NOT EXISTS extra INT DEFAULT 6",
+            "ADD COLUMN active BIT(1) NOT NULL DEFAULT b'1', ADD COLUMN mask BIT(4) DEFAULT 5, "
+            "ADD COLUMN tag VARBINARY(8) NOT NULL DEFAULT 'ab'",
             # NOT NULL without a DEFAULT: the type's implicit one (0, '', the first member, zero bytes)
             "ADD COLUMN qty INT UNSIGNED NOT NULL, ADD COLUMN kind ENUM('b','a') NOT NULL, ADD COLUMN yr YEAR NOT NULL",
             "ADD COLUMN raw BINARY(3) NOT NULL, ADD COLUMN label VARCHAR(5) NOT NULL, ADD COLUMN bits BIT(3) NOT NULL",
@@ -120,24 +122,8 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             (DB,),
         ).fetchall()
     expected = [
-        *(
-            "bits",
-            "day",
-            "due",
-            "esc",
-            "extra",
-            "flag",
-            "id",
-            "kind",
-            "label",
-            "memo",
-            "n3",
-            "opens",
-            "qty",
-            "raw",
-            "seen",
-        ),
-        *("since", "stamp", "total", "yr", "z"),
+        *("active", "bits", "day", "due", "esc", "extra", "flag", "id", "kind", "label", "mask", "memo", "n3"),
+        *("opens", "qty", "raw", "seen", "since", "stamp", "tag", "total", "yr", "z"),
     ]
     assert sorted(columns) == expected, columns  # PostgreSQL adds columns last
     assert [t for t, _ in stopped] == ["stuck"], stopped

@@ -456,6 +456,9 @@ def test_a_column_dropped_and_added_again_is_not_followed_as_the_same_column():
         (("column", "datetime DEFAULT CURRENT_TIMESTAMP"), Now(0, False)),
         (("column", "datetime(6) DEFAULT now(3) ON UPDATE now(3)"), Now(3, False)),
         (("column", "date DEFAULT (CURRENT_DATE)"), Now(0, True)),
+        (("column", "BIT(3) NOT NULL DEFAULT b'101'"), "b'101'"),
+        (("column", "BIT(3) DEFAULT 0b11"), "b'11'"),
+        (("column", "BIT(3) DEFAULT b'12'"), _COMPUTED),
         (("column", "date DEFAULT (CURRENT_DATE + INTERVAL 1 DAY)"), _COMPUTED),
         (("column", "int DEFAULT (1 + 1)"), _COMPUTED),
         (("column", "int AUTO_INCREMENT UNIQUE"), _COMPUTED),
@@ -584,6 +587,30 @@ def test_a_not_null_column_added_without_a_default_gets_the_types_implicit_one(d
     )
     if fill is None:
         assert isinstance(result, str) and "cannot reproduce" in result, result
+    else:
+        assert not isinstance(result, str) and normalize(added, result[2]["c"]) == fill, result
+
+
+@pytest.mark.parametrize(
+    "definition, column_type, catalog, fill",
+    [  # the catalog as MariaDB shows the default the rows there got (its own test: SELECT after the ALTER)
+        ("BIT(1) NOT NULL DEFAULT b'1'", "bit(1)", "b'1'", 1),
+        ("BIT(4) DEFAULT 5", "bit(4)", "b'101'", 5),
+        ("BIT(3) DEFAULT 0b011", "bit(3)", "b'11'", 3),
+        ("BIT(2) DEFAULT TRUE", "bit(2)", "b'1'", 1),
+        ("VARBINARY(8) NOT NULL DEFAULT ''", "varbinary(8)", "''", ""),
+        ("BLOB DEFAULT 'xy'", "blob", "'xy'", "eHk="),
+        ("VARBINARY(8) DEFAULT 'é'", "varbinary(8)", "'é'", None),  # its bytes: the client's character set's
+        ("BINARY(4) DEFAULT 'ab'", "binary(4)", "'ab\\0\\0'", None),  # padded in the catalog: not as declared
+    ],
+)
+def test_an_added_bit_or_binary_columns_literal_default_is_followed(definition, column_type, catalog, fill):
+    added = _col("c", column_type)
+    result = followed_columns(
+        OLD, ("id",), [("add", "c", ("column", definition))], [(c, None) for c in OLD] + [(added, catalog)]
+    )
+    if fill is None:
+        assert isinstance(result, str), result
     else:
         assert not isinstance(result, str) and normalize(added, result[2]["c"]) == fill, result
 

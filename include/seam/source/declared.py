@@ -127,6 +127,10 @@ def declared_default(declared: tuple[str, str]) -> Any:
     token = m.group(1)
     if token.startswith("\0"):
         return _string(strings[int(token.strip("\0"))])
+    bits = re.fullmatch(r"[bB]\0(\d+)\0|0b([01]+)", token)
+    if bits:  # a bit literal, b'101' or 0b101, as the catalog spells it
+        digits = bits.group(2) or _string(strings[int(bits.group(1))])
+        return f"b'{digits}'" if re.fullmatch(r"[01]+", digits) else COMPUTED
     upper = token.upper()
     if upper == "NULL":
         return None

@@ -20,6 +20,7 @@ from seam.source.sql_text import UnreadableStatement, literal_value
 # DATE, DATETIME or TIME literal spelled as the server stores it (``_TIME_LITERALS``): a TIMESTAMP's is in the
 # session's time zone, a looser spelling or more digits than the column keeps is the server's to read
 _NO_DEFAULT = {"date", "datetime", "timestamp", "time", "bit", "binary", "varbinary", "blob", "json"}
+_BINARIES = {"varbinary", "tinyblob", "blob", "mediumblob", "longblob"}  # BINARY(n): the catalog pads it
 _EMPTY_BY_DEFAULT = {
     *("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "set"),
     *("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"),  # BINARY(n): n zero bytes
@@ -54,9 +55,26 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
         return implicit, None
     if value is COMPUTED or (value is None and not column.nullable) or not _stored_as_written(column, value):
         return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+    if column.data_type == "bit" and value is not None:
+        value = bit_digits(value)  # as the binlog reader hands a BIT over: its digits
+        if value is None:
+            return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+        return value, None
+    if column.data_type in _BINARIES and isinstance(value, str) and value.isascii():
+        return value, None  # the same bytes in every client character set
     if value is not None and column.data_type in _NO_DEFAULT and not _stored_time(column, value):
         return None, f"column {column.name} has a {column.data_type} default the stream does not reproduce"
     return value, None
+
+
+def bit_digits(value: Any) -> str | None:
+    """A BIT default's binary digits: from ``b'101'`` (a statement's or the catalog's spelling) or a number."""
+    if not isinstance(value, str):
+        return None
+    quoted = re.fullmatch(r"b'([01]+)'", value)
+    if quoted:
+        return quoted.group(1).lstrip("0") or "0"  # the catalog shows b'011' as b'11'
+    return format(int(value), "b") if re.fullmatch(r"\d+", value) else None
 
 
 def implicit_default(column: Column) -> str | None:
@@ -131,6 +149,8 @@ def same_default(declared: Any, catalog: str | None) -> bool:
     for theirs in (literal_default(catalog), catalog):
         if theirs == declared or (is_number(theirs) and is_number(declared) and Decimal(theirs) == Decimal(declared)):
             return True
+        if bit_digits(theirs) is not None and bit_digits(theirs) == bit_digits(declared):
+            return True  # a BIT's default is shown as b'101', whether declared so or as 5
         if isinstance(theirs, str) and _fraction_padded(theirs) == _fraction_padded(declared):
             return True  # '10:00:00.5' is shown as the column keeps it: '10:00:00.500'
     return False
