@@ -5,8 +5,8 @@ columns, else it stops that table alone, with its remedy, never applied with the
 An added column's rows get the default its ADD declared, not the one the source shows later: a literal (with
 backslash escapes, under the statement's sql_mode), the time the statement ran (CURRENT_TIMESTAMP, on its
 session's wall clock), or a NOT NULL type's implicit value; a clause whose IF [NOT] EXISTS does not hold is
-skipped, as the server skipped it. The reader runs
-here only after every statement (``stream_once``), so it is behind every time."""
+skipped, as the server skipped it. The reader runs here only after every statement (``stream_once``), so it
+is behind every time."""
 
 from __future__ import annotations
 
@@ -74,6 +74,7 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             "ADD COLUMN due DATETIME(3) DEFAULT '2000-01-01 10:00:00.5' AFTER id",
             # a migration run again: the server skips what IF [NOT] EXISTS says is done
             "ADD COLUMN IF NOT EXISTS flag INT, DROP COLUMN IF EXISTS gone, ADD COLUMN IF NOT EXISTS extra INT DEFAULT 6",
+            # a BIT literal (b'1', or a number), an ASCII binary one
             "ADD COLUMN active BIT(1) NOT NULL DEFAULT b'1', ADD COLUMN mask BIT(4) DEFAULT 5, "
             "ADD COLUMN tag VARBINARY(8) NOT NULL DEFAULT 'ab'",
             # NOT NULL without a DEFAULT: the type's implicit one (0, '', the first member, zero bytes)

@@ -104,8 +104,8 @@ _COLUMN_CLAUSES = [
     ("modify", re.compile(rf"^MODIFY\s+(?:COLUMN\s+)?{_IF_EXISTS}({_NAME})\s(.*)$", re.I | re.S)),
     ("default", re.compile(rf"^ALTER\s+(?:COLUMN\s+)?({_NAME})\s+((?:SET|DROP)\s+DEFAULT\b.*)$", re.I | re.S)),
 ]
+_CONDITIONAL = re.compile(r"\w+\s+(?:COLUMN\s+)?IF\s+(?:NOT\s+)?EXISTS\s", re.I)  # a clause with IF [NOT] EXISTS
 # words after ADD/DROP that are not a column name (ADD PRIMARY KEY, DROP PARTITION, ADD PERIOD ...)
-_CONDITIONAL = re.compile(r"\w+\s+(?:COLUMN\s+)?IF\s+(?:NOT\s+)?EXISTS\s", re.I)
 _NOT_A_COLUMN = {"PRIMARY", "PARTITION", "SYSTEM", "PERIOD", "INDEX", "KEY", "CONSTRAINT", "FOREIGN", "CHECK"}
 _STATEMENT_DML = re.compile(r"(INSERT|REPLACE|UPDATE|DELETE|LOAD\s+DATA|LOAD\s+XML|CALL)\b", re.I)
 

@@ -112,8 +112,10 @@ def _string(quoted: str) -> str:
 
 
 def declared_default(declared: tuple[str, str]) -> Any:
-    """The default a column clause declares: None (none, or NULL), the literal's text, or COMPUTED.
-    ``declared``: ("column", the definition after the name) or ("default", "SET DEFAULT x"/"DROP DEFAULT")."""
+    """The default a column clause declares: None (none, or NULL), the literal's text (a BIT's as ``b'101'``),
+    a ``Now``, or COMPUTED. ``declared``: ("column", the definition after the name) or ("default", "SET
+    DEFAULT x"/"DROP DEFAULT"), with the statement's ``Instant`` third once ``seam.source.stream_ddl`` stamped
+    it (a ``Now`` then carries it)."""
     kind, text = declared[:2]
     masked, strings = _masked(text)
     if kind == "column" and re.search(r"\b(AUTO_INCREMENT|GENERATED|SERIAL)\b|\bAS\s*\(", masked, re.I):

@@ -359,10 +359,8 @@ _STATUS_SIZES = {
     **{0x10: 1, 0x11: 8, 0x12: 2, 0x13: 1, 0x14: 1, 0x80: 3, 0x81: 8},
 }
 _SQL_MODE, _CHARSET, _TIME_ZONE, _GTID_FLAGS3 = 0x01, 0x04, 0x05, 0x82
-_UPDATED_DB_NAMES, _MICROSECONDS = (
-    0x0C,
-    (0x0D, 0x80),
-)  # MySQL's Q_MICROSECONDS, MariaDB's Q_HRNOW: when the statement used them
+_UPDATED_DB_NAMES = 0x0C
+_MICROSECONDS = (0x0D, 0x80)  # MySQL's Q_MICROSECONDS, MariaDB's Q_HRNOW: logged when the statement used them
 _ALTER_PHASES = ((2, "start"), (4, "commit"), (8, "rollback"))  # MariaDB's GTID flags_extra bits
 
 
@@ -371,8 +369,9 @@ def query_event(data: bytes, timestamp: int, post_header: int, end: int) -> Quer
     variable it does not know (MariaDB's ``Q_GTID_FLAGS3`` of every ALTER under ``binlog_alter_two_phase``),
     which would stop every table. What Seam reads: the statement in its client's character set
     (``seam.source.sql_text.statement_text``; the library reads every statement as UTF-8), the default
-    database, ``sql_mode``, its time (``microseconds``, ``time_zone``: what CURRENT_TIMESTAMP gave), and ``alter_phase``: MariaDB's ``binlog_alter_two_phase`` logs an ALTER when it
-    starts ("start") and again, whole, when it commits ("commit") or fails ("rollback")."""
+    database, ``sql_mode``, when it ran (``microseconds``, ``time_zone``: what its CURRENT_TIMESTAMP gave),
+    and ``alter_phase``: MariaDB's ``binlog_alter_two_phase`` logs an ALTER when it starts ("start") and
+    again, whole, when it commits ("commit") or fails ("rollback")."""
     event = QueryEvent.__new__(QueryEvent)
     event.timestamp, event.server_id = timestamp, int.from_bytes(data[6:10], "little")
     body = 20
