@@ -98,7 +98,9 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
         cur.execute(f"ALTER TABLE {DB}.busy ADD COLUMN path VARCHAR(20) DEFAULT 'c:\\new\\%'")
         cur.execute(f"UPDATE {DB}.busy SET path = 'd:\\' WHERE id < 3")
         cur.execute("SET SESSION sql_mode = DEFAULT")
-        cur.execute(f"ALTER TABLE {DB}.busy ADD COLUMN at DATETIME DEFAULT NOW()")
+        cur.execute(
+            f"ALTER TABLE {DB}.busy ADD COLUMN at DATETIME DEFAULT NOW(), ADD grade ENUM('lo','HI') DEFAULT 'hi'"
+        )
         cur.execute(f"UPDATE {DB}.busy SET at = '2001-02-03 04:05:06' WHERE id < 3")
         # the same with a type the stream does not read from a statement (FLOAT(M,D)): that table stops
         cur.execute(f"ALTER TABLE {DB}.stuck ADD COLUMN f FLOAT(7,3) DEFAULT 1.5")

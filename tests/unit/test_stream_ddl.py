@@ -615,6 +615,24 @@ def test_an_added_bit_or_binary_columns_literal_default_is_followed(definition, 
         assert not isinstance(result, str) and normalize(added, result[2]["c"]) == fill, result
 
 
+@pytest.mark.parametrize(
+    "definition, column_type, catalog, fill",
+    [  # the catalog as MariaDB shows the default the rows there got (its own test: SELECT after the ALTER)
+        ("ENUM('x','Y') DEFAULT 'y'", "enum('x','Y')", "'Y'", "Y"),
+        ("SET('p','q') DEFAULT 'Q,p'", "set('p','q')", "'p,q'", "p,q"),
+        ("CHAR(3) DEFAULT 'a '", "char(3)", "'a'", "a"),
+        ("ENUM('x ','z') DEFAULT 'x'", "enum('x','z')", "'x'", "x"),  # the server drops a member's trailing spaces
+        ("ENUM('a','A') CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT 'A'", "enum('a','A')", "'A'", "A"),
+    ],
+)
+def test_an_added_enum_set_or_char_default_is_the_spelling_the_column_stores(definition, column_type, catalog, fill):
+    added, said = _col("c", column_type), [("add", "c", ("column", definition))]
+    result = followed_columns(OLD, ("id",), said, [(c, None) for c in OLD] + [(added, catalog)])
+    assert not isinstance(result, str) and normalize(added, result[2]["c"]) == fill, result
+    late = declared_columns(OLD, ("id",), said, ["id", "amount", "memo", "c"])  # read late, rows between
+    assert not isinstance(late, str) and late[2]["c"] == fill, late
+
+
 def test_a_fraction_the_server_did_not_log_is_not_guessed():
     coarse = Instant(AT.utc, AT.local, False)
     now = [(c, None) for c in OLD] + [(Column("c", "datetime", "datetime(3)", True, None, 3), "current_timestamp(3)")]

@@ -497,7 +497,7 @@ def _added_value(column: Column, default: str | None, declared: list[tuple]) -> 
             return None, f"added, then {why}"
         if columns and widening(columns[-1], column):
             return None, f"column {column.name} was declared {columns[-1].column_type}: {LATER_CHANGE}"
-        if not same_default(declared_default(declared[-1]), default):
+        if not same_default(declared_default(declared[-1]), default, column):
             return None, f"column {column.name}'s default is not the one its last ALTER declared: {LATER_CHANGE}"
     return fill(column, value, default)
 

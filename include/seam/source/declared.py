@@ -174,6 +174,9 @@ def declared_column(name: str, declared: tuple[str, str]) -> Column | None:
         numbers = [int(n) for n in re.findall(r"\d+", args)] or [10]
         args = f"({numbers[0]},{(numbers[1:] or [0])[0]})"
         scale = (numbers[1:] or [0])[0]
+    if base in ("enum", "set"):  # the server keeps each member without its trailing spaces
+        members = Column(name, base, base + args, True).members
+        args = "(" + ",".join("'" + m.rstrip(" ").replace("'", "''") + "'" for m in members) + ")"
     column_type = base + args + "".join(f" {f}" for f in flags if f != "signed")
     rest, _ = _masked(text[m.end() :])
     nullable = not re.search(r"\bNOT\s+NULL\b|\bPRIMARY\s+KEY\b|\bSERIAL\b", rest, re.I)

@@ -53,6 +53,7 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
     implicit = implicit_default(column)  # NOT NULL and no DEFAULT (DEFAULT NULL would have been refused)
     if value is None and not column.nullable and implicit is not None:
         return implicit, None
+    value = stored_spelling(column, value)
     if value is COMPUTED or (value is None and not column.nullable) or not _stored_as_written(column, value):
         return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
     if column.data_type == "bit" and value is not None:
@@ -65,6 +66,31 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
     if value is not None and column.data_type in _NO_DEFAULT and not _stored_time(column, value):
         return None, f"column {column.name} has a {column.data_type} default the stream does not reproduce"
     return value, None
+
+
+def stored_spelling(column: Column, value: Any) -> Any:
+    """A literal default as the column stores it: an ENUM's member as defined (the server took 'y' for 'Y'), a
+    SET's members in their defined order, a CHAR without its trailing spaces; COMPUTED when no one member
+    matches (then the stream does not guess). Other values as they are."""
+    kind = column.data_type
+    if not isinstance(value, str) or kind not in ("enum", "set", "char"):
+        return value
+    if kind == "char":
+        return value.rstrip(" ")
+    members = tuple(m.rstrip(" ") for m in column.members)  # as the server keeps them
+    said = value.split(",") if kind == "set" else [value]
+    found = [_member(members, v) for v in said if v or kind == "enum"]
+    if None in found:
+        return COMPUTED
+    return found[0] if kind == "enum" else ",".join(m for m in members if m in found)
+
+
+def _member(members: tuple[str, ...], value: str) -> str | None:
+    """The member ``value`` names: itself, or the one member alike but for case and trailing spaces."""
+    if value in members:
+        return value
+    alike = [m for m in members if m.lower() == value.rstrip(" ").lower()]
+    return alike[0] if len(alike) == 1 else None
 
 
 def bit_digits(value: Any) -> str | None:
@@ -138,15 +164,17 @@ def _stored_as_written(column: Column, value: Any) -> bool:
     return True
 
 
-def same_default(declared: Any, catalog: str | None) -> bool:
-    """Whether a declared default is the source's COLUMN_DEFAULT (quoted by MariaDB, plain text in MySQL 8)."""
+def same_default(declared: Any, catalog: str | None, column: Column) -> bool:
+    """Whether a declared default is the source's COLUMN_DEFAULT (quoted by MariaDB, plain text in MySQL 8), of
+    ``column`` (the catalog shows an ENUM's or SET's default as the column stores it)."""
     if catalog is None or catalog.upper() == "NULL" or declared is None:
         return declared is None and (catalog is None or catalog.upper() == "NULL")
     if isinstance(declared, Now):
         return declared == now_default(catalog)
     if declared is COMPUTED:
         return literal_default(catalog) is COMPUTED
-    for theirs in (literal_default(catalog), catalog):
+    declared = stored_spelling(column, declared)
+    for theirs in (stored_spelling(column, literal_default(catalog)), catalog):
         if theirs == declared or (is_number(theirs) and is_number(declared) and Decimal(theirs) == Decimal(declared)):
             return True
         if bit_digits(theirs) is not None and bit_digits(theirs) == bit_digits(declared):
