@@ -530,6 +530,22 @@ def test_an_added_columns_rows_get_the_time_of_the_statement_that_added_it(defin
     assert isinstance(unstamped, str) and "cannot reproduce" in unstamped  # no time, no guess
 
 
+def _added_alone(definition: str, added: Column, catalog: str | None):
+    """followed_columns of one ADD of ``added`` as ``definition`` declares it, the source showing ``catalog``
+    as its COLUMN_DEFAULT."""
+    now = [(c, None) for c in OLD] + [(added, catalog)]
+    return followed_columns(OLD, ("id",), [("add", "c", ("column", definition))], now)
+
+
+def _assert_filled(result, added: Column, fill, refused: str = "") -> None:
+    """The rows there got ``fill`` (as Seam records it), or, ``fill`` None, the ADD stops its table (saying
+    ``refused``)."""
+    if fill is None:
+        assert isinstance(result, str) and refused in result, result
+    else:
+        assert not isinstance(result, str) and normalize(added, result[2]["c"]) == fill, result
+
+
 @pytest.mark.parametrize(
     "definition, column, catalog, fill",
     [  # the catalog as MariaDB shows the default the rows there got (its own test: SELECT after the ALTER)
@@ -551,13 +567,7 @@ def test_an_added_columns_rows_get_the_time_of_the_statement_that_added_it(defin
 )
 def test_an_added_columns_literal_time_is_followed_when_spelled_as_stored(definition, column, catalog, fill):
     added = Column("c", column[0], f"{column[0]}({column[1]})" if column[1] else column[0], True, None, column[1])
-    result = followed_columns(
-        OLD, ("id",), [("add", "c", ("column", definition))], [(c, None) for c in OLD] + [(added, catalog)]
-    )
-    if fill is None:
-        assert isinstance(result, str), result
-    else:
-        assert not isinstance(result, str) and normalize(added, result[2]["c"]) == fill, result
+    _assert_filled(_added_alone(definition, added, catalog), added, fill)
 
 
 @pytest.mark.parametrize(
@@ -582,13 +592,7 @@ def test_an_added_columns_literal_time_is_followed_when_spelled_as_stored(defini
 )
 def test_a_not_null_column_added_without_a_default_gets_the_types_implicit_one(definition, column_type, fill):
     added = _col("c", column_type, False)
-    result = followed_columns(
-        OLD, ("id",), [("add", "c", ("column", definition))], [(c, None) for c in OLD] + [(added, None)]
-    )
-    if fill is None:
-        assert isinstance(result, str) and "cannot reproduce" in result, result
-    else:
-        assert not isinstance(result, str) and normalize(added, result[2]["c"]) == fill, result
+    _assert_filled(_added_alone(definition, added, None), added, fill, refused="cannot reproduce")
 
 
 @pytest.mark.parametrize(
@@ -606,13 +610,7 @@ def test_a_not_null_column_added_without_a_default_gets_the_types_implicit_one(d
 )
 def test_an_added_bit_or_binary_columns_literal_default_is_followed(definition, column_type, catalog, fill):
     added = _col("c", column_type)
-    result = followed_columns(
-        OLD, ("id",), [("add", "c", ("column", definition))], [(c, None) for c in OLD] + [(added, catalog)]
-    )
-    if fill is None:
-        assert isinstance(result, str), result
-    else:
-        assert not isinstance(result, str) and normalize(added, result[2]["c"]) == fill, result
+    _assert_filled(_added_alone(definition, added, catalog), added, fill)
 
 
 @pytest.mark.parametrize(
@@ -626,9 +624,9 @@ def test_an_added_bit_or_binary_columns_literal_default_is_followed(definition, 
     ],
 )
 def test_an_added_enum_set_or_char_default_is_the_spelling_the_column_stores(definition, column_type, catalog, fill):
-    added, said = _col("c", column_type), [("add", "c", ("column", definition))]
-    result = followed_columns(OLD, ("id",), said, [(c, None) for c in OLD] + [(added, catalog)])
-    assert not isinstance(result, str) and normalize(added, result[2]["c"]) == fill, result
+    added = _col("c", column_type)
+    _assert_filled(_added_alone(definition, added, catalog), added, fill)
+    said = [("add", "c", ("column", definition))]
     late = declared_columns(OLD, ("id",), said, ["id", "amount", "memo", "c"])  # read late, rows between
     assert not isinstance(late, str) and late[2]["c"] == fill, late
 
