@@ -4,12 +4,13 @@ change; a row between two of them has them followed as their statements declared
 columns, else it stops that table alone, with its remedy, never applied with the wrong columns.
 An added column's rows get the default its ADD declared, not the one the source shows later: a literal (with
 backslash escapes, under the statement's sql_mode), the time the statement ran (CURRENT_TIMESTAMP, on its
-session's wall clock), or a NOT NULL type's implicit value; a clause whose IF [NOT] EXISTS does not hold is
+session's wall clock), a TIMESTAMP literal on that clock, or a NOT NULL type's implicit value; a clause whose IF [NOT] EXISTS does not hold is
 skipped, as the server skipped it. The reader runs here only after every statement (``stream_once``), so it
 is behind every time."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 
 import psycopg
@@ -72,6 +73,8 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             # a DATE, DATETIME or TIME literal spelled as the server stores it
             "ADD COLUMN since DATE NOT NULL DEFAULT '1970-01-01', ADD COLUMN opens TIME(2) DEFAULT '-100:00:00.25'",
             "ADD COLUMN due DATETIME(3) DEFAULT '2000-01-01 10:00:00.5' AFTER id",
+            # a TIMESTAMP literal is read on the session's clock: the rows there got 2000-05-31 18:30:00.5 UTC
+            "ADD COLUMN valid_from TIMESTAMP(1) NULL DEFAULT '2000-06-01 00:00:00.5'",
             # a migration run again: the server skips what IF [NOT] EXISTS says is done
             "ADD COLUMN IF NOT EXISTS flag INT, DROP COLUMN IF EXISTS gone, ADD COLUMN IF NOT EXISTS extra INT DEFAULT 6",
             # a BIT literal (b'1', or a number), an ASCII binary one
@@ -98,6 +101,8 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
         cur.execute(f"ALTER TABLE {DB}.busy ADD COLUMN path VARCHAR(20) DEFAULT 'c:\\new\\%'")
         cur.execute(f"UPDATE {DB}.busy SET path = 'd:\\' WHERE id < 3")
         cur.execute("SET SESSION sql_mode = DEFAULT")
+        cur.execute(f"ALTER TABLE {DB}.busy ADD COLUMN opened TIMESTAMP NOT NULL DEFAULT '2020-01-01 10:00:00'")
+        cur.execute(f"UPDATE {DB}.busy SET opened = '2021-01-01 00:00:00' WHERE id < 3")
         cur.execute(
             f"ALTER TABLE {DB}.busy ADD COLUMN at DATETIME DEFAULT NOW(), ADD grade ENUM('lo','HI') DEFAULT 'hi'"
         )
@@ -126,11 +131,22 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
         ).fetchall()
     expected = [
         *("active", "bits", "day", "due", "esc", "extra", "flag", "id", "kind", "label", "mask", "memo", "n3"),
-        *("opens", "qty", "raw", "seen", "since", "stamp", "tag", "total", "yr", "z"),
+        *("opens", "qty", "raw", "seen", "since", "stamp", "tag", "total", "valid_from", "yr", "z"),
     ]
     assert sorted(columns) == expected, columns  # PostgreSQL adds columns last
     assert [t for t, _ in stopped] == ["stuck"], stopped
     with psycopg.connect(**pipeline.target.conninfo()) as target:
-        filled = target.execute(f'SELECT DISTINCT m.esc, b.path FROM "{DB}".migrated m, "{DB}".busy b WHERE b.id = 9')
-        assert filled.fetchall() == [("a\\b\n\\%", "c:\\new\\%")]
+        filled = target.execute(
+            f'SELECT DISTINCT m.esc, b.path, m.valid_from, b.opened FROM "{DB}".migrated m, "{DB}".busy b '
+            "WHERE b.id = 9 AND m.id < 1000"
+        )
+        utc = dt.UTC
+        assert filled.fetchall() == [
+            (
+                "a\\b\n\\%",
+                "c:\\new\\%",
+                dt.datetime(2000, 5, 31, 18, 30, 0, 500000, utc),
+                dt.datetime(2020, 1, 1, 4, 30, tzinfo=utc),
+            )
+        ]
     assert "its rows changed after the ALTER at" in stopped[0][1] and f"seam load full {DB}.stuck" in stopped[0][1]

@@ -4,6 +4,7 @@ anything that changes rows or shape stops the table, index and option changes an
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 import pytest
 
@@ -570,6 +571,75 @@ def test_an_added_columns_literal_time_is_followed_when_spelled_as_stored(defini
     _assert_filled(_added_alone(definition, added, catalog), added, fill)
 
 
+# a +05:30 session's literals, as the source read them in UTC for the statement (stream_ddl._instant)
+ZONED = replace(
+    AT,
+    in_utc={
+        "2000-01-01 10:00:00": dt.datetime(2000, 1, 1, 4, 30),
+        "2000-06-01 00:00:00.5": dt.datetime(2000, 5, 31, 18, 30, 0, 500000),
+        "2000-01-01": dt.datetime(1999, 12, 31, 18, 30),
+    },
+)
+
+
+@pytest.mark.parametrize(
+    "definition, column, catalog, fill",
+    [  # the catalog on UTC, as MariaDB shows the default the rows there got (its own test: SELECT after the ALTER)
+        (
+            "TIMESTAMP NULL DEFAULT '2000-01-01 10:00:00'",
+            ("timestamp", 0),
+            "'2000-01-01 04:30:00'",
+            "2000-01-01T04:30:00.000000Z",
+        ),
+        (
+            "TIMESTAMP(3) NOT NULL DEFAULT '2000-06-01 00:00:00.5'",
+            ("timestamp", 3),
+            "'2000-05-31 18:30:00.500'",
+            "2000-05-31T18:30:00.500000Z",
+        ),
+        # a DATETIME keeps the session's spelling, whatever the zone
+        (
+            "DATETIME DEFAULT '2000-01-01 10:00:00'",
+            ("datetime", 0),
+            "'2000-01-01 10:00:00'",
+            "2000-01-01T10:00:00.000000",
+        ),
+        # the rows got 04:30 UTC; a catalog showing 10:00 UTC is a later ALTER's
+        ("TIMESTAMP NULL DEFAULT '2000-01-01 10:00:00'", ("timestamp", 0), "'2000-01-01 10:00:00'", None),
+        (
+            "TIMESTAMP(0) NULL DEFAULT '2000-01-01'",
+            ("timestamp", 0),
+            "'1999-12-31 18:30:00'",
+            "1999-12-31T18:30:00.000000Z",
+        ),
+        # more digits than the column keeps: the server's to round or truncate
+        ("TIMESTAMP NULL DEFAULT '2000-06-01 00:00:00.5'", ("timestamp", 0), "'2000-05-31 18:30:00'", None),
+    ],
+)
+def test_an_added_timestamps_literal_default_is_read_on_the_statements_session_clock(definition, column, catalog, fill):
+    kind, digits = column
+    added = Column("c", kind, f"{kind}({digits})" if digits else kind, True, None, digits)
+    now = [(c, None) for c in OLD] + [(added, catalog)]
+    result = followed_columns(OLD, ("id",), [("add", "c", ("column", definition, ZONED))], now)
+    if fill is None:
+        assert isinstance(result, str), result
+        return
+    assert not isinstance(result, str), result
+    assert normalize(added, result[2]["c"]) == fill, result
+    late = declared_columns(OLD, ("id",), [("add", "c", ("column", definition, ZONED))], ["id", "amount", "memo", "c"])
+    assert not isinstance(late, str) and late[2]["c"] == result[2]["c"], late  # read late: the same fill
+
+
+def test_a_cut_overs_timestamp_column_takes_the_catalogs_utc_default():
+    added = Column("c", "timestamp", "timestamp", True, None, 0)
+    result = followed_columns(
+        OLD, ("id",), [("add", "c")], [(c, None) for c in OLD] + [(added, "'2000-01-01 04:30:00'")]
+    )
+    assert not isinstance(result, str) and normalize(added, result[2]["c"]) == "2000-01-01T04:30:00.000000Z", result
+    zero = followed_columns(OLD, ("id",), [("add", "c")], [(c, None) for c in OLD] + [(added, "'0000-00-00 00:00:00'")])
+    assert isinstance(zero, str), zero
+
+
 @pytest.mark.parametrize(
     "definition, column_type, fill",
     [  # what MariaDB gave the rows there (its own test: SELECT after the ALTER); MySQL gives the same
@@ -654,6 +724,8 @@ def test_the_catalogs_default_is_read_with_its_escapes():
         ("ENUM('a','B') DEFAULT 'a'", "enum('a','B')", True),
         ("boolean", "tinyint(1)", True),
         ("double precision", "double", True),
+        ("DATETIME(0) NOT NULL", "datetime", False),  # as the catalog shows it: no digits, no (0)
+        ("TIMESTAMP( 3 ) NULL", "timestamp(3)", True),
     ],
 )
 def test_what_a_clause_declares_as_column(definition, column_type, nullable):

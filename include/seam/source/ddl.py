@@ -39,7 +39,7 @@ from typing import Any
 
 from seam.core.schema import INTEGER_TYPES, Column
 from seam.source.declared import COMPUTED, declared_column, declared_default
-from seam.source.fills import fill, literal_default, same_default
+from seam.source.fills import catalog_default, fill, same_default
 from seam.source.sql_text import UnreadableStatement, plain_statement
 
 # a name in backticks, in double quotes (a writer's sql_mode ANSI_QUOTES: the statement would have failed
@@ -486,7 +486,7 @@ def _added_value(column: Column, default: str | None, declared: list[tuple]) -> 
     The value is the ADD's default (``declared``, read from the statements), not the source's now: a later
     ALTER may have changed that. The source's definition now must be what the last statement declared, or
     a later change came first. A cut-over's column (nothing declared) takes the source's default."""
-    value = literal_default(default)
+    value = catalog_default(column, default)
     if declared:
         value = declared_default(declared[0])
         if value is _COMPUTED:

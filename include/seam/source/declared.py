@@ -44,6 +44,15 @@ class Instant:
     utc: dt.datetime
     local: dt.datetime
     exact_fraction: bool
+    # each date-and-time literal of the statement in UTC, read on its session's clock as a TIMESTAMP reads it
+    in_utc: dict[str, dt.datetime] = field(default_factory=dict, compare=False)
+
+
+class SessionTime(str):
+    """A string literal of a stamped statement that reads as a time: its text (what a DATETIME or a CHAR
+    stores), and ``utc``, what a TIMESTAMP stores (the literal on the statement's session clock)."""
+
+    utc: dt.datetime
 
 
 @dataclass(frozen=True)
@@ -128,7 +137,9 @@ def declared_default(declared: tuple[str, str]) -> Any:
         return _now(now, declared[2] if len(declared) > 2 else None)
     token = m.group(1)
     if token.startswith("\0"):
-        return _string(strings[int(token.strip("\0"))])
+        text = _string(strings[int(token.strip("\0"))])
+        at = declared[2] if len(declared) > 2 else None
+        return session_time(text, at.in_utc[text]) if at is not None and text in at.in_utc else text
     bits = re.fullmatch(r"[bB]\0(\d+)\0|0b([01]+)", token)
     if bits:  # a bit literal, b'101' or 0b101, as the catalog spells it
         digits = bits.group(2) or _string(strings[int(bits.group(1))])
@@ -139,6 +150,12 @@ def declared_default(declared: tuple[str, str]) -> Any:
     if upper in ("TRUE", "FALSE"):
         return "1" if upper == "TRUE" else "0"
     return token if _NUMBER.fullmatch(token) else COMPUTED
+
+
+def session_time(text: str, utc: dt.datetime) -> SessionTime:
+    literal = SessionTime(text)
+    literal.utc = utc
+    return literal
 
 
 def now_default(catalog: str | None) -> Now | None:
@@ -170,6 +187,7 @@ def declared_column(name: str, declared: tuple[str, str]) -> Column | None:
     scale, precision = None, None
     if base in ("datetime", "timestamp", "time"):
         precision = int((re.findall(r"\d+", args) or ["0"])[0])
+        args = f"({precision})" if precision else ""  # the catalog shows TIMESTAMP(0) as timestamp
     if base == "decimal":
         numbers = [int(n) for n in re.findall(r"\d+", args)] or [10]
         args = f"({numbers[0]},{(numbers[1:] or [0])[0]})"

@@ -13,12 +13,13 @@ from decimal import Decimal
 from typing import Any
 
 from seam.core.schema import INTEGER_TYPES, Column
-from seam.source.declared import COMPUTED, Now, is_number, now_default
+from seam.source.declared import COMPUTED, Now, SessionTime, is_number, now_default, session_time
 from seam.source.sql_text import UnreadableStatement, literal_value
 
 # added columns whose default the stream does not turn into a target value (they stop the table), but for a
-# DATE, DATETIME or TIME literal spelled as the server stores it (``_TIME_LITERALS``): a TIMESTAMP's is in the
-# session's time zone, a looser spelling or more digits than the column keeps is the server's to read
+# DATE, DATETIME, TIME or TIMESTAMP literal spelled as the server stores it (``_TIME_LITERALS``; a TIMESTAMP's
+# read on the session's clock, ``SessionTime``): a looser spelling or more digits than the column keeps is the
+# server's to read
 _NO_DEFAULT = {"date", "datetime", "timestamp", "time", "bit", "binary", "varbinary", "blob", "json"}
 _BINARIES = {"varbinary", "tinyblob", "blob", "mediumblob", "longblob"}  # BINARY(n): the catalog pads it
 _EMPTY_BY_DEFAULT = {
@@ -30,6 +31,7 @@ _TIME_LITERALS = {
     "datetime": re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(\d{1,6}))?"),
     "time": re.compile(r"(-?(?:[0-7]\d\d|8[0-2]\d|83[0-8]|\d\d):[0-5]\d:[0-5]\d)(?:\.(\d{1,6}))?"),
 }
+_TIME_LITERALS["timestamp"] = re.compile(r"(\d{4}-\d\d-\d\d)(?: \d\d:\d\d:\d\d(?:\.(\d{1,6}))?)?")  # read in UTC
 
 
 def literal_default(value):
@@ -44,6 +46,18 @@ def literal_default(value):
     if re.fullmatch(r"-?\d+(\.\d+)?", value):
         return value
     return COMPUTED
+
+
+def catalog_default(column: Column, value: str | None) -> Any:
+    """``literal_default`` of the source's COLUMN_DEFAULT for ``column``; a TIMESTAMP's as a ``SessionTime``
+    (the reader's catalog session is on UTC, which is what the rows store)."""
+    literal = literal_default(value)
+    if column.data_type != "timestamp" or not isinstance(literal, str):
+        return literal
+    try:
+        return session_time(literal, dt.datetime.fromisoformat(literal))
+    except ValueError:  # a zero timestamp
+        return literal
 
 
 def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
@@ -65,6 +79,10 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
         return value, None  # the same bytes in every client character set
     if value is not None and column.data_type in _NO_DEFAULT and not _stored_time(column, value):
         return None, f"column {column.name} has a {column.data_type} default the stream does not reproduce"
+    if column.data_type == "timestamp" and value is not None:
+        if not isinstance(value, SessionTime):
+            return None, f"column {column.name} has a timestamp default the stream cannot read in UTC ({said!r})"
+        return value.utc.isoformat(sep=" "), None
     return value, None
 
 
@@ -171,6 +189,12 @@ def same_default(declared: Any, catalog: str | None, column: Column) -> bool:
         return declared is None and (catalog is None or catalog.upper() == "NULL")
     if isinstance(declared, Now):
         return declared == now_default(catalog)
+    if column.data_type == "timestamp" and isinstance(declared, str):  # the same instant (a session's spelling)
+        theirs = catalog_default(column, catalog)
+        if not isinstance(declared, SessionTime) or not isinstance(theirs, SessionTime):
+            return False
+        unit = 10 ** (6 - (column.datetime_precision or 0))  # MariaDB truncated more digits (then ``fill`` stops)
+        return declared.utc.replace(microsecond=declared.utc.microsecond // unit * unit) == theirs.utc
     if declared is COMPUTED:
         return literal_default(catalog) is COMPUTED
     declared = stored_spelling(column, declared)

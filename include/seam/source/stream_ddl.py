@@ -40,6 +40,8 @@ from seam.wire.topics import Publisher
 log = logging.getLogger("seam.streaming")
 
 NAMES_THE_TIME = re.compile(r"\b(CURRENT_TIMESTAMP|NOW|LOCALTIME|LOCALTIMESTAMP|CURRENT_DATE|CURDATE)\b", re.I)
+# a quoted date and time a TIMESTAMP default may be (the server reads it on the session's clock)
+TIME_LITERAL = re.compile(r"['\"](\d{4}-\d\d-\d\d(?: \d\d:\d\d:\d\d(?:\.\d{1,6})?)?)['\"]")
 MAY_CHANGE_KEYS = re.compile(r"\bFOREIGN\b|\bCONSTRAINT\b|^\s*(CREATE|DROP|RENAME)\b", re.I)
 TRANSACTIONAL = {"innodb", "xtradb", "rocksdb", "tokudb", "ndbcluster", "ndb"}
 
@@ -138,26 +140,33 @@ def follow_declared(chains: Chains, publisher: Publisher, followed: Followed, na
 
 def _stamped(source: Callable[[], Any], statement: Statement, clauses: list[tuple]) -> list[tuple]:
     """``clauses`` with the statement's time on each declaration, when one may default to it
-    (``CURRENT_TIMESTAMP``): the rows there got that time, whatever a later statement declares."""
-    if statement.clock is None or not NAMES_THE_TIME.search(statement.query):
+    (``CURRENT_TIMESTAMP``: the rows there got that time, whatever a later statement declares) or to a
+    TIMESTAMP literal (read on the statement's session clock)."""
+    times = sorted({m.group(1) for m in TIME_LITERAL.finditer(statement.query)})
+    if statement.clock is None or not (NAMES_THE_TIME.search(statement.query) or times):
         return clauses
-    at = _instant(source(), statement.clock)
+    at = _instant(source(), statement.clock, times)
     return [tuple((*d, at) if isinstance(d, tuple) else d for d in clause) for clause in clauses]
 
 
-def _instant(conn, clock: StatementClock) -> Instant | None:
-    """The statement's time in UTC and on its session's wall clock, converted by the source as it converted
-    it for the statement (its time zone tables, 'SYSTEM'); its global zone when the binlog logged none."""
+def _instant(conn, clock: StatementClock, times: list[str]) -> Instant | None:
+    """The statement's time in UTC and on its session's wall clock, and ``times`` (literals) in UTC, converted
+    by the source as it converted them for the statement (its time zone tables, 'SYSTEM'; its global zone when
+    the binlog logged none)."""
     utc = dt.datetime(1970, 1, 1) + dt.timedelta(seconds=clock.seconds, microseconds=clock.microseconds or 0)
+    zone = "COALESCE(%s, @@global.time_zone)"
     with conn.cursor() as cur:
         cur.execute(
-            "SELECT CONVERT_TZ(%s, '+00:00', COALESCE(%s, @@global.time_zone))",
-            (utc.isoformat(sep=" "), clock.time_zone),
+            ", ".join(
+                [f"SELECT CONVERT_TZ(%s, '+00:00', {zone})"] + [f"CONVERT_TZ(%s, {zone}, '+00:00')"] * len(times)
+            ),
+            [utc.isoformat(sep=" "), clock.time_zone, *(v for t in times for v in (t, clock.time_zone))],
         )
-        local = cur.fetchone()[0]
+        local, *in_utc = cur.fetchone()
     if not isinstance(local, dt.datetime):  # a zone the source does not know now: the column is not filled
         return None
-    return Instant(utc, local, clock.microseconds is not None)
+    found = {t: u for t, u in zip(times, in_utc) if isinstance(u, dt.datetime)}  # not a zero or invalid time
+    return Instant(utc, local, clock.microseconds is not None, found)
 
 
 def _queries(alters: list) -> str:

@@ -142,9 +142,10 @@ class ChangeReader:
             self._source_conn.close()
 
     def _source(self):
-        """The reader's one source connection for catalog reads (foreign keys, engines, added columns)."""
+        """The reader's one source connection for catalog reads (foreign keys, engines, added columns; on UTC,
+        as a TIMESTAMP's default is stored)."""
         if self._source_conn is None:
-            self._source_conn = pymysql.connect(**self.pipeline.source.pymysql_kwargs(), autocommit=True)
+            self._source_conn = pymysql.connect(**self.pipeline.source.pymysql_kwargs(utc=True), autocommit=True)
         else:
             self._source_conn.ping(reconnect=True)
         return self._source_conn
