@@ -20,7 +20,7 @@ from seam.source.ddl import (
     widening,
 )
 from seam.source.declared import Instant, Now, declared_column, declared_default
-from seam.source.fills import literal_default
+from seam.source.fills import literal_default, mysql_default
 from seam.wire.records import normalize
 
 
@@ -706,6 +706,34 @@ def test_a_fraction_the_server_did_not_log_is_not_guessed():
     now = [(c, None) for c in OLD] + [(Column("c", "datetime", "datetime(3)", True, None, 3), "current_timestamp(3)")]
     result = followed_columns(OLD, ("id",), [("add", "c", ("column", "DATETIME(3) DEFAULT NOW(3)", coarse))], now)
     assert isinstance(result, str) and "cannot reproduce" in result, result
+
+
+@pytest.mark.parametrize(
+    "column_type, default, extra, fill",
+    [  # MySQL 8's COLUMN_DEFAULT and EXTRA for what MariaDB shows quoted
+        ("varchar(20)", "it's a\\b", "", "it's a\\b"),
+        ("varchar(20)", "NULL", "", "NULL"),  # the string 'NULL', not the absence of a default
+        ("varchar(20)", None, "", None),
+        ("int", "5", "", 5),
+        ("decimal(6,2)", "1.50", "", "1.50"),
+        ("enum('x','Y')", "Y", "", "Y"),
+        ("bit(4)", "b'101'", "", 5),
+        ("timestamp", "2000-01-01 04:30:00", "", "2000-01-01T04:30:00.000000Z"),  # the catalog on UTC
+        ("varchar(36)", "uuid()", "DEFAULT_GENERATED", "cannot reproduce"),
+        ("varbinary(8)", "0x6162", "", "cannot reproduce"),  # bytes or hex: not guessed
+    ],
+)
+def test_a_cut_overs_column_takes_mysql_8s_unquoted_default(column_type, default, extra, fill):
+    added = _col("c", column_type)
+    if added.data_type == "timestamp":
+        added = Column("c", "timestamp", "timestamp", True, None, 0)
+    catalog = mysql_default(added, default, extra)
+    result = followed_columns(OLD, ("id",), [("add", "c")], [(c, None) for c in OLD] + [(added, catalog)])
+    if fill == "cannot reproduce":
+        assert isinstance(result, str) and fill in result, result
+    else:
+        assert not isinstance(result, str), result
+        assert (result[2]["c"] if fill is None else normalize(added, result[2]["c"])) == fill, result
 
 
 def test_the_catalogs_default_is_read_with_its_escapes():

@@ -48,6 +48,16 @@ def literal_default(value):
     return COMPUTED
 
 
+def mysql_default(column: Column, value: str | None, extra: str) -> str | None:
+    """MySQL 8's COLUMN_DEFAULT in MariaDB's spelling, which ``literal_default`` reads: MySQL shows a literal
+    unquoted, an expression (``CURRENT_TIMESTAMP``, ``(uuid())``) with DEFAULT_GENERATED in EXTRA. A binary
+    column's literal is left unquoted (MySQL shows its bytes, or in hex): read as an expression, the stream
+    stops rather than guess."""
+    if value is None or "DEFAULT_GENERATED" in extra.upper() or column.data_type in (*_BINARIES, "binary"):
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("\n", "\\n").replace("\0", "\\0").replace("'", "''") + "'"
+
+
 def catalog_default(column: Column, value: str | None) -> Any:
     """``literal_default`` of the source's COLUMN_DEFAULT for ``column``; a TIMESTAMP's as a ``SessionTime``
     (the reader's catalog session is on UTC, which is what the rows store)."""

@@ -31,6 +31,8 @@ from seam.source.ddl import (
     swapped_clauses,
 )
 from seam.source.declared import Instant, StatementClock
+from seam.source.fills import mysql_default
+from seam.source.gtid import is_mariadb
 from seam.source.schema import COLUMN_FIELDS, column_from_row
 from seam.source.stream_cascades import Cascades
 from seam.wire.boundary import SchemaChange
@@ -253,11 +255,16 @@ def _altered(conn, followed: Followed, clauses: list[tuple] | None, ddl: str, po
     ``clauses`` None: a table swapped in by a cut-over, compared by column name."""
     with conn.cursor() as cur:
         cur.execute(
-            f"SELECT {COLUMN_FIELDS}, COLUMN_DEFAULT FROM information_schema.COLUMNS "
+            f"SELECT {COLUMN_FIELDS}, COLUMN_DEFAULT, EXTRA FROM information_schema.COLUMNS "
             "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
             (followed.table.db, followed.table.table),
         )
-        now = [(column_from_row(r), r[6]) for r in cur.fetchall()]
+        rows = cur.fetchall()
+    mariadb = is_mariadb(conn)  # MySQL 8 shows a literal default unquoted
+    now = []
+    for row in rows:
+        column = column_from_row(row)
+        now.append((column, row[6] if mariadb else mysql_default(column, row[6], row[7] or "")))
     if clauses is None:
         clauses = swapped_clauses(followed.schema.columns, [c for c, _ in now])
     result = followed_columns(followed.schema.columns, followed.schema.primary_key, clauses, now)
