@@ -44,6 +44,10 @@ def test_secrets_never_print():
     for text in (repr(p), str(p), repr(p.source), f"{p.target}"):
         assert "s3cret" not in text
     assert str(Secret("x")) == "***"
+    # a driver gets the value; a dict of its arguments in a log line or a failed assert's report does not show it
+    for kwargs in (p.source.pymysql_kwargs(), p.target.conninfo()):
+        assert "s3cret" not in repr(kwargs) and "s3cret" not in f"{kwargs}"
+        assert kwargs["password"].startswith("s3cret") and kwargs["password"].encode().startswith(b"s3cret")
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,10 @@ class Secret:
     def reveal(self) -> str:
         return self._value
 
+    def for_driver(self) -> Credential:
+        """The value, for a driver's keyword arguments (``pymysql_kwargs``, ``conninfo``)."""
+        return Credential(self._value)
+
     def __repr__(self) -> str:
         return "Secret('***')"
 
@@ -40,6 +44,16 @@ class Secret:
 
     def __hash__(self) -> int:
         return hash(self._value)
+
+
+class Credential(str):
+    """A secret's value handed to a driver: the string itself, but ``'***'`` in a ``repr``, so that a dict of
+    connection arguments in a log line or in a failed test's report does not show it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'***'"
 
 
 # Every source session's own settings, whatever the server's global ones are:
@@ -75,7 +89,7 @@ class MySQLSource:
             host=self.host,
             port=self.port,
             user=self.user,
-            password=self.password.reveal(),
+            password=self.password.for_driver(),
             charset="utf8mb4",
             init_command=f"SET SESSION {setting}{SESSION_SETTINGS}",
         )
@@ -146,7 +160,7 @@ class PostgresTarget:
             port=self.port,
             dbname=self.database,
             user=self.user,
-            password=self.password.reveal(),
+            password=self.password.for_driver(),
             options="-c statement_timeout=0 -c idle_in_transaction_session_timeout=0 -c DateStyle=ISO,MDY "
             "-c TimeZone=UTC -c IntervalStyle=postgres -c extra_float_digits=1 -c bytea_output=hex "
             "-c default_transaction_isolation=read\\ committed -c standard_conforming_strings=on",

@@ -444,7 +444,7 @@ def _gtid_stream(source, **where):
             "host": source.host,
             "port": source.port,
             "user": source.user,
-            "passwd": source.password.reveal(),
+            "passwd": source.password.for_driver(),
         },
         server_id=_private_server_id(),
         blocking=False,
