@@ -54,6 +54,11 @@ class SessionTime(str):
 
     utc: dt.datetime
 
+    def __new__(cls, text: str, utc: dt.datetime) -> SessionTime:
+        literal = super().__new__(cls, text)
+        literal.utc = utc
+        return literal
+
 
 @dataclass(frozen=True)
 class Now:
@@ -139,7 +144,7 @@ def declared_default(declared: tuple[str, str]) -> Any:
     if token.startswith("\0"):
         text = _string(strings[int(token.strip("\0"))])
         at = declared[2] if len(declared) > 2 else None
-        return session_time(text, at.in_utc[text]) if at is not None and text in at.in_utc else text
+        return SessionTime(text, at.in_utc[text]) if at is not None and text in at.in_utc else text
     bits = re.fullmatch(r"[bB]\0(\d+)\0|0b([01]+)", token)
     if bits:  # a bit literal, b'101' or 0b101, as the catalog spells it
         digits = bits.group(2) or _string(strings[int(bits.group(1))])
@@ -150,12 +155,6 @@ def declared_default(declared: tuple[str, str]) -> Any:
     if upper in ("TRUE", "FALSE"):
         return "1" if upper == "TRUE" else "0"
     return token if _NUMBER.fullmatch(token) else COMPUTED
-
-
-def session_time(text: str, utc: dt.datetime) -> SessionTime:
-    literal = SessionTime(text)
-    literal.utc = utc
-    return literal
 
 
 def now_default(catalog: str | None) -> Now | None:

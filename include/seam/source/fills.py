@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from seam.core.schema import INTEGER_TYPES, Column
-from seam.source.declared import COMPUTED, Now, SessionTime, is_number, now_default, session_time
+from seam.source.declared import COMPUTED, Now, SessionTime, is_number, now_default
 from seam.source.sql_text import UnreadableStatement, literal_value
 
 # added columns whose default the stream does not turn into a target value (they stop the table), but for a
@@ -30,8 +30,8 @@ _TIME_LITERALS = {
     "date": re.compile(r"(\d{4}-\d\d-\d\d)()"),
     "datetime": re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(\d{1,6}))?"),
     "time": re.compile(r"(-?(?:[0-7]\d\d|8[0-2]\d|83[0-8]|\d\d):[0-5]\d:[0-5]\d)(?:\.(\d{1,6}))?"),
+    "timestamp": re.compile(r"(\d{4}-\d\d-\d\d)(?: \d\d:\d\d:\d\d(?:\.(\d{1,6}))?)?"),  # read in UTC
 }
-_TIME_LITERALS["timestamp"] = re.compile(r"(\d{4}-\d\d-\d\d)(?: \d\d:\d\d:\d\d(?:\.(\d{1,6}))?)?")  # read in UTC
 
 
 def literal_default(value):
@@ -65,7 +65,7 @@ def catalog_default(column: Column, value: str | None) -> Any:
     if column.data_type != "timestamp" or not isinstance(literal, str):
         return literal
     try:
-        return session_time(literal, dt.datetime.fromisoformat(literal))
+        return SessionTime(literal, dt.datetime.fromisoformat(literal))
     except ValueError:  # a zero timestamp
         return literal
 
