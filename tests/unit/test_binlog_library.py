@@ -92,10 +92,10 @@ def test_a_statement_is_read_in_its_clients_character_set(client, text, raw):
     assert plain_statement(text).endswith(text.split()[-1])
 
 
-def _query_event(status: bytes, query: bytes, schema: bytes = b"shop") -> QueryEvent:
+def _query_event(status: bytes, query: bytes, schema: bytes = b"shop", logs_flag: bool = False) -> QueryEvent:
     body = struct.pack("<IIBHH", 7, 3, len(schema), 0, len(status)) + status + schema + b"\0" + query
     data = _event(0x02, body)
-    return replication.query_event(data, 1_700_000_000, 13, len(data) - 4)
+    return replication.query_event(data, 1_700_000_000, 13, len(data) - 4, logs_flag)
 
 
 # status variables as MariaDB 10.11 logs them with an ALTER (flags2, sql_mode, catalog, auto-increment, charset)
@@ -145,6 +145,21 @@ def test_a_query_event_is_read_with_any_status_variables(status, phase):
 def test_a_query_event_carries_the_time_it_ran(status, clock):
     event = _query_event(status, b"ALTER TABLE t ADD COLUMN at DATETIME(6) DEFAULT NOW(6)")
     assert (event.microseconds, event.time_zone) == clock and event.sql_mode == 0x54200000
+
+
+@pytest.mark.parametrize(
+    "status, logs_flag, explicit",
+    [
+        (_STATUS, True, True),  # MariaDB 10.10 and later: bit 24 of flags2 (set in _STATUS)
+        (bytes.fromhex("0000000000") + _STATUS[5:], True, False),
+        (_STATUS, False, None),  # MariaDB before 10.10 does not log it: the bit says nothing
+        (_STATUS + b"\x10\x00", False, False),  # MySQL 8's Q_EXPLICIT_DEFAULTS_FOR_TIMESTAMP
+        (_STATUS + b"\x10\x01", False, True),
+    ],
+)
+def test_a_query_event_carries_explicit_defaults_for_timestamp(status, logs_flag, explicit):
+    event = _query_event(status, b"ALTER TABLE t ADD COLUMN ts TIMESTAMP", logs_flag=logs_flag)
+    assert event.explicit_timestamps is explicit and event.sql_mode == 0x54200000
 
 
 @pytest.mark.parametrize("full_metadata", [True, False])

@@ -19,7 +19,7 @@ from seam.source.ddl import (
     swapped_clauses,
     widening,
 )
-from seam.source.declared import Instant, Now, declared_column, declared_default
+from seam.source.declared import Instant, Now, declared_column, declared_default, settled_timestamps
 from seam.source.fills import literal_default, mysql_default
 from seam.wire.records import normalize
 
@@ -867,3 +867,55 @@ def test_alters_read_late_stop_the_table_when_their_declarations_do_not_say_it_a
 def test_an_added_default_the_server_stores_otherwise_is_not_reproduced(definition, catalog, follows):
     result = _added_then(("add", "c", ("column", definition)), now=(catalog[0], True, catalog[1]))
     assert isinstance(result, str) is not follows, result
+
+
+_BEFORE = (
+    Column("id", "int", "int(11)", False),
+    Column("a", "int", "int(11)", True),
+    Column("old", "timestamp", "timestamp", True),
+)
+_PROMOTED = "NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP"
+
+
+@pytest.mark.parametrize(
+    "clauses, declared",
+    [  # each checked against MariaDB 10.11 with explicit_defaults_for_timestamp=OFF (its catalog after the ALTER)
+        (
+            "ADD ts TIMESTAMP NOT NULL AFTER id",
+            {"ts": f"TIMESTAMP {_PROMOTED} AFTER id"},
+        ),
+        ("ADD ts TIMESTAMP FIRST", {"ts": f"TIMESTAMP {_PROMOTED} FIRST"}),
+        ("ADD ts TIMESTAMP AFTER `old`", {"ts": "TIMESTAMP NOT NULL DEFAULT '0000-00-00 00:00:00' AFTER `old`"}),
+        ("ADD ts TIMESTAMP", {"ts": "TIMESTAMP NOT NULL DEFAULT '0000-00-00 00:00:00'"}),  # `old` comes first
+        ("DROP old, ADD ts TIMESTAMP", {"ts": f"TIMESTAMP {_PROMOTED}"}),
+        ("CHANGE old old2 INT, ADD ts TIMESTAMP AFTER a", {"old2": "INT", "ts": f"TIMESTAMP {_PROMOTED} AFTER a"}),
+        ("MODIFY old TIMESTAMP", {"old": f"TIMESTAMP {_PROMOTED}"}),  # NULL to NOT NULL: the stream then stops
+        (
+            "ADD ts TIMESTAMP(3) DEFAULT '2001-02-03 04:05:06'",
+            {"ts": "TIMESTAMP(3) DEFAULT '2001-02-03 04:05:06' NOT NULL"},
+        ),
+        ("ADD ts TIMESTAMP ON UPDATE CURRENT_TIMESTAMP", {"ts": "TIMESTAMP ON UPDATE CURRENT_TIMESTAMP NOT NULL"}),
+        (
+            "ADD ts TIMESTAMP NULL, ADD ts2 TIMESTAMP(6) FIRST",
+            {
+                "ts": "TIMESTAMP NULL",
+                "ts2": "TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6) FIRST",
+            },
+        ),
+        ("ADD ts TIMESTAMP NOT NULL DEFAULT 0, ADD n INT", {"ts": "TIMESTAMP NOT NULL DEFAULT 0", "n": "INT"}),
+    ],
+)
+def test_a_timestamp_is_declared_as_explicit_defaults_for_timestamp_off_reads_it(clauses, declared):
+    effect = ddl_effect(f"ALTER TABLE t {clauses}", "d", "d", "t")
+    settled = settled_timestamps(effect[1], False, _BEFORE)
+    assert {c[-2]: c[-1][1] for c in settled if isinstance(c[-1], tuple)} == declared
+    assert settled_timestamps(effect[1], True, _BEFORE) == effect[1]  # ON: as written
+
+
+def test_a_timestamp_the_setting_decides_stops_when_the_binlog_did_not_log_it():
+    why = settled_timestamps(ddl_effect("ALTER TABLE t ADD ts TIMESTAMP", "d", "d", "t")[1], None, _BEFORE)
+    assert isinstance(why, str) and "explicit_defaults_for_timestamp" in why and "column ts" in why
+    same_either_way = ddl_effect("ALTER TABLE t ADD ts TIMESTAMP NULL, ADD d DATETIME", "d", "d", "t")[1]
+    assert settled_timestamps(same_either_way, None, _BEFORE) == same_either_way
+    unknown = ddl_effect("ALTER TABLE t ADD ts TIMESTAMP AFTER nope", "d", "d", "t")[1]
+    assert "not known here" in settled_timestamps(unknown, False, _BEFORE)

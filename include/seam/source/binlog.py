@@ -129,6 +129,7 @@ class Statement:
     sql_mode: int | None = None  # the session's, as logged with the statement (how its text reads)
     fold_names: bool = False  # the source's lower_case_table_names is not 0: `Orders` names `orders`
     clock: StatementClock | None = None  # when it ran (an added column's CURRENT_TIMESTAMP)
+    explicit_timestamps: bool | None = None  # its session's explicit_defaults_for_timestamp (None: not logged)
 
 
 @dataclass(frozen=True)
@@ -395,6 +396,7 @@ class BinlogReader:
                         event.sql_mode,  # query events are read by seam.source.replication.query_event
                         stream.fold_names,
                         StatementClock(event.timestamp, event.microseconds, event.time_zone),
+                        event.explicit_timestamps,
                     )
                     if open_ is None:
                         gtid = None

@@ -202,3 +202,100 @@ def declared_column(name: str, declared: tuple[str, str]) -> Column | None:
 
 def is_number(text: Any) -> bool:
     return isinstance(text, str) and _NUMBER.fullmatch(text) is not None
+
+
+# ---------------------------------------------------------- explicit_defaults_for_timestamp ----
+
+_POSITION = re.compile(r"\s+(?:FIRST|AFTER\s+\S+)\s*$", re.I)
+_SETTING = "explicit_defaults_for_timestamp"
+
+
+def settled_timestamps(clauses: list[tuple], explicit: bool | None, before: tuple[Column, ...]) -> list[tuple] | str:
+    """An ALTER's column clauses (``seam.source.ddl``) with each TIMESTAMP declaration whose NULL-ness or default
+    the session's ``explicit_defaults_for_timestamp`` decides (``explicit``, as the binlog logged it) spelled as
+    the server read it. With the setting OFF a TIMESTAMP not declared NULL is NOT NULL, and one with neither a
+    DEFAULT nor ON UPDATE gets DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP when it is the table's first
+    TIMESTAMP (``before``: the columns before the statement), the zero timestamp otherwise. A string (why the
+    stream cannot follow) when the setting was not logged, or the first TIMESTAMP cannot be told. With the
+    setting unknown, reading the declaration as written would fill NULL where the server filled the ALTER's time."""
+    if explicit:
+        return clauses
+    settled = []
+    for clause in clauses:
+        parts = list(clause)
+        for i, part in enumerate(parts):
+            if not (isinstance(part, tuple) and part[0] == "column" and _left_to_the_setting(part[1])):
+                continue
+            name, text = parts[i - 1], part[1]  # a clause names its column just before its declaration
+            if explicit is None:
+                return (
+                    f"column {name} is declared {text.strip()!r}, whose NULL-ness and default {_SETTING} decides, and "
+                    "the binlog does not say how the statement's session had it (MariaDB logs it since 10.10)"
+                )
+            first = _first_timestamp(clauses, before)
+            if first is None:
+                return f"column {name} is declared {text.strip()!r} under {_SETTING}=OFF, beside clauses not known here"
+            parts[i] = ("column", _read_as_off(text, first == name.lower()), *part[2:])
+        settled.append(tuple(parts))
+    return settled
+
+
+def _left_to_the_setting(text: str) -> bool:
+    """Whether a declaration is a TIMESTAMP whose NULL-ness or default ``explicit_defaults_for_timestamp`` decides."""
+    m = _TYPE.match(text)
+    if not m or m.group(1).lower() != "timestamp":
+        return False
+    masked, _ = _masked(text[m.end() :])
+    attributes = re.sub(r"\bNOT\s+NULL\b|\bDEFAULT\s+NULL\b", " ", masked, flags=re.I)
+    if re.search(r"\bNULL\b", attributes, re.I):
+        return False  # declared NULL: the same either way
+    return not (re.search(r"\bNOT\s+NULL\b", masked, re.I) and re.search(r"\bDEFAULT\b|\bON\s+UPDATE\b", masked, re.I))
+
+
+def _read_as_off(text: str, first: bool) -> str:
+    """A TIMESTAMP declaration as ``explicit_defaults_for_timestamp=OFF`` reads it (its position clause kept last)."""
+    position = _POSITION.search(_masked(text)[0])
+    head, tail = (text[: position.start()], text[position.start() :]) if position else (text, "")
+    masked, _ = _masked(head)
+    if not re.search(r"\bNOT\s+NULL\b", masked, re.I):
+        head += " NOT NULL"
+    if not re.search(r"\bDEFAULT\b|\bON\s+UPDATE\b", masked, re.I):
+        m = _TYPE.match(text)
+        digits = (re.findall(r"\d+", (m.group(2) if m else None) or "") or ["0"])[0]
+        now = "CURRENT_TIMESTAMP" + (f"({digits})" if digits != "0" else "")
+        head += f" DEFAULT {now} ON UPDATE {now}" if first else " DEFAULT '0000-00-00 00:00:00'"
+    return head + tail
+
+
+def _first_timestamp(clauses: list[tuple], before: tuple[Column, ...]) -> str | None:
+    """The (lower-cased) name of the table's first TIMESTAMP column after ``clauses`` ("" for none); None when a
+    clause may have been skipped (IF [NOT] EXISTS) or names a column not known here."""
+    order = [c.name.lower() for c in before]
+    types = {c.name.lower(): c.data_type for c in before}
+    for clause in clauses:
+        kind, name = clause[0], clause[1].lower()
+        said = [d[1] for d in clause[2:] if isinstance(d, tuple) and d[0] == "column"]
+        if kind.endswith("?") or (kind != "add" and name not in types):
+            return None
+        new = clause[2].lower() if kind in ("rename", "change") else name
+        at = order.index(name) if name in order else len(order)
+        if name in order:
+            order.remove(name)
+        if kind == "drop":
+            continue
+        position = _POSITION.search(_masked(said[-1])[0]) if said else None
+        if position:
+            after = position.group(0).split()[1:]
+            if after and _unquoted(after[0]) not in order:
+                return None
+            at = order.index(_unquoted(after[0])) + 1 if after else 0
+        order.insert(at, new)
+        types[new] = types.pop(name, "")
+        if said:
+            m = _TYPE.match(said[-1])
+            types[new] = m.group(1).lower() if m else ""
+    return next((n for n in order if types.get(n) == "timestamp"), "")
+
+
+def _unquoted(name: str) -> str:
+    return name.strip("`").replace("``", "`").lower()

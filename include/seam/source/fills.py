@@ -201,8 +201,8 @@ def same_default(declared: Any, catalog: str | None, column: Column) -> bool:
         return declared == now_default(catalog)
     if column.data_type == "timestamp" and isinstance(declared, str):  # the same instant (a session's spelling)
         theirs = catalog_default(column, catalog)
-        if not isinstance(declared, SessionTime) or not isinstance(theirs, SessionTime):
-            return False
+        if not isinstance(declared, SessionTime) or not isinstance(theirs, SessionTime):  # a zero timestamp
+            return not isinstance(theirs, SessionTime) and _fraction_padded(declared) == _fraction_padded(theirs)
         unit = 10 ** (6 - (column.datetime_precision or 0))  # MariaDB truncated more digits (then ``fill`` stops)
         return declared.utc.replace(microsecond=declared.utc.microsecond // unit * unit) == theirs.utc
     if declared is COMPUTED:

@@ -252,7 +252,8 @@ class Stream:
                     self.log_pos = log_pos
                 self.event_end = log_pos
                 end = 1 + size - (4 if self._server.checksum else 0)
-                return query_event(data, timestamp, self._post_header(QUERY, 13), end)
+                logs_flag = self._server.dbms == "mariadb" and self.mysql_version >= (10, 10)
+                return query_event(data, timestamp, self._post_header(QUERY, 13), end, logs_flag)
             event = self._library_event(data, kind)
             if event is not None:
                 return event
@@ -358,19 +359,23 @@ _STATUS_SIZES = {
     **{0x00: 4, 0x01: 8, 0x03: 4, 0x04: 6, 0x07: 2, 0x08: 2, 0x09: 8, 0x0A: 4, 0x0D: 3},
     **{0x10: 1, 0x11: 8, 0x12: 2, 0x13: 1, 0x14: 1, 0x80: 3, 0x81: 8},
 }
-_SQL_MODE, _CHARSET, _TIME_ZONE, _GTID_FLAGS3 = 0x01, 0x04, 0x05, 0x82
+_FLAGS2, _SQL_MODE, _CHARSET, _TIME_ZONE, _GTID_FLAGS3 = 0x00, 0x01, 0x04, 0x05, 0x82
+# the session's explicit_defaults_for_timestamp: MySQL's Q_EXPLICIT_DEFAULTS_FOR_TIMESTAMP (logged for a CREATE or
+# ALTER of a table with a TIMESTAMP column), a bit of MariaDB's flags2 (logged since 10.10)
+_EXPLICIT_DEFAULTS, _MARIADB_EXPLICIT_DEFAULTS = 0x10, 1 << 24
 _UPDATED_DB_NAMES = 0x0C
 _MICROSECONDS = (0x0D, 0x80)  # MySQL's Q_MICROSECONDS, MariaDB's Q_HRNOW: logged when the statement used them
 _ALTER_PHASES = ((2, "start"), (4, "commit"), (8, "rollback"))  # MariaDB's GTID flags_extra bits
 
 
-def query_event(data: bytes, timestamp: int, post_header: int, end: int) -> QueryEvent:
+def query_event(data: bytes, timestamp: int, post_header: int, end: int, logs_flag: bool = False) -> QueryEvent:
     """A query event, read here rather than by python-mysql-replication, whose parser raises on a status
     variable it does not know (MariaDB's ``Q_GTID_FLAGS3`` of every ALTER under ``binlog_alter_two_phase``),
     which would stop every table. What Seam reads: the statement in its client's character set
     (``seam.source.sql_text.statement_text``; the library reads every statement as UTF-8), the default
     database, ``sql_mode``, when it ran (``microseconds``, ``time_zone``: what its CURRENT_TIMESTAMP gave),
-    and ``alter_phase``: MariaDB's ``binlog_alter_two_phase`` logs an ALTER when it starts ("start") and
+    ``explicit_timestamps`` (the session's explicit_defaults_for_timestamp; None when not logged: ``logs_flag``
+    says whether the server logs MariaDB's bit), and ``alter_phase``: MariaDB's ``binlog_alter_two_phase`` logs an ALTER when it starts ("start") and
     again, whole, when it commits ("commit") or fails ("rollback")."""
     event = QueryEvent.__new__(QueryEvent)
     event.timestamp, event.server_id = timestamp, int.from_bytes(data[6:10], "little")
@@ -380,11 +385,15 @@ def query_event(data: bytes, timestamp: int, post_header: int, end: int) -> Quer
     )
     event.schema_length, event.status_vars_length = schema_length, status_length
     event.sql_mode, event.character_set_client, event.alter_phase = None, None, None
-    event.microseconds, event.time_zone = None, None
+    event.microseconds, event.time_zone, event.explicit_timestamps = None, None, None
     at, status_end = body + post_header, body + post_header + status_length
     while at < status_end:  # the codes Seam reads come before any a newer server may add
         code, at = data[at], at + 1
-        if code == _SQL_MODE:
+        if code == _FLAGS2 and logs_flag:
+            event.explicit_timestamps = bool(int.from_bytes(data[at : at + 4], "little") & _MARIADB_EXPLICIT_DEFAULTS)
+        elif code == _EXPLICIT_DEFAULTS:
+            event.explicit_timestamps = bool(data[at])
+        elif code == _SQL_MODE:
             event.sql_mode = int.from_bytes(data[at : at + 8], "little")
         elif code == _CHARSET:
             event.character_set_client = int.from_bytes(data[at : at + 2], "little")

@@ -30,7 +30,7 @@ from seam.source.ddl import (
     followed_columns,
     swapped_clauses,
 )
-from seam.source.declared import Instant, StatementClock
+from seam.source.declared import Instant, StatementClock, settled_timestamps
 from seam.source.fills import mysql_default
 from seam.source.gtid import is_mariadb
 from seam.source.schema import COLUMN_FIELDS, column_from_row
@@ -70,7 +70,11 @@ def follow_statement(
             continue  # no row changes; ALTERs waiting for the ones after them take it in (an ADD's default)
         if effect[0] in ("alter", "default") and not statement.in_transaction:
             earlier = [a for a in followed.pending if statement.position.after(a[0].position)]  # a rewind reads again
-            clauses = _stamped(source, statement, effect[1])
+            settled = settled_timestamps(effect[1], statement.explicit_timestamps, followed.schema.columns)
+            if isinstance(settled, str):
+                _stop(chains, publisher, followed, statement, settled)
+                continue
+            clauses = _stamped(source, statement, settled)
             _follow_alters(chains, source, publisher, followed, [*earlier, (statement, clauses)])
             continue
         if followed.pending:
@@ -144,8 +148,9 @@ def _stamped(source: Callable[[], Any], statement: Statement, clauses: list[tupl
     """``clauses`` with the statement's time on each declaration, when one may default to it
     (``CURRENT_TIMESTAMP``: the rows there got that time, whatever a later statement declares) or to a
     TIMESTAMP literal (read on the statement's session clock)."""
+    said = " ".join(d[1] for clause in clauses for d in clause if isinstance(d, tuple))  # as settled_timestamps read it
     times = sorted({m.group(1) for m in TIME_LITERAL.finditer(statement.query)})
-    if statement.clock is None or not (NAMES_THE_TIME.search(statement.query) or times):
+    if statement.clock is None or not (NAMES_THE_TIME.search(said) or times):
         return clauses
     at = _instant(source(), statement.clock, times)
     return [tuple((*d, at) if isinstance(d, tuple) else d for d in clause) for clause in clauses]

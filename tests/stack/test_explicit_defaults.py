@@ -1,0 +1,66 @@
+"""An ALTER run by a session with ``explicit_defaults_for_timestamp=OFF`` (MariaDB's default before 10.10, a
+DBA's setting after): there ``ADD ts TIMESTAMP`` is NOT NULL, and the table's first TIMESTAMP gets DEFAULT
+CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, so the rows there hold the ALTER's time, not NULL. The stream
+reads the setting from the binlog and follows the column as the server made it, also when a row comes before
+the reader checks the source's definition; a later TIMESTAMP of the table gets the zero timestamp, which
+stops that table alone, naming it. Before, the first case was applied as NULL (silently different)."""
+
+from __future__ import annotations
+
+import os
+
+import psycopg
+import pytest
+
+from seam_dev import demo
+from tests.support.independent import compare_pipeline
+from tests.support.pipelines import loaded, stopped_tables, stream_once
+from tests.support.source import fresh_database
+
+DB = "explicit_defaults"
+pytestmark = pytest.mark.stack
+TABLES = ("first_ts", "later_ts", "with_default", "session_on", "bystander")
+
+
+def test_timestamps_added_under_explicit_defaults_off_are_followed_as_the_server_made_them(stack, tmp_path_factory):
+    fresh_database(
+        DB,
+        *(
+            statement
+            for table in TABLES
+            for statement in (
+                f"CREATE TABLE {DB}.{table} (id INT PRIMARY KEY, a INT)",
+                f"INSERT INTO {DB}.{table} VALUES (1, 1), (2, 2)",
+            )
+        ),
+    )
+    _, pipeline = loaded(tmp_path_factory, "explicit_defaults", [{"name": f"{DB}.{t}", "key": ["id"]} for t in TABLES])
+    stream_once(pipeline)
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    conn.autocommit(True)
+    with conn.cursor() as cur:
+        cur.execute("SET time_zone = '+05:30', explicit_defaults_for_timestamp = OFF")
+        cur.execute("ALTER TABLE first_ts ADD ts TIMESTAMP AFTER id")
+        cur.execute("INSERT INTO first_ts (id, a) VALUES (3, 3)")  # a row before the reader reads the catalog
+        cur.execute("UPDATE first_ts SET a = 9 WHERE id = 1")
+        cur.execute("ALTER TABLE later_ts ADD ts TIMESTAMP NULL, ADD ts2 TIMESTAMP")
+        cur.execute("ALTER TABLE with_default ADD ts TIMESTAMP(3) DEFAULT '2001-02-03 04:05:06'")
+        cur.execute("SET explicit_defaults_for_timestamp = ON")
+        cur.execute("ALTER TABLE session_on ADD ts TIMESTAMP")
+        for table in ("with_default", "session_on", "bystander"):
+            cur.execute(f"INSERT INTO {table} (id, a) VALUES (3, 3)")
+        cur.execute("SELECT UNIX_TIMESTAMP(ts) FROM first_ts WHERE id = 2")
+        (filled,) = cur.fetchone()
+    stream_once(pipeline)
+
+    stopped = stopped_tables(pipeline, DB)
+    assert {t for t, why in stopped.items() if why} == {"later_ts"}, stopped
+    assert "column ts2" in stopped["later_ts"] and "timestamp default" in stopped["later_ts"], stopped
+    assert "later change" not in stopped["later_ts"], stopped
+    for table in ("first_ts", "with_default", "session_on", "bystander"):
+        assert compare_pipeline(pipeline, DB, table) is None, table
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as target:
+        rows = dict(target.execute(f'SELECT id, extract(epoch FROM ts) FROM "{DB}".first_ts').fetchall())
+        assert rows[2] == filled and rows[3] is not None, rows  # the ALTER's time, not NULL
+        nulls = target.execute(f'SELECT count(*) FROM "{DB}".session_on WHERE ts IS NULL').fetchone()[0]
+        assert nulls == 3  # ON: the column is NULL, as written
