@@ -497,8 +497,10 @@ def _added_value(column: Column, default: str | None, declared: list[tuple]) -> 
             return None, f"added, then {why}"
         if columns and widening(columns[-1], column):
             return None, f"column {column.name} was declared {columns[-1].column_type}: {LATER_CHANGE}"
-        if not same_default(declared_default(declared[-1]), default, column):
+        filled = fill(column, value, declared[0][1])  # one the stream does not reproduce: the server read it otherwise
+        if filled[1] is None and not same_default(declared_default(declared[-1]), default, column):
             return None, f"column {column.name}'s default is not the one its last ALTER declared: {LATER_CHANGE}"
+        return filled
     return fill(column, value, default)
 
 

@@ -142,7 +142,7 @@ def declared_default(declared: tuple[str, str]) -> Any:
         return _now(now, declared[2] if len(declared) > 2 else None)
     token = m.group(1)
     if token.startswith("\0"):
-        text = _string(strings[int(token.strip("\0"))])
+        text = "".join(_string(strings[int(t)]) for t in _ADJACENT.findall(_literals(masked, m)))  # 'a' 'b' is 'ab'
         at = declared[2] if len(declared) > 2 else None
         return SessionTime(text, at.in_utc[text]) if at is not None and text in at.in_utc else text
     bits = re.fullmatch(r"[bB]\0(\d+)\0|0b([01]+)", token)
@@ -155,6 +155,14 @@ def declared_default(declared: tuple[str, str]) -> Any:
     if upper in ("TRUE", "FALSE"):
         return "1" if upper == "TRUE" else "0"
     return token if _NUMBER.fullmatch(token) else COMPUTED
+
+
+_ADJACENT = re.compile(r"\0(\d+)\0")
+
+
+def _literals(masked: str, default: re.Match) -> str:
+    """The string literals a DEFAULT's value is made of: the server joins adjacent ones ('a' 'b' is 'ab')."""
+    return re.match(r"\0\d+\0(?:\s*\0\d+\0)*", masked[default.start(1) :]).group(0)  # type: ignore[union-attr]
 
 
 def now_default(catalog: str | None) -> Now | None:
@@ -299,3 +307,38 @@ def _first_timestamp(clauses: list[tuple], before: tuple[Column, ...]) -> str | 
 
 def _unquoted(name: str) -> str:
     return name.strip("`").replace("``", "`").lower()
+
+
+# ---------------------------------------------------------- a session's sql_mode ----
+
+EMPTY_STRING_IS_NULL, ORACLE = 1 << 32, 0x200  # MariaDB's sql_mode bits, as the binlog logs them
+# what a type named in an ORACLE-mode statement is (each checked against MariaDB 10.11's catalog)
+_ORACLE_TYPES = {"date": "DATETIME", "blob": "LONGBLOB", "clob": "LONGTEXT", "raw": "VARBINARY", "varchar2": "VARCHAR"}
+
+
+def settled_for_mode(clauses: list[tuple], sql_mode: int | None) -> list[tuple]:
+    """An ALTER's column clauses with each declaration spelled as its session's ``sql_mode`` read it: under
+    EMPTY_STRING_IS_NULL a default of '' is NULL; under ORACLE, DATE is DATETIME, BLOB LONGBLOB, NUMBER a DOUBLE
+    or, with digits, a DECIMAL (and so on: ``_ORACLE_TYPES``)."""
+    mode = sql_mode or 0
+    if not mode & (EMPTY_STRING_IS_NULL | ORACLE):
+        return clauses
+    return [tuple(_for_mode(d, mode) if isinstance(d, tuple) else d for d in clause) for clause in clauses]
+
+
+def _for_mode(declared: tuple, mode: int) -> tuple:
+    kind, text = declared[:2]
+    if mode & EMPTY_STRING_IS_NULL and declared_default(declared) == "":
+        masked, strings = _masked(text)
+        m = re.search(r"\bDEFAULT\b\s*(\0)", masked, re.I)
+        if m:
+            masked = masked[: m.start(1)] + "NULL" + masked[m.start(1) + len(_literals(masked, m)) :]
+            text = _ADJACENT.sub(lambda n: strings[int(n.group(1))], masked)
+    m = _TYPE.match(text) if kind == "column" and mode & ORACLE else None
+    if m:
+        base = m.group(1).lower()
+        spelled = "DECIMAL" if base == "number" and m.group(2) else "DOUBLE" if base == "number" else None
+        spelled = spelled or _ORACLE_TYPES.get(base)
+        if spelled:
+            text = text[: m.start(1)] + spelled + text[m.end(1) :]
+    return (kind, text, *declared[2:])

@@ -30,7 +30,7 @@ from seam.source.ddl import (
     followed_columns,
     swapped_clauses,
 )
-from seam.source.declared import Instant, StatementClock, settled_timestamps
+from seam.source.declared import Instant, StatementClock, settled_for_mode, settled_timestamps
 from seam.source.fills import mysql_default
 from seam.source.gtid import is_mariadb
 from seam.source.schema import COLUMN_FIELDS, column_from_row
@@ -70,7 +70,8 @@ def follow_statement(
             continue  # no row changes; ALTERs waiting for the ones after them take it in (an ADD's default)
         if effect[0] in ("alter", "default") and not statement.in_transaction:
             earlier = [a for a in followed.pending if statement.position.after(a[0].position)]  # a rewind reads again
-            settled = settled_timestamps(effect[1], statement.explicit_timestamps, followed.schema.columns)
+            read_as = settled_for_mode(effect[1], statement.sql_mode)  # as the statement's session read it
+            settled = settled_timestamps(read_as, statement.explicit_timestamps, followed.schema.columns)
             if isinstance(settled, str):
                 _stop(chains, publisher, followed, statement, settled)
                 continue

@@ -1,0 +1,121 @@
+"""An ALTER is read as its session read it. The rows there got the default the server made of the statement,
+which depends on the session's settings, logged with it in the binlog; each case is also checked with a row
+between the ALTER and the reader (then the stream has only the statement to go by, not the source's catalog).
+
+- ``explicit_defaults_for_timestamp=OFF`` (MariaDB's default before 10.10, a DBA's setting after): there ``ADD
+  ts TIMESTAMP`` is NOT NULL, and the table's first TIMESTAMP gets DEFAULT CURRENT_TIMESTAMP ON UPDATE
+  CURRENT_TIMESTAMP, so the rows hold the ALTER's time, not NULL; a later TIMESTAMP gets the zero timestamp,
+  which stops that table alone, naming it. Before, the first case was applied as NULL (silently different).
+- ``sql_mode``: EMPTY_STRING_IS_NULL makes ``DEFAULT ''`` NULL (it was applied as ''); adjacent literals are
+  one string (``DEFAULT 'a' 'b'`` was applied as 'a'); ORACLE names types otherwise (BLOB is LONGBLOB, NUMBER a
+  DOUBLE, DATE a DATETIME, whose date-only default stops the table); TIME_ROUND_FRACTIONAL rounds a default's
+  extra digits (stops). A stop names the default, not "a later change"."""
+
+from __future__ import annotations
+
+import os
+
+import psycopg
+import pytest
+
+from seam_dev import demo
+from tests.support.independent import compare_pipeline
+from tests.support.pipelines import loaded, stopped_tables, stream_once
+from tests.support.source import fresh_database
+
+DB = "explicit_defaults"
+pytestmark = pytest.mark.stack
+TABLES = ("first_ts", "later_ts", "with_default", "session_on", "bystander")
+
+
+def test_timestamps_added_under_explicit_defaults_off_are_followed_as_the_server_made_them(stack, tmp_path_factory):
+    fresh_database(
+        DB,
+        *(
+            statement
+            for table in TABLES
+            for statement in (
+                f"CREATE TABLE {DB}.{table} (id INT PRIMARY KEY, a INT)",
+                f"INSERT INTO {DB}.{table} VALUES (1, 1), (2, 2)",
+            )
+        ),
+    )
+    _, pipeline = loaded(tmp_path_factory, "explicit_defaults", [{"name": f"{DB}.{t}", "key": ["id"]} for t in TABLES])
+    stream_once(pipeline)
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    conn.autocommit(True)
+    with conn.cursor() as cur:
+        cur.execute("SET time_zone = '+05:30', explicit_defaults_for_timestamp = OFF")
+        cur.execute("ALTER TABLE first_ts ADD ts TIMESTAMP AFTER id")
+        cur.execute("INSERT INTO first_ts (id, a) VALUES (3, 3)")  # a row before the reader reads the catalog
+        cur.execute("UPDATE first_ts SET a = 9 WHERE id = 1")
+        cur.execute("ALTER TABLE later_ts ADD ts TIMESTAMP NULL, ADD ts2 TIMESTAMP")
+        cur.execute("ALTER TABLE with_default ADD ts TIMESTAMP(3) DEFAULT '2001-02-03 04:05:06'")
+        cur.execute("SET explicit_defaults_for_timestamp = ON")
+        cur.execute("ALTER TABLE session_on ADD ts TIMESTAMP")
+        for table in ("with_default", "session_on", "bystander"):
+            cur.execute(f"INSERT INTO {table} (id, a) VALUES (3, 3)")
+        cur.execute("SELECT UNIX_TIMESTAMP(ts) FROM first_ts WHERE id = 2")
+        (filled,) = cur.fetchone()
+    stream_once(pipeline)
+
+    stopped = stopped_tables(pipeline, DB)
+    assert {t for t, why in stopped.items() if why and t in TABLES} == {"later_ts"}, stopped
+    assert "column ts2" in stopped["later_ts"] and "timestamp default" in stopped["later_ts"], stopped
+    assert "later change" not in stopped["later_ts"], stopped
+    for table in ("first_ts", "with_default", "session_on", "bystander"):
+        assert compare_pipeline(pipeline, DB, table) is None, table
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as target:
+        rows = dict(target.execute(f'SELECT id, extract(epoch FROM ts) FROM "{DB}".first_ts').fetchall())
+        assert rows[2] == filled and rows[3] is not None, rows  # the ALTER's time, not NULL
+        nulls = target.execute(f'SELECT count(*) FROM "{DB}".session_on WHERE ts IS NULL').fetchone()[0]
+        assert nulls == 3  # ON: the column is NULL, as written
+
+
+MODES_DB = "session_sql_mode"
+MODES = {
+    "empty_is_null": ("EMPTY_STRING_IS_NULL", "ADD c VARCHAR(10) DEFAULT '', ADD e VARCHAR(5) NOT NULL DEFAULT 'x'"),
+    "empty_joined": ("EMPTY_STRING_IS_NULL", "ADD c VARCHAR(10) DEFAULT '' 'x'"),
+    "joined": ("", "ADD c VARCHAR(10) DEFAULT 'a' 'b'"),
+    "oracle_types": (
+        "ORACLE",
+        "ADD d BLOB, ADD e CLOB, ADD f RAW(4), ADD g NUMBER, ADD h NUMBER(5), ADD i VARCHAR2(3)",
+    ),
+    "oracle_date": ("ORACLE", "ADD d DATE DEFAULT '2001-02-03'"),
+    "rounded": ("TIME_ROUND_FRACTIONAL", "ADD t DATETIME(1) DEFAULT '2001-02-03 04:05:06.55'"),
+}
+
+
+@pytest.mark.parametrize("row_between", [False, True])
+def test_an_alter_is_read_under_its_sessions_sql_mode(stack, tmp_path_factory, row_between):
+    db = f"{MODES_DB}_{int(row_between)}"
+    fresh_database(
+        db,
+        *(
+            statement
+            for table in MODES
+            for statement in (
+                f"CREATE TABLE {db}.{table} (id INT PRIMARY KEY, a INT)",
+                f"INSERT INTO {db}.{table} VALUES (1, 1), (2, 2)",
+            )
+        ),
+    )
+    tables = [{"name": f"{db}.{t}", "key": ["id"]} for t in MODES]
+    _, pipeline = loaded(tmp_path_factory, f"sql_modes_{row_between}", tables)
+    stream_once(pipeline)
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
+    conn.autocommit(True)
+    with conn.cursor() as cur:
+        for table, (mode, clauses) in MODES.items():
+            cur.execute("SET sql_mode = %s", (mode,))
+            cur.execute(f"ALTER TABLE {table} {clauses}")
+            if row_between:
+                cur.execute(f"INSERT INTO {table} (id, a) VALUES (3, 3)")
+    stream_once(pipeline)
+
+    stopped = stopped_tables(pipeline, db)
+    assert {t for t, why in stopped.items() if why and t in MODES} == {"oracle_date", "rounded"}, stopped
+    for table in ("oracle_date", "rounded"):
+        assert "datetime default the stream does not reproduce" in stopped[table], stopped[table]
+    for table in ("empty_is_null", "empty_joined", "joined", "oracle_types"):
+        assert compare_pipeline(pipeline, db, table) is None, table
