@@ -9,7 +9,11 @@ between the ALTER and the reader (then the stream has only the statement to go b
 - ``sql_mode``: EMPTY_STRING_IS_NULL makes ``DEFAULT ''`` NULL (it was applied as ''); adjacent literals are
   one string (``DEFAULT 'a' 'b'`` was applied as 'a'); ORACLE names types otherwise (BLOB is LONGBLOB, NUMBER a
   DOUBLE, DATE a DATETIME, whose date-only default stops the table); TIME_ROUND_FRACTIONAL rounds a default's
-  extra digits (stops). A stop names the default, not "a later change"."""
+  extra digits (stops). A stop names the default, not "a later change".
+- literals a column stores otherwise than spelled: an unquoted number in a string column is the server's
+  spelling of its value (``DEFAULT 1e3`` is '1000', ``-0`` is '0': both were applied as written), a YEAR's
+  two digits are a year of this or the last century (5 was applied as 5, not 2005): these stop; ZEROFILL makes
+  a number UNSIGNED (it stopped as "altered by a statement the binlog does not hold")."""
 
 from __future__ import annotations
 
@@ -119,3 +123,48 @@ def test_an_alter_is_read_under_its_sessions_sql_mode(stack, tmp_path_factory, r
         assert "datetime default the stream does not reproduce" in stopped[table], stopped[table]
     for table in ("empty_is_null", "empty_joined", "joined", "oracle_types"):
         assert compare_pipeline(pipeline, db, table) is None, table
+
+
+LITERALS = {
+    "number_as_text": ("ADD c VARCHAR(10) DEFAULT 1.50, ADD d VARCHAR(10) DEFAULT 7", None),
+    "exponent_as_text": ("ADD c VARCHAR(10) DEFAULT 1e3", "cannot reproduce"),
+    "negative_zero_as_text": ("ADD c VARCHAR(5) DEFAULT -0", "cannot reproduce"),
+    "two_digit_year": ("ADD c YEAR DEFAULT 5", "cannot reproduce"),
+    "four_digit_year": ("ADD c YEAR DEFAULT '2005'", None),
+    "zero_filled": ("ADD c INT(5) ZEROFILL DEFAULT 42", None),
+}
+
+
+@pytest.mark.parametrize("row_between", [False, True])
+def test_a_literal_default_is_read_as_the_column_stores_it(stack, tmp_path_factory, row_between):
+    db = f"literal_defaults_{int(row_between)}"
+    fresh_database(
+        db,
+        *(
+            statement
+            for table in LITERALS
+            for statement in (
+                f"CREATE TABLE {db}.{table} (id INT PRIMARY KEY, a INT)",
+                f"INSERT INTO {db}.{table} VALUES (1, 1), (2, 2)",
+            )
+        ),
+    )
+    _, pipeline = loaded(
+        tmp_path_factory, f"literals_{row_between}", [{"name": f"{db}.{t}", "key": ["id"]} for t in LITERALS]
+    )
+    stream_once(pipeline)
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
+    conn.autocommit(True)
+    with conn.cursor() as cur:
+        for table, (clauses, _) in LITERALS.items():
+            cur.execute(f"ALTER TABLE {table} {clauses}")
+            if row_between:
+                cur.execute(f"INSERT INTO {table} (id, a) VALUES (3, 3)")
+    stream_once(pipeline)
+
+    stopped = stopped_tables(pipeline, db)
+    for table, (_, stop) in LITERALS.items():
+        if stop:
+            assert stop in (stopped[table] or ""), (table, stopped[table])
+        else:
+            assert stopped[table] is None and compare_pipeline(pipeline, db, table) is None, (table, stopped[table])

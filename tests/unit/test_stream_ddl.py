@@ -29,7 +29,7 @@ from seam.source.declared import (
     settled_for_mode,
     settled_timestamps,
 )
-from seam.source.fills import literal_default, mysql_default
+from seam.source.fills import fill, literal_default, mysql_default
 from seam.wire.records import normalize
 
 
@@ -960,3 +960,25 @@ def test_a_declaration_is_read_under_its_sessions_sql_mode(mode, clause, default
     assert declared_default(declared) == default
     column = declared_column("c", declared)
     assert (column.column_type if column else None) == column_type
+
+
+@pytest.mark.parametrize(
+    "declaration, filled",
+    [  # each checked against MariaDB 10.11: the rows there after ADD COLUMN c <declaration>
+        ("VARCHAR(10) DEFAULT 1.50", "1.50"),
+        ("VARCHAR(10) DEFAULT 7", "7"),
+        ("VARCHAR(10) DEFAULT '1e3'", "1e3"),  # quoted: a string as written
+        ("VARCHAR(10) DEFAULT 1e3", None),  # '1000'
+        ("VARCHAR(10) DEFAULT -0", None),  # '0'
+        ("VARCHAR(10) DEFAULT -0.0", None),  # '0.0'
+        ("VARCHAR(10) DEFAULT +5", None),  # '5'
+        ("YEAR DEFAULT 5", None),  # 2005
+        ("YEAR DEFAULT '70'", None),  # 1970
+        ("YEAR DEFAULT 2005", "2005"),
+        ("INT DEFAULT +5", "+5"),  # a number column: its value
+    ],
+)
+def test_an_unquoted_number_is_filled_only_where_the_column_stores_it_as_spelled(declaration, filled):
+    column = declared_column("c", ("column", declaration))
+    value, why = fill(column, declared_default(("column", declaration)), declaration)
+    assert (value, why is None) == (filled, filled is not None), why

@@ -60,6 +60,11 @@ class SessionTime(str):
         return literal
 
 
+class NumberLiteral(str):
+    """An unquoted number as a statement spells it: a string column stores the server's spelling of its value
+    (``DEFAULT 1e3`` is '1000'), a YEAR reads 5 as 2005."""
+
+
 @dataclass(frozen=True)
 class Now:
     """A default of the statement's time (``CURRENT_TIMESTAMP(n)``, ``NOW()``, ``(CURRENT_DATE)``): one value
@@ -154,7 +159,7 @@ def declared_default(declared: tuple[str, str]) -> Any:
         return None
     if upper in ("TRUE", "FALSE"):
         return "1" if upper == "TRUE" else "0"
-    return token if _NUMBER.fullmatch(token) else COMPUTED
+    return NumberLiteral(token) if _NUMBER.fullmatch(token) else COMPUTED
 
 
 _ADJACENT = re.compile(r"\0(\d+)\0")
@@ -202,7 +207,9 @@ def declared_column(name: str, declared: tuple[str, str]) -> Column | None:
     if base in ("enum", "set"):  # the server keeps each member without its trailing spaces
         members = Column(name, base, base + args, True).members
         args = "(" + ",".join("'" + m.rstrip(" ").replace("'", "''") + "'" for m in members) + ")"
-    column_type = base + args + "".join(f" {f}" for f in flags if f != "signed")
+    unsigned = "unsigned" in flags or "zerofill" in flags  # ZEROFILL makes a number UNSIGNED
+    flags = ["unsigned"] * unsigned + ["zerofill"] * ("zerofill" in flags)  # in the catalog's order
+    column_type = base + args + "".join(f" {f}" for f in flags)
     rest, _ = _masked(text[m.end() :])
     nullable = not re.search(r"\bNOT\s+NULL\b|\bPRIMARY\s+KEY\b|\bSERIAL\b", rest, re.I)
     return Column(name, base, column_type, nullable, scale, precision)

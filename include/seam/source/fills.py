@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from seam.core.schema import INTEGER_TYPES, Column
-from seam.source.declared import COMPUTED, Now, SessionTime, is_number, now_default
+from seam.source.declared import COMPUTED, Now, NumberLiteral, SessionTime, is_number, now_default
 from seam.source.sql_text import UnreadableStatement, literal_value
 
 # added columns whose default the stream does not turn into a target value (they stop the table), but for a
@@ -77,8 +77,9 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
     implicit = implicit_default(column)  # NOT NULL and no DEFAULT (DEFAULT NULL would have been refused)
     if value is None and not column.nullable and implicit is not None:
         return implicit, None
+    written = _stored_as_written(column, value)
     value = stored_spelling(column, value)
-    if value is COMPUTED or (value is None and not column.nullable) or not _stored_as_written(column, value):
+    if value is COMPUTED or (value is None and not column.nullable) or not written:
         return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
     if column.data_type == "bit" and value is not None:
         value = bit_digits(value)  # as the binlog reader hands a BIT over: its digits
@@ -179,6 +180,10 @@ def _stored_time(column: Column, value: str) -> bool:
 def _stored_as_written(column: Column, value: Any) -> bool:
     """Whether the server stores a literal default as written (it rounds 1.545 into DECIMAL(6,2) half up, a
     number into an ENUM is a member's index, a FLOAT keeps a single-precision value)."""
+    if column.data_type == "year" and isinstance(value, str):  # 5 is 2005, '70' 1970, 0 0000 and '0' 2000
+        return re.fullmatch(r"\d{4}", value) is not None
+    if isinstance(value, NumberLiteral) and column.data_type in _EMPTY_BY_DEFAULT - {"set"}:  # 1e3 is '1000'
+        return re.fullmatch(r"(?!-0(?:\.0+)?$)-?(?:0|[1-9]\d*)(?:\.\d+)?", value) is not None  # -0 is '0'
     if value is None or not is_number(value):
         return True
     if column.data_type in ("enum", "set"):
