@@ -13,7 +13,10 @@ between the ALTER and the reader (then the stream has only the statement to go b
 - literals a column stores otherwise than spelled: an unquoted number in a string column is the server's
   spelling of its value (``DEFAULT 1e3`` is '1000', ``-0`` is '0': both were applied as written), a YEAR's
   two digits are a year of this or the last century (5 was applied as 5, not 2005): these stop; ZEROFILL makes
-  a number UNSIGNED (it stopped as "altered by a statement the binlog does not hold")."""
+  a number UNSIGNED (it stopped as "altered by a statement the binlog does not hold").
+- a column's character set: MODIFY to one that cannot hold every value (utf8mb4 to latin1 or utf8mb3) has the
+  source replace what it cannot hold with '?', so it stops; before, it was followed as no change at all. A
+  column declared without a character set takes the table's default, which the row's table map shows."""
 
 from __future__ import annotations
 
@@ -166,5 +169,53 @@ def test_a_literal_default_is_read_as_the_column_stores_it(stack, tmp_path_facto
     for table, (_, stop) in LITERALS.items():
         if stop:
             assert stop in (stopped[table] or ""), (table, stopped[table])
+        else:
+            assert stopped[table] is None and compare_pipeline(pipeline, db, table) is None, (table, stopped[table])
+
+
+CHARSETS = {
+    "to_latin1": ("MODIFY c VARCHAR(10) CHARACTER SET latin1", "from utf8mb4 to latin1"),
+    "to_utf8mb3": ("CHANGE c c VARCHAR(12) CHARSET utf8mb3", "from utf8mb4 to utf8mb3"),
+    "collation_only": ("MODIFY c VARCHAR(10) COLLATE utf8mb4_bin", None),
+    "longer": ("MODIFY c VARCHAR(20)", None),
+    "from_latin1": ("MODIFY l VARCHAR(20) CHARACTER SET utf8mb4", None),  # every latin1 text converts as it is
+    # the table's default is latin1: a MODIFY that names no character set converts to it; with a later ALTER
+    # and a row between, the stream has only the statement and the row's table map to go by
+    "table_default": ("MODIFY c VARCHAR(20)", "from utf8mb4 to latin1"),
+}
+
+
+def test_a_change_of_character_set_that_loses_text_stops_its_table(stack, tmp_path_factory):
+    db = "charset_changes"
+    fresh_database(
+        db,
+        *(
+            statement
+            for table in CHARSETS
+            for statement in (
+                f"CREATE TABLE {db}.{table} (id INT PRIMARY KEY, c VARCHAR(10) CHARACTER SET utf8mb4, "
+                "l VARCHAR(10) CHARACTER SET latin1) DEFAULT CHARSET "
+                + ("latin1" if table == "table_default" else "utf8mb4"),
+                f"INSERT INTO {db}.{table} VALUES (1, 'ü€😀', 'ü€'), (2, 'Ω', 'a')",
+            )
+        ),
+    )
+    _, pipeline = loaded(tmp_path_factory, "charsets", [{"name": f"{db}.{t}", "key": ["id"]} for t in CHARSETS])
+    stream_once(pipeline)
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
+    conn.autocommit(True)
+    with conn.cursor() as cur:
+        cur.execute("SET sql_mode = ''")  # not strict: the source replaces what the new set cannot hold
+        for table, (clause, _) in CHARSETS.items():
+            cur.execute(f"ALTER TABLE {table} {clause}")
+            cur.execute(f"INSERT INTO {table} (id, c) VALUES (3, 'x')")
+            if table == "table_default":
+                cur.execute(f"ALTER TABLE {table} ADD z INT")
+    stream_once(pipeline)
+
+    stopped = stopped_tables(pipeline, db)
+    for table, (_, stop) in CHARSETS.items():
+        if stop:
+            assert f"character set {stop}" in (stopped[table] or ""), (table, stopped[table])
         else:
             assert stopped[table] is None and compare_pipeline(pipeline, db, table) is None, (table, stopped[table])

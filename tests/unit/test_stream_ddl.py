@@ -982,3 +982,26 @@ def test_an_unquoted_number_is_filled_only_where_the_column_stores_it_as_spelled
     column = declared_column("c", ("column", declaration))
     value, why = fill(column, declared_default(("column", declaration)), declaration)
     assert (value, why is None) == (filled, filled is not None), why
+
+
+def test_a_change_of_character_set_is_a_widening_only_where_every_text_converts_unchanged():
+    def text(charset):
+        return Column("c", "varchar", "varchar(10)", True, charset=charset)
+
+    assert widening(text("latin1"), text("utf8mb4")) is None
+    assert widening(text("utf8mb3"), text("utf8mb4")) is None
+    assert widening(text("ascii"), text("latin1")) is None
+    assert widening(text(None), text("latin1")) is None  # not known (a definition recorded before Seam read it)
+    for old, new in (("utf8mb4", "latin1"), ("utf8mb4", "utf8mb3"), ("latin1", "ascii"), ("latin1", "greek")):
+        assert f"from {old} to {new}" in (widening(text(old), text(new)) or ""), (old, new)
+    late = declared_columns(
+        (Column("id", "int", "int(11)", False), text("utf8mb4")),
+        ("id",),
+        [("modify", "c", ("column", "VARCHAR(20)"))],
+        ["id", "c"],
+        {"id": None, "c": "latin1"},  # the row's table map: the table's default was latin1
+    )
+    assert isinstance(late, str) and "from utf8mb4 to latin1" in late, late
+    assert declared_column("c", ("column", "VARCHAR(3) CHARSET utf8 COLLATE utf8_bin")).charset == "utf8mb3"
+    assert declared_column("c", ("column", "TEXT COLLATE latin1_swedish_ci")).charset == "latin1"
+    assert declared_column("c", ("column", "TEXT COMMENT 'charset latin1'")).charset is None

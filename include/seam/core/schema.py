@@ -27,6 +27,7 @@ class Column:
     nullable: bool
     numeric_scale: int | None = None
     datetime_precision: int | None = None
+    charset: str | None = None  # a text column's CHARACTER_SET_NAME (None: not text, or not known)
 
     @cached_property
     def unsigned(self) -> bool:

@@ -77,6 +77,7 @@ class Followed:
     beat_at: float = 0.0  # when its last heartbeat was sent (time.monotonic)
     # ALTERs read but not yet followed: the source's definition was already past them (seam.source.stream_ddl)
     pending: list = field(default_factory=list)
+    declared_why: str | None = None  # why they could not be followed as their statements declared them
 
     def unapplied(self) -> tuple[int, int]:
         return self.events - self.applied_events, self.bytes - self.applied_bytes
@@ -94,6 +95,7 @@ def pending_rows(followed: Followed) -> str | None:
     return (
         f"its rows changed after the ALTER at {first.position}, which the stream could not check: the source's "
         "definition had been changed by a later statement already"
+        + (f"; as its statements declared it: {followed.declared_why}" if followed.declared_why else "")
     )
 
 

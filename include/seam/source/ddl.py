@@ -260,6 +260,11 @@ def widening(old: Column, new: Column) -> str | None:
     (so the target, changed the same way, still holds the source's rows); else why not."""
     if new.nullable < old.nullable:
         return f"column {new.name} became NOT NULL (the source may have rewritten its NULLs)"
+    if old.charset and new.charset and old.charset != new.charset and not _lossless(old.charset, new.charset):
+        return (
+            f"column {new.name} changed its character set from {old.charset} to {new.charset} (the source "
+            "converted its values, replacing what the new one cannot hold)"
+        )
     if _width_spelled(old.column_type) == _width_spelled(new.column_type):
         return None
     a, b = old.data_type, new.data_type
@@ -282,6 +287,11 @@ def widening(old: Column, new: Column) -> str | None:
     elif a == b and a in ("enum", "set") and new.members[: len(old.members)] == old.members:
         return None
     return f"column {new.name} changed from {old.column_type} to {new.column_type}, which is not a widening"
+
+
+def _lossless(old: str, new: str) -> bool:
+    """Whether every text of character set ``old`` converts to ``new`` unchanged."""
+    return new in ("utf8mb4", "utf16", "utf32") or old == "ascii"
 
 
 def _width_spelled(column_type: str) -> str:
@@ -411,13 +421,19 @@ def followed_columns(
 
 
 def declared_columns(
-    old: tuple[Column, ...], key: tuple[str, ...], clauses: list[tuple], order: list[str]
+    old: tuple[Column, ...],
+    key: tuple[str, ...],
+    clauses: list[tuple],
+    order: list[str],
+    charsets: dict[str, str | None] | None = None,
 ) -> tuple[list[Column], dict[str, str], dict[str, Any]] | str:
     """The table's columns after ``clauses`` (``composed_clauses``) from what the statements declared alone,
     in ``order`` (the names a row event's table map carries, in the source's order): for ALTERs read after the
     source's definition had passed them, when a row of the table follows them. (columns, renamed old -> new,
     defaults of added columns), or why not: a type not read from a statement, a change that is not a
-    widening, a fill the stream cannot reproduce, columns that are not the row's."""
+    widening, a fill the stream cannot reproduce, columns that are not the row's. ``charsets``: each column's
+    character set as the row's table map logs it (a text column declared without one takes the table's
+    default, which the statement does not name)."""
     before = {c.name: c for c in old}
     touched = {c[1] for c in clauses}
     columns = {n: c for n, c in before.items() if n not in touched}
@@ -441,6 +457,8 @@ def declared_columns(
         declared = [c for c in found if c is not None]
         if not declared or len(declared) < len(found):
             return f"column {new} is declared with a type the stream does not read from a statement"
+        if declared[-1].charset is None and (charsets or {}).get(new):
+            declared[-1] = replace(declared[-1], charset=(charsets or {})[new])
         why = _rewrites(declared if kind == "add" else [before[name], *declared])
         if why:
             return why

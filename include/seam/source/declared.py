@@ -212,7 +212,21 @@ def declared_column(name: str, declared: tuple[str, str]) -> Column | None:
     column_type = base + args + "".join(f" {f}" for f in flags)
     rest, _ = _masked(text[m.end() :])
     nullable = not re.search(r"\bNOT\s+NULL\b|\bPRIMARY\s+KEY\b|\bSERIAL\b", rest, re.I)
-    return Column(name, base, column_type, nullable, scale, precision)
+    return Column(name, base, column_type, nullable, scale, precision, _charset(rest))
+
+
+def _charset(attributes: str) -> str | None:
+    """The character set a declaration names (its own, or its collation's); None: the table's default."""
+    m = re.search(r"\b(?:CHARACTER\s+SET|CHARSET)\s*=?\s*`?(\w+)|\bCOLLATE\s*=?\s*`?(\w+)", attributes, re.I)
+    if m is None:
+        return None
+    return collation_charset(m.group(2)) if m.group(2) else collation_charset(m.group(1) + "_")
+
+
+def collation_charset(collation: str) -> str:
+    """The character set of a collation (``utf8mb4_bin``: utf8mb4), as the catalog names it (utf8 is utf8mb3)."""
+    name = collation.lower().split("_")[0]
+    return "utf8mb3" if name == "utf8" else name
 
 
 def is_number(text: Any) -> bool:

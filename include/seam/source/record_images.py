@@ -22,6 +22,7 @@ from __future__ import annotations
 from pymysqlreplication.constants import FIELD_TYPE
 
 from seam.core.schema import Column, TableSchema
+from seam.source.declared import collation_charset
 from seam.source.row_values import text_encoding
 from seam.source.rows import Decoder, Rows
 from seam.wire.codecs import codec
@@ -112,6 +113,16 @@ def unlike_type(mapped, column: Column) -> bool:
     if mapped.type in (FIELD_TYPE.DATETIME2, FIELD_TYPE.TIMESTAMP2, FIELD_TYPE.TIME2):
         return mapped.fsp != (column.datetime_precision or 0)
     return False
+
+
+def logged_charsets(decoder: Decoder) -> dict[str, str | None]:
+    """Each column's character set as the table map logs it (its collation's; None: not a text column, or not
+    logged)."""
+    found = {}
+    for name, column in zip(decoder.names, decoder.columns):
+        collation = getattr(column, "collation_name", None)
+        found[name] = collation_charset(collation) if collation and collation != "binary" else None
+    return found
 
 
 def plan(decoder: Decoder, schema: TableSchema) -> tuple | None:

@@ -44,7 +44,9 @@ def read_schema(conn, db: str, table: str) -> TableSchema:
     return TableSchema(db=db, table=table, columns=tuple(column_from_row(r) for r in rows), primary_key=pk)
 
 
-COLUMN_FIELDS = "COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_SCALE, DATETIME_PRECISION"
+COLUMN_FIELDS = (
+    "COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME"
+)
 
 
 def column_from_row(r) -> Column:
@@ -56,6 +58,7 @@ def column_from_row(r) -> Column:
         nullable=r[3] == "YES",
         numeric_scale=r[4],
         datetime_precision=r[5],
+        charset=r[6],
     )
 
 

@@ -116,21 +116,24 @@ def _follow_alters(chains, source, publisher, followed: Followed, alters: list, 
     _publish_change(chains, publisher, followed, change, "alter", statement.position)
 
 
-def follow_declared(chains: Chains, publisher: Publisher, followed: Followed, names: list[str]) -> bool:
+def follow_declared(
+    chains: Chains, publisher: Publisher, followed: Followed, names: list[str], charsets: dict[str, str | None]
+) -> bool:
     """A row of a table whose ALTERs wait (the source's definition had passed them when the reader read them):
     the ALTERs are followed from what they declared, at the last one's position, when that gives exactly the
     columns the row carries (``seam.source.ddl.declared_columns``); False, and a line in the log, when it
-    cannot (the row then stops the table, ``chains.pending_rows``)."""
+    cannot (the row then stops the table, ``chains.pending_rows``). ``charsets``: the row's, by column."""
     alters = followed.pending
     clauses = composed_clauses([c.name for c in followed.schema.columns], [c for _, c in alters])
     result = (
         clauses
         if isinstance(clauses, str)
-        else declared_columns(followed.schema.columns, followed.schema.primary_key, clauses, names)
+        else declared_columns(followed.schema.columns, followed.schema.primary_key, clauses, names, charsets)
     )
     statement = alters[-1][0]
     if not isinstance(result, str):
         result = unfit_names(("column", c.name) for c in result[0]) or result
+    followed.declared_why = result if isinstance(result, str) else None
     if isinstance(result, str):
         log.warning(
             "%s: the ALTERs up to %s cannot be followed as declared: %s",
@@ -270,7 +273,8 @@ def _altered(conn, followed: Followed, clauses: list[tuple] | None, ddl: str, po
     now = []
     for row in rows:
         column = column_from_row(row)
-        now.append((column, row[6] if mariadb else mysql_default(column, row[6], row[7] or "")))
+        default, extra = row[-2], row[-1] or ""
+        now.append((column, default if mariadb else mysql_default(column, default, extra)))
     if clauses is None:
         clauses = swapped_clauses(followed.schema.columns, [c for c, _ in now])
     result = followed_columns(followed.schema.columns, followed.schema.primary_key, clauses, now)

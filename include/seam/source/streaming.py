@@ -382,7 +382,9 @@ class ChangeReader:
         (``decoder``: its table map); other columns than the followed ones stop the table (``check_logged_columns``)."""
         followed = self.followed.get((db, table))
         if followed is not None and followed.pending and decoder is not None and self._publisher is not None:
-            follow_declared(self.chains, self._publisher, followed, list(decoder.names))
+            follow_declared(
+                self.chains, self._publisher, followed, list(decoder.names), record_images.logged_charsets(decoder)
+            )
         if followed is not None and decoder is not None and not decoder.unnamed:
             check_logged_columns(followed, decoder, self._catalog_columns)
         return None if followed is None or (db, table) in self.cascades.parents else followed.schema
