@@ -12,8 +12,10 @@ between the ALTER and the reader (then the stream has only the statement to go b
   extra digits (stops). A stop names the default, not "a later change".
 - literals a column stores otherwise than spelled: an unquoted number in a string column is the server's
   spelling of its value (``DEFAULT 1e3`` is '1000', ``-0`` is '0': both were applied as written), a YEAR's
-  two digits are a year of this or the last century (5 was applied as 5, not 2005): these stop; ZEROFILL makes
-  a number UNSIGNED (it stopped as "altered by a statement the binlog does not hold").
+  two digits are a year of this or the last century (5 was applied as 5, not 2005), a bit literal in an INT
+  (the change reader crashed on it, and so every table stalled): these stop; ZEROFILL makes a number UNSIGNED
+  (it stopped as "altered by a statement the binlog does not hold"); MariaDB's JSON is LONGTEXT (an added JSON
+  column's values landed as Python's repr of the document, {'k': 1}).
 - a column's character set: MODIFY to one that cannot hold every value (utf8mb4 to latin1 or utf8mb3) has the
   source replace what it cannot hold with '?', so it stops; before, it was followed as no change at all. A
   column declared without a character set takes the table's default, which the row's table map shows."""
@@ -135,6 +137,8 @@ LITERALS = {
     "two_digit_year": ("ADD c YEAR DEFAULT 5", "cannot reproduce"),
     "four_digit_year": ("ADD c YEAR DEFAULT '2005'", None),
     "zero_filled": ("ADD c INT(5) ZEROFILL DEFAULT 42", None),
+    "bit_literal": ("ADD c INT DEFAULT b'101'", "cannot reproduce"),  # the reader crashed on it, every table stalled
+    "json_default": ("ADD c JSON NOT NULL DEFAULT '{}'", None),  # MariaDB's JSON: LONGTEXT
 }
 
 
@@ -219,3 +223,25 @@ def test_a_change_of_character_set_that_loses_text_stops_its_table(stack, tmp_pa
             assert f"character set {stop}" in (stopped[table] or ""), (table, stopped[table])
         else:
             assert stopped[table] is None and compare_pipeline(pipeline, db, table) is None, (table, stopped[table])
+
+
+@pytest.mark.parametrize("later_alter", [False, True])
+def test_a_json_column_added_on_mariadb_is_followed_as_the_longtext_it_is(stack, tmp_path_factory, later_alter):
+    db = f"json_added_{int(later_alter)}"
+    fresh_database(
+        db,
+        f"CREATE TABLE {db}.docs (id INT PRIMARY KEY, a INT, j JSON)",
+        f"INSERT INTO {db}.docs VALUES (1, 1, '[1]'), (2, 2, NULL)",
+    )
+    _, pipeline = loaded(tmp_path_factory, f"json_{later_alter}", [{"name": f"{db}.docs", "key": ["id"]}])
+    stream_once(pipeline)
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
+    conn.autocommit(True)
+    with conn.cursor() as cur:
+        cur.execute("ALTER TABLE docs ADD c JSON")
+        cur.execute("""INSERT INTO docs (id, a, c) VALUES (3, 3, '{"k": [1, "x"]}')""")
+        if later_alter:  # the stream reads the ADD with only the statement and the row to go by
+            cur.execute("ALTER TABLE docs ADD z INT")
+    stream_once(pipeline)
+    assert stopped_tables(pipeline, db)["docs"] is None
+    assert compare_pipeline(pipeline, db, "docs") is None

@@ -26,6 +26,7 @@ from seam.source.declared import (
     Now,
     declared_column,
     declared_default,
+    json_as_longtext,
     settled_for_mode,
     settled_timestamps,
 )
@@ -976,6 +977,8 @@ def test_a_declaration_is_read_under_its_sessions_sql_mode(mode, clause, default
         ("YEAR DEFAULT '70'", None),  # 1970
         ("YEAR DEFAULT 2005", "2005"),
         ("INT DEFAULT +5", "+5"),  # a number column: its value
+        ("INT DEFAULT b'101'", None),  # a binary string (5), not a BIT's digits
+        ("BIT(3) DEFAULT b'101'", "101"),
     ],
 )
 def test_an_unquoted_number_is_filled_only_where_the_column_stores_it_as_spelled(declaration, filled):
@@ -1005,3 +1008,11 @@ def test_a_change_of_character_set_is_a_widening_only_where_every_text_converts_
     assert declared_column("c", ("column", "VARCHAR(3) CHARSET utf8 COLLATE utf8_bin")).charset == "utf8mb3"
     assert declared_column("c", ("column", "TEXT COLLATE latin1_swedish_ci")).charset == "latin1"
     assert declared_column("c", ("column", "TEXT COMMENT 'charset latin1'")).charset is None
+
+
+def test_a_json_column_on_mariadb_is_declared_as_its_longtext():
+    clauses = ddl_effect("ALTER TABLE t ADD c JSON NOT NULL DEFAULT '{}', ADD d INT", "d", "d", "t")[1]
+    (c, d) = json_as_longtext(clauses)
+    column = declared_column("c", c[-1])
+    assert (column.column_type, column.charset, column.nullable) == ("longtext", "utf8mb4", False)
+    assert declared_default(c[-1]) == "{}" and d == clauses[1]

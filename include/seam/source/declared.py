@@ -65,6 +65,10 @@ class NumberLiteral(str):
     (``DEFAULT 1e3`` is '1000'), a YEAR reads 5 as 2005."""
 
 
+class BitLiteral(str):
+    """A bit literal (b'101', 0b101) as the catalog spells a BIT's default: a binary string to other columns."""
+
+
 @dataclass(frozen=True)
 class Now:
     """A default of the statement's time (``CURRENT_TIMESTAMP(n)``, ``NOW()``, ``(CURRENT_DATE)``): one value
@@ -153,7 +157,7 @@ def declared_default(declared: tuple[str, str]) -> Any:
     bits = re.fullmatch(r"[bB]\0(\d+)\0|0b([01]+)", token)
     if bits:  # a bit literal, b'101' or 0b101, as the catalog spells it
         digits = bits.group(2) or _string(strings[int(bits.group(1))])
-        return f"b'{digits}'" if re.fullmatch(r"[01]+", digits) else COMPUTED
+        return BitLiteral(f"b'{digits}'") if re.fullmatch(r"[01]+", digits) else COMPUTED
     upper = token.upper()
     if upper == "NULL":
         return None
@@ -363,3 +367,24 @@ def _for_mode(declared: tuple, mode: int) -> tuple:
         if spelled:
             text = text[: m.start(1)] + spelled + text[m.end(1) :]
     return (kind, text, *declared[2:])
+
+
+_JSON = re.compile(r"\s*JSON\b", re.I)
+
+
+def declares_json(clauses: list[tuple]) -> bool:
+    return any(isinstance(d, tuple) and d[0] == "column" and _JSON.match(d[1]) for c in clauses for d in c)
+
+
+def json_as_longtext(clauses: list[tuple]) -> list[tuple]:
+    """An ALTER's column clauses as MariaDB reads them: its JSON is LONGTEXT in utf8mb4_bin (with a CHECK that
+    the text is JSON); its catalog shows that, and its binlog carries the text."""
+    return [
+        tuple(
+            ("column", "LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin" + d[1][m.end() :], *d[2:])
+            if isinstance(d, tuple) and d[0] == "column" and (m := _JSON.match(d[1]))
+            else d
+            for d in clause
+        )
+        for clause in clauses
+    ]

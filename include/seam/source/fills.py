@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from seam.core.schema import INTEGER_TYPES, Column
-from seam.source.declared import COMPUTED, Now, NumberLiteral, SessionTime, is_number, now_default
+from seam.source.declared import COMPUTED, BitLiteral, Now, NumberLiteral, SessionTime, is_number, now_default
 from seam.source.sql_text import UnreadableStatement, literal_value
 
 # added columns whose default the stream does not turn into a target value (they stop the table), but for a
@@ -180,6 +180,8 @@ def _stored_time(column: Column, value: str) -> bool:
 def _stored_as_written(column: Column, value: Any) -> bool:
     """Whether the server stores a literal default as written (it rounds 1.545 into DECIMAL(6,2) half up, a
     number into an ENUM is a member's index, a FLOAT keeps a single-precision value)."""
+    if isinstance(value, BitLiteral):  # a binary string, but to a BIT
+        return column.data_type == "bit"
     if column.data_type == "year" and isinstance(value, str):  # 5 is 2005, '70' 1970, 0 0000 and '0' 2000
         return re.fullmatch(r"\d{4}", value) is not None
     if isinstance(value, NumberLiteral) and column.data_type in _EMPTY_BY_DEFAULT - {"set"}:  # 1e3 is '1000'

@@ -30,7 +30,14 @@ from seam.source.ddl import (
     followed_columns,
     swapped_clauses,
 )
-from seam.source.declared import Instant, StatementClock, settled_for_mode, settled_timestamps
+from seam.source.declared import (
+    Instant,
+    StatementClock,
+    declares_json,
+    json_as_longtext,
+    settled_for_mode,
+    settled_timestamps,
+)
 from seam.source.fills import mysql_default
 from seam.source.gtid import is_mariadb
 from seam.source.schema import COLUMN_FIELDS, column_from_row
@@ -71,6 +78,8 @@ def follow_statement(
         if effect[0] in ("alter", "default") and not statement.in_transaction:
             earlier = [a for a in followed.pending if statement.position.after(a[0].position)]  # a rewind reads again
             read_as = settled_for_mode(effect[1], statement.sql_mode)  # as the statement's session read it
+            if declares_json(read_as) and is_mariadb(source()):
+                read_as = json_as_longtext(read_as)
             settled = settled_timestamps(read_as, statement.explicit_timestamps, followed.schema.columns)
             if isinstance(settled, str):
                 _stop(chains, publisher, followed, statement, settled)
@@ -131,18 +140,21 @@ def follow_declared(
         else declared_columns(followed.schema.columns, followed.schema.primary_key, clauses, names, charsets)
     )
     statement = alters[-1][0]
-    if not isinstance(result, str):
-        result = unfit_names(("column", c.name) for c in result[0]) or result
-    followed.declared_why = result if isinstance(result, str) else None
-    if isinstance(result, str):
+    change: SchemaChange | str = (
+        result
+        if isinstance(result, str)
+        else unfit_names(("column", c.name) for c in result[0])
+        or _schema_change(followed, statement.position, result, _queries(alters))
+    )
+    followed.declared_why = change if isinstance(change, str) else None
+    if isinstance(change, str):
         log.warning(
             "%s: the ALTERs up to %s cannot be followed as declared: %s",
             followed.table.name,
             statement.position,
-            result,
+            change,
         )
         return False
-    change = _schema_change(followed, statement.position, result, _queries(alters))
     followed.pending = []
     _publish_change(chains, publisher, followed, change, "alter (as its statements declared)", statement.position)
     return True
@@ -283,11 +295,15 @@ def _altered(conn, followed: Followed, clauses: list[tuple] | None, ddl: str, po
     return unfit_names(("column", c.name) for c in result[0]) or _schema_change(followed, position, result, ddl)
 
 
-def _schema_change(followed: Followed, position: Position, result: tuple, ddl: str) -> SchemaChange:
-    """The SCHEMA message of a followed change: (columns, renamed, defaults as source literals)."""
+def _schema_change(followed: Followed, position: Position, result: tuple, ddl: str) -> SchemaChange | str:
+    """The SCHEMA message of a followed change: (columns, renamed, defaults as source literals); a string (why
+    not) when a default is no value of its column's type (the table stops, not the reader)."""
     columns, renamed, defaults = result
     by_name = {c.name: c for c in columns}
-    defaults = {n: None if v is None else normalize(by_name[n], v) for n, v in defaults.items()}
+    try:
+        defaults = {n: None if v is None else normalize(by_name[n], v) for n, v in defaults.items()}
+    except (ValueError, TypeError, ArithmeticError) as exc:
+        return f"a column's default is not read as a value of its type ({exc})"
     return SchemaChange(
         position, followed.published, [asdict(c) for c in columns], defaults, ddl.strip()[:1000], renamed=renamed
     )
