@@ -1,7 +1,8 @@
-"""A seeded, randomized differential test of ADD COLUMN as applications' sessions run it: a random type,
-NULL-ness, default (quoted, unquoted, bit and hex literals, the statement's time, dates), position, sql_mode,
-explicit_defaults_for_timestamp and time zone, with rows between some ALTERs and the stream read at random
-points (so it meets each ALTER in time, or after later ones). Every table the stream did not stop must equal
+"""A seeded, randomized differential test of ALTERs as applications' sessions run them: ADD COLUMN with a random
+type, NULL-ness, default (quoted, unquoted, bit and hex literals, the statement's time, dates) and position,
+and on the columns added before MODIFY, CHANGE, RENAME, DROP and default changes, one or two clauses a
+statement, under a random sql_mode, explicit_defaults_for_timestamp and time zone, with rows between some
+ALTERs and the stream read at random points (so it meets each ALTER in time, or after later ones). Every table the stream did not stop must equal
 its source by the independent comparer; one it stopped names its reason. The reader must not fail: one bad
 default once crashed it, and every table stalled. Seeds: ALTER_FUZZ_SEEDS (default 5)."""
 
@@ -136,7 +137,7 @@ def test_random_added_columns_are_followed_exactly_or_stop_their_table(stack, tm
     stream_once(pipeline)
     conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
     conn.autocommit(True)
-    ran, nid = [], 10
+    ran, nid, columns = [], 10, {}
     with conn.cursor() as cur:
         for step in range(150):
             t = rng.choice(tables)
@@ -145,20 +146,18 @@ def test_random_added_columns_are_followed_exactly_or_stop_their_table(stack, tm
             cur.execute(
                 f"SET explicit_defaults_for_timestamp = {rng.choice(['ON', 'OFF'])}, time_zone = '{rng.choice(['+00:00', '+05:30', '-08:00'])}'"
             )
-            col = f"c{step}"
-            decl = rng.choice(TYPES)
-            if rng.random() < 0.3:
-                decl += " NOT NULL"
-            elif rng.random() < 0.2:
-                decl += " NULL"
-            if rng.random() < 0.8:
-                decl += " DEFAULT " + rng.choice(LITERALS)
-            if rng.random() < 0.15:
-                decl += rng.choice([" FIRST", " AFTER id", " AFTER a"])
-            q = f"ALTER TABLE {t} ADD COLUMN {col} {decl}"
+            q = f"ALTER TABLE {t} " + ", ".join(
+                _clause(rng, step, k, columns.setdefault(t, [])) for k in range(rng.choice([1, 1, 1, 2]))
+            )
             try:
                 cur.execute(q)
                 ran.append((t, mode, q))
+                cur.execute(
+                    "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+                    "AND COLUMN_NAME NOT IN ('id', 'a')",
+                    (db, t),
+                )
+                columns[t] = [r[0] for r in cur.fetchall()]
             except pymysql.err.MySQLError:  # the server refused the combination: nothing to follow
                 continue
             if rng.random() < 0.5:
@@ -193,3 +192,34 @@ def test_random_added_columns_are_followed_exactly_or_stop_their_table(stack, tm
     print(f"seed {seed}: {len(ran)} ALTERs, {len(followed)} tables followed every one, differing: {bad}")
     assert not bad
     assert len(followed) >= 5, followed  # enough tables compared for the test to say something
+
+
+def _declaration(rng: random.Random) -> str:
+    decl = rng.choice(TYPES)
+    if rng.random() < 0.3:
+        decl += " NOT NULL"
+    elif rng.random() < 0.2:
+        decl += " NULL"
+    if rng.random() < 0.7:
+        decl += " DEFAULT " + rng.choice(LITERALS)
+    if rng.random() < 0.15:
+        decl += rng.choice([" FIRST", " AFTER id", " AFTER a"])
+    return decl
+
+
+def _clause(rng: random.Random, step: int, k: int, columns: list[str]) -> str:
+    """One clause of an ALTER: mostly ADD; on a column an earlier ALTER added, MODIFY, CHANGE, RENAME, DROP or
+    a default's change."""
+    kind = rng.choice(["add"] * 5 + ["modify", "change", "rename", "drop", "default", "default"]) if columns else "add"
+    if kind == "add":
+        return f"ADD COLUMN c{step}_{k} {_declaration(rng)}"
+    column = rng.choice(columns)
+    if kind == "modify":
+        return f"MODIFY {column} {_declaration(rng)}"
+    if kind == "change":
+        return f"CHANGE {column} r{step}_{k} {_declaration(rng)}"
+    if kind == "rename":
+        return f"RENAME COLUMN {column} TO n{step}_{k}"
+    if kind == "drop":
+        return f"DROP COLUMN {column}"
+    return f"ALTER COLUMN {column} " + rng.choice(["DROP DEFAULT", "SET DEFAULT " + rng.choice(LITERALS)])
