@@ -375,8 +375,9 @@ def query_event(data: bytes, timestamp: int, post_header: int, end: int, logs_fl
     (``seam.source.sql_text.statement_text``; the library reads every statement as UTF-8), the default
     database, ``sql_mode``, when it ran (``microseconds``, ``time_zone``: what its CURRENT_TIMESTAMP gave),
     ``explicit_timestamps`` (the session's explicit_defaults_for_timestamp; None when not logged: ``logs_flag``
-    says whether the server logs MariaDB's bit), and ``alter_phase``: MariaDB's ``binlog_alter_two_phase`` logs an ALTER when it starts ("start") and
-    again, whole, when it commits ("commit") or fails ("rollback")."""
+    says whether the server logs MariaDB's bit; MySQL logs its own whenever a statement names TIMESTAMP), and
+    ``alter_phase``: MariaDB's ``binlog_alter_two_phase`` logs an ALTER when it starts ("start") and again,
+    whole, when it commits ("commit") or fails ("rollback")."""
     event = QueryEvent.__new__(QueryEvent)
     event.timestamp, event.server_id = timestamp, int.from_bytes(data[6:10], "little")
     body = 20
