@@ -18,7 +18,9 @@ between the ALTER and the reader (then the stream has only the statement to go b
   column's values landed as Python's repr of the document, {'k': 1}).
 - a column's character set: MODIFY to one that cannot hold every value (utf8mb4 to latin1 or utf8mb3) has the
   source replace what it cannot hold with '?', so it stops; before, it was followed as no change at all. A
-  column declared without a character set takes the table's default, which the row's table map shows."""
+  column declared without a character set takes the table's default, which the row's table map shows.
+- ``ALTER IGNORE TABLE ... ADD UNIQUE`` deletes, unlogged, every row but the first of each repeated key: its
+  table stops (before, the ALTER was taken for an index change and the deleted rows stayed in the target)."""
 
 from __future__ import annotations
 
@@ -245,3 +247,32 @@ def test_a_json_column_added_on_mariadb_is_followed_as_the_longtext_it_is(stack,
     stream_once(pipeline)
     assert stopped_tables(pipeline, db)["docs"] is None
     assert compare_pipeline(pipeline, db, "docs") is None
+
+
+def test_alter_ignore_that_adds_a_unique_key_stops_its_table(stack, tmp_path_factory):
+    db = "alter_ignore"
+    fresh_database(
+        db,
+        *(
+            statement
+            for table in ("deduplicated", "indexed")
+            for statement in (
+                f"CREATE TABLE {db}.{table} (id INT PRIMARY KEY, a INT)",
+                f"INSERT INTO {db}.{table} VALUES (1, 1), (2, 1), (3, 2)",
+            )
+        ),
+    )
+    tables = [{"name": f"{db}.{t}", "key": ["id"]} for t in ("deduplicated", "indexed")]
+    _, pipeline = loaded(tmp_path_factory, "alter_ignore", tables)
+    stream_once(pipeline)
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
+    conn.autocommit(True)
+    with conn.cursor() as cur:
+        cur.execute("ALTER IGNORE TABLE deduplicated ADD UNIQUE KEY (a)")
+        cur.execute("ALTER IGNORE TABLE indexed ADD INDEX (a)")
+        cur.execute("SELECT COUNT(*) FROM deduplicated")
+        assert cur.fetchone()[0] == 2  # the server dropped row 2, and logged no row for it
+    stream_once(pipeline)
+    stopped = stopped_tables(pipeline, db)
+    assert "ALTER IGNORE TABLE" in (stopped["deduplicated"] or ""), stopped
+    assert stopped["indexed"] is None and compare_pipeline(pipeline, db, "indexed") is None

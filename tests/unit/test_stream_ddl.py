@@ -1016,3 +1016,21 @@ def test_a_json_column_on_mariadb_is_declared_as_its_longtext():
     column = declared_column("c", c[-1])
     assert (column.column_type, column.charset, column.nullable) == ("longtext", "utf8mb4", False)
     assert declared_default(c[-1]) == "{}" and d == clauses[1]
+
+
+@pytest.mark.parametrize(
+    "query, stops",
+    [
+        ("ALTER IGNORE TABLE t ADD UNIQUE KEY (a)", True),
+        ("ALTER ONLINE IGNORE TABLE t ADD CONSTRAINT u UNIQUE (a)", True),
+        ("ALTER IGNORE TABLE t ADD PRIMARY KEY (a)", True),
+        ("ALTER IGNORE TABLE t ADD c INT NOT NULL DEFAULT 0 UNIQUE", True),
+        ("ALTER IGNORE TABLE t ADD INDEX (a)", False),
+        ("ALTER IGNORE TABLE t ADD c INT COMMENT 'unique'", False),
+        ("ALTER TABLE t ADD UNIQUE (a)", False),  # without IGNORE a repeated key fails the ALTER
+        ("ALTER IGNORE TABLE other ADD UNIQUE (a)", False),
+    ],
+)
+def test_alter_ignore_adding_a_unique_key_stops_the_table(query, stops):
+    effect = ddl_effect(query, "d", "d", "t")
+    assert (effect is not None and effect[0] == "stop") == stops, effect

@@ -94,6 +94,8 @@ _WAIT = re.compile(r"\s*(?:WAIT\s+\d+(?:\.\d*)?|NOWAIT)\b", re.I)
 # `ADD [COLUMN] (a INT, b INT)`: several columns in one clause
 _ADD_SEVERAL = re.compile(rf"^ADD\s+(?:COLUMN\s+)?({_IF_EXISTS})\((.*)\)$", re.I | re.S)
 # a DBA's partition maintenance: rows unchanged; the statement's only clause, its partitions listed by commas
+# a key that ALTER IGNORE TABLE makes unique by deleting, unlogged, every row but the first of each value
+_UNIQUE_KEY = re.compile(r"\bUNIQUE\b|\bPRIMARY\s+KEY\b", re.I)
 _PARTITION_UPKEEP = re.compile(r"\s*(ANALYZE|CHECK|OPTIMIZE|REBUILD|REPAIR)\s+PARTITION\b", re.I)
 # each with the column's name(s), then what the clause declares (the definition, or the default), if anything
 _COLUMN_CLAUSES = [
@@ -152,11 +154,14 @@ def ddl_effect(
     def names_in(text: str) -> list[tuple[str | None, str]]:
         return [n for n in (name_at(part)[0] for part in _split_clauses(text)) if n]
 
-    m = re.match(r"ALTER\s+(?:ONLINE\s+)?(?:IGNORE\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?", q, re.I)
+    m = re.match(r"ALTER\s+(?:ONLINE\s+)?(IGNORE\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?", q, re.I)
     if m:
         name, end = name_at(q, m.end())
         wait = _WAIT.match(q, end)
-        return _alter(q[wait.end() if wait else end :], name == me, me, name_at)
+        rest = q[wait.end() if wait else end :]
+        if m.group(1) and name == me and _UNIQUE_KEY.search(re.sub(r"'(?:[^']|'')*'", "''", rest)):
+            return ("stop", "ALTER IGNORE TABLE ... ADD UNIQUE (the source dropped the rows that repeat the key)")
+        return _alter(rest, name == me, me, name_at)
     m = re.match(r"(DROP|CREATE\s+OR\s+REPLACE)\s+(?:DATABASE|SCHEMA)\s+(?:IF\s+EXISTS\s+)?", q, re.I)
     if m:  # a database name is one name, which name_at takes for a table's
         name, _ = name_at(q, m.end())
