@@ -364,3 +364,43 @@ def test_rows_rolled_back_to_a_savepoint_are_left_out_when_the_binlog_holds_them
         titles = dict(c.execute(f'SELECT id, title FROM "{db}".films').fetchall())
     assert titles == {1: "KEPT BEFORE", 2: "FILM 2", 3: "FILM 3", 4: "KEPT AFTER", 5: "FILM 5", 42: "KEPT LAST"}
     assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "films") is None
+
+
+@pytest.mark.parametrize("spilled", [False, True])
+def test_a_parent_changed_with_foreign_key_checks_off_cascades_nothing(stack, tmp_path_factory, spilled):
+    """A session with foreign_key_checks = 0 (a DBA's data fix, a bulk load) deletes or rekeys a parent: the
+    engine cascades nothing, and its row events say so (NO_FOREIGN_KEY_CHECKS_F). The children stay as they
+    are in the target too; before, the stream rebuilt the cascade and deleted them. ``spilled``: the
+    transaction is larger than stream.max_transaction_memory, so its events are read back from the spill file."""
+    db = f"unchecked_keys_{int(spilled)}"
+    fresh_database(
+        db,
+        f"CREATE TABLE {db}.parent (id INT PRIMARY KEY, code INT UNIQUE)",
+        f"CREATE TABLE {db}.child (id INT PRIMARY KEY, pid INT, pcode INT, "
+        f"FOREIGN KEY (pid) REFERENCES {db}.parent (id) ON DELETE CASCADE, "
+        f"FOREIGN KEY (pcode) REFERENCES {db}.parent (code) ON UPDATE CASCADE ON DELETE SET NULL)",
+        f"CREATE TABLE {db}.filler (id INT PRIMARY KEY, pad VARCHAR(200))",
+        f"INSERT INTO {db}.parent VALUES (1, 10), (2, 20), (3, 30)",
+        f"INSERT INTO {db}.child VALUES (1, 1, 10), (2, 1, 10), (3, 2, 20), (4, 3, 30)",
+    )
+    tables = [{"name": f"{db}.{t}", "key": ["id"]} for t in ("parent", "child", "filler")]
+    path = pipeline_file(tmp_path_factory, f"unchecked_{spilled}", tables, stream={"max_transaction_memory": 2**20})
+    load = seam_command(path, "load", "full", *(t["name"] for t in tables))
+    assert load.returncode == 0, load.stdout[-2000:] + load.stderr[-2000:]
+    pipeline = load_pipeline(path)
+    stream_once(pipeline)
+    filler = ["INSERT INTO filler SELECT seq, REPEAT('x', 200) FROM seq_1_to_20000"] if spilled else []
+    in_one_transaction(
+        db,
+        "SET FOREIGN_KEY_CHECKS = 0",
+        *filler,
+        "DELETE FROM parent WHERE id = 1",
+        "UPDATE parent SET code = 21 WHERE id = 2",
+    )
+    in_one_transaction(db, "DELETE FROM parent WHERE id = 3")  # checked: the child's pcode is set NULL, row 4 goes
+    stream_once(pipeline)
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        children = conn.execute(f'SELECT id, pid, pcode FROM "{db}".child ORDER BY id').fetchall()
+    assert children == [(1, 1, 10), (2, 1, 10), (3, 2, 20)], children
+    for table in ("parent", "child", "filler"):
+        assert compare_pipeline(pipeline, db, table) is None, table

@@ -26,6 +26,7 @@ class RowEvent:
     log_pos: int = 100
     size: int = 40
     data: bytes = b"x" * 40
+    unchecked_keys: bool = False
 
     def images(self):
         return [(None, {"id": self.id})]

@@ -317,7 +317,10 @@ class Stream:
         start = 20 + self._post_header(kind, 10 if kind in _ROWS_V2 else 8)
         if kind in _ROWS_V2:  # v2: extra data follows the post-header; its length counts its own two bytes
             start += int.from_bytes(data[28:30], "little") - 2
-        return Rows(_ROWS[kind], decoder.schema, decoder.table, timestamp, log_pos, decoder, data, start, end)
+        unchecked = bool(int.from_bytes(data[26:28], "little") & _NO_FOREIGN_KEY_CHECKS)  # flags, after the table id
+        return Rows(
+            _ROWS[kind], decoder.schema, decoder.table, timestamp, log_pos, decoder, data, start, end, None, unchecked
+        )
 
 
 def _log_members(table, body: bytes) -> None:
@@ -364,6 +367,7 @@ _FLAGS2, _SQL_MODE, _CHARSET, _TIME_ZONE, _GTID_FLAGS3 = 0x00, 0x01, 0x04, 0x05,
 # ALTER of a table with a TIMESTAMP column), a bit of MariaDB's flags2 (logged since 10.10)
 _EXPLICIT_DEFAULTS, _MARIADB_EXPLICIT_DEFAULTS = 0x10, 1 << 24
 _UPDATED_DB_NAMES = 0x0C
+_NO_FOREIGN_KEY_CHECKS = 0x0002  # a row event's flag: its session ran with foreign_key_checks = 0
 _MICROSECONDS = (0x0D, 0x80)  # MySQL's Q_MICROSECONDS, MariaDB's Q_HRNOW: logged when the statement used them
 _ALTER_PHASES = ((2, "start"), (4, "commit"), (8, "rollback"))  # MariaDB's GTID flags_extra bits
 

@@ -107,6 +107,8 @@ class Rows:
     _start: int  # where the body (the column count) starts
     _end: int
     _refused: str | None = None
+    # the session ran with foreign_key_checks = 0 (the event's NO_FOREIGN_KEY_CHECKS_F): the engine cascaded nothing
+    unchecked_keys: bool = False
 
     @property
     def size(self) -> int:

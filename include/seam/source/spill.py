@@ -44,6 +44,7 @@ class RowChange(NamedTuple):  # a tuple: made per row read, three times cheaper 
     after: dict | None  # ... with ``records``, record values (seam.wire.records.normalize_row's)
     position: Position  # the row event's end, and the row's index in it
     records: bool = False
+    cascades: bool = True  # False: its session ran with foreign_key_checks = 0, and the engine cascaded nothing
 
 
 def row_changes(event: Rows, log_file: str, schema: TableSchema | None = None) -> list[RowChange]:
@@ -51,6 +52,11 @@ def row_changes(event: Rows, log_file: str, schema: TableSchema | None = None) -
     op, db, table, end = event.op, event.schema, event.table, event.log_pos
     pairs = event.images() if schema is None else record_images(event, schema)
     records = schema is not None
+    if event.unchecked_keys:
+        return [
+            RowChange(op, db, table, before, after, Position(log_file, end, i), records, False)
+            for i, (before, after) in enumerate(pairs)
+        ]
     return [
         RowChange(op, db, table, before, after, Position(log_file, end, i), records)
         for i, (before, after) in enumerate(pairs)
@@ -107,7 +113,17 @@ class ChangeBuffer:
             reader = self._reader_index[ids] = len(self._readers)
             self._readers.append((event.decoder, schema))
         body = event.data[event.start : event.end]
-        return (reader, event.op, event.schema, event.table, event.timestamp, event.log_pos, log_file, body)
+        return (
+            reader,
+            event.op,
+            event.schema,
+            event.table,
+            event.timestamp,
+            event.log_pos,
+            log_file,
+            body,
+            event.unchecked_keys,
+        )
 
     def _dump(self) -> None:
         assert self._file is not None
@@ -117,9 +133,9 @@ class ChangeBuffer:
         self._events, self._cost = [], 0
 
     def _decoded(self, spilled: list[tuple]) -> Iterator[RowChange]:
-        for reader, op, db, table, timestamp, log_pos, log_file, body in spilled:
+        for reader, op, db, table, timestamp, log_pos, log_file, body, unchecked in spilled:
             decoder, schema = self._readers[reader]
-            event = Rows(op, db, table, timestamp, log_pos, decoder, body, 0, len(body))
+            event = Rows(op, db, table, timestamp, log_pos, decoder, body, 0, len(body), None, unchecked)
             yield from row_changes(event, log_file, schema)
 
     def mark(self) -> int:
