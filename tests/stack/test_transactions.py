@@ -404,3 +404,27 @@ def test_a_parent_changed_with_foreign_key_checks_off_cascades_nothing(stack, tm
     assert children == [(1, 1, 10), (2, 1, 10), (3, 2, 20)], children
     for table in ("parent", "child", "filler"):
         assert compare_pipeline(pipeline, db, table) is None, table
+
+
+def test_a_cascade_from_a_parent_in_another_database_reaches_the_child(stack, tmp_path_factory):
+    """The parent's database is not the pipeline's: its delete cascades into the streamed child all the same.
+    Before, foreign keys were read only between the pipeline's databases, and the cascade was lost."""
+    fresh_database("cross_db_child")  # its key into the parent would keep the parent's database from going
+    fresh_database(
+        "cross_db_parent",
+        "CREATE TABLE cross_db_parent.parent (id INT PRIMARY KEY)",
+        "INSERT INTO cross_db_parent.parent VALUES (1), (2)",
+    )
+    fresh_database(
+        "cross_db_child",
+        "CREATE TABLE cross_db_child.child (id INT PRIMARY KEY, pid INT, "
+        "FOREIGN KEY (pid) REFERENCES cross_db_parent.parent (id) ON DELETE CASCADE)",
+        "INSERT INTO cross_db_child.child VALUES (1, 1), (2, 1), (3, 2)",
+    )
+    _, pipeline = loaded(tmp_path_factory, "cross_db", [{"name": "cross_db_child.child", "key": ["id"]}])
+    stream_once(pipeline)
+    in_one_transaction("cross_db_parent", "DELETE FROM parent WHERE id = 1")
+    stream_once(pipeline)
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        assert conn.execute('SELECT id FROM "cross_db_child".child').fetchall() == [(3,)]
+    assert compare_pipeline(pipeline, "cross_db_child", "child") is None

@@ -124,9 +124,10 @@ def reachable(start, step) -> set:
 
 
 def read_foreign_keys(conn, dbs) -> list[ForeignKey]:
-    """The foreign keys of the tables in ``dbs`` whose parent is in ``dbs`` too. Columns come from
-    KEY_COLUMN_USAGE; the ON DELETE / ON UPDATE rules from SHOW CREATE TABLE, because MariaDB shows
-    REFERENTIAL_CONSTRAINTS only to users with more than SELECT on the table."""
+    """The foreign keys of the tables in ``dbs``, whatever database their parent is in (a cascade from a
+    parent in another database changes the child all the same). Columns come from KEY_COLUMN_USAGE; the ON
+    DELETE / ON UPDATE rules from SHOW CREATE TABLE, because MariaDB shows REFERENTIAL_CONSTRAINTS only to
+    users with more than SELECT on the table."""
     dbs = sorted(set(dbs))
     if not dbs:
         return []
@@ -135,9 +136,9 @@ def read_foreign_keys(conn, dbs) -> list[ForeignKey]:
         cur.execute(
             "SELECT TABLE_SCHEMA, TABLE_NAME, CONSTRAINT_NAME, COLUMN_NAME, REFERENCED_TABLE_SCHEMA, "
             "REFERENCED_TABLE_NAME, REFERENCED_COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE "
-            f"WHERE TABLE_SCHEMA IN ({marks}) AND REFERENCED_TABLE_SCHEMA IN ({marks}) "
+            f"WHERE TABLE_SCHEMA IN ({marks}) AND REFERENCED_TABLE_SCHEMA IS NOT NULL "
             "ORDER BY TABLE_SCHEMA, TABLE_NAME, CONSTRAINT_NAME, ORDINAL_POSITION",
-            (*dbs, *dbs),
+            dbs,
         )
         grouped: dict[tuple, list] = {}
         for db, table, name, column, pdb, ptable, pcolumn in cur.fetchall():

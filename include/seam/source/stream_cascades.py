@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from seam.core.schema import TableSchema
+from seam.core.schema import SchemaError, TableSchema
 from seam.source.binlog import Transaction
 from seam.source.schema import reachable, read_foreign_keys, read_schema
 from seam.wire.records import Record, normalize
@@ -41,7 +41,11 @@ class Cascades:
         for fk in read_foreign_keys(conn, {db for db, _ in self.streamed}):
             if fk.child in self.streamed and fk.follows():
                 if fk.parent not in schemas:
-                    schemas[fk.parent] = read_schema(conn, *fk.parent)
+                    try:
+                        schemas[fk.parent] = read_schema(conn, *fk.parent)
+                    except SchemaError as exc:  # another database, not granted: every other table goes on
+                        log.error("the cascades of %s.%s into %s.%s are not followed: %s", *fk.parent, *fk.child, exc)
+                        continue
                 rules.setdefault(fk.parent, []).append((fk, schemas[fk.parent]))
         if rules != self.rules:
             for parent, fks in rules.items():
