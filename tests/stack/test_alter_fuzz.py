@@ -53,6 +53,9 @@ TYPES = [
     "CHAR(3) CHARACTER SET ascii",
 ]
 LITERALS = [
+    "'a\\0b'",  # a NUL, which PostgreSQL's text cannot hold
+    "'t\\tx\\Z'",
+    "'%_\\%'",
     "''",
     "' '",
     "'a'",
