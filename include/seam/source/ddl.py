@@ -93,9 +93,9 @@ _HARMLESS = re.compile(
 _WAIT = re.compile(r"\s*(?:WAIT\s+\d+(?:\.\d*)?|NOWAIT)\b", re.I)
 # `ADD [COLUMN] (a INT, b INT)`: several columns in one clause
 _ADD_SEVERAL = re.compile(rf"^ADD\s+(?:COLUMN\s+)?({_IF_EXISTS})\((.*)\)$", re.I | re.S)
-# a DBA's partition maintenance: rows unchanged; the statement's only clause, its partitions listed by commas
 # a key that ALTER IGNORE TABLE makes unique by deleting, unlogged, every row but the first of each value
 _UNIQUE_KEY = re.compile(r"\bUNIQUE\b|\bPRIMARY\s+KEY\b", re.I)
+# a DBA's partition maintenance: rows unchanged; the statement's only clause, its partitions listed by commas
 _PARTITION_UPKEEP = re.compile(r"\s*(ANALYZE|CHECK|OPTIMIZE|REBUILD|REPAIR)\s+PARTITION\b", re.I)
 # each with the column's name(s), then what the clause declares (the definition, or the default), if anything
 _COLUMN_CLAUSES = [
