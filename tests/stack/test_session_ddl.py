@@ -39,22 +39,29 @@ pytestmark = pytest.mark.stack
 TABLES = ("first_ts", "later_ts", "with_default", "session_on", "bystander")
 
 
-def test_timestamps_added_under_explicit_defaults_off_are_followed_as_the_server_made_them(stack, tmp_path_factory):
+def _streamed(tmp_path_factory, db: str, tables, name: str, rows: str = "(1, 1), (2, 2)"):
+    """Tables ``(id INT PRIMARY KEY, a INT)`` holding ``rows``, loaded and streamed to the binlog's end: the
+    pipeline, and an autocommitting connection to ``db``."""
     fresh_database(
-        DB,
+        db,
         *(
             statement
-            for table in TABLES
+            for table in tables
             for statement in (
-                f"CREATE TABLE {DB}.{table} (id INT PRIMARY KEY, a INT)",
-                f"INSERT INTO {DB}.{table} VALUES (1, 1), (2, 2)",
+                f"CREATE TABLE {db}.{table} (id INT PRIMARY KEY, a INT)",
+                f"INSERT INTO {db}.{table} VALUES {rows}",
             )
         ),
     )
-    _, pipeline = loaded(tmp_path_factory, "explicit_defaults", [{"name": f"{DB}.{t}", "key": ["id"]} for t in TABLES])
+    _, pipeline = loaded(tmp_path_factory, name, [{"name": f"{db}.{t}", "key": ["id"]} for t in tables])
     stream_once(pipeline)
-    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
     conn.autocommit(True)
+    return pipeline, conn
+
+
+def test_timestamps_added_under_explicit_defaults_off_are_followed_as_the_server_made_them(stack, tmp_path_factory):
+    pipeline, conn = _streamed(tmp_path_factory, DB, TABLES, "explicit_defaults")
     with conn.cursor() as cur:
         cur.execute("SET time_zone = '+05:30', explicit_defaults_for_timestamp = OFF")
         cur.execute("ALTER TABLE first_ts ADD ts TIMESTAMP AFTER id")
@@ -100,22 +107,7 @@ MODES = {
 @pytest.mark.parametrize("row_between", [False, True])
 def test_an_alter_is_read_under_its_sessions_sql_mode(stack, tmp_path_factory, row_between):
     db = f"{MODES_DB}_{int(row_between)}"
-    fresh_database(
-        db,
-        *(
-            statement
-            for table in MODES
-            for statement in (
-                f"CREATE TABLE {db}.{table} (id INT PRIMARY KEY, a INT)",
-                f"INSERT INTO {db}.{table} VALUES (1, 1), (2, 2)",
-            )
-        ),
-    )
-    tables = [{"name": f"{db}.{t}", "key": ["id"]} for t in MODES]
-    _, pipeline = loaded(tmp_path_factory, f"sql_modes_{row_between}", tables)
-    stream_once(pipeline)
-    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
-    conn.autocommit(True)
+    pipeline, conn = _streamed(tmp_path_factory, db, MODES, f"sql_modes_{row_between}")
     with conn.cursor() as cur:
         for table, (mode, clauses) in MODES.items():
             cur.execute("SET sql_mode = %s", (mode,))
@@ -147,23 +139,7 @@ LITERALS = {
 @pytest.mark.parametrize("row_between", [False, True])
 def test_a_literal_default_is_read_as_the_column_stores_it(stack, tmp_path_factory, row_between):
     db = f"literal_defaults_{int(row_between)}"
-    fresh_database(
-        db,
-        *(
-            statement
-            for table in LITERALS
-            for statement in (
-                f"CREATE TABLE {db}.{table} (id INT PRIMARY KEY, a INT)",
-                f"INSERT INTO {db}.{table} VALUES (1, 1), (2, 2)",
-            )
-        ),
-    )
-    _, pipeline = loaded(
-        tmp_path_factory, f"literals_{row_between}", [{"name": f"{db}.{t}", "key": ["id"]} for t in LITERALS]
-    )
-    stream_once(pipeline)
-    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
-    conn.autocommit(True)
+    pipeline, conn = _streamed(tmp_path_factory, db, LITERALS, f"literals_{row_between}")
     with conn.cursor() as cur:
         for table, (clauses, _) in LITERALS.items():
             cur.execute(f"ALTER TABLE {table} {clauses}")
@@ -251,22 +227,9 @@ def test_a_json_column_added_on_mariadb_is_followed_as_the_longtext_it_is(stack,
 
 def test_alter_ignore_that_adds_a_unique_key_stops_its_table(stack, tmp_path_factory):
     db = "alter_ignore"
-    fresh_database(
-        db,
-        *(
-            statement
-            for table in ("deduplicated", "indexed")
-            for statement in (
-                f"CREATE TABLE {db}.{table} (id INT PRIMARY KEY, a INT)",
-                f"INSERT INTO {db}.{table} VALUES (1, 1), (2, 1), (3, 2)",
-            )
-        ),
+    pipeline, conn = _streamed(
+        tmp_path_factory, db, ("deduplicated", "indexed"), "alter_ignore", rows="(1, 1), (2, 1), (3, 2)"
     )
-    tables = [{"name": f"{db}.{t}", "key": ["id"]} for t in ("deduplicated", "indexed")]
-    _, pipeline = loaded(tmp_path_factory, "alter_ignore", tables)
-    stream_once(pipeline)
-    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
-    conn.autocommit(True)
     with conn.cursor() as cur:
         cur.execute("ALTER IGNORE TABLE deduplicated ADD UNIQUE KEY (a)")
         cur.execute("ALTER IGNORE TABLE indexed ADD INDEX (a)")
