@@ -1,9 +1,12 @@
-"""spark-submit entry point: publish a full load of one or more tables (see seam.source.full_load)."""
+"""spark-submit entry point: publish a full load of one or more tables (see seam.source.full_load); ``run`` is
+also what the shared Spark driver runs (seam.spark_driver)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Callable, Mapping
 
 from seam.config import load_pipeline
 from seam.core.errors import SeamError, one_line
@@ -12,7 +15,7 @@ from seam.spark import each_table, say_line, spark_session
 from seam.wire.boundary import new_batch_id
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pipeline", default=None)
     parser.add_argument(
@@ -32,27 +35,44 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give one --batch per --table, or none")
     if args.resume and len(args.resume) != len(args.batch):
         parser.error("give one --resume per --batch, or none")
-    pipeline = load_pipeline(args.pipeline)
-    tables = [pipeline.table(t) for t in args.table]
-    batches = args.batch or [new_batch_id() for _ in tables]
-    resumes = [None if r == "-" else Resume.from_json(r) for r in args.resume] or [None] * len(tables)
-    spark = spark_session(pipeline, "seam-full-load")
+    return args
 
-    def publish(job):
-        table, batch, resume = job
-        return publish_full_load(spark, pipeline, table, batch, say=say_line, resume=resume)
 
+def run(spark, argv: list[str], env: Mapping[str, str], say: Callable[[str], None]) -> int:
+    """The job on ``spark``: the pipeline read with ``env``, each line said with ``say``; the exit code."""
+    args = parse(argv)
     try:
+        pipeline = load_pipeline(args.pipeline, env)
+        tables = [pipeline.table(t) for t in args.table]
+        batches = args.batch or [new_batch_id() for _ in tables]
+        resumes = [None if r == "-" else Resume.from_json(r) for r in args.resume] or [None] * len(tables)
+
+        def publish(job):
+            table, batch, resume = job
+            return publish_full_load(spark, pipeline, table, batch, say=say, resume=resume)
+
         jobs = list(zip(tables, batches, resumes))
         parallel = 1 if args.in_order else pipeline.spark.max_parallel_tables
         for (table, _, _), end in each_table(jobs, publish, parallel):
-            say_line(f"SEAM_RESULT table={table.name} batch={end.batch} messages={end.rows} position={end.position}")
+            say(f"SEAM_RESULT table={table.name} batch={end.batch} messages={end.rows} position={end.position}")
     except SeamError as exc:  # one line for the log and the caller, never a traceback
+        say(one_line(exc))
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    try:
+        pipeline = load_pipeline(args.pipeline)
+    except SeamError as exc:
         print(one_line(exc), file=sys.stderr, flush=True)
         return 1
+    spark = spark_session(pipeline, "seam-full-load")
+    try:
+        return run(spark, sys.argv[1:] if argv is None else argv, os.environ, say_line)
     finally:
         spark.stop()
-    return 0
 
 
 if __name__ == "__main__":

@@ -185,7 +185,15 @@ _REPAIR = ("max_rows",)
 _SOURCE = ("type", "host", "port", "user", "password", "server_id", "snapshot")
 _KAFKA = ("bootstrap", "topic_prefix", "partitions", "max_unapplied_events", "max_unapplied_bytes", "max_value_bytes")
 _TARGET = ("type", "host", "port", "database", "user", "password", "state_schema", "text_nul", "zero_dates")
-_SPARK = ("master", "jdbc_jar", "jdbc_driver", "partitions", "min_chunk_rows", "max_parallel_tables")
+_SPARK = (
+    "master",
+    "jdbc_jar",
+    "jdbc_driver",
+    "partitions",
+    "min_chunk_rows",
+    "max_parallel_tables",
+    "shared_driver_idle_s",
+)
 _DEFAULTS = ("safety_delay", "semantics")
 _TABLE = ("name", "key", "cursor", "safety_delay", "semantics", "soft_delete", "sync", "incremental", "checks")
 _CHECKS = ("count", "checksum", "columns")
@@ -228,6 +236,9 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
         partitions=r.integer(spk, "partitions", "spark", SparkConfig.partitions, 1, 4096),
         min_chunk_rows=r.integer(spk, "min_chunk_rows", "spark", SparkConfig.min_chunk_rows, 1, 100_000_000),
         max_parallel_tables=r.integer(spk, "max_parallel_tables", "spark", SparkConfig.max_parallel_tables, 1, 64),
+        shared_driver_idle_s=r.integer(
+            spk, "shared_driver_idle_s", "spark", SparkConfig.shared_driver_idle_s, 0, 7 * 86400
+        ),
     )
     tables, notify = _tables(r, top), _notify(r, top.get("notify"))
     st = r.mapping(top.get("stream") or {}, "stream", _STREAM)

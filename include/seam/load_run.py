@@ -24,9 +24,11 @@ from typing import Any, Protocol
 
 import psycopg
 
+from seam.config import state_dir
 from seam.core.errors import ONE_LINE, SeamError, first_line
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.spark import spark_job_script, spark_master, submit_conf
+from seam.spark_driver import SharedJob, run_shared
 from seam.state.connection import StateWatch
 from seam.state.ledger import batch_status
 from seam.state.schema import held_by_another
@@ -63,6 +65,13 @@ def spark_submit_command(
         str(script or spark_job_script(job)),
         *args,
     ]
+
+
+SHARED_JOBS = ("full_load", "incremental_load")  # the jobs spark_jobs/spark_driver.py runs
+
+
+def _print_line(line: str) -> None:
+    print(line, flush=True)
 
 
 class Child:
@@ -187,7 +196,10 @@ class BatchRun:
         if not all(sink_running(self.conn, topic) for topic in self.topics):
             self.sink = self._start_sink()
         job_args = [*self.pipeline_args, *job_args]
-        if self.runner.submit is None:
+        shared = self._shared(job, job_args) if self.runner.submit is None else None
+        if shared is not None:
+            self.spark = shared
+        elif self.runner.submit is None:
             command = spark_submit_command(self.pipeline, job, job_args)
             spark = Child(subprocess.Popen(command, env=self.env, start_new_session=True, **self.output))
             if self.runner.log:
@@ -196,9 +208,26 @@ class BatchRun:
         else:
             self.spark = self.runner.submit(job, job_args)
         self.runner.children.append(self.spark)
-        self.runner.say(
-            ("spark job started" if self.runner.submit is not None else f"spark job pid {self.spark.pid}")
-            + (f", sink pid {self.sink.pid}" if self.sink else ", applied by the running sink")
+        if shared is not None:
+            started = f"spark job in the shared Spark driver (pid {shared.pid})"
+        else:
+            started = "spark job started" if self.runner.submit is not None else f"spark job pid {self.spark.pid}"
+        self.runner.say(started + (f", sink pid {self.sink.pid}" if self.sink else ", applied by the running sink"))
+
+    def _shared(self, job: str, job_args: list[str]) -> SharedJob | None:
+        """The job in the shared Spark driver (``seam.spark_driver``), or None: spark-submit it is."""
+        if job not in SHARED_JOBS:
+            return None
+        lines = LineRelay(self.runner.log).line if self.runner.log else _print_line
+        return run_shared(
+            self.pipeline,
+            job,
+            job_args,
+            self.env,
+            state_dir(),
+            lambda args: spark_submit_command(self.pipeline, "spark_driver", [*self.pipeline_args, *args]),
+            lines,
+            self.runner.say,
         )
 
     def _start_sink(self) -> Child:
@@ -347,26 +376,38 @@ _LEVELS = {
 }
 
 
-def relay_output(proc: subprocess.Popen, log: LineLog) -> threading.Thread:
+class LineRelay:
     """Log a child's output line by line at each line's own level: Spark's log4j and Seam's logging name it
     near the start of a line, a trace's continuation lines keep the level of the line they continue, and
     anything else (progress lines) is INFO."""
 
-    def relay():
-        level = logging.INFO
-        assert proc.stdout is not None  # started with stdout=PIPE
-        for line in proc.stdout:
-            line = line.rstrip()
-            if not line:
-                continue
+    def __init__(self, log: LineLog):
+        self.log, self.level = log, logging.INFO
+        self._lock = threading.Lock()
+
+    def line(self, line: str) -> None:
+        line = line.rstrip()
+        if not line:
+            return
+        with self._lock:
             found = _LEVEL.search(line[:80])
             if ONE_LINE.match(line):
-                level = logging.ERROR
+                self.level = logging.ERROR
             elif found:
-                level = _LEVELS[found.group(1)]
+                self.level = _LEVELS[found.group(1)]
             elif not line[:1].isspace() and not line.startswith(("Caused by", "at ", "...")):
-                level = logging.INFO
-            log.log(level, "%s", line)
+                self.level = logging.INFO
+            self.log.log(self.level, "%s", line)
+
+
+def relay_output(proc: subprocess.Popen, log: LineLog) -> threading.Thread:
+    """Relay ``proc``'s output to ``log`` (``LineRelay``) in a thread of its own."""
+
+    def relay():
+        relay = LineRelay(log)
+        assert proc.stdout is not None  # started with stdout=PIPE
+        for line in proc.stdout:
+            relay.line(line)
 
     thread = threading.Thread(target=relay, name=f"relay-{proc.pid}", daemon=True)
     thread.start()

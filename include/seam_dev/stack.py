@@ -205,7 +205,8 @@ class EmbeddedStack(Processes):
         # Airflow first (its seam_stream would start the stream again), then the stream (`seam stream start`'s
         # processes, sink first, then the supervisor's), then what it reads
         started = sorted((p.stem for p in self.run_dir.glob("*stream-*.pid")), key=lambda n: not n.endswith("sink"))
-        for name in ("airflow", *started, "stream parts", "postgres", "kafka", "mysql"):
+        drivers = sorted(p.stem for p in self.run_dir.glob("spark-driver-*.pid"))  # seam.spark_driver's
+        for name in ("airflow", *started, "stream parts", *drivers, "postgres", "kafka", "mysql"):
             pids = self._stop_stream_parts() if name == "stream parts" else [self.stop(name)]
             for pid in filter(None, pids):
                 log(f"{name:9} stopped (pid {pid})")

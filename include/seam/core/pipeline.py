@@ -194,6 +194,8 @@ class SparkConfig:
     min_chunk_rows: int = 50_000
     # tables one load's Spark application publishes at once (their jobs share its executors)
     max_parallel_tables: int = 8
+    # a load's Spark job runs in the shared driver this long after its last job (seam.spark_driver); 0: spark-submit
+    shared_driver_idle_s: int = 600
 
 
 @dataclass(frozen=True)
