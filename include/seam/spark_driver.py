@@ -33,6 +33,7 @@ import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from seam.core.pipeline import Pipeline
 from seam.files import open_private, private_dir
@@ -202,11 +203,11 @@ class SharedJob:
     it runs, then its exit code; ``stop`` closes the socket (the driver cancels the job); ``pid`` is the driver's.
     Its output lines go to ``lines``."""
 
-    def __init__(self, conn: socket.socket, pid: int, lines: Callable[[str], None], log: Path):
+    def __init__(self, conn: socket.socket, stream: BinaryIO, pid: int, lines: Callable[[str], None], log: Path):
         self.conn, self.pid = conn, pid
         self.code: int | None = None
         self._stopped = False
-        self._reader = threading.Thread(target=self._read, args=(conn.makefile("rb"), lines, log), daemon=True)
+        self._reader = threading.Thread(target=self._read, args=(stream, lines, log), daemon=True)
         self._reader.start()
 
     def _read(self, stream, lines: Callable[[str], None], log: Path) -> None:
@@ -247,14 +248,15 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _ask(path: Path, request: dict) -> tuple[socket.socket, dict] | None:
-    """Send ``request`` to the driver at ``path``; (socket, its answer), or None if none listens there."""
+def _ask(path: Path, request: dict) -> tuple[socket.socket, BinaryIO, dict] | None:
+    """Send ``request`` to the driver at ``path``; (socket, what it sends next, its answer), or None if none
+    listens there."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(str(path))
         conn.sendall(json.dumps(request).encode() + b"\n")
-        answer = conn.makefile("rb").readline()
-        return conn, json.loads(answer)
+        stream = conn.makefile("rb")  # one reader for the answer and all after it: it reads ahead
+        return conn, stream, json.loads(stream.readline())
     except (OSError, ValueError):
         conn.close()
         return None
@@ -289,11 +291,11 @@ def run_shared(
             asked = _ask(path, request) if started else None
     if asked is None:
         return None
-    conn, answer = asked
+    conn, stream, answer = asked
     if "accepted" not in answer:
         conn.close()
         return None
-    return SharedJob(conn, int(answer["accepted"]), lines, _log_path(state, identity))
+    return SharedJob(conn, stream, int(answer["accepted"]), lines, _log_path(state, identity))
 
 
 def _log_path(state: Path, identity: str) -> Path:

@@ -8,6 +8,7 @@ binlog position (target image + binlog replay == source now).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import psycopg
 import pytest
 import yaml
 
-from seam.config import load_pipeline
+from seam.config import load_pipeline, state_dir
 from seam.core.position import Position
 from seam.state import ledger
 from seam_dev import demo
@@ -197,6 +198,15 @@ def test_a_large_table_under_concurrent_writes_equals_the_source_at_the_recorded
     assert len(at_position) == final_rows, "a row is doubled"
     replayed = replay_to_now(pipeline, schema, at_position, position)
     assert replayed == src, diff(src, replayed)
+
+
+def _driver_cancels(pid: str) -> int:
+    """How many jobs the shared Spark driver of ``pid`` cancelled because their load went away (its log)."""
+    for log in (state_dir() / "logs").glob("spark-driver-*.log"):
+        text = log.read_text(errors="replace")
+        if f"(pid {pid})" in text:
+            return text.count("the caller went away")
+    raise AssertionError(f"no log of the shared Spark driver {pid}")
 
 
 def _wait(predicate, timeout: float, what: str, every: float = 0.05):
@@ -475,9 +485,12 @@ def test_sigterm_stops_the_load_with_its_spark_job_and_sink_and_the_old_table_st
     lines = []
     for line in load.stdout:
         lines.append(line)
-        if "spark job pid" in line:
+        if "spark job " in line:
             break
-    started = [int(p) for p in "".join(lines).split("spark job pid ")[1].replace(", sink pid", "").split()[:2]]
+    started_line = lines[-1]
+    started = [int(p) for p in re.findall(r"(?:spark job pid|sink pid) (\d+)", started_line)]
+    shared = re.search(r"shared Spark driver \(pid (\d+)\)", started_line)
+    cancels = _driver_cancels(shared.group(1)) if shared else 0
     load.send_signal(signal.SIGTERM)
     out = "".join(lines) + load.communicate(timeout=120)[0]
     assert load.returncode == 143, out
@@ -485,6 +498,8 @@ def test_sigterm_stops_the_load_with_its_spark_job_and_sink_and_the_old_table_st
     for pid in started:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # gone, not orphaned
+    if shared:  # the driver outlives the load by design (seam.spark_driver), the load's job does not
+        _wait(lambda: _driver_cancels(shared.group(1)) > cancels, 60, "the load's job cancelled in the driver")
     assert _target_count(pipeline, "payments") == before
     again = _seam(pipeline_path, "load", "full", f"{DB}.payments")
     assert again.returncode == 0, again.stdout + again.stderr
