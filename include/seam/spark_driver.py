@@ -62,11 +62,13 @@ def code_stamp() -> str:
 
 
 def driver_identity(pipeline: Pipeline, env: Mapping[str, str]) -> str:
-    """The hash of what a running Spark application cannot change: the code, master, jar, JVM and Python."""
+    """The hash of what a running Spark application cannot change: the code, master, jar, JVM and Python (and
+    how long it stays idle)."""
     fixed = {
         "code": code_stamp(),
         "master": spark_master(pipeline),
         "jar": pipeline.spark.jdbc_jar,
+        "idle_s": pipeline.spark.shared_driver_idle_s,
         "conf": submit_conf(),
         "python": env.get("PYSPARK_PYTHON", sys.executable),
         "env": {k: env.get(k) for k in ("JAVA_HOME", "SPARK_HOME", "SPARK_LOCAL_IP", "SEAM_STATE_DIR")},
@@ -82,6 +84,8 @@ class Server:
         self.spark, self.jobs, self.path, self.identity, self.idle_s = spark, jobs, socket_path, identity, idle_s
         self.busy = threading.Lock()
         self.last_job = time.monotonic()
+        self.cancelled = 0  # jobs whose caller went away
+        self.log_path = _log_path(socket_path.parent.parent, identity)
 
     def serve(self) -> None:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -126,6 +130,8 @@ class Server:
                 request = json.loads(conn.makefile("rb").readline() or b"{}")
             except ValueError:
                 return
+            if request.get("job") == "status":  # for `seam status` and tests: no job, no identity needed
+                return _send(conn, {"pid": os.getpid(), "busy": self.busy.locked(), "cancelled": self.cancelled})
             if request.get("identity") != self.identity or request.get("job") not in self.jobs:
                 return _send(conn, {"refused": "another Seam, Spark or job"})
             if not self.busy.acquire(blocking=False):
@@ -147,15 +153,23 @@ class Server:
         lock = threading.Lock()
         result: list[int] = []
 
-        def say(line: str) -> None:
+        def went_away() -> None:
             with lock:
                 if gone.is_set():
-                    raise DriverGone("the load that asked for this job has gone")
-                try:
-                    _send(conn, {"line": line})
-                except OSError:
-                    gone.set()
-                    raise DriverGone("the load that asked for this job has gone") from None
+                    return
+                gone.set()
+            print("seam spark driver: the caller went away; cancelling its Spark jobs", flush=True)
+            self.spark.sparkContext.cancelAllJobs()  # one job at a time: all of them are its own
+
+        def say(line: str) -> None:
+            with lock:
+                if not gone.is_set():
+                    try:
+                        return _send(conn, {"line": line})
+                    except OSError:
+                        pass
+            went_away()
+            raise DriverGone("the load that asked for this job has gone")
 
         def work() -> None:
             try:
@@ -163,12 +177,14 @@ class Server:
             except DriverGone:
                 result.append(1)
             except Exception as exc:  # noqa: BLE001 - its traceback to the driver's log, one line to the load
-                traceback.print_exc()
                 result.append(1)
-                if not gone.is_set():
+                if gone.is_set():  # cancelled: Spark's exception says only that
+                    print(f"seam spark driver: the cancelled job ended ({type(exc).__name__})", flush=True)
+                else:
+                    traceback.print_exc()
                     say(
-                        f"seam: spark: the job failed in the shared Spark driver ({type(exc).__name__}: {exc}); "
-                        "its log is next to its socket, in the state dir's logs"
+                        f"seam: spark: the job failed in the shared Spark driver ({type(exc).__name__}: "
+                        f"{str(exc).splitlines()[0] if str(exc) else ''}); its log: {self.log_path}"
                     )
 
         job = threading.Thread(target=work, name="seam-job", daemon=True)
@@ -176,10 +192,11 @@ class Server:
         while job.is_alive():
             job.join(0.2)
             if not gone.is_set() and _closed(conn):
-                gone.set()
-                print("seam spark driver: the caller went away; cancelling its Spark jobs", flush=True)
-                self.spark.sparkContext.cancelAllJobs()  # one job at a time: all of them are its own
-        return None if gone.is_set() else result[0]
+                went_away()
+        if gone.is_set():
+            self.cancelled += 1
+            return None
+        return result[0]
 
 
 def _send(conn: socket.socket, message: dict) -> None:
@@ -260,6 +277,15 @@ def _ask(path: Path, request: dict) -> tuple[socket.socket, BinaryIO, dict] | No
     except (OSError, ValueError):
         conn.close()
         return None
+
+
+def driver_status(path: Path) -> dict | None:
+    """The driver at ``path``: its pid, whether it runs a job, how many it cancelled; None if none listens."""
+    asked = _ask(path, {"job": "status"})
+    if asked is None:
+        return None
+    asked[0].close()
+    return asked[2]
 
 
 def run_shared(

@@ -21,6 +21,7 @@ import yaml
 
 from seam.config import load_pipeline, state_dir
 from seam.core.position import Position
+from seam.spark_driver import driver_status
 from seam.state import ledger
 from seam_dev import demo
 from tests.support.commands import run_command
@@ -201,12 +202,12 @@ def test_a_large_table_under_concurrent_writes_equals_the_source_at_the_recorded
 
 
 def _driver_cancels(pid: str) -> int:
-    """How many jobs the shared Spark driver of ``pid`` cancelled because their load went away (its log)."""
-    for log in (state_dir() / "logs").glob("spark-driver-*.log"):
-        text = log.read_text(errors="replace")
-        if f"(pid {pid})" in text:
-            return text.count("the caller went away")
-    raise AssertionError(f"no log of the shared Spark driver {pid}")
+    """How many jobs the shared Spark driver of ``pid`` cancelled because their load went away."""
+    for path in (state_dir() / "run").glob("spark-driver-*.sock"):
+        status = driver_status(path)
+        if status and str(status.get("pid")) == pid:
+            return status["cancelled"]
+    raise AssertionError(f"the shared Spark driver {pid} does not answer")
 
 
 def _wait(predicate, timeout: float, what: str, every: float = 0.05):

@@ -22,7 +22,7 @@ from tests.support.pipelines import pipeline_file
 from tests.support.source import numbered_table
 
 DB = "driver_test"
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.alone]  # the other lane's loads would keep the driver busy
 
 DRIVER = re.compile(r"spark job in the shared Spark driver \(pid (\d+)\)")
 
