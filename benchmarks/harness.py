@@ -70,9 +70,10 @@ class Usage:
     def _processes(self) -> dict[int, psutil.Process]:
         me = psutil.Process()
         roots = [me]
-        for p in psutil.process_iter(["cmdline"]) if self.stream else ():  # the stream is not a child of this one
+        # the stream and the shared Spark driver (seam.spark_driver) are not children of this one
+        for p in psutil.process_iter(["cmdline"]) if self.stream else ():
             cmdline = " ".join(p.info["cmdline"] or [])
-            if p.pid != me.pid and any(path in cmdline for path in TRACKED):
+            if p.pid != me.pid and (any(path in cmdline for path in TRACKED) or "spark_driver.py" in cmdline):
                 roots.append(p)
         found = {}
         for root in roots:
