@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from seam.spark_driver import Server, SharedJob, _ask
+from seam.config import load_pipeline
+from seam.spark_driver import Server, SharedJob, _ask, driver_identity
 
 
 class FakeContext:
@@ -127,3 +129,18 @@ def test_a_driver_whose_socket_was_taken_over_stops_and_leaves_it(driver):
     path.write_text("another driver's")
     thread.join(10)
     assert not thread.is_alive() and path.read_text() == "another driver's"
+
+
+def test_a_driver_is_shared_only_by_loads_that_need_the_same_application():
+    pipeline = load_pipeline(env={"SEAM_MYSQL_PASSWORD": "s", "SEAM_TARGET_PASSWORD": "t"})
+    env = {"PYSPARK_PYTHON": "/usr/bin/python3", "SEAM_STATE_DIR": "/tmp/a"}
+    same = driver_identity(pipeline, env)
+    assert driver_identity(replace(pipeline, path="/elsewhere.yaml"), env) == same  # any pipeline, same Spark
+    others = [
+        driver_identity(replace(pipeline, spark=replace(pipeline.spark, master="local[1]")), env),
+        driver_identity(replace(pipeline, spark=replace(pipeline.spark, jdbc_jar="/other.jar")), env),
+        driver_identity(replace(pipeline, spark=replace(pipeline.spark, shared_driver_idle_s=5)), env),
+        driver_identity(pipeline, {**env, "PYSPARK_PYTHON": "/other/python"}),
+        driver_identity(pipeline, {**env, "SEAM_STATE_DIR": "/tmp/b"}),
+    ]
+    assert same not in others and len(set(others)) == len(others)

@@ -15,6 +15,7 @@ import urllib.parse
 from seam.cli.common import pipeline_of
 from seam.core.identifiers import qi
 from seam.processes import Processes
+from seam.spark_driver import driver_status
 from seam.state.connection import connect_state
 from seam.state.ledger import table_history
 from seam_dev import demo
@@ -52,6 +53,11 @@ def cmd_status(args, procs: Processes) -> int:
         state = "up" if r.running else "down"
         pid = f"pid {r.pid}" if r.pid else ""
         print(f"{r.name:9} {state:5} port {r.port:<6} {pid:11} {r.connect}" + (f"  [{r.detail}]" if r.detail else ""))
+    for socket_path in sorted(procs.run_dir.glob("spark-driver-*.sock")):
+        driver = driver_status(socket_path)  # seam.spark_driver's, started by loads: not a service of the stack
+        if driver is not None and "pid" in driver:
+            doing = "running a job" if driver["busy"] else "idle"
+            print(f"{'spark':9} {'up':5} {'':11} pid {driver['pid']:<7} shared Spark driver, {doing}: {socket_path}")
     return 0 if all(r.running for r in rows) else 3
 
 
