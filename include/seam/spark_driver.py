@@ -176,6 +176,8 @@ class Server:
                 result.append(self.jobs[request["job"]](self.spark, request["args"], request["env"], say))
             except DriverGone:
                 result.append(1)
+            except SystemExit as exc:  # the job's argparse refused its arguments (said in the driver's log)
+                result.append(exc.code if isinstance(exc.code, int) else 2)
             except Exception as exc:  # noqa: BLE001 - its traceback to the driver's log, one line to the load
                 result.append(1)
                 if gone.is_set():  # cancelled: Spark's exception says only that
@@ -313,6 +315,7 @@ def run_shared(
     with _locked(run_dir / f"spark-driver-{identity}.lock"):
         asked = _ask(path, request)
         if asked is None:
+            path.unlink(missing_ok=True)  # a killed driver's: under the lock no other one is starting
             started = _start(path, identity, idle_s, state, env, submit_command, say)
             asked = _ask(path, request) if started else None
     if asked is None:

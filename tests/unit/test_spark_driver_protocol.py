@@ -46,9 +46,12 @@ def driver(tmp_path: Path):
         say("released")
         return 0
 
+    def refuses(spark_, args, env, say):
+        raise SystemExit(2)  # what argparse does with arguments it refuses
+
     path = tmp_path / "run" / "spark-driver-x.sock"
     path.parent.mkdir()
-    server = Server(spark, {"echo": echo, "blocks": blocks}, path, "x", idle_s=1.5)
+    server = Server(spark, {"echo": echo, "blocks": blocks, "refuses": refuses}, path, "x", idle_s=1.5)
     thread = threading.Thread(target=server.serve, daemon=True)
     thread.start()
     deadline = time.time() + 10
@@ -85,6 +88,14 @@ def test_a_job_says_its_lines_with_the_callers_environment_and_ends_with_its_cod
     assert lines == ["a me", "b me", "3 me"]
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     assert path.with_suffix(".pid").exists()
+
+
+def test_a_job_that_exits_ends_with_its_code_and_the_driver_goes_on(driver):
+    path, _, _, _ = driver
+    _, job, _ = _job(path, "refuses", [])
+    assert job is not None and _wait(job) == 2
+    _, job, lines = _job(path, "echo", ["a"])
+    assert job is not None and _wait(job) == 0 and lines == ["a me"]
 
 
 def test_another_identity_or_an_unknown_job_is_refused(driver):
