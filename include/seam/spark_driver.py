@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from seam.core.errors import SeamError
 from seam.core.pipeline import Pipeline
 from seam.files import open_private, private_dir
 from seam.spark import spark_job_script, spark_master, submit_conf
@@ -45,8 +46,10 @@ START_TIMEOUT_S = 180.0
 SOCKET_PATH_MAX = 100  # AF_UNIX paths stop at 107 bytes; a longer state dir runs spark-submit
 
 
-class DriverGone(Exception):
-    """The caller's socket closed while its job ran: the job stops here."""
+class DriverGone(SeamError):
+    """The load that asked for a job went away while it ran: the job stops here (never shown: nobody listens)."""
+
+    kind = "load"
 
 
 def code_stamp() -> str:

@@ -19,7 +19,7 @@ FLOORS: list[set[str]] = [
     {"config"},  # reading a pipeline file
     {"files", "spark_classes", "spark_daemon"},
     {"alerts", "processes", "spark"},
-    {"wire"},  # records, codecs, BEGIN/END, topics
+    {"wire", "spark_driver"},  # records, codecs, BEGIN/END, topics; the shared Spark driver
     {"state"},  # the seam schema in the target, and the connection to it
     {"source", "apply"},
     {"validate", "load_output", "load_run"},
