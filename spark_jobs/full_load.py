@@ -4,14 +4,13 @@ also what the shared Spark driver runs (seam.spark_driver)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable, Mapping
 
 from seam.config import load_pipeline
 from seam.core.errors import SeamError, one_line
 from seam.source.full_load import Resume, publish_full_load
-from seam.spark import each_table, say_line, spark_session
+from seam.spark import each_table, submitted_job
 from seam.wire.boundary import new_batch_id
 
 
@@ -62,17 +61,7 @@ def run(spark, argv: list[str], env: Mapping[str, str], say: Callable[[str], Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
-    try:
-        pipeline = load_pipeline(args.pipeline)
-    except SeamError as exc:
-        print(one_line(exc), file=sys.stderr, flush=True)
-        return 1
-    spark = spark_session(pipeline, "seam-full-load")
-    try:
-        return run(spark, sys.argv[1:] if argv is None else argv, os.environ, say_line)
-    finally:
-        spark.stop()
+    return submitted_job(run, argv, parse(argv).pipeline, "seam-full-load")
 
 
 if __name__ == "__main__":

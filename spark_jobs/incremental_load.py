@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Mapping
 
 from seam.config import load_pipeline
 from seam.core.errors import SeamError, one_line
 from seam.source.incremental import Window, publish_window
-from seam.spark import each_table, say_line, spark_session
+from seam.spark import each_table, submitted_job
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -52,17 +51,7 @@ def run(spark, argv: list[str], env: Mapping[str, str], say: Callable[[str], Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
-    try:
-        pipeline = load_pipeline(args.pipeline)
-    except SeamError as exc:
-        print(one_line(exc), file=sys.stderr, flush=True)
-        return 1
-    spark = spark_session(pipeline, "seam-incremental-load")
-    try:
-        return run(spark, sys.argv[1:] if argv is None else argv, os.environ, say_line)
-    finally:
-        spark.stop()
+    return submitted_job(run, argv, parse(argv).pipeline, "seam-incremental-load")
 
 
 if __name__ == "__main__":

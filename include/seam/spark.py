@@ -14,7 +14,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import TypeVar
 
-from seam.core.errors import SeamError
+from seam.config import load_pipeline
+from seam.core.errors import SeamError, one_line
 from seam.core.pipeline import Pipeline
 from seam.spark_classes import driver_java_options
 
@@ -135,6 +136,22 @@ def each_table(items: Sequence[T], work: Callable[[T], R], parallel: int) -> Ite
             yield futures[future], result
     if error is not None:
         raise error
+
+
+def submitted_job(run: Callable[..., int], argv: list[str] | None, pipeline_path: str | None, app_name: str) -> int:
+    """A job's spark-submit ``main``: a session of its own on the pipeline's Spark settings, then ``run(spark, argv,
+    env, say)`` with this process's environment and stdout (what the shared driver, ``seam.spark_driver``, calls
+    with its caller's), the session stopped after; a pipeline that does not read is one line."""
+    try:
+        pipeline = load_pipeline(pipeline_path)
+    except SeamError as exc:
+        print(one_line(exc), file=sys.stderr, flush=True)
+        return 1
+    spark = spark_session(pipeline, app_name)
+    try:
+        return run(spark, sys.argv[1:] if argv is None else argv, os.environ, say_line)
+    finally:
+        spark.stop()
 
 
 _PRINTING = threading.Lock()
