@@ -196,7 +196,10 @@ class BatchRun:
         if not all(sink_running(self.conn, topic) for topic in self.topics):
             self.sink = self._start_sink()
         job_args = [*self.pipeline_args, *job_args]
-        shared = self._shared(job, job_args) if self.runner.submit is None else None
+        shared = None
+        if self.runner.submit is None and job in SHARED_JOBS and self.pipeline.spark.shared_driver_idle_s:
+            self._wait_for_sink()
+            shared = self._shared(job, job_args)
         if shared is not None:
             self.spark = shared
         elif self.runner.submit is None:
@@ -214,10 +217,18 @@ class BatchRun:
             started = "spark job started" if self.runner.submit is not None else f"spark job pid {self.spark.pid}"
         self.runner.say(started + (f", sink pid {self.sink.pid}" if self.sink else ", applied by the running sink"))
 
+    def _wait_for_sink(self, timeout: float = 120.0) -> None:
+        """Until the sink this run started holds its topics: a job in the warm shared driver publishes its BEGIN
+        within a second, and a load killed before its sink had recorded that BEGIN could not be resumed (seen:
+        `resumed` missing after a kill at 60% of 400,000 rows). A sink that dies is the watch's to report."""
+        deadline = time.time() + timeout
+        while self.sink is not None and self.sink.poll() is None and time.time() < deadline:
+            if all(sink_running(self.conn, t) for t in self.topics):
+                return
+            time.sleep(0.05)
+
     def _shared(self, job: str, job_args: list[str]) -> SharedJob | None:
         """The job in the shared Spark driver (``seam.spark_driver``), or None: spark-submit it is."""
-        if job not in SHARED_JOBS:
-            return None
         lines = LineRelay(self.runner.log).line if self.runner.log else _print_line
         return run_shared(
             self.pipeline,
