@@ -129,6 +129,8 @@ def pytest_sessionfinish(session):
     stack = EmbeddedStack()
     for name in reversed(_started_file().read_text().split()):
         stack.stop(name)
+    for driver in stack.run_dir.glob("spark-driver-*.pid"):  # the shared Spark drivers the loads started
+        stack.stop(driver.stem)
 
 
 class _Services:
