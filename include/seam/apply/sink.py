@@ -62,6 +62,7 @@ from seam.state.schema import ensure_state, try_lock
 from seam.wire.boundary import Begin, End, Heartbeat, PartDone, SchemaChange, StreamStop, parse_control
 from seam.wire.offset_gaps import OffsetGaps
 from seam.wire.records import no_cyclic_gc
+from seam.wire.sink_pace import StagedReport
 from seam.wire.topics import consumer_config, ensure_topics, table_topic, topic_ids
 
 log = logging.getLogger("seam.sink")
@@ -144,6 +145,7 @@ class Sink:
         self._gaps = OffsetGaps()
         self._forgot_at = 0.0  # when recorded cascade rows were last pruned
         self.stager = Stager()  # a batch's rows are decoded on every core
+        self.report = StagedReport(pipeline)  # how far open batches are staged, for their publishers' pace
         self._load_state()
 
     def _first_connect(self):
@@ -351,6 +353,7 @@ class Sink:
 
     def close(self) -> None:
         self.stager.close()
+        self.report.close()
         self.conn.close()
 
     def start_offsets(self) -> dict[str, tuple[str, int]]:
@@ -438,6 +441,7 @@ class Sink:
                     self.pipeline.target.state_schema,
                     [(t.db, t.table) for t in self.pipeline.tables if t.sync == "stream"],
                 )
+        self.report.staged({t: self._next_offset[t] for t in by_topic if self.open.get(t) is not None})
 
     def _offset_lost(self, message) -> None:
         """The stored offset is not in the log (retention expired, or the broker lost the topic): the topic is

@@ -64,6 +64,7 @@ from seam.source.snapshot import (
 )
 from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, End, Part, PartDone, Tally
 from seam.wire.records import no_cyclic_gc, record_json
+from seam.wire.sink_pace import SinkPace
 from seam.wire.topics import Publisher
 
 CONTROL = [(CONTROL_HEADER, b"1")]
@@ -325,28 +326,34 @@ def _publish_chunk(
     attempt = attempt_base + context.taskAttemptId()
     publisher = Publisher.shared(pipeline)
     publisher.flush()  # nothing of an earlier (failed) task may be counted in this one
-    for read in reads:
-        with no_cyclic_gc():
-            part = _publish_read(
-                read,
-                pipeline,
-                publisher,
-                topic=topic,
-                db=db,
-                table=table,
-                batch=batch,
-                ts_ms=ts_ms,
-                attempt=attempt,
-                keyed=keyed,
-                json_columns=json_columns,
-            )
-        yield part
+    pace = SinkPace(pipeline, topic)
+    try:
+        for read in reads:
+            with no_cyclic_gc():
+                part = _publish_read(
+                    read,
+                    pipeline,
+                    publisher,
+                    pace,
+                    topic=topic,
+                    db=db,
+                    table=table,
+                    batch=batch,
+                    ts_ms=ts_ms,
+                    attempt=attempt,
+                    keyed=keyed,
+                    json_columns=json_columns,
+                )
+            yield part
+    finally:
+        pace.close()
 
 
 def _publish_read(
     read: ChunkRead,
     pipeline: Pipeline,
     publisher: Publisher,
+    pace: SinkPace,
     *,
     topic: str,
     db: str,
@@ -381,6 +388,7 @@ def _publish_read(
             keys = [k for _, k, _ in rows] if keyed else [a for a, _, _ in rows]
         if json_columns:
             values = [_canonical_json_values(v, json_columns) for v in values]
+        pace.wait(publisher.queued())  # not far past what the sink staged: that is what a kill loses
         tally.add_many(len(values), publisher.send_many(topic, values, keys))
     publisher.flush()
     part = Part(read.index, attempt, tally.rows, tally.checksum, file, pos)

@@ -222,6 +222,10 @@ class Publisher:
         self._producer.poll(0)
         return sum(map(crc32, values))
 
+    def queued(self) -> int:
+        """Messages sent that the broker has not acknowledged yet."""
+        return len(self._producer)
+
     def flush(self, timeout: float = 120.0) -> None:
         """Wait for every acknowledgement; raise if anything was not delivered (and start afresh)."""
         deadline = time.monotonic() + timeout

@@ -1,0 +1,106 @@
+"""Back-pressure between a load's publishers and its sink: the sink says how far each open batch is staged,
+and the publishers stay at most ``kafka.max_unapplied_events`` messages (the change reader's bound) in front.
+
+Why: a load that is killed part-way keeps what its sink staged (``seam.loads`` resumes from there). What was
+published beyond that is staged by the retry either way, so a publisher far ahead of its sink (Spark reads
+faster than PostgreSQL stages) made a resumed load cost nearly a clean one, and filled the broker for nothing.
+A clean load loses nothing by it: the sink is the slower side, and it always has that many messages to take.
+
+The report is the sink's consumer group's committed offset of the topic (``StagedReport``, sent after each
+transaction that staged rows of an open batch). The sink never reads it back: it resumes from the offsets
+stored with the data, as before.
+
+Delivery guarantee: none; this only delays sends. Where no report comes, or it stops moving for ``STALL_S``
+(a sink held up by a lock), the publisher goes on at full speed, as without it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from seam.core.pipeline import Pipeline
+from seam.wire.topics import consumer_config
+
+STALL_S = 5.0  # a report that has not moved for this long is not waited for again by this publisher
+CHECK_EVERY_S = 0.1  # how often a waiting publisher looks again (two small requests)
+
+
+class StagedReport:
+    """The sink's side: commit the staged offsets of open batches to its group (asynchronously, best effort)."""
+
+    def __init__(self, pipeline: Pipeline):
+        self._config = consumer_config(pipeline)
+        self._client: Consumer | None = None
+
+    def staged(self, offsets: dict[str, int]) -> None:
+        """``offsets``: topic -> the offset after the last message staged and committed to the target."""
+        if not offsets:
+            return
+        try:
+            if self._client is None:
+                self._client = Consumer(self._config)  # never assigned, never joins: it only commits
+            self._client.commit(offsets=[TopicPartition(t, 0, o) for t, o in offsets.items()], asynchronous=True)
+        except KafkaException:
+            pass  # a hint: a publisher without it goes on at full speed
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+class SinkPace:
+    """The publisher's side, for one topic: ``wait(queued)`` returns once the topic's end (plus ``queued``,
+    what this producer holds that the broker has not acknowledged yet) is at most the bound past the sink's
+    report, or at once when the report has stalled."""
+
+    def __init__(self, pipeline: Pipeline, topic: str):
+        self._partition = TopicPartition(topic, 0)
+        self._ahead = pipeline.kafka.max_unapplied_events
+        self._config = consumer_config(pipeline)
+        self._client: Consumer | None = None
+        self.off = False
+        self.waited_s = 0.0
+
+    def wait(self, queued: int) -> None:
+        if self.off:
+            return
+        started = time.monotonic()
+        staged, moved = self._staged(), started
+        while not self.off:
+            if self._end() + queued - staged <= self._ahead:
+                break
+            time.sleep(CHECK_EVERY_S)
+            now = self._staged()
+            if now != staged:
+                staged, moved = now, time.monotonic()
+            elif time.monotonic() - moved > STALL_S:
+                self.off = True
+        self.waited_s += time.monotonic() - started
+
+    def _staged(self) -> int:
+        try:
+            offset = self._consumer().committed([self._partition], timeout=5)[0].offset
+        except KafkaException:
+            self.off = True
+            return 0
+        return max(offset, 0)  # none yet (-1001): the sink has not staged a message of this topic
+
+    def _end(self) -> int:
+        try:
+            return self._consumer().get_watermark_offsets(self._partition, timeout=5)[1]
+        except KafkaException:
+            self.off = True
+            return 0
+
+    def _consumer(self) -> Consumer:
+        if self._client is None:
+            self._client = Consumer(self._config)  # never assigned, never joins: it only reads offsets
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None

@@ -1,0 +1,130 @@
+"""Back-pressure of a load's publishers (``seam.wire.sink_pace``): the sink reports how far an open batch is
+staged, a publisher stays within ``kafka.max_unapplied_events`` of it, and goes on at full speed when the
+report stalls. On the real broker; the end-to-end case measures the lag from the offsets the sink stored
+with the data (not from the report) while a real load runs, and compares the result independently."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import psycopg
+import pytest
+import yaml
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from seam.config import load_pipeline
+from seam.wire import sink_pace
+from seam.wire.sink_pace import SinkPace, StagedReport
+from seam.wire.topics import consumer_config, ensure_topics, table_topic
+from tests.support.independent import compare
+from tests.support.pipelines import pipeline_file
+from tests.support.source import numbered_table
+
+pytestmark = pytest.mark.stack
+DB = "pace_test"
+
+
+def _bounded(pipeline, events: int):
+    return dataclasses.replace(pipeline, kafka=dataclasses.replace(pipeline.kafka, max_unapplied_events=events))
+
+
+def _topic_with(pipeline, messages: int) -> str:
+    topic = f"seam.pace-test.{uuid.uuid4().hex[:8]}"
+    ensure_topics(pipeline, [topic])
+    producer = Producer({"bootstrap.servers": pipeline.kafka.bootstrap})
+    for i in range(messages):
+        producer.produce(topic, b"%d" % i, partition=0)
+        producer.poll(0)  # one message per request: the embedded broker reports its end by batch
+        producer.flush()
+    return topic
+
+
+def test_a_publisher_waits_for_the_sinks_report_and_not_for_a_stalled_one(stack, monkeypatch):
+    pipeline = _bounded(load_pipeline(), 100)
+    topic = _topic_with(pipeline, 300)
+    report = StagedReport(pipeline)
+    pace = SinkPace(pipeline, topic)
+    try:
+        report.staged({topic: 50})
+        deadline = time.monotonic() + 10
+        while pace._staged() != 50 and time.monotonic() < deadline:  # the commit is asynchronous
+            time.sleep(0.05)
+        later = threading.Timer(1.0, lambda: report.staged({topic: 250}))
+        later.start()
+        pace.wait(queued=50)  # 300 + 50 - 50 is past 100: waits until the sink reports 250
+        later.join()
+        assert 0.9 <= pace.waited_s < 1.0 + sink_pace.STALL_S and not pace.off
+
+        waited = pace.waited_s
+        pace.wait(queued=0)  # 300 - 250 is within 100: at once
+        assert pace.waited_s - waited < 0.5
+
+        monkeypatch.setattr(sink_pace, "STALL_S", 1.0)
+        pace.wait(queued=100)  # 300 + 100 - 250 is past 100, and the report does not move: given up
+        assert pace.off and pace.waited_s - waited >= 1.0
+        started = time.monotonic()
+        pace.wait(queued=100)
+        assert time.monotonic() - started < 0.05  # for good: full speed
+    finally:
+        pace.close()
+        report.close()
+
+
+def test_no_report_at_all_costs_a_publisher_one_stall(stack, monkeypatch):
+    """A topic no sink reports on (a sink of an older Seam): one STALL_S, then full speed."""
+    monkeypatch.setattr(sink_pace, "STALL_S", 0.5)
+    pipeline = _bounded(load_pipeline(), 100)
+    topic = _topic_with(pipeline, 200)
+    pace = SinkPace(pipeline, topic)
+    try:
+        started = time.monotonic()
+        for _ in range(5):
+            pace.wait(queued=0)
+            time.sleep(sink_pace.CHECK_EVERY_S)
+        assert pace.off and time.monotonic() - started < 0.5 + 2.0
+    finally:
+        pace.close()
+
+
+def test_a_full_load_stays_within_the_bound_of_what_its_sink_staged(stack, tmp_path_factory):
+    rows, bound = 400_000, 20_000
+    numbered_table(DB, "paced", rows)
+    path = pipeline_file(tmp_path_factory, "pace", [{"name": f"{DB}.paced", "key": ["id"]}])
+    doc = yaml.safe_load(open(path))
+    doc["kafka"]["max_unapplied_events"] = bound
+    open(path, "w").write(yaml.safe_dump(doc))
+    pipeline = load_pipeline(path)
+    topic = table_topic(pipeline, pipeline.table(f"{DB}.paced"))
+    ensure_topics(pipeline, [topic])
+
+    load = subprocess.Popen(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.paced", "--restart"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    consumer = Consumer({**consumer_config(pipeline), "group.id": "seam-test-pace"})
+    lags = []  # published, less what the sink stored with the data
+    try:
+        with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+            while load.poll() is None:
+                end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+                stored = conn.execute(
+                    "SELECT next_offset FROM seam.offsets WHERE topic = %s AND partition = 0", (topic,)
+                ).fetchone()
+                lags.append(end - (stored[0] if stored else 0))
+                time.sleep(0.05)
+    finally:
+        consumer.close()
+    out = load.stdout.read()
+    assert load.returncode == 0, out
+    print(f"{len(lags)} samples, largest lag {max(lags):,} messages (bound {bound:,})")
+    # each of the loads' two tasks looks before it sends the next 10,000 rows; the embedded broker reports its
+    # end up to a producer batch late
+    assert max(lags) <= bound + 2 * 10_000 + 10_000, lags
+    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "paced") is None
