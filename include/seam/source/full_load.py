@@ -388,7 +388,8 @@ def _publish_read(
             keys = [k for _, k, _ in rows] if keyed else [a for a, _, _ in rows]
         if json_columns:
             values = [_canonical_json_values(v, json_columns) for v in values]
-        pace.wait(publisher.queued())  # not far past what the sink staged: that is what a kill loses
+        if tally.rows:  # not far past what the sink staged, that being what a kill loses (a small chunk never asks)
+            pace.wait(publisher.queued())
         tally.add_many(len(values), publisher.send_many(topic, values, keys))
     publisher.flush()
     part = Part(read.index, attempt, tally.rows, tally.checksum, file, pos)
