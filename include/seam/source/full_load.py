@@ -86,6 +86,24 @@ class Resume:
         return cls(plan_from_json(doc["plan"]), tuple(Part(**p) for p in doc["kept"]))
 
 
+@dataclass(frozen=True)
+class Published:
+    """What a Spark job of chunks returns: a Part per chunk, and the seconds its tasks waited for the sink
+    (``seam.wire.sink_pace``), with how many stopped waiting because the sink's report stalled."""
+
+    parts: list[Part]
+    waited_s: float = 0.0
+    stalled: int = 0
+
+    def pacing(self) -> str:
+        """For the load's log: '' when the tasks did not wait."""
+        if self.waited_s < 0.1 and not self.stalled:
+            return ""
+        return f"; tasks waited {self.waited_s:.1f}s for the sink" + (
+            f" ({self.stalled} stopped waiting: its report stalled)" if self.stalled else ""
+        )
+
+
 def plan_json(plan: ChunkPlan) -> dict[str, Any]:
     return {"column": plan.column, "chunks": [[c.index, c.lo, c.hi] for c in plan.chunks]}
 
@@ -157,7 +175,7 @@ def publish_full_load(
         publication.begin("full", schema, plan=plan_json(plan))
 
     done = {p.part for p in kept}
-    parts = list(kept) + publish_chunks(
+    published = publish_chunks(
         spark,
         pipeline=pipeline,
         topic=publication.topic,
@@ -170,6 +188,7 @@ def publish_full_load(
         # a dead run's partial output of a chunk must not count as this run's: its attempts differ
         attempt_base=int(started) << 20 if resume is not None else 0,
     )
+    parts = list(kept) + published.parts
     read_done = time.time()
     if sorted(p.part for p in parts) != [c.index for c in plan.chunks]:
         raise SnapshotError(f"chunks reported {sorted(p.part for p in parts)}, expected one per chunk")
@@ -189,7 +208,7 @@ def publish_full_load(
         conn.close()
     say(
         f"{table.name}: {sum(p.rows for p in parts):,} rows read in {read_done - started:.1f}s ({opening.method} "
-        f"snapshot); chunk positions "
+        f"snapshot{published.pacing()}); chunk positions "
         + ", ".join(str(positions[i]) for i in sorted(positions))
         + f"; batch position {target}"
     )
@@ -215,6 +234,7 @@ def publish_full_load(
         stats={
             "snapshot_ms": int(started * 1000),  # the table is current as of then at least
             "read_s": round(read_done - started, 3),
+            "waited_for_sink_s": round(published.waited_s, 3),
             "reconciled_changes": changes.rows,
             "publish_s": round(time.time() - started, 3),
         },
@@ -239,11 +259,11 @@ def publish_chunks(
     window: str | None = None,
     opening: Opening | None = None,
     attempt_base: int = 0,
-) -> list[Part]:
+) -> Published:
     """The Spark job: one task per chunk reads it in its own snapshot and publishes its rows; one Part each.
     ``opening`` None: no position (an incremental window)."""
     if not plan.chunks:
-        return []
+        return Published([])
     reads = [ChunkRead(c.index, chunk_sql(schema, plan, c, key, window), opening) for c in plan.chunks]
     task = functools.partial(
         _publish_chunk,
@@ -258,12 +278,13 @@ def publish_chunks(
         attempt_base=attempt_base,
     )
     try:
-        return spark.sparkContext.parallelize(reads, len(reads)).mapPartitions(task).collect()
+        done = spark.sparkContext.parallelize(reads, len(reads)).mapPartitions(task).collect()
     except Exception as exc:
         raised = raised_in_a_task(exc)  # a chunk's SnapshotError (a missing privilege): its one line
         if raised is None:
             raise
         raise raised from None
+    return Published([part for part, _, _ in done], sum(w for _, w, _ in done), sum(1 for _, _, off in done if off))
 
 
 def record_frame(
@@ -315,7 +336,8 @@ def _publish_chunk(
     json_columns: list[str],
     attempt_base: int,
 ):
-    """Runs on an executor for one chunk: read and publish its rows, return its position, count and checksum.
+    """Runs on an executor for one chunk: read and publish its rows, return its position, count and
+    checksum, with the seconds it waited for the sink and whether it stopped waiting.
 
     The source sends each row's key and image as JSON; the per-row Python is one concatenation, the
     produce call and the CRC."""
@@ -344,7 +366,8 @@ def _publish_chunk(
                     keyed=keyed,
                     json_columns=json_columns,
                 )
-            yield part
+            yield part, pace.waited_s, pace.off
+            pace.waited_s = 0.0
     finally:
         pace.close()
 

@@ -303,7 +303,7 @@ def publish_window(
         ts_ms=int(started * 1000),
         window=window_condition(schema, window),
         opening=None,
-    )
+    ).parts
     end = publication.end(
         "incremental",
         None,
