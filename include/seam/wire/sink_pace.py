@@ -10,8 +10,8 @@ The report is the sink's consumer group's committed offset of the topic (``Stage
 transaction that staged rows of an open batch). The sink never reads it back: it resumes from the offsets
 stored with the data, as before.
 
-Delivery guarantee: none; this only delays sends. Where no report comes, or it stops moving for ``STALL_S``
-(a sink held up by a lock), the publisher goes on at full speed, as without it.
+Delivery guarantee: none; this only delays sends. Where no report comes (``FIRST_REPORT_S``), or it stops
+moving for ``STALL_S``, the publisher goes on at full speed, as without it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,11 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from seam.core.pipeline import Pipeline
 from seam.wire.topics import consumer_config
 
-STALL_S = 5.0  # a report that has not moved for this long is not waited for again by this publisher
+# A report that has not moved for this long is not waited for again by this publisher. Long: a sink that has
+# stopped (killed with its load, whose Spark job is being cancelled) must not see its publishers run on at
+# full speed, which its retry would stage again; a sink held up by a lock holds the load up either way.
+STALL_S = 30.0
+FIRST_REPORT_S = 3.0  # a topic no sink has ever reported on (a sink of an older Seam): not waited for longer
 CHECK_EVERY_S = 0.1  # how often a waiting publisher looks again (two small requests)
 
 
@@ -70,23 +74,24 @@ class SinkPace:
         started = time.monotonic()
         staged, moved = self._staged(), started
         while not self.off:
-            if self._end() + queued - staged <= self._ahead:
+            if self._end() + queued - (staged or 0) <= self._ahead:
                 break
             time.sleep(CHECK_EVERY_S)
             now = self._staged()
             if now != staged:
                 staged, moved = now, time.monotonic()
-            elif time.monotonic() - moved > STALL_S:
+            elif time.monotonic() - moved > (STALL_S if staged is not None else FIRST_REPORT_S):
                 self.off = True
         self.waited_s += time.monotonic() - started
 
-    def _staged(self) -> int:
+    def _staged(self) -> int | None:
+        """The sink's report; None when it never reported on this topic."""
         try:
             offset = self._consumer().committed([self._partition], timeout=5)[0].offset
         except KafkaException:
             self.off = True
-            return 0
-        return max(offset, 0)  # none yet (-1001): the sink has not staged a message of this topic
+            return None
+        return offset if offset >= 0 else None
 
     def _end(self) -> int:
         try:
