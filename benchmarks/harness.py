@@ -563,19 +563,22 @@ def resume_case(rows: int, repeats: int, results: list[Result]) -> None:
 
     from seam.config import load_pipeline
 
-    path = bench_pipeline([{"name": f"{DB}.resumed", "key": ["id"]}], topic_prefix="seam.bench_resume")
-    pipeline = load_pipeline(path)
-    TRACKED.add(path)
     ensure_table("resumed", rows)
     case = f"full load of {rows:,} rows, killed at 60%"
     resumed = Result(case, "seam load full again (resumes)", baselines=["seam load full, clean"])
     clean = Result(case, "seam load full, clean")
     for i in range(repeats):
         say(f"{case}, run {i + 1} of {repeats}")
-        clean.runs.append(measured(lambda: Run(rows, seam(path, "load", "full", f"{DB}.resumed", "--restart")[0])))
+        # a topic of its own per run: three loads of 5,000,000 rows each would grow the next run's
+        path = bench_pipeline([{"name": f"{DB}.resumed", "key": ["id"]}], topic_prefix=f"seam.bench_resume.{i}")
+        pipeline = load_pipeline(path)
+        TRACKED.add(path)
+        clean.runs.append(
+            measured(lambda path=path: Run(rows, seam(path, "load", "full", f"{DB}.resumed", "--restart")[0]))
+        )
         kept: dict = {}
 
-        def once(kept=kept) -> Run:
+        def once(kept=kept, path=path, pipeline=pipeline) -> Run:
             seconds, kept["line"] = killed_then_resumed(path, pipeline, "resumed", rows)
             return Run(rows, seconds, note=kept["line"])
 
@@ -583,8 +586,8 @@ def resume_case(rows: int, repeats: int, results: list[Result]) -> None:
         say(f"  {kept['line']}")
         if not kept["line"].startswith("resumed"):
             sys.exit(f"the load started again did not resume: {kept['line']}")
+        os.unlink(path)
     results += [resumed, clean]
-    os.unlink(path)
 
 
 # ------------------------------------------------------------------ reporting ----
