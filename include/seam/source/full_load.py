@@ -351,6 +351,7 @@ def _publish_chunk(
     pace = SinkPace(pipeline, topic)
     try:
         for read in reads:
+            waited = pace.waited_s
             with no_cyclic_gc():
                 part = _publish_read(
                     read,
@@ -366,8 +367,7 @@ def _publish_chunk(
                     keyed=keyed,
                     json_columns=json_columns,
                 )
-            yield part, pace.waited_s, pace.off
-            pace.waited_s = 0.0
+            yield part, pace.waited_s - waited, pace.off
     finally:
         pace.close()
 

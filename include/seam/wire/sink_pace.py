@@ -31,23 +31,18 @@ FIRST_REPORT_S = 3.0  # a topic no sink has ever reported on (a sink of an older
 CHECK_EVERY_S = 0.1  # how often a waiting publisher asks for the report again
 
 
-class StagedReport:
-    """The sink's side: commit the staged offsets of open batches to its group (asynchronously, best effort)."""
+class _GroupClient:
+    """A consumer of the sink's group that is never assigned and never joins: it only commits or reads offsets.
+    Made at its first use (a small table's load never needs one)."""
 
     def __init__(self, pipeline: Pipeline):
         self._config = consumer_config(pipeline)
         self._client: Consumer | None = None
 
-    def staged(self, offsets: dict[str, int]) -> None:
-        """``offsets``: topic -> the offset after the last message staged and committed to the target."""
-        if not offsets:
-            return
-        try:
-            if self._client is None:
-                self._client = Consumer(self._config)  # never assigned, never joins: it only commits
-            self._client.commit(offsets=[TopicPartition(t, 0, o) for t, o in offsets.items()], asynchronous=True)
-        except KafkaException:
-            pass  # a hint: a publisher without it goes on at full speed
+    def client(self) -> Consumer:
+        if self._client is None:
+            self._client = Consumer(self._config)
+        return self._client
 
     def close(self) -> None:
         if self._client is not None:
@@ -55,16 +50,28 @@ class StagedReport:
             self._client = None
 
 
-class SinkPace:
+class StagedReport(_GroupClient):
+    """The sink's side: commit the staged offsets of open batches to its group (asynchronously, best effort)."""
+
+    def staged(self, offsets: dict[str, int]) -> None:
+        """``offsets``: topic -> the offset after the last message staged and committed to the target."""
+        if not offsets:
+            return
+        try:
+            self.client().commit(offsets=[TopicPartition(t, 0, o) for t, o in offsets.items()], asynchronous=True)
+        except KafkaException:
+            pass  # a hint: a publisher without it goes on at full speed
+
+
+class SinkPace(_GroupClient):
     """The publisher's side, for one topic: ``wait(queued)`` returns once the topic's end (plus ``queued``,
     what this producer holds that the broker has not acknowledged yet) is at most the bound past the sink's
     report, or at once when the report has stalled."""
 
     def __init__(self, pipeline: Pipeline, topic: str):
+        super().__init__(pipeline)
         self._partition = TopicPartition(topic, 0)
         self._ahead = pipeline.kafka.max_unapplied_events
-        self._config = consumer_config(pipeline)
-        self._client: Consumer | None = None
         self.off = False
         self.waited_s = 0.0
 
@@ -90,7 +97,7 @@ class SinkPace:
     def _staged(self) -> int | None:
         """The sink's report; None when it never reported on this topic."""
         try:
-            offset = self._consumer().committed([self._partition], timeout=5)[0].offset
+            offset = self.client().committed([self._partition], timeout=5)[0].offset
         except KafkaException:
             self.off = True
             return None
@@ -98,17 +105,7 @@ class SinkPace:
 
     def _end(self) -> int:
         try:
-            return self._consumer().get_watermark_offsets(self._partition, timeout=5)[1]
+            return self.client().get_watermark_offsets(self._partition, timeout=5)[1]
         except KafkaException:
             self.off = True
             return 0
-
-    def _consumer(self) -> Consumer:
-        if self._client is None:
-            self._client = Consumer(self._config)  # never assigned, never joins: it only reads offsets
-        return self._client
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
