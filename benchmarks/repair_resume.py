@@ -94,14 +94,16 @@ def killed_then_resumed(path: str, pipeline, name: str, rows: int, at: float = 0
     """Start a full load, SIGKILL every process of it when about ``at`` of its rows are published (the Spark
     job's progress; the sink stages behind it), start it again: the second command's seconds and its
     ``resumed: K of N chunks kept``."""
+    from seam_dev.topic_rows import rows_published, topic_end
+
     first = subprocess.Popen(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.{name}", "--restart"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    before = published(pipeline, name)
-    while published(pipeline, name) - before < rows * at and first.poll() is None:
+    before = topic_end(pipeline, topic(pipeline, name))
+    while rows_published(pipeline, topic(pipeline, name), before) < rows * at and first.poll() is None:
         time.sleep(0.05)
     if first.poll() is not None:
         sys.exit("the load finished before it could be killed")
@@ -112,19 +114,10 @@ def killed_then_resumed(path: str, pipeline, name: str, rows: int, at: float = 0
     return seconds, kept.group(0) if kept else "not resumed"
 
 
-def published(pipeline, name: str) -> int:
-    """Messages on the table's topic (the broker's high watermark)."""
-    from confluent_kafka import Consumer, TopicPartition
+def topic(pipeline, name: str) -> str:
+    from seam.wire.topics import table_topic
 
-    from seam.wire.topics import consumer_config, ensure_topics, table_topic
-
-    topic = table_topic(pipeline, pipeline.table(f"{DB}.{name}"))
-    ensure_topics(pipeline, [topic])
-    consumer = Consumer({**consumer_config(pipeline), "group.id": "seam-bench-resume"})
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
-    finally:
-        consumer.close()
+    return table_topic(pipeline, pipeline.table(f"{DB}.{name}"))
 
 
 def kill_all(marker: str) -> None:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from seam.config import load_pipeline
 from seam.state.connection import sink_session_name
@@ -44,6 +44,7 @@ from seam.wire.boundary import CONTROL_HEADER
 from seam.wire.topics import table_topic
 from seam_dev import demo
 from seam_dev.stack import EmbeddedStack
+from seam_dev.topic_rows import rows_published, topic_end
 from tests.support.independent import compare
 from tests.support.services import stack_services
 
@@ -172,11 +173,7 @@ class Run:
 
     def published(self, table: str) -> int:
         """The end offset of the table's topic."""
-        consumer = Consumer({"bootstrap.servers": self.pipeline.kafka.bootstrap, "group.id": "seam-faults"})
-        try:
-            return consumer.get_watermark_offsets(TopicPartition(self.topic[table], 0), timeout=10)[1]
-        finally:
-            consumer.close()
+        return topic_end(self.pipeline, self.topic[table])
 
     def dba(self, sql: str, pids: list[int]) -> int:
         with self.target() as conn:
@@ -427,7 +424,7 @@ def killed_full_load(run: Run) -> str:
     )
 
     def begun() -> bool:  # BEGIN and some of the 300,000 rows are on the topic, END is not
-        return run.published("bulk") > before + 2000
+        return rows_published(run.pipeline, run.topic["bulk"], before) > 2000
 
     caught = run.wait_for("the load to publish rows", begun, 300)
     for pid in _tree(load.pid):  # the whole tree (Spark runs in sessions of its own): no on_kill, no cleanup

@@ -24,6 +24,7 @@ from seam.core.position import Position
 from seam.spark_driver import driver_status
 from seam.state import ledger
 from seam_dev import demo
+from seam_dev.topic_rows import rows_published, topic_end
 from tests.support.commands import run_command
 from tests.support.compare import diff, replay_to_now, source_rows, target_rows
 
@@ -230,19 +231,10 @@ def _staged(pipeline):
     return rows[0] if rows else None
 
 
-def _topic_end(pipeline) -> int:
-    """The payments topic's high watermark: how many messages were published to it."""
-    from confluent_kafka import Consumer, TopicPartition
+def _topic(pipeline) -> str:
+    from seam.wire.topics import table_topic
 
-    from seam.wire.topics import consumer_config, ensure_topics, table_topic
-
-    topic = table_topic(pipeline, pipeline.table(f"{DB}.payments"))
-    ensure_topics(pipeline, [topic])
-    consumer = Consumer(consumer_config(pipeline))
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
-    finally:
-        consumer.close()
+    return table_topic(pipeline, pipeline.table(f"{DB}.payments"))
 
 
 def _spark_publish(pipeline_path: str) -> subprocess.Popen:
@@ -319,11 +311,14 @@ def test_spark_killed_mid_publish_is_never_published_and_a_rerun_resumes_it(pipe
     _grow_payments(300_000)
     sink = _sink(pipeline_path)  # a long-running sink, as in production
     try:
-        published = _topic_end(pipeline)
+        published = topic_end(pipeline, _topic(pipeline))
         spark = _spark_publish(pipeline_path)
         # a few thousand of its 300,000 rows on the topic: well before its END, however far the sink lags
         _wait(
-            lambda: _topic_end(pipeline) > published + 5_000 and (_staged(pipeline) or (None, "", 0))[1] == "open",
+            lambda: (
+                rows_published(pipeline, _topic(pipeline), published) > 5_000
+                and (_staged(pipeline) or (None, "", 0))[1] == "open"
+            ),
             180,
             "rows of the new batch to arrive",
             every=0.01,

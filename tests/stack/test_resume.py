@@ -20,6 +20,7 @@ import pytest
 
 from seam.config import load_pipeline
 from seam_dev import demo
+from seam_dev.topic_rows import rows_published, topic_end
 from tests.support.commands import run_command
 from tests.support.independent import compare
 from tests.support.pipelines import one_core_spark, pipeline_file
@@ -55,19 +56,10 @@ def _kill_all(marker: str) -> int:
     return killed
 
 
-def _published(pipeline) -> int:
-    """Messages in the table's topic (the broker's high watermark)."""
-    from confluent_kafka import Consumer, TopicPartition
+def _topic(pipeline) -> str:
+    from seam.wire.topics import table_topic
 
-    from seam.wire.topics import consumer_config, ensure_topics, table_topic
-
-    topic = table_topic(pipeline, pipeline.table(f"{DB}.big"))
-    ensure_topics(pipeline, [topic])
-    consumer = Consumer({**consumer_config(pipeline), "group.id": "seam-test-resume"})
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
-    finally:
-        consumer.close()
+    return table_topic(pipeline, pipeline.table(f"{DB}.big"))
 
 
 def _parts_done(pipeline) -> tuple[int, int]:
@@ -118,10 +110,14 @@ def test_a_load_killed_part_way_resumes_keeping_its_chunks(stack, tmp_path_facto
             text=True,
             start_new_session=True,
         )
-        deadline, before = time.time() + 600, _published(pipeline)
-        while _published(pipeline) - before < ROWS * 0.45 and time.time() < deadline and first.poll() is None:
+        deadline, before = time.time() + 600, topic_end(pipeline, _topic(pipeline))
+
+        def published() -> int:
+            return rows_published(pipeline, _topic(pipeline), before)
+
+        while published() < ROWS * 0.45 and time.time() < deadline and first.poll() is None:
             time.sleep(0.05)
-        assert first.poll() is None and _published(pipeline) - before < ROWS, first.poll()
+        assert first.poll() is None and published() < ROWS, first.poll()
         assert _kill_all(path) >= 2  # about half of the rows published, no END
         chunks = _parts_done(pipeline)[1]
         assert chunks == 12, chunks

@@ -7,12 +7,14 @@
    string unescaped from JSON and escaped for COPY as psycopg does, the integer's digits as they are, null as
    \N (or -infinity in a column that takes zero dates so). It adds the record's CRC32 to its (part, attempt).
 
-   Every other message (another op, another batch, a float or a boolean, a key out of order, a NUL, JSON that
-   is not strict, bytes that are not UTF-8, anything unusual) is left to the Python path, whole: its index is
-   returned and stage_rows decodes it as before. So the result is always the Python path's;
+   A block message (seam.wire.boundary.blocks) is taken record by record, its records being its lines.
+
+   Every other record (another op, another batch, a float or a boolean, a key out of order, a NUL, JSON that
+   is not strict, bytes that are not UTF-8, anything unusual) is left to the Python path, whole: where it lies
+   is returned and stage_rows decodes it as before. So the result is always the Python path's;
    tests/unit/test_snapshot_rows.py compares the two on seeded well-formed and damaged records.
 
-   Delivery guarantee: none (formatting only); nothing is dropped: a message is staged here or given back. */
+   Delivery guarantee: none (formatting only); nothing is dropped: a record is staged here or given back. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -428,16 +430,44 @@ static int count(PyObject *sums, const Tally *t) {
     return rc;
 }
 
+/* Adds the (part, attempt) of one staged record to the run being counted; -1 on error. */
+static int tally_one(PyObject *sums, Tally *last, const Tally *t) {
+    if (last->rows && (last->part != t->part || last->attempt != t->attempt)) {
+        if (count(sums, last) < 0) return -1;
+        last->rows = 0;
+    }
+    if (!last->rows) {
+        *last = *t;
+    } else {
+        last->rows++;
+        last->crc += t->crc;
+    }
+    return 0;
+}
+
+/* Gives a record back to the Python path: (message index, start, end) appended to rest. */
+static int give_back(PyObject *rest, Py_ssize_t i, Py_ssize_t start, Py_ssize_t end) {
+    PyObject *item = Py_BuildValue("(nnn)", i, start, end);
+    if (item == NULL) return -1;
+    int rc = PyList_Append(rest, item);
+    Py_DECREF(item);
+    return rc;
+}
+
 static PyObject *stage(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *values, *names;
-    const char *batch, *infinite;
-    Py_ssize_t batch_len, infinite_len;
-    if (!PyArg_ParseTuple(args, "O!y#O!y#", &PyList_Type, &values, &batch, &batch_len, &PyTuple_Type, &names,
-                          &infinite, &infinite_len))
+    const char *blocks, *batch, *infinite;
+    Py_ssize_t blocks_len, batch_len, infinite_len;
+    if (!PyArg_ParseTuple(args, "O!y#y#O!y#", &PyList_Type, &values, &blocks, &blocks_len, &batch, &batch_len,
+                          &PyTuple_Type, &names, &infinite, &infinite_len))
         return NULL;
     if (infinite_len != PyTuple_GET_SIZE(names)) {
         PyErr_SetString(PyExc_ValueError, "one infinite flag per column");
+        return NULL;
+    }
+    if (blocks_len != PyList_GET_SIZE(values)) {
+        PyErr_SetString(PyExc_ValueError, "one block flag per message");
         return NULL;
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++)
@@ -453,32 +483,25 @@ static PyObject *stage(PyObject *self, PyObject *args) {
     Py_ssize_t n = PyList_GET_SIZE(values);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *value = PyList_GET_ITEM(values, i);
-        int rc = 0;
-        Tally t;
-        if (PyBytes_Check(value))
-            rc = stage_one((const unsigned char *)PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), &plan, &out, &t);
-        if (rc < 0) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        if (rc == 0) {
-            PyObject *index = PyLong_FromSsize_t(i);
-            if (index == NULL || PyList_Append(rest, index) < 0) {
-                Py_XDECREF(index);
-                goto done;
-            }
-            Py_DECREF(index);
+        if (!PyBytes_Check(value)) {
+            if (give_back(rest, i, 0, -1) < 0) goto done;
             continue;
         }
-        if (last.rows && (last.part != t.part || last.attempt != t.attempt)) {
-            if (count(sums, &last) < 0) goto done;
-            last.rows = 0;
-        }
-        if (!last.rows) {
-            last = t;
-        } else {
-            last.rows++;
-            last.crc += t.crc;
+        const unsigned char *v = (const unsigned char *)PyBytes_AS_STRING(value);
+        Py_ssize_t len = PyBytes_GET_SIZE(value), start = 0;
+        /* a block's records are its lines; any other message is one record, whatever it holds */
+        while (start <= len) {
+            const unsigned char *nl = blocks[i] ? memchr(v + start, '\n', len - start) : NULL;
+            Py_ssize_t end = nl ? nl - v : len;
+            Tally t;
+            int rc = stage_one(v + start, end - start, &plan, &out, &t);
+            if (rc < 0) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            if (rc == 0 ? give_back(rest, i, start, blocks[i] ? end : -1) < 0 : tally_one(sums, &last, &t) < 0)
+                goto done;
+            start = end + 1;
         }
     }
     if (last.rows && count(sums, &last) < 0) goto done;
@@ -492,9 +515,10 @@ done:
 
 static PyMethodDef methods[] = {
     {"stage", stage, METH_VARARGS,
-     "stage(values, batch, names, infinite) -> (copy_text, rest, sums): the snapshot rows of ``batch`` among "
-     "``values`` (bytes) as COPY text with their part and attempt; ``rest``: indexes of the messages left to "
-     "the Python path; ``sums``: {(part, attempt): [rows, CRC32 sum]} of the rows staged here"},
+     "stage(values, blocks, batch, names, infinite) -> (copy_text, rest, sums): the snapshot rows of ``batch``"
+     " among ``values`` (bytes; where ``blocks`` has a 1, a block: its records are its lines) as COPY text with "
+     "their part and attempt; ``rest``: (message index, start, end) of each record left to the Python path (end "
+     "-1: the whole message); ``sums``: {(part, attempt): [rows, CRC32 sum]} of the rows staged here"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_snapshotrows", NULL, -1, methods, NULL, NULL, NULL, NULL};

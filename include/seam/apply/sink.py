@@ -59,7 +59,17 @@ from seam.state.owners import holder_of, record_holder
 from seam.state.parts import part_beat
 from seam.state.positions import forget_cascades
 from seam.state.schema import ensure_state, try_lock
-from seam.wire.boundary import Begin, End, Heartbeat, PartDone, SchemaChange, StreamStop, parse_control
+from seam.wire.boundary import (
+    ROWS_KEY,
+    Begin,
+    End,
+    Heartbeat,
+    PartDone,
+    SchemaChange,
+    StreamStop,
+    block_records,
+    parse_control,
+)
 from seam.wire.offset_gaps import OffsetGaps
 from seam.wire.records import no_cyclic_gc
 from seam.wire.sink_pace import StagedReport
@@ -144,7 +154,7 @@ class Sink:
         self._offsets_lost: set[str] = set()  # topics whose stored offset the broker no longer has
         self._gaps = OffsetGaps()
         self._forgot_at = 0.0  # when recorded cascade rows were last pruned
-        self.stager = Stager()  # a batch's rows are decoded on every core
+        self.stager = Stager()  # rows the compiled stager cannot take are decoded on every core
         self.report = StagedReport(pipeline)  # how far open batches are staged, for their publishers' pace
         self._load_state()
 
@@ -551,18 +561,39 @@ class Sink:
         arrive meanwhile are held until its END), or else the table's change events."""
         batch = self.open[topic]
         if batch is None:
-            for m in run:
-                self.changes.change(topic, m.value(), m.offset(), _key(m))
+            self._changes(topic, run)
         elif run:
             values = [m.value() for m in run]
-            held = self.batches.stage(topic, batch, self.stager.stage(batch.staging, values, [m.offset() for m in run]))
+            blocks = bytes(_key(m) == ROWS_KEY for m in run)
+            held = self.batches.stage(
+                topic, batch, self.stager.stage(batch.staging, values, [m.offset() for m in run], blocks)
+            )
             if held is None:  # rejected: the change events held behind it and those of this run go to the table
                 self.changes.replay_held(topic)
-                for m in run:
-                    self.changes.change(topic, m.value(), m.offset(), _key(m))
+                self._changes(topic, run)
             elif held:
-                positions.hold_changes(self.conn, self.schema, [(topic, run[i].offset(), values[i]) for i in held])
+                self._hold(topic, run, blocks, held)
         self.changes.run_ops()
+
+    def _changes(self, topic: str, run: list) -> None:
+        """Messages taken as the table's change events (a block's records one by one: rows of a batch that is
+        not open are dropped there, and what is not Seam's is quarantined)."""
+        for m in run:
+            records = block_records(_key(m), m.value())
+            for value in records if records is not None else (m.value(),):
+                self.changes.change(topic, value, m.offset(), _key(m))
+
+    def _hold(self, topic: str, run: list, blocks: bytes, held: list[int]) -> None:
+        """Keep the messages that were not the open batch's rows until its END (change events). A block is only
+        ever rows of a batch: one holding anything else is not Seam's, and is quarantined whole (the batch then
+        fails its END check)."""
+        kept = [(topic, run[i].offset(), run[i].value()) for i in held if not blocks[i]]
+        if kept:
+            positions.hold_changes(self.conn, self.schema, kept)
+        for i in held:
+            if blocks[i]:
+                reason = "a block of rows holding a record that is not a row of the open batch"
+                self.changes.quarantine(topic, run[i].offset(), _key(run[i]), run[i].value(), reason)
 
     def _offset_read(self, topic: str) -> None:
         """Store the topic's offset if messages of it were read (a transaction released from waiting)."""

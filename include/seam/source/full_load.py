@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, cast
+from zlib import crc32  # boundary.message_hash, inlined in the hot loop
 
 import pymysql
 
@@ -62,7 +63,7 @@ from seam.source.snapshot import (
     snapshot_position,
     source_head,
 )
-from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, End, Part, PartDone, Tally
+from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, ROWS_KEY, End, Part, PartDone, Tally, blocks
 from seam.wire.records import no_cyclic_gc, record_json
 from seam.wire.sink_pace import SinkPace
 from seam.wire.topics import Publisher
@@ -339,8 +340,8 @@ def _publish_chunk(
     """Runs on an executor for one chunk: read and publish its rows, return its position, count and
     checksum, with the seconds it waited for the sink and whether it stopped waiting.
 
-    The source sends each row's key and image as JSON; the per-row Python is one concatenation, the
-    produce call and the CRC."""
+    The source sends each row's key and image as JSON; the per-row Python is one concatenation and the CRC;
+    rows go many to a message (``boundary.blocks``)."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
@@ -389,6 +390,7 @@ def _publish_read(
 ) -> Part:
     tally = Tally()
     head = file = pos = None
+    sent = 0  # messages: blocks of rows (``boundary.blocks``)
     for file, pos, rows in read_chunk(pipeline.source, read):
         if head is None:
             head, middle, tail = record_frame(db, table, batch, ts_ms, read.snapshot, file, pos, read.index, attempt)
@@ -396,24 +398,23 @@ def _publish_read(
             continue
         try:
             if keyed:
-                values = [head + k + middle + a + tail for a, k, _ in rows]
+                values = [head + k + middle + a + tail for a, k in rows]
             else:
-                values = [head + a + middle + a + tail for a, _, _ in rows]
+                values = [head + a + middle + a + tail for a, _ in rows]
         except TypeError:  # CONCAT gave NULL: never publish a row as null
             raise SnapshotError(
                 f"{db}.{table}: the source returned no JSON for a row of chunk {read.index} (a row "
                 "larger than max_allowed_packet, or a value MariaDB cannot print); raise "
                 "max_allowed_packet (SET GLOBAL) and re-run the load"
             ) from None
-        if rows[0][2] is not None:  # the Kafka key orders names differently from the record key
-            keys = [kk for _, _, kk in rows]
-        else:
-            keys = [k for _, k, _ in rows] if keyed else [a for a, _, _ in rows]
         if json_columns:
             values = [_canonical_json_values(v, json_columns) for v in values]
         if tally.rows:  # not far past what the sink staged, that being what a kill loses (a small chunk never asks)
-            pace.wait(publisher.queued())
-        tally.add_many(len(values), publisher.send_many(topic, values, keys))
+            pace.wait(publisher.queued(), tally.rows / sent)
+        messages = blocks(values)
+        publisher.send_many(topic, messages, [ROWS_KEY] * len(messages))
+        tally.add_many(len(values), sum(map(crc32, values)))
+        sent += len(messages)
     publisher.flush()
     part = Part(read.index, attempt, tally.rows, tally.checksum, file, pos)
     publisher.send(topic, PartDone(batch, db, table, part).to_json(), b"__seam_control__", headers=CONTROL)

@@ -362,20 +362,15 @@ class ChunkRead:
 def chunk_sql(
     schema: TableSchema, plan: ChunkPlan, chunk: Chunk, key: tuple[str, ...], window: str | None = None
 ) -> str:
-    """The chunk's SELECT: per row ``_after`` (the row image), ``_key`` (the record key; NULL when it is the
-    whole row, keyless tables) and ``_kafka_key`` (the key with names sorted; NULL when the same text as the
-    record key), all JSON built by the source. ``window`` restricts the rows (incremental loads, over ``x``).
-    """
+    """The chunk's SELECT: per row ``_after`` (the row image) and ``_key`` (the record key; NULL when it is the
+    whole row, keyless tables), both JSON built by the source. ``window`` restricts the rows (incremental loads,
+    over ``x``)."""
     where = chunk.condition("x." + quote(plan.column)) if plan.column else "1 = 1"
     if window:
         where = f"({where}) AND ({window})"
-    record_key = list(key) if key else None
-    kafka_key = sorted(key or schema.names)
-    none = "CAST(NULL AS BINARY)"
-    key_sql = object_sql(schema, record_key) if record_key else none
-    kafka_sql = none if kafka_key == (record_key or list(schema.names)) else object_sql(schema, kafka_key)
+    key_sql = object_sql(schema, list(key)) if key else "CAST(NULL AS BINARY)"
     return (
-        f"SELECT {object_sql(schema, schema.names)} AS _after, {key_sql} AS _key, {kafka_sql} AS _kafka_key "
+        f"SELECT {object_sql(schema, schema.names)} AS _after, {key_sql} AS _key "
         f"FROM {quote(schema.db)}.{quote(schema.table)} x WHERE {where}"
     )
 
@@ -383,7 +378,7 @@ def chunk_sql(
 def read_chunk(source, read: ChunkRead, fetch: int = 10_000) -> Iterator[tuple[str | None, int | None, list]]:
     """The chunk's rows in its own consistent snapshot: yields (file, pos, rows) per ``fetch`` rows (and once
     for an empty chunk), where (file, pos) is the exact binlog position of the snapshot (None without
-    ``read.snapshot``) and rows are (after, key, kafka_key) JSON bytes. The C client streams the rows
+    ``read.snapshot``) and rows are (after, key) JSON bytes. The C client streams the rows
     (unbuffered), so memory stays flat whatever the chunk's size.
     """
     import MySQLdb

@@ -24,6 +24,12 @@ The checksum is the sum mod 2^64 of the CRC-32 of each message value
 (order-independent), so the sink can verify exactly what it staged in any
 order; with the count it detects a lost or doubled message.
 
+Snapshot rows travel many to a message (a *block*): the Kafka key ``__seam_rows__``, no headers, and as
+value the rows' records, each exactly as it would be alone, joined by a newline (a record never holds a raw
+newline: JSON escapes it). Counts and checksums are still per record, so END checks a block's rows one by one;
+a block is at most ``BLOCK_BYTES`` (or one record, when a record alone is larger). One record per message is
+read the same way (a repair's rows, an older Seam's loads).
+
 Change events need no brackets: the change reader publishes each source
 transaction whole and chains them per table (see ``Heartbeat``).
 
@@ -49,6 +55,12 @@ MODES = ("full", "incremental", "repair")
 EXACT_MODES = ("full", "repair")
 CONTROL_HEADER = "seam-control"
 RECONCILE_PART = -1  # binlog changes that bring every chunk to the batch position
+ROWS_KEY = b"__seam_rows__"  # the Kafka key of a block of snapshot rows
+# A block's size: large enough that the per-message costs (the producer's call, the broker's record batch
+# header, the consumer's message object) vanish next to the rows', small enough that a consumer's prefetch
+# (``topics.FETCH_MAX_BYTES``) holds several
+BLOCK_BYTES = 256 * 1024
+BLOCK_ROWS = 1_000
 _MOD = 2**64
 
 
@@ -73,6 +85,27 @@ class Tally:
 
     def merge(self, other: Tally) -> Tally:
         return Tally(self.rows + other.rows, (self.checksum + other.checksum) % _MOD)
+
+
+def blocks(records: list[bytes]) -> list[bytes]:
+    """``records`` (snapshot rows, in order) as the values of block messages, in order."""
+    out: list[bytes] = []
+    start = size = 0
+    for i, record in enumerate(records):
+        if i > start and (size + len(record) > BLOCK_BYTES or i - start >= BLOCK_ROWS):
+            out.append(b"\n".join(records[start:i]))
+            start, size = i, 0
+        size += len(record) + 1
+    if start < len(records):
+        out.append(b"\n".join(records[start:]))
+    return out
+
+
+def block_records(key: bytes | None, value: bytes | None) -> list[bytes] | None:
+    """The records of a block message; None for any other message (a record alone, a control message)."""
+    if key != ROWS_KEY or not value:
+        return None
+    return value.split(b"\n")
 
 
 @dataclass(frozen=True)

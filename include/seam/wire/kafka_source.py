@@ -55,6 +55,8 @@ class _TopicReader(SimpleDataSourceStreamReader):
         # objects, as Arrow, in pyspark's prefetch cache); 50,000 grew the sink's processes by 400 MB more
         # under a transaction of millions of rows (benchmarks/big_transaction.py)
         self.max_messages = int(options.get("maxMessages", "20000"))
+        # and in bytes: a message can be a block of a thousand snapshot rows (seam.wire.boundary.blocks)
+        self.max_bytes = int(options.get("maxBytes", str(20_000 * 1_000)))
         self.max_wait_s = float(options.get("maxWaitSeconds", "0.5"))
         self.receive_limit = int(options.get("receiveMessageMaxBytes", "100000000"))  # librdkafka's default
         self._admin = None
@@ -132,9 +134,9 @@ class _TopicReader(SimpleDataSourceStreamReader):
         # lost its topics, a topic recreated) crashed in librdkafka's main thread (a segfault of the process)
         consumer.assign([TopicPartition(t, 0, int(start[t][1])) for t in todo])
         self._gaps.reading_from({t: int(start[t][1]) for t in todo})
-        empty, began = 0, time.monotonic()
+        empty, began, size = 0, time.monotonic(), 0
         try:
-            while todo and (len(rows) < self.max_messages or end is not None):
+            while todo and ((len(rows) < self.max_messages and size < self.max_bytes) or end is not None):
                 if end is None and time.monotonic() - began > self.max_wait_s:
                     break  # a steady trickle must not hold the micro-batch back (latency)
                 batch = [m for m in self._take(consumer, end is None) if m.error() is None]
@@ -163,6 +165,7 @@ class _TopicReader(SimpleDataSourceStreamReader):
                     headers = m.headers()  # only control messages have any
                     text = json.dumps({k: v.decode() for k, v in headers}) if headers else "{}"
                     rows.append((topic, start[topic][0], m.offset(), m.key(), m.value(), text))
+                    size += len(m.value() or b"")
                     reached[topic][1] = m.offset() + 1
                     if stop is not None and reached[topic][1] >= stop:
                         todo.remove(topic)

@@ -1,5 +1,5 @@
 """Back-pressure between a load's publishers and its sink: the sink says how far each open batch is staged,
-and the publishers stay at most ``kafka.max_unapplied_events`` messages (the change reader's bound) in front.
+and the publishers stay at most ``kafka.max_unapplied_events`` rows (the change reader's bound) in front.
 
 Why: a load that is killed part-way keeps what its sink staged (``seam.loads`` resumes from there). What was
 published beyond that is staged by the retry either way, so a publisher far ahead of its sink (Spark reads
@@ -75,16 +75,18 @@ class SinkPace(_GroupClient):
         self.off = False
         self.waited_s = 0.0
 
-    def wait(self, queued: int) -> None:
+    def wait(self, queued: int, rows_per_message: float = 1.0) -> None:
+        """``rows_per_message``: the bound counts rows, the topic's offsets count messages (blocks of rows)."""
         if self.off:
             return
+        ahead = max(1, int(self._ahead / max(rows_per_message, 1.0)))
         started = time.monotonic()
         staged, moved = self._staged(), started
         # once per call: this task sends nothing while it waits, and the embedded broker answers this request
         # in time that grows with the topic's log (234 ms at 118 million messages, 9 ms at a thousand)
         end = self._end() + queued
         while not self.off:
-            if end - (staged or 0) <= self._ahead:
+            if end - (staged or 0) <= ahead:
                 break
             time.sleep(CHECK_EVERY_S)
             now = self._staged()

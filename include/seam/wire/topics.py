@@ -16,7 +16,6 @@ import logging
 import re
 import time
 from typing import Any
-from zlib import crc32  # boundary.message_hash, inlined in the hot loop
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -193,10 +192,10 @@ class Publisher:
         if self.sent % 10_000 == 0:
             self._producer.poll(0)
 
-    def send_many(self, topic: str, values: list[bytes], keys: list[bytes]) -> int:
-        """``send`` for many messages without headers, in one call; returns the sum of their CRC-32s
-        (``boundary.Tally``). A message the full queue refused is sent again after the ones behind it: only
-        for messages whose order does not matter (snapshot rows of one chunk)."""
+    def send_many(self, topic: str, values: list[bytes], keys: list[bytes]) -> None:
+        """``send`` for many messages without headers, in one call. A message the full queue refused is sent
+        again after the ones behind it: only for messages whose order does not matter (blocks of snapshot rows
+        of one chunk)."""
 
         messages: list[dict[str, Any]] = [{"value": v, "key": k} for v, k in zip(values, keys)]
         while messages:
@@ -211,7 +210,7 @@ class Publisher:
                 error = m.pop("_error", None)
                 if error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
                     raise BrokerError(
-                        f"a row of {topic} is {len(m['value']):,} bytes as a record, over the limit that "
+                        f"a row of {topic} is about {len(m['value']):,} bytes as a record, over the limit that "
                         "kafka.max_value_bytes sets: raise kafka.max_value_bytes in the pipeline"
                     )
                 if error is not None and error.code() != KafkaError._QUEUE_FULL:
@@ -220,7 +219,6 @@ class Publisher:
             self._producer.poll(0.05)
         self.sent += len(values)
         self._producer.poll(0)
-        return sum(map(crc32, values))
 
     def queued(self) -> int:
         """Messages sent that the broker has not acknowledged yet."""
