@@ -13,6 +13,7 @@ Where the Python way holds a message or fails, the compiled one must not have st
 from __future__ import annotations
 
 import random
+import zlib
 
 import pytest
 
@@ -20,6 +21,7 @@ import seam.apply.batch as batch_module
 from seam.apply.batch import Staging, stage_rows
 from seam.apply.target import Landing
 from seam.core.schema import Column, TableSchema
+from seam.wire.boundary import FRAME_KEY, block_records, frame, frame_crcs
 
 BATCH = "20261127T000000-0badf00d"
 SEEDS = range(40)
@@ -286,3 +288,71 @@ def test_a_block_holding_a_change_is_held_whole():
         got = _staged(staging, [row.encode(), f"{row}\n{change}".encode()], compiled, b"\0\1")
         assert got[2] == [1]  # the block: the sink quarantines it (a block holds rows only)
         assert got[0] == [b"1\t0\t1", b"1\t0\t1"] and got[1] == b""
+
+
+def _framed(seed: int) -> tuple[Staging, list[bytes], bytes, list[bytes]]:
+    """Frame blocks (``boundary.frame``) of seeded rows, some damaged, with their kinds, and every row's record."""
+    staging, _ = _messages(seed)
+    r = random.Random(seed + 1000)
+    columns = list(staging.schema.columns)
+    values, kinds, records = [], bytearray(), []
+    for _ in range(r.randrange(1, 8)):
+        part, attempt = r.randrange(3), r.choice([0, 1, 2**40])
+        template = _record(r, columns, part, attempt)
+        text = _json(r, template, 0.0).replace("\n\t ", " ")
+        head = text[: text.index('"key"') + 6].encode()
+        middle = b',"before":null,"after":'
+        source = _json(r, template["source"], r.choice([0.0, 0.2])).replace("\n\t ", " ").encode()
+        tail = b',"source":' + source + b"}"
+        if r.random() < 0.1:
+            tail = tail[:-1]  # a frame whose records are all broken
+        lines = []
+        for _ in range(r.randrange(1, 60)):
+            after = {c.name: _value(r, c) for c in columns}
+            key, image = (
+                _json(r, v, 0.2).replace("\n\t ", " ").encode()
+                for v in ({columns[0].name: after[columns[0].name]}, after)
+            )
+            if r.random() < 0.1:
+                image = bytearray(image)
+                image[r.randrange(len(image))] = r.randrange(256)
+                image = bytes(image)
+            keyless = r.random() < 0.2
+            lines.append(image if keyless else key + b"\t" + image)
+            records += [head + (image if keyless else key) + middle + image + tail] if b"\n" not in image else []
+        first = frame(head, middle, tail)
+        if r.random() < 0.05:
+            first = b"12 x " + first  # a frame that does not parse
+        values.append(first + b"\n" + b"\n".join(lines))
+        kinds.append(2)
+    return staging, values, bytes(kinds), records
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_frame_blocks_stage_the_same_compiled_or_not(seed):
+    staging, values, kinds, _ = _framed(seed)
+    assert _staged(staging, values, _compiled(), kinds) == _staged(staging, values, None, kinds)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_frame_block_stages_as_its_records_alone(seed):
+    """Where every row of a frame is well formed, the same lines and tallies as its records one per message."""
+    staging, values, kinds, records = _framed(seed)
+    whole = [(v, k) for v, k in zip(values, kinds) if all(_a_row(staging, rec) for rec in block_records(FRAME_KEY, v))]
+    if not whole:
+        return
+    framed = _staged(staging, [v for v, _ in whole], _compiled(), bytes(k for _, k in whole))
+    alone = _staged(staging, [rec for v, _ in whole for rec in block_records(FRAME_KEY, v)], _compiled())
+    assert framed[0] == alone[0] and framed[3] == alone[3] and framed[2] == []
+
+
+def test_frame_rows_are_their_records():
+    head, middle, tail = b'{"op":"r","key":', b',"before":null,"after":', b',"source":{"part":1}}'
+    rows = [(b'{"id":1}', b'{"id":1,"t":"a\\tb"}'), (b'{"id":2}', b'{"id":2,"t":null}')]
+    value = frame(head, middle, tail) + b"\n" + b"\n".join(k + b"\t" + a for k, a in rows)
+    records = block_records(FRAME_KEY, value)
+    assert records == [head + k + middle + a + tail for k, a in rows]
+    assert frame_crcs(head, middle, tail, rows) == sum(map(zlib.crc32, records))
+    keyless = frame(head, middle, tail) + b"\n" + rows[0][1]
+    assert block_records(FRAME_KEY, keyless) == [head + rows[0][1] + middle + rows[0][1] + tail]
+    assert block_records(FRAME_KEY, b"1 2 x\n" + rows[0][1]) == [b"1 2 x\n" + rows[0][1]]  # not a frame: none

@@ -7,7 +7,8 @@
    string unescaped from JSON and escaped for COPY as psycopg does, the integer's digits as they are, null as
    \N (or -infinity in a column that takes zero dates so). It adds the record's CRC32 to its (part, attempt).
 
-   A block message (seam.wire.boundary.blocks) is taken record by record, its records being its lines.
+   A block message (seam.wire.boundary) is taken record by record: its lines, or, in a frame block, each row's
+   line made into its record between the frame's pieces.
 
    Every other record (another op, another batch, a float or a boolean, a key out of order, a NUL, JSON that
    is not strict, bytes that are not UTF-8, anything unusual) is left to the Python path, whole: where it lies
@@ -445,29 +446,71 @@ static int tally_one(PyObject *sums, Tally *last, const Tally *t) {
     return 0;
 }
 
-/* Gives a record back to the Python path: (message index, start, end) appended to rest. */
-static int give_back(PyObject *rest, Py_ssize_t i, Py_ssize_t start, Py_ssize_t end) {
-    PyObject *item = Py_BuildValue("(nnn)", i, start, end);
+/* Gives a record back to the Python path: (message index, the record's bytes, or None: the whole message). */
+static int give_back(PyObject *rest, Py_ssize_t i, const unsigned char *record, Py_ssize_t len) {
+    PyObject *item = record ? Py_BuildValue("(ny#)", i, (const char *)record, len) : Py_BuildValue("(nO)", i, Py_None);
     if (item == NULL) return -1;
     int rc = PyList_Append(rest, item);
     Py_DECREF(item);
     return rc;
 }
 
+/* A frame's first line, "%d %d %d " + head + middle + tail (seam.wire.boundary.frame): 1 parsed, 0 not. */
+static int parse_frame(const unsigned char *v, Py_ssize_t len, Py_ssize_t sizes[3], const unsigned char **parts) {
+    Py_ssize_t at = 0;
+    for (int k = 0; k < 3; k++) {
+        Py_ssize_t n = 0, digits = 0;
+        while (at < len && v[at] >= '0' && v[at] <= '9' && digits < 12) n = n * 10 + (v[at++] - '0'), digits++;
+        if (!digits || at >= len || v[at++] != ' ') return 0;
+        sizes[k] = n;
+    }
+    if (sizes[0] + sizes[1] + sizes[2] != len - at) return 0;
+    parts[0] = v + at;
+    parts[1] = parts[0] + sizes[0];
+    parts[2] = parts[1] + sizes[1];
+    return 1;
+}
+
+/* The rows of a frame block after its first line (``start``): each record made in ``scratch`` and staged. */
+static int stage_framed(PyObject *rest, PyObject *sums, Tally *last, Py_ssize_t i, const unsigned char *v,
+                        Py_ssize_t len, Py_ssize_t start, const Py_ssize_t sizes[3], const unsigned char **parts,
+                        const Plan *plan, Buf *out, Buf *scratch) {
+    while (start <= len) {
+        const unsigned char *nl = memchr(v + start, '\n', len - start);
+        Py_ssize_t end = nl ? nl - v : len;
+        const unsigned char *row = v + start, *tab = memchr(row, '\t', end - start);
+        const unsigned char *key = row, *after = tab ? tab + 1 : row;
+        Py_ssize_t key_len = tab ? tab - row : end - start, after_len = tab ? v + end - after : end - start;
+        scratch->len = 0;
+        if (put(scratch, (const char *)parts[0], sizes[0]) < 0 || put(scratch, (const char *)key, key_len) < 0 ||
+            put(scratch, (const char *)parts[1], sizes[1]) < 0 || put(scratch, (const char *)after, after_len) < 0 ||
+            put(scratch, (const char *)parts[2], sizes[2]) < 0)
+            return -1;
+        Tally t;
+        int rc = stage_one((const unsigned char *)scratch->data, scratch->len, plan, out, &t);
+        if (rc < 0) return -1;
+        if (rc == 0 ? give_back(rest, i, (const unsigned char *)scratch->data, scratch->len) < 0
+                    : tally_one(sums, last, &t) < 0)
+            return -2;
+        start = end + 1;
+    }
+    return 0;
+}
+
 static PyObject *stage(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *values, *names;
-    const char *blocks, *batch, *infinite;
-    Py_ssize_t blocks_len, batch_len, infinite_len;
-    if (!PyArg_ParseTuple(args, "O!y#y#O!y#", &PyList_Type, &values, &blocks, &blocks_len, &batch, &batch_len,
+    const char *kinds, *batch, *infinite;
+    Py_ssize_t kinds_len, batch_len, infinite_len;
+    if (!PyArg_ParseTuple(args, "O!y#y#O!y#", &PyList_Type, &values, &kinds, &kinds_len, &batch, &batch_len,
                           &PyTuple_Type, &names, &infinite, &infinite_len))
         return NULL;
     if (infinite_len != PyTuple_GET_SIZE(names)) {
         PyErr_SetString(PyExc_ValueError, "one infinite flag per column");
         return NULL;
     }
-    if (blocks_len != PyList_GET_SIZE(values)) {
-        PyErr_SetString(PyExc_ValueError, "one block flag per message");
+    if (kinds_len != PyList_GET_SIZE(values)) {
+        PyErr_SetString(PyExc_ValueError, "one kind per message");
         return NULL;
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++)
@@ -476,7 +519,7 @@ static PyObject *stage(PyObject *self, PyObject *args) {
             return NULL;
         }
     Plan plan = {names, infinite, batch, batch_len};
-    Buf out = {NULL, 0, 0};
+    Buf out = {NULL, 0, 0}, scratch = {NULL, 0, 0};
     PyObject *rest = PyList_New(0), *sums = PyDict_New(), *result = NULL;
     if (rest == NULL || sums == NULL) goto done;
     Tally last = {0, 0, 0, 0};  /* a run of one (part, attempt) is counted at once when it ends */
@@ -484,14 +527,26 @@ static PyObject *stage(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *value = PyList_GET_ITEM(values, i);
         if (!PyBytes_Check(value)) {
-            if (give_back(rest, i, 0, -1) < 0) goto done;
+            if (give_back(rest, i, NULL, 0) < 0) goto done;
             continue;
         }
         const unsigned char *v = (const unsigned char *)PyBytes_AS_STRING(value);
         Py_ssize_t len = PyBytes_GET_SIZE(value), start = 0;
+        if (kinds[i] == 2) {  /* a frame and its rows */
+            const unsigned char *nl = memchr(v, '\n', len), *parts[3];
+            Py_ssize_t sizes[3];
+            if (nl == NULL || !parse_frame(v, nl - v, sizes, parts)) {
+                if (give_back(rest, i, NULL, 0) < 0) goto done;
+                continue;
+            }
+            int rc = stage_framed(rest, sums, &last, i, v, len, nl - v + 1, sizes, parts, &plan, &out, &scratch);
+            if (rc == -1) PyErr_NoMemory();
+            if (rc < 0) goto done;
+            continue;
+        }
         /* a block's records are its lines; any other message is one record, whatever it holds */
         while (start <= len) {
-            const unsigned char *nl = blocks[i] ? memchr(v + start, '\n', len - start) : NULL;
+            const unsigned char *nl = kinds[i] == 1 ? memchr(v + start, '\n', len - start) : NULL;
             Py_ssize_t end = nl ? nl - v : len;
             Tally t;
             int rc = stage_one(v + start, end - start, &plan, &out, &t);
@@ -499,7 +554,8 @@ static PyObject *stage(PyObject *self, PyObject *args) {
                 PyErr_NoMemory();
                 goto done;
             }
-            if (rc == 0 ? give_back(rest, i, start, blocks[i] ? end : -1) < 0 : tally_one(sums, &last, &t) < 0)
+            if (rc == 0 ? give_back(rest, i, kinds[i] == 1 ? v + start : NULL, end - start) < 0
+                        : tally_one(sums, &last, &t) < 0)
                 goto done;
             start = end + 1;
         }
@@ -508,6 +564,7 @@ static PyObject *stage(PyObject *self, PyObject *args) {
     result = Py_BuildValue("(y#OO)", out.data ? out.data : "", out.len, rest, sums);
 done:
     PyMem_Free(out.data);
+    PyMem_Free(scratch.data);
     Py_XDECREF(rest);
     Py_XDECREF(sums);
     return result;
@@ -515,10 +572,11 @@ done:
 
 static PyMethodDef methods[] = {
     {"stage", stage, METH_VARARGS,
-     "stage(values, blocks, batch, names, infinite) -> (copy_text, rest, sums): the snapshot rows of ``batch``"
-     " among ``values`` (bytes; where ``blocks`` has a 1, a block: its records are its lines) as COPY text with "
-     "their part and attempt; ``rest``: (message index, start, end) of each record left to the Python path (end "
-     "-1: the whole message); ``sums``: {(part, attempt): [rows, CRC32 sum]} of the rows staged here"},
+     "stage(values, kinds, batch, names, infinite) -> (copy_text, rest, sums): the snapshot rows of ``batch``"
+     " among ``values`` (bytes; ``kinds``, one byte each: 0 a message, 1 a block of records, 2 a frame block) as "
+     "COPY text with their part and attempt; ``rest``: (message index, record) of each record left to the Python "
+     "path (record None: the whole message); ``sums``: {(part, attempt): [rows, CRC32 sum]} of the rows staged "
+     "here"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_snapshotrows", NULL, -1, methods, NULL, NULL, NULL, NULL};

@@ -37,7 +37,7 @@ from seam.apply import SinkError
 from seam.apply.decode import record_decoder
 from seam.apply.target import Landing, row_converter, zero_dates_as_infinity
 from seam.core.schema import TableSchema
-from seam.wire.boundary import Begin, Tally
+from seam.wire.boundary import BLOCK_KINDS, Begin, Tally, block_records
 from seam.wire.codecs import codec
 
 try:
@@ -82,23 +82,23 @@ class Staged:
     sums: dict[tuple[int, int], list[int]]
 
 
-def stage_rows(staging: Staging, values: list[bytes], offsets: list[int], blocks: bytes | None = None) -> Staged:
-    """Stage messages of the open batch (none of them a control message; where ``blocks`` has a 1, a block of
-    rows: ``seam.wire.boundary.blocks``). A message of another (superseded) batch is dropped; one that does not
+def stage_rows(staging: Staging, values: list[bytes], offsets: list[int], kinds: bytes | None = None) -> Staged:
+    """Stage messages of the open batch (none of them a control message; ``kinds``: where not 0, a block of rows,
+    ``seam.wire.boundary.BLOCK_KINDS``). A message of another (superseded) batch is dropped; one that does not
     decode as the batch's columns, or is not a batch record, is held (a block holding such a record too)."""
     from psycopg._copy_base import format_row_text  # psycopg's C formatter (pinned <3.4 for it)
 
     decode, convert = _codecs(staging)
     tx = _transformer()
     plan = _native_plan(staging)
-    flags = blocks if blocks is not None else bytes(len(values))
-    rest: Iterable[tuple[int, int, int]]
+    flags = kinds if kinds is not None else bytes(len(values))
+    rest: Iterable[tuple[int, bytes | None]]
     sums: dict[tuple[int, int], list[int]] = {}
     if plan is not None and isinstance(values, list):  # the records it does not take are staged below
         text, rest, sums = native.stage(values, flags, staging.batch.encode(), *plan)
         rows = bytearray(text)
     else:
-        rest = ((i, 0, -1) for i in range(len(values)))
+        rest = ((i, None) for i in range(len(values)))
         rows = bytearray()
     changes = bytearray()
     key = [staging.schema.names.index(k) for k in staging.key] or None
@@ -135,17 +135,21 @@ def stage_rows(staging: Staging, values: list[bytes], offsets: list[int], blocks
     return Staged(bytes(rows), bytes(changes), sorted(set(held)), sums)
 
 
-def _records(values: list[bytes], blocks: bytes, rest: Iterable[tuple[int, int, int]]) -> Iterator[tuple[int, bytes]]:
-    """(message index, record) of what the compiled stager left (``rest``: (index, start, end), end -1 the whole
+def _records(
+    values: list[bytes], kinds: bytes, rest: Iterable[tuple[int, bytes | None]]
+) -> Iterator[tuple[int, bytes]]:
+    """(message index, record) of what the compiled stager left (``rest``: (index, record), record None: the whole
     message); a block left whole is taken record by record."""
-    for i, start, end in rest:
-        value = values[i]
-        if end >= 0:
-            yield i, value[start:end]
-        elif blocks[i]:
-            yield from ((i, record) for record in value.split(b"\n"))
+    for i, record in rest:
+        if record is not None:
+            yield i, record
+        elif kinds[i]:
+            yield from ((i, r) for r in block_records(_BLOCK_KEYS[kinds[i]], values[i]) or ())
         else:
-            yield i, value
+            yield i, values[i]
+
+
+_BLOCK_KEYS = {kind: key for key, kind in BLOCK_KINDS.items()}
 
 
 def _key(image, key: list[int] | None) -> tuple:
@@ -209,10 +213,10 @@ class Stager:
         self._pool: ProcessPoolExecutor | None = None
 
     def stage(
-        self, staging: Staging, values: list[bytes], offsets: list[int], blocks: bytes | None = None
+        self, staging: Staging, values: list[bytes], offsets: list[int], kinds: bytes | None = None
     ) -> Iterator[Staged]:
-        """``blocks``: a 1 for each message that is a block of rows (``stage_rows``)."""
-        flags = blocks if blocks is not None else bytes(len(values))
+        """``kinds``: of each message, 0 or the kind of block it is (``stage_rows``)."""
+        flags = kinds if kinds is not None else bytes(len(values))
         records = len(values) + sum(len(v) // 512 for v, b in zip(values, flags) if b)  # about
         # the compiled stager takes a row in about the time it takes to send its bytes to a worker and its COPY
         # text back: workers pay only for the Python path (lineitem in one process: 11.0 - 11.4 s against

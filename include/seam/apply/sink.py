@@ -60,7 +60,7 @@ from seam.state.parts import part_beat
 from seam.state.positions import forget_cascades
 from seam.state.schema import ensure_state, try_lock
 from seam.wire.boundary import (
-    ROWS_KEY,
+    BLOCK_KINDS,
     Begin,
     End,
     Heartbeat,
@@ -564,7 +564,7 @@ class Sink:
             self._changes(topic, run)
         elif run:
             values = [m.value() for m in run]
-            blocks = bytes(_key(m) == ROWS_KEY for m in run)
+            blocks = bytes(BLOCK_KINDS.get(_key(m) or b"", 0) for m in run)
             held = self.batches.stage(
                 topic, batch, self.stager.stage(batch.staging, values, [m.offset() for m in run], blocks)
             )

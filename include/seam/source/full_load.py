@@ -63,7 +63,19 @@ from seam.source.snapshot import (
     snapshot_position,
     source_head,
 )
-from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, ROWS_KEY, End, Part, PartDone, Tally, blocks
+from seam.wire.boundary import (
+    CONTROL_HEADER,
+    FRAME_KEY,
+    RECONCILE_PART,
+    ROWS_KEY,
+    End,
+    Part,
+    PartDone,
+    Tally,
+    blocks,
+    frame,
+    frame_crcs,
+)
 from seam.wire.records import no_cyclic_gc, record_json
 from seam.wire.sink_pace import SinkPace
 from seam.wire.topics import Publisher
@@ -341,7 +353,7 @@ def _publish_chunk(
     checksum, with the seconds it waited for the sink and whether it stopped waiting.
 
     The source sends each row's key and image as JSON; the per-row Python is one concatenation and the CRC;
-    rows go many to a message (``boundary.blocks``)."""
+    rows go many to a message, in a frame (``boundary``: blocks)."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
@@ -394,26 +406,28 @@ def _publish_read(
     for file, pos, rows in read_chunk(pipeline.source, read):
         if head is None:
             head, middle, tail = record_frame(db, table, batch, ts_ms, read.snapshot, file, pos, read.index, attempt)
+            framing = frame(head, middle, tail)
         if not rows:
             continue
         try:
-            if keyed:
-                values = [head + k + middle + a + tail for a, k in rows]
+            if json_columns:  # records re-serialised whole (canonical JSON documents), in blocks of records
+                values = [head + (k if keyed else a) + middle + a + tail for a, k in rows]
+                values = [_canonical_json_values(v, json_columns) for v in values]
+                crcs, messages, key = sum(map(crc32, values)), blocks(values), ROWS_KEY
             else:
-                values = [head + a + middle + a + tail for a, _ in rows]
+                pairs = [(k, a) for a, k in rows] if keyed else [(a, a) for a, _ in rows]
+                lines = [k + b"\t" + a for k, a in pairs] if keyed else [a + b"" for _, a in pairs]
+                crcs, messages, key = frame_crcs(head, middle, tail, pairs), blocks(lines, framing), FRAME_KEY
         except TypeError:  # CONCAT gave NULL: never publish a row as null
             raise SnapshotError(
                 f"{db}.{table}: the source returned no JSON for a row of chunk {read.index} (a row "
                 "larger than max_allowed_packet, or a value MariaDB cannot print); raise "
                 "max_allowed_packet (SET GLOBAL) and re-run the load"
             ) from None
-        if json_columns:
-            values = [_canonical_json_values(v, json_columns) for v in values]
         if tally.rows:  # not far past what the sink staged, that being what a kill loses (a small chunk never asks)
             pace.wait(publisher.queued(), tally.rows / sent)
-        messages = blocks(values)
-        publisher.send_many(topic, messages, [ROWS_KEY] * len(messages))
-        tally.add_many(len(values), sum(map(crc32, values)))
+        publisher.send_many(topic, messages, [key] * len(messages))
+        tally.add_many(len(rows), crcs)
         sent += len(messages)
     publisher.flush()
     part = Part(read.index, attempt, tally.rows, tally.checksum, file, pos)
