@@ -35,8 +35,6 @@ until the END transaction commits, then the whole new batch.
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 import time
 from collections.abc import Callable
 
@@ -49,6 +47,7 @@ from seam.apply.batch import Stager
 from seam.apply.changes import MALFORMED, ChangeApplier
 from seam.apply.decode import SparkRowMessage
 from seam.apply.lifecycle import BatchLifecycle
+from seam.apply.read_ahead import ReadAhead
 from seam.apply.retry import LOCK_WAIT, Retrier, connection_lost, transient
 from seam.apply.transaction import TargetTransaction
 from seam.core.errors import TargetError, first_line
@@ -86,58 +85,6 @@ TOPIC_CHECK_S = 5.0
 def _key(message) -> bytes | None:
     key = message.key()
     return key.encode() if isinstance(key, str) else key
-
-
-class _ReadAhead:
-    """Consumes in a thread, one list of messages ahead of the sink, so that the next list is read while the
-    current one is applied. What it read counts only once applied: offsets are stored with the data."""
-
-    def __init__(self, consumer):
-        self._consumer = consumer
-        self._lists: queue.Queue = queue.Queue(maxsize=1)
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._read, name="seam-sink-read-ahead", daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        try:
-            while not self._stopped.is_set():
-                with no_cyclic_gc():  # Message objects are many and short-lived, see no_cyclic_gc
-                    item: list | BaseException = self._take()
-                self._hand_over(item)
-        except Exception as exc:  # noqa: BLE001 (any failure of the read: the sink raises it in its own thread)
-            self._hand_over(exc)
-
-    def _take(self) -> list:
-        """What the client has fetched, at once; when that is nothing, the first message within 0.1 s and what
-        came with it. (A batch read with a wait returns only when full or when the wait is over: every quiet
-        moment would cost the whole wait in latency.)"""
-        taken = self._consumer.consume(50_000, 0)
-        if not taken:
-            taken = self._consumer.consume(1, 0.1)
-            if taken:
-                taken += self._consumer.consume(49_999, 0)
-        return taken
-
-    def _hand_over(self, item) -> None:
-        while not self._stopped.is_set():
-            try:
-                self._lists.put(item, timeout=0.2)
-                return
-            except queue.Full:
-                continue
-
-    def next(self) -> list:
-        """The next list of messages (empty after 0.1 s without any)."""
-        item = self._lists.get()
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
-    def stop(self) -> None:
-        """Stop reading; what was read ahead and not taken is dropped."""
-        self._stopped.set()
-        self._thread.join()
 
 
 class Sink:
@@ -347,13 +294,13 @@ class Sink:
             raise SinkError(f"timed out waiting for batch(es) {', '.join(sorted(until_batches or ()))}")
         return False
 
-    def _read_from_target(self, consumer) -> _ReadAhead:
+    def _read_from_target(self, consumer) -> ReadAhead:
         """Every topic assigned at the offset stored with the data (a recreated one at its beginning), read
         ahead. A session cut as the offsets are read (seen in CI, right after the sink connected) is retried."""
         stored = {t: OFFSET_BEGINNING for t in self.tables} | self._retrying(self._stored_offsets)
         consumer.assign([TopicPartition(t, 0, offset) for t, offset in stored.items()])
         self._gaps.reading_from(stored)
-        return _ReadAhead(consumer)
+        return ReadAhead(consumer)
 
     def _forget_what_was_read(self) -> None:
         """What the sink holds in memory and in its session's tables, dropped: it reads again from the target."""

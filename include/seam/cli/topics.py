@@ -15,6 +15,7 @@ from seam.core.errors import ConfigError
 from seam.processes import Processes
 from seam.state import quarantine
 from seam.state.connection import connect_state
+from seam.wire.boundary import block_records
 from seam.wire.topics import list_topics, table_topic, tail
 
 
@@ -55,10 +56,14 @@ def cmd_kafka(args, procs: Processes) -> int:
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     for offset, key, control, value in tail(pipeline, args.topic, args.n, args.follow, lambda: bool(stopping)):
-        text = value.decode("utf-8", "replace") if value is not None else "null"
+        records = block_records(key, value)  # a load's rows, many to a message: said so, with the first record
+        shown = records[0] if records else value
+        text = shown.decode("utf-8", "replace") if shown is not None else "null"
         if not args.full and len(text) > 300:
             text = text[:299] + "…"
-        kind = "CONTROL" if control else "record"
+        if records is not None:
+            text = f"[{len(records):,} rows, the first:] {text}"
+        kind = "CONTROL" if control else "rows" if records is not None else "record"
         print(f"{offset:>10} {kind:7} key={key.decode('utf-8', 'replace') if key else '-'} {text}", flush=True)
     return 0
 
