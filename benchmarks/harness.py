@@ -194,8 +194,9 @@ def full_load_case(name: str, scale: float, repeats: int, results: list[Result])
     from seam.config import load_pipeline
 
     key = TABLES[name][2]
-    native = bench_pipeline([{"name": f"tpch.{name}", "key": key}])  # the stack up, its variables set
-    portable = bench_pipeline([{"name": f"tpch.{name}", "key": key}], snapshot="portable")
+    # topics of the run's own (benchmarks/common.py: RUN), as every case: a grown topic slows the broker down
+    native = bench_pipeline([{"name": f"tpch.{name}", "key": key}], topic_prefix="seam.bench_full")
+    portable = bench_pipeline([{"name": f"tpch.{name}", "key": key}], "seam.bench_portable", snapshot="portable")
     TRACKED.update((native, portable))
     rows = ensure_table(name, scale)
     pipeline = load_pipeline(native)
@@ -229,7 +230,7 @@ def peers_case(name: str, scale: float, repeats: int, results: list[Result]) -> 
 
     from seam.config import load_pipeline
 
-    path = bench_pipeline([{"name": f"tpch.{name}", "key": TABLES[name][2]}])
+    path = bench_pipeline([{"name": f"tpch.{name}", "key": TABLES[name][2]}], topic_prefix="seam.bench_peers")
     TRACKED.add(path)
     rows = ensure_table(name, scale)
     pipeline = load_pipeline(path)
@@ -292,7 +293,7 @@ def incremental_case(scale: float, repeats: int, results: list[Result]) -> None:
 
     start, end = "1995-03-01", "1995-03-26"
     entry = {"name": "tpch.lineitem", "key": TABLES["lineitem"][2], "cursor": "l_shipdate", "safety_delay": "0s"}
-    path = bench_pipeline([entry])
+    path = bench_pipeline([entry], topic_prefix="seam.bench_incremental")
     ensure_table("lineitem", scale)
     pipeline = load_pipeline(path)
     rows = window_rows(start, end)
@@ -495,7 +496,7 @@ def validation_case(scale: float, repeats: int, results: list[Result], fresh_loa
 
     from seam.config import load_pipeline
 
-    path = bench_pipeline([{"name": "tpch.orders", "key": ["o_orderkey"]}])
+    path = bench_pipeline([{"name": "tpch.orders", "key": ["o_orderkey"]}], topic_prefix="seam.bench_validation")
     pipeline = load_pipeline(path)
     rows = ensure_table("orders", scale)
     if fresh_load:  # else the full-load case has just loaded it
