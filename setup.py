@@ -1,5 +1,5 @@
-"""The compiled parts of Seam (``seam.source._rowimages``, ``seam.apply._snapshotrows``); everything else is in
-pyproject.toml."""
+"""The compiled parts of Seam (``seam.source._rowimages``, ``seam.apply._snapshotrows``, ``seam.wire._frames``);
+everything else is in pyproject.toml."""
 
 from setuptools import Extension, setup
 
@@ -7,5 +7,6 @@ setup(
     ext_modules=[
         Extension("seam.source._rowimages", ["include/seam/source/_rowimages.c"], optional=True),
         Extension("seam.apply._snapshotrows", ["include/seam/apply/_snapshotrows.c"], libraries=["z"], optional=True),
+        Extension("seam.wire._frames", ["include/seam/wire/_frames.c"], libraries=["z"], optional=True),
     ]
 )

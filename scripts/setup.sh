@@ -30,7 +30,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.seam-requirements.sha256
-want="$(cat requirements.txt pyproject.toml setup.py include/seam/source/*.c include/seam/apply/*.c scripts/setup.sh | sha256sum | cut -d' ' -f1)"
+want="$(cat requirements.txt pyproject.toml setup.py include/seam/source/*.c include/seam/apply/*.c include/seam/wire/*.c scripts/setup.sh | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing pinned Python requirements into .venv"
   .venv/bin/python -m pip install -q --disable-pip-version-check "uv==0.13.8"
@@ -44,6 +44,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     || echo "setup: WARNING: the compiled row decoder did not build (gcc and Python's headers?); the stream reads rows in Python, slower"
   .venv/bin/python -c 'import seam.apply._snapshotrows' \
     || echo "setup: WARNING: the compiled snapshot stager did not build (gcc, Python's and zlib's headers?); full loads stage rows in Python, slower"
+  .venv/bin/python -c 'import seam.wire._frames' \
+    || echo "setup: WARNING: the compiled snapshot framer did not build (gcc, Python's and zlib's headers?); full loads frame rows in Python, slower"
   echo "$want" > "$stamp"
 fi
 # Seam's own modules as bytecode, brought up to date on every run (only what changed is compiled): with

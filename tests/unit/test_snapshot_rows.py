@@ -21,7 +21,7 @@ import seam.apply.batch as batch_module
 from seam.apply.batch import Staging, stage_rows
 from seam.apply.target import Landing
 from seam.core.schema import Column, TableSchema
-from seam.wire.boundary import FRAME_KEY, block_records, frame, frame_crcs
+from seam.wire.boundary import FRAME_KEY, block_records, frame, frame_blocks
 
 BATCH = "20261127T000000-0badf00d"
 SEEDS = range(40)
@@ -352,7 +352,7 @@ def test_frame_rows_are_their_records():
     value = frame(head, middle, tail) + b"\n" + b"\n".join(k + b"\t" + a for k, a in rows)
     records = block_records(FRAME_KEY, value)
     assert records == [head + k + middle + a + tail for k, a in rows]
-    assert frame_crcs(head, middle, tail, rows) == sum(map(zlib.crc32, records))
+    assert frame_blocks([(a, k) for k, a in rows], True, head, middle, tail) == ([value], sum(map(zlib.crc32, records)))
     keyless = frame(head, middle, tail) + b"\n" + rows[0][1]
     assert block_records(FRAME_KEY, keyless) == [head + rows[0][1] + middle + rows[0][1] + tail]
     assert block_records(FRAME_KEY, b"1 2 x\n" + rows[0][1]) == [b"1 2 x\n" + rows[0][1]]  # not a frame: none

@@ -73,8 +73,7 @@ from seam.wire.boundary import (
     PartDone,
     Tally,
     blocks,
-    frame,
-    frame_crcs,
+    frame_blocks,
 )
 from seam.wire.records import no_cyclic_gc, record_json
 from seam.wire.sink_pace import SinkPace
@@ -406,7 +405,6 @@ def _publish_read(
     for file, pos, rows in read_chunk(pipeline.source, read):
         if head is None:
             head, middle, tail = record_frame(db, table, batch, ts_ms, read.snapshot, file, pos, read.index, attempt)
-            framing = frame(head, middle, tail)
         if not rows:
             continue
         try:
@@ -415,9 +413,8 @@ def _publish_read(
                 values = [_canonical_json_values(v, json_columns) for v in values]
                 crcs, messages, key = sum(map(crc32, values)), blocks(values), ROWS_KEY
             else:
-                pairs = [(k, a) for a, k in rows] if keyed else [(a, a) for a, _ in rows]
-                lines = [k + b"\t" + a for k, a in pairs] if keyed else [a + b"" for _, a in pairs]
-                crcs, messages, key = frame_crcs(head, middle, tail, pairs), blocks(lines, framing), FRAME_KEY
+                messages, crcs = frame_blocks(rows, keyed, head, middle, tail)
+                key = FRAME_KEY
         except TypeError:  # CONCAT gave NULL: never publish a row as null
             raise SnapshotError(
                 f"{db}.{table}: the source returned no JSON for a row of chunk {read.index} (a row "

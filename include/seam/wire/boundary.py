@@ -57,6 +57,11 @@ from zlib import crc32
 from seam.core.position import Position
 from seam.wire.records import FORMAT_VERSION
 
+try:
+    from seam.wire import _frames  # type: ignore[attr-defined]
+except ImportError:  # not built (or not shipped to a Spark executor): the same in Python
+    _frames = None
+
 MODES = ("full", "incremental", "repair")
 # a committed batch of these modes leaves the whole table exact at its END's position: the stream goes on from it
 EXACT_MODES = ("full", "repair")
@@ -118,10 +123,19 @@ def frame(head: bytes, middle: bytes, tail: bytes) -> bytes:
     return b"%d %d %d " % (len(head), len(middle), len(tail)) + head + middle + tail
 
 
-def frame_crcs(head: bytes, middle: bytes, tail: bytes, rows: list[tuple[bytes, bytes]]) -> int:
-    """The sum of the CRC-32s of the records of ``rows`` ((key, after) pairs) in this frame, without making them."""
+def frame_blocks(
+    rows: list[tuple[bytes, bytes]], keyed: bool, head: bytes, middle: bytes, tail: bytes
+) -> tuple[list[bytes], int]:
+    """``rows`` ((after, key) JSON, as the source returns them; the key unused where not ``keyed``) as the values
+    of frame blocks, and the sum of their records' CRC-32s (made in one pass by ``_frames`` where it is built)."""
+    first = frame(head, middle, tail)
+    if _frames is not None:
+        return _frames.frame_blocks(rows, keyed, head, middle, tail, first, BLOCK_BYTES, BLOCK_ROWS)
+    pairs = [(k, a) for a, k in rows] if keyed else [(a, a) for a, _ in rows]
+    lines = [k + b"\t" + a for k, a in pairs] if keyed else [a + b"" for _, a in pairs]
     start = crc32(head)
-    return sum(crc32(tail, crc32(a, crc32(middle, crc32(k, start)))) for k, a in rows)
+    crcs = sum(crc32(tail, crc32(a, crc32(middle, crc32(k, start)))) for k, a in pairs)
+    return blocks(lines, first), crcs
 
 
 def block_records(key: bytes | None, value: bytes | None) -> list[bytes] | None:
