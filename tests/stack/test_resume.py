@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 from seam.config import load_pipeline
+from seam.wire.topics import table_topic
 from seam_dev import demo
 from seam_dev.topic_rows import rows_published, topic_end
 from tests.support.commands import run_command
@@ -148,3 +149,38 @@ def test_a_load_killed_part_way_resumes_keeping_its_chunks(stack, tmp_path_facto
     fresh = _seam(path, "load", "full", f"{DB}.big", "--restart")
     assert fresh.returncode == 0 and "resumed" not in fresh.stdout, fresh.stdout + fresh.stderr
     assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "big") is None
+
+
+def test_a_resume_whose_kept_chunks_predate_a_truncate_says_to_start_afresh(stack, tmp_path_factory):
+    """The kept chunks were read before the table was emptied: the batch cannot end exact, and running the load
+    again would resume it again. The error names `--restart`, and that works."""
+    rows = 300_000
+    numbered_table(DB, "cut", rows)
+    path = pipeline_file(tmp_path_factory, "cut", [{"name": f"{DB}.cut", "key": ["id"]}], spark=one_core_spark(12))
+    pipeline = load_pipeline(path)
+    topic = table_topic(pipeline, pipeline.table(f"{DB}.cut"))
+    first = subprocess.Popen(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.cut", "--restart"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    before, deadline = topic_end(pipeline, topic), time.time() + 300
+    while rows_published(pipeline, topic, before) < rows * 0.45 and time.time() < deadline and first.poll() is None:
+        time.sleep(0.05)
+    assert first.poll() is None, "the load ended before it could be killed"
+    _kill_all(path)
+    first.wait(30)
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    conn.autocommit(True)
+    with conn.cursor() as cur:
+        cur.execute("TRUNCATE TABLE cut")
+        cur.execute("INSERT INTO cut VALUES (1, 2.5, 'after the truncate'), (2, 3.5, 'and another')")
+    conn.close()
+
+    again = _seam(path, "load", "full", f"{DB}.cut")
+    assert again.returncode != 0 and re.search(r"resumed: \d+ of 12 chunks kept", again.stdout), again.stdout
+    assert f"start afresh with `seam load full {DB}.cut --restart`" in again.stdout + again.stderr, again.stderr
+    fresh = _seam(path, "load", "full", f"{DB}.cut", "--restart")
+    assert fresh.returncode == 0 and "resumed" not in fresh.stdout, fresh.stdout + fresh.stderr
+    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "cut") is None

@@ -226,16 +226,25 @@ def publish_full_load(
     )
 
     changes = Tally()
-    if any(target.after(p) for p in positions.values()):
-        if min(positions.values()).file not in files:
-            raise SnapshotError(
-                f"binlog {min(positions.values()).file} was purged during the load; re-run it "
-                "and keep binlogs longer (binlog_expire_logs_seconds)"
-            )
-        for record in reconcile(pipeline.source, schema, table.key, plan, positions, target, batch):
-            value = replace(record, part=RECONCILE_PART, attempt=0).to_json()
-            publication.send(value, record.kafka_key())
-            changes.add(value)
+    try:
+        if any(target.after(p) for p in positions.values()):
+            if min(positions.values()).file not in files:
+                raise SnapshotError(
+                    f"binlog {min(positions.values()).file} was purged during the load; re-run it "
+                    "and keep binlogs longer (binlog_expire_logs_seconds)"
+                )
+            for record in reconcile(pipeline.source, schema, table.key, plan, positions, target, batch):
+                value = replace(record, part=RECONCILE_PART, attempt=0).to_json()
+                publication.send(value, record.kafka_key())
+                changes.add(value)
+    except SnapshotError as exc:
+        if resume is None:
+            raise
+        # run again, the load would resume the same batch and meet the same: the kept chunks are the cause
+        raise SnapshotError(
+            f"{exc} (this load resumed batch {batch}, whose kept chunks were read before that: start afresh "
+            f"with `seam load full {table.name} --restart`)"
+        ) from None
     parts.append(Part(RECONCILE_PART, 0, changes.rows, changes.checksum))
     end = publication.end(
         "full",
