@@ -179,7 +179,7 @@ def test_a_resume_whose_kept_chunks_predate_a_truncate_says_to_start_afresh(stac
     conn.close()
 
     again = _seam(path, "load", "full", f"{DB}.cut")
-    assert again.returncode != 0 and re.search(r"resumed: \d+ of 12 chunks kept", again.stdout), again.stdout
+    assert again.returncode != 0 and re.search(r"resumed: [1-9]\d* of \d+ chunks kept", again.stdout), again.stdout
     assert f"start afresh with `seam load full {DB}.cut --restart`" in again.stdout + again.stderr, again.stderr
     fresh = _seam(path, "load", "full", f"{DB}.cut", "--restart")
     assert fresh.returncode == 0 and "resumed" not in fresh.stdout, fresh.stdout + fresh.stderr
