@@ -48,7 +48,9 @@ def _alive(pid: int) -> bool:
 
 def test_loads_share_one_driver_a_busy_one_runs_spark_submit_and_an_idle_one_stops(stack, tmp_path_factory):
     numbered_table(DB, "one", 60_000)
-    _another_numbered_table(DB, "two", 200_000)
+    # large enough that its load still runs when the next one asks: 200,000 rows were done before, once loads
+    # sent their rows many to a Kafka message
+    _another_numbered_table(DB, "two", 1_000_000)
     spark = {**yaml.safe_load(open(load_pipeline().path))["spark"], "partitions": 2, "shared_driver_idle_s": 20}
     tables = [{"name": f"{DB}.one", "key": ["id"]}, {"name": f"{DB}.two", "key": ["id"]}]
     path = pipeline_file(tmp_path_factory, "driver", tables, spark=spark)
