@@ -44,6 +44,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     || echo "setup: WARNING: the compiled row decoder did not build (gcc and Python's headers?); the stream reads rows in Python, slower"
   .venv/bin/python -c 'import seam.apply._snapshotrows' \
     || echo "setup: WARNING: the compiled snapshot stager did not build (gcc, Python's and zlib's headers?); full loads stage rows in Python, slower"
+  .venv/bin/python -c 'import seam.source._rowjson' \
+    || echo "setup: WARNING: the compiled snapshot row renderer did not build (gcc and Python's headers?); full loads render rows in Python, slower"
   .venv/bin/python -c 'import seam.wire._frames' \
     || echo "setup: WARNING: the compiled snapshot framer did not build (gcc, Python's and zlib's headers?); full loads frame rows in Python, slower"
   echo "$want" > "$stamp"

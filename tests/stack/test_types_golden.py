@@ -1,7 +1,8 @@
 """The golden type test (issue 14): awkward values of every MySQL type family, read on every path, must be the
 same value everywhere.
 
-Paths: the full load's SQL rendering in the source (``snapshot.object_sql``, what the Spark job reads), a driver's
+Paths: the full load's rows as its Spark tasks read and render them (``snapshot.read_chunk``, ``row_json``: the
+compiled renderer and the Python one), a driver's
 SELECT and the binlog (both through ``seam.wire.codecs`` in Python), the target after a real full load and a real
 stream of changes that move the same values between rows (read back from PostgreSQL), and the validation
 checksum's text on both sides. Then ``seam validate`` and the independent comparer must find the tables equal.
@@ -13,6 +14,7 @@ import json
 import os
 import sys
 
+import MySQLdb
 import psycopg
 import pymysql
 import pytest
@@ -21,10 +23,11 @@ from seam.apply.target import normalize_target
 from seam.config import load_pipeline
 from seam.core.identifiers import qi, quote
 from seam.core.position import Position
+from seam.source import row_json
 from seam.source.binlog import BinlogReader, Transaction
 from seam.source.full_load import _canonical_json_values
 from seam.source.schema import read_schema
-from seam.source.snapshot import canonical_json_columns, object_sql, source_head, unwrapped
+from seam.source.snapshot import Chunk, ChunkPlan, ChunkRead, canonical_json_columns, chunk_sql, read_chunk, source_head
 from seam.validate import canonical
 from seam.wire.codecs import codec, record_value
 from seam_dev import demo
@@ -322,18 +325,27 @@ def _by_driver(pipeline, schema) -> dict:
     return {r["id"]: {c.name: record_value(c, r[c.name]) for c in schema.columns} for r in rows}
 
 
-def _by_snapshot_sql(pipeline, schema) -> dict:
-    """What the full load's Spark tasks publish: the source renders each row's JSON (then JSON columns are put
-    in canonical key order, as ``full_load`` does)."""
-    conn = pymysql.connect(**pipeline.source.pymysql_kwargs(utc=True))
+def _by_snapshot(pipeline, schema) -> dict:
+    """What the full load's Spark tasks publish: the chunk's SELECT, each row's JSON rendered by the task (then
+    JSON columns are put in canonical key order, as ``full_load`` does). The compiled renderer and the Python one
+    must give the same bytes, key and image."""
+    rows = row_json.RowJson.of(schema, ("id",))
+    whole = Chunk(0, None, None)
+    read = ChunkRead(0, chunk_sql(schema, ChunkPlan(None, (whole,)), whole, rows), rows, None)
+    rendered = [pair for _, _, pairs in read_chunk(pipeline.source, read) for pair in pairs]
+    conn = MySQLdb.connect(**pipeline.source.pymysql_kwargs())
+    conn.converter = {}
     with conn.cursor() as cur:
-        cur.execute(f"SELECT {object_sql(schema, schema.names)} FROM {DB}.golden x")
-        images = [unwrapped(row[0]) for row in cur.fetchall()]
+        cur.execute("SET SESSION time_zone = '+00:00'")
+        cur.execute(read.sql)
+        raw = list(cur.fetchall())
     conn.close()
+    assert row_json.render_python(rows, raw) == rendered and len(rendered) == len(raw) > 0
     out = {}
-    for image in images:
+    for image, key in rendered:
         envelope = b'{"after":' + image + b"}"
         after = json.loads(_canonical_json_values(envelope, canonical_json_columns(schema)))["after"]
+        assert json.loads(key) == {"id": after["id"]}
         out[after["id"]] = after
     return out
 
@@ -383,7 +395,7 @@ def test_every_path_gives_the_same_value(loaded):
     schema = _source_schema(pipeline)
     paths = {
         "driver": _by_driver(pipeline, schema),
-        "snapshot SQL": _by_snapshot_sql(pipeline, schema),
+        "snapshot": _by_snapshot(pipeline, schema),
         "binlog": _by_binlog(pipeline, schema, start),
         "target": _by_target(pipeline, schema),
     }

@@ -8,6 +8,7 @@ import pytest
 from seam.core.position import Position
 from seam.core.schema import Column, TableSchema
 from seam.source.checks import check_source
+from seam.source.row_json import RowJson
 from seam.source.snapshot import Chunk, ChunkPlan, SnapshotError, chunk_sql, source_head
 
 SCHEMA = TableSchema(
@@ -97,5 +98,7 @@ def test_chunks_cover_every_key_once_and_names_are_quoted():
     plan = ChunkPlan("id", (Chunk(0, None, 100), Chunk(1, 100, 200), Chunk(2, 200, None)))
     assert [plan.chunk_of(v) for v in (-5, 99, 100, 199, 200, 10**12)] == [0, 0, 1, 1, 2, 2]
     odd = TableSchema("we`ird db", "t", (Column("a`b", "int", "int(11)", False),), ("a`b",))
-    sql = chunk_sql(odd, ChunkPlan("a`b", (Chunk(0, None, 5), Chunk(1, 5, None))), Chunk(1, 5, None), ("a`b",))
-    assert "FROM `we``ird db`.`t` x WHERE x.`a``b` >= 5" in sql and "X'7b22616062223a'" in sql
+    rows = RowJson.of(odd, ("a`b",))
+    sql = chunk_sql(odd, ChunkPlan("a`b", (Chunk(0, None, 5), Chunk(1, 5, None))), Chunk(1, 5, None), rows)
+    assert sql == "SELECT x.`a``b` FROM `we``ird db`.`t` x WHERE x.`a``b` >= 5"
+    assert rows.labels == (b'{"a`b":',) and rows.render([(b"7",)]) == [(b'{"a`b":7}', b'{"a`b":7}')]

@@ -47,6 +47,7 @@ from seam.source.checks import check_key_values, check_names, check_source, chec
 from seam.source.gtid import gtids_enabled, server_identity
 from seam.source.head import binlog_files
 from seam.source.publication import Publication
+from seam.source.row_json import RowJson, RowNotRendered
 from seam.source.schema import read_schema
 from seam.source.snapshot import (
     Chunk,
@@ -285,7 +286,8 @@ def publish_chunks(
     ``opening`` None: no position (an incremental window)."""
     if not plan.chunks:
         return Published([])
-    reads = [ChunkRead(c.index, chunk_sql(schema, plan, c, key, window), opening) for c in plan.chunks]
+    rows = RowJson.of(schema, key)
+    reads = [ChunkRead(c.index, chunk_sql(schema, plan, c, rows, window), rows, opening) for c in plan.chunks]
     task = functools.partial(
         _publish_chunk,
         pipeline=pipeline,
@@ -320,7 +322,7 @@ def record_frame(
     attempt: int,
 ) -> tuple[bytes, bytes, bytes]:
     """(head, middle, tail): ``head + key + middle + after + tail`` is ``records.record_json`` of a snapshot row,
-    byte for byte; the source builds key and after (``snapshot.chunk_sql``), this function the rest."""
+    byte for byte; the task renders key and after (``row_json``), this function the rest."""
     # private-use placeholders where the key and image dicts go, cut out again below
     key: Any = "\ue000"
     after: Any = "\ue001"
@@ -360,8 +362,8 @@ def _publish_chunk(
     """Runs on an executor for one chunk: read and publish its rows, return its position, count and
     checksum, with the seconds it waited for the sink and whether it stopped waiting.
 
-    The source sends each row's key and image as JSON; the per-row Python is one concatenation and the CRC;
-    rows go many to a message, in a frame (``boundary``: blocks)."""
+    The task renders each row's key and image as JSON from the columns' text (``row_json``, compiled); rows go
+    many to a message, in a frame (``boundary``: blocks), with the CRCs of their records, all in C."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
@@ -411,12 +413,14 @@ def _publish_read(
     tally = Tally()
     head = file = pos = None
     sent = 0  # messages: blocks of rows (``boundary.blocks``)
-    for file, pos, rows in read_chunk(pipeline.source, read):
-        if head is None:
-            head, middle, tail = record_frame(db, table, batch, ts_ms, read.snapshot, file, pos, read.index, attempt)
-        if not rows:
-            continue
-        try:
+    try:
+        for file, pos, rows in read_chunk(pipeline.source, read):
+            if head is None:
+                head, middle, tail = record_frame(
+                    db, table, batch, ts_ms, read.snapshot, file, pos, read.index, attempt
+                )
+            if not rows:
+                continue
             if json_columns:  # records re-serialised whole (canonical JSON documents), in blocks of records
                 values = [head + (k if keyed else a) + middle + a + tail for a, k in rows]
                 values = [_canonical_json_values(v, json_columns) for v in values]
@@ -424,17 +428,17 @@ def _publish_read(
             else:
                 messages, crcs = frame_blocks(rows, keyed, head, middle, tail)
                 key = FRAME_KEY
-        except TypeError:  # CONCAT gave NULL: never publish a row as null
-            raise SnapshotError(
-                f"{db}.{table}: the source returned no JSON for a row of chunk {read.index} (a row "
-                "larger than max_allowed_packet, or a value MariaDB cannot print); raise "
-                "max_allowed_packet (SET GLOBAL) and re-run the load"
-            ) from None
-        if tally.rows:  # not far past what the sink staged, that being what a kill loses (a small chunk never asks)
-            pace.wait(publisher.queued(), tally.rows / sent)
-        publisher.send_many(topic, messages, [key] * len(messages))
-        tally.add_many(len(rows), crcs)
-        sent += len(messages)
+            if tally.rows:  # not far past what the sink staged, that being what a kill loses (a small chunk never asks)
+                pace.wait(publisher.queued(), tally.rows / sent)
+            publisher.send_many(topic, messages, [key] * len(messages))
+            tally.add_many(len(rows), crcs)
+            sent += len(messages)
+    except RowNotRendered as exc:  # never publish a row as null
+        raise SnapshotError(
+            f"{db}.{table}: the source returned a row of chunk {read.index} that is not its JSON ({exc}: a row "
+            "larger than max_allowed_packet, or a value MariaDB cannot print); raise max_allowed_packet "
+            "(SET GLOBAL) and re-run the load"
+        ) from None
     publisher.flush()
     part = Part(read.index, attempt, tally.rows, tally.checksum, file, pos)
     publisher.send(topic, PartDone(batch, db, table, part).to_json(), b"__seam_control__", headers=CONTROL)

@@ -65,7 +65,6 @@ binlog between min(Pi) and P is still on the server (checked).
 from __future__ import annotations
 
 import bisect
-import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -74,12 +73,12 @@ from typing import Any, cast
 from seam.core.errors import SourceError
 from seam.core.identifiers import quote
 from seam.core.position import Position
-from seam.core.schema import Column, TableSchema
+from seam.core.schema import TableSchema
 from seam.source.binlog import BinlogReader, LostTransaction, Statement, Transaction
 from seam.source.ddl import reshapes
 from seam.source.head import binlog_status
+from seam.source.row_json import RowJson
 from seam.source.schema import reachable, read_foreign_keys
-from seam.wire.codecs import Date, codec
 from seam.wire.records import Record, key_of, normalize_row
 
 _INTEGER_KEY = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
@@ -316,42 +315,18 @@ def plan_chunks(conn, schema: TableSchema, key: tuple[str, ...], partitions: int
     return ChunkPlan(column, tuple(Chunk(i, edges[i], edges[i + 1]) for i in range(partitions)))
 
 
-def json_sql(column: Column) -> str:
-    """The column as JSON text in the record's canonical form (``seam.wire.codecs``), computed by the source; NULL
-    becomes ``null``. The Spark task then only adds the record's envelope: no per-value Python on the hot path.
-    MySQL 8's JSON columns are the exception (keys must be sorted): ``canonical_json_columns``."""
-    family = codec(column)
-    expr = family.snapshot_sql(column, "x." + quote(column.name))
-    # a zero date turns NULL even in a NOT NULL column; otherwise only nullable columns pay for the check
-    return f"IFNULL({expr}, 'null')" if column.nullable or isinstance(family, Date) else expr
-
-
-def object_sql(schema: TableSchema, names) -> str:
-    """A JSON object of these columns (in this order) as one SQL expression, in UTF-8 bytes.
-
-    Every piece is cast to BINARY: columns of different collations cannot clash in CONCAT, and the JDBC
-    driver hands Spark bytes, not strings to decode and encode again. Names are hex literals: the same
-    under every sql_mode, whatever they contain.
-    """
-    by_name = {c.name: c for c in schema.columns}
-    parts = []
-    for i, name in enumerate(names):
-        label = ("{" if i == 0 else ",") + json.dumps(name, ensure_ascii=False) + ":"
-        parts += [f"X'{label.encode().hex()}'", f"CAST({json_sql(by_name[name])} AS BINARY)"]
-    return f"CONCAT({', '.join(parts)}, X'7d')" if parts else "X'7b7d'"
-
-
 def canonical_json_columns(schema: TableSchema) -> list[str]:
     return [c.name for c in schema.columns if c.data_type == "json"]
 
 
 @dataclass(frozen=True)
 class ChunkRead:
-    """One Spark task's work: a chunk's SELECT (``chunk_sql``), and how to open its snapshot (None: a plain
-    consistent snapshot without a position, for an incremental window)."""
+    """One Spark task's work: a chunk's SELECT (``chunk_sql``), how its rows become JSON (``row_json``), and how
+    to open its snapshot (None: a plain consistent snapshot without a position, for an incremental window)."""
 
     index: int
     sql: str
+    rows: RowJson
     opening: Opening | None
 
     @property
@@ -359,26 +334,19 @@ class ChunkRead:
         return self.opening is not None
 
 
-def chunk_sql(
-    schema: TableSchema, plan: ChunkPlan, chunk: Chunk, key: tuple[str, ...], window: str | None = None
-) -> str:
-    """The chunk's SELECT: per row ``_after`` (the row image) and ``_key`` (the record key; NULL when it is the
-    whole row, keyless tables), both JSON built by the source. ``window`` restricts the rows (incremental loads,
-    over ``x``)."""
+def chunk_sql(schema: TableSchema, plan: ChunkPlan, chunk: Chunk, rows: RowJson, window: str | None = None) -> str:
+    """The chunk's SELECT of the columns ``rows`` renders. ``window`` restricts the rows (incremental loads, over
+    ``x``)."""
     where = chunk.condition("x." + quote(plan.column)) if plan.column else "1 = 1"
     if window:
         where = f"({where}) AND ({window})"
-    key_sql = object_sql(schema, list(key)) if key else "CAST(NULL AS BINARY)"
-    return (
-        f"SELECT {object_sql(schema, schema.names)} AS _after, {key_sql} AS _key "
-        f"FROM {quote(schema.db)}.{quote(schema.table)} x WHERE {where}"
-    )
+    return f"SELECT {', '.join(rows.columns)} FROM {quote(schema.db)}.{quote(schema.table)} x WHERE {where}"
 
 
 def read_chunk(source, read: ChunkRead, fetch: int = 10_000) -> Iterator[tuple[str | None, int | None, list]]:
     """The chunk's rows in its own consistent snapshot: yields (file, pos, rows) per ``fetch`` rows (and once
     for an empty chunk), where (file, pos) is the exact binlog position of the snapshot (None without
-    ``read.snapshot``) and rows are (after, key) JSON bytes. The C client streams the rows
+    ``read.snapshot``) and rows are (after, key) JSON bytes (``row_json``). The C client streams the rows
     (unbuffered), so memory stays flat whatever the chunk's size.
     """
     import MySQLdb
@@ -398,28 +366,17 @@ def read_chunk(source, read: ChunkRead, fetch: int = 10_000) -> Iterator[tuple[s
         else:
             at = open_snapshot(conn, source, read.opening, f"chunk {read.index}")
             file, pos = at.file, at.pos
+        conn.converter = {}  # from here on every value as the server's text, in bytes: what row_json renders
         rows = conn.cursor(MySQLdb.cursors.SSCursor)
         rows.execute(read.sql)
-        # binary values come as TO_BASE64's lines; every other newline in the JSON is escaped, so all go
-        wrapped = "TO_BASE64(" in read.sql
         batch = rows.fetchmany(fetch)
-        yield file, pos, _unwrapped(batch) if wrapped else batch  # even when empty: it carries the position
+        yield file, pos, read.rows.render(batch)  # even when empty: it carries the position
         while batch := rows.fetchmany(fetch):
-            yield file, pos, _unwrapped(batch) if wrapped else batch
+            yield file, pos, read.rows.render(batch)
         rows.close()
         conn.rollback()
     finally:
         conn.close()
-
-
-def unwrapped(image: bytes) -> bytes:
-    """A row's JSON as the snapshot SQL renders it, without TO_BASE64's line breaks (every other newline in it
-    is escaped)."""
-    return image.replace(b"\n", b"")
-
-
-def _unwrapped(rows: list) -> list:
-    return [tuple(None if v is None else unwrapped(v) for v in row) for row in rows]
 
 
 def snapshot_position(file: str | None, pos: Any, schema: TableSchema) -> Position:

@@ -6,8 +6,9 @@ by side on purpose: a type is added or changed in one place.
 
 - ``record(column, value)``: a value as the binlog decoder or a driver's SELECT hands it over -> the record's
   JSON value (the stream and reconciliation compute it in Python).
-- ``snapshot_sql(column, x)``: MySQL SQL that computes the same JSON text in the source (the full load's hot
-  path: no per-value Python); ``read_mysql(column, x)``: the column in a plain SELECT, read exactly.
+- ``snapshot_sql(column, x)``: MySQL SQL that computes the same JSON text in the source (a full load's columns
+  whose plain text is not their record value; the others the task renders in C: ``seam.source.row_json``);
+  ``read_mysql(column, x)``: the column in a plain SELECT, read exactly.
 - ``check_mysql(column, x)`` / ``check_pg(column, x, state)``: the text validation hashes, computed inside each
   database (MariaDB's notation; ``pg_functions`` prints PostgreSQL values the same way).
 - ``check_text(column, value)``: that text from a record value (validation's keys of differing rows).
