@@ -272,8 +272,8 @@ class BatchRun:
         progress = _Progress(self.runner.say, self.runner.progress_every, started, self._staged_rows())
         spark_done: float | None = None
         while len(self.results) < len(self.tables):
-            time.sleep(0.5)
             try:
+                self.watch.wait(0.5)
                 spark_done = self._look(started, progress, spark_done)
             except psycopg.OperationalError as exc:
                 self._wait_for_target(exc, started)

@@ -60,6 +60,12 @@ class ReadAhead:
         return item
 
     def stop(self) -> None:
-        """Stop reading; what was read ahead and not taken is dropped."""
+        """Stop reading; what was read ahead and not taken is dropped (at once: a hand-over waiting for room
+        would otherwise hold the stop, and every load's last step, for its whole timeout)."""
         self._stopped.set()
-        self._thread.join()
+        while self._thread.is_alive():
+            try:
+                self._lists.get_nowait()
+            except queue.Empty:
+                pass
+            self._thread.join(0.01)

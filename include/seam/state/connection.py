@@ -15,6 +15,7 @@ import psycopg
 
 from seam.core.errors import TargetError, first_line
 from seam.core.pipeline import Pipeline
+from seam.state.ledger import BATCHES_CHANNEL
 from seam.state.schema import ensure_state
 
 
@@ -116,8 +117,21 @@ class StateWatch:
                 time.sleep(1)
                 continue
             self._back()
-            return conn
+            return self._listening(conn)
         raise AssertionError("unreachable")
+
+    def _listening(self, conn: psycopg.Connection) -> psycopg.Connection:
+        conn.execute(f"LISTEN {BATCHES_CHANNEL}")
+        return conn
+
+    def wait(self, seconds: float) -> None:
+        """Up to ``seconds``, less when a batch becomes final meanwhile (the sink's NOTIFY at its commit): a
+        watcher sees a commit at once instead of at its next look. A broken session raises, as a look would."""
+        if self.lost:
+            time.sleep(seconds)
+            return
+        for _ in self.conn.notifies(timeout=seconds, stop_after=1):
+            pass
 
     def reconnect(self, exc: Exception) -> None:
         """After ``exc`` broke the session: makes it again, or (after a second) leaves it broken while the
@@ -125,7 +139,7 @@ class StateWatch:
         self._lost(exc)
         self.conn.close()
         try:
-            self.conn = connect_state(self.pipeline)
+            self.conn = self._listening(connect_state(self.pipeline))
         except (TargetError, psycopg.OperationalError):  # away, or cut again as it was made
             time.sleep(1)
             return

@@ -137,12 +137,16 @@ def store_final_rows(conn, schema: str, batch_id: str, rows: int) -> None:
     conn.execute(f"UPDATE {qi(schema)}.batches SET final_rows = %s WHERE batch_id = %s", (rows, batch_id))
 
 
+BATCHES_CHANNEL = "seam_batches"  # NOTIFY'd with a batch id when it becomes final (delivered at the commit)
+
+
 def finish_batch(conn, schema: str, batch_id: str, state: str, error: str | None = None) -> None:
     # clock time, not the transaction's: BEGIN and END of a small batch are often applied in one transaction
     conn.execute(
         f"UPDATE {qi(schema)}.batches SET state = %s, error = %s, finished_at = clock_timestamp() WHERE batch_id = %s",
         (state, error, batch_id),
     )
+    conn.execute("SELECT pg_notify(%s, %s)", (BATCHES_CHANNEL, batch_id))  # a waiting load wakes at the commit
 
 
 def open_batch_of(conn, schema: str, topic: str) -> tuple[tuple, list[tuple]] | None:
