@@ -196,7 +196,9 @@ class Server:
         job.start()
         while job.is_alive():
             job.join(0.2)
-            if not gone.is_set() and _closed(conn):
+            if gone.is_set():  # again: a Spark job it started after the first cancel (it was planning then)
+                self.spark.sparkContext.cancelAllJobs()
+            elif _closed(conn):
                 went_away()
         if gone.is_set():
             self.cancelled += 1

@@ -1,9 +1,11 @@
 """A full load killed from Airflow (issue 16): the load task of ``seam_full_load`` is marked failed through the
-REST API while its Spark job (run through the apache-spark provider) publishes; Airflow kills the task, its
-``on_kill`` stops what it started, no process of the load is left, and the target keeps its previous table.
+REST API; Airflow kills the task, its ``on_kill`` stops what it started, no process of the load is left, and the
+target keeps its previous table.
 
-A reporting query holds the target table meanwhile, as one may: the load cannot make its batch visible before the
-kill however fast this machine loads, and the kill is timed by the load's open batch, not by a sleep."""
+A reporting query holds the target table meanwhile, as one may: the load publishes everything, and its sink
+waits at END to swap the table in. The kill comes then, timed by that wait (``pg_blocking_pids``), not by a
+sleep: the sink must stop although its step waits on a lock (it retried such a wait for as long as the lock was
+held, and outlived the kill)."""
 
 from __future__ import annotations
 
@@ -47,13 +49,11 @@ def _count(pipeline) -> int:
         return conn.execute(f'SELECT count(*) FROM "{DB}".big').fetchone()[0]
 
 
-def _open_batch(pipeline, since) -> bool:
-    """Whether the sink has opened the load's batch (seen its BEGIN) since ``since``."""
+def _waits_on(pipeline, report_pid: int) -> bool:
+    """Whether a session (the load's sink, at its swap) waits on a lock the report's session holds."""
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
         return conn.execute(
-            f"SELECT EXISTS (SELECT 1 FROM {pipeline.target.state_schema}.batches "
-            "WHERE db = %s AND opened_at > %s AND state = 'open')",
-            (DB, since),
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE %s = ANY (pg_blocking_pids(pid)))", (report_pid,)
         ).fetchone()[0]
 
 
@@ -80,8 +80,8 @@ def test_a_load_task_killed_from_airflow_leaves_no_process_and_the_target_unchan
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
         since = conn.execute("SELECT now()").fetchone()[0]
     conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
-    with conn.cursor() as cur:  # enough rows that the kill finds the second load at work
-        for start in range(5001, 1_200_001, 100_000):
+    with conn.cursor() as cur:  # the second load has more rows than the first
+        for start in range(5001, 300_001, 100_000):
             cur.execute(f"INSERT INTO big SELECT seq, seq / 2, REPEAT('y', 60) FROM seq_{start}_to_{start + 99_999}")
     conn.close()
 
@@ -91,8 +91,8 @@ def test_a_load_task_killed_from_airflow_leaves_no_process_and_the_target_unchan
     run = client.trigger("seam_full_load", conf={"tables": [f"{DB}.big"], "pipeline": path})
     run_id = urllib.parse.quote(run["dag_run_id"])
     ti_path = f"/api/v2/dags/seam_full_load/dagRuns/{run_id}/taskInstances/full_load/0"
-    deadline = time.monotonic() + 600
-    while not (_open_batch(pipeline, since) and _processes_of(path)):
+    deadline = time.monotonic() + 600  # its swap waits on the report's lock from here on
+    while not (_waits_on(pipeline, report.info.backend_pid) and _processes_of(path)):
         state = client.run_state("seam_full_load", run["dag_run_id"])
         assert state in ("queued", "running") and time.monotonic() < deadline, (
             state,

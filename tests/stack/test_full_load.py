@@ -27,6 +27,8 @@ from seam_dev import demo
 from seam_dev.topic_rows import rows_published, topic_end
 from tests.support.commands import run_command
 from tests.support.compare import diff, replay_to_now, source_rows, target_rows
+from tests.support.pipelines import pipeline_file
+from tests.support.source import numbered_table
 
 DB = "fl_test"
 ODD_TABLE = "order details `v2`"
@@ -69,6 +71,11 @@ def _seam(pipeline_path: str, *args: str, timeout: float = 900) -> subprocess.Co
 def _target(pipeline, sql: str, *params):
     with psycopg.connect(**pipeline.target.conninfo()) as conn:
         return conn.execute(sql, params).fetchall()
+
+
+def _count(pipeline, db: str, table: str) -> int:
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        return conn.execute(f'SELECT count(*) FROM "{db}"."{table}"').fetchone()[0]
 
 
 def _target_count(pipeline, table: str) -> int | None:
@@ -465,14 +472,21 @@ def test_a_load_left_to_another_loads_sink_commits_after_that_sink_ends(pipeline
     assert "committed batch" in out, out
 
 
-def test_sigterm_stops_the_load_with_its_spark_job_and_sink_and_the_old_table_stays(pipeline_path):
+def test_sigterm_stops_the_load_with_its_spark_job_and_sink_and_the_old_table_stays(stack, tmp_path_factory):
     """A supervisor's `kill` (SIGTERM) of `seam load full`: the Spark job and the sink it started (each in a
     session of its own, out of reach of a signal to the load's group) stop with it, nothing is published as
-    committed, the old table serves on, and the next load commits."""
-    pipeline = load_pipeline(pipeline_path)
-    before = _target_count(pipeline, "payments")
+    committed, the old table serves on, and the next load commits. The table is large enough that its job is
+    still publishing when the signal comes (2,000 rows were done within the moment it took: CI)."""
+    numbered_table("fl_sigterm", "big", 400_000)
+    path = pipeline_file(tmp_path_factory, "sigterm", [{"name": "fl_sigterm.big", "key": ["id"]}])
+    pipeline = load_pipeline(path)
+    first = _seam(path, "load", "full", "fl_sigterm.big", "--restart")
+    assert first.returncode == 0, first.stdout + first.stderr
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        conn.execute("DELETE FROM fl_sigterm.big WHERE id % 2 = 0")  # the old table, told apart from the source's
+    before = _count(pipeline, "fl_sigterm", "big")
     load = subprocess.Popen(
-        [sys.executable, "-m", "seam.cli", "--pipeline", pipeline_path, "load", "full", f"{DB}.payments"],
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", "fl_sigterm.big"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -496,8 +510,8 @@ def test_sigterm_stops_the_load_with_its_spark_job_and_sink_and_the_old_table_st
             os.kill(pid, 0)  # gone, not orphaned
     if shared:  # the driver outlives the load by design (seam.spark_driver), the load's job does not
         _wait(lambda: _driver_cancels(shared.group(1)) > cancels, 60, "the load's job cancelled in the driver")
-    assert _target_count(pipeline, "payments") == before
-    again = _seam(pipeline_path, "load", "full", f"{DB}.payments")
+    assert _count(pipeline, "fl_sigterm", "big") == before == 200_000
+    again = _seam(path, "load", "full", "fl_sigterm.big")
     assert again.returncode == 0, again.stdout + again.stderr
-    src, schema = source_rows(pipeline, DB, "payments")
+    src, schema = source_rows(pipeline, "fl_sigterm", "big")
     assert src == target_rows(pipeline, schema)

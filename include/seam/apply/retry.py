@@ -131,6 +131,9 @@ class Retrier:
         self.first_delay, self.max_delay = first_delay, max_delay
         self.count = 0  # transient errors retried since the count was last taken
         self.last: str | None = None
+        # the owner was asked to stop (SIGTERM): a transient error is raised, not retried, and a pause ends, so
+        # that a step waiting on a lock a report holds (a load's swap) does not hold the stop for as long
+        self.stopping: Callable[[], bool] = lambda: False
 
     def run(self, conn, step: Callable[[], T], what: str, lock_waits: bool = True) -> T:
         """``step()`` in a savepoint until it succeeds or fails for a reason that is not transient (raised),
@@ -144,7 +147,7 @@ class Retrier:
             except psycopg.Error as exc:
                 # a cancel that lands on the savepoint's own ROLLBACK TO (psycopg logs it and raises the first
                 # error) leaves the caller's transaction failed: retried there, every statement would fail
-                if not transient(exc) or connection_lost(conn) or transaction_failed(conn):
+                if not transient(exc) or connection_lost(conn) or transaction_failed(conn) or self.stopping():
                     raise
                 if not lock_waits and exc.sqlstate == LOCK_NOT_AVAILABLE:
                     self.note(what, exc)
@@ -156,8 +159,11 @@ class Retrier:
                 delay = self.pause(delay)
 
     def pause(self, delay: float) -> float:
-        """Sleep about ``delay`` (jittered, so that parts retrying together spread out); the next delay."""
-        time.sleep(delay * random.uniform(0.5, 1.5))
+        """Sleep about ``delay`` (jittered, so that parts retrying together spread out), less when asked to stop;
+        the next delay."""
+        until = time.monotonic() + delay * random.uniform(0.5, 1.5)
+        while not self.stopping() and (left := until - time.monotonic()) > 0:
+            time.sleep(min(left, 0.1))
         return min(delay * 2, self.max_delay)
 
     def note(self, what: str, exc: BaseException) -> None:

@@ -170,7 +170,7 @@ class Sink:
                     self._forget_what_was_read()
                 return
             except psycopg.Error as again:
-                if not transient(again):
+                if not transient(again) or self.retrier.stopping():
                     raise
                 exc = again
             except TargetError as unreachable:  # the server is restarting: retried like any transient error
@@ -202,6 +202,7 @@ class Sink:
         or (``caught_up``) every topic is applied to its end. ``stream_part``: this is the stream's sink
         (``stream.sink: direct``), whose heartbeats `seam stream status` reads."""
 
+        self.retrier.stopping = should_stop
         ensure_topics(self.pipeline, list(self.tables))
         self.topic_ids = topic_ids(self.pipeline, list(self.tables))
         config = {**consumer_config(self.pipeline), "enable.partition.eof": caught_up}
