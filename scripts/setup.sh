@@ -30,7 +30,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.seam-requirements.sha256
-want="$(cat requirements.txt pyproject.toml setup.py include/seam/source/*.c include/seam/apply/*.c include/seam/wire/*.c scripts/setup.sh | sha256sum | cut -d' ' -f1)"
+want="$(cat requirements.txt pyproject.toml setup.py include/seam/source/*.c include/seam/apply/*.c include/seam/wire/*.c include/seam/wire/*.h scripts/setup.sh | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing pinned Python requirements into .venv"
   .venv/bin/python -m pip install -q --disable-pip-version-check "uv==0.13.8"

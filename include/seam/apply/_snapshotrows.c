@@ -22,6 +22,8 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "fast_crc32.h"
+
 typedef struct {
     char *data;
     Py_ssize_t len, cap;
@@ -139,6 +141,10 @@ static int string(Cur *c, Buf *out) {
     if (c->p >= c->end || *c->p != '"') return 0;
     const unsigned char *p = c->p + 1, *end = c->end;
     while (p < end) {
+        const unsigned char *run = p;  /* printable ASCII is written as it is, a run at a time */
+        while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') p++;
+        if (out && p > run && put(out, (const char *)run, p - run) < 0) return -1;
+        if (p >= end) break;
         unsigned char ch = *p;
         if (ch == '"') {
             c->p = p + 1;
@@ -150,7 +156,10 @@ static int string(Cur *c, Buf *out) {
             unsigned cp;
             switch (p[1]) {
             case '"': cp = '"'; break;
-            case '\\': cp = '\\'; break;
+            case '\\':  /* a text holding "\\u0000" too: the Python path maps it (a JSON document's NUL) */
+                if (end - p >= 7 && memcmp(p + 2, "u0000", 5) == 0) return 0;
+                cp = '\\';
+                break;
             case '/': cp = '/'; break;
             case 'b': cp = '\b'; break;
             case 'f': cp = '\f'; break;
@@ -176,11 +185,6 @@ static int string(Cur *c, Buf *out) {
             }
             p += 2;
             if (out && put_code_point(out, cp) < 0) return -1;
-            continue;
-        }
-        if (ch < 0x80) {
-            if (out && put_copy_char(out, ch) < 0) return -1;
-            p++;
             continue;
         }
         int n = utf8_len(p, end);
@@ -356,11 +360,6 @@ typedef struct {
 
 /* One message: 1 staged (its line appended to out, its tally counted), 0 given back, -1 no memory. */
 static int stage_one(const unsigned char *v, Py_ssize_t len, const Plan *plan, Buf *out, Tally *t) {
-    static const char nul[] = "\\u0000";
-    if (len >= 6) {
-        for (const unsigned char *q = v; (q = memchr(q, '\\', v + len - q)) != NULL; q++)
-            if (v + len - q >= 6 && memcmp(q, nul, 6) == 0) return 0;  /* the Python path maps NULs */
-    }
     Cur c = {v, v + len};
     Py_ssize_t line = out->len;
     int op = 0, before = 0, after = 0, src = 0;
@@ -396,7 +395,7 @@ static int stage_one(const unsigned char *v, Py_ssize_t len, const Plan *plan, B
     t->part = s.part;
     t->attempt = s.attempt;
     t->rows = 1;
-    t->crc = crc32(0L, v, (uInt)len);
+    t->crc = seam_crc32(0, v, (size_t)len);
     return 1;
 back:
     out->len = line;

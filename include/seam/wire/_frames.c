@@ -11,6 +11,8 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "fast_crc32.h"
+
 static PyObject *frame_blocks(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *given, *rows;
@@ -28,7 +30,7 @@ static PyObject *frame_blocks(PyObject *self, PyObject *args) {
         return NULL;
     }
     unsigned long long sum = 0;
-    uLong head_crc = crc32(0L, (const Bytef *)head, (uInt)head_len);
+    uint32_t head_crc = seam_crc32(0, (const unsigned char *)head, (size_t)head_len);
     Py_ssize_t n = PySequence_Fast_GET_SIZE(rows), start = 0;
     while (start < n) {
         /* the block's extent: as boundary.blocks cuts it */
@@ -69,10 +71,10 @@ static PyObject *frame_blocks(PyObject *self, PyObject *args) {
             }
             memcpy(out, a, a_len);
             out += a_len;
-            uLong c = crc32(head_crc, (const Bytef *)k, (uInt)k_len);
-            c = crc32(c, (const Bytef *)middle, (uInt)middle_len);
-            c = crc32(c, (const Bytef *)a, (uInt)a_len);
-            sum += crc32(c, (const Bytef *)tail, (uInt)tail_len);
+            uint32_t c = seam_crc32(head_crc, (const unsigned char *)k, (size_t)k_len);
+            c = seam_crc32(c, (const unsigned char *)middle, (size_t)middle_len);
+            c = seam_crc32(c, (const unsigned char *)a, (size_t)a_len);
+            sum += seam_crc32(c, (const unsigned char *)tail, (size_t)tail_len);
         }
         int rc = PyList_Append(blocks, block);
         Py_DECREF(block);
@@ -87,7 +89,18 @@ static PyObject *frame_blocks(PyObject *self, PyObject *args) {
     return Py_BuildValue("(NK)", blocks, sum);
 }
 
+static PyObject *fast_crc32(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer data;
+    unsigned int value = 0;
+    if (!PyArg_ParseTuple(args, "y*|I", &data, &value)) return NULL;
+    uint32_t crc = seam_crc32(value, (const unsigned char *)data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(crc);
+}
+
 static PyMethodDef methods[] = {
+    {"crc32", fast_crc32, METH_VARARGS, "crc32(data, value=0) -> zlib.crc32(data, value), by fast_crc32.h"},
     {"frame_blocks", frame_blocks, METH_VARARGS,
      "frame_blocks(rows, keyed, head, middle, tail, first, block_bytes, block_rows) -> (blocks, crc_sum): rows "
      "((after, key) bytes) as frame blocks beginning with ``first``, and the sum of their records' CRC-32s"},
