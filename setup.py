@@ -7,7 +7,19 @@ setup(
     ext_modules=[
         Extension("seam.source._rowimages", ["include/seam/source/_rowimages.c"], optional=True),
         Extension("seam.source._rowjson", ["include/seam/source/_rowjson.c"], optional=True),
-        Extension("seam.apply._snapshotrows", ["include/seam/apply/_snapshotrows.c"], libraries=["z"], include_dirs=["include/seam/wire"], optional=True),
-        Extension("seam.wire._frames", ["include/seam/wire/_frames.c"], libraries=["z"], include_dirs=["include/seam/wire"], optional=True),
+        Extension(
+            "seam.apply._snapshotrows",
+            ["include/seam/apply/_snapshotrows.c"],
+            libraries=["z"],
+            include_dirs=["include/seam/wire"],
+            optional=True,
+        ),
+        Extension(
+            "seam.wire._frames",
+            ["include/seam/wire/_frames.c"],
+            libraries=["z"],
+            include_dirs=["include/seam/wire"],
+            optional=True,
+        ),
     ]
 )
