@@ -213,7 +213,7 @@ def test_it_takes_the_rows_it_is_sure_of_and_leaves_the_rest():
         plan = batch_module._native_plan(staging)
         if plan is None:
             continue
-        _, rest, _ = _compiled().stage(messages, bytes(len(messages)), BATCH.encode(), *plan)
+        _, rest, _, _ = _compiled().stage(messages, bytes(len(messages)), BATCH.encode(), *plan)
         taken += len(messages) - len(rest)
         given_back += len(rest)
     assert taken > 1500  # of 12,000: a NUL in a text value, or an escaped key, leaves a record to Python
@@ -228,8 +228,9 @@ def test_copy_text_of_awkward_values():
         '{"op":"r","before":null,"after":{"id":-7,"t":"a\\tb\\\\c\\n\\u00e9\\ud83d\\ude00\\/","d":null},'
         f'"source":{{"batch":"{BATCH}","part":3,"attempt":9}}}}'
     ).encode()
-    text, rest, sums = _compiled().stage([value], b"\0", BATCH.encode(), *batch_module._native_plan(staging))
-    assert rest == []
+    names, infinite, _ = batch_module._native_plan(staging)  # COPY text: no binary kinds
+    text, rest, sums, binary = _compiled().stage([value], b"\0", BATCH.encode(), names, infinite)
+    assert rest == [] and not binary
     assert text == "-7\ta\\tb\\\\c\\né😀/\t-infinity\t3\t9\n".encode()
     assert list(sums) == [(3, 9)] and sums[(3, 9)][0] == 1
 

@@ -119,10 +119,14 @@ static int put_copy_char(Buf *out, unsigned ch) {
     return put(out, &c, 1);
 }
 
-static int put_code_point(Buf *out, unsigned cp) {
+static int put_code_point(Buf *out, unsigned cp, int raw) {
     char s[4];
     int n;
-    if (cp < 0x80) return put_copy_char(out, cp);
+    if (cp < 0x80) {
+        if (!raw) return put_copy_char(out, cp);
+        s[0] = (char)cp;
+        return put(out, s, 1);
+    }
     if (cp < 0x800) {
         s[0] = (char)(0xC0 | (cp >> 6)); s[1] = (char)(0x80 | (cp & 0x3F)); n = 2;
     } else if (cp < 0x10000) {
@@ -135,9 +139,10 @@ static int put_code_point(Buf *out, unsigned cp) {
     return put(out, s, n);
 }
 
-/* A strict JSON string at c->p (the opening quote); with ``out``, its text written as COPY text. 1: read;
-   0: not a string this code is sure of (a NUL, a lone surrogate, bytes that are not UTF-8); -1: no memory. */
-static int string(Cur *c, Buf *out) {
+/* A strict JSON string at c->p (the opening quote); with ``out``, its text written as COPY text (``raw``: as
+   it is, for COPY's binary format). 1: read; 0: not a string this code is sure of (a NUL, a lone surrogate,
+   bytes that are not UTF-8); -1: no memory. */
+static int string(Cur *c, Buf *out, int raw) {
     if (c->p >= c->end || *c->p != '"') return 0;
     const unsigned char *p = c->p + 1, *end = c->end;
     while (p < end) {
@@ -184,7 +189,7 @@ static int string(Cur *c, Buf *out) {
                 return 0;
             }
             p += 2;
-            if (out && put_code_point(out, cp) < 0) return -1;
+            if (out && put_code_point(out, cp, raw) < 0) return -1;
             continue;
         }
         int n = utf8_len(p, end);
@@ -238,7 +243,7 @@ static int value(Cur *c, int depth) {
     ws(c);
     if (c->p >= c->end || depth > 64) return 0;
     unsigned char ch = *c->p;
-    if (ch == '"') return string(c, NULL) == 1;
+    if (ch == '"') return string(c, NULL, 0) == 1;
     if (ch == '{' || ch == '[') {
         unsigned char close = ch == '{' ? '}' : ']';
         c->p++;
@@ -246,7 +251,7 @@ static int value(Cur *c, int depth) {
         do {
             if (ch == '{') {
                 ws(c);
-                if (string(c, NULL) != 1 || !eat(c, ':')) return 0;
+                if (string(c, NULL, 0) != 1 || !eat(c, ':')) return 0;
             }
             if (!value(c, depth + 1)) return 0;
         } while (eat(c, ','));
@@ -262,7 +267,7 @@ static int value(Cur *c, int depth) {
 static const unsigned char *key(Cur *c, Py_ssize_t *len) {
     ws(c);
     const unsigned char *start = c->p + 1;
-    if (string(c, NULL) != 1) return NULL;  /* strict, UTF-8 checked */
+    if (string(c, NULL, 0) != 1) return NULL;  /* strict, UTF-8 checked */
     *len = c->p - 1 - start;
     if (memchr(start, '\\', *len) != NULL || !eat(c, ':')) return NULL;
     return start;
@@ -277,12 +282,137 @@ typedef struct {
     const char *infinite;   /* per column: 1 if null is written -infinity */
     const char *batch;
     Py_ssize_t batch_len;
+    const unsigned char *binary; /* per column its BINARY_ kind: COPY's binary format; NULL: COPY text */
 } Plan;
+
+/* COPY's binary format: a row is its number of fields, then each field's length (-1: null) and its value in
+   the type's binary form, all big-endian. The target column's type, per column: */
+enum { BINARY_INT2 = 1, BINARY_INT4, BINARY_INT8, BINARY_NUMERIC, BINARY_DATE, BINARY_TEXT };
+
+static int put_be(Buf *b, uint64_t v, int bytes) {
+    char s[8];
+    for (int i = 0; i < bytes; i++) s[i] = (char)(v >> (8 * (bytes - 1 - i)));
+    return put(b, s, bytes);
+}
+
+/* A decimal "-123.4500" as a numeric: base-10000 digits around the point, its weight (of the first digit),
+   sign and display scale (the fraction's digits, as numeric_in keeps them before the column's typmod). */
+static int binary_numeric(const unsigned char *p, Py_ssize_t len, Buf *out) {
+    const unsigned char *end = p + len, *ip, *fp;
+    int negative = p < end && *p == '-';
+    p += negative;
+    for (ip = p; p < end && *p >= '0' && *p <= '9'; p++);
+    Py_ssize_t ilen = p - ip, flen = 0;
+    if (ilen == 0) return 0;
+    fp = p;
+    if (p < end && *p == '.') {
+        for (fp = ++p; p < end && *p >= '0' && *p <= '9'; p++);
+        flen = p - fp;
+        if (flen == 0) return 0;
+    }
+    if (p != end || ilen + flen > 1000) return 0;
+    while (ilen > 0 && *ip == '0') ip++, ilen--;
+    uint16_t digits[260];
+    Py_ssize_t pad = (4 - ilen % 4) % 4, whole = (ilen + pad) / 4, n = 0;
+    for (Py_ssize_t g = 0, k = -pad; g < whole; g++) {
+        unsigned v = 0;
+        for (int j = 0; j < 4; j++, k++) v = v * 10 + (k >= 0 ? ip[k] - '0' : 0);
+        digits[n++] = (uint16_t)v;
+    }
+    for (Py_ssize_t f = 0; f < flen; f += 4) {
+        unsigned v = 0;
+        for (int j = 0; j < 4; j++) v = v * 10 + (f + j < flen ? fp[f + j] - '0' : 0);
+        digits[n++] = (uint16_t)v;
+    }
+    Py_ssize_t first = 0, last = n, weight = whole - 1;
+    while (first < last && digits[first] == 0) first++, weight--;
+    while (last > first && digits[last - 1] == 0) last--;
+    if (first == last) weight = 0, negative = 0;
+    if (put_be(out, 8 + 2 * (uint64_t)(last - first), 4) < 0 || put_be(out, (uint64_t)(last - first), 2) < 0 ||
+        put_be(out, (uint16_t)(int16_t)weight, 2) < 0 || put_be(out, negative ? 0x4000 : 0, 2) < 0 ||
+        put_be(out, (uint64_t)flen, 2) < 0)
+        return -1;
+    for (Py_ssize_t i = first; i < last; i++)
+        if (put_be(out, digits[i], 2) < 0) return -1;
+    return 1;
+}
+
+/* "YYYY-MM-DD" (years 1 - 9999, a day the month has) as a date: days since 2000-01-01, proleptic Gregorian. */
+static int binary_date(const unsigned char *p, Py_ssize_t len, Buf *out) {
+    if (len != 10 || p[4] != '-' || p[7] != '-') return 0;
+    int v[3] = {0, 0, 0}, at[3] = {0, 5, 8}, width[3] = {4, 2, 2};
+    for (int f = 0; f < 3; f++)
+        for (int i = 0; i < width[f]; i++) {
+            unsigned char d = p[at[f] + i];
+            if (d < '0' || d > '9') return 0;
+            v[f] = v[f] * 10 + (d - '0');
+        }
+    int y = v[0], m = v[1], d = v[2];
+    static const int month_days[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (y < 1 || m < 1 || m > 12 || d < 1 || d > month_days[m - 1] || (m == 2 && d == 29 && !leap)) return 0;
+    long yy = y - (m <= 2), era = yy / 400, yoe = yy - era * 400;
+    long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1, doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    long days = era * 146097 + doe - 719468 - 10957; /* from 1970-01-01, then from 2000-01-01 */
+    return put_be(out, 4, 4) < 0 || put_be(out, (uint32_t)(int32_t)days, 4) < 0 ? -1 : 1;
+}
+
+/* A JSON integer's digits as a smallint, integer or bigint: 0 if out of the type's range. */
+static int binary_integer(const unsigned char *p, Py_ssize_t len, int kind, Buf *out) {
+    int negative = *p == '-';
+    unsigned long long v = 0, limit = kind == BINARY_INT2 ? 32767ULL : kind == BINARY_INT4 ? 2147483647ULL
+                                                                                      : 9223372036854775807ULL;
+    for (Py_ssize_t i = negative; i < len; i++) {
+        if (v > (limit + 1) / 10) return 0;
+        v = v * 10 + (p[i] - '0');
+    }
+    if (v > limit + negative) return 0;
+    uint64_t x = negative ? (uint64_t)0 - v : v;
+    int bytes = kind == BINARY_INT2 ? 2 : kind == BINARY_INT4 ? 4 : 8;
+    return put_be(out, (uint64_t)bytes, 4) < 0 || put_be(out, x, bytes) < 0 ? -1 : 1;
+}
+
+/* One column's value (at c->p: a string, an integer or null) as a field of COPY's binary format; 0: not a
+   value this code is sure of for the column's type (the run goes as COPY text: PostgreSQL says). */
+static int binary_field(Cur *c, const Plan *plan, Py_ssize_t i, Buf *out) {
+    int kind = plan->binary[i];
+    if (*c->p == 'n') {
+        if (!word(c, "null")) return 0;
+        if (!plan->infinite[i]) return put_be(out, 0xFFFFFFFFu, 4) < 0 ? -1 : 1;
+        if (kind != BINARY_DATE) return 0;
+        return put_be(out, 4, 4) < 0 || put_be(out, 0x80000000u, 4) < 0 ? -1 : 1; /* -infinity */
+    }
+    if (*c->p == '"') {
+        if (kind == BINARY_TEXT) {
+            Py_ssize_t at = out->len;
+            if (put_be(out, 0, 4) < 0) return -1;
+            int rc = string(c, out, 1);
+            if (rc == 1) {
+                uint64_t n = (uint64_t)(out->len - at - 4);
+                if (n > 0x7FFFFFFF) return 0;
+                for (int k = 0; k < 4; k++) out->data[at + k] = (char)(n >> (8 * (3 - k)));
+            }
+            return rc;
+        }
+        const unsigned char *text = c->p + 1, *close = memchr(text, '"', c->end - text);
+        if (close == NULL || memchr(text, '\\', close - text) != NULL) return 0; /* no escape in these */
+        c->p = close + 1;
+        if (kind == BINARY_NUMERIC) return binary_numeric(text, close - text, out);
+        return kind == BINARY_DATE ? binary_date(text, close - text, out) : 0;
+    }
+    const unsigned char *start = c->p;
+    Py_ssize_t len = integer(c);
+    if (len == 0) return 0;
+    if (kind == BINARY_TEXT) return put_be(out, (uint64_t)len, 4) < 0 || put(out, (const char *)start, len) < 0 ? -1 : 1;
+    if (kind == BINARY_NUMERIC) return binary_numeric(start, len, out);
+    return kind <= BINARY_INT8 ? binary_integer(start, len, kind, out) : 0;
+}
 
 /* The image's columns in order, each a string, an integer or null, written as one COPY line's first fields. */
 static int image(Cur *c, const Plan *plan, Buf *out) {
     if (!eat(c, '{')) return 0;
     Py_ssize_t count = PyTuple_GET_SIZE(plan->names);
+    if (plan->binary && put_be(out, (uint64_t)count + 2, 2) < 0) return -1; /* its fields, with part and attempt */
     for (Py_ssize_t i = 0; i < count; i++) {
         if (i > 0 && !eat(c, ',')) return 0;
         Py_ssize_t n;
@@ -291,10 +421,15 @@ static int image(Cur *c, const Plan *plan, Buf *out) {
         if (k == NULL || n != PyBytes_GET_SIZE(name) || memcmp(k, PyBytes_AS_STRING(name), n) != 0) return 0;
         ws(c);
         if (c->p >= c->end) return 0;
+        if (plan->binary) {
+            int rc = binary_field(c, plan, i, out);
+            if (rc != 1) return rc;
+            continue;
+        }
         unsigned char ch = *c->p;
         int ok;
         if (ch == '"') {
-            ok = string(c, out);
+            ok = string(c, out, 0);
         } else if (ch == 'n') {
             ok = word(c, "null");
             if (ok) ok = plan->infinite[i] ? put(out, "-infinity", 9) == 0 : put(out, "\\N", 2) == 0;
@@ -340,7 +475,7 @@ static int source(Cur *c, const Plan *plan, Source *s) {
             *seen = 1;
             if (is(k, n, "batch")) {
                 const unsigned char *start = c->p + 1;
-                if (string(c, NULL) != 1) return 0;
+                if (string(c, NULL, 0) != 1) return 0;
                 Py_ssize_t len = c->p - 1 - start;
                 s->batch_ok = len == plan->batch_len && memcmp(start, plan->batch, len) == 0;
             } else if (!signed_integer(c, is(k, n, "part") ? &s->part : &s->attempt)) {
@@ -389,9 +524,16 @@ static int stage_one(const unsigned char *v, Py_ssize_t len, const Plan *plan, B
     if (!eat(&c, '}')) goto back;
     ws(&c);
     if (c.p != c.end || !op || !before || !after || !src || !s.batch_ok || !s.has_part || !s.has_attempt) goto back;
-    char tail[48];
-    int n = snprintf(tail, sizeof tail, "%lld\t%lld\n", s.part, s.attempt);
-    if (put(out, tail, n) < 0) return -1;
+    if (plan->binary) {
+        if (s.part < INT32_MIN || s.part > INT32_MAX) goto back;
+        if (put_be(out, 4, 4) < 0 || put_be(out, (uint32_t)(int32_t)s.part, 4) < 0 || put_be(out, 8, 4) < 0 ||
+            put_be(out, (uint64_t)s.attempt, 8) < 0)
+            return -1;
+    } else {
+        char tail[48];
+        int n = snprintf(tail, sizeof tail, "%lld\t%lld\n", s.part, s.attempt);
+        if (put(out, tail, n) < 0) return -1;
+    }
     t->part = s.part;
     t->attempt = s.attempt;
     t->rows = 1;
@@ -496,16 +638,61 @@ static int stage_framed(PyObject *rest, PyObject *sums, Tally *last, Py_ssize_t 
     return 0;
 }
 
+/* Stages every message (see ``stage``) into ``out``, ``rest`` and ``sums``; -1 on an error (raised). */
+static int stage_all(PyObject *values, const char *kinds, const Plan *plan, Buf *out, Buf *scratch, PyObject *rest,
+                     PyObject *sums) {
+    Tally last = {0, 0, 0, 0};  /* a run of one (part, attempt) is counted at once when it ends */
+    Py_ssize_t n = PyList_GET_SIZE(values);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *value = PyList_GET_ITEM(values, i);
+        if (!PyBytes_Check(value)) {
+            if (give_back(rest, i, NULL, 0) < 0) return -1;
+            continue;
+        }
+        const unsigned char *v = (const unsigned char *)PyBytes_AS_STRING(value);
+        Py_ssize_t len = PyBytes_GET_SIZE(value), start = 0;
+        if (kinds[i] == 2) {  /* a frame and its rows */
+            const unsigned char *nl = memchr(v, '\n', len), *parts[3];
+            Py_ssize_t sizes[3];
+            if (nl == NULL || !parse_frame(v, nl - v, sizes, parts)) {
+                if (give_back(rest, i, NULL, 0) < 0) return -1;
+                continue;
+            }
+            int rc = stage_framed(rest, sums, &last, i, v, len, nl - v + 1, sizes, parts, plan, out, scratch);
+            if (rc == -1) PyErr_NoMemory();
+            if (rc < 0) return -1;
+            continue;
+        }
+        /* a block's records are its lines; any other message is one record, whatever it holds */
+        while (start <= len) {
+            const unsigned char *nl = kinds[i] == 1 ? memchr(v + start, '\n', len - start) : NULL;
+            Py_ssize_t end = nl ? nl - v : len;
+            Tally t;
+            int rc = stage_one(v + start, end - start, plan, out, &t);
+            if (rc < 0) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            if (rc == 0 ? give_back(rest, i, kinds[i] == 1 ? v + start : NULL, end - start) < 0
+                        : tally_one(sums, &last, &t) < 0)
+                return -1;
+            start = end + 1;
+        }
+    }
+    return last.rows ? count(sums, &last) : 0;
+}
+
 static PyObject *stage(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *values, *names;
+    PyObject *values, *names, *binary = Py_None;
     const char *kinds, *batch, *infinite;
     Py_ssize_t kinds_len, batch_len, infinite_len;
-    if (!PyArg_ParseTuple(args, "O!y#y#O!y#", &PyList_Type, &values, &kinds, &kinds_len, &batch, &batch_len,
-                          &PyTuple_Type, &names, &infinite, &infinite_len))
+    if (!PyArg_ParseTuple(args, "O!y#y#O!y#|O", &PyList_Type, &values, &kinds, &kinds_len, &batch, &batch_len,
+                          &PyTuple_Type, &names, &infinite, &infinite_len, &binary))
         return NULL;
-    if (infinite_len != PyTuple_GET_SIZE(names)) {
-        PyErr_SetString(PyExc_ValueError, "one infinite flag per column");
+    if (infinite_len != PyTuple_GET_SIZE(names) ||
+        (binary != Py_None && (!PyBytes_Check(binary) || PyBytes_GET_SIZE(binary) != infinite_len))) {
+        PyErr_SetString(PyExc_ValueError, "one infinite flag and one binary kind (or None) per column");
         return NULL;
     }
     if (kinds_len != PyList_GET_SIZE(values)) {
@@ -517,50 +704,23 @@ static PyObject *stage(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "column names are bytes");
             return NULL;
         }
-    Plan plan = {names, infinite, batch, batch_len};
+    Plan plan = {names, infinite, batch, batch_len,
+                 binary != Py_None ? (const unsigned char *)PyBytes_AS_STRING(binary) : NULL};
     Buf out = {NULL, 0, 0}, scratch = {NULL, 0, 0};
-    PyObject *rest = PyList_New(0), *sums = PyDict_New(), *result = NULL;
-    if (rest == NULL || sums == NULL) goto done;
-    Tally last = {0, 0, 0, 0};  /* a run of one (part, attempt) is counted at once when it ends */
-    Py_ssize_t n = PyList_GET_SIZE(values);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *value = PyList_GET_ITEM(values, i);
-        if (!PyBytes_Check(value)) {
-            if (give_back(rest, i, NULL, 0) < 0) goto done;
-            continue;
-        }
-        const unsigned char *v = (const unsigned char *)PyBytes_AS_STRING(value);
-        Py_ssize_t len = PyBytes_GET_SIZE(value), start = 0;
-        if (kinds[i] == 2) {  /* a frame and its rows */
-            const unsigned char *nl = memchr(v, '\n', len), *parts[3];
-            Py_ssize_t sizes[3];
-            if (nl == NULL || !parse_frame(v, nl - v, sizes, parts)) {
-                if (give_back(rest, i, NULL, 0) < 0) goto done;
-                continue;
-            }
-            int rc = stage_framed(rest, sums, &last, i, v, len, nl - v + 1, sizes, parts, &plan, &out, &scratch);
-            if (rc == -1) PyErr_NoMemory();
-            if (rc < 0) goto done;
-            continue;
-        }
-        /* a block's records are its lines; any other message is one record, whatever it holds */
-        while (start <= len) {
-            const unsigned char *nl = kinds[i] == 1 ? memchr(v + start, '\n', len - start) : NULL;
-            Py_ssize_t end = nl ? nl - v : len;
-            Tally t;
-            int rc = stage_one(v + start, end - start, &plan, &out, &t);
-            if (rc < 0) {
-                PyErr_NoMemory();
-                goto done;
-            }
-            if (rc == 0 ? give_back(rest, i, kinds[i] == 1 ? v + start : NULL, end - start) < 0
-                        : tally_one(sums, &last, &t) < 0)
-                goto done;
-            start = end + 1;
-        }
+    PyObject *rest = NULL, *sums = NULL, *result = NULL;
+    for (;;) {
+        rest = PyList_New(0);
+        sums = PyDict_New();
+        if (rest == NULL || sums == NULL || stage_all(values, kinds, &plan, &out, &scratch, rest, sums) < 0) goto done;
+        if (plan.binary == NULL || PyList_GET_SIZE(rest) == 0) break;
+        /* binary only when every record is staged here, each value sure: else all of them as COPY text */
+        plan.binary = NULL;
+        out.len = 0;
+        Py_CLEAR(rest);
+        Py_CLEAR(sums);
     }
-    if (last.rows && count(sums, &last) < 0) goto done;
-    result = Py_BuildValue("(y#OO)", out.data ? out.data : "", out.len, rest, sums);
+    result = Py_BuildValue("(y#OOO)", out.data ? out.data : "", out.len, rest, sums,
+                           plan.binary ? Py_True : Py_False);
 done:
     PyMem_Free(out.data);
     PyMem_Free(scratch.data);
@@ -571,11 +731,12 @@ done:
 
 static PyMethodDef methods[] = {
     {"stage", stage, METH_VARARGS,
-     "stage(values, kinds, batch, names, infinite) -> (copy_text, rest, sums): the snapshot rows of ``batch``"
-     " among ``values`` (bytes; ``kinds``, one byte each: 0 a message, 1 a block of records, 2 a frame block) as "
-     "COPY text with their part and attempt; ``rest``: (message index, record) of each record left to the Python "
-     "path (record None: the whole message); ``sums``: {(part, attempt): [rows, CRC32 sum]} of the rows staged "
-     "here"},
+     "stage(values, kinds, batch, names, infinite, binary=None) -> (copy_data, rest, sums, is_binary): the "
+     "snapshot rows of ``batch`` among ``values`` (bytes; ``kinds``, one byte each: 0 a message, 1 a block of "
+     "records, 2 a frame block) as COPY text with their part and attempt, or as COPY's binary rows (no header) "
+     "where ``binary`` (one kind per column) is given and every record is staged here; ``rest``: (message index, "
+     "record) of each record left to the Python path (record None: the whole message); ``sums``: {(part, "
+     "attempt): [rows, CRC32 sum]} of the rows staged here"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_snapshotrows", NULL, -1, methods, NULL, NULL, NULL, NULL};

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 
@@ -40,6 +41,49 @@ NOT_UNIQUE = "the key"
 REFUSED = "the target table refuses its rows"
 LIMITED = "a limit set on the target is too small for it"  # not the rows, but a new batch meets it as well
 REJECTED_FOR_ITS_ROWS = (UNSTAGEABLE, UNMADE, NOT_UNIQUE, REFUSED, LIMITED)
+
+
+class StageCopy:
+    """The COPYs of a run of staged rows into a stage table: one per stretch of runs in one format (text, or
+    binary where the compiled stager made them so), each opened by its first run."""
+
+    SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # flags and header extension: none
+    TRAILER = b"\xff\xff"
+
+    def __init__(self, cur, sql: str):
+        self.cur, self.sql = cur, sql
+        self._open = contextlib.ExitStack()  # the COPY open now, if any
+        self._copy: Any = None
+        self._binary = False
+
+    def write(self, data: bytes, binary: bool) -> None:
+        if self._copy is not None and binary != self._binary:
+            self._close()
+        if self._copy is None:
+            self._open = contextlib.ExitStack()
+            sql = self.sql + (" (FORMAT binary)" if binary else "")
+            self._copy, self._binary = self._open.enter_context(self.cur.copy(sql)), binary
+            if binary:
+                self._copy.write(self.SIGNATURE)
+        self._copy.write(data)
+
+    def _close(self) -> None:
+        if self._binary:
+            self._copy.write(self.TRAILER)
+        self._copy = None
+        self._open.close()
+
+    def __enter__(self) -> StageCopy:
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if self._copy is None:
+            return
+        if exc is None:
+            self._close()
+        else:  # the COPY fails with the exception (psycopg ends it so)
+            self._copy = None
+            self._open.__exit__(kind, exc, tb)
 
 
 class BatchLifecycle:
@@ -81,15 +125,11 @@ class BatchLifecycle:
         changes: list[bytes] = []
         held: list[int] = []
         with self.conn.cursor() as cur:
-            with contextlib.ExitStack() as opened:  # the COPY opened by the first run with rows to stage
-                copy = None
+            copy = StageCopy(cur, f"COPY {batch.stage} ({cols}, _seam_part, _seam_attempt) FROM STDIN")
+            with copy:
                 for staged in runs:
                     if staged.stage:
-                        if copy is None:
-                            copy = opened.enter_context(
-                                cur.copy(f"COPY {batch.stage} ({cols}, _seam_part, _seam_attempt) FROM STDIN")
-                            )
-                        copy.write(staged.stage)
+                        copy.write(staged.stage, staged.binary)
                     changes.append(staged.changes)
                     held += staged.held
                     for kind, (rows, crc) in staged.sums.items():
