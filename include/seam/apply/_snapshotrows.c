@@ -7,6 +7,14 @@
    string unescaped from JSON and escaped for COPY as psycopg does, the integer's digits as they are, null as
    \N (or -infinity in a column that takes zero dates so). It adds the record's CRC32 to its (part, attempt).
 
+   Where every column's type has a binary form here (integers, numeric, date, text and varchar) the rows are
+   written in COPY's binary format instead: PostgreSQL reads a number or a date that way in a fraction of the
+   time it parses its text (lineitem: its backend's CPU 3.0 -> 2.4 s). Only when every record of the call is
+   staged here and every value is one this code is sure of (an integer in its type's range, a plain decimal, a
+   date of years 1 - 9999 that exists); else the whole call is COPY text as before, and PostgreSQL decides.
+   tests/unit/test_snapshot_binary.py reads the rows back with psycopg's loaders; tests/stack/
+   test_binary_staging.py compares what PostgreSQL stores both ways.
+
    A block message (seam.wire.boundary) is taken record by record: its lines, or, in a frame block, each row's
    line made into its record between the frame's pieces.
 

@@ -5,8 +5,9 @@ a long run of messages takes the Python path.
 
 Staging is a pure function of the messages (``stage_rows``): the sink writes what it returns, in the
 transaction that stores their Kafka offsets. The snapshot rows of Seam's own full load, in the exact form it
-writes them, go to COPY text in compiled code (``seam.apply._snapshotrows``, built by ``make setup``); every
-other message, and all of them where it is not built, the Python way, with the same result. Where it runs
+writes them, go to COPY text in compiled code (``seam.apply._snapshotrows``, built by ``make setup``), or to
+COPY's binary rows where every column has a binary form there and every value of the run is sure; every other
+message, and all of them where it is not built, the Python way, with the same result. Where it runs
 (this process or a worker) changes nothing that reaches the target; the workers only spread the decoding over
 the machine's cores.
 
