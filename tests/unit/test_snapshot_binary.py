@@ -10,6 +10,7 @@ test ``test_binary_staging`` compares what PostgreSQL stores both ways."""
 from __future__ import annotations
 
 import datetime
+import json
 import random
 from decimal import Decimal
 
@@ -24,6 +25,8 @@ import seam.apply.batch as batch_module
 from seam.apply.batch import Staging, stage_rows
 from seam.apply.target import Landing
 from seam.core.schema import Column, TableSchema
+from seam.source.full_load import record_frame
+from seam.wire.boundary import BLOCK_KINDS, FRAME_KEY, frame_blocks
 from tests.support.binary_rows import BATCH, COLUMNS, SCHEMA, random_row, record_of
 
 TYPES = ["int8", "int2", "int4", "numeric", "numeric", "date", "date", "varchar", "text", "int4", "int8"]
@@ -127,3 +130,23 @@ def test_a_type_without_a_binary_form_stages_text():
     row = {**random_row(random.Random(3), 1), "at": "2026-01-02T03:04:05.000000"}
     staged = stage_rows(staging, [record_of(row, 0, 0, False)], [0])
     assert not staged.binary and staged.stage.endswith(b"\t0\t0\n")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_frame_blocks_as_the_tasks_write_them_stage_the_same_binary_rows(seed):
+    """The tasks' own framing (``record_frame``, ``frame_blocks``): the sink reads a frame's rows without making
+    their records, and stages the same rows as from the records one by one."""
+    r = random.Random(seed)
+    rows = [random_row(r, n) for n in range(1_500)]
+    head, middle, tail = record_frame("d", "t", BATCH, 1, True, "mysql-bin.000001", 4, 7, 2**40)
+    pairs = [
+        (json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode(), b'{"id":%d}' % row["id"]) for row in rows
+    ]
+    messages, crcs = frame_blocks(pairs, True, head, middle, tail)
+    framed = stage_rows(
+        _staging(), messages, list(range(len(messages))), bytes([BLOCK_KINDS[FRAME_KEY]] * len(messages))
+    )
+    records = [head + k + middle + a + tail for a, k in pairs]
+    alone = stage_rows(_staging(), records, list(range(len(records))))
+    assert framed.binary and framed.stage == alone.stage and framed.sums == alone.sums == {(7, 2**40): [1_500, crcs]}
+    assert [tuple(v) for v in _rows_back(framed.stage)] == [_expected(row, 7, 2**40) for row in rows]

@@ -318,6 +318,8 @@ def _framed(seed: int) -> tuple[Staging, list[bytes], bytes, list[bytes]]:
                 image = bytearray(image)
                 image[r.randrange(len(image))] = r.randrange(256)
                 image = bytes(image)
+            if r.random() < 0.05:  # a key that is not one whole value: read with what follows, or refused
+                key = r.choice([key[:-1], key + b',"op":"r"', key + b" 1", b"", b"{"])
             keyless = r.random() < 0.2
             lines.append(image if keyless else key + b"\t" + image)
             records += [head + (image if keyless else key) + middle + image + tail] if b"\n" not in image else []

@@ -423,10 +423,16 @@ static int image(Cur *c, const Plan *plan, Buf *out) {
     if (plan->binary && put_be(out, (uint64_t)count + 2, 2) < 0) return -1; /* its fields, with part and attempt */
     for (Py_ssize_t i = 0; i < count; i++) {
         if (i > 0 && !eat(c, ',')) return 0;
-        Py_ssize_t n;
-        const unsigned char *k = key(c, &n);
+        /* the column's name as it is, quoted (a name is never escaped here: _native_plan), then the colon; a key
+           written any other way is not this code's to judge */
         PyObject *name = PyTuple_GET_ITEM(plan->names, i);
-        if (k == NULL || n != PyBytes_GET_SIZE(name) || memcmp(k, PyBytes_AS_STRING(name), n) != 0) return 0;
+        Py_ssize_t n = PyBytes_GET_SIZE(name);
+        ws(c);
+        if (c->end - c->p < n + 2 || c->p[0] != '"' || memcmp(c->p + 1, PyBytes_AS_STRING(name), n) != 0 ||
+            c->p[n + 1] != '"')
+            return 0;
+        c->p += n + 2;
+        if (!eat(c, ':')) return 0;
         ws(c);
         if (c->p >= c->end) return 0;
         if (plan->binary) {
@@ -501,6 +507,20 @@ typedef struct {
     unsigned long long rows, crc;
 } Tally;
 
+/* A row's last two fields, its part and attempt: 1 written, 0 a part out of an integer's range, -1 no memory. */
+static int put_part(Buf *out, const Plan *plan, long long part, long long attempt) {
+    if (plan->binary) {
+        if (part < INT32_MIN || part > INT32_MAX) return 0;
+        return put_be(out, 4, 4) < 0 || put_be(out, (uint32_t)(int32_t)part, 4) < 0 || put_be(out, 8, 4) < 0 ||
+                       put_be(out, (uint64_t)attempt, 8) < 0
+                   ? -1
+                   : 1;
+    }
+    char tail[48];
+    int n = snprintf(tail, sizeof tail, "%lld\t%lld\n", part, attempt);
+    return put(out, tail, n) < 0 ? -1 : 1;
+}
+
 /* One message: 1 staged (its line appended to out, its tally counted), 0 given back, -1 no memory. */
 static int stage_one(const unsigned char *v, Py_ssize_t len, const Plan *plan, Buf *out, Tally *t) {
     Cur c = {v, v + len};
@@ -532,16 +552,9 @@ static int stage_one(const unsigned char *v, Py_ssize_t len, const Plan *plan, B
     if (!eat(&c, '}')) goto back;
     ws(&c);
     if (c.p != c.end || !op || !before || !after || !src || !s.batch_ok || !s.has_part || !s.has_attempt) goto back;
-    if (plan->binary) {
-        if (s.part < INT32_MIN || s.part > INT32_MAX) goto back;
-        if (put_be(out, 4, 4) < 0 || put_be(out, (uint32_t)(int32_t)s.part, 4) < 0 || put_be(out, 8, 4) < 0 ||
-            put_be(out, (uint64_t)s.attempt, 8) < 0)
-            return -1;
-    } else {
-        char tail[48];
-        int n = snprintf(tail, sizeof tail, "%lld\t%lld\n", s.part, s.attempt);
-        if (put(out, tail, n) < 0) return -1;
-    }
+    int rc = put_part(out, plan, s.part, s.attempt);
+    if (rc < 0) return -1;
+    if (rc == 0) goto back;
     t->part = s.part;
     t->attempt = s.attempt;
     t->rows = 1;
@@ -620,23 +633,56 @@ static int parse_frame(const unsigned char *v, Py_ssize_t len, Py_ssize_t sizes[
     return 1;
 }
 
-/* The rows of a frame block after its first line (``start``): each record made in ``scratch`` and staged. */
+/* A frame row taken without making its record: its key a whole JSON value, its image the table's columns,
+   after a row of the same frame was staged whole (so the frame's pieces make a record with any such key and
+   image). 1 staged, 0 not sure (made whole and staged the long way), -1 no memory. */
+static int stage_frame_row(const unsigned char *key, Py_ssize_t key_len, const unsigned char *after,
+                           Py_ssize_t after_len, const Plan *plan, Buf *out, Tally *t) {
+    Cur k = {key, key + key_len}, a = {after, after + after_len};
+    if (!value(&k, 1)) return 0;
+    ws(&k);
+    if (k.p != k.end) return 0;
+    Py_ssize_t line = out->len;
+    int rc = image(&a, plan, out);
+    if (rc < 0) return -1;
+    if (rc == 1) {
+        ws(&a);
+        rc = a.p == a.end ? put_part(out, plan, t->part, t->attempt) : 0;
+        if (rc < 0) return -1;
+    }
+    if (rc == 0) out->len = line;
+    return rc;
+}
+
+/* The rows of a frame block after its first line (``start``): each row staged (its record made in ``scratch``
+   until one is staged whole, then only its key and image read: ``stage_frame_row``). */
 static int stage_framed(PyObject *rest, PyObject *sums, Tally *last, Py_ssize_t i, const unsigned char *v,
                         Py_ssize_t len, Py_ssize_t start, const Py_ssize_t sizes[3], const unsigned char **parts,
                         const Plan *plan, Buf *out, Buf *scratch) {
+    Tally framed = {0, 0, 0, 0}; /* the frame's part and attempt, once a row was staged whole */
+    uint32_t head_crc = seam_crc32(0, parts[0], (size_t)sizes[0]);
     while (start <= len) {
         const unsigned char *nl = memchr(v + start, '\n', len - start);
         Py_ssize_t end = nl ? nl - v : len;
         const unsigned char *row = v + start, *tab = memchr(row, '\t', end - start);
         const unsigned char *key = row, *after = tab ? tab + 1 : row;
         Py_ssize_t key_len = tab ? tab - row : end - start, after_len = tab ? v + end - after : end - start;
-        scratch->len = 0;
-        if (put(scratch, (const char *)parts[0], sizes[0]) < 0 || put(scratch, (const char *)key, key_len) < 0 ||
-            put(scratch, (const char *)parts[1], sizes[1]) < 0 || put(scratch, (const char *)after, after_len) < 0 ||
-            put(scratch, (const char *)parts[2], sizes[2]) < 0)
-            return -1;
-        Tally t;
-        int rc = stage_one((const unsigned char *)scratch->data, scratch->len, plan, out, &t);
+        Tally t = framed;
+        int rc = framed.rows ? stage_frame_row(key, key_len, after, after_len, plan, out, &t) : 0;
+        if (rc == 1) {
+            uint32_t c = seam_crc32(head_crc, key, (size_t)key_len);
+            c = seam_crc32(c, parts[1], (size_t)sizes[1]);
+            c = seam_crc32(c, after, (size_t)after_len);
+            t.crc = seam_crc32(c, parts[2], (size_t)sizes[2]);
+        } else if (rc == 0) {
+            scratch->len = 0;
+            if (put(scratch, (const char *)parts[0], sizes[0]) < 0 || put(scratch, (const char *)key, key_len) < 0 ||
+                put(scratch, (const char *)parts[1], sizes[1]) < 0 || put(scratch, (const char *)after, after_len) < 0 ||
+                put(scratch, (const char *)parts[2], sizes[2]) < 0)
+                return -1;
+            rc = stage_one((const unsigned char *)scratch->data, scratch->len, plan, out, &t);
+            if (rc == 1 && !framed.rows) framed = t;
+        }
         if (rc < 0) return -1;
         if (rc == 0 ? give_back(rest, i, (const unsigned char *)scratch->data, scratch->len) < 0
                     : tally_one(sums, last, &t) < 0)
