@@ -121,12 +121,15 @@ def topic(pipeline, name: str) -> str:
 
 
 def kill_all(marker: str) -> None:
-    """SIGKILL every process whose command line names ``marker``: the load, its Spark job and its sink."""
+    """SIGKILL every process whose command line names ``marker``: the load and its sink (and a Spark job
+    spark-submitted for it), as a killed Airflow task leaves it. Not the shared Spark driver, which serves every
+    load of the pipeline and may have been started by any of them (its command line names the first one's
+    pipeline): it cancels the killed load's job itself, and the load started again finds it warm."""
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
             pid = int(cmdline.parent.name)
-            if marker in text and pid != os.getpid():
+            if marker in text and pid != os.getpid() and "spark_driver.py" not in text:
                 os.kill(pid, signal.SIGKILL)
         except (OSError, ValueError):
             continue
