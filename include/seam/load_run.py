@@ -125,7 +125,8 @@ class Runner:
     """How loads run here, as values: the connections' ``SEAM_*`` variables the processes a load starts read
     (an Airflow hook's; never written into this process's environment), where their output goes (``say`` for
     progress, ``log`` for their lines, else this process's stdout), how the Spark job is submitted (default:
-    spark-submit here), and ``children``: what runs now, for a caller that must stop it (a task's on_kill)."""
+    spark-submit here), and ``children``: what runs now, for a caller that must stop it (a task's on_kill),
+    which sets ``stopped`` under ``lock`` first: no process is started after that."""
 
     env: Mapping[str, str] = field(default_factory=dict)
     say: Callable[[str], None] = print
@@ -134,6 +135,8 @@ class Runner:
     timeout: float = 3600
     progress_every: float = 3.0
     children: list = field(default_factory=list)
+    stopped: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def job_env(connections: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -192,7 +195,22 @@ class BatchRun:
             r["rows_per_s"] = round((r["final_rows"] or 0) / max(seconds, 1e-3))
         return self.results
 
+    def _keep(self, child) -> None:
+        """Keep a process this run just started, for whoever stops the load (``Runner.children``); one started
+        while the load was being stopped is stopped here at once (else it would outlive a killed task)."""
+        with self.runner.lock:
+            stopped = self.runner.stopped.is_set()
+            self.runner.children.append(child)
+        if stopped:
+            child.stop()
+            self._check_stopped()
+
+    def _check_stopped(self) -> None:
+        if self.runner.stopped.is_set():
+            raise LoadError("the load was stopped (its task killed): nothing of its unfinished batch is visible")
+
     def _start(self, job: str, job_args: list[str]) -> None:
+        self._check_stopped()
         if not all(sink_running(self.conn, topic) for topic in self.topics):
             self.sink = self._start_sink()
         job_args = [*self.pipeline_args, *job_args]
@@ -210,7 +228,7 @@ class BatchRun:
             self.spark = spark
         else:
             self.spark = self.runner.submit(job, job_args)
-        self.runner.children.append(self.spark)
+        self._keep(self.spark)
         if shared is not None:
             started = f"spark job in the shared Spark driver (pid {shared.pid})"
         else:
@@ -253,10 +271,11 @@ class BatchRun:
             "--timeout",
             str(self.runner.timeout),
         ]
+        self._check_stopped()
         child = Child(subprocess.Popen(sink_cmd, env=self.env, start_new_session=True, **self.output))
-        self.runner.children.append(child)
         if self.runner.log:
             relay_output(child.proc, self.runner.log)
+        self._keep(child)
         return child
 
     def _status(self, batch: str) -> dict | None:

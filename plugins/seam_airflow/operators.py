@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -148,6 +149,8 @@ def load_runner(task, hook: SeamHook):
         submit=ProviderSpark(task.spark_conn_id, job_env(env)),
         timeout=task.timeout,
         children=task._started,
+        stopped=task._kill.killed,
+        lock=task._kill.lock,
     )
 
 
@@ -187,6 +190,21 @@ class _ProviderJob:
         self.thread.join(timeout=grace_s)
 
 
+class KillSwitch:
+    """What a task's on_kill sets, under the lock its load starts each process with (``seam.load_run.Runner``):
+    no process is started after it. Copies of the task (Airflow deep-copies operators) share it."""
+
+    def __init__(self) -> None:
+        self.killed = threading.Event()
+        self.lock = threading.Lock()
+
+    def __copy__(self) -> KillSwitch:
+        return self
+
+    def __deepcopy__(self, memo) -> KillSwitch:
+        return self
+
+
 class SeamOperator(BaseOperator):
     """What every Seam operator shares: the pipeline file (``pipeline``, templated), the Airflow connections
     its hook reads (``*_conn_id``), the retry policy that fails bad input at once, and ``on_kill`` stopping
@@ -214,6 +232,7 @@ class SeamOperator(BaseOperator):
             spark_conn_id=spark_conn_id,
         )
         self._started: list = []
+        self._kill = KillSwitch()
 
     def seam_hook(self) -> SeamHook:
         return SeamHook(**self.hook_conn_ids)
@@ -223,7 +242,10 @@ class SeamOperator(BaseOperator):
         return (hook or self.seam_hook()).load_pipeline(self.pipeline or None)
 
     def on_kill(self) -> None:
-        stop_started(self._started, self.log)
+        with self._kill.lock:  # a process the load starts from now on is stopped by the load itself
+            self._kill.killed.set()
+            started = list(self._started)
+        stop_started(started, self.log)
 
 
 class SeamFullLoadOperator(SeamOperator):
