@@ -692,12 +692,14 @@ static int stage_framed(PyObject *rest, PyObject *sums, Tally *last, Py_ssize_t 
     return 0;
 }
 
-/* Stages every message (see ``stage``) into ``out``, ``rest`` and ``sums``; -1 on an error (raised). */
+/* Stages every message (see ``stage``) into ``out``, ``rest`` and ``sums``: 0; 1 where binary rows were asked
+   for and a record was left to Python (stopped there: the call goes as COPY text); -1 on an error (raised). */
 static int stage_all(PyObject *values, const char *kinds, const Plan *plan, Buf *out, Buf *scratch, PyObject *rest,
                      PyObject *sums) {
     Tally last = {0, 0, 0, 0};  /* a run of one (part, attempt) is counted at once when it ends */
     Py_ssize_t n = PyList_GET_SIZE(values);
     for (Py_ssize_t i = 0; i < n; i++) {
+        if (plan->binary && PyList_GET_SIZE(rest)) return 1; /* not binary after all: no use going on */
         PyObject *value = PyList_GET_ITEM(values, i);
         if (!PyBytes_Check(value)) {
             if (give_back(rest, i, NULL, 0) < 0) return -1;
@@ -765,8 +767,9 @@ static PyObject *stage(PyObject *self, PyObject *args) {
     for (;;) {
         rest = PyList_New(0);
         sums = PyDict_New();
-        if (rest == NULL || sums == NULL || stage_all(values, kinds, &plan, &out, &scratch, rest, sums) < 0) goto done;
-        if (plan.binary == NULL || PyList_GET_SIZE(rest) == 0) break;
+        int rc = rest == NULL || sums == NULL ? -1 : stage_all(values, kinds, &plan, &out, &scratch, rest, sums);
+        if (rc < 0) goto done;
+        if (plan.binary == NULL || (rc == 0 && PyList_GET_SIZE(rest) == 0)) break;
         /* binary only when every record is staged here, each value sure: else all of them as COPY text */
         plan.binary = NULL;
         out.len = 0;
