@@ -40,6 +40,7 @@ class _Plan:
     lo: int = 0
     width: int = 1
     buckets: int = 1
+    digest: bool = False  # buckets checksummed as one digest of their rows' texts (``Side.digest_fits``)
 
     def label(self, b: int) -> str:
         if self.mode == "hash":
@@ -77,14 +78,18 @@ def compare(
             n = max(1, min(max_buckets, math.ceil(min(est, hi - lo + 1) / bucket_rows)))
             plan = _Plan("range", lo=lo, width=max(1, math.ceil((hi - lo + 1) / n)))
             plan.buckets = math.ceil((hi - lo + 1) / plan.width)
+            plan.digest = source.digest_fits(plan.width)
             exprs = (source.bucket_of_range(lo, plan.width), target.bucket_of_range(lo, plan.width))
         else:
             plan = _Plan("hash", buckets=max(1, min(max_buckets, math.ceil(_estimated_rows(source) / bucket_rows))))
             exprs = (source.bucket_of_hash(plan.buckets), target.bucket_of_hash(plan.buckets))
         t0 = time.monotonic()
-        s_aggr, t_aggr = pool.map(lambda pair: pair[0].aggregate(pair[1], metrics), zip((source, target), exprs))
+        s_aggr, t_aggr = pool.map(
+            lambda pair: pair[0].aggregate(pair[1], metrics, digest=plan.digest), zip((source, target), exprs)
+        )
     say(
-        f"{table.name}: first pass in {time.monotonic() - t0:.1f}s: {plan.buckets:,} bucket checksums on each side "
+        f"{table.name}: first pass in {time.monotonic() - t0:.1f}s: {plan.buckets:,} bucket "
+        f"{'digests' if plan.digest else 'checksums'} on each side "
         f"(the source as it is now; rows changed since the compared point are looked at next)"
     )
 
@@ -111,7 +116,9 @@ def compare(
             lo = plan.lo + b * plan.width
             ranges += [
                 (b, cond)
-                for cond in _narrow(source, target, lo, lo + plan.width, rows, pull_rows, b in changed_buckets)
+                for cond in _narrow(
+                    source, target, lo, lo + plan.width, rows, pull_rows, b in changed_buckets, plan.digest
+                )
             ]
         else:
             ranges.append((b, f"{source.bucket_of_hash(plan.buckets)} = {b}"))
@@ -216,8 +223,11 @@ def _bucket_of(plan: _Plan, key: tuple[str, ...]) -> int:
     return int(hashlib.md5(text.encode()).hexdigest()[16:23], 16) % plan.buckets
 
 
-def _narrow(source: Side, target: Side, lo: int, hi: int, rows: int, pull_rows: int, keep_all: bool) -> list[str]:
-    """Key-range conditions covering the differences in [lo, hi): split by 16 while a range is too big to pull."""
+def _narrow(
+    source: Side, target: Side, lo: int, hi: int, rows: int, pull_rows: int, keep_all: bool, digest: bool
+) -> list[str]:
+    """Key-range conditions covering the differences in [lo, hi): split by 16 while a range is too big to pull
+    (its parts checksummed as the top-level buckets were: a narrower range fits a digest too)."""
     k_src = source.col(source.key_cols[0].name)
     if rows <= pull_rows or hi - lo <= SPLIT or keep_all:
         return [f"{k_src} >= {lo} AND {k_src} < {hi}"]
@@ -226,7 +236,7 @@ def _narrow(source: Side, target: Side, lo: int, hi: int, rows: int, pull_rows: 
     cond_t = cond_s.replace(k_src, target.col(target.key_cols[0].name))
     with ThreadPoolExecutor(2) as pool:
         s, t = pool.map(
-            lambda pair: pair[0].aggregate(pair[0].bucket_of_range(lo, width), [], pair[1]),
+            lambda pair: pair[0].aggregate(pair[0].bucket_of_range(lo, width), [], pair[1], digest),
             ((source, cond_s), (target, cond_t)),
         )
     out = []
@@ -241,6 +251,7 @@ def _narrow(source: Side, target: Side, lo: int, hi: int, rows: int, pull_rows: 
                 max(s.get(b, (0,))[0], t.get(b, (0,))[0]),
                 pull_rows,
                 False,
+                digest,
             )
     return out
 

@@ -65,7 +65,7 @@ class Side:
         if kind != "mysql":  # a NOT NULL column's zero dates are -infinity there, null in records
             read_zero_dates_as_null(conn)
         self.kind, self.conn, self.schema, self.table, self.state = kind, conn, schema, table, state
-        self.scope, self.soft_delete = scope, soft_delete
+        self.scope, self.soft_delete, self.nul = scope, soft_delete, nul
         self.key_cols = [schema.column(k) for k in table.key] or list(schema.columns)
         my = kind == "mysql"
         self.ref = f"{quote(schema.db)}.{quote(schema.table)}" if my else f"{qi(schema.db)}.{qi(schema.table)}"
@@ -84,6 +84,10 @@ class Side:
         self.row_text = row(schema.columns)
         self.key_text = row(self.key_cols)
         self.hash = (canonical.mysql_hash if my else canonical.pg_hash)(self.row_text)
+        order = ", ".join(self.col(c.name) for c in self.key_cols)
+        self.digest = (canonical.mysql_digest if my else canonical.pg_digest)(self.row_text, order)
+        if my:  # a digest bucket's texts are joined in the server (``digest_fits`` bounds their size)
+            self.run(f"SET SESSION group_concat_max_len = {canonical.DIGEST_BYTES}")
         self.bucket_hash = (canonical.mysql_bucket_hash if my else canonical.pg_bucket_hash)(self.key_text)
 
     def run(self, sql: str, params: tuple = ()) -> list[tuple]:
@@ -138,9 +142,23 @@ class Side:
     def bucket_of_hash(self, buckets: int) -> str:
         return f"({self.bucket_hash}) % {buckets}"
 
-    def aggregate(self, bucket_expr: str, metrics: list[tuple[str, str]], extra_where: str = "") -> dict[int, tuple]:
-        """Per bucket: (rows, hash sum mod 2^64, *metrics)."""
-        parts = [f"{bucket_expr} AS b", "COUNT(*)", f"SUM({self.hash})"]
+    def digest_fits(self, width: int) -> bool:
+        """Whether buckets of ``width`` consecutive values of the key can be checksummed as one digest each: the
+        key is one integer column (so both sides order it alike and a bucket holds at most ``width`` rows) and
+        the texts of that many rows are bounded well within what either server joins in memory."""
+        if len(self.table.key) != 1 or self.key_cols[0].data_type not in INTEGER:
+            return False
+        bounds = [canonical.text_bound(c, self.nul) for c in self.schema.columns]
+        if None in bounds:
+            return False
+        return width * (sum(b for b in bounds if b is not None) + len(bounds) + 1) <= canonical.DIGEST_BYTES
+
+    def aggregate(
+        self, bucket_expr: str, metrics: list[tuple[str, str]], extra_where: str = "", digest: bool = False
+    ) -> dict[int, tuple]:
+        """Per bucket: (rows, checksum, *metrics). The checksum: the hash sum mod 2^64, or with ``digest`` (see
+        ``digest_fits``) the MD5 of the rows' texts in key order."""
+        parts = [f"{bucket_expr} AS b", "COUNT(*)", self.digest if digest else f"SUM({self.hash})"]
         for column, metric in metrics:
             x = self.col(column)
             if metric == "sum":
@@ -148,6 +166,8 @@ class Side:
             else:
                 parts.append(f"SUM(CASE WHEN {x} IS NULL THEN 1 ELSE 0 END)")
         rows = self.run(f"SELECT {', '.join(parts)} FROM {self.ref} x WHERE {self.where(extra_where)} GROUP BY 1")
+        if digest:
+            return {int(r[0]): (int(r[1]), r[2], *r[3:]) for r in rows}
         return {int(r[0]): (int(r[1]), int(r[2] or 0) % canonical.MOD, *r[3:]) for r in rows}
 
     def texts(self, extra_where: str) -> list[tuple[tuple[str, ...], tuple[str | None, ...]]]:
