@@ -22,14 +22,19 @@ from seam_dev.stack import EmbeddedStack, use_stack_env  # noqa: E402
 RUN = time.strftime("r%Y%m%dT%H%M%S")
 
 
+def stack_up() -> None:
+    """MariaDB, the broker and PostgreSQL started, and their endpoints in this process's environment."""
+    stack = EmbeddedStack()
+    stack.up(("mysql", "kafka", "postgres"))
+    use_stack_env(stack)
+
+
 def bench_pipeline(
     tables: list[dict], topic_prefix: str | None = None, snapshot: str | None = None, stream: dict | None = None
 ) -> str:
     """Start MariaDB, the broker and PostgreSQL; return a temporary copy of the demo pipeline with ``tables``
     (and ``source.snapshot`` and the ``stream`` section when given)."""
-    stack = EmbeddedStack()
-    stack.up(("mysql", "kafka", "postgres"))
-    use_stack_env(stack)
+    stack_up()
     doc = yaml.safe_load(open(load_pipeline().path))
     doc["tables"] = tables
     if snapshot:

@@ -559,11 +559,12 @@ def repair_case(rows: int, repeats: int, results: list[Result]) -> None:
 
 def resume_case(rows: int, repeats: int, results: list[Result]) -> None:
     """A full load killed at about 60% and started again, against a clean full load of the same table."""
-    from common import bench_pipeline
+    from common import bench_pipeline, stack_up
     from repair_resume import DB, ensure_table, killed_then_resumed, seam
 
     from seam.config import load_pipeline
 
+    stack_up()  # the case may run alone: its table is made before its first pipeline
     ensure_table("resumed", rows)
     case = f"full load of {rows:,} rows, killed at 60%"
     resumed = Result(case, "seam load full again (resumes)", baselines=["seam load full, clean"])
