@@ -29,7 +29,14 @@ class Publication:
         self.pipeline, self.table, self.batch = pipeline, table, batch
         self.topic = table_topic(pipeline, table)
         ensure_topics(pipeline, [self.topic])
-        self.publisher = Publisher(pipeline)
+        self._publisher: Publisher | None = Publisher.lease(pipeline)  # leased now: its producer id is on its way
+
+    @property
+    def publisher(self) -> Publisher:
+        """This batch's own publisher until END; a batch ended and then sent to again leases another."""
+        if self._publisher is None:
+            self._publisher = Publisher.lease(self.pipeline)
+        return self._publisher
 
     def begin(self, mode: str, schema: TableSchema, **extra) -> Begin:
         """BEGIN: the sink opens the batch with these columns and the table's key."""
@@ -65,6 +72,8 @@ class Publication:
             **extra,
         )
         self._control(end.to_json())
+        done, self._publisher = self.publisher, None
+        done.release()  # every message of the batch acknowledged: the next batch of this process may use it
         return end
 
     def cancel(self, mode: str, why: str) -> End:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
 import time
 from typing import Any
 
@@ -69,6 +70,11 @@ def producer_config(pipeline: Pipeline) -> dict:
         "message.timeout.ms": 120_000,
         "logger": _KAFKA_LOG,
     }
+
+
+def _config_key(pipeline: Pipeline) -> str:
+    """Publishers of equal producer settings are interchangeable."""
+    return repr(sorted((k, str(v)) for k, v in producer_config(pipeline).items() if k != "logger"))
 
 
 def consumer_config(pipeline: Pipeline) -> dict:
@@ -159,6 +165,8 @@ class Publisher:
         self.errors: list[str] = []
         self.fatal: str | None = None
         self.sent = 0
+        self._config_key = _config_key(pipeline)
+        self._drained = True  # every message sent was acknowledged (the last flush found none left)
         # delivery reports for failures only: a Python callback per acknowledged message costs as much as the
         # produce call itself
         self._producer = Producer(
@@ -185,6 +193,7 @@ class Publisher:
                 # partition 0 always: a topic the broker auto-created (after losing it) may have more partitions,
                 # and per-table order lives in one partition
                 self._producer.produce(topic, value, key, partition=0, headers=headers)
+                self._drained = False
                 break
             except BufferError:
                 self._producer.poll(0.05)
@@ -198,6 +207,7 @@ class Publisher:
         of one chunk)."""
 
         messages: list[dict[str, Any]] = [{"value": v, "key": k} for v, k in zip(values, keys)]
+        self._drained = False
         while messages:
             try:
                 queued = self._producer.produce_batch(topic, messages, partition=0)
@@ -233,6 +243,7 @@ class Publisher:
         self._raise_undelivered(left)
         if left:
             raise BrokerError(f"{left} message(s) not acknowledged by the broker within {timeout:.0f}s")
+        self._drained = True
 
     def check(self) -> None:
         """Raise if a message sent so far was refused, as ``flush`` would, without waiting for those still on
@@ -247,6 +258,30 @@ class Publisher:
         if errors:
             raise BrokerError(f"{len(errors)} message(s) were not delivered, first: {errors[0]}")
 
+    def release(self) -> None:
+        """Hand this publisher, every message of it acknowledged and none refused, to the next ``lease`` in this
+        process; one that failed is dropped instead (a new one starts clean)."""
+        if self.fatal is None and not self.errors and self._drained:
+            with Publisher._lock:
+                Publisher._idle.setdefault(self._config_key, []).append(self)
+
+    @classmethod
+    def lease(cls, pipeline: Pipeline) -> Publisher:
+        """A publisher of this process for one user at a time (a batch's control messages): one released earlier
+        if there is one. An idempotent producer's first message waits about 0.5 s for its producer id (librdkafka
+        asks before it has a broker connection up, and asks again after 500 ms), which a long-lived process (the
+        shared Spark driver) then pays once instead of at every BEGIN."""
+        key = _config_key(pipeline)
+        with cls._lock:
+            idle = cls._idle.get(key, [])
+            while idle:
+                publisher = idle.pop()
+                if publisher.fatal is None:  # not broken while it waited (a broker that lost its state)
+                    return publisher
+        return cls(pipeline)
+
+    _idle: dict[str, list[Publisher]] = {}
+    _lock = threading.Lock()
     _per_process: dict[str, Publisher] = {}
 
     @classmethod
