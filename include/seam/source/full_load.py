@@ -369,7 +369,7 @@ def _publish_chunk(
     context = TaskContext.get()
     assert context is not None  # runs as a Spark task
     attempt = attempt_base + context.taskAttemptId()
-    publisher = Publisher.shared(pipeline)
+    publisher = Publisher.shared(pipeline, topic)
     publisher.flush()  # nothing of an earlier (failed) task may be counted in this one
     pace = SinkPace(pipeline, topic)
     try:

@@ -29,13 +29,13 @@ class Publication:
         self.pipeline, self.table, self.batch = pipeline, table, batch
         self.topic = table_topic(pipeline, table)
         ensure_topics(pipeline, [self.topic])
-        self._publisher: Publisher | None = Publisher.lease(pipeline)  # leased now: its producer id is on its way
+        self._publisher: Publisher | None = Publisher.lease(pipeline, self.topic)  # leased now: its producer id is on its way
 
     @property
     def publisher(self) -> Publisher:
         """This batch's own publisher until END; a batch ended and then sent to again leases another."""
         if self._publisher is None:
-            self._publisher = Publisher.lease(self.pipeline)
+            self._publisher = Publisher.lease(self.pipeline, self.topic)
         return self._publisher
 
     def begin(self, mode: str, schema: TableSchema, **extra) -> Begin:

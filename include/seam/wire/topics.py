@@ -167,6 +167,8 @@ class Publisher:
         self.sent = 0
         self._config_key = _config_key(pipeline)
         self._drained = True  # every message sent was acknowledged (the last flush found none left)
+        self._pipeline = pipeline
+        self._known: tuple[str, str | None] | None = None  # (topic, its id) when last taken (``used_for``)
         # delivery reports for failures only: a Python callback per acknowledged message costs as much as the
         # produce call itself
         self._producer = Producer(
@@ -266,33 +268,56 @@ class Publisher:
                 Publisher._idle.setdefault(self._config_key, []).append(self)
 
     @classmethod
-    def lease(cls, pipeline: Pipeline) -> Publisher:
-        """A publisher of this process for one user at a time (a batch's control messages): one released earlier
-        if there is one. An idempotent producer's first message waits about 0.5 s for its producer id (librdkafka
-        asks before it has a broker connection up, and asks again after 500 ms), which a long-lived process (the
-        shared Spark driver) then pays once instead of at every BEGIN."""
+    def lease(cls, pipeline: Pipeline, topic: str) -> Publisher:
+        """A publisher of this process for one user at a time (a batch's control messages on ``topic``): one
+        released earlier if there is one and its broker is still the one it knew (``_same_broker``). An
+        idempotent producer's first message waits about 0.5 s for its producer id (librdkafka asks before it has
+        a broker connection up, and asks again after 500 ms), which a long-lived process (the shared Spark
+        driver) then pays once instead of at every BEGIN."""
         key = _config_key(pipeline)
-        with cls._lock:
-            idle = cls._idle.get(key, [])
-            while idle:
-                publisher = idle.pop()
-                if publisher.fatal is None:  # not broken while it waited (a broker that lost its state)
-                    return publisher
-        return cls(pipeline)
+        while True:
+            with cls._lock:
+                idle = cls._idle.get(key, [])
+                publisher = idle.pop() if idle else None
+            if publisher is None:
+                return cls(pipeline).used_for(topic)
+            if publisher.fatal is None and publisher._same_broker():
+                return publisher.used_for(topic)
+
+    def used_for(self, topic: str) -> Publisher:
+        """Remember ``topic`` and the id the broker gives it now (``_same_broker`` compares it later)."""
+        try:
+            self._known = (topic, topic_ids(self._pipeline, [topic]).get(topic))
+        except Exception:  # noqa: BLE001 - not known: this publisher is not handed on (nor kept for tasks)
+            self._known = None
+        return self
+
+    def _same_broker(self) -> bool:
+        """Whether the broker still has the topic this publisher last used, under the same id. The embedded
+        broker forgets its topics and its producers' ids when it restarts; a producer from before then is not
+        refused but its messages time out after minutes (``message.timeout.ms``), which a load after a broker
+        restart waited (127 s for ``tpch.orders``)."""
+        if self._known is None:
+            return False
+        topic, known = self._known
+        try:
+            return topic_ids(self._pipeline, [topic]).get(topic) == known
+        except Exception:  # noqa: BLE001 - gone, or no answer: start afresh
+            return False
 
     _idle: dict[str, list[Publisher]] = {}
     _lock = threading.Lock()
     _per_process: dict[str, Publisher] = {}
 
     @classmethod
-    def shared(cls, pipeline: Pipeline) -> Publisher:
-        """One publisher per process and broker: an idempotent producer's start-up (its connection and
-        producer id) is paid once, and Spark reuses its Python workers across tasks. Callers flush before they
-        report success."""
+    def shared(cls, pipeline: Pipeline, topic: str) -> Publisher:
+        """One publisher per process and broker for ``topic``'s rows: an idempotent producer's start-up (its
+        connection and producer id) is paid once, and Spark reuses its Python workers across tasks; a broker
+        that restarted since (``_same_broker``) gets a new one. Callers flush before they report success."""
         publisher = cls._per_process.get(pipeline.kafka.bootstrap)
-        if publisher is None or publisher.fatal:
+        if publisher is None or publisher.fatal or not publisher._same_broker():
             publisher = cls._per_process[pipeline.kafka.bootstrap] = cls(pipeline)
-        return publisher
+        return publisher.used_for(topic)
 
 
 def list_topics(pipeline: Pipeline, timeout: float = 15.0) -> list[tuple[str, int]]:
