@@ -29,7 +29,8 @@ class Publication:
         self.pipeline, self.table, self.batch = pipeline, table, batch
         self.topic = table_topic(pipeline, table)
         ensure_topics(pipeline, [self.topic])
-        self._publisher: Publisher | None = Publisher.lease(pipeline, self.topic)  # leased now: its producer id is on its way
+        # leased now: its producer id is on its way while the caller prepares
+        self._publisher: Publisher | None = Publisher.lease(pipeline, self.topic)
 
     @property
     def publisher(self) -> Publisher:
