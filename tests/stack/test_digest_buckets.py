@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import random
-import sys
 
 import psycopg
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from seam.config import load_pipeline
 from seam.validate.validation import validate
 from seam_dev import demo
-from tests.support.commands import run_command
+from tests.support.commands import seam_command
 from tests.support.pipelines import pipeline_file
 
 DB = "digest_test"
@@ -83,12 +82,7 @@ def path(stack, tmp_path_factory):
     file = pipeline_file(
         tmp_path_factory, "digest", [{"name": f"{DB}.{t}", "key": ["id"]} for t in ("zoo", "zoo_text")]
     )
-    loaded = run_command(
-        [sys.executable, "-m", "seam.cli", "--pipeline", file, "load", "full", f"{DB}.zoo", f"{DB}.zoo_text"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    loaded = seam_command(file, "load", "full", f"{DB}.zoo", f"{DB}.zoo_text", timeout=900)
     assert loaded.returncode == 0, loaded.stdout + loaded.stderr
     return file
 

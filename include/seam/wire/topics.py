@@ -168,7 +168,7 @@ class Publisher:
         self._config_key = _config_key(pipeline)
         self._drained = True  # every message sent was acknowledged (the last flush found none left)
         self._pipeline = pipeline
-        self._known: tuple[str, str | None] | None = None  # (topic, its id) when last taken (``used_for``)
+        self._known: tuple[str, str] | None = None  # (topic, its id) when last taken (``_remember``)
         # delivery reports for failures only: a Python callback per acknowledged message costs as much as the
         # produce call itself
         self._producer = Producer(
@@ -280,30 +280,9 @@ class Publisher:
                 idle = cls._idle.get(key, [])
                 publisher = idle.pop() if idle else None
             if publisher is None:
-                return cls(pipeline).used_for(topic)
-            if publisher.fatal is None and publisher._same_broker():
-                return publisher.used_for(topic)
-
-    def used_for(self, topic: str) -> Publisher:
-        """Remember ``topic`` and the id the broker gives it now (``_same_broker`` compares it later)."""
-        try:
-            self._known = (topic, topic_ids(self._pipeline, [topic]).get(topic))
-        except Exception:  # noqa: BLE001 - not known: this publisher is not handed on (nor kept for tasks)
-            self._known = None
-        return self
-
-    def _same_broker(self) -> bool:
-        """Whether the broker still has the topic this publisher last used, under the same id. The embedded
-        broker forgets its topics and its producers' ids when it restarts; a producer from before then is not
-        refused but its messages time out after minutes (``message.timeout.ms``), which a load after a broker
-        restart waited (127 s for ``tpch.orders``)."""
-        if self._known is None:
-            return False
-        topic, known = self._known
-        try:
-            return topic_ids(self._pipeline, [topic]).get(topic) == known
-        except Exception:  # noqa: BLE001 - gone, or no answer: start afresh
-            return False
+                return cls(pipeline)._remember(topic)
+            if publisher.fatal is None and publisher._same_broker(topic):
+                return publisher
 
     _idle: dict[str, list[Publisher]] = {}
     _lock = threading.Lock()
@@ -315,9 +294,38 @@ class Publisher:
         connection and producer id) is paid once, and Spark reuses its Python workers across tasks; a broker
         that restarted since (``_same_broker``) gets a new one. Callers flush before they report success."""
         publisher = cls._per_process.get(pipeline.kafka.bootstrap)
-        if publisher is None or publisher.fatal or not publisher._same_broker():
-            publisher = cls._per_process[pipeline.kafka.bootstrap] = cls(pipeline)
-        return publisher.used_for(topic)
+        if publisher is not None and publisher.fatal is None and publisher._same_broker(topic):
+            return publisher
+        publisher = cls._per_process[pipeline.kafka.bootstrap] = cls(pipeline)
+        return publisher._remember(topic)
+
+    def _remember(self, topic: str) -> Publisher:
+        """Remember ``topic`` and the id the broker gives it now (none read: this publisher is not taken again)."""
+        found = _topic_id(self._pipeline, topic)
+        self._known = None if found is None else (topic, found)
+        return self
+
+    def _same_broker(self, topic: str) -> bool:
+        """Whether the topic this publisher was last taken for is still there under the same id (then ``topic``
+        is remembered instead). The embedded broker forgets its topics and its producers' ids when it restarts;
+        a producer from before then is not refused but its messages time out after minutes
+        (``message.timeout.ms``), which a load after a broker restart waited (127 s for ``tpch.orders``)."""
+        if self._known is None:
+            return False
+        last, known = self._known
+        if _topic_id(self._pipeline, last) != known:
+            return False
+        if last != topic:
+            self._remember(topic)
+        return True
+
+
+def _topic_id(pipeline: Pipeline, topic: str) -> str | None:
+    """The topic's id on the broker now; None when it has none or does not answer."""
+    try:
+        return topic_ids(pipeline, [topic]).get(topic)
+    except Exception:  # noqa: BLE001 - gone, or no answer
+        return None
 
 
 def list_topics(pipeline: Pipeline, timeout: float = 15.0) -> list[tuple[str, int]]:
