@@ -40,10 +40,10 @@ from seam.apply.retry import transient
 from seam.core.errors import DivergenceError, ValidationError, first_line
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.load_run import job_env, sink_running
-from seam.source.binlog import gtids_at
 from seam.source.checks import check_streamable
 from seam.source.errors import transient_source_error
 from seam.source.gtid import gtids_enabled, server_identity
+from seam.source.gtid_positions import gtids_at
 from seam.source.publication import Publication
 from seam.source.schema import read_schema
 from seam.source.snapshot import open_snapshot, snapshot_opening

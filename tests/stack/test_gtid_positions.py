@@ -1,17 +1,19 @@
-"""The GTID set at a binlog position (``seam.source.binlog.gtids_at``) on MariaDB: answered from a recent
+"""The GTID set at a binlog position (``seam.source.gtid_positions.gtids_at``) on MariaDB: answered from a recent
 answer (the same position, or a nearby earlier one plus the GTIDs logged in between) it must equal the
 server's own BINLOG_GTID_POS, with transactions in two replication domains; a later position that is far
 off is the server's to read."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
 
 from seam.config import load_pipeline
+from seam.core.pipeline import Secret
 from seam.core.position import Position
-from seam.source import binlog
+from seam.source import gtid_positions as binlog
 from seam.source.gtid import GtidSet
 from seam_dev import demo
 from tests.support.source import fresh_database
@@ -73,5 +75,27 @@ def test_recent_answers_equal_the_servers_in_two_domains(stack, monkeypatch):
         before = len(asked)
         assert binlog.gtids_at(conn, far, pipeline.source) == _server_says(conn, far)
         assert len(asked) == before
+    finally:
+        conn.close()
+
+
+def test_an_account_that_may_not_read_the_binlog_is_answered_by_the_server(stack, monkeypatch):
+    """A load needs no REPLICATION SLAVE: when reading the range between is refused, the server answers."""
+    fresh_database(f"{DB}_refused", f"CREATE TABLE `{DB}_refused`.t (id INT PRIMARY KEY, v INT)")
+    pipeline = load_pipeline()
+    refused = dataclasses.replace(pipeline.source, password=Secret("not the password"))
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], f"{DB}_refused")
+    conn.autocommit(True)
+    monkeypatch.setattr(binlog, "_RECENT", binlog._Recent())
+    monkeypatch.setattr(binlog._Recent, "SMALL", 1.0)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("INSERT INTO t VALUES (-1, 0) ON DUPLICATE KEY UPDATE v = v + 1")
+            first = _head(conn)
+            binlog.gtids_at(conn, first, refused)
+            cur.execute("INSERT INTO t VALUES (-2, 0) ON DUPLICATE KEY UPDATE v = v + 1")
+        later = _head(conn)
+        assert later.after(first)
+        assert binlog.gtids_at(conn, later, refused) == _server_says(conn, later)
     finally:
         conn.close()

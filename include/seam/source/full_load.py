@@ -42,9 +42,9 @@ from seam.core.errors import raised_in_a_task
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
 from seam.core.schema import SchemaError, TableSchema
-from seam.source.binlog import gtids_at, head_gtids
 from seam.source.checks import check_key_values, check_names, check_source, check_streamable
 from seam.source.gtid import gtids_enabled, server_identity
+from seam.source.gtid_positions import gtids_at, head_gtids
 from seam.source.head import binlog_files
 from seam.source.publication import Publication
 from seam.source.row_json import RowJson, RowNotRendered

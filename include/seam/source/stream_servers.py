@@ -18,9 +18,10 @@ from collections.abc import Callable
 from seam.alerts import alert
 from seam.core.errors import StreamError
 from seam.core.position import Position
-from seam.source.binlog import gtids_at, locate
+from seam.source.binlog import locate
 from seam.source.chains import Chains, Followed
 from seam.source.gtid import GtidError, GtidSet, gtids_enabled, is_mariadb
+from seam.source.gtid_positions import gtids_at
 from seam.source.head import binlog_files, binlog_status, unlogged
 from seam.state.positions import stop_stream
 from seam.wire.boundary import Rebase
