@@ -170,8 +170,10 @@ class BatchRun:
         self.results: dict[str, dict] = {}
         self.spark: SparkJob | None = None
         self.sink: Child | None = None
+        self.job = ""
 
     def run(self, job: str, job_args: list[str]) -> dict[str, dict]:
+        self.job = job
         ensure_topics(self.pipeline, self.topics)
         self.watch = StateWatch(self.pipeline, self.runner.say)
         started = time.time()
@@ -352,10 +354,13 @@ class BatchRun:
             self.runner.say("a running sink took the topics first: it applies the batch")
             self.sink = None
         if self.sink is not None and self.sink.poll() is not None:
+            # not `seam sink`: this load stops its Spark job on the way out, so the batch may never get its END
+            kind = "full" if self.job == "full_load" else "incremental"
             raise LoadError(
-                f"the sink stopped (exit {self.sink.poll()}) before the batch committed; "
-                f"run `seam sink {' '.join('--table ' + t.name for t in self.tables)}` to finish "
-                "applying it, the target keeps the previous data meanwhile"
+                f"the sink stopped (exit {self.sink.poll()}) before the batch committed; nothing of the unfinished "
+                f"batch is visible, the target keeps the previous data: re-run `seam load {kind} "
+                f"{' '.join(t.name for t in self.tables)}`"
+                + (" (it resumes the batch, keeping the chunks already staged)" if kind == "full" else "")
             )
 
     def _stalled(self) -> LoadError:

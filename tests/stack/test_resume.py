@@ -39,9 +39,9 @@ def _seam(path: str, *args: str, timeout: float = 900) -> subprocess.CompletedPr
     )
 
 
-def _kill_all(marker: str) -> int:
+def _kill_all(marker: str, only: str = "") -> int:
     """SIGKILL every process whose command line names ``marker`` (the load, its Spark job, its sink): as if
-    the machine running them was lost."""
+    the machine running them was lost (``only``: those whose command line also holds it)."""
     killed = 0
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
@@ -49,7 +49,7 @@ def _kill_all(marker: str) -> int:
             pid = int(cmdline.parent.name)
         except (OSError, ValueError):
             continue
-        if marker in text and pid != os.getpid():
+        if marker in text and only in text and pid != os.getpid():
             try:
                 os.kill(pid, signal.SIGKILL)
                 killed += 1
@@ -190,3 +190,34 @@ def test_a_resume_whose_kept_chunks_predate_a_truncate_says_to_start_afresh(stac
     fresh = _seam(path, "load", "full", f"{DB}.cut", "--restart")
     assert fresh.returncode == 0 and "resumed" not in fresh.stdout, fresh.stdout + fresh.stderr
     assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "cut") is None
+
+
+def test_a_load_whose_sink_is_killed_names_the_way_out_and_it_works(stack, tmp_path_factory):
+    """The load stops its Spark job when its sink dies, so the batch may never get its END: the way out it
+    prints is the load again, which resumes the batch and commits it exact."""
+    numbered_table(DB, "sunk", 300_000)
+    path = pipeline_file(tmp_path_factory, "sunk", [{"name": f"{DB}.sunk", "key": ["id"]}], spark=one_core_spark(6))
+    doc = yaml.safe_load(open(path))
+    doc["kafka"]["max_unapplied_events"] = 20_000  # chunks are unpublished when the sink dies
+    Path(path).write_text(yaml.safe_dump(doc))
+    pipeline = load_pipeline(path)
+    load = subprocess.Popen(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.sunk", "--restart"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.time() + 300
+    while _parts_done(pipeline)[0] < 1 and time.time() < deadline and load.poll() is None:
+        time.sleep(0.05)
+    assert load.poll() is None, "the load ended before its sink could be killed"
+    assert _kill_all(path, only=" sink") >= 1
+    out = load.communicate(timeout=300)[0]
+    way_out = f"re-run `seam load full {DB}.sunk` (it resumes the batch, keeping the chunks already staged)"
+    assert load.returncode == 2 and way_out in out, out
+    again = _seam(path, "load", "full", f"{DB}.sunk")
+    assert again.returncode == 0 and re.search(r"resumed: [1-9]\d* of \d+ chunks kept", again.stdout), (
+        again.stdout + again.stderr
+    )
+    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "sunk") is None
