@@ -58,6 +58,20 @@ def _kill_all(marker: str, only: str = "") -> int:
     return killed
 
 
+def _paced_table(tmp_path_factory, table: str, chunks: int) -> str:
+    """A 300,000-row table and its pipeline file, on one core in ``chunks`` chunks, publishers at most 20,000
+    rows ahead of the sink: a kill once a chunk is staged leaves chunks unpublished. (With the default bound,
+    200,000, a killed job could publish the whole table first: the resume then kept every chunk. CI.)"""
+    numbered_table(DB, table, 300_000)
+    path = pipeline_file(
+        tmp_path_factory, table, [{"name": f"{DB}.{table}", "key": ["id"]}], spark=one_core_spark(chunks)
+    )
+    doc = yaml.safe_load(open(path))
+    doc["kafka"]["max_unapplied_events"] = 20_000
+    Path(path).write_text(yaml.safe_dump(doc))
+    return path
+
+
 def _topic(pipeline) -> str:
 
     return table_topic(pipeline, pipeline.table(f"{DB}.big"))
@@ -154,14 +168,7 @@ def test_a_load_killed_part_way_resumes_keeping_its_chunks(stack, tmp_path_facto
 def test_a_resume_whose_kept_chunks_predate_a_truncate_says_to_start_afresh(stack, tmp_path_factory):
     """The kept chunks were read before the table was emptied: the batch cannot end exact, and running the load
     again would resume it again. The error names `--restart`, and that works."""
-    numbered_table(DB, "cut", 300_000)
-    path = pipeline_file(tmp_path_factory, "cut", [{"name": f"{DB}.cut", "key": ["id"]}], spark=one_core_spark(12))
-    # publishers at most 20,000 rows ahead of the sink: at the kill (2 of 6 chunks staged) chunks are unpublished.
-    # With the default bound (200,000) the killed job could publish the whole table first; the batch then
-    # resumed with every chunk kept, read nothing after the truncate, and committed exact at its position (CI)
-    doc = yaml.safe_load(open(path))
-    doc["kafka"]["max_unapplied_events"] = 20_000
-    Path(path).write_text(yaml.safe_dump(doc))
+    path = _paced_table(tmp_path_factory, "cut", 12)
     pipeline = load_pipeline(path)
     first = subprocess.Popen(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.cut", "--restart"],
@@ -195,11 +202,7 @@ def test_a_resume_whose_kept_chunks_predate_a_truncate_says_to_start_afresh(stac
 def test_a_load_whose_sink_is_killed_names_the_way_out_and_it_works(stack, tmp_path_factory):
     """The load stops its Spark job when its sink dies, so the batch may never get its END: the way out it
     prints is the load again, which resumes the batch and commits it exact."""
-    numbered_table(DB, "sunk", 300_000)
-    path = pipeline_file(tmp_path_factory, "sunk", [{"name": f"{DB}.sunk", "key": ["id"]}], spark=one_core_spark(6))
-    doc = yaml.safe_load(open(path))
-    doc["kafka"]["max_unapplied_events"] = 20_000  # chunks are unpublished when the sink dies
-    Path(path).write_text(yaml.safe_dump(doc))
+    path = _paced_table(tmp_path_factory, "sunk", 6)
     pipeline = load_pipeline(path)
     load = subprocess.Popen(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.sunk", "--restart"],
