@@ -176,6 +176,7 @@ class BatchRun:
         self.job = job
         ensure_topics(self.pipeline, self.topics)
         self.watch = StateWatch(self.pipeline, self.runner.say)
+        self.watch.hold(self.batches.values())
         started = time.time()
         try:
             self._start(job, job_args)

@@ -139,6 +139,7 @@ def _repair_once(
     batch = new_batch_id()
     publication = Publication(pipeline, table, batch)
     watch = StateWatch(pipeline, say)  # the sink's batch state, read across a restart of the target
+    watch.hold([batch])  # while it compares, no rows come: its sink must not take it for gone
     sink: subprocess.Popen | None = None
     ended = False
     try:

@@ -590,7 +590,9 @@ def test_structured_streaming_sink_applies_batches_and_resumes_from_the_target(s
 def test_a_batch_whose_load_is_gone_is_abandoned_and_leaves_nothing(sink_pipeline):
     """A load killed as a whole process tree between BEGIN and END (no cleanup ran): after load.abandon_after
     without its rows the sink abandons the batch: its staging tables are dropped, the ledger says why, the
-    table keeps its committed data, and a new batch of the table commits."""
+    table keeps its committed data, and a new batch of the table commits. While the command that publishes
+    the batch still runs (it holds the batch: ``StateWatch.hold``) the batch is never abandoned, however long
+    no rows come (CI: a sink held up for 20 s abandoned all six batches of a live load)."""
     pipeline = replace(sink_pipeline, load=replace(sink_pipeline.load, abandon_after=2.0))
     topic = table_topic(pipeline, pipeline.tables[0])
     ensure_topics(pipeline, [topic])
@@ -599,6 +601,17 @@ def test_a_batch_whose_load_is_gone_is_abandoned_and_leaves_nothing(sink_pipelin
     assert _apply(pipeline, first.id) == {first.id: "committed"}
     dead = Batch(pipeline, publisher).rows(range(1, 100))  # its END never comes
     publisher.flush()
+    load = StateWatch(pipeline, say=lambda _: None)
+    load.hold([dead.id])
+    try:
+        sink = Sink(pipeline)
+        try:
+            sink.run(idle_exit=6)  # three times load.abandon_after without a row
+        finally:
+            sink.close()
+        assert _ledger(pipeline, dead.id)[0] == "open", "a batch whose load runs was abandoned"
+    finally:
+        load.close()  # the load is gone
     sink = Sink(pipeline)
     try:
         sink.run(idle_exit=6)

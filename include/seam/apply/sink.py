@@ -57,7 +57,7 @@ from seam.state.connection import connect_target
 from seam.state.owners import holder_of, record_holder
 from seam.state.parts import part_beat
 from seam.state.positions import forget_cascades
-from seam.state.schema import ensure_state, try_lock
+from seam.state.schema import ensure_state, held_by_another, try_lock
 from seam.wire.boundary import (
     BLOCK_KINDS,
     Begin,
@@ -556,12 +556,15 @@ class Sink:
 
     def _abandon_stale(self) -> None:
         """Abandon the batches whose load is gone (killed as a whole process tree, its machine lost: nothing
-        ran its cleanup): staging dropped, the ledger says why, and the table's change events held behind it
+        ran its cleanup; ``StateWatch.hold``): staging dropped, the ledger says why, and the table's change events held behind it
         are applied in order to the table as it was, so the stream goes on (and the reader's back-pressure,
         which counts them, lets go)."""
         for topic in self.batches.stale():
             batch = self.open[topic]
             assert batch is not None
+            if held_by_another(self.conn, "load", batch.begin.batch):  # its command runs: rows will come
+                batch.rows_at = time.monotonic()
+                continue
             name = f"{batch.begin.db}.{batch.begin.table}"
             why = (
                 f"abandoned: no rows of its load arrived for {self.pipeline.load.abandon_after:.0f} s (load.abandon_after); "

@@ -8,7 +8,7 @@ Delivery guarantee: none (connections).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import psycopg
@@ -16,7 +16,7 @@ import psycopg
 from seam.core.errors import TargetError, first_line
 from seam.core.pipeline import Pipeline
 from seam.state.ledger import BATCHES_CHANNEL
-from seam.state.schema import ensure_state
+from seam.state.schema import ensure_state, try_lock
 
 
 def scalar(conn, query: str, params: tuple | dict | None = None) -> Any:
@@ -99,6 +99,7 @@ class StateWatch:
     def __init__(self, pipeline: Pipeline, say: Callable[[str], None]):
         self.pipeline, self.say = pipeline, say
         self.lost = False  # broken, and not made again yet
+        self.held: set[str] = set()  # the batches whose ``load`` lock this session holds (``hold``)
         self.conn = self._first_connection()
 
     def _first_connection(self, tries: int = 3) -> psycopg.Connection:
@@ -122,7 +123,17 @@ class StateWatch:
 
     def _listening(self, conn: psycopg.Connection) -> psycopg.Connection:
         conn.execute(f"LISTEN {BATCHES_CHANNEL}")
+        for batch in self.held:  # taken again on a session made again
+            try_lock(conn, "load", batch)
         return conn
+
+    def hold(self, batches: Iterable[str]) -> None:
+        """Hold the ``load`` lock of each batch for as long as this command runs: a sink abandons an open batch
+        that got no rows for ``load.abandon_after`` only when no command holds it (the load is gone). Rows can
+        stop coming from a live load: its sink held up (a busy machine, a lock), a repair comparing the table."""
+        for batch in batches:
+            try_lock(self.conn, "load", batch)
+            self.held.add(batch)
 
     def wait(self, seconds: float) -> None:
         """Up to ``seconds``, less when a batch becomes final meanwhile (the sink's NOTIFY at its commit): a

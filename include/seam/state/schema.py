@@ -19,6 +19,7 @@ LOCKS = {
     "functions": 54012,  # validation's SQL helper functions
     "target_schema": 54013,  # creating a target database's schema (CREATE SCHEMA races with itself)
     "owner": 54014,  # per pipeline and role: one change reader, one stream sink (seam.state.owners)
+    "load": 54015,  # per batch, for as long as the command that publishes it runs: its sink never abandons it
 }
 
 
