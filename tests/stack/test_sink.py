@@ -631,6 +631,38 @@ def test_a_batch_whose_load_is_gone_is_abandoned_and_leaves_nothing(sink_pipelin
     assert [r[0] for r in _table(pipeline)] == list(range(1, 8))
 
 
+def test_a_loads_own_sink_exits_once_its_load_is_gone_leaving_the_batch_to_resume(sink_pipeline):
+    """A load's own sink (`seam sink --until-batch`, in a session of its own) whose load was killed with no
+    cleanup (SIGKILL of the command alone, an OOM kill) exits within seconds, and the batch stays open for the
+    next run to resume. It used to apply on until its timeout (an hour), holding the table's topic, which a
+    stream's sink could not take meanwhile. While the load runs (it holds the batch) the sink stays."""
+    pipeline = sink_pipeline
+    ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
+    publisher = Publisher(pipeline)
+    open_batch = Batch(pipeline, publisher).rows(range(1, 10))  # its END never comes
+    publisher.flush()
+    load = StateWatch(pipeline, say=lambda _: None)
+    load.hold([open_batch.id])
+    sink = Sink(pipeline)
+    ended: list[float] = []
+    runner = threading.Thread(
+        target=lambda: (sink.run(until_batches={open_batch.id}, deadline=time.time() + 120), ended.append(1))
+    )
+    try:
+        runner.start()
+        runner.join(2 * TOPIC_CHECK_S + 1)
+        assert runner.is_alive(), "the sink of a running load exited"
+        load.close()  # the load is gone
+        gone = time.monotonic()
+        runner.join(60)
+        assert ended and time.monotonic() - gone < TOPIC_CHECK_S + 5
+    finally:
+        load.close()
+        runner.join(130)
+        sink.close()
+    assert _ledger(pipeline, open_batch.id)[0] == "open"
+
+
 def test_a_row_the_target_cannot_hold_rejects_its_batch_not_the_sink(pipeline):
     """A batch row whose value the target's column cannot hold (an amount past DECIMAL(12,2)): its COPY fails.
     The batch is rejected, with why, and the sink goes on: a batch of another table in the same run commits

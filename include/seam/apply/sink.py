@@ -214,6 +214,8 @@ class Sink:
             while not should_stop():
                 if time.monotonic() - checked > TOPIC_CHECK_S:
                     checked = time.monotonic()
+                    if until_batches is not None and self._caller_gone(until_batches):
+                        break
                     if self._recreated():  # what was read of the old topics is void: again from the target
                         ahead.stop()
                         consumer.close()  # a new client: the old one's metadata still names the old topic
@@ -253,6 +255,20 @@ class Sink:
             ahead.stop()
             consumer.close()
         return dict(self.finished)
+
+    def _caller_gone(self, until_batches: set[str]) -> bool:
+        """Whether the command this sink was started for is gone (killed with no cleanup: nothing holds the
+        batches it waits for, ``StateWatch.hold``). Then it exits rather than hold the tables' topics until its
+        timeout, which kept a stream's sink from taking them; the batches stay open for the next run to resume."""
+        pending = sorted(until_batches - self.finished.keys())
+        try:
+            with self.conn.transaction():  # a read: not the sink's unit of commit
+                gone = not any(held_by_another(self.conn, "load", b) for b in pending)
+        except psycopg.Error:
+            return False  # looked at again; the next apply meets the error and recovers
+        if gone:
+            log.warning("nothing holds batch(es) %s: the command that started this sink is gone", ", ".join(pending))
+        return gone
 
     def _sorted_out(self, messages: list, at_end: set[str]) -> list | None:
         """The messages without the client's events (a topic's end noted in ``at_end``); None when a stored
