@@ -661,6 +661,13 @@ def test_a_loads_own_sink_exits_once_its_load_is_gone_leaving_the_batch_to_resum
         runner.join(130)
         sink.close()
     assert _ledger(pipeline, open_batch.id)[0] == "open"
+    # the next load would resume it; abandoned here, so that the next test's sink finds no open batch to supersede
+    sink = Sink(replace(pipeline, load=replace(pipeline.load, abandon_after=1.0)))
+    try:
+        sink.run(idle_exit=3)
+    finally:
+        sink.close()
+    assert _ledger(pipeline, open_batch.id)[0] == "abandoned"
 
 
 def test_a_row_the_target_cannot_hold_rejects_its_batch_not_the_sink(pipeline):
