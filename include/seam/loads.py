@@ -207,6 +207,8 @@ def _resumable(
             say(
                 f"{', '.join(t.name for t in waiting)}: an interrupted load's batch is open; applying what it published"
             )
+            for open_batch in filter(None, interrupted.values()):  # ours now: a sink held up meanwhile must not
+                try_lock(conn, "load", open_batch[0])  # abandon it (``StateWatch.hold``)
             _catch_up(pipeline, waiting, conn)
         for t in waiting:
             found = interrupted[t.name]
