@@ -261,6 +261,8 @@ class Sink:
         batches it waits for, ``StateWatch.hold``). Then it exits rather than hold the tables' topics until its
         timeout, which kept a stream's sink from taking them; the batches stay open for the next run to resume."""
         pending = sorted(until_batches - self.finished.keys())
+        if not pending:
+            return False  # all final: the sink is done, not orphaned
         try:
             with self.conn.transaction():  # a read: not the sink's unit of commit
                 gone = not any(held_by_another(self.conn, "load", b) for b in pending)
