@@ -30,7 +30,7 @@ from seam.core.pipeline import Pipeline, TableConfig
 from seam.spark import spark_job_script, spark_master, submit_conf
 from seam.spark_driver import SharedJob, run_shared
 from seam.state.connection import StateWatch
-from seam.state.ledger import batch_status
+from seam.state.ledger import batch_status, left_over_rows
 from seam.state.schema import held_by_another
 from seam.wire.topics import ensure_topics, table_topic
 
@@ -171,12 +171,15 @@ class BatchRun:
         self.spark: SparkJob | None = None
         self.sink: Child | None = None
         self.job = ""
+        self.left_over: dict[str, int] = {}
 
     def run(self, job: str, job_args: list[str]) -> dict[str, dict]:
         self.job = job
         ensure_topics(self.pipeline, self.topics)
         self.watch = StateWatch(self.pipeline, self.runner.say)
         self.watch.hold(self.batches.values())
+        # a resumed batch's rows of chunks it does not keep: not counted as staged (END drops them)
+        self.left_over = left_over_rows(self.conn, self.pipeline.target.state_schema, list(self.batches.values()))
         started = time.time()
         try:
             self._start(job, job_args)
@@ -285,7 +288,10 @@ class BatchRun:
         return batch_status(self.conn, self.pipeline.target.state_schema, batch)
 
     def _staged_rows(self) -> int:
-        return sum((self._status(b) or {}).get("staged_rows", 0) for b in self.batches.values())
+        return sum(
+            max(0, (self._status(b) or {}).get("staged_rows", 0) - self.left_over.get(b, 0))
+            for b in self.batches.values()
+        )
 
     def _watch(self, started: float) -> None:
         """Until every batch is final: a failed process, a timeout or a stall raises ``LoadError``; progress

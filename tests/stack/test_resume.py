@@ -146,6 +146,9 @@ def test_a_load_killed_part_way_resumes_keeping_its_chunks(stack, tmp_path_facto
     assert again.returncode == 0, again.stdout + again.stderr
     kept = re.search(r"resumed: (\d+) of (\d+) chunks kept", again.stdout)
     assert kept and 4 <= int(kept.group(1)) < chunks == int(kept.group(2)), again.stdout
+    # the killed load's rows of chunks not kept are dropped at END: never counted as staged
+    staged = [int(n.replace(",", "")) for n in re.findall(r"staged ([\d,]+) rows in the target", again.stdout)]
+    assert staged and max(staged) <= ROWS + 10_000, again.stdout
     published = re.search(r"SEAM_RESULT .* position=(\S+)", again.stdout)
     assert published and f"binlog position {published.group(1)}," in again.stdout, again.stdout  # this END counted
     # the rows changed after the kept chunks' snapshots were folded in: exact at the batch's position, and

@@ -81,12 +81,29 @@ def resumable(conn, schema: str, db: str, table: str, topic: str) -> tuple[str, 
     if row is None:
         return None
     kept = conn.execute(
-        f"SELECT DISTINCT ON (d.part) d.part, d.attempt, d.rows, d.checksum, d.file, d.pos "
-        f"FROM {s}.batch_parts_done d JOIN {s}.batch_parts p USING (batch_id, part, attempt) "
-        "WHERE d.batch_id = %s AND p.rows = d.rows AND p.checksum = d.checksum ORDER BY d.part, d.attempt",
-        (row[0],),
+        f"SELECT part, attempt, rows, checksum, file, pos FROM ({_KEPT.format(s=s)}) k", ([row[0]],)
     ).fetchall()
     return row[0], row[1], row[2], row[3], [(*k[:3], int(k[3]), *k[4:]) for k in kept]
+
+
+# the chunks of open batches published whole whose staged rows are all there: one per part, its first attempt
+_KEPT = (
+    "SELECT DISTINCT ON (d.batch_id, d.part) d.batch_id, d.part, d.attempt, d.rows, d.checksum, d.file, d.pos "
+    "FROM {s}.batch_parts_done d JOIN {s}.batch_parts p USING (batch_id, part, attempt) "
+    "WHERE d.batch_id = ANY(%s) AND p.rows = d.rows AND p.checksum = d.checksum ORDER BY d.batch_id, d.part, d.attempt"
+)
+
+
+def left_over_rows(conn, schema: str, batch_ids: list[str]) -> dict[str, int]:
+    """Per batch: the rows staged of chunks that are not kept (an interrupted load's unfinished chunks, or
+    a duplicate attempt), which END drops. Read before a resumed batch's job starts, they stay the same."""
+    s = qi(schema)
+    rows = conn.execute(
+        f"SELECT p.batch_id, sum(p.rows) FROM {s}.batch_parts p LEFT JOIN ({_KEPT.format(s=s)}) k "
+        "USING (batch_id, part, attempt) WHERE p.batch_id = ANY(%s) AND k.part IS NULL GROUP BY p.batch_id",
+        (batch_ids, batch_ids),
+    ).fetchall()
+    return {batch: int(n) for batch, n in rows}
 
 
 def batch_state(conn, schema: str, batch_id: str) -> str | None:
