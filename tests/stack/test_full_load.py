@@ -141,7 +141,12 @@ def test_awkward_keyless_quoted_empty_and_zero_date_tables_load_equal(pipeline_p
     tables = ["type_zoo", "audit_log", ODD_TABLE, "empty", "zero dates"]
     result = _seam(pipeline_path, "load", "full", *[f"{DB}.{t}" for t in tables])
     assert result.returncode == 0, result.stderr + result.stdout
-    said = [line for line in (result.stdout + result.stderr).splitlines() if " WARNING " in line or " ERROR " in line]
+    said = [
+        line
+        for line in (result.stdout + result.stderr).splitlines()
+        if (" WARNING " in line or " ERROR " in line)
+        and "was recreated on the broker" not in line  # true after the stack's broker restarted since an earlier run
+    ]
     assert not said, f"a load that went well warned: {said}"
     pipeline = load_pipeline(pipeline_path)
     images = {}
