@@ -67,6 +67,14 @@ def part_done(conn, schema: str, done) -> None:
     )
 
 
+# the chunks of open batches published whole whose staged rows are all there: one per part, its first attempt
+_KEPT = (
+    "SELECT DISTINCT ON (d.batch_id, d.part) d.batch_id, d.part, d.attempt, d.rows, d.checksum, d.file, d.pos "
+    "FROM {s}.batch_parts_done d JOIN {s}.batch_parts p USING (batch_id, part, attempt) "
+    "WHERE d.batch_id = ANY(%s) AND p.rows = d.rows AND p.checksum = d.checksum ORDER BY d.batch_id, d.part, d.attempt"
+)
+
+
 def resumable(conn, schema: str, db: str, table: str, topic: str) -> tuple[str, list, list, dict, list[tuple]] | None:
     """The table's open full-load batch on ``topic`` that can be resumed: (batch_id, columns, key columns,
     plan, chunks kept), a kept chunk being one published whole whose staged rows are all there: (part,
@@ -84,14 +92,6 @@ def resumable(conn, schema: str, db: str, table: str, topic: str) -> tuple[str, 
         f"SELECT part, attempt, rows, checksum, file, pos FROM ({_KEPT.format(s=s)}) k", ([row[0]],)
     ).fetchall()
     return row[0], row[1], row[2], row[3], [(*k[:3], int(k[3]), *k[4:]) for k in kept]
-
-
-# the chunks of open batches published whole whose staged rows are all there: one per part, its first attempt
-_KEPT = (
-    "SELECT DISTINCT ON (d.batch_id, d.part) d.batch_id, d.part, d.attempt, d.rows, d.checksum, d.file, d.pos "
-    "FROM {s}.batch_parts_done d JOIN {s}.batch_parts p USING (batch_id, part, attempt) "
-    "WHERE d.batch_id = ANY(%s) AND p.rows = d.rows AND p.checksum = d.checksum ORDER BY d.batch_id, d.part, d.attempt"
-)
 
 
 def left_over_rows(conn, schema: str, batch_ids: list[str]) -> dict[str, int]:
