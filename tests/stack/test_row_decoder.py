@@ -29,6 +29,7 @@ from seam.wire.codecs import codec
 from seam.wire.records import normalize_row
 from seam_dev import demo
 from tests.support.library_binlog import library_rows
+from tests.support.mysql_payload import PAYLOAD_KIND, compressed
 
 pytestmark = pytest.mark.stack
 
@@ -404,3 +405,114 @@ def test_an_empty_set_and_a_null_set_stay_apart(pipeline, written):
 
 def _frozen(row: dict) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in row.items()))
+
+
+def _transactions(pipeline, start: Position, end: Position, db: str, memory: int = DEFAULT_BUDGET) -> list:
+    """(commit, [(table, op, before, after, position)]) of each transaction of ``db`` in (start, end]."""
+    reader = BinlogReader(pipeline.source, start, {db}, end=end, transaction_memory=memory)
+    out = []
+    try:
+        for item in reader:
+            if isinstance(item, Transaction):
+                assert not item.errors, item.errors
+                out.append((item.commit, [(c.table, c.op, c.before, c.after, c.position) for c in item.changes]))
+                item.changes.close()
+    finally:
+        reader.close()
+    return out
+
+
+_EOF = b"\xfe\0\0\0\0"  # the packet that ends a non-blocking dump
+
+
+class _Replayed:
+    """What a ``Stream`` reads instead of the source's connection: the packets recorded from it, then EOF."""
+
+    def __init__(self, packets: list[bytes]):
+        self.packets = iter(packets)
+
+    def close(self) -> None:
+        pass
+
+
+def _write_transactions(db: str) -> tuple[Position, Position]:
+    """Transactions of many statements over two tables (one keyless), with savepoints and row events of
+    thousands of rows, as applications write them."""
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
+        cur.execute(f"CREATE DATABASE `{db}`")
+        cur.execute(f"CREATE TABLE `{db}`.a (id INT PRIMARY KEY, v VARCHAR(40))")
+        cur.execute(f"CREATE TABLE `{db}`.b (n INT, note TEXT)")
+        cur.execute("SHOW MASTER STATUS")
+        start = Position.through(*cur.fetchone()[:2])
+        for t in range(6):
+            cur.execute("BEGIN")
+            base = t * 10_000
+            cur.execute(f"INSERT INTO `{db}`.a VALUES " + ", ".join(f"({base + i}, 'v{i}')" for i in range(2_000)))
+            cur.execute(f"INSERT INTO `{db}`.b VALUES ({t}, 'before the savepoint')")
+            cur.execute("SAVEPOINT s1")
+            cur.execute(f"UPDATE `{db}`.a SET v = CONCAT(v, '-u') WHERE id % 7 = {t} AND id >= {base}")
+            if t % 2:
+                cur.execute("ROLLBACK TO SAVEPOINT s1")
+            cur.execute(f"DELETE FROM `{db}`.a WHERE id BETWEEN {base} AND {base + 99}")
+            cur.execute(f"UPDATE `{db}`.b SET note = REPEAT('x', 500) WHERE n = {t}")
+            cur.execute("COMMIT")
+        cur.execute("SHOW MASTER STATUS")
+        end = Position.through(*cur.fetchone()[:2])
+    conn.close()
+    return start, end
+
+
+def test_mysql_compressed_transactions_read_as_the_plain_ones(pipeline, written, monkeypatch):
+    """MySQL 8's ``binlog_transaction_compression=ON`` (no MySQL server runs here): the source's packets of the
+    type workload and of many-statement transactions are recorded, each transaction wrapped as MySQL writes it
+    compressed (``tests.support.mysql_payload``: one payload event ending at its XID, zstd or none), and both
+    replayed to the reader. The compressed binlog gives the same transactions, commits and images as the plain
+    one, spilled to a file or held, and every change a position of its own, rising through its transaction."""
+    from seam.source import replication
+
+    ranges = [(written, DB), (_write_transactions(f"{DB}_t"), f"{DB}_t")]
+    replays: list[list[bytes]] = []  # the packets of each connection
+    servers: list = []
+    real_packet, real_connect = replication._packet, replication.Stream._connect
+
+    def recording(connection):
+        replays[-1].append(real_packet(connection))
+        return replays[-1][-1]
+
+    def connecting(stream):
+        connection = real_connect(stream)
+        servers.append(stream._server)
+        replays.append([])
+        return connection
+
+    with monkeypatch.context() as patched:
+        patched.setattr(replication, "_packet", recording)
+        patched.setattr(replication.Stream, "_connect", connecting)
+        plain = [_transactions(pipeline, *span, db) for span, db in ranges]
+    assert len(replays) == 2 and servers[0] == servers[1]  # one connection per reading
+    server = servers[0]
+
+    def replay(packets: list[bytes], memory: int, db: str, span) -> list:
+        def connect(stream):
+            stream._server = server
+            return _Replayed(packets)
+
+        monkeypatch.setattr(replication.Stream, "_connect", connect)
+        monkeypatch.setattr(replication, "_packet", lambda connection: next(connection.packets, _EOF))
+        return _transactions(pipeline, *span, db, memory)
+
+    for (span, db), packets, read in zip(ranges, replays, plain):
+        assert replay(packets, DEFAULT_BUDGET, db, span) == read  # the replay is the source, packet for packet
+        wrapped, count = compressed(packets, server.checksum, plain_every=3)
+        assert count == len(read) > 5
+        assert sum(p[5] == PAYLOAD_KIND for p in wrapped if len(p) > 19) == count
+        for memory in (DEFAULT_BUDGET, 1):
+            mine = replay(wrapped, memory, db, span)
+            assert [commit for commit, _ in mine] == [commit for commit, _ in read]
+            for (_, changes), (_, theirs) in zip(mine, read):
+                assert [c[:4] for c in changes] == [c[:4] for c in theirs]
+                positions = [c[4] for c in changes]
+                assert positions == sorted(set(positions))  # each its own, in binlog order
+        assert max(len(changes) for _, changes in mine) > 1_000 or db == DB

@@ -27,6 +27,7 @@ class RowEvent:
     size: int = 40
     data: bytes = b"x" * 40
     unchecked_keys: bool = False
+    shared_end: bool = False
 
     def images(self):
         return [(None, {"id": self.id})]

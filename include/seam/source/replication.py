@@ -18,9 +18,9 @@
   python-mysql-replication's reader does.
 
 MariaDB's compressed events (``log_bin_compress=ON``) are inflated into the plain events they stand for
-(``seam.source.inflate``). MySQL's compressed transactions (``binlog_transaction_compression=ON``: one
-TRANSACTION_PAYLOAD event holding a whole transaction's events) are not read: ``UnreadableBinlog``, never
-silence.
+(``seam.source.inflate``); MySQL's compressed transactions (``binlog_transaction_compression=ON``: one
+TRANSACTION_PAYLOAD event holding a whole transaction's events) are read as the events they hold
+(``seam.source.payload``).
 
 ``tests/unit/test_binlog_library.py`` pins what this relies on: python-mysql-replication's release, its wrapper's
 parameters and what its event parsers ask of the object passed as their control connection; pymysql's release
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
 import pymysql
@@ -47,7 +47,8 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import TableMapEvent
 
 from seam.source.head import ACCESS_DENIED, GRANT, BinlogAccessError
-from seam.source.inflate import COMPRESSED, UnreadableBinlog, inflated
+from seam.source.inflate import COMPRESSED, inflated
+from seam.source.payload import TRANSACTION_PAYLOAD, inner_events
 from seam.source.rows import Decoder, Rows
 from seam.source.sql_text import statement_text
 from seam.source.table_map import member_names
@@ -58,7 +59,6 @@ QUERY = 0x02
 _ROWS = {0x17: "c", 0x18: "u", 0x19: "d", 0x1E: "c", 0x1F: "u", 0x20: "d"}  # WRITE/UPDATE/DELETE_ROWS v1 and v2
 _ROWS_V2 = {0x1E, 0x1F, 0x20}
 PARTIAL_UPDATE_ROWS = 0x27
-TRANSACTION_PAYLOAD = 0x28  # MySQL 8.0.20+ with binlog_transaction_compression=ON
 BINLOG_DUMP_NON_BLOCK = 0x01
 _LOST = (CR.CR_SERVER_GONE_ERROR, CR.CR_SERVER_LOST)
 _USER_DENIED = 1045
@@ -138,6 +138,7 @@ class Stream:
         self._post_header_lengths: tuple | None = None
         self._maps: dict[bytes, Decoder | None] = {}  # a table map's bytes after its id -> its decoder
         self._decoders: dict[int, Decoder] = {}  # table id -> decoder, for the maps read in this stream
+        self._held: Iterator[bytes] | None = None  # the events of a compressed transaction still to give
 
     # ------------------------------------------------------------ connection ----
 
@@ -204,6 +205,59 @@ class Stream:
     def fetchone(self):
         """The next event this reader returns, or None at the binlog's end (a non-blocking dump)."""
         while True:
+            data: bytes | None
+            if self._held is not None:  # a compressed transaction's events come first, one per call
+                data = next(self._held, None)
+                if data is None:
+                    self._held = None
+                    continue
+            else:
+                data = self._packet()
+                if data is None:
+                    return None
+            if data[0] != 0 or len(data) < 7:  # not an event
+                continue
+            timestamp, kind, _, size, log_pos, _ = _HEADER.unpack_from(data, 1)
+            if kind in COMPRESSED:  # log_bin_compress=ON: read as the plain event it stands for
+                data = inflated(data, self._server.checksum, self._post_header)
+                timestamp, kind, _, size, log_pos, _ = _HEADER.unpack_from(data, 1)
+            if kind in _ROWS or kind == TABLE_MAP or kind == PARTIAL_UPDATE_ROWS:
+                if log_pos:
+                    self.log_pos = log_pos
+                self.event_end = log_pos
+                end = 1 + size - (4 if self._server.checksum else 0)
+                if kind == TABLE_MAP:
+                    self._table_map(data, end)
+                    continue
+                rows = self._rows(kind, data, end, timestamp, log_pos)
+                if rows is not None:
+                    return rows
+                continue
+            if kind == TRANSACTION_PAYLOAD:  # binlog_transaction_compression=ON
+                end = 1 + size - (4 if self._server.checksum else 0)
+                where = f"{self.log_file}:{log_pos}"  # its fields follow the header: it has no post-header
+                self._held = inner_events(data, 20, end, self._server.checksum, where)
+                continue
+            if kind in _QUICK and _QUICK[kind][0] in self._events:
+                if log_pos:
+                    self.log_pos = log_pos
+                self.event_end = log_pos
+                return _QUICK[kind][1](data, timestamp)
+            if kind == QUERY and QueryEvent in self._events:  # read here: see ``query_event``
+                if log_pos:
+                    self.log_pos = log_pos
+                self.event_end = log_pos
+                end = 1 + size - (4 if self._server.checksum else 0)
+                logs_flag = self._server.dbms == "mariadb" and self.mysql_version >= (10, 10)
+                return query_event(data, timestamp, self._post_header(QUERY, 13), end, logs_flag)
+            event = self._library_event(data, kind)
+            if event is not None:
+                return event
+
+    def _packet(self) -> bytes | None:
+        """The connection's next packet (opened again where the last event read ends when it was lost), or None
+        at the binlog's end (a non-blocking dump)."""
+        while True:
             if self._connection is None:
                 self._connection = self._connect()
             connection = self._connection
@@ -223,40 +277,7 @@ class Stream:
             if data[0] == 0xFE and len(data) < 9:  # EOF: the server ends the stream (not blocking)
                 self.close()
                 return None
-            if data[0] != 0 or len(data) < 7:  # not an event
-                continue
-            timestamp, kind, _, size, log_pos, _ = _HEADER.unpack_from(data, 1)
-            if kind in COMPRESSED:  # log_bin_compress=ON: read as the plain event it stands for
-                data = inflated(data, self._server.checksum, self._post_header)
-                timestamp, kind, _, size, log_pos, _ = _HEADER.unpack_from(data, 1)
-            if kind in _ROWS or kind == TABLE_MAP or kind == PARTIAL_UPDATE_ROWS:
-                if log_pos:
-                    self.log_pos = log_pos
-                self.event_end = log_pos
-                end = 1 + size - (4 if self._server.checksum else 0)
-                if kind == TABLE_MAP:
-                    self._table_map(data, end)
-                    continue
-                rows = self._rows(kind, data, end, timestamp, log_pos)
-                if rows is not None:
-                    return rows
-                continue
-            _refuse_compressed(kind, self.log_file, log_pos)
-            if kind in _QUICK and _QUICK[kind][0] in self._events:
-                if log_pos:
-                    self.log_pos = log_pos
-                self.event_end = log_pos
-                return _QUICK[kind][1](data, timestamp)
-            if kind == QUERY and QueryEvent in self._events:  # read here: see ``query_event``
-                if log_pos:
-                    self.log_pos = log_pos
-                self.event_end = log_pos
-                end = 1 + size - (4 if self._server.checksum else 0)
-                logs_flag = self._server.dbms == "mariadb" and self.mysql_version >= (10, 10)
-                return query_event(data, timestamp, self._post_header(QUERY, 13), end, logs_flag)
-            event = self._library_event(data, kind)
-            if event is not None:
-                return event
+            return data
 
     def _wrap(self, data: bytes, allowed: frozenset) -> BinLogPacketWrapper:
         return parsed(data, allowed, self._server, self.mysql_version, self._post_header_lengths)
@@ -318,8 +339,20 @@ class Stream:
         if kind in _ROWS_V2:  # v2: extra data follows the post-header; its length counts its own two bytes
             start += int.from_bytes(data[28:30], "little") - 2
         unchecked = bool(int.from_bytes(data[26:28], "little") & _NO_FOREIGN_KEY_CHECKS)  # flags, after the table id
+        shared = self._held is not None  # a compressed transaction's events all end where it ends
         return Rows(
-            _ROWS[kind], decoder.schema, decoder.table, timestamp, log_pos, decoder, data, start, end, None, unchecked
+            _ROWS[kind],
+            decoder.schema,
+            decoder.table,
+            timestamp,
+            log_pos,
+            decoder,
+            data,
+            start,
+            end,
+            None,
+            unchecked,
+            shared,
         )
 
 
@@ -438,14 +471,6 @@ def _status_size(code: int, data: bytes, at: int) -> int | None:
 
 
 _QUERY_HEADER = struct.Struct("<IIBHH")
-
-
-def _refuse_compressed(kind: int, file: str, log_pos: int) -> None:
-    if kind == TRANSACTION_PAYLOAD:
-        raise UnreadableBinlog(
-            f"the binlog at {file}:{log_pos} holds a compressed transaction: set "
-            "binlog_transaction_compression=OFF on the source, then start the stream from a load"
-        )
 
 
 def _close(connection: pymysql.Connection) -> None:

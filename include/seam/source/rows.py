@@ -109,6 +109,9 @@ class Rows:
     _refused: str | None = None
     # the session ran with foreign_key_checks = 0 (the event's NO_FOREIGN_KEY_CHECKS_F): the engine cascaded nothing
     unchecked_keys: bool = False
+    # one of a compressed transaction's events (``seam.source.payload``): they all end where it ends, so its rows
+    # are numbered across the transaction, not from 0 in each event
+    shared_end: bool = False
 
     @property
     def size(self) -> int:

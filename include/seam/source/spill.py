@@ -47,19 +47,20 @@ class RowChange(NamedTuple):  # a tuple: made per row read, three times cheaper 
     cascades: bool = True  # False: its session ran with foreign_key_checks = 0, and the engine cascaded nothing
 
 
-def row_changes(event: Rows, log_file: str, schema: TableSchema | None = None) -> list[RowChange]:
-    """The event's rows, in record values when ``schema`` is given (``RowChange.records``)."""
+def row_changes(event: Rows, log_file: str, schema: TableSchema | None = None, first_row: int = 0) -> list[RowChange]:
+    """The event's rows, in record values when ``schema`` is given (``RowChange.records``), numbered from
+    ``first_row`` in the event's position."""
     op, db, table, end = event.op, event.schema, event.table, event.log_pos
     pairs = event.images() if schema is None else record_images(event, schema)
     records = schema is not None
     if event.unchecked_keys:
         return [
             RowChange(op, db, table, before, after, Position(log_file, end, i), records, False)
-            for i, (before, after) in enumerate(pairs)
+            for i, (before, after) in enumerate(pairs, first_row)
         ]
     return [
         RowChange(op, db, table, before, after, Position(log_file, end, i), records)
-        for i, (before, after) in enumerate(pairs)
+        for i, (before, after) in enumerate(pairs, first_row)
     ]
 
 
@@ -71,7 +72,9 @@ class ChangeBuffer:
     def __init__(self, budget: int = DEFAULT_BUDGET):
         self.budget = budget
         self._held: list[RowChange] = []  # decoded, before anything is spilled
-        self._events: list[tuple] = []  # (event, log file, schema) of the held changes, then of those not yet spilled
+        self._events: list[
+            tuple
+        ] = []  # (event, log file, schema, first row) of the held changes, then of those not yet spilled
         self._cost = 0
         self._file: IO[bytes] | None = None
         self._chunks = 0
@@ -86,12 +89,13 @@ class ChangeBuffer:
     def add(self, event: Rows, log_file: str, schema: TableSchema | None) -> None:
         """Append the changes of one row event (decoded with ``schema`` as ``row_changes`` does); raises, and
         appends nothing, when they cannot be decoded."""
-        changes = row_changes(event, log_file, schema)
+        first_row = self._count if event.shared_end else 0  # numbered across a compressed transaction
+        changes = row_changes(event, log_file, schema, first_row)
         if not changes:
             return
         self.tables.add((event.schema, event.table))
         self._count += len(changes)
-        self._events.append((event, log_file, schema))  # made ready for the file only when it goes there
+        self._events.append((event, log_file, schema, first_row))  # ready for the file only when it goes there
         if self._file is None:
             self._held.extend(changes)
             self._cost += event.size * COST_PER_BYTE + len(changes) * COST_PER_CHANGE
@@ -106,7 +110,7 @@ class ChangeBuffer:
         elif self._file is not None and self._cost > self.budget / 4:
             self._dump()
 
-    def _spillable(self, event: Rows, log_file: str, schema: TableSchema | None) -> tuple:
+    def _spillable(self, event: Rows, log_file: str, schema: TableSchema | None, first_row: int) -> tuple:
         ids = (id(event.decoder), id(schema))
         reader = self._reader_index.get(ids)
         if reader is None:
@@ -123,6 +127,7 @@ class ChangeBuffer:
             log_file,
             body,
             event.unchecked_keys,
+            first_row,
         )
 
     def _dump(self) -> None:
@@ -133,10 +138,10 @@ class ChangeBuffer:
         self._events, self._cost = [], 0
 
     def _decoded(self, spilled: list[tuple]) -> Iterator[RowChange]:
-        for reader, op, db, table, timestamp, log_pos, log_file, body, unchecked in spilled:
+        for reader, op, db, table, timestamp, log_pos, log_file, body, unchecked, first_row in spilled:
             decoder, schema = self._readers[reader]
             event = Rows(op, db, table, timestamp, log_pos, decoder, body, 0, len(body), None, unchecked)
-            yield from row_changes(event, log_file, schema)
+            yield from row_changes(event, log_file, schema, first_row)
 
     def mark(self) -> int:
         """Where the next change goes: a savepoint's place, for ``undo_since``."""
@@ -171,8 +176,8 @@ class ChangeBuffer:
         self._file.seek(0)
         for _ in range(self._chunks):
             yield from self._decoded(pickle.load(self._file))
-        for event, log_file, schema in self._events:  # not in the file yet
-            yield from row_changes(event, log_file, schema)
+        for event, log_file, schema, first_row in self._events:  # not in the file yet
+            yield from row_changes(event, log_file, schema, first_row)
 
     def __len__(self) -> int:
         return self._count - sum(end - start for start, end in self._undone)
