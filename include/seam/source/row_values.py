@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import codecs
 import datetime
-import decimal
 import struct
 from collections.abc import Callable
 from encodings import cp1252
 from typing import Any
 
 from pymysqlreplication.constants import FIELD_TYPE
-from pymysqlreplication.json_binary import parse_json
 
 from seam.core.errors import SourceError
+from seam.source.binary_decimal import decimal_reader
+from seam.source.json_binary import json_value
 
 Reader = Callable[[bytes, int], tuple[Any, int]]
 
@@ -147,41 +147,6 @@ def _bytes(length_size: int) -> Reader:
         length = _uint(data, pos, length_size)
         pos += length_size
         return data[pos : pos + length], pos + length
-
-    return read
-
-
-_DIGITS = [0, 1, 1, 2, 2, 3, 3, 4, 4, 4]
-
-
-def _new_decimal(column) -> Reader:
-    integral = column.precision - column.decimals
-    whole_int, whole_frac = integral // 9, column.decimals // 9
-    part_int, part_frac = integral - whole_int * 9, column.decimals - whole_frac * 9
-    head, tail = _DIGITS[part_int], _DIGITS[part_frac]
-    size = head + whole_int * 4 + whole_frac * 4 + tail
-
-    def read(data: bytes, pos: int):
-        raw = bytearray(data[pos : pos + size])
-        if raw[0] & 0x80:
-            text, mask = "", 0
-        else:
-            text, mask = "-", -1
-        raw[0] ^= 0x80
-        at = 0
-        if head:
-            text += str(int.from_bytes(raw[:head], "big", signed=True) ^ mask)
-            at = head
-        for _ in range(whole_int):
-            text += f"{int.from_bytes(raw[at : at + 4], 'big', signed=True) ^ mask:09d}"
-            at += 4
-        text += "."
-        for _ in range(whole_frac):
-            text += f"{int.from_bytes(raw[at : at + 4], 'big', signed=True) ^ mask:09d}"
-            at += 4
-        if tail:
-            text += f"{int.from_bytes(raw[at : at + tail], 'big', signed=True) ^ mask:0{part_frac}d}"
-        return decimal.Decimal(text), pos + size
 
     return read
 
@@ -348,7 +313,7 @@ def _json(length_size: int) -> Reader:
         pos += length_size
         if length == 0:
             return None, pos
-        return parse_json(data[pos], data[pos + 1 : pos + length]), pos + length
+        return json_value(data[pos], memoryview(data)[pos + 1 : pos + length]), pos + length
 
     return read
 
@@ -375,7 +340,7 @@ def value_reader(column) -> Reader:
     if t == FIELD_TYPE.BLOB:
         return _text(column, column.length_size)
     if t == FIELD_TYPE.NEWDECIMAL:
-        return _new_decimal(column)
+        return decimal_reader(column.precision, column.decimals)
     if t == FIELD_TYPE.DATETIME2:
         return _datetime2(column)
     if t == FIELD_TYPE.TIME2:

@@ -386,7 +386,8 @@ class Json(Codec):
     def record(self, column, value):
         if isinstance(value, (bytes, bytearray, str)):
             value = json.loads(value) if value not in ("", b"") else None
-        return json.dumps(_json_text(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        # MySQL 8's binary JSON comes from the binlog decoded (seam.source.json_binary): already what its text parses to
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
     def snapshot_sql(self, column, x):
         return f"JSON_QUOTE({x})"  # MySQL 8 keeps keys in its own order: sorted later (canonical_json_columns)
@@ -402,17 +403,6 @@ class Json(Codec):
 
     def from_target(self, column, value):
         return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-def _json_text(value: Any) -> Any:
-    """MySQL 8's binary JSON arrives with bytes keys/strings from the binlog."""
-    if isinstance(value, dict):
-        return {_text(k): _json_text(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_text(v) for v in value]
-    if isinstance(value, (bytes, bytearray)):
-        return value.decode("utf-8")
-    return value
 
 
 class Binary(Codec):

@@ -1,0 +1,98 @@
+"""MySQL 8's binary JSON (``seam.source.json_binary``) against documents written after MySQL's format
+(``tests.support.mysql_json``; no MySQL server runs here): every value reads as MySQL's own text of the document
+parses (what a full load reads), and the record a streamed row gets equals the one the same row loaded gets."""
+
+from __future__ import annotations
+
+import decimal
+import json
+import random
+
+import pytest
+
+from seam.core.schema import Column
+from seam.source.binary_decimal import decimal_reader
+from seam.source.json_binary import json_value
+from seam.wire.codecs import codec
+from tests.support.mysql_json import Opaque, binary_json, datetime_opaque, decimal_opaque, time_opaque
+
+
+def _read(document: bytes):
+    return json_value(document[0], memoryview(document), 1)
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["small", "large"])
+def test_objects_arrays_and_scalars_read_as_their_text_parses(large):
+    value = {
+        "name": "Zoë 😀",
+        "": "empty key",
+        "n": [0, -1, 32767, -32768, 32768, 2**31 - 1, -(2**31), 2**31, 2**63 - 1, -(2**63), 2**64 - 1],
+        "f": [1.5, -0.0, 1e300, 5e-324, 0.1],
+        "lit": [True, False, None],
+        "nested": {"a": [[], {}, [{"deep": ["x" * 200]}]]},
+    }
+    assert _read(binary_json(value, large)) == json.loads(json.dumps(value))
+    for scalar in ("text", 7, -70000, 2.25, True, None):
+        assert _read(binary_json(scalar)) == scalar
+
+
+def test_a_document_over_64_kib_is_a_large_object():
+    value = {"big": "é" * 40_000, "after": [1, "two", 3.0]}
+    assert _read(binary_json(value, large=True)) == value
+
+
+@pytest.mark.parametrize(
+    "opaque, text",
+    [
+        (decimal_opaque("12.50", 5, 2), "12.50"),
+        (decimal_opaque("-0.05", 4, 2), "-0.05"),
+        (decimal_opaque("42", 10, 0), "42"),
+        (decimal_opaque("-123456789012345678.123456789012", 30, 12), "-123456789012345678.123456789012"),
+        (datetime_opaque(10, 2015, 1, 15), '"2015-01-15"'),
+        (datetime_opaque(12, 2015, 1, 15, 23, 24, 25, 123), '"2015-01-15 23:24:25.000123"'),
+        (datetime_opaque(7, 2038, 1, 19, 3, 14, 7), '"2038-01-19 03:14:07.000000"'),
+        (datetime_opaque(12, 0, 0, 0), '"0000-00-00 00:00:00.000000"'),
+        (time_opaque(838, 59, 59, negative=True), '"-838:59:59.000000"'),
+        (time_opaque(10, 0, 0, 500_000), '"10:00:00.500000"'),
+        (Opaque(15, b"\x00\xffab"), '"base64:type15:AP9hYg=="'),
+        (Opaque(252, b""), '"base64:type252:"'),
+    ],
+)
+def test_values_of_other_mysql_types_read_as_mysql_prints_them(opaque, text):
+    assert _read(binary_json({"v": opaque, "in": [opaque]})) == json.loads(f'{{"v": {text}, "in": [{text}]}}')
+
+
+def test_the_decimal_writer_and_reader_agree():
+    rng = random.Random(22)
+    for _ in range(500):
+        precision = rng.randint(1, 65)
+        scale = rng.randint(0, min(precision, 30))
+        digits = "".join(rng.choice("0123456789") for _ in range(precision))
+        text = f"{rng.choice(['', '-'])}{digits[: precision - scale] or '0'}.{digits[precision - scale :]}"
+        raw = decimal_opaque(text, precision, scale).raw
+        value, end = decimal_reader(precision, scale)(raw, 2)
+        assert value == decimal.Decimal(text)
+        assert end == len(raw)
+
+
+def test_a_streamed_document_gets_the_record_a_loaded_one_gets():
+    """A full load reads MySQL's text of the document; the stream its binary form: one record."""
+    column = Column("doc", "json", "json", True)
+    document = {"amount": decimal_opaque("12.50", 5, 2), "at": datetime_opaque(12, 2026, 12, 3, 1, 2, 3), "k": [1]}
+    mysql_text = '{"k": [1], "at": "2026-12-03 01:02:03.000000", "amount": 12.50}'
+    loaded = json.dumps(json.loads(mysql_text), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    assert codec(column).record(column, _read(binary_json(document))) == loaded
+
+
+@pytest.mark.parametrize(
+    "document, said",
+    [
+        (binary_json({"a": "x" * 10})[:-3], "cut short"),
+        (bytes([0x0D, 0, 0]), "binary type 0xd"),
+        (bytes([0x04, 0x07]), "literal coded 0x7"),
+        (bytes([0x0C]) + b"\xff\xff\xff\xff\xff\x01", "more than five bytes"),
+    ],
+)
+def test_a_document_that_does_not_read_raises_never_guesses(document, said):
+    with pytest.raises(ValueError, match=said):
+        _read(document)
