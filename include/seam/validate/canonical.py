@@ -34,6 +34,8 @@ Delivery guarantee: none (expressions only).
 
 from __future__ import annotations
 
+import decimal
+import json
 import re
 
 from seam.core.identifiers import qi, quote
@@ -173,38 +175,6 @@ def pg_functions(state: str) -> list[str]:
           RETURN sign || left(digits, 1) || CASE WHEN n > 1 THEN '.' || substr(digits, 2) ELSE '' END
                  || 'e' || (decpt - 1)::text;
         END $$""",
-        # a JSON number as JSON_NORMALIZE prints it: d.ddd E exponent, trailing zeros dropped
-        f"""CREATE OR REPLACE FUNCTION {s}.mariadb_number(v numeric) RETURNS text LANGUAGE plpgsql IMMUTABLE
-        PARALLEL SAFE AS $$
-        DECLARE t text := ltrim(abs(v)::text, '-'); ip text; digits text; lead int; e int;
-        BEGIN
-          IF v = 0 THEN RETURN '0.0E0'; END IF;
-          ip := split_part(t, '.', 1);
-          digits := ip || split_part(t, '.', 2);
-          lead := length(digits) - length(ltrim(digits, '0'));
-          e := length(ip) - lead - 1;
-          digits := rtrim(ltrim(digits, '0'), '0');
-          RETURN CASE WHEN v < 0 THEN '-' ELSE '' END || left(digits, 1) || '.'
-                 || coalesce(nullif(substr(digits, 2), ''), '0') || 'E' || e::text;
-        END $$""",
-        f"""CREATE OR REPLACE FUNCTION {s}.mariadb_json(j jsonb) RETURNS text LANGUAGE plpgsql IMMUTABLE
-        PARALLEL SAFE AS $$
-        DECLARE kind text := jsonb_typeof(j); r text;
-        BEGIN
-          IF j IS NULL THEN RETURN NULL; END IF;
-          IF kind = 'object' THEN
-            SELECT '{{' || coalesce(string_agg(to_json(key)::text || ':' || {s}.mariadb_json(value), ','
-                                               ORDER BY key COLLATE "C"), '') || '}}'
-              INTO r FROM jsonb_each(j);
-            RETURN r;
-          ELSIF kind = 'array' THEN
-            SELECT '[' || coalesce(string_agg({s}.mariadb_json(e), ',' ORDER BY n), '') || ']'
-              INTO r FROM jsonb_array_elements(j) WITH ORDINALITY a(e, n);
-            RETURN r;
-          ELSIF kind = 'number' THEN RETURN {s}.mariadb_number(j::text::numeric);
-          END IF;
-          RETURN j::text;
-        END $$""",
         # an interval (a MySQL TIME) as TIME_FORMAT(x, '%H:%i:%s.%f') prints it
         f"""CREATE OR REPLACE FUNCTION {s}.mariadb_time(v interval) RETURNS text LANGUAGE sql IMMUTABLE
         PARALLEL SAFE AS $$
@@ -233,3 +203,26 @@ def pg_geometry_functions(state: str) -> list[str]:
           END IF;
         END $do$""",
     ]
+
+
+def json_text(text: str | None) -> str | None:
+    """A JSON column's text in one form, whichever server printed it: MySQL's ``CAST(j AS CHAR)`` and
+    PostgreSQL's ``jsonb::text`` agree on key order, spacing and strings, not on numbers (MySQL's ``12.50`` and
+    ``1e300`` are PostgreSQL's ``12.5`` and ``1000...0``). Keys sorted, numbers by value: applied to the rows
+    of a range whose checksums differed, before they are compared one by one."""
+    if text is None:
+        return None
+    return _json_form(json.loads(text, parse_float=decimal.Decimal, parse_int=decimal.Decimal))
+
+
+def _json_form(value) -> str:
+    if isinstance(value, dict):
+        members = (json.dumps(k, ensure_ascii=False) + ":" + _json_form(value[k]) for k in sorted(value))
+        return "{" + ",".join(members) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_json_form(v) for v in value) + "]"
+    if isinstance(value, decimal.Decimal):
+        digits = format(value, "f")  # exact: no context rounds a format
+        digits = digits.rstrip("0").rstrip(".") if "." in digits else digits
+        return "0" if value == 0 else digits
+    return json.dumps(value, ensure_ascii=False)

@@ -66,7 +66,9 @@ class Side:
             read_zero_dates_as_null(conn)
         self.kind, self.conn, self.schema, self.table, self.state = kind, conn, schema, table, state
         self.scope, self.soft_delete, self.nul = scope, soft_delete, nul
-        self.key_cols = [schema.column(k) for k in table.key] or list(schema.columns)
+        # keyless: the rows' buckets by their columns' texts, but a JSON document's, which the servers print apart
+        unprinted = [c for c in schema.columns if c.data_type != "json"] or list(schema.columns)
+        self.key_cols = [schema.column(k) for k in table.key] or unprinted
         my = kind == "mysql"
         self.ref = f"{quote(schema.db)}.{quote(schema.table)}" if my else f"{qi(schema.db)}.{qi(schema.table)}"
         self.col = (lambda name: f"x.{quote(name)}") if my else (lambda name: f"x.{qi(name)}")
@@ -175,6 +177,11 @@ class Side:
         n = len(self.key_cols)
         cols = [self.text(c) for c in self.key_cols] + [self.text(c) for c in self.schema.columns]
         rows = self.run(f"SELECT {', '.join(cols)} FROM {self.ref} x WHERE {self.where(extra_where)}")
+        documents = [i for i, c in enumerate(self.schema.columns) if c.data_type == "json"]
+        if documents:  # each server prints numbers its own way: compared by value
+            rows = [
+                (*r[:n], *(canonical.json_text(t) if i in documents else t for i, t in enumerate(r[n:]))) for r in rows
+            ]
         return [(tuple(r[:n]), tuple(r[n:])) for r in rows]
 
     def all_values(self) -> list[dict]:

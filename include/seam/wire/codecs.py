@@ -392,11 +392,14 @@ class Json(Codec):
     def snapshot_sql(self, column, x):
         return f"JSON_QUOTE({x})"  # MySQL 8 keeps keys in its own order: sorted later (canonical_json_columns)
 
+    # MySQL prints a document with its keys by length, then bytes, as PostgreSQL's jsonb does, and the same
+    # spacing: the checksums agree but where numbers are printed apart (12.50, 12.5), and those rows are compared
+    # by value (seam.validate.canonical.json_text). MariaDB's JSON is LONGTEXT: never this codec.
     def check_mysql(self, column, x):
-        return f"JSON_NORMALIZE({x})"
+        return f"CAST({x} AS CHAR)"
 
     def check_pg(self, column, x, state):
-        return f"{state}.mariadb_json({x})"
+        return f"{x}::text"
 
     def pg_type(self, column, postgis=True):
         return "jsonb"
