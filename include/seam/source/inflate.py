@@ -43,7 +43,7 @@ def inflated(data: bytes, checksum: bool, post_header: Callable[[int, int], int]
     else:
         if kind in _ROWS_V2:  # v2: extra data follows the post-header; its length counts its own two bytes
             body += int.from_bytes(data[body - 2 : body], "little") - 2
-        columns, block = _packed_int(data, body)
+        columns, block = packed_int(data, body, "a compressed row event's column count")
         block += ((columns + 7) // 8) * (2 if kind in _UPDATES else 1)  # the bitmaps: before (and after) images
     payload = _inflate(data[block:end], log_pos)
     plain = bytearray(data[:block])
@@ -75,12 +75,13 @@ def _inflate(block: bytes, log_pos: int) -> bytes:
     return payload
 
 
-def _packed_int(data: bytes, at: int) -> tuple[int, int]:
-    """A length-encoded integer at ``at``: its value and where what follows it starts."""
+def packed_int(data: bytes, at: int, what: str) -> tuple[int, int]:
+    """A length-encoded integer at ``at`` (``what`` it is, for the error): its value and where what follows it
+    starts."""
     first = data[at]
     if first < 0xFB:
         return first, at + 1
     size = {0xFC: 2, 0xFD: 3, 0xFE: 8}.get(first)
     if size is None:
-        raise UnreadableBinlog(f"a compressed row event with a column count coded as {first:#x}")
+        raise UnreadableBinlog(f"{what} coded as {first:#x}")
     return int.from_bytes(data[at + 1 : at + 1 + size], "little"), at + 1 + size

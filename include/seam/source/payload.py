@@ -25,13 +25,12 @@ from collections.abc import Callable, Iterator
 
 import zstandard
 
-from seam.source.inflate import UnreadableBinlog
+from seam.source.inflate import UnreadableBinlog, packed_int
 
 TRANSACTION_PAYLOAD = 0x28
 ZSTD, NONE = 0, 255
 _END_MARK, _SIZE, _COMPRESSION, _UNCOMPRESSED = 0, 1, 2, 3
 _HEADER = 19  # timestamp, type, server id, event size, log_pos, flags
-_WIDTHS = {0xFC: 2, 0xFD: 3, 0xFE: 8}  # a length-encoded integer's first byte -> the bytes that follow
 
 
 def inner_events(data: bytes, body: int, end: int, checksum: bool, where: str) -> Iterator[bytes]:
@@ -62,23 +61,16 @@ def _fields(data: bytes, at: int, end: int, where: str) -> tuple[dict[int, int],
     """The header fields by type, and where the payload starts; a field of a type not known here is passed over,
     as MySQL's own reader does."""
     fields: dict[int, int] = {}
+    what = f"a field of the compressed transaction at {where}"
     while at < end:
-        kind, at = _length_encoded(data, at)
+        kind, at = packed_int(data, at, what)
         if kind == _END_MARK:
             return fields, at
-        length, at = _length_encoded(data, at)
+        length, at = packed_int(data, at, what)
         if kind in (_SIZE, _COMPRESSION, _UNCOMPRESSED):
-            fields[kind], _ = _length_encoded(data, at)
+            fields[kind], _ = packed_int(data, at, what)
         at += length
     raise UnreadableBinlog(f"the compressed transaction at {where} has no end to its header")
-
-
-def _length_encoded(data: bytes, at: int) -> tuple[int, int]:
-    first = data[at]
-    if first < 0xFB:
-        return first, at + 1
-    width = _WIDTHS.get(first, 0)
-    return int.from_bytes(data[at + 1 : at + 1 + width], "little"), at + 1 + width
 
 
 def _reader(compression: int | None, payload: memoryview, where: str) -> Callable[[int], bytes]:

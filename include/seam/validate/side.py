@@ -69,6 +69,7 @@ class Side:
         # keyless: the rows' buckets by their columns' texts, but a JSON document's, which the servers print apart
         unprinted = [c for c in schema.columns if c.data_type != "json"] or list(schema.columns)
         self.key_cols = [schema.column(k) for k in table.key] or unprinted
+        self.documents = [i for i, c in enumerate(schema.columns) if c.data_type == "json"]  # compared by value
         my = kind == "mysql"
         self.ref = f"{quote(schema.db)}.{quote(schema.table)}" if my else f"{qi(schema.db)}.{qi(schema.table)}"
         self.col = (lambda name: f"x.{quote(name)}") if my else (lambda name: f"x.{qi(name)}")
@@ -177,10 +178,10 @@ class Side:
         n = len(self.key_cols)
         cols = [self.text(c) for c in self.key_cols] + [self.text(c) for c in self.schema.columns]
         rows = self.run(f"SELECT {', '.join(cols)} FROM {self.ref} x WHERE {self.where(extra_where)}")
-        documents = [i for i, c in enumerate(self.schema.columns) if c.data_type == "json"]
-        if documents:  # each server prints numbers its own way: compared by value
+        if self.documents:  # each server prints numbers its own way: compared by value
             rows = [
-                (*r[:n], *(canonical.json_text(t) if i in documents else t for i, t in enumerate(r[n:]))) for r in rows
+                (*r[:n], *(canonical.json_text(t) if i in self.documents else t for i, t in enumerate(r[n:])))
+                for r in rows
             ]
         return [(tuple(r[:n]), tuple(r[n:])) for r in rows]
 
