@@ -215,7 +215,19 @@ class EmbeddedStack(Processes):
     def _stop_stream_parts(self) -> list[int]:
         """Stop the stream parts the supervisor started detached on this stack (``seam.supervise``: no PID
         file here; they carry this stack's SEAM_STATE_DIR in their environment), each with its process group
-        (the sink's Spark job included)."""
+        (the sink's Spark job included). Scanned again until none is left: a part the supervisor was starting
+        as it was stopped shows up after the first scan."""
+        stopped: list[int] = []
+        for _ in range(5):
+            found = [pid for pid in self._stream_part_pids() if pid not in stopped]
+            if not found:
+                break
+            for pid in found:
+                stop_group(pid, signal.SIGTERM)
+            stopped += found
+        return stopped
+
+    def _stream_part_pids(self) -> list[int]:
         mine = f"SEAM_STATE_DIR={self.state}".encode()
         pids = []
         for proc in Path("/proc").glob("[0-9]*"):
@@ -227,8 +239,6 @@ class EmbeddedStack(Processes):
                     pids.append(int(proc.name))
             except OSError:
                 continue
-        for pid in pids:
-            stop_group(pid, signal.SIGTERM)
         return pids
 
     def stop(self, name: str, sig: int = signal.SIGTERM, leader_first: bool = False) -> int | None:

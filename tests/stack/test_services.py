@@ -300,8 +300,9 @@ def test_down_stops_the_stream_parts_the_supervisor_started_on_this_stack(privat
 
     ours, theirs = part(private_stack.state), part(tmp_path / "another-stack")
     try:
+        seen = private_stack._stream_part_pids()  # what down will find, named if the part outlives it
         private_stack.down(log=lambda m: None)
-        assert ours.wait(timeout=30) is not None
+        assert ours.wait(timeout=30) is not None, f"found {seen}, ours is {ours.pid}"
         assert theirs.poll() is None
     finally:
         for p in (ours, theirs):
