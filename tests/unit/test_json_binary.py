@@ -13,7 +13,7 @@ import pytest
 from seam.core.schema import Column
 from seam.source.binary_decimal import decimal_reader
 from seam.source.json_binary import json_value
-from seam.wire.codecs import codec
+from seam.wire.codecs import codec, json_document
 from tests.support.mysql_json import Opaque, binary_json, datetime_opaque, decimal_opaque, time_opaque
 
 
@@ -59,7 +59,8 @@ def test_a_document_over_64_kib_is_a_large_object():
     ],
 )
 def test_values_of_other_mysql_types_read_as_mysql_prints_them(opaque, text):
-    assert _read(binary_json({"v": opaque, "in": [opaque]})) == json.loads(f'{{"v": {text}, "in": [{text}]}}')
+    exact = json.loads(f'{{"v": {text}, "in": [{text}]}}', parse_float=decimal.Decimal)
+    assert _read(binary_json({"v": opaque, "in": [opaque]})) == exact
 
 
 def test_the_decimal_writer_and_reader_agree():
@@ -76,12 +77,20 @@ def test_the_decimal_writer_and_reader_agree():
 
 
 def test_a_streamed_document_gets_the_record_a_loaded_one_gets():
-    """A full load reads MySQL's text of the document; the stream its binary form: one record."""
+    """A full load reads MySQL's text of the document; the stream its binary form: one record, every digit of
+    a DECIMAL(65,30) kept (a float keeps 17)."""
     column = Column("doc", "json", "json", True)
-    document = {"amount": decimal_opaque("12.50", 5, 2), "at": datetime_opaque(12, 2026, 12, 3, 1, 2, 3), "k": [1]}
-    mysql_text = '{"k": [1], "at": "2026-12-03 01:02:03.000000", "amount": 12.50}'
-    loaded = json.dumps(json.loads(mysql_text), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    assert codec(column).record(column, _read(binary_json(document))) == loaded
+    wide = "12345678901234567890123456789012345.123456789012345678901234567890"
+    document = {
+        "amount": decimal_opaque("12.50", 5, 2),
+        "at": datetime_opaque(12, 2026, 12, 3, 1, 2, 3),
+        "k": [1],
+        "wide": decimal_opaque(wide, 65, 30),
+    }
+    mysql_text = f'{{"k": [1], "at": "2026-12-03 01:02:03.000000", "wide": {wide}, "amount": 12.50}}'
+    streamed = codec(column).record(column, _read(binary_json(document)))
+    assert streamed == json_document(mysql_text)
+    assert json.loads(streamed, parse_float=decimal.Decimal)["wide"] == decimal.Decimal(wide)
 
 
 @pytest.mark.parametrize(
@@ -96,3 +105,24 @@ def test_a_streamed_document_gets_the_record_a_loaded_one_gets():
 def test_a_document_that_does_not_read_raises_never_guesses(document, said):
     with pytest.raises(ValueError, match=said):
         _read(document)
+
+
+@pytest.mark.parametrize(
+    "mysql, postgres",
+    [
+        ('{"b": 12.50, "a": [1e300, 100.0]}', '{"a": [1' + "0" * 300 + ', 100.0], "b": 12.5}'),
+        ('{"n": 98765432109876543210.000000000000000000001}', '{"n": 98765432109876543210.000000000000000000001}'),
+        ('{"s": "12.50", "z": -0.0, "e": 2.5E-7}', '{"e": 0.00000025, "s": "12.50", "z": 0}'),
+        ('[{"k": "é\\u0001"}, true, null]', '[{"k": "é\\u0001"}, true, null]'),
+    ],
+)
+def test_a_document_has_one_form_whichever_server_printed_it(mysql, postgres):
+    """MySQL's print of a document and PostgreSQL's jsonb print of it give one record form, digit for digit."""
+    assert json_document(mysql) == json_document(postgres)
+    document = json.loads(json_document(mysql), parse_float=decimal.Decimal)
+    assert document == json.loads(mysql, parse_float=decimal.Decimal)  # the numbers' values, exactly
+
+
+def test_documents_that_differ_in_a_last_digit_keep_their_difference():
+    assert json_document('{"n": 98765432109876543210.1}') != json_document('{"n": 98765432109876543210.2}')
+    assert json_document('{"n": 12345678901234567890}') != json_document('{"n": 12345678901234567891}')

@@ -10,7 +10,7 @@ Zero dates (0000-00-00, 2024-00-10, 2024-02-31, a zero TIMESTAMP), which Postgre
 records (``seam.wire.codecs``). A column NOT NULL at the source stays NOT NULL in the target: with
 ``target.zero_dates: -infinity`` (the default) its zero dates land as ``-infinity`` (in such a column a null
 record value can only be a zero date); with ``null`` its DATE/DATETIME/TIMESTAMP columns are nullable and hold
-them as NULL. Reading the target back for comparison (``read_zero_dates_as_null``) turns ``-infinity`` into
+them as NULL. Reading the target back for comparison (``read_back_as_records``) turns ``-infinity`` into
 the record's null again.
 
 Delivery guarantee: none (DDL and conversion only).
@@ -26,6 +26,7 @@ import msgspec
 import psycopg
 from psycopg._copy_base import format_row_text  # psycopg's C formatter (pinned <3.4 for it)
 from psycopg.types.datetime import DateLoader, TimestampLoader, TimestamptzLoader
+from psycopg.types.string import TextLoader
 
 from seam.core.identifiers import qi
 from seam.core.schema import Column, TableSchema
@@ -183,11 +184,14 @@ class _ZeroDate:
         return None if bytes(data) == b"-infinity" else super().load(data)  # type: ignore[misc]
 
 
-def read_zero_dates_as_null(conn: psycopg.Connection) -> psycopg.Connection:
+def read_back_as_records(conn: psycopg.Connection) -> psycopg.Connection:
     """``conn`` reads -infinity in date and timestamp columns as None: the record's form of a zero date (psycopg
-    cannot hold -infinity in a Python date and raises)."""
+    cannot hold -infinity in a Python date and raises); and jsonb as its text, whose numbers psycopg would read
+    as floats (``Json.from_target`` reads them exactly)."""
     for name, loader in (("date", DateLoader), ("timestamp", TimestampLoader), ("timestamptz", TimestamptzLoader)):
         conn.adapters.register_loader(name, type(f"ZeroDate{loader.__name__}", (_ZeroDate, loader), {}))
+    for name in ("json", "jsonb"):
+        conn.adapters.register_loader(name, TextLoader)
     return conn
 
 

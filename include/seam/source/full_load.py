@@ -76,6 +76,7 @@ from seam.wire.boundary import (
     blocks,
     frame_blocks,
 )
+from seam.wire.codecs import json_document
 from seam.wire.records import no_cyclic_gc, record_json
 from seam.wire.sink_pace import SinkPace
 from seam.wire.topics import Publisher
@@ -447,10 +448,11 @@ def _publish_read(
 
 
 def _canonical_json_values(value: bytes, columns: list[str]) -> bytes:
-    """Re-serialise a record whose JSON columns hold documents as stored (key order, spaces) canonically."""
+    """Re-serialise a record whose JSON columns hold documents as stored (key order, spaces, numbers as printed)
+    in their record form (``json_document``)."""
     doc = json.loads(value)
     for name in columns:
         text = doc["after"][name]
         if text is not None:
-            doc["after"][name] = json.dumps(json.loads(text), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+            doc["after"][name] = json_document(text)
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()

@@ -1,6 +1,6 @@
 """MySQL's binary JSON (a JSON column's value in a MySQL 8 row image) as the value MySQL's own text of that document
-parses to: what a full load reads (MySQL renders the document as text, ``json.loads`` reads it), so a row
-loaded and the same row streamed give the same record. MariaDB's JSON is text and never comes here.
+parses to: what a full load reads (MySQL renders the document as text, and numbers are read from it exactly),
+so a row loaded and the same row streamed give the same record (``seam.wire.codecs.json_document``). MariaDB's JSON is text and never comes here.
 
 The layout (MySQL's ``json_binary.h``): a type byte, then an object or array (an element count and a byte size,
 2 bytes each when small and 4 when large; key entries, value entries, then keys and values at offsets from the
@@ -8,7 +8,7 @@ container's start; literals and small integers inline in their entry), a literal
 length in 7-bit groups, then UTF-8) or an opaque value of another MySQL type (its field type, a length, its
 binary form). How MySQL writes the opaque ones in text, and so what they are read as here:
 
-- DECIMAL: its digits with its scale (``12.50``): a float, an int when the scale is 0;
+- DECIMAL: its digits with its scale (``12.50``): a Decimal, never a float (a DECIMAL(65,30) has 65 digits);
 - DATE, DATETIME, TIMESTAMP, TIME: quoted, with six fractional digits (``"2015-01-15 23:24:25.000000"``);
 - any other type: ``"base64:type<field type>:<its bytes in base64>"``.
 
@@ -90,7 +90,7 @@ def _opaque(field: int, raw: bytes) -> Any:
     if field in _DECIMALS:
         precision, scale = raw[0], raw[1]
         value, _ = decimal_reader(precision, scale)(raw, 2)
-        return float(value) if scale else int(value)
+        return value
     if field in _DATES:
         return _datetime(raw)[:10]
     if field in _DATETIMES:

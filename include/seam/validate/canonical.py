@@ -34,13 +34,11 @@ Delivery guarantee: none (expressions only).
 
 from __future__ import annotations
 
-import decimal
-import json
 import re
 
 from seam.core.identifiers import qi, quote
 from seam.core.schema import Column
-from seam.wire.codecs import Enum, Json, Set, Text, codec
+from seam.wire.codecs import Enum, Json, Set, Text, codec, json_document
 
 MOD = 2**64
 DIGEST_BYTES = 64 << 20  # the most text a digest bucket may join (``Side.digest_fits``)
@@ -208,21 +206,7 @@ def pg_geometry_functions(state: str) -> list[str]:
 def json_text(text: str | None) -> str | None:
     """A JSON column's text in one form, whichever server printed it: MySQL's ``CAST(j AS CHAR)`` and
     PostgreSQL's ``jsonb::text`` agree on key order, spacing and strings, not on numbers (MySQL's ``12.50`` and
-    ``1e300`` are PostgreSQL's ``12.5`` and ``1000...0``). Keys sorted, numbers by value: applied to the rows
-    of a range whose checksums differed, before they are compared one by one."""
-    if text is None:
-        return None
-    return _json_form(json.loads(text, parse_float=decimal.Decimal, parse_int=decimal.Decimal))
-
-
-def _json_form(value) -> str:
-    if isinstance(value, dict):
-        members = (json.dumps(k, ensure_ascii=False) + ":" + _json_form(value[k]) for k in sorted(value))
-        return "{" + ",".join(members) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(_json_form(v) for v in value) + "]"
-    if isinstance(value, decimal.Decimal):
-        digits = format(value, "f")  # exact: no context rounds a format
-        digits = digits.rstrip("0").rstrip(".") if "." in digits else digits
-        return "0" if value == 0 else digits
-    return json.dumps(value, ensure_ascii=False)
+    ``1e300`` are PostgreSQL's ``12.5`` and ``1000...0``). The record's form (``json_document``: keys sorted,
+    numbers by value): applied to the rows of a range whose checksums differed, before they are compared one by
+    one."""
+    return None if text is None else json_document(text)

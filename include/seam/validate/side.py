@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from seam.apply.target import normalize_target, read_zero_dates_as_null
+from seam.apply.target import normalize_target, read_back_as_records
 from seam.core.identifiers import qi, quote
 from seam.core.pipeline import TableConfig
 from seam.core.schema import TableSchema
@@ -63,7 +63,7 @@ class Side:
         nul: str,
     ):
         if kind != "mysql":  # a NOT NULL column's zero dates are -infinity there, null in records
-            read_zero_dates_as_null(conn)
+            read_back_as_records(conn)
         self.kind, self.conn, self.schema, self.table, self.state = kind, conn, schema, table, state
         self.scope, self.soft_delete, self.nul = scope, soft_delete, nul
         # keyless: the rows' buckets by their columns' texts, but a JSON document's, which the servers print apart

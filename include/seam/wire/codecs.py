@@ -35,7 +35,9 @@ Time                   "[-]HH:MM:SS.ffffff" (TIME spans -838..838 hours)
 Text                   the string (any character set, as UTF-8)
 Enum, Set              the member as defined (its case too); SET: members comma-joined in definition
                        order, "" for the empty set. An ENUM that arrives as an index is its member
-Json                   canonical text: keys sorted, compact, UTF-8 kept
+Json                   canonical text: keys sorted, compact, UTF-8 kept, numbers exact and by value (an
+                       integral number as an integer, others without trailing zeros: 12.50 is 12.5, 1e3
+                       is 1000), never through a float (MySQL 8's JSON holds DECIMALs of 65 digits)
 Binary                 base64
 Uuid (MariaDB)         lower-case 8-4-4-4-12 text; PostgreSQL ``uuid``
 Inet (MariaDB)         INET4/INET6 as MariaDB prints them (IPv4-mapped dotted); PostgreSQL ``inet``
@@ -56,6 +58,8 @@ import json
 import uuid
 from decimal import Decimal
 from typing import Any
+
+import msgspec
 
 from seam.core.errors import TargetError
 from seam.core.schema import Column
@@ -380,14 +384,33 @@ class Set(Codec):
         return ",".join(m for m in column.members if m in members)
 
 
+def _json_number(text: str) -> int | Decimal:
+    value = Decimal(text)
+    if value == value.to_integral_value():
+        return int(value)
+    return Decimal(format(value, "f").rstrip("0"))  # "f": exact, no context rounds it
+
+
+_JSON_DOCUMENT = msgspec.json.Encoder(order="sorted", decimal_format="number")
+
+
+def json_document(value: Any) -> str:
+    """A JSON document (its text, or the value MySQL 8's binary JSON decodes to) in its one record form: keys
+    sorted, compact, numbers by value and exact (``_json_number``). MySQL and PostgreSQL print the same document
+    apart (``12.50``/``1e300`` against ``12.5``/``1000...0``): both give this form, so a document read back from
+    the target compares equal to the source's, digit for digit."""
+    text = value if isinstance(value, (str, bytes, bytearray)) else _JSON_DOCUMENT.encode(value)
+    return _JSON_DOCUMENT.encode(json.loads(text, parse_float=_json_number)).decode()
+
+
 class Json(Codec):
     types = ("json",)
 
     def record(self, column, value):
-        if isinstance(value, (bytes, bytearray, str)):
-            value = json.loads(value) if value not in ("", b"") else None
+        if value in ("", b""):
+            return None
         # MySQL 8's binary JSON comes from the binlog decoded (seam.source.json_binary): already what its text parses to
-        return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return json_document(value)
 
     def snapshot_sql(self, column, x):
         return f"JSON_QUOTE({x})"  # MySQL 8 keeps keys in its own order: sorted later (canonical_json_columns)
@@ -404,8 +427,8 @@ class Json(Codec):
     def pg_type(self, column, postgis=True):
         return "jsonb"
 
-    def from_target(self, column, value):
-        return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    def from_target(self, column, value):  # the text: the target's connections read jsonb unparsed
+        return json_document(value)
 
 
 class Binary(Codec):
