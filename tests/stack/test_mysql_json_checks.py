@@ -14,7 +14,7 @@ from seam.apply.target import normalize_target, read_back_as_records
 from seam.core.schema import Column
 from seam.source.json_binary import json_value
 from seam.validate import canonical
-from seam.wire.codecs import codec
+from seam.wire.codecs import codec, document_text
 from tests.support.mysql_json import Opaque, binary_json, datetime_opaque, decimal_opaque, time_opaque
 
 pytestmark = pytest.mark.stack
@@ -50,7 +50,7 @@ def test_a_streamed_document_checks_equal_to_mysqls_print_of_it(pipeline):
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
         conn.execute("CREATE TEMP TABLE docs (i int, doc jsonb)")
         for i, (document, _) in enumerate(CASES):
-            records.append(codec(DOC).record(DOC, json_value(*_split(binary_json(document)))))
+            records.append(codec(DOC).record(DOC, document_text(json_value(*_split(binary_json(document))))))
             conn.execute("INSERT INTO docs VALUES (%s, %s::jsonb)", (i, records[-1]))
         printed = conn.execute(f"SELECT {canonical.pg_text(DOC, 'seam', 'x')} FROM docs x ORDER BY i").fetchall()
         read_back_as_records(conn)

@@ -7,13 +7,16 @@ from __future__ import annotations
 import decimal
 import json
 import random
+from types import SimpleNamespace
 
 import pytest
+from pymysqlreplication.constants import FIELD_TYPE
 
 from seam.core.schema import Column
 from seam.source.binary_decimal import decimal_reader
 from seam.source.json_binary import json_value
-from seam.wire.codecs import codec, json_document
+from seam.source.row_values import value_reader
+from seam.wire.codecs import codec, document_text, json_document
 from tests.support.mysql_json import Opaque, binary_json, datetime_opaque, decimal_opaque, time_opaque
 
 
@@ -88,7 +91,7 @@ def test_a_streamed_document_gets_the_record_a_loaded_one_gets():
         "wide": decimal_opaque(wide, 65, 30),
     }
     mysql_text = f'{{"k": [1], "at": "2026-12-03 01:02:03.000000", "wide": {wide}, "amount": 12.50}}'
-    streamed = codec(column).record(column, _read(binary_json(document)))
+    streamed = codec(column).record(column, document_text(_read(binary_json(document))))
     assert streamed == json_document(mysql_text)
     assert json.loads(streamed, parse_float=decimal.Decimal)["wide"] == decimal.Decimal(wide)
 
@@ -126,3 +129,26 @@ def test_a_document_has_one_form_whichever_server_printed_it(mysql, postgres):
 def test_documents_that_differ_in_a_last_digit_keep_their_difference():
     assert json_document('{"n": 98765432109876543210.1}') != json_document('{"n": 98765432109876543210.2}')
     assert json_document('{"n": 12345678901234567890}') != json_document('{"n": 12345678901234567891}')
+
+
+@pytest.mark.parametrize(
+    "document, mysql_text",
+    [
+        ("123", '"123"'),
+        ("true", '"true"'),
+        ("null", '"null"'),
+        ("abc", '"abc"'),
+        (7, "7"),
+        ([1, "2"], '[1, "2"]'),
+        (decimal_opaque("1.50", 3, 2), "1.50"),
+    ],
+)
+def test_a_json_column_read_from_a_row_image_gets_the_record_of_its_text(document, mysql_text):
+    """The column's reader gives the document as text: a document that is one string ("123") stays a string,
+    never what its characters parse to."""
+    body = binary_json(document)
+    read = value_reader(SimpleNamespace(type=FIELD_TYPE.JSON, length_size=4, unsigned=False))
+    value, end = read(len(body).to_bytes(4, "little") + body, 0)
+    assert end == 4 + len(body)
+    column = Column("doc", "json", "json", True)
+    assert codec(column).record(column, value) == json_document(mysql_text)

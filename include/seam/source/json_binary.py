@@ -1,6 +1,7 @@
 """MySQL's binary JSON (a JSON column's value in a MySQL 8 row image) as the value MySQL's own text of that document
 parses to: what a full load reads (MySQL renders the document as text, and numbers are read from it exactly),
-so a row loaded and the same row streamed give the same record (``seam.wire.codecs.json_document``). MariaDB's JSON is text and never comes here.
+so a row loaded and the same row streamed give the same record (``seam.wire.codecs.json_document``). MariaDB's
+JSON is text and never comes here.
 
 The layout (MySQL's ``json_binary.h``): a type byte, then an object or array (an element count and a byte size,
 2 bytes each when small and 4 when large; key entries, value entries, then keys and values at offsets from the

@@ -20,6 +20,7 @@ from pymysqlreplication.constants import FIELD_TYPE
 from seam.core.errors import SourceError
 from seam.source.binary_decimal import decimal_reader
 from seam.source.json_binary import json_value
+from seam.wire.codecs import document_text
 
 Reader = Callable[[bytes, int], tuple[Any, int]]
 
@@ -313,7 +314,8 @@ def _json(length_size: int) -> Reader:
         pos += length_size
         if length == 0:
             return None, pos
-        return json_value(data[pos], memoryview(data)[pos + 1 : pos + length]), pos + length
+        # as text: a document that is one string ("123") would read as what its characters parse to (123)
+        return document_text(json_value(data[pos], memoryview(data)[pos + 1 : pos + length])), pos + length
 
     return read
 

@@ -394,23 +394,26 @@ def _json_number(text: str) -> int | Decimal:
 _JSON_DOCUMENT = msgspec.json.Encoder(order="sorted", decimal_format="number")
 
 
-def json_document(value: Any) -> str:
-    """A JSON document (its text, or the value MySQL 8's binary JSON decodes to) in its one record form: keys
-    sorted, compact, numbers by value and exact (``_json_number``). MySQL and PostgreSQL print the same document
-    apart (``12.50``/``1e300`` against ``12.5``/``1000...0``): both give this form, so a document read back from
-    the target compares equal to the source's, digit for digit."""
-    text = value if isinstance(value, (str, bytes, bytearray)) else _JSON_DOCUMENT.encode(value)
+def json_document(text: str | bytes) -> str:
+    """A JSON document's text in its one record form: keys sorted, compact, numbers by value and exact
+    (``_json_number``). MySQL and PostgreSQL print the same document apart (``12.50``/``1e300`` against
+    ``12.5``/``1000...0``): both give this form, so a document read back from the target compares equal to the
+    source's, digit for digit."""
     return _JSON_DOCUMENT.encode(json.loads(text, parse_float=_json_number)).decode()
+
+
+def document_text(value: Any) -> bytes:
+    """The text of a decoded document (MySQL 8's binary JSON, ``seam.source.json_binary``): its DECIMALs exact,
+    a str a JSON string."""
+    return _JSON_DOCUMENT.encode(value)
 
 
 class Json(Codec):
     types = ("json",)
 
     def record(self, column, value):
-        if value in ("", b""):
-            return None
-        # MySQL 8's binary JSON comes from the binlog decoded (seam.source.json_binary): already what its text parses to
-        return json_document(value)
+        # text, from a load or the binlog (``seam.source.row_values`` prints MySQL 8's binary JSON as a document)
+        return None if value in ("", b"") else json_document(value)
 
     def snapshot_sql(self, column, x):
         return f"JSON_QUOTE({x})"  # MySQL 8 keeps keys in its own order: sorted later (canonical_json_columns)
