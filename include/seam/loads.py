@@ -34,7 +34,7 @@ from seam.state.ledger import batch_status, watermark
 from seam.state.positions import stored_offsets
 from seam.state.schema import lock, try_lock
 from seam.wire.boundary import Part, new_batch_id
-from seam.wire.topics import table_topic
+from seam.wire.topics import end_offsets, table_topic
 
 
 def cascades_followed(pipeline: Pipeline, tables: list[TableConfig]) -> tuple[list[str], list[TableConfig], dict]:
@@ -114,6 +114,9 @@ def cascade_groups(pipeline: Pipeline, tables: list[TableConfig]) -> list[list[T
             seen |= group[name]
             out.append([wanted[n] for n in wanted if n in group[name]])
     return out
+
+
+CATCH_UP_S = 300.0  # the longest a resumed load waits for the running sink to apply what the interrupted one published
 
 
 def full_load(
@@ -209,7 +212,7 @@ def _resumable(
             )
             for open_batch in filter(None, interrupted.values()):  # ours now: a sink held up meanwhile must not
                 try_lock(conn, "load", open_batch[0])  # abandon it (``StateWatch.hold``)
-            _catch_up(pipeline, waiting, conn)
+            _catch_up(pipeline, waiting, conn, say)
         for t in waiting:
             found = interrupted[t.name]
             assert found is not None  # waiting holds the interrupted ones
@@ -236,9 +239,11 @@ def _resumable(
     return out, finished
 
 
-def _catch_up(pipeline: Pipeline, tables: list[TableConfig], conn) -> None:
-    """Until the tables' topics are applied as far as they go: by the running sink (its stored offsets stop
-    moving), or by a sink run here until idle."""
+def _catch_up(pipeline: Pipeline, tables: list[TableConfig], conn, say) -> None:
+    """Until what the interrupted load published is applied: by the running sink (its stored offsets reach the
+    topics' ends as they were when this began, or stop moving: it holds a table up), or by a sink run here
+    until idle. The stream's changes go on arriving behind the load's messages: waiting for the offsets to
+    stop moving alone would wait for the whole timeout under any writer."""
     topics = [table_topic(pipeline, t) for t in tables]
     if not all(sink_running(conn, topic) for topic in topics):
         sink = Sink(pipeline, tables)
@@ -247,12 +252,20 @@ def _catch_up(pipeline: Pipeline, tables: list[TableConfig], conn) -> None:
         finally:
             sink.close()
         return
-    last, still, deadline = None, 0, time.time() + 300
-    while still < 3 and time.time() < deadline:
+    ends = end_offsets(pipeline, topics)
+    last, still, began = None, 0, time.time()
+    while time.time() < began + CATCH_UP_S:
         offsets = stored_offsets(conn, pipeline.target.state_schema, topics)
+        applied = {topic: next_offset for topic, next_offset, _ in offsets}
+        if ends and all(applied.get(topic, -1) >= end for topic, end in ends.items()):
+            say(f"{', '.join(t.name for t in tables)}: the running sink has applied what it published")
+            return
         still = still + 1 if offsets == last else 0
+        if still >= 3:
+            return
         last = offsets
         time.sleep(1)
+    say(f"the running sink has not applied what the interrupted load published after {CATCH_UP_S:.0f} s: going on")
 
 
 def incremental_load(

@@ -45,6 +45,7 @@ from seam.wire.topics import table_topic
 from seam_dev import demo
 from seam_dev.stack import EmbeddedStack
 from seam_dev.topic_rows import rows_published, topic_end
+from tests.support.commands import process_tree
 from tests.support.independent import compare
 from tests.support.services import stack_services
 
@@ -427,7 +428,7 @@ def killed_full_load(run: Run) -> str:
         return rows_published(run.pipeline, run.topic["bulk"], before) > 2000
 
     caught = run.wait_for("the load to publish rows", begun, 300)
-    for pid in _tree(load.pid):  # the whole tree (Spark runs in sessions of its own): no on_kill, no cleanup
+    for pid in process_tree(load.pid):  # the whole tree (Spark runs in sessions of its own): no on_kill, no cleanup
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     load.wait(60)
@@ -445,25 +446,6 @@ def killed_full_load(run: Run) -> str:
     return "killed between BEGIN and END; " + (
         "abandoned" if run.wait_for("the batch to be abandoned", abandoned, 180) else "NOT abandoned"
     )
-
-
-def _tree(root: int) -> list[int]:
-    """``root`` and every process below it, whatever session or group they run in."""
-    children: dict[int, list[int]] = {}
-    for proc in os.listdir("/proc"):
-        if proc.isdigit():
-            try:
-                with open(f"/proc/{proc}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(proc))
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, []))
-    return found
 
 
 def faults(short: bool) -> list[tuple[str, set[str], Callable[[Run], str | None]]]:

@@ -5,6 +5,7 @@ snapshots are folded in. `--restart` starts afresh. Checked with the independent
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -23,7 +24,7 @@ from seam.config import load_pipeline
 from seam.wire.topics import table_topic
 from seam_dev import demo
 from seam_dev.topic_rows import rows_published, topic_end
-from tests.support.commands import run_command
+from tests.support.commands import process_tree, run_command
 from tests.support.independent import compare
 from tests.support.pipelines import one_core_spark, pipeline_file
 from tests.support.source import numbered_table
@@ -166,6 +167,63 @@ def test_a_load_killed_part_way_resumes_keeping_its_chunks(stack, tmp_path_facto
     fresh = _seam(path, "load", "full", f"{DB}.big", "--restart")
     assert fresh.returncode == 0 and "resumed" not in fresh.stdout, fresh.stdout + fresh.stderr
     assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "big") is None
+
+
+def test_a_load_killed_under_a_running_stream_and_a_writer_resumes_once_the_sink_has_its_messages(
+    stack, tmp_path_factory
+):
+    """The running sink applies what the killed load published while the stream's changes keep coming in
+    behind it: the load run again goes on once the sink has applied the topic as far as it went when the
+    load began again, not after its catch-up's time limit (``seam.loads.CATCH_UP_S``, 300 s)."""
+    path = _paced_table(tmp_path_factory, "busy", 12)
+    pipeline = load_pipeline(path)
+    assert _seam(path, "load", "full", f"{DB}.busy").returncode == 0
+    started = _seam(path, "stream", "start", timeout=180)
+    assert started.returncode == 0, started.stdout + started.stderr
+    stop = threading.Event()
+
+    def write():  # a change every few milliseconds, streamed into the table's topic behind the load's rows
+        conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+        conn.autocommit(True)
+        rng = random.Random(34)
+        while not stop.is_set():
+            with conn.cursor() as cur:
+                cur.execute("UPDATE busy SET amount = amount + 1 WHERE id = %s", (rng.randrange(1, 300_000),))
+            time.sleep(0.005)
+        conn.close()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        first = subprocess.Popen(
+            [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.busy"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.time() + 300
+        while _parts_done(pipeline)[0] < 2 and time.time() < deadline and first.poll() is None:
+            time.sleep(0.05)
+        assert first.poll() is None, "the load ended before it could be killed"
+        for pid in process_tree(first.pid):  # the load alone: the stream's reader and sink go on
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        first.wait(30)
+        began = time.monotonic()
+        again = _seam(path, "load", "full", f"{DB}.busy")
+        took = time.monotonic() - began
+    finally:
+        stop.set()
+        writer.join()
+    try:
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert re.search(r"resumed: [1-9]\d* of \d+ chunks kept", again.stdout), again.stdout
+        assert f"{DB}.busy: the running sink has applied what it published" in again.stdout, (took, again.stdout)
+        waited = _seam(path, "stream", "wait", "--timeout", "180", timeout=240)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "busy") is None
+    finally:
+        _seam(path, "stream", "stop", timeout=120)
 
 
 def test_a_resume_whose_kept_chunks_predate_a_truncate_says_to_start_afresh(stack, tmp_path_factory):

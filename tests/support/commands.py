@@ -70,3 +70,22 @@ def seam_command(path: str, *args: str, timeout: float = 600) -> subprocess.Comp
     return run_command(
         [sys.executable, "-m", "seam.cli", "--pipeline", path, *args], capture_output=True, text=True, timeout=timeout
     )
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and every process below it, whatever session or group they run in."""
+    children: dict[int, list[int]] = {}
+    for proc in os.listdir("/proc"):
+        if proc.isdigit():
+            try:
+                with open(f"/proc/{proc}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(proc))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found

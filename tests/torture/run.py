@@ -2,8 +2,9 @@
 
 While the seeded workload (``tests/torture/workload.py``) writes from before the first full load until
 ``--duration`` seconds after it and then commits one transaction of ``--big-rows`` rows, Seam runs as a user runs it: the stream is started before the first
-full load, all tables are loaded, one table is loaded again mid-run, and the change reader, the sink and
-the broker are SIGKILLed at moments drawn from the seed and started again; between the kills a DBA changes how the
+full load, all tables are loaded, one table is loaded again mid-run (that load SIGKILLed at a moment drawn
+from the seed, then run again: it resumes), rows of one table are deleted, changed and added in the target
+behind Seam's back and ``seam repair`` mends them, and the change reader, the sink and the broker are SIGKILLed at moments drawn from the seed and started again; between the kills a DBA changes how the
 source logs (``binlog_checksum`` flipped, ``log_bin_compress`` on or off; ``--no-dba``: not). When the workload is done and the
 stream has drained, the independent comparer (``tests/support/independent.py``, no Seam code) must find
 every table equal to its source, row by row. A table the stream stopped fails the run with its reason.
@@ -17,10 +18,12 @@ The last lines are the report: seed, transactions by shape, row changes applied,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -36,6 +39,7 @@ from seam.cli.stream_start import stream_processes
 from seam.config import load_pipeline
 from seam.core.pipeline import STREAM_SINKS
 from seam_dev.stack import EmbeddedStack
+from tests.support.commands import process_tree
 from tests.support.independent import compare
 from tests.support.services import stack_services
 from tests.torture.workload import BELOW, TABLES, Workload
@@ -98,6 +102,59 @@ def _kill(broker: EmbeddedStack, path: str, victim: str, rng: random.Random) -> 
     if victim == "broker":
         broker.up(("kafka",), timeout=120, log=lambda m: None)
     _seam(path, "stream", "start", timeout=180)  # idempotent: starts what is down
+
+
+def _killed_then_loaded(path: str, tables: list[str], after_s: float) -> str:
+    """A full load SIGKILLed ``after_s`` seconds in (its whole process tree, as a killed Airflow task or a lost
+    host leaves it: no cleanup), then run again as a user would; what the second load said of the first."""
+    load = subprocess.Popen(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", *tables],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    time.sleep(after_s)
+    finished = load.poll() is not None
+    for pid in process_tree(load.pid):  # Spark's processes run in sessions of their own
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    load.wait(60)
+    began = time.monotonic()
+    again = _seam(path, "load", "full", *tables).stdout
+    with open(os.path.join(os.path.dirname(path), "load-again.log"), "w") as f:
+        f.write(again)
+    kept = re.findall(r"resumed: \d+ of \d+ chunks kept", again)
+    killed = "finished before its kill" if finished else f"killed after {after_s:.1f} s"
+    return f"{killed}; run again in {time.monotonic() - began:.0f} s: {', '.join(kept) or 'not resumed'}"
+
+
+# keyed tables whose target rows a run changes behind Seam's back, and how it changes one of their rows. Not
+# entries, the middle level of a cascade: repaired under a running stream, the cascades through it that its
+# level below (postings) has not applied yet are no longer recorded, and postings stops with its remedy (found
+# by seed 23363; open)
+TAMPERED = {"notes": "body = 'tampered'", "postings": "amount = amount + 1"}
+
+
+def _tampered_then_repaired(path: str, pipeline, db: str, table: str, rng: random.Random) -> str:
+    """Rows of ``table`` deleted, changed and added in the target, as a person or another job might, then
+    ``seam repair``, under the running stream and workload: the comparison at the end must find it equal."""
+    target = f'"{db}"."{table}"'
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        ids = [r[0] for r in conn.execute(f"SELECT id FROM {target} ORDER BY id").fetchall()]
+        picked = rng.sample(ids, min(len(ids), 9))
+        gone, changed, copied = picked[:3], picked[3:6], picked[6:]
+        conn.execute(f"DELETE FROM {target} WHERE id = ANY(%s)", (gone,))
+        conn.execute(f"UPDATE {target} SET {TAMPERED[table]} WHERE id = ANY(%s)", (changed,))
+        columns = [r[0] for r in conn.execute(f"SELECT * FROM {target} LIMIT 0").description or []]
+        others = ", ".join(f'"{c}"' for c in columns if c != "id")
+        for key in copied:  # keys the source never had
+            conn.execute(
+                f"INSERT INTO {target} (id, {others}) SELECT id + 1000000000, {others} FROM {target} WHERE id = %s",
+                (key,),
+            )
+    done = _seam(path, "repair", f"{db}.{table}").stdout
+    found = re.search(r"([\d,]+) differing row\(s\) found", done)
+    return f"{len(picked)} rows tampered with; {found.group(0) if found else 'no count printed'}"
 
 
 class TortureFailed(AssertionError):
@@ -207,6 +264,7 @@ def torture(
         "kills": {"reader": 0, "sink": 0, "broker": 0},
         "dba": [],
         "loads": [],
+        "repairs": [],
         "snapshot": os.environ.get("SEAM_SNAPSHOT", "auto"),
         "sink": pipeline.stream.sink,
     }
@@ -228,7 +286,9 @@ def torture(
     writer = threading.Thread(target=write, name="torture-workload")
     writer.start()
     try:
+        loading = time.monotonic()
         _seam(path, "load", "full", *[f"{db}.{t}" for t in TABLES])
+        first_load_s = time.monotonic() - loading
         report["loads"].append(f"all tables at {time.monotonic() - began:.0f} s")
         say(f"full load of {', '.join(TABLES)} done at {time.monotonic() - began:.0f} s, under the workload")
         deadline = time.monotonic() + duration
@@ -244,12 +304,16 @@ def torture(
             if not reloaded and (late or time.monotonic() > reload_at):
                 table = rng.choice(TABLES)
                 tables = (table, *BELOW.get(table, ()))
-                _seam(path, "load", "full", *[f"{db}.{t}" for t in tables])
-                report["loads"].append(f"{' '.join(tables)} again at {time.monotonic() - began:.0f} s")
+                how = _killed_then_loaded(path, [f"{db}.{t}" for t in tables], first_load_s * rng.uniform(0.1, 0.6))
+                report["loads"].append(f"{' '.join(tables)} again at {time.monotonic() - began:.0f} s ({how})")
                 say(
                     f"{', '.join(tables)} loaded again at {time.monotonic() - began:.0f} s, under the workload and "
-                    "the stream"
+                    f"the stream: {how}"
                 )
+                table = rng.choice(sorted(TAMPERED))
+                how = _tampered_then_repaired(path, pipeline, db, table, rng)
+                report["repairs"].append(f"{table} at {time.monotonic() - began:.0f} s ({how})")
+                say(f"{table} tampered with in the target and repaired, under the workload and the stream: {how}")
                 reloaded = True
             if late and min(report["kills"].values()) > 0:
                 break

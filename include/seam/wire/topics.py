@@ -158,6 +158,23 @@ def topic_ids(pipeline: Pipeline, topics: list[str], timeout: float = 15.0) -> d
     return {topic: str(future.result(timeout).topic_id) for topic, future in futures.items()}
 
 
+def end_offsets(pipeline: Pipeline, topics: list[str], timeout: float = 10.0) -> dict[str, int]:
+    """Each topic's high watermark (partition 0), where the broker answers: every message acknowledged before
+    this call lies below it (the embedded broker answers a little less: the first offset of its last batch,
+    plus one). A topic the broker does not answer for is left out."""
+    consumer = Consumer({**consumer_config(pipeline), "group.id": "seam-ends"})
+    ends = {}
+    try:
+        for topic in topics:
+            try:
+                ends[topic] = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout)[1]
+            except KafkaException:
+                continue
+    finally:
+        consumer.close()
+    return ends
+
+
 class Publisher:
     """A producer that waits for queue space and fails loudly on any undelivered message."""
 
