@@ -73,6 +73,22 @@ def _paced_table(tmp_path_factory, table: str, chunks: int) -> str:
     return path
 
 
+def _load_until_two_chunks_are_staged(path: str, pipeline, *args: str) -> subprocess.Popen:
+    """``seam load full ARGS`` started, returned once the sink holds two of its chunks whole (to be killed: at 45%
+    of the rows published it had held none yet, in CI)."""
+    load = subprocess.Popen(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.time() + 300
+    while _parts_done(pipeline)[0] < 2 and time.time() < deadline and load.poll() is None:
+        time.sleep(0.05)
+    assert load.poll() is None, "the load ended before it could be killed"
+    return load
+
+
 def _topic(pipeline) -> str:
 
     return table_topic(pipeline, pipeline.table(f"{DB}.big"))
@@ -195,16 +211,7 @@ def test_a_load_killed_under_a_running_stream_and_a_writer_resumes_once_the_sink
     writer = threading.Thread(target=write)
     writer.start()
     try:
-        first = subprocess.Popen(
-            [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.busy"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        deadline = time.time() + 300
-        while _parts_done(pipeline)[0] < 2 and time.time() < deadline and first.poll() is None:
-            time.sleep(0.05)
-        assert first.poll() is None, "the load ended before it could be killed"
+        first = _load_until_two_chunks_are_staged(path, pipeline, f"{DB}.busy")
         for pid in process_tree(first.pid):  # the load alone: the stream's reader and sink go on
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -231,17 +238,7 @@ def test_a_resume_whose_kept_chunks_predate_a_truncate_says_to_start_afresh(stac
     again would resume it again. The error names `--restart`, and that works."""
     path = _paced_table(tmp_path_factory, "cut", 12)
     pipeline = load_pipeline(path)
-    first = subprocess.Popen(
-        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.cut", "--restart"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.time() + 300
-    # killed once the sink holds chunks whole (at 45% of the rows published it had held none yet: CI)
-    while _parts_done(pipeline)[0] < 2 and time.time() < deadline and first.poll() is None:
-        time.sleep(0.05)
-    assert first.poll() is None, "the load ended before it could be killed"
+    first = _load_until_two_chunks_are_staged(path, pipeline, f"{DB}.cut", "--restart")
     _kill_all(path)
     assert _parts_done(pipeline)[0] < _parts_done(pipeline)[1], "every chunk was staged before the kill"
     first.wait(30)
