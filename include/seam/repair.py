@@ -50,6 +50,7 @@ from seam.source.snapshot import open_snapshot, snapshot_opening
 from seam.state.connection import StateWatch, open_target
 from seam.state.ledger import batch_status
 from seam.validate.at_position import changes_since, key_texts
+from seam.validate.cascaded import cascaded_keys
 from seam.validate.side import Scope, Side
 from seam.validate.validation import ensure_functions, validate
 from seam.wire.boundary import RECONCILE_PART, End, Part, Tally, new_batch_id
@@ -189,9 +190,13 @@ def _repair_once(
             raise RepairError(f"{table.name}: {why}; nothing was changed")
         compared_at = report.compared_at
         say(f"{table.name}: {differing:,} differing row(s) at {compared_at} ({report.seconds:.1f}s)")
-        end, changed, deletes = _publish_rows(
-            pipeline, table, schema, publication, compared_at, {tuple(d.key.values()) for d in report.differences}
-        )
+        try:
+            end, changed, deletes = _publish_rows(
+                pipeline, table, schema, publication, compared_at, {tuple(d.key.values()) for d in report.differences}
+            )
+        except ValidationError as exc:  # (compared_at, P] cannot be read, or a cascade in it cannot be followed
+            cancel(str(exc))
+            raise RepairError(str(exc)) from None
         ended = True
         final = _wait_state(
             watch, pipeline, batch, lambda s: s is not None and s["state"] != "open", timeout, sink, "apply the repair"
@@ -232,6 +237,7 @@ def _publish_rows(pipeline, table, schema, publication: Publication, compared_at
         at = open_snapshot(src, pipeline.source, opening, table.name)
         changes = changes_since(pipeline, src, schema, table, compared_at, at)
         changed = {key_texts(schema, table, image) for pair in changes for image in pair if image is not None}
+        changed |= cascaded_keys(pipeline, src, tgt, schema, table, compared_at, at, changes)
         wanted = sorted(keys | changed)
         nul, state = pipeline.target.nul_replacement, pipeline.target.state_schema
         ensure_functions(tgt, state)

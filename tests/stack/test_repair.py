@@ -14,6 +14,7 @@ import time
 import psycopg
 import pytest
 
+from seam import repair
 from seam.config import load_pipeline
 from seam_dev import demo
 from tests.support.commands import run_command
@@ -276,3 +277,45 @@ def test_tables_keyed_by_dates_times_and_text_are_repaired(stack, tmp_path_facto
             repaired.stdout[-2000:] + repaired.stderr[-2000:]
         )
         assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, table) is None, table
+
+
+def test_rows_a_cascade_changed_while_the_repair_ran_are_copied_again(stack, tmp_path_factory, monkeypatch):
+    """The parent changes after the repair's comparison and before its snapshot (held there by the test): a
+    parent deleted (ON DELETE CASCADE: its children go), a parent re-keyed (ON UPDATE CASCADE: its children
+    follow), a reply's parent deleted (a key into itself: the thread goes, two levels down). The binlog holds
+    no row of what the engine did to the children, so the repair finds those rows through the target's
+    foreign keys and copies them again with the rows it was asked for; then the children equal the source
+    (before, the cascaded rows stayed as they were, and the table's position moved past the cascade)."""
+    db = "repair_cascade_test"
+    fresh_database(
+        db,
+        f"CREATE TABLE {db}.owners (id INT PRIMARY KEY, code VARCHAR(10) NOT NULL UNIQUE) ENGINE=InnoDB",
+        f"CREATE TABLE {db}.items (id BIGINT PRIMARY KEY, owner_code VARCHAR(10) NOT NULL, parent_id BIGINT NULL, "
+        f"n INT, FOREIGN KEY (owner_code) REFERENCES {db}.owners (code) ON DELETE CASCADE ON UPDATE CASCADE, "
+        f"FOREIGN KEY (parent_id) REFERENCES {db}.items (id) ON DELETE CASCADE) ENGINE=InnoDB",
+        f"INSERT INTO {db}.owners SELECT seq, CONCAT('c', seq) FROM {db}.seq_1_to_20",
+        f"INSERT INTO {db}.items SELECT seq, CONCAT('c', 1 + seq % 20), NULL, seq FROM {db}.seq_1_to_400",
+        f"UPDATE {db}.items SET parent_id = id - 20 WHERE id > 380",  # replies to 361..380
+        f"INSERT INTO {db}.items VALUES (1000, 'c5', 381, 0), (1001, 'c5', 1000, 0)",  # a thread below 361
+    )
+    tables = [{"name": f"{db}.owners", "key": ["id"]}, {"name": f"{db}.items", "key": ["id"]}]
+    pipeline = load_pipeline(pipeline_file(tmp_path_factory, "repair_cascade", tables))
+    assert _seam(pipeline.path, "load", "full", f"{db}.owners", f"{db}.items").returncode == 0
+    _target(pipeline, f'UPDATE "{db}"."items" SET n = -1 WHERE id = 7')  # the difference asked for
+    compared = repair.validate
+
+    def validate_then_the_parent_changes(*args, **kwargs):
+        report = compared(*args, **kwargs)
+        conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
+        conn.autocommit(True)
+        with conn.cursor() as cur:
+            cur.execute("DELETE FROM owners WHERE code = 'c3'")  # 20 items go with it
+            cur.execute("UPDATE owners SET code = 'c4x' WHERE code = 'c4'")  # 20 items follow
+            cur.execute("DELETE FROM items WHERE id = 361")  # its reply 381, and the thread 1000, 1001 below it
+        conn.close()
+        return report
+
+    monkeypatch.setattr(repair, "validate", validate_then_the_parent_changes)
+    done = repair.repair_table(pipeline, pipeline.table(f"{db}.items"), say=print)
+    assert done.differing == 1 and done.changed >= 43, done  # 20 + 20 + 3 rows the cascades changed
+    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "items") is None

@@ -91,8 +91,12 @@ def images_at(schema: TableSchema, table: TableConfig, changes) -> dict[tuple[st
 
 def key_texts(schema: TableSchema, table: TableConfig, image: dict) -> tuple[str, ...]:
     """A normalised row's key in canonical text (``seam.validate.canonical``) form."""
-    texts = tuple(_value_text(schema.column(k), image[k]) for k in table.key)
-    return cast(tuple[str, ...], texts)  # key columns are NOT NULL
+    return cast(tuple[str, ...], value_texts(schema, table.key, image))  # key columns are NOT NULL
+
+
+def value_texts(schema: TableSchema, columns, image: dict) -> tuple[str | None, ...]:
+    """A normalised row's values of ``columns`` in canonical text form (None for NULL)."""
+    return tuple(_value_text(schema.column(c), image[c]) for c in columns)
 
 
 def _value_text(column: Column, value: Any) -> str | None:
