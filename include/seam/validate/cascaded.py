@@ -44,12 +44,15 @@ def cascaded_keys(
     (start, end]. ``own_changes``: the table's own row changes in that range (its parent, for a key into
     itself)."""
     found: set[tuple[str, ...]] = set()
+    read: dict[tuple[str, str], tuple[TableSchema, list]] = {(schema.db, schema.table): (schema, own_changes)}
     for fk in read_foreign_keys(src, {schema.db}):
         if fk.child != (schema.db, schema.table) or not fk.follows():
             continue
         itself = fk.parent == fk.child
-        parent = schema if itself else read_schema(src, *fk.parent)
-        changes = own_changes if itself else changes_since(pipeline, src, parent, table, start, end)
+        if fk.parent not in read:  # a parent's binlog range is read once, however many keys reference it
+            parent_schema = read_schema(src, *fk.parent)
+            read[fk.parent] = (parent_schema, changes_since(pipeline, src, parent_schema, table, start, end))
+        parent, changes = read[fk.parent]
         values = set(_cascading(fk, parent, changes))
         if values:
             _check_matched(schema, table, fk)
