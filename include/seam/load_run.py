@@ -29,10 +29,12 @@ from seam.core.errors import ONE_LINE, SeamError, first_line
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.spark import spark_job_script, spark_master, submit_conf
 from seam.spark_driver import SharedJob, run_shared
-from seam.state.connection import StateWatch
-from seam.state.ledger import batch_status, left_over_rows
+from seam.state.connection import StateWatch, connect_state
+from seam.state.ledger import batch_status, drop_left_over, left_over_rows
 from seam.state.schema import held_by_another
 from seam.wire.topics import ensure_topics, table_topic
+
+log = logging.getLogger(__name__)
 
 
 class LoadError(SeamError):
@@ -180,6 +182,8 @@ class BatchRun:
         self.watch.hold(self.batches.values())
         # a resumed batch's rows of chunks it does not keep: not counted as staged (END drops them)
         self.left_over = left_over_rows(self.conn, self.pipeline.target.state_schema, list(self.batches.values()))
+        if self.left_over:  # beside the job, not in END's transaction, where it was a resume's largest fixed cost
+            threading.Thread(target=self._drop_left_over, name="drop-left-over", daemon=True).start()
         started = time.time()
         try:
             self._start(job, job_args)
@@ -200,6 +204,18 @@ class BatchRun:
             r["seconds"] = round(seconds, 2)
             r["rows_per_s"] = round((r["final_rows"] or 0) / max(seconds, 1e-3))
         return self.results
+
+    def _drop_left_over(self) -> None:
+        """The rows of the chunks a resumed batch does not keep, deleted from its staging table while the job
+        publishes (``ledger.drop_left_over``). Best effort: END drops whatever is still there."""
+        try:
+            with connect_state(self.pipeline) as conn:
+                for name, batch in self.batches.items():
+                    if self.left_over.get(batch):
+                        dropped = drop_left_over(conn, self.pipeline.target.state_schema, batch)
+                        self.runner.say(f"{name}: dropped the {dropped:,} staged rows of the chunks not kept")
+        except psycopg.Error as error:  # e.g. END came first and dropped the columns: nothing is lost
+            log.info("the left-over rows stay for END to drop (%s)", first_line(error))
 
     def _keep(self, child) -> None:
         """Keep a process this run just started, for whoever stops the load (``Runner.children``); one started

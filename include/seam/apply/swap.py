@@ -36,11 +36,11 @@ def check_end(conn, batch: OpenBatch, end: End) -> None:
     if sum(p.rows for p in end.parts) != end.rows:
         raise SinkError(f"END's parts add up to {sum(p.rows for p in end.parts)} rows, END says {end.rows}")
     stage = batch.stage
-    if set(batch.tallies) - set(winners):  # output of a retried or speculative Spark task attempt
+    losers = set(batch.tallies) - set(winners)  # output of a retried or speculative Spark task attempt
+    if losers:  # (every staged row's attempt has a tally: the count below says so); IN is a hash join, NOT IN is not
         conn.execute(
-            f"DELETE FROM {stage} WHERE (_seam_part, _seam_attempt) NOT IN "
-            f"(SELECT * FROM unnest(%s::int[], %s::bigint[]))",
-            ([p for p, _ in winners], [a for _, a in winners]),
+            f"DELETE FROM {stage} WHERE (_seam_part, _seam_attempt) IN (SELECT * FROM unnest(%s::int[], %s::bigint[]))",
+            ([p for p, _ in losers], [a for _, a in losers]),
         )
     snapshot_rows = sum(p.rows for p in end.parts if p.part != RECONCILE_PART)
     staged_rows = conn.execute(f"SELECT count(*) FROM {stage}").fetchone()[0]

@@ -1,0 +1,62 @@
+"""A resumed load drops the rows its batch does not keep (the killed load's chunks it had not published whole)
+beside its job, not in END's transaction: ``ledger.drop_left_over`` deletes exactly those, never a kept
+chunk's rows nor a new attempt's, and is a no-op once they are gone or the staging table is."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from seam.config import load_pipeline
+from seam.state.connection import connect_state
+from seam.state.ledger import drop_left_over, left_over_rows, staging_tables
+from tests.support.pipelines import pipeline_file
+
+pytestmark = pytest.mark.stack
+BATCH = "20990101T000000-left0ver"
+
+
+def test_only_the_rows_of_chunks_not_kept_are_dropped(stack, tmp_path_factory):
+    pipeline = load_pipeline(pipeline_file(tmp_path_factory, "left_over", [{"name": "left_over.t", "key": ["id"]}]))
+    schema = pipeline.target.state_schema
+    stage = f'"{schema}"."{staging_tables(BATCH)[0]}"'
+    with connect_state(pipeline) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {stage}")
+        for table in ("batches", "batch_parts", "batch_parts_done"):
+            conn.execute(f'DELETE FROM "{schema}".{table} WHERE batch_id = %s', (BATCH,))
+        conn.execute(
+            f'INSERT INTO "{schema}".batches (batch_id, db, tbl, mode, state, topic, columns, key_columns) '
+            "VALUES (%s, 'left_over', 't', 'full', 'open', 'left_over', '[]', '[\"id\"]')",
+            (BATCH,),
+        )
+        conn.execute(f"CREATE TABLE {stage} (id int, _seam_part int, _seam_attempt bigint)")
+        # chunk 0: attempt 1 whole (kept), attempt 2 a duplicate; chunk 1: attempt 3 cut off by the kill;
+        # chunk 2: attempt 4 published whole but one row short in the target (not kept either)
+        staged = {(0, 1): range(0, 100), (0, 2): range(0, 40), (1, 3): range(100, 130), (2, 4): range(200, 249)}
+        for (part, attempt), ids in staged.items():
+            conn.execute(
+                f"INSERT INTO {stage} SELECT g, {part}, {attempt} FROM generate_series({ids.start}, {ids.stop - 1}) g"
+            )
+            conn.execute(
+                f'INSERT INTO "{schema}".batch_parts VALUES (%s, %s, %s, %s, 7)', (BATCH, part, attempt, len(ids))
+            )
+        for part, attempt, rows in ((0, 1, 100), (0, 2, 100), (2, 4, 50)):
+            conn.execute(
+                f'INSERT INTO "{schema}".batch_parts_done VALUES (%s, %s, %s, %s, 7, %s, %s)',
+                (BATCH, part, attempt, rows, "mysql-bin.000001", 4),
+            )
+        assert left_over_rows(conn, schema, [BATCH]) == {BATCH: 40 + 30 + 49}
+        # the resumed job's new attempts stage meanwhile: theirs are never dropped
+        conn.execute(f"INSERT INTO {stage} SELECT g, 1, 900 FROM generate_series(100, 199) g")
+
+        assert drop_left_over(conn, schema, BATCH) == 40 + 30 + 49
+        left = conn.execute(f"SELECT _seam_part, _seam_attempt, count(*) FROM {stage} GROUP BY 1, 2 ORDER BY 1, 2")
+        assert left.fetchall() == [(0, 1, 100), (1, 900, 100)]
+        assert drop_left_over(conn, schema, BATCH) == 0  # END's own drop finds nothing after it
+
+        conn.execute(f"DROP TABLE {stage}")  # END came first and the batch is gone: nothing to do, no error
+        assert drop_left_over(conn, schema, BATCH) == 0
+        for table in ("batches", "batch_parts", "batch_parts_done"):
+            conn.execute(f'DELETE FROM "{schema}".{table} WHERE batch_id = %s', (BATCH,))
+    with pytest.raises(psycopg.Error):  # a closed connection: the load's thread says so and END drops them
+        drop_left_over(conn, schema, BATCH)
