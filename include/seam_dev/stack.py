@@ -45,6 +45,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 DEFAULT_PORTS = {"mysql": 33306, "kafka": 39092, "postgres": 35432, "airflow": 38080}
 BIND_RETRY_S = 60.0  # a service whose port a passing connection holds is started again for this long
+BIND_FAILED = ("Address already in use", "AddrInUse")  # C servers' strerror; Rust's (Tansu's) io::ErrorKind
 PORT_ENV = {
     "mysql": "SEAM_MYSQL_PORT",
     "kafka": "SEAM_KAFKA_PORT",
@@ -197,7 +198,7 @@ class EmbeddedStack(Processes):
                 getattr(self, f"_start_{name}")(timeout)
                 return
             except StackError as exc:
-                if "Address already in use" not in str(exc) or time.monotonic() > deadline:
+                if not any(m in str(exc) for m in BIND_FAILED) or time.monotonic() > deadline:
                     raise
             log(f"{name:9} could not bind port {self.port(name)} (a passing connection holds it): starting again")
             time.sleep(2)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -321,23 +321,38 @@ def test_up_fails_clearly_when_the_port_is_taken(private_stack):
 
 def test_up_starts_a_server_again_whose_port_a_passing_connection_held(private_stack):
     """The stack's ports lie in the kernel's range for outgoing connections: a client's connection may hold
-    one (`make demo` failed so: PostgreSQL could not bind 35432 while a test suite ran beside). Nothing
-    listens there, so the port looks free; the server fails to bind it, and is started again until the
-    connection is gone."""
-    s = private_stack
-    s.up(("postgres",), log=lambda m: None)  # its data directory made: the next start binds at once
-    s.stop("postgres")
-    with socket.socket() as listener, socket.socket() as client:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen()
-        _bind_when_free(client, s.port("postgres"))  # the connection's own end holds the port
-        client.connect(listener.getsockname())
-        said: list[str] = []
-        # the connection ends (the listener's close resets it: no FIN_WAIT or TIME_WAIT keeps the port)
-        threading.Timer(4, lambda: (listener.close(), client.close())).start()
-        s.up(("postgres",), log=said.append)
-    assert any("could not bind port" in line for line in said), said
-    assert any(line.startswith("postgres  up on") for line in said), said
+    one (`make demo` failed so: PostgreSQL could not bind 35432 while a test suite ran beside; the test stack's
+    Tansu could not bind 49092, held by a connection of a client to itself). Nothing listens there, so the
+    port looks free; the server fails to bind it, and is started again until the connection is gone. Both
+    kinds of server: PostgreSQL says `Address already in use`, Tansu (Rust) `AddrInUse`."""
+    s, servers = private_stack, ("postgres", "kafka")
+    s.up(servers, log=lambda m: None)  # the data directory made: the next start binds at once
+    for name in servers:
+        s.stop(name)
+    said: list[str] = []
+    with contextlib.ExitStack() as held:
+        holding = {}  # server -> (a listener, a connection to it from the server's port)
+        for name in servers:
+            listener, client = held.enter_context(socket.socket()), held.enter_context(socket.socket())
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            _bind_when_free(client, s.port(name))  # the connection's own end holds the port
+            client.connect(listener.getsockname())
+            holding[name] = (listener, client)
+
+        def log(line: str) -> None:
+            said.append(line)
+            name = line.split()[0]
+            if "could not bind port" in line and name in holding:
+                # the connection ends once its server has failed (the listener's close resets it: no FIN_WAIT
+                # or TIME_WAIT keeps the port)
+                for sock in holding.pop(name):
+                    sock.close()
+
+        s.up(servers, log=log)
+    for name in servers:
+        assert any(line.startswith(f"{name:9} could not bind port") for line in said), said
+        assert any(line.startswith(f"{name:9} up on") for line in said), said
 
 
 def _bind_when_free(sock: socket.socket, port: int, within_s: float = 120) -> None:
