@@ -1,6 +1,7 @@
 """A resumed load drops the rows its batch does not keep (the killed load's chunks it had not published whole)
 beside its job, not in END's transaction: ``ledger.drop_left_over`` deletes exactly those, never a kept
-chunk's rows nor a new attempt's, and is a no-op once they are gone or the staging table is."""
+chunk's rows nor a new attempt's, marks them so that END does not scan for them again, and is a no-op once
+they are gone or the staging table is."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from seam.config import load_pipeline
 from seam.state.connection import connect_state
-from seam.state.ledger import drop_left_over, left_over_rows, staging_tables
+from seam.state.ledger import drop_left_over, dropped_parts, left_over_rows, staging_tables
 from tests.support.pipelines import pipeline_file
 
 pytestmark = pytest.mark.stack
@@ -52,7 +53,9 @@ def test_only_the_rows_of_chunks_not_kept_are_dropped(stack, tmp_path_factory):
         assert drop_left_over(conn, schema, BATCH) == 40 + 30 + 49
         left = conn.execute(f"SELECT _seam_part, _seam_attempt, count(*) FROM {stage} GROUP BY 1, 2 ORDER BY 1, 2")
         assert left.fetchall() == [(0, 1, 100), (1, 900, 100)]
-        assert drop_left_over(conn, schema, BATCH) == 0  # END's own drop finds nothing after it
+        assert dropped_parts(conn, schema, BATCH) == {(0, 2), (1, 3), (2, 4)}  # END drops only the others
+        assert drop_left_over(conn, schema, BATCH) == 0
+        assert left_over_rows(conn, schema, [BATCH]) == {BATCH: 40 + 30 + 49}  # still not counted as staged
 
         conn.execute(f"DROP TABLE {stage}")  # END came first and the batch is gone: nothing to do, no error
         assert drop_left_over(conn, schema, BATCH) == 0

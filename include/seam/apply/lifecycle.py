@@ -250,7 +250,7 @@ class BatchLifecycle:
 
     def publish(self, batch: OpenBatch, end: End) -> int:
         """Verify the staged batch against END and make it visible (replace or merge); raises to reject."""
-        check_end(self.conn, batch, end)
+        check_end(self.conn, self.schema, batch, end)
         if batch.begin.mode == "incremental":
             return merge_window(self.conn, self.schema, batch, end)
         if batch.begin.mode == "repair":

@@ -17,14 +17,15 @@ from seam.apply.decode import flagged_sql
 from seam.apply.target import target_table
 from seam.core.identifiers import clipped, qi
 from seam.core.schema import added_by_users
-from seam.state.ledger import staging_tables
+from seam.state.ledger import dropped_parts, staging_tables
 from seam.state.schema import xact_lock
 from seam.wire.boundary import RECONCILE_PART, End, Tally
 
 
-def check_end(conn, batch: OpenBatch, end: End) -> None:
+def check_end(conn, schema: str, batch: OpenBatch, end: End) -> None:
     """The staged batch must be what END says was published (else SinkError: the batch is rejected); the
-    output of retried or speculative Spark task attempts is dropped."""
+    output of retried or speculative Spark task attempts is dropped, unless a resumed load dropped it already
+    (``schema``: the state schema, where that is recorded)."""
     winners = {(p.part, p.attempt): p for p in end.parts}
     for (part, attempt), p in winners.items():
         staged = batch.tallies.get((part, attempt), Tally())
@@ -37,6 +38,8 @@ def check_end(conn, batch: OpenBatch, end: End) -> None:
         raise SinkError(f"END's parts add up to {sum(p.rows for p in end.parts)} rows, END says {end.rows}")
     stage = batch.stage
     losers = set(batch.tallies) - set(winners)  # output of a retried or speculative Spark task attempt
+    if losers:
+        losers -= dropped_parts(conn, schema, batch.begin.batch)
     if losers:  # (every staged row's attempt has a tally: the count below says so); IN is a hash join, NOT IN is not
         conn.execute(
             f"DELETE FROM {stage} WHERE (_seam_part, _seam_attempt) IN (SELECT * FROM unnest(%s::int[], %s::bigint[]))",

@@ -108,22 +108,38 @@ def left_over_rows(conn, schema: str, batch_ids: list[str]) -> dict[str, int]:
 
 def drop_left_over(conn, schema: str, batch_id: str) -> int:
     """Delete from a resumed batch's staging table the rows of the chunks it does not keep (``left_over_rows``),
-    which END would otherwise drop in its own transaction; returns the rows deleted. Run by the resumed load
+    and mark their tallies ``dropped``, in one transaction; returns the rows deleted. Run by the resumed load
     while its job publishes: the new attempts' rows never match (a resumed job's attempts differ from the
-    dead ones'), and END's own drop still runs, finding nothing."""
+    dead ones'), and END drops only what is not marked (``dropped_parts``)."""
     s = qi(schema)
     stage = f"{s}.{qi(staging_tables(batch_id)[0])}"
-    pairs = conn.execute(
-        f"SELECT p.part, p.attempt FROM {s}.batch_parts p LEFT JOIN ({_KEPT.format(s=s)}) k "
-        "USING (batch_id, part, attempt) WHERE p.batch_id = %s AND k.part IS NULL",
-        ([batch_id], batch_id),
+    with conn.transaction():
+        pairs = conn.execute(
+            f"SELECT p.part, p.attempt FROM {s}.batch_parts p LEFT JOIN ({_KEPT.format(s=s)}) k "
+            "USING (batch_id, part, attempt) WHERE p.batch_id = %s AND k.part IS NULL AND NOT p.dropped",
+            ([batch_id], batch_id),
+        ).fetchall()
+        if not pairs or conn.execute("SELECT to_regclass(%s)", (stage,)).fetchone()[0] is None:
+            return 0
+        parts, attempts = [p for p, _ in pairs], [a for _, a in pairs]
+        dropped = conn.execute(
+            f"DELETE FROM {stage} WHERE (_seam_part, _seam_attempt) IN (SELECT * FROM unnest(%s::int[], %s::bigint[]))",
+            (parts, attempts),
+        ).rowcount
+        conn.execute(
+            f"UPDATE {s}.batch_parts SET dropped = true WHERE batch_id = %s AND (part, attempt) IN "
+            "(SELECT * FROM unnest(%s::int[], %s::bigint[]))",
+            (batch_id, parts, attempts),
+        )
+    return dropped
+
+
+def dropped_parts(conn, schema: str, batch_id: str) -> set[tuple[int, int]]:
+    """The (part, attempt) pairs whose staged rows a resumed load dropped already (``drop_left_over``)."""
+    rows = conn.execute(
+        f"SELECT part, attempt FROM {qi(schema)}.batch_parts WHERE batch_id = %s AND dropped", (batch_id,)
     ).fetchall()
-    if not pairs or conn.execute("SELECT to_regclass(%s)", (stage,)).fetchone()[0] is None:
-        return 0
-    return conn.execute(
-        f"DELETE FROM {stage} WHERE (_seam_part, _seam_attempt) IN (SELECT * FROM unnest(%s::int[], %s::bigint[]))",
-        ([p for p, _ in pairs], [a for _, a in pairs]),
-    ).rowcount
+    return {(part, attempt) for part, attempt in rows}
 
 
 def batch_state(conn, schema: str, batch_id: str) -> str | None:

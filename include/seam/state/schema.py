@@ -157,6 +157,12 @@ def migrations(schema: str) -> list[tuple[int, list[str]]]:
                 f"ALTER TABLE {s}.stream_parts ADD COLUMN IF NOT EXISTS worked_at timestamptz",
             ],
         ),
+        (
+            11,
+            [  # a resumed load dropped these rows of a chunk it does not keep (seam.state.ledger.drop_left_over)
+                f"ALTER TABLE {s}.batch_parts ADD COLUMN IF NOT EXISTS dropped boolean NOT NULL DEFAULT false",
+            ],
+        ),
     ]
 
 
