@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import psycopg
+from confluent_kafka import KafkaException
 
 from seam.config import state_dir
 from seam.core.errors import ONE_LINE, SeamError, first_line
@@ -31,8 +32,9 @@ from seam.spark import spark_job_script, spark_master, submit_conf
 from seam.spark_driver import SharedJob, run_shared
 from seam.state.connection import StateWatch, connect_state
 from seam.state.ledger import batch_status, drop_left_over, left_over_rows
+from seam.state.positions import stored_offsets
 from seam.state.schema import held_by_another
-from seam.wire.topics import ensure_topics, table_topic
+from seam.wire.topics import end_offsets, ensure_topics, table_topic
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +176,7 @@ class BatchRun:
         self.sink: Child | None = None
         self.job = ""
         self.left_over: dict[str, int] = {}
+        self.finished = threading.Event()
 
     def run(self, job: str, job_args: list[str]) -> dict[str, dict]:
         self.job = job
@@ -198,6 +201,7 @@ class BatchRun:
                     if child in self.runner.children:
                         self.runner.children.remove(child)
             self.watch.close()
+            self.finished.set()
         elapsed = time.time() - started
         for r in self.results.values():
             seconds = (r["finished_at"] - r["opened_at"]).total_seconds() if r["finished_at"] else elapsed
@@ -207,15 +211,34 @@ class BatchRun:
 
     def _drop_left_over(self) -> None:
         """The rows of the chunks a resumed batch does not keep, deleted from its staging table while the job
-        publishes (``ledger.drop_left_over``). Best effort: END drops whatever is still there."""
+        publishes (``ledger.drop_left_over``), once the sink has staged what was on the topics when the job
+        started: a killed load's job in the shared Spark driver goes on publishing while it is cancelled, and
+        ends before the next one starts. Best effort: END drops whatever is still there."""
         try:
             with connect_state(self.pipeline) as conn:
+                if not self._staged_what_came_before_the_job(conn):
+                    return
                 for name, batch in self.batches.items():
                     if self.left_over.get(batch):
                         dropped = drop_left_over(conn, self.pipeline.target.state_schema, batch)
                         self.runner.say(f"{name}: dropped the {dropped:,} staged rows of the chunks not kept")
-        except psycopg.Error as error:  # e.g. END came first and dropped the columns: nothing is lost
+        except (psycopg.Error, KafkaException) as error:  # e.g. END came first and dropped the columns
             log.info("the left-over rows stay for END to drop (%s)", first_line(error))
+
+    def _staged_what_came_before_the_job(self, conn, within_s: float = 120.0) -> bool:
+        deadline = time.monotonic() + within_s
+        while self.spark is None:
+            if time.monotonic() > deadline or self.finished.is_set():
+                return False
+            time.sleep(0.1)
+        ends = end_offsets(self.pipeline, self.topics)
+        while time.monotonic() < deadline and not self.finished.is_set():
+            offsets = stored_offsets(conn, self.pipeline.target.state_schema, self.topics)
+            applied = {topic: next_offset for topic, next_offset, _ in offsets}
+            if all(applied.get(topic, -1) >= end for topic, end in ends.items()):
+                return True
+            time.sleep(0.2)
+        return False
 
     def _keep(self, child) -> None:
         """Keep a process this run just started, for whoever stops the load (``Runner.children``); one started

@@ -1,7 +1,7 @@
 """A resumed load drops the rows its batch does not keep (the killed load's chunks it had not published whole)
 beside its job, not in END's transaction: ``ledger.drop_left_over`` deletes exactly those, never a kept
-chunk's rows nor a new attempt's, marks them so that END does not scan for them again, and is a no-op once
-they are gone or the staging table is."""
+chunk's rows nor a new attempt's, and records how many, so that END scans for them again only when more of
+them arrived since (a killed job's tasks being cancelled); a no-op once they are gone or the staging table is."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from seam.config import load_pipeline
 from seam.state.connection import connect_state
-from seam.state.ledger import drop_left_over, dropped_parts, left_over_rows, staging_tables
+from seam.state.ledger import drop_left_over, left_over_rows, staging_tables, undropped
 from tests.support.pipelines import pipeline_file
 
 pytestmark = pytest.mark.stack
@@ -53,9 +53,17 @@ def test_only_the_rows_of_chunks_not_kept_are_dropped(stack, tmp_path_factory):
         assert drop_left_over(conn, schema, BATCH) == 40 + 30 + 49
         left = conn.execute(f"SELECT _seam_part, _seam_attempt, count(*) FROM {stage} GROUP BY 1, 2 ORDER BY 1, 2")
         assert left.fetchall() == [(0, 1, 100), (1, 900, 100)]
-        assert dropped_parts(conn, schema, BATCH) == {(0, 2), (1, 3), (2, 4)}  # END drops only the others
+        losers = {(0, 2): 40, (1, 3): 30, (2, 4): 49, (3, 5): 10}  # END's: the rows their tallies say then
+        assert undropped(conn, schema, BATCH, losers) == {(3, 5)}  # one it never saw: END drops it
         assert drop_left_over(conn, schema, BATCH) == 0
         assert left_over_rows(conn, schema, [BATCH]) == {BATCH: 40 + 30 + 49}  # still not counted as staged
+
+        # the killed job's tasks, being cancelled, staged one more row of a dead attempt: END drops it
+        conn.execute(f"INSERT INTO {stage} VALUES (130, 1, 3)")
+        conn.execute(f'UPDATE "{schema}".batch_parts SET rows = 31 WHERE batch_id = %s AND attempt = 3', (BATCH,))
+        assert undropped(conn, schema, BATCH, {**losers, (1, 3): 31}) == {(1, 3), (3, 5)}
+        assert drop_left_over(conn, schema, BATCH) == 1  # (or a resumed load's next drop does)
+        assert undropped(conn, schema, BATCH, {**losers, (1, 3): 31}) == {(3, 5)}
 
         conn.execute(f"DROP TABLE {stage}")  # END came first and the batch is gone: nothing to do, no error
         assert drop_left_over(conn, schema, BATCH) == 0

@@ -17,7 +17,7 @@ from seam.apply.decode import flagged_sql
 from seam.apply.target import target_table
 from seam.core.identifiers import clipped, qi
 from seam.core.schema import added_by_users
-from seam.state.ledger import dropped_parts, staging_tables
+from seam.state.ledger import staging_tables, undropped
 from seam.state.schema import xact_lock
 from seam.wire.boundary import RECONCILE_PART, End, Tally
 
@@ -39,7 +39,7 @@ def check_end(conn, schema: str, batch: OpenBatch, end: End) -> None:
     stage = batch.stage
     losers = set(batch.tallies) - set(winners)  # output of a retried or speculative Spark task attempt
     if losers:
-        losers -= dropped_parts(conn, schema, batch.begin.batch)
+        losers = undropped(conn, schema, batch.begin.batch, {pair: batch.tallies[pair].rows for pair in losers})
     if losers:  # (every staged row's attempt has a tally: the count below says so); IN is a hash join, NOT IN is not
         conn.execute(
             f"DELETE FROM {stage} WHERE (_seam_part, _seam_attempt) IN (SELECT * FROM unnest(%s::int[], %s::bigint[]))",

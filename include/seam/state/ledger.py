@@ -108,38 +108,46 @@ def left_over_rows(conn, schema: str, batch_ids: list[str]) -> dict[str, int]:
 
 def drop_left_over(conn, schema: str, batch_id: str) -> int:
     """Delete from a resumed batch's staging table the rows of the chunks it does not keep (``left_over_rows``),
-    and mark their tallies ``dropped``, in one transaction; returns the rows deleted. Run by the resumed load
-    while its job publishes: the new attempts' rows never match (a resumed job's attempts differ from the
-    dead ones'), and END drops only what is not marked (``dropped_parts``)."""
+    and record how many their tallies said then (``dropped_rows``); returns the rows deleted. Run by the
+    resumed load while its job publishes: the new attempts' rows never match (a resumed job's attempts differ
+    from the dead ones'). END drops again what is not recorded or has grown since: a dead attempt's messages
+    can still arrive while the killed job's tasks are being cancelled (``undropped``)."""
     s = qi(schema)
     stage = f"{s}.{qi(staging_tables(batch_id)[0])}"
     with conn.transaction():
-        pairs = conn.execute(
-            f"SELECT p.part, p.attempt FROM {s}.batch_parts p LEFT JOIN ({_KEPT.format(s=s)}) k "
-            "USING (batch_id, part, attempt) WHERE p.batch_id = %s AND k.part IS NULL AND NOT p.dropped",
+        found = conn.execute(
+            f"SELECT p.part, p.attempt, p.rows FROM {s}.batch_parts p LEFT JOIN ({_KEPT.format(s=s)}) k "
+            "USING (batch_id, part, attempt) WHERE p.batch_id = %s AND k.part IS NULL "
+            "AND p.dropped_rows IS DISTINCT FROM p.rows",
             ([batch_id], batch_id),
         ).fetchall()
-        if not pairs or conn.execute("SELECT to_regclass(%s)", (stage,)).fetchone()[0] is None:
+        if not found or conn.execute("SELECT to_regclass(%s)", (stage,)).fetchone()[0] is None:
             return 0
-        parts, attempts = [p for p, _ in pairs], [a for _, a in pairs]
+        parts, attempts, rows = (list(column) for column in zip(*found))
+        # the tallies read above, not later ones: rows staged after them are END's (their tallies differ)
         dropped = conn.execute(
             f"DELETE FROM {stage} WHERE (_seam_part, _seam_attempt) IN (SELECT * FROM unnest(%s::int[], %s::bigint[]))",
             (parts, attempts),
         ).rowcount
         conn.execute(
-            f"UPDATE {s}.batch_parts SET dropped = true WHERE batch_id = %s AND (part, attempt) IN "
-            "(SELECT * FROM unnest(%s::int[], %s::bigint[]))",
-            (batch_id, parts, attempts),
+            f"UPDATE {s}.batch_parts p SET dropped_rows = d.rows FROM unnest(%s::int[], %s::bigint[], %s::bigint[]) "
+            "AS d(part, attempt, rows) WHERE p.batch_id = %s AND (p.part, p.attempt) = (d.part, d.attempt)",
+            (parts, attempts, rows, batch_id),
         )
     return dropped
 
 
-def dropped_parts(conn, schema: str, batch_id: str) -> set[tuple[int, int]]:
-    """The (part, attempt) pairs whose staged rows a resumed load dropped already (``drop_left_over``)."""
+def undropped(conn, schema: str, batch_id: str, losers: dict[tuple[int, int], int]) -> set[tuple[int, int]]:
+    """Of a batch's losing (part, attempt) pairs (-> the rows their tallies say now), those whose staged rows
+    may still be there: all but the ones a resumed load dropped when their tallies said as much
+    (``drop_left_over``)."""
     rows = conn.execute(
-        f"SELECT part, attempt FROM {qi(schema)}.batch_parts WHERE batch_id = %s AND dropped", (batch_id,)
+        f"SELECT part, attempt, dropped_rows FROM {qi(schema)}.batch_parts WHERE batch_id = %s AND dropped_rows "
+        "IS NOT NULL",
+        (batch_id,),
     ).fetchall()
-    return {(part, attempt) for part, attempt in rows}
+    done = {(part, attempt) for part, attempt, dropped in rows if losers.get((part, attempt)) == dropped}
+    return set(losers) - done
 
 
 def batch_state(conn, schema: str, batch_id: str) -> str | None:

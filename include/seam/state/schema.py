@@ -159,8 +159,8 @@ def migrations(schema: str) -> list[tuple[int, list[str]]]:
         ),
         (
             11,
-            [  # a resumed load dropped these rows of a chunk it does not keep (seam.state.ledger.drop_left_over)
-                f"ALTER TABLE {s}.batch_parts ADD COLUMN IF NOT EXISTS dropped boolean NOT NULL DEFAULT false",
+            [  # a resumed load dropped the rows of a chunk it does not keep, as many as this said then
+                f"ALTER TABLE {s}.batch_parts ADD COLUMN IF NOT EXISTS dropped_rows bigint",  # (ledger.drop_left_over)
             ],
         ),
     ]
