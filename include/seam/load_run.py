@@ -31,7 +31,7 @@ from seam.core.pipeline import Pipeline, TableConfig
 from seam.spark import spark_job_script, spark_master, submit_conf
 from seam.spark_driver import SharedJob, run_shared
 from seam.state.connection import StateWatch, connect_state
-from seam.state.ledger import batch_status, drop_left_over, left_over_rows
+from seam.state.ledger import batch_status, drop_left_over, left_over_parts, left_over_rows
 from seam.state.positions import stored_offsets
 from seam.state.schema import held_by_another
 from seam.wire.topics import end_offsets, ensure_topics, table_topic
@@ -186,7 +186,9 @@ class BatchRun:
         # a resumed batch's rows of chunks it does not keep: not counted as staged (END drops them)
         self.left_over = left_over_rows(self.conn, self.pipeline.target.state_schema, list(self.batches.values()))
         if self.left_over:  # beside the job, not in END's transaction, where it was a resume's largest fixed cost
-            threading.Thread(target=self._drop_left_over, name="drop-left-over", daemon=True).start()
+            schema = self.pipeline.target.state_schema
+            dead = {batch: left_over_parts(self.conn, schema, batch) for batch in self.left_over}
+            threading.Thread(target=self._drop_left_over, args=(dead,), name="drop-left-over", daemon=True).start()
         started = time.time()
         try:
             self._start(job, job_args)
@@ -209,18 +211,19 @@ class BatchRun:
             r["rows_per_s"] = round((r["final_rows"] or 0) / max(seconds, 1e-3))
         return self.results
 
-    def _drop_left_over(self) -> None:
-        """The rows of the chunks a resumed batch does not keep, deleted from its staging table while the job
-        publishes (``ledger.drop_left_over``), once the sink has staged what was on the topics when the job
-        started: a killed load's job in the shared Spark driver goes on publishing while it is cancelled, and
-        ends before the next one starts. Best effort: END drops whatever is still there."""
+    def _drop_left_over(self, dead: dict[str, list[tuple[int, int]]]) -> None:
+        """The rows of the chunks a resumed batch does not keep (``dead``: batch -> the dead run's pairs, read
+        before the job started), deleted from its staging table while the job publishes (``ledger.drop_left_over``)
+        once the sink has staged what was on the topics when the job started: a killed load's job in the shared
+        Spark driver goes on publishing while it is cancelled, and ends before the next one starts. Best effort:
+        END drops whatever is still there."""
         try:
             with connect_state(self.pipeline) as conn:
                 if not self._staged_what_came_before_the_job(conn):
                     return
                 for name, batch in self.batches.items():
-                    if self.left_over.get(batch):
-                        dropped = drop_left_over(conn, self.pipeline.target.state_schema, batch)
+                    if dead.get(batch):
+                        dropped = drop_left_over(conn, self.pipeline.target.state_schema, batch, dead[batch])
                         self.runner.say(f"{name}: dropped the {dropped:,} staged rows of the chunks not kept")
         except (psycopg.Error, KafkaException) as error:  # e.g. END came first and dropped the columns
             log.info("the left-over rows stay for END to drop (%s)", first_line(error))

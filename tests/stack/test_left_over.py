@@ -10,7 +10,7 @@ import pytest
 
 from seam.config import load_pipeline
 from seam.state.connection import connect_state
-from seam.state.ledger import drop_left_over, left_over_rows, staging_tables, undropped
+from seam.state.ledger import drop_left_over, left_over_parts, left_over_rows, staging_tables, undropped
 from tests.support.pipelines import pipeline_file
 
 pytestmark = pytest.mark.stack
@@ -47,27 +47,30 @@ def test_only_the_rows_of_chunks_not_kept_are_dropped(stack, tmp_path_factory):
                 (BATCH, part, attempt, rows, "mysql-bin.000001", 4),
             )
         assert left_over_rows(conn, schema, [BATCH]) == {BATCH: 40 + 30 + 49}
-        # the resumed job's new attempts stage meanwhile: theirs are never dropped
+        dead = left_over_parts(conn, schema, BATCH)  # read before the resumed job starts
+        assert dead == [(0, 2), (1, 3), (2, 4)]
+        # the resumed job's new attempts stage meanwhile, not kept until done: theirs are never dropped
         conn.execute(f"INSERT INTO {stage} SELECT g, 1, 900 FROM generate_series(100, 199) g")
+        conn.execute(f'INSERT INTO "{schema}".batch_parts VALUES (%s, 1, 900, 100, 7)', (BATCH,))
 
-        assert drop_left_over(conn, schema, BATCH) == 40 + 30 + 49
+        assert drop_left_over(conn, schema, BATCH, dead) == 40 + 30 + 49
         left = conn.execute(f"SELECT _seam_part, _seam_attempt, count(*) FROM {stage} GROUP BY 1, 2 ORDER BY 1, 2")
         assert left.fetchall() == [(0, 1, 100), (1, 900, 100)]
         losers = {(0, 2): 40, (1, 3): 30, (2, 4): 49, (3, 5): 10}  # END's: the rows their tallies say then
         assert undropped(conn, schema, BATCH, losers) == {(3, 5)}  # one it never saw: END drops it
-        assert drop_left_over(conn, schema, BATCH) == 0
-        assert left_over_rows(conn, schema, [BATCH]) == {BATCH: 40 + 30 + 49}  # still not counted as staged
+        assert drop_left_over(conn, schema, BATCH, dead) == 0
+        assert left_over_rows(conn, schema, [BATCH]) == {BATCH: 40 + 30 + 49 + 100}  # (the new one: not done yet)
 
         # the killed job's tasks, being cancelled, staged one more row of a dead attempt: END drops it
         conn.execute(f"INSERT INTO {stage} VALUES (130, 1, 3)")
         conn.execute(f'UPDATE "{schema}".batch_parts SET rows = 31 WHERE batch_id = %s AND attempt = 3', (BATCH,))
         assert undropped(conn, schema, BATCH, {**losers, (1, 3): 31}) == {(1, 3), (3, 5)}
-        assert drop_left_over(conn, schema, BATCH) == 1  # (or a resumed load's next drop does)
+        assert drop_left_over(conn, schema, BATCH, dead) == 1  # (or a resumed load's next drop does)
         assert undropped(conn, schema, BATCH, {**losers, (1, 3): 31}) == {(3, 5)}
 
         conn.execute(f"DROP TABLE {stage}")  # END came first and the batch is gone: nothing to do, no error
-        assert drop_left_over(conn, schema, BATCH) == 0
+        assert drop_left_over(conn, schema, BATCH, dead) == 0
         for table in ("batches", "batch_parts", "batch_parts_done"):
             conn.execute(f'DELETE FROM "{schema}".{table} WHERE batch_id = %s', (BATCH,))
     with pytest.raises(psycopg.Error):  # a closed connection: the load's thread says so and END drops them
-        drop_left_over(conn, schema, BATCH)
+        drop_left_over(conn, schema, BATCH, dead)

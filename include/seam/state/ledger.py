@@ -106,25 +106,37 @@ def left_over_rows(conn, schema: str, batch_ids: list[str]) -> dict[str, int]:
     return {batch: int(n) for batch, n in rows}
 
 
-def drop_left_over(conn, schema: str, batch_id: str) -> int:
-    """Delete from a resumed batch's staging table the rows of the chunks it does not keep (``left_over_rows``),
-    and record how many their tallies said then (``dropped_rows``); returns the rows deleted. Run by the
-    resumed load while its job publishes: the new attempts' rows never match (a resumed job's attempts differ
-    from the dead ones'). END drops again what is not recorded or has grown since: a dead attempt's messages
-    can still arrive while the killed job's tasks are being cancelled (``undropped``)."""
+def left_over_parts(conn, schema: str, batch_id: str) -> list[tuple[int, int]]:
+    """The (part, attempt) pairs of a batch whose staged rows are left over (``left_over_rows``): read before a
+    resumed batch's job starts, they are the dead run's only (its new attempts are not kept until done)."""
+    s = qi(schema)
+    return conn.execute(
+        f"SELECT p.part, p.attempt FROM {s}.batch_parts p LEFT JOIN ({_KEPT.format(s=s)}) k "
+        "USING (batch_id, part, attempt) WHERE p.batch_id = %s AND k.part IS NULL ORDER BY 1, 2",
+        ([batch_id], batch_id),
+    ).fetchall()
+
+
+def drop_left_over(conn, schema: str, batch_id: str, pairs: list[tuple[int, int]]) -> int:
+    """Delete from a resumed batch's staging table the rows of ``pairs`` (``left_over_parts``), and record how
+    many their tallies said then (``dropped_rows``), in one transaction; returns the rows deleted. Run by the
+    resumed load while its job publishes. END drops again the pairs not recorded or whose tallies grew since:
+    a dead attempt's messages can still arrive while the killed job's tasks are being cancelled (``undropped``)."""
     s = qi(schema)
     stage = f"{s}.{qi(staging_tables(batch_id)[0])}"
+    if not pairs:
+        return 0
     with conn.transaction():
-        found = conn.execute(
-            f"SELECT p.part, p.attempt, p.rows FROM {s}.batch_parts p LEFT JOIN ({_KEPT.format(s=s)}) k "
-            "USING (batch_id, part, attempt) WHERE p.batch_id = %s AND k.part IS NULL "
-            "AND p.dropped_rows IS DISTINCT FROM p.rows",
-            ([batch_id], batch_id),
-        ).fetchall()
-        if not found or conn.execute("SELECT to_regclass(%s)", (stage,)).fetchone()[0] is None:
+        if conn.execute("SELECT to_regclass(%s)", (stage,)).fetchone()[0] is None:
             return 0
-        parts, attempts, rows = (list(column) for column in zip(*found))
-        # the tallies read above, not later ones: rows staged after them are END's (their tallies differ)
+        # the tallies before the DELETE, recorded after it (its row locks held only to the commit): rows staged
+        # after this read make them differ, and END drops those
+        found = conn.execute(
+            f"SELECT p.part, p.attempt, p.rows FROM {s}.batch_parts p JOIN unnest(%s::int[], %s::bigint[]) AS "
+            "d(part, attempt) USING (part, attempt) WHERE p.batch_id = %s",
+            ([p for p, _ in pairs], [a for _, a in pairs], batch_id),
+        ).fetchall()
+        parts, attempts, rows = ([row[i] for row in found] for i in range(3))
         dropped = conn.execute(
             f"DELETE FROM {stage} WHERE (_seam_part, _seam_attempt) IN (SELECT * FROM unnest(%s::int[], %s::bigint[]))",
             (parts, attempts),
