@@ -32,7 +32,7 @@ from seam.spark import spark_job_script, spark_master, submit_conf
 from seam.spark_driver import SharedJob, run_shared
 from seam.state.connection import StateWatch, connect_state
 from seam.state.ledger import batch_status, drop_left_over, left_over_parts, left_over_rows
-from seam.state.positions import stored_offsets
+from seam.state.positions import applied_through, stored_offsets
 from seam.state.schema import held_by_another
 from seam.wire.topics import end_offsets, ensure_topics, table_topic
 
@@ -236,9 +236,7 @@ class BatchRun:
             time.sleep(0.1)
         ends = end_offsets(self.pipeline, self.topics)
         while time.monotonic() < deadline and not self.finished.is_set():
-            offsets = stored_offsets(conn, self.pipeline.target.state_schema, self.topics)
-            applied = {topic: next_offset for topic, next_offset, _ in offsets}
-            if all(applied.get(topic, -1) >= end for topic, end in ends.items()):
+            if applied_through(stored_offsets(conn, self.pipeline.target.state_schema, self.topics), ends):
                 return True
             time.sleep(0.2)
         return False

@@ -31,7 +31,7 @@ from seam.source.schema import reachable, read_foreign_keys
 from seam.state import ledger
 from seam.state.connection import connect_state
 from seam.state.ledger import batch_status, watermark
-from seam.state.positions import stored_offsets
+from seam.state.positions import applied_through, stored_offsets
 from seam.state.schema import lock, try_lock
 from seam.wire.boundary import Part, new_batch_id
 from seam.wire.topics import end_offsets, table_topic
@@ -256,8 +256,7 @@ def _catch_up(pipeline: Pipeline, tables: list[TableConfig], conn, say) -> None:
     last, still, began = None, 0, time.time()
     while time.time() < began + CATCH_UP_S:
         offsets = stored_offsets(conn, pipeline.target.state_schema, topics)
-        applied = {topic: next_offset for topic, next_offset, _ in offsets}
-        if ends and all(applied.get(topic, -1) >= end for topic, end in ends.items()):
+        if ends and applied_through(offsets, ends):
             say(f"{', '.join(t.name for t in tables)}: the running sink has applied what it published")
             return
         still = still + 1 if offsets == last else 0

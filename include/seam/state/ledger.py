@@ -94,14 +94,23 @@ def resumable(conn, schema: str, db: str, table: str, topic: str) -> tuple[str, 
     return row[0], row[1], row[2], row[3], [(*k[:3], int(k[3]), *k[4:]) for k in kept]
 
 
+# the parts of batches ``= ANY(%s)`` whose staged rows are not kept: FROM and WHERE of a query, as ``p``
+_LEFT_OVER = (
+    "FROM {s}.batch_parts p LEFT JOIN ({kept}) k USING (batch_id, part, attempt) "
+    "WHERE p.batch_id = ANY(%s) AND k.part IS NULL"
+)
+
+
+def _left_over(schema: str) -> str:
+    s = qi(schema)
+    return _LEFT_OVER.format(s=s, kept=_KEPT.format(s=s))
+
+
 def left_over_rows(conn, schema: str, batch_ids: list[str]) -> dict[str, int]:
     """Per batch: the rows staged of chunks that are not kept (an interrupted load's unfinished chunks, or
     a duplicate attempt), which END drops. Read before a resumed batch's job starts, they stay the same."""
-    s = qi(schema)
     rows = conn.execute(
-        f"SELECT p.batch_id, sum(p.rows) FROM {s}.batch_parts p LEFT JOIN ({_KEPT.format(s=s)}) k "
-        "USING (batch_id, part, attempt) WHERE p.batch_id = ANY(%s) AND k.part IS NULL GROUP BY p.batch_id",
-        (batch_ids, batch_ids),
+        f"SELECT p.batch_id, sum(p.rows) {_left_over(schema)} GROUP BY p.batch_id", (batch_ids, batch_ids)
     ).fetchall()
     return {batch: int(n) for batch, n in rows}
 
@@ -109,11 +118,8 @@ def left_over_rows(conn, schema: str, batch_ids: list[str]) -> dict[str, int]:
 def left_over_parts(conn, schema: str, batch_id: str) -> list[tuple[int, int]]:
     """The (part, attempt) pairs of a batch whose staged rows are left over (``left_over_rows``): read before a
     resumed batch's job starts, they are the dead run's only (its new attempts are not kept until done)."""
-    s = qi(schema)
     return conn.execute(
-        f"SELECT p.part, p.attempt FROM {s}.batch_parts p LEFT JOIN ({_KEPT.format(s=s)}) k "
-        "USING (batch_id, part, attempt) WHERE p.batch_id = %s AND k.part IS NULL ORDER BY 1, 2",
-        ([batch_id], batch_id),
+        f"SELECT p.part, p.attempt {_left_over(schema)} ORDER BY 1, 2", ([batch_id], [batch_id])
     ).fetchall()
 
 
@@ -122,10 +128,10 @@ def drop_left_over(conn, schema: str, batch_id: str, pairs: list[tuple[int, int]
     many their tallies said then (``dropped_rows``), in one transaction; returns the rows deleted. Run by the
     resumed load while its job publishes. END drops again the pairs not recorded or whose tallies grew since:
     a dead attempt's messages can still arrive while the killed job's tasks are being cancelled (``undropped``)."""
-    s = qi(schema)
-    stage = f"{s}.{qi(staging_tables(batch_id)[0])}"
     if not pairs:
         return 0
+    s = qi(schema)
+    stage = f"{s}.{qi(staging_tables(batch_id)[0])}"
     with conn.transaction():
         if conn.execute("SELECT to_regclass(%s)", (stage,)).fetchone()[0] is None:
             return 0

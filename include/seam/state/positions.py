@@ -165,6 +165,12 @@ def stored_offsets(conn, schema: str, topics: list[str]) -> list[tuple[str, int,
     ).fetchall()
 
 
+def applied_through(offsets: list[tuple[str, int, str | None]], ends: dict[str, int]) -> bool:
+    """Whether the stored offsets (``stored_offsets``) reach each topic's end in ``ends`` (``wire.topics.end_offsets``)."""
+    applied = {topic: next_offset for topic, next_offset, _ in offsets}
+    return all(applied.get(topic, -1) >= end for topic, end in ends.items())
+
+
 def store_offset(conn, schema: str, topic: str, next_offset: int, topic_id: str | None) -> None:
     conn.execute(
         f"INSERT INTO {qi(schema)}.offsets (topic, partition, next_offset, topic_id) "
