@@ -8,10 +8,12 @@ from __future__ import annotations
 import sys
 
 import psycopg
+import pymysql
 import pytest
 
 from seam.apply.sink import Sink
 from seam.config import load_pipeline
+from seam.source.schema import read_foreign_keys
 from seam.source.streaming import ChangeReader
 from tests.support.commands import run_command
 from tests.support.independent import compare
@@ -227,3 +229,18 @@ def test_tables_under_a_middle_level_load_with_it(pipeline):
         ["comments", "order_lines", "orders", "reactions"],
         ["customers"],
     ], groups
+
+
+def test_one_tables_foreign_keys_are_read_alone(pipeline):
+    """A repair reads the cascades into its one table: that table's foreign keys, the same as in the whole
+    database's, and no other table's (a schema of hundreds of tables is not read per repair)."""
+    with pymysql.connect(**pipeline.source.pymysql_kwargs()) as conn:
+        everything = read_foreign_keys(conn, {DB})
+        for table in ("comments", "customers"):
+            alone = read_foreign_keys(conn, (), child=(DB, table))
+            assert alone == [fk for fk in everything if fk.child == (DB, table)], table
+        assert {fk.parent for fk in read_foreign_keys(conn, (), child=(DB, "comments"))} == {
+            (DB, "comments"),
+            (DB, "orders"),
+        }
+        assert read_foreign_keys(conn, (), child=(DB, "customers")) == []

@@ -123,22 +123,24 @@ def reachable(start, step) -> set:
     return seen
 
 
-def read_foreign_keys(conn, dbs) -> list[ForeignKey]:
-    """The foreign keys of the tables in ``dbs``, whatever database their parent is in (a cascade from a
-    parent in another database changes the child all the same). Columns come from KEY_COLUMN_USAGE; the ON
-    DELETE / ON UPDATE rules from SHOW CREATE TABLE, because MariaDB shows REFERENTIAL_CONSTRAINTS only to
-    users with more than SELECT on the table."""
-    dbs = sorted(set(dbs))
+def read_foreign_keys(conn, dbs, child: tuple[str, str] | None = None) -> list[ForeignKey]:
+    """The foreign keys of the tables in ``dbs`` (or of the one table ``child``), whatever database their
+    parent is in (a cascade from a parent in another database changes the child all the same). Columns come
+    from KEY_COLUMN_USAGE; the ON DELETE / ON UPDATE rules from SHOW CREATE TABLE, one per table with a
+    foreign key, because MariaDB shows REFERENTIAL_CONSTRAINTS only to users with more than SELECT on the
+    table."""
+    dbs = sorted(set(dbs) if child is None else {child[0]})
     if not dbs:
         return []
     marks = ", ".join(["%s"] * len(dbs))
+    one_table = "" if child is None else " AND TABLE_NAME = %s"
     with conn.cursor() as cur:
         cur.execute(
             "SELECT TABLE_SCHEMA, TABLE_NAME, CONSTRAINT_NAME, COLUMN_NAME, REFERENCED_TABLE_SCHEMA, "
             "REFERENCED_TABLE_NAME, REFERENCED_COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE "
-            f"WHERE TABLE_SCHEMA IN ({marks}) AND REFERENCED_TABLE_SCHEMA IS NOT NULL "
+            f"WHERE TABLE_SCHEMA IN ({marks}){one_table} AND REFERENCED_TABLE_SCHEMA IS NOT NULL "
             "ORDER BY TABLE_SCHEMA, TABLE_NAME, CONSTRAINT_NAME, ORDINAL_POSITION",
-            dbs,
+            dbs if child is None else [*dbs, child[1]],
         )
         grouped: dict[tuple, list] = {}
         for db, table, name, column, pdb, ptable, pcolumn in cur.fetchall():

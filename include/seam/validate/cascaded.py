@@ -45,8 +45,8 @@ def cascaded_keys(
     itself)."""
     found: set[tuple[str, ...]] = set()
     read: dict[tuple[str, str], tuple[TableSchema, list]] = {(schema.db, schema.table): (schema, own_changes)}
-    for fk in read_foreign_keys(src, {schema.db}):
-        if fk.child != (schema.db, schema.table) or not fk.follows():
+    for fk in read_foreign_keys(src, (), child=(schema.db, schema.table)):  # not the whole database's
+        if fk.child != (schema.db, schema.table) or not fk.follows():  # (names may compare in any case there)
             continue
         itself = fk.parent == fk.child
         if fk.parent not in read:  # a parent's binlog range is read once, however many keys reference it
