@@ -117,6 +117,11 @@ def cascade_groups(pipeline: Pipeline, tables: list[TableConfig]) -> list[list[T
 
 
 CATCH_UP_S = 300.0  # the longest a resumed load waits for the running sink to apply what the interrupted one published
+DEAD_TASKS_QUIET_S = (
+    1.0  # ... and then for the killed job's tasks, until their chunks have staged nothing for this long
+)
+DEAD_TASKS_MAX_S = 15.0
+DEAD_TASKS_CHECK_S = 0.2
 
 
 def full_load(
@@ -212,7 +217,7 @@ def _resumable(
             )
             for open_batch in filter(None, interrupted.values()):  # ours now: a sink held up meanwhile must not
                 try_lock(conn, "load", open_batch[0])  # abandon it (``StateWatch.hold``)
-            _catch_up(pipeline, waiting, conn, say)
+            _catch_up(pipeline, waiting, conn, say, [b[0] for b in filter(None, interrupted.values())])
         for t in waiting:
             found = interrupted[t.name]
             assert found is not None  # waiting holds the interrupted ones
@@ -239,24 +244,32 @@ def _resumable(
     return out, finished
 
 
-def _catch_up(pipeline: Pipeline, tables: list[TableConfig], conn, say) -> None:
+def _catch_up(pipeline: Pipeline, tables: list[TableConfig], conn, say, batches: list[str]) -> None:
     """Until what the interrupted load published is applied: by the running sink (its stored offsets reach the
     topics' ends as they were when this began, or stop moving: it holds a table up), or by a sink run here
-    until idle. The stream's changes go on arriving behind the load's messages: waiting for the offsets to
-    stop moving alone would wait for the whole timeout under any writer."""
+    until idle; then until the killed load's tasks stop publishing (``DeadTasks``). The stream's changes go on
+    arriving behind the load's messages: waiting for the offsets to stop moving alone would wait for the whole
+    timeout under any writer."""
     topics = [table_topic(pipeline, t) for t in tables]
+    dead = DeadTasks(conn, pipeline.target.state_schema, batches)
     if not all(sink_running(conn, topic) for topic in topics):
         sink = Sink(pipeline, tables)
         try:
             sink.run(caught_up=True, deadline=time.time() + 900)
+            while dead.publishing():
+                sink.run(caught_up=True, deadline=time.time() + 900)
         finally:
             sink.close()
+        dead.said(say, tables)
         return
     ends = end_offsets(pipeline, topics)
     last, still, began = None, 0, time.time()
     while time.time() < began + CATCH_UP_S:
         offsets = stored_offsets(conn, pipeline.target.state_schema, topics)
         if ends and applied_through(offsets, ends):
+            while dead.publishing():
+                pass
+            dead.said(say, tables)
             say(f"{', '.join(t.name for t in tables)}: the running sink has applied what it published")
             return
         still = still + 1 if offsets == last else 0
@@ -265,6 +278,36 @@ def _catch_up(pipeline: Pipeline, tables: list[TableConfig], conn, say) -> None:
         last = offsets
         time.sleep(1)
     say(f"the running sink has not applied what the interrupted load published after {CATCH_UP_S:.0f} s: going on")
+
+
+class DeadTasks:
+    """The killed load's Spark tasks: a cancelled job's Python tasks run on, waiting for the sink (``SinkPace``)
+    and then finishing their chunk as it stages them. Their chunks are kept if the resumed load waits for them,
+    not read again: ``publishing`` is True while the rows staged of chunks not kept (``ledger.left_over_rows``)
+    have changed within ``DEAD_TASKS_QUIET_S`` (at most ``DEAD_TASKS_MAX_S`` in all), False at once if there
+    are none once what the load published is applied."""
+
+    def __init__(self, conn, schema: str, batches: list[str]):
+        self.conn, self.schema, self.batches = conn, schema, batches
+        self.rows: dict[str, int] | None = None
+        self.seen = self.moved = 0.0
+
+    def publishing(self) -> bool:
+        if self.rows is not None:
+            time.sleep(DEAD_TASKS_CHECK_S)
+        rows, now = ledger.left_over_rows(self.conn, self.schema, self.batches), time.monotonic()
+        if self.rows is None:
+            self.rows, self.seen, self.moved = rows, now, now
+        elif rows != self.rows:
+            self.rows, self.moved = rows, now
+        return bool(rows) and now - self.moved < DEAD_TASKS_QUIET_S and now - self.seen < DEAD_TASKS_MAX_S
+
+    def said(self, say, tables: list[TableConfig]) -> None:
+        if self.moved > self.seen:
+            say(
+                f"{', '.join(t.name for t in tables)}: the interrupted load's tasks went on publishing their "
+                f"chunks; applied for {self.moved - self.seen:.1f} s until they stopped"
+            )
 
 
 def incremental_load(

@@ -1,14 +1,19 @@
 """A resumed load drops the rows its batch does not keep (the killed load's chunks it had not published whole)
 beside its job, not in END's transaction: ``ledger.drop_left_over`` deletes exactly those, never a kept
 chunk's rows nor a new attempt's, and records how many, so that END scans for them again only when more of
-them arrived since (a killed job's tasks being cancelled); a no-op once they are gone or the staging table is."""
+them arrived since (a killed job's tasks being cancelled); a no-op once they are gone or the staging table is.
+Before that, the resumed load waits for the killed job's tasks to stop publishing (``seam.loads.DeadTasks``)."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import psycopg
 import pytest
 
 from seam.config import load_pipeline
+from seam.loads import DEAD_TASKS_QUIET_S, DeadTasks
 from seam.state.connection import connect_state
 from seam.state.ledger import drop_left_over, left_over_parts, left_over_rows, staging_tables, undropped
 from tests.support.pipelines import pipeline_file
@@ -74,3 +79,64 @@ def test_only_the_rows_of_chunks_not_kept_are_dropped(stack, tmp_path_factory):
             conn.execute(f'DELETE FROM "{schema}".{table} WHERE batch_id = %s', (BATCH,))
     with pytest.raises(psycopg.Error):  # a closed connection: the load's thread says so and END drops them
         drop_left_over(conn, schema, BATCH, dead)
+
+
+def test_a_resumed_load_waits_for_the_killed_tasks_until_their_chunks_stop_growing(stack, tmp_path_factory):
+    """A killed load's cancelled tasks go on publishing their chunks: the resumed load applies them until the
+    rows staged of chunks not kept stop changing for ``DEAD_TASKS_QUIET_S``, so that a chunk a task finished
+    meanwhile is kept, not read again; with nothing left over it does not wait at all."""
+    pipeline = load_pipeline(pipeline_file(tmp_path_factory, "left_over", [{"name": "left_over.t", "key": ["id"]}]))
+    schema, batch = pipeline.target.state_schema, "20990101T000000-deadtask"
+
+    def clear(conn) -> None:
+        for table in ("batches", "batch_parts", "batch_parts_done"):
+            conn.execute(f'DELETE FROM "{schema}".{table} WHERE batch_id = %s', (batch,))
+
+    def part(conn, part: int, attempt: int, rows: int, done: bool = False) -> None:
+        conn.execute(
+            f'INSERT INTO "{schema}".batch_parts VALUES (%s, %s, %s, %s, 7) ON CONFLICT (batch_id, part, attempt) '
+            "DO UPDATE SET rows = EXCLUDED.rows",
+            (batch, part, attempt, rows),
+        )
+        if done:
+            conn.execute(
+                f'INSERT INTO "{schema}".batch_parts_done VALUES (%s, %s, %s, %s, 7, %s, %s)',
+                (batch, part, attempt, rows, "mysql-bin.000001", 4),
+            )
+
+    said: list[str] = []
+    table = pipeline.table("left_over.t")
+    with connect_state(pipeline) as conn, connect_state(pipeline) as task:
+        clear(conn)
+        part(conn, 0, 1, 100, done=True)
+        assert not DeadTasks(conn, schema, [batch]).publishing()  # nothing left over: no wait
+
+        part(conn, 1, 2, 10)  # a task killed with its chunk part-way
+
+        def go_on() -> None:  # ... goes on: its chunk grows, then its PART arrives (kept)
+            for rows in (20, 30, 40):
+                time.sleep(0.3)
+                part(task, 1, 2, rows)
+            time.sleep(0.3)
+            part(task, 1, 2, 50, done=True)
+
+        going = threading.Thread(target=go_on)
+        dead, began = DeadTasks(conn, schema, [batch]), time.monotonic()
+        going.start()
+        while dead.publishing():
+            pass
+        going.join()
+        assert 1.1 < time.monotonic() - began < 1.2 + DEAD_TASKS_QUIET_S, time.monotonic() - began
+        assert left_over_rows(conn, schema, [batch]) == {}  # the chunk it finished is kept
+        dead.said(said.append, [table])
+        assert said and "went on publishing their chunks" in said[0], said
+
+        part(conn, 2, 3, 10)  # a task that died part-way: waited for the quiet time, then not again
+        dead, began = DeadTasks(conn, schema, [batch]), time.monotonic()
+        while dead.publishing():
+            pass
+        assert DEAD_TASKS_QUIET_S <= time.monotonic() - began < DEAD_TASKS_QUIET_S + 1
+        said.clear()
+        dead.said(said.append, [table])
+        assert said == []
+        clear(conn)
