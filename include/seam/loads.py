@@ -117,11 +117,11 @@ def cascade_groups(pipeline: Pipeline, tables: list[TableConfig]) -> list[list[T
 
 
 CATCH_UP_S = 300.0  # the longest a resumed load waits for the running sink to apply what the interrupted one published
-DEAD_TASKS_QUIET_S = (
-    1.0  # ... and then for the killed job's tasks, until their chunks have staged nothing for this long
-)
+# ... then for the killed job's tasks, until the rows of their chunks have not changed for this long (they wait
+# for the sink's report in steps of 0.1 s), and at most this long in all
+DEAD_TASKS_QUIET_S = 0.5
 DEAD_TASKS_MAX_S = 15.0
-DEAD_TASKS_CHECK_S = 0.2
+DEAD_TASKS_CHECK_S = 0.1
 
 
 def full_load(
