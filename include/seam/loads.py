@@ -215,9 +215,10 @@ def _resumable(
             say(
                 f"{', '.join(t.name for t in waiting)}: an interrupted load's batch is open; applying what it published"
             )
-            for open_batch in filter(None, interrupted.values()):  # ours now: a sink held up meanwhile must not
-                try_lock(conn, "load", open_batch[0])  # abandon it (``StateWatch.hold``)
-            _catch_up(pipeline, waiting, conn, say, [b[0] for b in filter(None, interrupted.values())])
+            open_batches = [found[0] for found in filter(None, interrupted.values())]
+            for batch in open_batches:  # ours now: a sink held up meanwhile must not abandon it (``StateWatch.hold``)
+                try_lock(conn, "load", batch)
+            _catch_up(pipeline, waiting, conn, say, open_batches)
         for t in waiting:
             found = interrupted[t.name]
             assert found is not None  # waiting holds the interrupted ones

@@ -237,10 +237,10 @@ def test_one_tables_foreign_keys_are_read_alone(pipeline):
     with pymysql.connect(**pipeline.source.pymysql_kwargs()) as conn:
         everything = read_foreign_keys(conn, {DB})
         for table in ("comments", "customers"):
-            alone = read_foreign_keys(conn, (), child=(DB, table))
+            alone = read_foreign_keys(conn, {DB}, child=(DB, table))
             assert alone == [fk for fk in everything if fk.child == (DB, table)], table
-        assert {fk.parent for fk in read_foreign_keys(conn, (), child=(DB, "comments"))} == {
+        assert {fk.parent for fk in read_foreign_keys(conn, {DB}, child=(DB, "comments"))} == {
             (DB, "comments"),
             (DB, "orders"),
         }
-        assert read_foreign_keys(conn, (), child=(DB, "customers")) == []
+        assert read_foreign_keys(conn, {DB}, child=(DB, "customers")) == []

@@ -45,7 +45,7 @@ def cascaded_keys(
     itself)."""
     found: set[tuple[str, ...]] = set()
     read: dict[tuple[str, str], tuple[TableSchema, list]] = {(schema.db, schema.table): (schema, own_changes)}
-    for fk in read_foreign_keys(src, (), child=(schema.db, schema.table)):  # not the whole database's
+    for fk in read_foreign_keys(src, {schema.db}, child=(schema.db, schema.table)):  # not the whole database's
         if fk.child != (schema.db, schema.table) or not fk.follows():  # (names may compare in any case there)
             continue
         itself = fk.parent == fk.child
