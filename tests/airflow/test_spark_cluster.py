@@ -113,7 +113,7 @@ def spark_cluster(tmp_path):
             try:
                 if _cluster_state(ui).get("aliveworkers", 0) >= 1:
                     break
-            except OSError:
+            except (OSError, json.JSONDecodeError):  # not up; or, once while starting, an HTML page for the JSON
                 pass
             assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-3000:]
             assert all(p.poll() is None for p in procs), (tmp_path / "master.log").read_text()[-3000:]
