@@ -12,8 +12,10 @@ import functools
 import json
 import logging
 import os
+import resource
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,19 +98,59 @@ def _locks_dir() -> Path:
     return EmbeddedStack().state / "test-lanes"
 
 
+# --------------------------------------------------------------- CPU report --
+# The suite is bound by CPU on two cores: SEAM_TEST_CPU_REPORT=1 says, at the end, which tests used the most.
+# Per test: the CPU of the test's own process (its threads: in-process readers, sinks, comparers) and of the
+# child processes it waited for (the seam commands it ran); not the shared services' (MariaDB, PostgreSQL,
+# the broker, Airflow, the shared Spark driver).
+CPU_REPORT = os.environ.get("SEAM_TEST_CPU_REPORT") == "1"
+
+
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+@contextlib.contextmanager
+def _cpu_measured(item) -> Iterator[None]:
+    own, children, began = time.process_time(), _children_cpu(), time.monotonic()
+    yield
+    line = [
+        f"{time.process_time() - own:.2f}",
+        f"{_children_cpu() - children:.2f}",
+        f"{time.monotonic() - began:.2f}",
+        item.nodeid,
+    ]
+    with _flock(_locks_dir() / "cpu.lock"), open(_locks_dir() / "cpu.tsv", "a") as f:
+        f.write("\t".join(line) + "\n")
+
+
+def pytest_terminal_summary(terminalreporter):
+    report = _locks_dir() / "cpu.tsv"
+    if not CPU_REPORT or hasattr(terminalreporter.config, "workerinput") or not report.exists():
+        return
+    rows = [line.split("\t") for line in report.read_text().splitlines()]
+    rows.sort(key=lambda r: -(float(r[0]) + float(r[1])))
+    total = sum(float(r[0]) + float(r[1]) for r in rows)
+    terminalreporter.section(f"CPU seconds per test (own + children), {total:,.0f} in all; the top 40")
+    for own, children, wall, nodeid in rows[:40]:
+        terminalreporter.write_line(f"{float(own) + float(children):8.1f} {own:>8} {children:>8} {wall:>8}s  {nodeid}")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """A test marked ``alone`` (it restarts a service, changes a server-wide setting, ends other sessions)
     runs while the other lane waits between its tests; the others share the lanes. The turnstile keeps a
     waiting ``alone`` test from being starved by the other lane's next tests."""
-    if not LANE:
-        yield
-        return
-    mode = fcntl.LOCK_EX if item.get_closest_marker("alone") else fcntl.LOCK_SH
-    with contextlib.ExitStack() as held:
-        with _flock(_locks_dir() / "turnstile.lock"):
-            held.enter_context(_flock(_locks_dir() / "lanes.lock", mode))
-        yield
+    with _cpu_measured(item) if CPU_REPORT else contextlib.nullcontext():
+        if not LANE:
+            yield
+            return
+        mode = fcntl.LOCK_EX if item.get_closest_marker("alone") else fcntl.LOCK_SH
+        with contextlib.ExitStack() as held:
+            with _flock(_locks_dir() / "turnstile.lock"):
+                held.enter_context(_flock(_locks_dir() / "lanes.lock", mode))
+            yield
 
 
 # --------------------------------------------------------------- services --
@@ -120,6 +162,7 @@ def pytest_sessionstart(session):
     if not hasattr(session.config, "workerinput"):  # the run's own process: the lanes' record starts empty
         _locks_dir().mkdir(parents=True, exist_ok=True)
         _started_file().write_text("")
+        (_locks_dir() / "cpu.tsv").unlink(missing_ok=True)
 
 
 def pytest_sessionfinish(session):
