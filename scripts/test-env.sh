@@ -14,3 +14,6 @@ if [ -n "${SEAM_TEST_SNAPSHOT:-}" ]; then export SEAM_SNAPSHOT="$SEAM_TEST_SNAPS
 # the suite starts some hundred short Spark drivers on 2 cores: C1 alone compiles enough for them and starts
 # each about a second sooner (no effect on what they do; SEAM_TEST_SPARK_JAVA_OPTIONS= turns it off)
 export SEAM_SPARK_JAVA_OPTIONS="${SEAM_TEST_SPARK_JAVA_OPTIONS--XX:TieredStopAtLevel=1}"
+# the suite's DAG files do not change while it runs (a changed file is parsed again at once anyway): parsing
+# each of them every 30 s, Airflow's default, took more CPU than any test of the DAGs
+export AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="${SEAM_TEST_DAG_PARSE_INTERVAL:-600}"

@@ -120,6 +120,8 @@ def _cpu_measured(item) -> Iterator[None]:
         f"{_children_cpu() - children:.2f}",
         f"{time.monotonic() - began:.2f}",
         item.nodeid,
+        LANE or "-",
+        f"{time.time():.0f}",  # when it ended: the lanes' timelines
     ]
     with _flock(_locks_dir() / "cpu.lock"), open(_locks_dir() / "cpu.tsv", "a") as f:
         f.write("\t".join(line) + "\n")
@@ -133,7 +135,7 @@ def pytest_terminal_summary(terminalreporter):
     rows.sort(key=lambda r: -(float(r[0]) + float(r[1])))
     total = sum(float(r[0]) + float(r[1]) for r in rows)
     terminalreporter.section(f"CPU seconds per test (own + children), {total:,.0f} in all; the top 40")
-    for own, children, wall, nodeid in rows[:40]:
+    for own, children, wall, nodeid, *_ in rows[:40]:
         terminalreporter.write_line(f"{float(own) + float(children):8.1f} {own:>8} {children:>8} {wall:>8}s  {nodeid}")
 
 
@@ -151,11 +153,25 @@ def pytest_runtest_protocol(item, nextitem):
             with _flock(_locks_dir() / "turnstile.lock"):
                 held.enter_context(_flock(_locks_dir() / "lanes.lock", mode))
             yield
+        airflow_tests_done = _lane_group(item.nodeid) == "tests/airflow" and (
+            nextitem is None or _lane_group(nextitem.nodeid) != "tests/airflow"
+        )
+        if airflow_tests_done:
+            _stop_airflow_if_started()
 
 
 # --------------------------------------------------------------- services --
 def _started_file() -> Path:
     return _locks_dir() / "started"
+
+
+def _stop_airflow_if_started() -> None:
+    """Airflow's tests are one lane's unit of work (they share one Airflow): once they are done, an
+    Airflow the suite started would only idle (a scheduler, a DAG processor, an API server and a
+    triggerer polling), taking CPU from the other tests for the rest of the run."""
+    with _flock(_locks_dir() / "services.lock"):
+        if "airflow" in _started_file().read_text().split():
+            EmbeddedStack().stop("airflow")
 
 
 def pytest_sessionstart(session):

@@ -273,13 +273,19 @@ def _sink(pipeline_path: str, *args: str) -> subprocess.Popen:
 
 
 def _grow_payments(rows: int) -> None:
+    """At least ``rows`` more rows than the seed's in payments: the kill tests need a load long enough to be
+    killed in; the second of them finds the first one's rows (each of the tests after them reads and
+    compares every row, so the table grows once, not once per kill test)."""
     conn = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     with conn.cursor() as cur:
-        cur.execute(
-            "INSERT INTO payments (account_id, amount, currency, status, reference, value_date) "
-            "SELECT account_id, amount, currency, status, CONCAT(reference, '-', seq), value_date "
-            f"FROM payments, seq_1_to_{rows // 2000 + 1} LIMIT {rows}"
-        )
+        cur.execute("SELECT count(*) FROM payments WHERE reference LIKE '%#%'")
+        missing = rows - cur.fetchone()[0]
+        if missing > 0:
+            cur.execute(
+                "INSERT INTO payments (account_id, amount, currency, status, reference, value_date) "
+                "SELECT account_id, amount, currency, status, CONCAT(reference, '#', seq), value_date "
+                f"FROM payments, seq_1_to_{missing // 1000 + 1} WHERE reference NOT LIKE '%#%' LIMIT {missing}"
+            )
     conn.close()
 
 

@@ -291,18 +291,33 @@ def test_down_stops_the_stream_parts_the_supervisor_started_on_this_stack(privat
     fake = tmp_path / "fake" / "seam"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("")
-    (fake / "cli.py").write_text("import time\ntime.sleep(120)\n")
+    (fake / "cli.py").write_text(
+        "import os, pathlib, time\npathlib.Path(os.environ['READY']).touch()\ntime.sleep(120)\n"
+    )
 
     def part(state: Path) -> subprocess.Popen:
-        env = {**os.environ, "PYTHONPATH": str(fake.parent), "SEAM_STATE_DIR": str(state)}
+        ready = state.parent / f"{state.name}.ready"
+        env = {**os.environ, "PYTHONPATH": str(fake.parent), "SEAM_STATE_DIR": str(state), "READY": str(ready)}
         cmd = [sys.executable, "-m", "seam.cli", "--pipeline", "p.yaml", "stream", "reader"]
-        return subprocess.Popen(cmd, env=env, start_new_session=True)
+        started = subprocess.Popen(cmd, env=env, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:  # running, as the supervisor's parts are
+            time.sleep(0.05)
+        return started
+
+    def signals(pid: int) -> str:
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        return "; ".join(line for line in status if line.startswith(("State", "SigBlk", "SigIgn")))
 
     ours, theirs = part(private_stack.state), part(tmp_path / "another-stack")
     try:
         seen = private_stack._stream_part_pids()  # what down will find, named if the part outlives it
         private_stack.down(log=lambda m: None)
-        assert ours.wait(timeout=30) is not None, f"found {seen}, ours is {ours.pid}"
+        try:
+            ours.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            found = private_stack._stream_part_pids()
+            pytest.fail(f"ours ({ours.pid}) outlived down: found {seen}, then {found}; {signals(ours.pid)}")
         assert theirs.poll() is None
     finally:
         for p in (ours, theirs):

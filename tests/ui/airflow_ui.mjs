@@ -53,16 +53,42 @@ async function trigger(page, dagId, { tables, pipeline, action, day } = {}) {
   return decodeURIComponent(page.url().split('/runs/')[1]);
 }
 
-// Wait on the run's own page (it refreshes itself) until the run's state badge says it ended.
+// Airflow's REST API, with a token for the README's user: to wait for a run's end without a page open
+let token;
+async function api(path) {
+  if (!token) {
+    const auth = await fetch(base + '/auth/token', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ username: process.env.SEAM_AIRFLOW_USER, password: process.env.SEAM_AIRFLOW_PASSWORD }),
+    });
+    token = (await auth.json()).access_token;
+  }
+  const resp = await fetch(base + path, { headers: { Authorization: `Bearer ${token}` } });
+  return resp.json();
+}
+
+// Wait for the run's end, then read the state its own page shows. A page left open while a run takes
+// minutes re-renders all the while: a blank page and the API wait instead, so that chromium takes no CPU
+// from the run it waits for.
 async function waitRun(page, dagId, runId) {
+  await page.goto('about:blank');
+  const deadline = Date.now() + RUN_TIMEOUT_MS;
+  const path = `/api/v2/dags/${dagId}/dagRuns/${encodeURIComponent(runId)}`;
+  while (Date.now() < deadline && !['success', 'failed'].includes((await api(path)).state)) {
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+  }
+  await page.goto(`${base}/dags/${dagId}/runs/${encodeURIComponent(runId)}`);
   const header = page.locator('h2', { hasText: runId }).first();
   const ended = header.locator('xpath=..').getByText(/^(Success|Failed)$/);
-  const deadline = Date.now() + RUN_TIMEOUT_MS;
-  while (Date.now() < deadline) {
-    if (await ended.count()) break;
-    await page.waitForTimeout(3000);
-    if (!(await ended.count())) await page.reload();
+  for (let tries = 1; tries <= 6; tries++) {  // the page may still show the state it fetched a moment earlier
     await header.waitFor({ timeout: 60_000 });
+    try {
+      await ended.first().waitFor({ timeout: 10_000 });
+      break;
+    } catch {
+      await page.reload();
+    }
   }
   const state = (await ended.count()) ? (await ended.first().innerText()).toLowerCase() : 'timeout';
   return { state, screenshot: await snap(page, `${dagId}-run-${state}`) };
