@@ -35,7 +35,7 @@ logging.getLogger("py4j").setLevel(logging.WARNING)  # quiet its close() at inte
 
 
 # ------------------------------------------------------------------ lanes --
-# scripts/test.sh runs the suite in two lanes (pytest-xdist workers, one file at a time each). In each lane the
+# scripts/test.sh runs the suite in three lanes (pytest-xdist workers, one file at a time each). In each lane the
 # demo pipeline (and the copies tests make of it) has a name of its own, which keys the stream's parts and
 # locks, and its change readers connect to the source with server ids of their own.
 LANE = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ...; None in a one-process run
@@ -99,7 +99,7 @@ def _locks_dir() -> Path:
 
 
 # --------------------------------------------------------------- CPU report --
-# The suite is bound by CPU on two cores: SEAM_TEST_CPU_REPORT=1 says, at the end, which tests used the most.
+# Two cores, shared by the lanes and the services: SEAM_TEST_CPU_REPORT=1 says, at the end, which tests used the most.
 # Per test: the CPU of the test's own process (its threads: in-process readers, sinks, comparers) and of the
 # child processes it waited for (the seam commands it ran); not the shared services' (MariaDB, PostgreSQL,
 # the broker, Airflow, the shared Spark driver).
@@ -142,8 +142,8 @@ def pytest_terminal_summary(terminalreporter):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """A test marked ``alone`` (it restarts a service, changes a server-wide setting, ends other sessions)
-    runs while the other lane waits between its tests; the others share the lanes. The turnstile keeps a
-    waiting ``alone`` test from being starved by the other lane's next tests."""
+    runs while the other lanes wait between their tests; the others share the lanes. The turnstile keeps a
+    waiting ``alone`` test from being starved by the other lanes' next tests."""
     with _cpu_measured(item) if CPU_REPORT else contextlib.nullcontext():
         if not LANE:
             yield
