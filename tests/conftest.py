@@ -139,20 +139,36 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"{float(own) + float(children):8.1f} {own:>8} {children:>8} {wall:>8}s  {nodeid}")
 
 
+_others_held: contextlib.ExitStack | None = None  # the lanes' lock, held from an ``alone`` test through the next
+
+
+def _enter_lanes(stack: contextlib.ExitStack, mode: int) -> None:
+    with _flock(_locks_dir() / "turnstile.lock"):
+        stack.enter_context(_flock(_locks_dir() / "lanes.lock", mode))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """A test marked ``alone`` (it restarts a service, changes a server-wide setting, ends other sessions)
     runs while the other lanes wait between their tests; the others share the lanes. The turnstile keeps a
-    waiting ``alone`` test from being starved by the other lanes' next tests."""
+    waiting ``alone`` test from being starved by the other lanes' next tests. ``alone`` tests in a row keep
+    the other lanes held: let go in between, each would wait again for the longest of their tests to end."""
+    global _others_held
     with _cpu_measured(item) if CPU_REPORT else contextlib.nullcontext():
         if not LANE:
             yield
             return
-        mode = fcntl.LOCK_EX if item.get_closest_marker("alone") else fcntl.LOCK_SH
+        alone = item.get_closest_marker("alone") is not None
         with contextlib.ExitStack() as held:
-            with _flock(_locks_dir() / "turnstile.lock"):
-                held.enter_context(_flock(_locks_dir() / "lanes.lock", mode))
+            if alone and _others_held is None:
+                _others_held = contextlib.ExitStack()
+                _enter_lanes(_others_held, fcntl.LOCK_EX)
+            elif not alone:
+                _enter_lanes(held, fcntl.LOCK_SH)
             yield
+        if _others_held is not None and not (nextitem and nextitem.get_closest_marker("alone")):
+            _others_held.close()
+            _others_held = None
         airflow_tests_done = _lane_group(item.nodeid) == "tests/airflow" and (
             nextitem is None or _lane_group(nextitem.nodeid) != "tests/airflow"
         )
