@@ -34,21 +34,31 @@ async function login(page) {
   await snap(page, 'home');
 }
 
-// Open the DAG's trigger form, type the Params into its fields, trigger; returns the new run's id.
+// Open the DAG's trigger form, type the Params into its fields, trigger; returns the new run's id. A trigger
+// in the minute a scheduled run fires gets that run's logical date and is refused (409, the form stays open):
+// as a person would, trigger again once the minute has passed.
 async function trigger(page, dagId, { tables, pipeline, action, day } = {}) {
-  await page.goto(`${base}/dags/${dagId}`);
-  await page.getByRole('button', { name: 'Trigger Dag' }).click();
-  const form = page.getByRole('dialog');
-  await form.getByText('Run Parameters').waitFor();
-  if (action) {
-    await form.getByRole('combobox').first().click();
-    await page.getByRole('option', { name: action, exact: true }).click();
+  for (let attempt = 1; ; attempt++) {
+    await page.goto(`${base}/dags/${dagId}`);
+    await page.getByRole('button', { name: 'Trigger Dag' }).click();
+    const form = page.getByRole('dialog');
+    await form.getByText('Run Parameters').waitFor();
+    if (action) {
+      await form.getByRole('combobox').first().click();
+      await page.getByRole('option', { name: action, exact: true }).click();
+    }
+    if (tables) await form.locator('#element_tables').fill(tables.join('\n'));
+    if (pipeline) await form.locator('#element_pipeline').fill(pipeline);
+    if (day) await form.locator('#element_day').fill(day);
+    await snap(page, `${dagId}-form`);
+    const posted = page.waitForResponse(
+      (r) => r.request().method() === 'POST' && new URL(r.url()).pathname === `/api/v2/dags/${dagId}/dagRuns`,
+      { timeout: 60_000 },
+    );
+    await form.getByRole('button', { name: 'Trigger' }).last().click();
+    if ((await posted).status() !== 409 || attempt >= 3) break;
+    await page.waitForTimeout(61_000 - (Date.now() % 60_000));
   }
-  if (tables) await form.locator('#element_tables').fill(tables.join('\n'));
-  if (pipeline) await form.locator('#element_pipeline').fill(pipeline);
-  if (day) await form.locator('#element_day').fill(day);
-  await snap(page, `${dagId}-form`);
-  await form.getByRole('button', { name: 'Trigger' }).last().click();
   await page.waitForURL(new RegExp(`/dags/${dagId}/runs/[^/]+$`), { timeout: 60_000 });
   return decodeURIComponent(page.url().split('/runs/')[1]);
 }
