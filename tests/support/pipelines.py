@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+
 import psycopg
 import yaml
 
@@ -9,15 +12,22 @@ from seam.config import load_pipeline
 from seam.core.pipeline import Pipeline
 from tests.support.commands import seam_command
 
+# Each pipeline file of a lane gets a replication server id of its own, above the lane's (SEAM_SERVER_ID, see
+# tests/conftest.py): a reader one test leaves running then cannot take over the next test's reader, or be taken
+# over by it (seen in CI: two readers of one id drop each other's connection).
+_PIPELINE_IDS = itertools.count()
+
 
 def pipeline_file(tmp_path_factory, name: str, tables: list[dict], pipeline_name: str | None = None, **top) -> str:
-    """A copy of the default pipeline with ``tables``, its own topic prefix, and top-level overrides
-    (``pipeline_name``: the pipeline's own name, which keys its stream parts)."""
+    """A copy of the default pipeline with ``tables``, its own topic prefix, its own server id, and top-level
+    overrides (``pipeline_name``: the pipeline's own name, which keys its stream parts)."""
     doc = yaml.safe_load(open(load_pipeline().path))
     doc["tables"] = tables
     if pipeline_name:
         doc["name"] = pipeline_name
     doc["kafka"]["topic_prefix"] = f"seam.{name}"
+    lane_id = int(os.environ.get("SEAM_SERVER_ID", "5401"))
+    doc["source"]["server_id"] = lane_id + 500 + next(_PIPELINE_IDS) % 400
     doc.update(top)
     path = tmp_path_factory.mktemp(name) / "pipeline.yaml"
     path.write_text(yaml.safe_dump(doc))
