@@ -158,9 +158,29 @@ def test_a_stream_start_imports_neither_part_before_it_starts_them():
     from seam.source.schema import reachable
 
     parse = build_parser().parse_args
-    assert command_of(parse(["stream", "reader"])) == command_of(parse(["stream", "start", "--foreground"]))
+    assert command_of(parse(["stream", "sink"])) == command_of(parse(["stream", "start", "--foreground"]))
     module = "seam.cli." + command_of(parse(["stream", "start"])).split(".")[0]
     top, _ = _graph()
     reached = set().union(*(reachable(m, lambda n: top.get(n, ())) for m in ("seam", "seam.cli", module)))
-    parts = {"seam.cli.stream_parts", "seam.source.streaming", "seam.source.binlog", "seam.apply.sink", "seam.load_run"}
+    parts = {
+        "seam.cli.stream_parts",
+        "seam.cli.stream_reader",
+        "seam.source.streaming",
+        "seam.source.binlog",
+        "seam.apply.sink",
+        "seam.load_run",
+    }
     assert module in top and not reached & parts, sorted(reached & parts)
+
+
+def test_the_change_reader_process_imports_neither_the_sink_nor_spark():
+    """`seam stream reader` has a module of its own, so that a reader started on a backlog reads sooner: it does
+    not reach the sink's code or Spark's helpers through module-level imports."""
+    from seam.cli.parser import build_parser, command_of
+    from seam.source.schema import reachable
+
+    module = "seam.cli." + command_of(build_parser().parse_args(["stream", "reader"])).split(".")[0]
+    top, _ = _graph()
+    reached = set().union(*(reachable(m, lambda n: top.get(n, ())) for m in ("seam", "seam.cli", module)))
+    assert module == "seam.cli.stream_reader" and "seam.source.streaming" in reached
+    assert not reached & {"seam.cli.stream_parts", "seam.apply.sink", "seam.load_run"}, sorted(reached)

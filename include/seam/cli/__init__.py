@@ -3,8 +3,8 @@
 - ``seam.cli.stack``: up, down, status, env, seed, writer, trigger
 - ``seam.cli.loading``: load, summary, validate, repair
 - ``seam.cli.topics``: sink, kafka, quarantine
-- ``seam.cli.stream_start``: stream start; ``seam.cli.stream``: stream stop|status|wait; the parts in the
-  foreground in ``seam.cli.stream_parts``
+- ``seam.cli.stream_start``: stream start; ``seam.cli.stream``: stream stop|status|wait; the parts: the reader
+  in ``seam.cli.stream_reader``, the sink and both in the foreground in ``seam.cli.stream_parts``
 
 The command bodies only call the library and print. Only the given command's module is imported, so
 ``seam --help`` and the quick commands start in a tenth of a second instead of importing the binlog reader,

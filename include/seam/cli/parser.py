@@ -15,7 +15,9 @@ from seam_dev.stack import SERVICES
 def command_of(args: argparse.Namespace) -> str:
     """The module and function that run the parsed command. A stream's start and its parts have modules of their
     own: a start imports little before it starts the parts, and each part only what it runs."""
-    if args.command == "stream" and (args.action in ("reader", "sink") or (args.action == "start" and args.foreground)):
+    if args.command == "stream" and args.action == "reader":
+        return "stream_reader.cmd_stream_reader"
+    if args.command == "stream" and (args.action == "sink" or (args.action == "start" and args.foreground)):
         return "stream_parts.cmd_stream_part"
     if args.command == "stream" and args.action == "start":
         return "stream_start.cmd_stream_start"

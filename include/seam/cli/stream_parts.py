@@ -1,4 +1,4 @@
-"""The stream's parts as processes: the change reader, the streaming sink (`seam sink`, or a spark-submit with
+"""The stream's parts as processes: the streaming sink (`seam sink`, or a spark-submit with
 ``stream.sink: spark``, kept running, restarted with back-off, its heartbeats in the target) and both in one
 foreground process.
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import logging
 import re
 import signal
 import subprocess
@@ -24,6 +23,7 @@ import psycopg
 from seam.apply.sink import Sink
 from seam.cli.common import pipeline_of, table_args
 from seam.cli.pipeline_watch import PipelineWatch
+from seam.cli.stream_reader import exit_status, log_to_stderr
 from seam.core.errors import ONE_LINE
 from seam.load_run import job_env, spark_submit_command
 from seam.source.streaming import ChangeReader
@@ -32,47 +32,15 @@ from seam.state.owners import Owner
 from seam.state.parts import part_beat, part_failed, part_started, part_stopped, retry_delay, wait_unless
 
 
-def log_to_stderr() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-
-
 def cmd_stream_part(args, procs) -> int:
-    """``seam stream reader|sink``, and ``seam stream start --foreground``: the parts in this process."""
+    """``seam stream sink``, and ``seam stream start --foreground``: the parts in this process (``seam stream
+    reader`` is ``seam.cli.stream_reader``)."""
     pipeline = pipeline_of(args)
     tables = [pipeline.table(t) for t in args.table] if args.table else list(pipeline.tables)
-    if args.action not in ("reader", "sink"):  # start --foreground
+    if args.action != "sink":  # start --foreground
         return run_foreground(pipeline, tables, args.until_idle)
     watch = PipelineWatch(pipeline, list(args.table))
-    if args.action == "reader":
-        return run_reader(pipeline, tables, watch)
     return run_sink(pipeline, table_args(pipeline, args), watch)
-
-
-def run_reader(pipeline, tables, watch: PipelineWatch) -> int:
-    """The change reader, in the foreground until SIGTERM (or its pipeline file changed): binlog to the
-    table topics."""
-    log_to_stderr()
-    stopping: list[bool] = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-    owner = Owner(pipeline, "change reader")
-    try:
-        ChangeReader(pipeline, tables).serve(
-            should_stop=lambda: bool(stopping) or bool(owner.lost) or watch.changed(),
-            restarting=lambda: watch.changed_to_valid and not stopping,
-        )
-    finally:
-        owner.release()
-    if watch.changed_to_valid and not stopping and not owner.lost:
-        watch.restart()
-    return exit_status(owner)
-
-
-def exit_status(owner) -> int:
-    """Exit status of a part whose loop ended: 2 when another process took its lock."""
-    if owner.lost:
-        print(f"seam: busy: {owner.lost}", file=sys.stderr)
-        return 2
-    return 0
 
 
 def run_sink(pipeline, table_args: list[str], watch: PipelineWatch) -> int:

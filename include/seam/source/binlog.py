@@ -69,6 +69,7 @@ from seam.source.declared import StatementClock
 from seam.source.gtid import GtidError, GtidSet
 from seam.source.head import binlog_files, binlog_status
 from seam.source.replication import Stream
+from seam.source.rows import Rows
 from seam.source.spill import DEFAULT_BUDGET, ChangeBuffer
 
 
@@ -330,6 +331,14 @@ class BinlogReader:
         gtid = None
         rows_seen = 0
         for event in stream:
+            if event.__class__ is Rows and end is None:  # most events: no position made, no kinds tried
+                if open_ is None:  # rows outside BEGIN: a non-transactional table's autocommitted statement
+                    open_ = self._transaction(Position.through(stream.log_file, stream.event_end), gtid, event.timestamp)
+                self._add_rows(open_, event, stream.log_file)
+                rows_seen += 1
+                if rows_seen % 2000 == 0:
+                    yield Tick(Position.through(stream.log_file, stream.event_end), False)
+                continue
             at = Position.through(stream.log_file, stream.event_end)
             if end is not None and at.after(end):
                 return
@@ -425,19 +434,24 @@ class BinlogReader:
                 if stream.log_file:
                     yield Tick(Position.through(stream.log_file, stream.log_pos), open_ is None, idle=True)
                 continue
-            # a row event of a watched table (Stream passes no other)
+            # a row event of a watched table (Stream passes no other), read up to ``end``
             if open_ is None:  # rows outside BEGIN: a non-transactional table's autocommitted statement
                 open_ = self._transaction(at, gtid, event.timestamp)
-            try:
-                schema = self.record_schema(event.schema, event.table, event.decoder)
-                open_.add(event, stream.log_file, schema)
-            except pymysql.err.OperationalError:
-                raise  # the catalog read of ``record_schema`` lost the source: the reader retries, no table stops
-            except Exception as exc:  # noqa: BLE001 - kept: only fatal if the table's rows are needed
-                open_.errors.setdefault((event.schema, event.table), f"{type(exc).__name__}: {exc}")
+            self._add_rows(open_, event, stream.log_file)
             rows_seen += 1
             if rows_seen % 2000 == 0:
                 yield Tick(at, False)
+
+    def _add_rows(self, open_: Transaction, event: Rows, log_file: str) -> None:
+        """A row event's changes into the open transaction; rows that cannot be decoded are noted against their
+        table, which stops only if its rows are needed."""
+        try:
+            schema = self.record_schema(event.schema, event.table, event.decoder)
+            open_.add(event, log_file, schema)
+        except pymysql.err.OperationalError:
+            raise  # the catalog read of ``record_schema`` lost the source: the reader retries, no table stops
+        except Exception as exc:  # noqa: BLE001 - kept: only fatal if the table's rows are needed
+            open_.errors.setdefault((event.schema, event.table), f"{type(exc).__name__}: {exc}")
 
 
 def _gtid_stream(source, **where):

@@ -347,7 +347,9 @@ class Chains:
                 failed[followed.table.name] = (followed, pending_rows(followed) or error)
         out = _Outgoing(self, publisher, txn.commit, failed)
         for change in txn.changes:
-            cascaded = cascades.records(change, txn, self.followed, failed) if change.cascades else []
+            cascaded = (
+                cascades.records(change, txn, self.followed, failed) if change.cascades and cascades.rules else []
+            )
             followed = self.followed.get((change.db, change.table))
             if followed is None or not txn.commit.after(followed.published) or followed.table.name in failed:
                 out.send_all(cascaded)

@@ -167,6 +167,11 @@ class Stream:
                 self._register(connection, self._report_as)
             flags = 0 if self._blocking else BINLOG_DUMP_NON_BLOCK
             request = struct.pack("<IHI", self.log_pos, flags, self._server_id) + self.log_file.encode()
+            # the dump's packets come back to back: read them through a buffer of 256 KiB, not pymysql's 8 KiB
+            # (a read from the socket per 8 KiB was a tenth of the reader's time). Nothing is buffered yet: every
+            # answer above was read whole.
+            small, connection._rfile = connection._rfile, connection._sock.makefile("rb", buffering=_READ_BUFFER)
+            small.close()
             connection._execute_command(COM_BINLOG_DUMP, request)
         except BaseException:
             _close(connection)
@@ -478,6 +483,9 @@ def _close(connection: pymysql.Connection) -> None:
         connection.close()
 
 
+_READ_BUFFER = 256 * 1024
+
+
 def _packet(connection) -> bytes:
     """One packet of the replication connection: pymysql's ``_read_packet`` without a packet object and a
     socket timeout set for each of its two reads (a tenth of the reader's time). The timeout is pymysql's
@@ -488,7 +496,7 @@ def _packet(connection) -> bytes:
     while True:
         try:
             header = read(4)
-            size = int.from_bytes(header[:3], "little")
+            size = int.from_bytes(header, "little") & 0xFFFFFF
             in_order = len(header) == 4 and header[3] == connection._next_seq_id
             part = read(size) if in_order else b""
         except OSError as error:

@@ -108,6 +108,24 @@ class Record:
         server: str | None,
     ) -> bytes:
         """The serialised record with its place in the table's chain given (a change event as published)."""
+        if txn is not None and self.cascade is None and self.part is None and not self.snapshot and self.batch is None:
+            return change_json(
+                self.op,
+                self.db,
+                self.table,
+                self.key,
+                self.before,
+                self.after,
+                self.position,
+                self.gtid,
+                self.ts_ms,
+                txn,
+                last,
+                prev,
+                seq,
+                gtids,
+                server,
+            )
         return record_json(
             self.op,
             self.db,
@@ -225,6 +243,48 @@ def record_json(
     if cascade is not None:
         doc["cascade"] = cascade
     return _encode(doc)  # compact UTF-8 JSON (what json.dumps gives with these options, 10x faster)
+
+
+def change_json(
+    op: str,
+    db: str,
+    table: str,
+    key: dict,
+    before: dict | None,
+    after: dict | None,
+    position: Position,
+    gtid: str | None,
+    ts_ms: int,
+    txn: Position,
+    last: bool,
+    prev: Position | None,
+    seq: int | None,
+    gtids: str | None,
+    server: str | None,
+) -> bytes:
+    """``record_json`` of a change event read from the binlog (no batch, part or cascade), byte for byte, in
+    less than two thirds of its time: the reader makes one per change (tests/unit/test_records.py holds the
+    two to the same bytes)."""
+    source = {
+        "db": db,
+        "table": table,
+        "snapshot": False,
+        "batch": None,
+        "file": position.file,
+        "pos": position.pos,
+        "row": position.row,
+        "gtid": gtid,
+        "txn": {"file": txn.file, "pos": txn.pos},
+        "last": last,
+        "prev": None if prev is None else {"file": prev.file, "pos": prev.pos, "row": prev.row},
+    }
+    if seq is not None:
+        source["seq"] = seq
+    if server is not None:
+        source["gtids"], source["server"] = gtids, server
+    return _encode(
+        {"v": FORMAT_VERSION, "op": op, "ts_ms": ts_ms, "key": key, "before": before, "after": after, "source": source}
+    )
 
 
 def kafka_key(key: dict[str, Any]) -> bytes:
