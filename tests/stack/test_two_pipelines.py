@@ -122,3 +122,27 @@ def test_a_load_by_another_pipeline_under_a_sink_that_holds_the_table(stack, tmp
     for table in ("log", "keyed"):
         assert compare_pipeline(one, DB, table) is None, table
     assert "another process moved its applied position" in caplog.text
+
+
+def test_a_pipeline_whose_topic_prefix_changed_after_its_load_streams_on(stack, tmp_path_factory):
+    """A pipeline's kafka.topic_prefix edited after its tables were loaded: the change reader publishes on the new
+    topics, from the table's position. The sink looked up the table's load by the topic it came through, found
+    none on the new ones, and passed over every change, with the stream RUNNING and its lag growing. Now it takes
+    the table's last committed load, as the reader does, and applies them."""
+    fresh_database(
+        DB,
+        f"CREATE TABLE {DB}.log (n INT, v VARCHAR(10))",
+        f"CREATE TABLE {DB}.keyed (id INT PRIMARY KEY, v INT)",
+    )
+    loaded(tmp_path_factory, "prefix_before", TABLES)
+    renamed = load_pipeline(pipeline_file(tmp_path_factory, "prefix_after", TABLES))
+    _write(1, 20)
+    assert read_once(renamed)["changes"] > 0
+    sink = Sink(renamed)
+    try:
+        sink.run(caught_up=True)
+    finally:
+        sink.close()
+    assert stopped_tables(renamed, DB) == {"log": None, "keyed": None}
+    for table in ("log", "keyed"):
+        assert compare_pipeline(renamed, DB, table) is None, table

@@ -573,7 +573,7 @@ class ChangeApplier:
 
     def _load_stream(self, topic: str) -> StreamTable | None:
         config = self.tables[topic]
-        row = positions.stream_start(self.conn, self.schema, topic)
+        row = positions.stream_start(self.conn, self.schema, config.db, config.table)
         # changes apply only to a streamed table whose last load was a full load (see seam.source.incremental: modes)
         if row is None or row[8] not in EXACT_MODES or config.sync != "stream":
             self._no_stream.add(topic)

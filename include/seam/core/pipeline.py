@@ -8,6 +8,7 @@ Delivery guarantee: none (values).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -212,7 +213,7 @@ class TableConfig:
     # {"equal_to": 0}}}}; a column check compares source and target, ``equal_to`` also pins the target's value
     checks: Mapping[str, Any] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property  # asked per change by the reader; kept in the instance's dict, frozen all the same
     def name(self) -> str:
         return f"{self.db}.{self.table}"
 

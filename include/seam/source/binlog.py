@@ -333,7 +333,9 @@ class BinlogReader:
         for event in stream:
             if event.__class__ is Rows and end is None:  # most events: no position made, no kinds tried
                 if open_ is None:  # rows outside BEGIN: a non-transactional table's autocommitted statement
-                    open_ = self._transaction(Position.through(stream.log_file, stream.event_end), gtid, event.timestamp)
+                    open_ = self._transaction(
+                        Position.through(stream.log_file, stream.event_end), gtid, event.timestamp
+                    )
                 self._add_rows(open_, event, stream.log_file)
                 rows_seen += 1
                 if rows_seen % 2000 == 0:

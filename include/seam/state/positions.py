@@ -108,16 +108,19 @@ def report_gap(conn, schema: str, db: str, table: str) -> None:
     )
 
 
-def stream_start(conn, schema: str, topic: str) -> tuple | None:
-    """Where the stream of a topic's table starts: (db, tbl, columns, key columns, file, pos, row, source_ms,
-    mode of its last committed load, gtids, server), or None without a committed load or when stopped."""
+def stream_start(conn, schema: str, db: str, tbl: str) -> tuple | None:
+    """Where the stream of a table starts: (db, tbl, columns, key columns, file, pos, row, source_ms, mode of its
+    last committed load, gtids, server), or None without a committed load or when stopped. The table's last
+    load, whatever topic it went through, as the change reader takes it (``followed_tables``): looked up by the
+    topic, a pipeline whose topic_prefix had changed since the load found none, and its sink passed over every
+    change the reader published, with the stream RUNNING."""
     s = qi(schema)
     return conn.execute(
         f"SELECT b.db, b.tbl, coalesce(p.columns, b.columns), b.key_columns, p.file, p.pos, p.row_index, "
         f"p.source_ms, b.mode, p.gtids, p.server FROM {s}.batches b JOIN {s}.positions p ON p.db = b.db "
-        "AND p.tbl = b.tbl WHERE b.topic = %s AND b.state = 'committed' AND p.stopped IS NULL "
+        "AND p.tbl = b.tbl WHERE b.db = %s AND b.tbl = %s AND b.state = 'committed' AND p.stopped IS NULL "
         "ORDER BY b.finished_at DESC LIMIT 1",
-        (topic,),
+        (db, tbl),
     ).fetchone()
 
 
