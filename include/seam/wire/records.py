@@ -263,7 +263,7 @@ def change_json(
     server: str | None,
 ) -> bytes:
     """``record_json`` of a change event read from the binlog (no batch, part or cascade), byte for byte, in
-    less than two thirds of its time: the reader makes one per change (tests/unit/test_records.py holds the
+    less than two thirds of its time: the reader makes one per change (tests/unit/test_change_json.py holds the
     two to the same bytes)."""
     source = {
         "db": db,
