@@ -28,14 +28,19 @@ pytestmark = pytest.mark.stack
 TABLES = [{"name": f"{DB}.log"}, {"name": f"{DB}.keyed", "key": ["id"]}]
 
 
-def _tables_and_pipelines(tmp_path_factory, name: str):
-    """A keyless and a keyed table afresh, loaded through pipeline one; and pipeline other's file (same tables,
-    its own name and topics): pipeline one and the other's path."""
+def _fresh_tables() -> None:
+    """A keyless and a keyed table afresh."""
     fresh_database(
         DB,
         f"CREATE TABLE {DB}.log (n INT, v VARCHAR(10))",
         f"CREATE TABLE {DB}.keyed (id INT PRIMARY KEY, v INT)",
     )
+
+
+def _tables_and_pipelines(tmp_path_factory, name: str):
+    """The tables afresh (``_fresh_tables``), loaded through pipeline one; and pipeline other's file (same tables,
+    its own name and topics): pipeline one and the other's path."""
+    _fresh_tables()
     _, one = loaded(tmp_path_factory, f"{name}_one", TABLES)
     return one, pipeline_file(tmp_path_factory, f"{name}_other", TABLES, pipeline_name="other")
 
@@ -129,11 +134,7 @@ def test_a_pipeline_whose_topic_prefix_changed_after_its_load_streams_on(stack, 
     topics, from the table's position. The sink looked up the table's load by the topic it came through, found
     none on the new ones, and passed over every change, with the stream RUNNING and its lag growing. Now it takes
     the table's last committed load, as the reader does, and applies them."""
-    fresh_database(
-        DB,
-        f"CREATE TABLE {DB}.log (n INT, v VARCHAR(10))",
-        f"CREATE TABLE {DB}.keyed (id INT PRIMARY KEY, v INT)",
-    )
+    _fresh_tables()
     loaded(tmp_path_factory, "prefix_before", TABLES)
     renamed = load_pipeline(pipeline_file(tmp_path_factory, "prefix_after", TABLES))
     _write(1, 20)

@@ -331,7 +331,9 @@ class BinlogReader:
         gtid = None
         rows_seen = 0
         for event in stream:
-            if event.__class__ is Rows and end is None:  # most events: no position made, no kinds tried
+            if event.__class__ is Rows:  # a row event of a watched table, most events: a position only if needed
+                if end is not None and Position.through(stream.log_file, stream.event_end).after(end):
+                    return
                 if open_ is None:  # rows outside BEGIN: a non-transactional table's autocommitted statement
                     open_ = self._transaction(
                         Position.through(stream.log_file, stream.event_end), gtid, event.timestamp
@@ -436,13 +438,7 @@ class BinlogReader:
                 if stream.log_file:
                     yield Tick(Position.through(stream.log_file, stream.log_pos), open_ is None, idle=True)
                 continue
-            # a row event of a watched table (Stream passes no other), read up to ``end``
-            if open_ is None:  # rows outside BEGIN: a non-transactional table's autocommitted statement
-                open_ = self._transaction(at, gtid, event.timestamp)
-            self._add_rows(open_, event, stream.log_file)
-            rows_seen += 1
-            if rows_seen % 2000 == 0:
-                yield Tick(at, False)
+            raise TypeError(f"an event the transaction grammar does not know at {at}: {event!r}")  # Stream gives none
 
     def _add_rows(self, open_: Transaction, event: Rows, log_file: str) -> None:
         """A row event's changes into the open transaction; rows that cannot be decoded are noted against their
