@@ -277,6 +277,7 @@ class EmbeddedStack(Processes):
                 f"MariaDB datadir {data} is corrupt (no system tables): "
                 f"remove {base} to re-create it (its data is lost)"
             )
+        (base / "tmp").mkdir(parents=True, exist_ok=True)
         if fresh:
             (base / "binlog").mkdir(parents=True, exist_ok=True)
             _run(
@@ -287,6 +288,9 @@ class EmbeddedStack(Processes):
                     f"--user={pwd.getpwuid(os.geteuid()).pw_name}",
                     "--auth-root-authentication-method=normal",
                     "--skip-test-db",
+                    # its bootstrap server too: with /tmp it deletes the #sql files of any other server
+                    # starting there, and a bootstrap that loses its own fails (ERROR 1051 tmp_proxies_priv)
+                    f"--tmpdir={base / 'tmp'}",
                 ],
                 "mariadb-install-db",
                 self.log_dir / "mysql-install.log",
@@ -319,7 +323,6 @@ class EmbeddedStack(Processes):
             f"--tmpdir={base / 'tmp'}",
         ]
         (base / "files").mkdir(exist_ok=True)
-        (base / "tmp").mkdir(exist_ok=True)
         if os.geteuid() == 0:
             cmd.insert(2, "--user=root")
         self._spawn("mysql", cmd, self.log_dir / "mysql.out")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psycopg
@@ -87,6 +88,19 @@ def test_mariadb_keeps_its_temporary_tables_from_another_mariadb_starting(stack,
             cur.execute("DROP TEMPORARY TABLE smoke.kept")
     finally:
         admin.close()
+
+
+def test_throwaway_servers_install_side_by_side(stack, tmp_path):
+    """mariadb-install-db's bootstrap server, left to /tmp, deleted the #sql files of another bootstrap
+    running there, which then failed (ERROR 1051 Unknown table 'mysql.tmp_proxies_priv'): 5 of 12 side by
+    side, once in CI. Each install has the tmpdir of its server."""
+    with ThreadPoolExecutor(6) as pool:
+        servers = list(pool.map(lambda n: MariaDB(tmp_path / f"s{n}", 60 + n), range(6)))
+    try:
+        assert [server.run("SELECT @@server_id")[0][0] for server in servers] == list(range(60, 66))
+    finally:
+        for server in servers:
+            server.stop()
 
 
 def test_broker_produce_and_consume(stack, pipeline):

@@ -31,7 +31,7 @@ class MariaDB:
         data = base / "data"
         (base / "binlog").mkdir(parents=True)
         (base / "tmp").mkdir()  # its own: starting with /tmp, it would delete the stack server's temporary tables
-        subprocess.run(
+        install = subprocess.run(
             [
                 shutil.which("mariadb-install-db"),
                 "--no-defaults",
@@ -39,10 +39,14 @@ class MariaDB:
                 f"--user={pwd.getpwuid(os.geteuid()).pw_name}",
                 "--auth-root-authentication-method=normal",
                 "--skip-test-db",
+                # the bootstrap server's own too: two bootstraps sharing /tmp delete each other's #sql files
+                f"--tmpdir={base / 'tmp'}",
             ],
-            check=True,
             capture_output=True,
+            text=True,
         )
+        if install.returncode:
+            raise RuntimeError(f"mariadb-install-db in {base} failed: {(install.stdout + install.stderr)[-2000:]}")
         cmd = [
             shutil.which("mariadbd"),
             "--no-defaults",
