@@ -95,12 +95,13 @@ def test_throwaway_servers_install_side_by_side(stack, tmp_path):
     running there, which then failed (ERROR 1051 Unknown table 'mysql.tmp_proxies_priv'): 5 of 12 side by
     side, once in CI. Each install has the tmpdir of its server."""
     with ThreadPoolExecutor(6) as pool:
-        servers = list(pool.map(lambda n: MariaDB(tmp_path / f"s{n}", 60 + n), range(6)))
+        starts = [pool.submit(MariaDB, tmp_path / f"s{n}", 60 + n) for n in range(6)]
     try:
-        assert [server.run("SELECT @@server_id")[0][0] for server in servers] == list(range(60, 66))
+        assert [start.result().run("SELECT @@server_id")[0][0] for start in starts] == list(range(60, 66))
     finally:
-        for server in servers:
-            server.stop()
+        for start in starts:
+            if start.exception() is None:  # a failed start leaves none to stop; the others must not outlive it
+                start.result().stop()
 
 
 def test_broker_produce_and_consume(stack, pipeline):
