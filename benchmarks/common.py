@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
 
 from seam.config import load_pipeline  # noqa: E402
-from seam_dev.stack import EmbeddedStack, use_stack_env  # noqa: E402
+from seam_dev.settings import use_stack_env  # noqa: E402
+from seam_dev.stack import EmbeddedStack  # noqa: E402
 
 # Each run's topics are new: the embedded broker keeps every message in memory, and some of its answers take
 # time that grows with a topic's log (the end offset: 234 ms at 118 million messages, 9 ms at a thousand), so
@@ -26,7 +27,7 @@ def stack_up() -> None:
     """MariaDB, the broker and PostgreSQL started, and their endpoints in this process's environment."""
     stack = EmbeddedStack()
     stack.up(("mysql", "kafka", "postgres"))
-    use_stack_env(stack)
+    use_stack_env(stack.state)
 
 
 def bench_pipeline(

@@ -107,22 +107,20 @@ def raw_decode(pipeline, start: Position, end: Position) -> tuple[int, float]:
     return rows, seconds
 
 
-def applied(pipeline, table: str) -> Position | None:
+def wait_applied(pipeline, end: Position, timeout: float = 900) -> float:
+    """Seconds until the target has applied both tables up to ``end``: looked at every 20 ms on one session (a
+    look every 0.1 s, each on a session of its own, added 0.05 s to a run of about 3 s on average)."""
     import psycopg
 
-    with psycopg.connect(**pipeline.target.conninfo()) as conn:
-        row = conn.execute(
-            "SELECT file, pos, row_index FROM seam.positions WHERE db = %s AND tbl = %s", (DB, table)
-        ).fetchone()
-    return Position(*row) if row else None
-
-
-def wait_applied(pipeline, end: Position, timeout: float = 900) -> float:
     began = time.perf_counter()
-    while time.perf_counter() - began < timeout:
-        if all((p := applied(pipeline, t)) is not None and not end.after(p) for t in ("events", "ticks")):
-            return time.perf_counter() - began
-        time.sleep(0.1)
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        while time.perf_counter() - began < timeout:
+            rows = conn.execute(
+                "SELECT file, pos, row_index FROM seam.positions WHERE db = %s AND tbl IN ('events', 'ticks')", (DB,)
+            ).fetchall()
+            if len(rows) == 2 and not any(end.after(Position(*row)) for row in rows):
+                return time.perf_counter() - began
+            time.sleep(0.02)
     sys.exit(f"the stream did not apply up to {end} within {timeout:.0f}s")
 
 

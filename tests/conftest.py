@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "plugins"))  # as Airflow puts its plugins folder on sys.path
 
 from seam.config import load_pipeline  # noqa: E402
-from seam_dev.stack import EmbeddedStack, use_stack_env  # noqa: E402
+from seam_dev.settings import use_stack_env  # noqa: E402
+from seam_dev.stack import EmbeddedStack  # noqa: E402
 
 pytest_plugins = ["tests.support.airflow"]  # the webhook fixture
 
@@ -220,7 +221,7 @@ class _Services:
                     self.stack.up((name,), timeout=240, log=lambda m: print(f"[fixture] {m}"))
                     with open(_started_file(), "a") as f:
                         f.write(name + "\n")
-        use_stack_env(self.stack)
+        use_stack_env(self.stack.state)
         return self.stack
 
 

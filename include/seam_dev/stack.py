@@ -22,7 +22,6 @@ import http.client
 import json
 import os
 import pwd
-import secrets
 import shutil
 import signal
 import socket
@@ -36,28 +35,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from seam.core.errors import SeamError
 from seam.processes import Processes, stop_group
 from seam.spark import with_task_attempts
+from seam_dev.settings import (
+    AIRFLOW_USER,
+    HOST,
+    PORT_ENV,
+    SERVICES,
+    SOURCE_USER,
+    TARGET_ADMIN,
+    TARGET_DB,
+    StackError,
+    settings_env,
+    stack_settings,
+)
 
 # the dev stack runs from a checkout: Airflow reads its dags/ and plugins/
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
-DEFAULT_PORTS = {"mysql": 33306, "kafka": 39092, "postgres": 35432, "airflow": 38080}
 BIND_RETRY_S = 60.0  # a service whose port a passing connection holds is started again for this long
 BIND_FAILED = ("Address already in use", "AddrInUse")  # C servers' strerror; Rust's (Tansu's) io::ErrorKind
-PORT_ENV = {
-    "mysql": "SEAM_MYSQL_PORT",
-    "kafka": "SEAM_KAFKA_PORT",
-    "postgres": "SEAM_TARGET_PORT",
-    "airflow": "SEAM_AIRFLOW_PORT",
-}
-SERVICES = ("mysql", "kafka", "postgres", "airflow")
-HOST = "127.0.0.1"
-SOURCE_USER = "seam"  # least-privilege replication user
-TARGET_DB = "warehouse"
-TARGET_ADMIN = "seam"
-AIRFLOW_USER = "admin"
 
 
 PG_OUTSIDE = Path("/var/tmp")  # where PostgreSQL's data lives when its user cannot reach the state dir
@@ -87,12 +84,6 @@ def _pid_alive(pid: str) -> bool:
     return True
 
 
-class StackError(SeamError):
-    """A service could not be started or reached; the message says why and what to do."""
-
-    kind = "stack"
-
-
 @dataclass(frozen=True)
 class ServiceStatus:
     name: str
@@ -112,63 +103,13 @@ class EmbeddedStack(Processes):
     """The four services as processes of ours (``Processes``), with their ports and credentials."""
 
     # ------------------------------------------------------------ settings --
-    @property
-    def _settings_file(self) -> Path:
-        return self.state / "stack.json"
-
     def settings(self, create: bool = False) -> dict:
-        """Ports and credentials, fixed at the first ``up`` (file mode 0600)."""
-        if self._settings_file.exists():
-            return json.loads(self._settings_file.read_text())
-        if not create:
-            raise StackError(f"no embedded stack in {self.state}: run `seam up` first")
-        ports = {}
-        for name, default in DEFAULT_PORTS.items():
-            raw = os.environ.get(PORT_ENV[name], str(default))
-            if not raw.isdigit() or not 0 < int(raw) < 65536:
-                raise StackError(f"{PORT_ENV[name]}={raw!r} is not a port (1-65535)")
-            ports[name] = int(raw)
-        settings = {
-            "ports": ports,
-            "mysql_root_password": secrets.token_urlsafe(18),
-            "mysql_seam_password": secrets.token_urlsafe(18),
-            "pg_admin_password": secrets.token_urlsafe(18),
-            "pg_airflow_password": secrets.token_urlsafe(18),
-            "airflow_admin_password": secrets.token_urlsafe(12),
-        }
-        self.state.mkdir(parents=True, exist_ok=True)
-        self._settings_file.touch(mode=0o600)
-        self._settings_file.write_text(json.dumps(settings, indent=2))
-        return settings
+        """Ports and credentials, fixed at the first ``up`` (``seam_dev.settings``)."""
+        return stack_settings(self.state, create)
 
     def env(self) -> dict[str, str]:
         """Every endpoint and credential of the stack, as ``seam env`` exports them."""
-        s = self.settings()
-        p = s["ports"]
-        root_pw, seam_pw, pg_pw = s["mysql_root_password"], s["mysql_seam_password"], s["pg_admin_password"]
-        return {
-            "SEAM_STATE_DIR": str(self.state),
-            "SEAM_MYSQL_HOST": HOST,
-            "SEAM_MYSQL_PORT": str(p["mysql"]),
-            "SEAM_MYSQL_URL": f"mysql+pymysql://root:{root_pw}@{HOST}:{p['mysql']}/",
-            "SEAM_MYSQL_ROOT_PASSWORD": root_pw,
-            "SEAM_MYSQL_USER": SOURCE_USER,
-            "SEAM_MYSQL_PASSWORD": seam_pw,
-            "SEAM_KAFKA_BOOTSTRAP": f"{HOST}:{p['kafka']}",
-            "SEAM_TARGET_HOST": HOST,
-            "SEAM_TARGET_PORT": str(p["postgres"]),
-            "SEAM_TARGET_DB": TARGET_DB,
-            "SEAM_TARGET_USER": TARGET_ADMIN,
-            "SEAM_TARGET_PASSWORD": pg_pw,
-            "SEAM_TARGET_URL": f"postgresql+psycopg://{TARGET_ADMIN}:{pg_pw}@{HOST}:{p['postgres']}/{TARGET_DB}",
-            # libpq's form, for psql and other PostgreSQL clients (SEAM_TARGET_URL is SQLAlchemy's)
-            "SEAM_TARGET_PSQL_URL": f"postgresql://{TARGET_ADMIN}:{pg_pw}@{HOST}:{p['postgres']}/{TARGET_DB}",
-            "SEAM_AIRFLOW_URL": f"http://{HOST}:{p['airflow']}",
-            "SEAM_AIRFLOW_USER": AIRFLOW_USER,
-            "SEAM_AIRFLOW_PASSWORD": s["airflow_admin_password"],
-            "SEAM_AIRFLOW_HOME": str(self.state / "airflow"),
-            "SEAM_SPARK_MASTER": os.environ.get("SEAM_SPARK_MASTER", "local[2]"),
-        }
+        return settings_env(self.state)
 
     # ----------------------------------------------------------- lifecycle --
     def up(
@@ -687,23 +628,6 @@ class EmbeddedStack(Processes):
                     f"port {port} for {name} is in use by another process: stop it, or choose "
                     f"another port with {PORT_ENV[name]}=... and a fresh SEAM_STATE_DIR"
                 )
-
-
-def stack_env(stack: EmbeddedStack | None = None) -> dict[str, str]:
-    """The stack's endpoints and credentials (what ``seam env`` prints); {} when no stack was set up here."""
-    try:
-        return (stack or EmbeddedStack()).env()
-    except StackError:
-        return {}
-
-
-def use_stack_env(stack: EmbeddedStack | None = None) -> dict[str, str]:
-    """Put ``stack_env`` into this process's environment where a variable is not set already, so that a
-    pipeline's ``${SEAM_...}`` references resolve with no export; returns it."""
-    env = stack_env(stack)
-    for key, value in env.items():
-        os.environ.setdefault(key, value)
-    return env
 
 
 def _require_binary(name: str, hint: str) -> str:

@@ -18,7 +18,8 @@ import pymysql
 import pytest
 
 from seam_dev.demo import connect
-from seam_dev.stack import EmbeddedStack, StackError
+from seam_dev.settings import StackError
+from seam_dev.stack import EmbeddedStack
 from tests.support.commands import run_command
 from tests.support.servers import MariaDB
 

@@ -6,7 +6,8 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from seam_dev.stack import EmbeddedStack, use_stack_env
+from seam_dev.settings import use_stack_env
+from seam_dev.stack import EmbeddedStack
 
 
 @contextlib.contextmanager
@@ -18,7 +19,7 @@ def stack_services() -> Iterator[EmbeddedStack]:
     started = [name for name in ("mysql", "kafka", "postgres") if not stack._alive_pid(name)]
     for name in started:
         stack.up((name,), timeout=240, log=print)
-    use_stack_env(stack)
+    use_stack_env(stack.state)
     try:
         yield stack
     finally:

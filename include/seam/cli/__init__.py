@@ -25,10 +25,10 @@ import sys
 
 from seam.cli.common import pipeline_of
 from seam.cli.parser import command_of, parse_arguments
-from seam.config import DEFAULT_PIPELINE
+from seam.config import DEFAULT_PIPELINE, state_dir
 from seam.core.errors import SeamError, first_line, one_line, target_limit, target_read_only
 from seam.processes import Processes
-from seam_dev.stack import EmbeddedStack, use_stack_env
+from seam_dev.settings import stack_settings, use_stack_env
 
 
 class Terminated(KeyboardInterrupt):
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     module, name = command_of(args).split(".")
     try:
         if args.command == "up":
-            EmbeddedStack().settings(create=True)  # credentials exist before anything reads the pipeline
+            stack_settings(state_dir(), create=True)  # credentials exist before anything reads the pipeline
         use_stack_env()
         if explicit:
             pipeline_of(args)  # a broken pipeline fails every command, before it does anything

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from seam.config import DEFAULT_PIPELINE
-from seam_dev.stack import SERVICES
+from seam_dev.settings import SERVICES
 
 
 def command_of(args: argparse.Namespace) -> str:

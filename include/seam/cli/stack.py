@@ -20,7 +20,8 @@ from seam.state.connection import connect_state
 from seam.state.ledger import table_history
 from seam_dev import demo
 from seam_dev.airflow_api import AirflowClient
-from seam_dev.stack import SERVICES, EmbeddedStack, StackError
+from seam_dev.settings import SERVICES, StackError
+from seam_dev.stack import EmbeddedStack
 
 
 def _stack():
