@@ -1,7 +1,7 @@
 """The embedded stack's settings: its ports and credentials, fixed at the first ``seam up`` in a file of the state
 dir only its owner reads, and the environment that names them (``seam env``). Apart from ``seam_dev.stack``,
-which starts and stops the services: every ``seam`` command reads these, and a stream part that imported the
-services' code started later (``seam stream start`` over a backlog waits for two such starts in a row).
+which starts and stops the services: every ``seam`` command reads these, and only the commands that start or
+stop the services import their code (HTTP clients, Spark's helpers).
 
 Delivery guarantee: none (configuration)."""
 
