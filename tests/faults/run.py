@@ -426,16 +426,15 @@ def killed_full_load(run: Run) -> str:
     path = os.path.join(os.path.dirname(run.path), "faults-spark-submit.yaml")
     with open(path, "w") as f:
         yaml.safe_dump(doc, f)
-    with run.target() as conn:
-        earlier = [r[0] for r in conn.execute("SELECT batch_id FROM seam.batches WHERE db = %s", (run.db,))]
+    watch = run.target()  # one session for the looks every 20 ms
+    earlier = [r[0] for r in watch.execute("SELECT batch_id FROM seam.batches WHERE db = %s", (run.db,))]
 
     def batch_state() -> str | None:  # of the killed load's batch (the sink opens it when it reads the BEGIN)
-        with run.target() as conn:
-            row = conn.execute(
-                "SELECT state FROM seam.batches WHERE db = %s AND tbl = 'bulk' AND NOT batch_id = ANY(%s) "
-                "ORDER BY opened_at DESC LIMIT 1",
-                (run.db, earlier),
-            ).fetchone()
+        row = watch.execute(
+            "SELECT state FROM seam.batches WHERE db = %s AND tbl = 'bulk' AND NOT batch_id = ANY(%s) "
+            "ORDER BY opened_at DESC LIMIT 1",
+            (run.db, earlier),
+        ).fetchone()
         return row[0] if row else None
 
     load = subprocess.Popen(
@@ -457,7 +456,9 @@ def killed_full_load(run: Run) -> str:
 
     if not run.wait_for("the batch to be abandoned", lambda: batch_state() in ("abandoned", "committed"), 180):
         raise FaultsFailed(f"the killed load's batch was not abandoned within 180 s (it is {batch_state()})")
-    if batch_state() == "committed":
+    committed = batch_state() == "committed"
+    watch.close()
+    if committed:
         raise FaultsFailed("the killed load's batch committed: the kill came after its END")
     return "killed between BEGIN and END; abandoned"
 
