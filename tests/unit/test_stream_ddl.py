@@ -307,13 +307,13 @@ def test_stream_start_waits_for_a_part_that_works_since_it_failed():
     """`seam stream start` returns when each part beats: a part that failed minutes ago (a sink that met a full
     load's sink on its topic) counts once it has beaten since this command began and worked since it failed
     (a part waiting to try again beats without working)."""
-    from seam.cli.stream_start import _beating
+    from seam.cli.stream_ready import beating
 
-    assert _beating({"state": "running", "beat_age": 1.0}, waited_s=0.5)
-    assert _beating({"state": "restarting", "beat_age": 2.0, "failed_age": 30.0, "worked": True}, waited_s=5.0)
-    assert not _beating({"state": "restarting", "beat_age": 2.0, "failed_age": 30.0, "worked": False}, waited_s=5.0)
-    assert not _beating({"state": "restarting", "beat_age": 9.0, "failed_age": 30.0, "worked": True}, waited_s=5.0)
-    assert not _beating({"state": "down", "beat_age": 1.0}, waited_s=5.0) and not _beating({}, waited_s=5.0)
+    assert beating({"state": "running", "beat_age": 1.0}, waited_s=0.5)
+    assert beating({"state": "restarting", "beat_age": 2.0, "failed_age": 30.0, "worked": True}, waited_s=5.0)
+    assert not beating({"state": "restarting", "beat_age": 2.0, "failed_age": 30.0, "worked": False}, waited_s=5.0)
+    assert not beating({"state": "restarting", "beat_age": 9.0, "failed_age": 30.0, "worked": True}, waited_s=5.0)
+    assert not beating({"state": "down", "beat_age": 1.0}, waited_s=5.0) and not beating({}, waited_s=5.0)
 
 
 def _col(name: str, column_type: str, nullable: bool = True) -> Column:

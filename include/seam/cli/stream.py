@@ -8,7 +8,8 @@ from __future__ import annotations
 import sys
 
 from seam.cli.common import pipeline_of
-from seam.cli.stream_start import requested, stream_processes
+from seam.cli.stream_ready import requested
+from seam.cli.stream_start import stream_processes
 from seam.processes import Processes
 from seam.source.lag import stream_lag
 from seam.state.connection import connect_state, connect_target

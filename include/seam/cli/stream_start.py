@@ -1,7 +1,9 @@
 """``seam stream start``: the stream's two parts started in the background, their heartbeats awaited.
 
-A module of its own that imports little: the parts are started about a tenth of a second after the command is,
-and a backlog waits for the change reader's first read. (``seam.cli.stream`` stops the parts and reports.)
+A module of its own that imports little, and the state's modules (psycopg) only once both parts are
+spawned: the change reader starts a tenth of a second after the command does, and a backlog waits for the
+reader's own start, not for this command's imports. (``seam.cli.stream_ready`` awaits the parts;
+``seam.cli.stream`` stops them and reports.)
 
 Delivery guarantee: that of its parts (``seam.cli.stream_parts``); this module only starts them."""
 
@@ -9,14 +11,10 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 from seam.cli.common import pipeline_of, table_args
-from seam.core.errors import ONE_LINE, StreamError
+from seam.core.errors import OwnerTaken
 from seam.processes import Processes
-from seam.state.connection import connect_state
-from seam.state.owners import OwnerTaken
-from seam.state.parts import part_states, supervisor_ran
 
 
 def stream_processes(pipeline) -> dict[str, str]:
@@ -28,7 +26,8 @@ def stream_processes(pipeline) -> dict[str, str]:
 def cmd_stream_start(args, procs: Processes) -> int:
     pipeline = pipeline_of(args)
     tables = table_args(pipeline, args)
-    for part, name in stream_processes(pipeline).items():
+    names = stream_processes(pipeline)
+    for part, name in names.items():
         pid = procs.running(name)
         if pid:
             _same_file(pipeline, procs, name, pid)
@@ -38,7 +37,10 @@ def cmd_stream_start(args, procs: Processes) -> int:
         cmd = [sys.executable, "-m", "seam.cli", "--pipeline", os.path.abspath(pipeline.path), "stream", part, *tables]
         pid = procs.start_process(name, cmd)
         print(f"{name} started (pid {pid}); log {procs.log_dir / (name + '.log')}")
-    _await_parts(pipeline, procs, timeout=args.timeout)
+    # imported here, after the spawns: psycopg's import (0.09 s) ran before the reader's start until then
+    from seam.cli.stream_ready import await_parts, requested
+
+    await_parts(pipeline, procs, names, timeout=args.timeout)
     requested(pipeline, stop=False)
     print("stream started; `seam stream status` shows its state and lag, `seam stream wait` waits for lag 0")
     return 0
@@ -54,56 +56,3 @@ def _same_file(pipeline, procs: Processes, name: str, pid: int) -> None:
             f"{pipeline.path}: stop it (`seam --pipeline {running_from} stream stop`) or give this pipeline a name "
             "of its own (`name:` in the file)"
         )
-
-
-def requested(pipeline, stop: bool) -> None:
-    """Tell the stream supervisor (seam_stream) that a person started or stopped the stream."""
-    conn = connect_state(pipeline)
-    try:
-        supervisor_ran(conn, pipeline.target.state_schema, pipeline.name, [], stop)
-    finally:
-        conn.close()
-
-
-def _await_parts(pipeline, procs: Processes, timeout: float) -> None:
-    """Until both parts have recorded a heartbeat in the target; a part that exits fails with its last line."""
-    names = stream_processes(pipeline)
-    conn = connect_state(pipeline)
-    began = time.monotonic()
-    deadline = began + timeout
-    try:
-        while True:
-            for name in names.values():
-                if not procs.running(name):
-                    log = procs.log_dir / f"{name}.log"
-                    tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
-                    last = ONE_LINE.sub("", tail[0]) if tail else f"see {log}"  # its own "seam: kind: "
-                    raise StreamError(f"{name} stopped at once: {last}")
-            states = part_states(conn, pipeline.target.state_schema, pipeline.name)
-            if all(_beating(states.get(part, {}), time.monotonic() - began) for part in names):
-                return
-            for part in names:
-                state = states.get(part, {})
-                if state.get("failing") and state["up_s"] < time.monotonic() - began:  # started by this command
-                    raise StreamError(
-                        f"the {part} keeps failing ({state['streak']} failures in a row), last error: "
-                        f"{state['last_error']}; it goes on retrying with back-off: fix the cause (or `seam stream "
-                        "stop`)"
-                    )
-            if time.monotonic() > deadline:
-                raise StreamError(
-                    f"the stream's parts recorded no heartbeat within {timeout:.0f}s; see "
-                    f"{procs.log_dir}/{pipeline.name}-stream-*.log"
-                )
-            time.sleep(0.5)
-    finally:
-        conn.close()
-
-
-def _beating(state: dict, waited_s: float) -> bool:
-    """A part is up when it runs or starts, or when it failed in the last minutes (say, a sink that met a full
-    load's sink on its topic) but has beaten since this command began and worked since it failed (a part that
-    waits to try again beats too, without working)."""
-    if state.get("state") in ("starting", "running"):
-        return True
-    return state.get("state") == "restarting" and state["beat_age"] < waited_s and bool(state.get("worked"))

@@ -60,6 +60,14 @@ class TargetError(SeamError):
     retry = True
 
 
+class OwnerTaken(SeamError):
+    """Another process holds the lock (a table's load, a pipeline's change reader); the message names it and
+    what to do."""
+
+    kind = "busy"
+    retry = True
+
+
 class ValidationError(SeamError):
     """Validation could not run (not loaded, binlog purged, bad check); the message says what to do."""
 

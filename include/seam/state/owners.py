@@ -22,7 +22,7 @@ import threading
 
 import psycopg
 
-from seam.core.errors import SeamError
+from seam.core.errors import OwnerTaken
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline
 from seam.state.connection import connect_state
@@ -31,13 +31,6 @@ from seam.state.schema import try_lock
 log = logging.getLogger("seam.owners")
 
 CHECK_EVERY_S = 5.0
-
-
-class OwnerTaken(SeamError):
-    """Another process holds the lock; the message names it and what to do."""
-
-    kind = "busy"
-    retry = True
 
 
 def record_holder(conn, schema: str, kind: str, name: str, holder: str) -> None:
