@@ -605,12 +605,31 @@ def ratios(results: list[Result]) -> list[tuple[str, str, float]]:
     return out
 
 
+def what_runs_beside() -> dict:
+    """The machine as the run begins: its CPUs' busy share over one second, and Airflow's processes (`seam up`
+    starts them, `make bench` leaves them running; their idle components took a stream run's rate from 34,853
+    to about 31,400 changes/s in session 67). Said before the run and in its results, not changed."""
+    busy = psutil.cpu_percent(interval=1.0)
+    airflow = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if any(Path(arg).name == "airflow" for arg in (proc.info["cmdline"] or [])[:2]):
+            airflow.append(proc.pid)
+    if airflow:
+        say(
+            f"Airflow runs beside this benchmark (pids {', '.join(map(str, airflow))}): its idle components take "
+            "CPU from the cases; `seam down` before `make bench` for the figures of a quiet machine"
+        )
+    return {"busy_percent_before": busy, "airflow_pids": airflow}
+
+
 def markdown(results: list[Result], meta: dict) -> str:
     lines = [
         f"# Seam benchmarks, {meta['date']}",
         "",
         f"{meta['cores']} cores, {meta['ram_gb']:.0f} GB RAM; TPC-H scale {meta['scale']}; {meta['repeats']} runs "
         "each (median, and min-max of rows/s).",
+        f"Before the run {meta['busy_percent_before']:.0f}% of the CPUs were busy; Airflow "
+        + (f"ran beside it ({len(meta['airflow_pids'])} processes)." if meta["airflow_pids"] else "did not run."),
         "",
         "| case | variant | rows | seconds | rows/s (min-max) | rows per CPU-s | peak RSS MB | latency p50/p95/p99 |",
         "|---|---|---:|---:|---:|---:|---:|---|",
@@ -672,6 +691,7 @@ def main() -> int:
         args.scale, args.repeats, args.changes, args.latency_seconds = 0.002, 1, 2_000, 3
         args.repair_rows, args.resume_rows, args.big_rows, args.many_tables = 20_000, 400_000, 40_000, 8
     cases = set(args.cases.split(","))
+    beside = what_runs_beside()
     began = time.perf_counter()
     results: list[Result] = []
     if "full" in cases:
@@ -703,6 +723,7 @@ def main() -> int:
         "scale": args.scale,
         "repeats": args.repeats,
         "seconds": round(time.perf_counter() - began, 1),
+        **beside,
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
