@@ -607,8 +607,9 @@ def ratios(results: list[Result]) -> list[tuple[str, str, float]]:
 
 def what_runs_beside() -> dict:
     """The machine as the run begins: its CPUs' busy share over one second, and Airflow's processes (`seam up`
-    starts them, `make bench` leaves them running; their idle components took a stream run's rate from 34,853
-    to about 31,400 changes/s in session 67). Said before the run and in its results, not changed."""
+    starts them, `make bench` leaves them running; their idle components probably cost session 67's stream run
+    its 10%: 31,381 changes/s against 34,853 on the quiet machine of session 68). Said before the run and in its
+    results; nothing is stopped."""
     busy = psutil.cpu_percent(interval=1.0)
     airflow = []
     for proc in psutil.process_iter(["cmdline"]):

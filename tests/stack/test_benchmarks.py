@@ -72,7 +72,7 @@ def test_every_case_runs_next_to_its_baselines(stack, tmp_path):
     many = found[("stream over 8 tables at 1,000 changes/s", "seam")]
     assert {"p50", "p99", "status_s"} <= many.keys() and many["status_s"] > 0, many
     assert report.with_suffix(".md").read_text().startswith("# Seam benchmarks")
-    # what ran beside the run is said with its figures (Airflow's idle components cost a stream run 10%)
+    # what ran beside the run is said with its figures (Airflow's idle components take CPU from the cases)
     assert 0 <= doc["busy_percent_before"] <= 100 and all(isinstance(p, int) for p in doc["airflow_pids"]), doc
     assert "% of the CPUs were busy; Airflow " in report.with_suffix(".md").read_text()
     assert report.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
