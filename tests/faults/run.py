@@ -44,7 +44,6 @@ from seam.wire.boundary import CONTROL_HEADER
 from seam.wire.topics import table_topic
 from seam_dev import demo
 from seam_dev.stack import EmbeddedStack
-from seam_dev.topic_rows import topic_end
 from tests.support.commands import process_tree
 from tests.support.independent import compare
 from tests.support.services import stack_services
@@ -171,10 +170,6 @@ class Run:
                     (sink_session_name(self.pipeline),),
                 )
             ]
-
-    def published(self, table: str) -> int:
-        """The end offset of the table's topic."""
-        return topic_end(self.pipeline, self.topic[table])
 
     def dba(self, sql: str, pids: list[int]) -> int:
         with self.target() as conn:
@@ -426,7 +421,12 @@ def killed_full_load(run: Run) -> str:
     path = os.path.join(os.path.dirname(run.path), "faults-spark-submit.yaml")
     with open(path, "w") as f:
         yaml.safe_dump(doc, f)
-    watch = run.target()  # one session for the looks every 20 ms
+    with run.target() as watch:  # one session for the looks every 20 ms
+        return _kill_in_batch(run, watch, path)
+
+
+def _kill_in_batch(run: Run, watch, path: str) -> str:
+    """``killed_full_load``'s load, started from ``path``, killed once its batch is open; ``watch``: a target session."""
     earlier = [r[0] for r in watch.execute("SELECT batch_id FROM seam.batches WHERE db = %s", (run.db,))]
 
     def batch_state() -> str | None:  # of the killed load's batch (the sink opens it when it reads the BEGIN)
@@ -456,9 +456,7 @@ def killed_full_load(run: Run) -> str:
 
     if not run.wait_for("the batch to be abandoned", lambda: batch_state() in ("abandoned", "committed"), 180):
         raise FaultsFailed(f"the killed load's batch was not abandoned within 180 s (it is {batch_state()})")
-    committed = batch_state() == "committed"
-    watch.close()
-    if committed:
+    if batch_state() == "committed":
         raise FaultsFailed("the killed load's batch committed: the kill came after its END")
     return "killed between BEGIN and END; abandoned"
 
