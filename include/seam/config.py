@@ -144,6 +144,13 @@ class _Reader:
         return Secret(value or "")
 
 
+def _flag(r, raw: dict, key: str, path: str, default: bool) -> bool:
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        raise r.fail(_join(path, key), f"must be true or false, got {value!r}")
+    return value
+
+
 def _join(path: str, key: Any) -> str:
     return f"{path}.{key}" if path else str(key)
 
@@ -181,7 +188,7 @@ _TOP = (
 )
 _STREAM = ("max_lag_seconds", "log_dir", "max_transaction_memory", "sink")
 _LOAD = ("abandon_after",)
-_REPAIR = ("max_rows",)
+_REPAIR = ("max_rows", "after_cutover")
 _SOURCE = ("type", "host", "port", "user", "password", "server_id", "snapshot")
 _KAFKA = ("bootstrap", "topic_prefix", "partitions", "max_unapplied_events", "max_unapplied_bytes", "max_value_bytes")
 _TARGET = ("type", "host", "port", "database", "user", "password", "state_schema", "text_nul", "zero_dates")
@@ -276,7 +283,10 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
         notify=notify,
         stream=stream,
         load=load,
-        repair=RepairConfig(max_rows=r.integer(rp, "max_rows", "repair", RepairConfig.max_rows, 1, 10**9)),
+        repair=RepairConfig(
+            max_rows=r.integer(rp, "max_rows", "repair", RepairConfig.max_rows, 1, 10**9),
+            after_cutover=_flag(r, rp, "after_cutover", "repair", RepairConfig.after_cutover),
+        ),
         settlement=settlement_section.parse(top.get("settlement"), source),
     )
 

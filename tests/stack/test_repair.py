@@ -201,11 +201,64 @@ def test_a_position_whose_binlog_is_gone_stops_only_its_table_and_repair_full_ta
         _seam(path, "stream", "stop", timeout=120)
 
 
-def test_an_online_schema_change_cut_over_is_followed_then_repaired(path):
-    """gh-ost / pt-online-schema-change: a copy of the table altered apart (a column added, one widened) is
-    swapped in by one RENAME. The target takes the new columns at the cut-over and the table waits for
-    `seam repair`, which copies the rows the tool's copy got different (here: the writer's changes made after
-    the copy, which this tool-less copy lost); then the table streams on."""
+def _repairs(pipeline) -> int:
+    """The committed repairs of accounts."""
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM seam.batches WHERE db = %s AND tbl = 'accounts' AND mode = 'repair' "
+            "AND state = 'committed'",
+            (DB,),
+        ).fetchone()[0]
+
+
+def _stop_reason_with(pipeline, table: str, text: str, seconds: float = 120) -> str:
+    deadline, reason = time.time() + seconds, None
+    while time.time() < deadline:
+        reason = _stopped(pipeline, table)
+        if reason and text in reason:
+            return reason
+        time.sleep(0.5)
+    raise AssertionError(f"{table}'s stop never said {text!r}: {reason}")
+
+
+def _pt_online_schema_change(admin, writes) -> None:
+    """pt-online-schema-change's way, while ``writes`` runs: a new table altered apart (a column added, one
+    widened), triggers that copy every change of the old one into it, the rows copied in, the cut-over, the old
+    table dropped with its triggers."""
+    columns = "id, owner, currency, balance, status, created_at, updated_at"
+    new = ", ".join(f"NEW.{c.strip()}" for c in columns.split(","))
+    with admin.cursor() as cur:
+        cur.execute("DROP TABLE IF EXISTS _accounts_new, _accounts_old")
+        cur.execute("CREATE TABLE _accounts_new LIKE accounts")
+        cur.execute("ALTER TABLE _accounts_new ADD COLUMN tier INT NULL DEFAULT 2, MODIFY owner VARCHAR(200) NOT NULL")
+        cur.execute(
+            "CREATE TRIGGER pt_osc_del AFTER DELETE ON accounts FOR EACH ROW DELETE IGNORE FROM _accounts_new WHERE id = OLD.id"
+        )
+        cur.execute(
+            "CREATE TRIGGER pt_osc_upd AFTER UPDATE ON accounts FOR EACH ROW BEGIN DELETE IGNORE FROM _accounts_new "
+            f"WHERE id = OLD.id AND OLD.id <> NEW.id; REPLACE INTO _accounts_new ({columns}) VALUES ({new}); END"
+        )
+        cur.execute(
+            f"CREATE TRIGGER pt_osc_ins AFTER INSERT ON accounts FOR EACH ROW REPLACE INTO _accounts_new ({columns}) "
+            f"VALUES ({new})"
+        )
+        writer = writes()
+        time.sleep(1)
+        cur.execute(
+            f"INSERT LOW_PRIORITY IGNORE INTO _accounts_new ({columns}) SELECT {columns} FROM accounts LOCK IN SHARE MODE"
+        )
+        time.sleep(1)
+        cur.execute("RENAME TABLE accounts TO _accounts_old, _accounts_new TO accounts")
+        cur.execute("DROP TABLE _accounts_old")
+        writer.join()
+
+
+def test_an_online_schema_change_cut_over_is_followed_and_repaired_by_the_stream(path):
+    """gh-ost / pt-online-schema-change: a copy of the table altered apart is swapped in by one RENAME. The
+    target takes the new columns at the cut-over, and the stream compares and repairs the table by itself
+    (repair.after_cutover), then streams on: with pt-online-schema-change's triggers under a writer, nothing
+    to copy again. A copy that lost the writer's changes (no tool keeping it up) differs in more rows than
+    repair.max_rows: the table stays STOPPED, its reason says why and what to do, and that works."""
     pipeline = load_pipeline(path)
     load = _seam(path, "load", "full", *[f"{DB}.{t}" for t in TABLES])
     assert load.returncode == 0, load.stderr + load.stdout
@@ -213,23 +266,50 @@ def test_an_online_schema_change_cut_over_is_followed_then_repaired(path):
     assert started.returncode == 0, started.stderr + started.stdout
     admin = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
     admin.autocommit(True)
-    columns = "id, owner, currency, balance, status, created_at, updated_at"
+    failed: list[BaseException] = []
+
+    def writes(seconds: float = 4, seed: int = 7) -> threading.Thread:
+        def run():
+            try:
+                demo.run_writer(
+                    os.environ["SEAM_MYSQL_URL"], rate=100, seconds=seconds, threads=1, seed=seed, database=DB
+                )
+            except BaseException as exc:  # noqa: BLE001 - reported by the test
+                failed.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    columns = "id, owner, currency, balance, status, created_at, updated_at, tier"
+    repairs_before = _repairs(pipeline)
     try:
+        # 1. the tool kept its copy exact: the stream's own repair finds nothing to copy, and it streams on
+        _pt_online_schema_change(admin, writes)
+        assert not failed, failed
+        deadline = time.time() + 180
+        while time.time() < deadline and not (
+            _repairs(pipeline) > repairs_before and not _stopped(pipeline, "accounts")
+        ):
+            time.sleep(0.5)
+        assert _repairs(pipeline) == repairs_before + 1, "no repair of accounts after its cut-over"
+        assert _stopped(pipeline, "accounts") is None, _stopped(pipeline, "accounts")
+        writes(seed=8).join()
+        waited = _seam(path, "stream", "wait", "--timeout", "120", timeout=180)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        _wait_equal(pipeline, TABLES)
+
+        # 2. a tool-less copy: the writer's changes after it are lost, more rows than repair.max_rows (50) differ
         with admin.cursor() as cur:
             cur.execute("DROP TABLE IF EXISTS _accounts_gho, _accounts_del")
             cur.execute("CREATE TABLE _accounts_gho LIKE accounts")
-            cur.execute(
-                "ALTER TABLE _accounts_gho ADD COLUMN tier INT NULL DEFAULT 2, MODIFY owner VARCHAR(200) NOT NULL"
-            )
+            cur.execute("ALTER TABLE _accounts_gho ADD COLUMN region CHAR(2) NULL DEFAULT 'EU'")
             cur.execute(f"INSERT INTO _accounts_gho ({columns}) SELECT {columns} FROM accounts")
-        demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=3, threads=1, seed=8, database=DB)
-        with admin.cursor() as cur:
+            cur.execute("UPDATE accounts SET balance = balance + 1 ORDER BY id LIMIT 60")
             cur.execute("RENAME TABLE accounts TO _accounts_del, _accounts_gho TO accounts")
-        deadline = time.time() + 120
-        while not _stopped(pipeline, "accounts") and time.time() < deadline:
-            time.sleep(1)
-        reason = _stopped(pipeline, "accounts")
-        assert reason and "cut-over" in reason and f"seam repair {DB}.accounts" in reason, reason
+        reason = _stop_reason_with(pipeline, "accounts", "it failed:")
+        assert "cut-over" in reason and "more than repair.max_rows (50)" in reason, reason
+        assert f"seam load full {DB}.accounts" in reason and "--max-rows" in reason, reason
         with admin.cursor() as cur:  # a column added while it is stopped: the repair cannot compare, and says so
             cur.execute("ALTER TABLE accounts ADD COLUMN later INT")
         refused = _seam(path, "repair", f"{DB}.accounts")
@@ -237,9 +317,11 @@ def test_an_online_schema_change_cut_over_is_followed_then_repaired(path):
         assert "only in the source: later" in refused.stderr and f"seam load full {DB}.accounts" in refused.stderr
         with admin.cursor() as cur:
             cur.execute("ALTER TABLE accounts DROP COLUMN later")
-        repaired = _seam(path, "repair", f"{DB}.accounts", "--max-rows", "100000")
+        repaired = _seam(path, "repair", f"{DB}.accounts", "--max-rows", "100000")  # the way out it printed
         assert repaired.returncode == 0, repaired.stderr + repaired.stdout
-        demo.run_writer(os.environ["SEAM_MYSQL_URL"], rate=200, seconds=3, threads=1, seed=9, database=DB)
+        assert "60 differing row(s) found" in repaired.stdout, repaired.stdout
+        writes(3, seed=9).join()
+        assert not failed, failed
         waited = _seam(path, "stream", "wait", "--timeout", "120", timeout=180)
         assert waited.returncode == 0, waited.stdout + waited.stderr
         _wait_equal(pipeline, TABLES)

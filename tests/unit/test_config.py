@@ -36,6 +36,7 @@ def test_demo_pipeline_loads_with_defaults_and_env():
     assert payments.soft_delete == "is_deleted" and payments.safety_delay_s == 30.0
     audit = p.table("demo.audit_log")
     assert audit.keyless and not audit.incremental and audit.semantics == "exactly-once"
+    assert p.repair.after_cutover and p.repair.max_rows == 100_000  # a cut-over's table is repaired by the stream
 
 
 def test_secrets_never_print():
@@ -97,6 +98,8 @@ def test_secrets_never_print():
         (lambda r: r.update(notify={"email": {"to": "nobody"}}), "notify.email.to", "e-mail address"),
         (lambda r: r.update(notify={"email": {"cc": "a@b"}}), "notify.email.cc", "unknown key"),
         (lambda r: r.update(notify={"pager": "x"}), "notify.pager", "unknown key"),
+        (lambda r: r.update(repair={"after_cutover": "yes"}), "repair.after_cutover", "must be true or false"),
+        (lambda r: r.update(repair={"after_cut_over": False}), "repair.after_cut_over", "did you mean 'after_cutover'"),
     ],
 )
 def test_bad_config_names_the_field(mutate, field, words):

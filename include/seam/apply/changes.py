@@ -367,9 +367,12 @@ class ChangeApplier:
                 raise SinkError(diverged(j - i - cur.rowcount))
             i = j
 
-    def stop_table(self, stream: StreamTable, reason: str, remedy: bool = True, repairable: bool = True) -> None:
+    def stop_table(
+        self, stream: StreamTable, reason: str, remedy: bool = True, repairable: bool = True, repair_due: bool = False
+    ) -> None:
         """Stop applying changes to one table (until its next full load), record why, and alert. The remedy
-        said is a repair where one can take the table up (keyed, and ``repairable``), else a full load. A
+        said is a repair where one can take the table up (keyed, and ``repairable``), else a full load;
+        ``repair_due``: the sink's process starts that repair itself (``seam.cli.cutover_repairs``). A
         table whose position another process moved is not stopped (``PositionMoved``): a change that no
         longer fits may be one that process applied already."""
         name = f"{stream.schema.db}.{stream.schema.table}"
@@ -382,7 +385,9 @@ class ChangeApplier:
                 if stream.key and repairable
                 else f"re-run `seam load full {name}`: its BEGIN supersedes the unapplied changes"
             )
-        positions.stop_stream(self.conn, self.schema, stream.schema.db, stream.schema.table, reason)
+        if repair_due:
+            reason += "; the stream repairs it by itself (repair.after_cutover)"
+        positions.stop_stream(self.conn, self.schema, stream.schema.db, stream.schema.table, reason, repair_due)
         self._forget(self.streams.pop(stream.topic, None))
         self._no_stream.add(stream.topic)
         alert(self.pipeline, name, "stream stopped", reason)
@@ -412,8 +417,8 @@ class ChangeApplier:
             return  # its pending changes just stopped the table
         if isinstance(control, SchemaChange) and not self._follow_schema(stream, control):
             return
-        if isinstance(control, SchemaChange) and control.stop:
-            self.stop_table(stream, control.stop, remedy=False)
+        if isinstance(control, SchemaChange) and control.stop:  # a cut-over: the table is compared and repaired
+            self.stop_table(stream, control.stop, remedy=False, repair_due=self.pipeline.repair.after_cutover)
         elif isinstance(control, StreamStop):
             log.error("%s: stream stopped: %s", stream.target, control.reason)
             positions.stop_stream(self.conn, self.schema, stream.schema.db, stream.schema.table, control.reason)

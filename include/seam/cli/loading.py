@@ -13,6 +13,7 @@ import time
 import pymysql
 
 from seam.cli.common import pipeline_of
+from seam.cli.cutover_repairs import record_failure
 from seam.core.errors import ConfigError, SeamError
 from seam.load_output import LoadOutput
 from seam.load_run import Runner
@@ -145,13 +146,19 @@ def cmd_repair(args, procs: Processes) -> int:
     if args.max_rows is not None and args.max_rows < 1:
         raise ConfigError("repair", "--max-rows must be at least 1")
     for name in args.tables:
-        result = repair_table(
-            pipeline,
-            pipeline.table(name),
-            full=args.full,
-            max_rows=args.max_rows,
-            timeout=args.timeout,
-            say=lambda line: print(line, flush=True),
-        )
+        table = pipeline.table(name)
+        try:
+            result = repair_table(
+                pipeline,
+                table,
+                full=args.full,
+                max_rows=args.max_rows,
+                timeout=args.timeout,
+                say=lambda line: print(line, flush=True),
+            )
+        except Exception as exc:
+            if args.after_cutover:  # started by the stream: the stopped table says what happened
+                record_failure(pipeline, table, exc)
+            raise
         print(result.summary(), flush=True)
     return 0

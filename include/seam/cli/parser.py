@@ -145,6 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-rows", type=int, default=None, help="at most this many differing rows (repair.max_rows)")
     p.add_argument("--timeout", type=float, default=900.0, help="give up after this many seconds")
+    p.add_argument(
+        "--after-cutover",
+        action="store_true",
+        help="started by the stream for a table stopped at a cut-over: a failure is added to its stop's reason",
+    )
     p.set_defaults(func="loading.cmd_repair")
 
     p = sub.add_parser("sink", parents=[common], help="apply table topics to the target (runs until stopped)")

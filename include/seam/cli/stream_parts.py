@@ -22,6 +22,7 @@ import psycopg
 
 from seam.apply.sink import Sink
 from seam.cli.common import pipeline_of, table_args
+from seam.cli.cutover_repairs import CutoverRepairs
 from seam.cli.pipeline_watch import PipelineWatch
 from seam.cli.stream_reader import exit_status, log_to_stderr
 from seam.core.errors import ONE_LINE
@@ -40,13 +41,14 @@ def cmd_stream_part(args, procs) -> int:
     if args.action != "sink":  # start --foreground
         return run_foreground(pipeline, tables, args.until_idle)
     watch = PipelineWatch(pipeline, list(args.table))
-    return run_sink(pipeline, table_args(pipeline, args), watch)
+    return run_sink(pipeline, tables, table_args(pipeline, args), watch)
 
 
-def run_sink(pipeline, table_args: list[str], watch: PipelineWatch) -> int:
+def run_sink(pipeline, tables, table_args: list[str], watch: PipelineWatch) -> int:
     """The streaming sink (`seam sink`: the apply code fed by a plain Kafka consumer; or, with ``stream.sink:
     spark``, the same code in a Structured Streaming query's spark-submit), restarted if it fails, until SIGTERM. Its heartbeat, restarts
-    and last error go to the target (``seam.state``), where `seam stream status` reads them."""
+    and last error go to the target (``seam.state``), where `seam stream status` reads them. It also starts the
+    repairs of its tables stopped at a cut-over (``seam.cli.cutover_repairs``)."""
     log_to_stderr()
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
@@ -61,6 +63,7 @@ def run_sink(pipeline, table_args: list[str], watch: PipelineWatch) -> int:
             pipeline, "stream_sink", ["--pipeline", pipeline.path, *table_args], conf={"spark.cores.max": "1"}
         )
     state = _PartState(pipeline, "sink")
+    repairs = CutoverRepairs(pipeline, tables)
     fresh, delay = True, None
     try:
         while not stopping_or_lost():
@@ -75,6 +78,7 @@ def run_sink(pipeline, table_args: list[str], watch: PipelineWatch) -> int:
                 if time.monotonic() - beat > 2:
                     state.record(part_beat)
                     beat = time.monotonic()
+                state.use(repairs.tick)
                 time.sleep(0.5)
             relay.join(timeout=10)
             if not stopping_or_lost():
@@ -139,10 +143,14 @@ class _PartState:
         self.conn: Any = None
 
     def record(self, what, **kwargs) -> None:
+        self.use(lambda conn: what(conn, self.pipeline.target.state_schema, self.pipeline.name, self.part, **kwargs))
+
+    def use(self, work) -> None:
+        """``work(conn)`` on the part's state connection."""
         try:
             if self.conn is None or self.conn.closed or self.conn.broken:
                 self.conn = connect_state(self.pipeline)
-            what(self.conn, self.pipeline.target.state_schema, self.pipeline.name, self.part, **kwargs)
+            work(self.conn)
         except (psycopg.Error, OSError) as exc:
             line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             print(f"seam: could not record the {self.part}'s state in the target ({line}); retrying", file=sys.stderr)

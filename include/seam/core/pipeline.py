@@ -245,9 +245,11 @@ class LoadConfig:
 @dataclass(frozen=True)
 class RepairConfig:
     """``seam repair`` (seam.repair): a repair that finds more differing rows than ``max_rows`` in a table
-    changes nothing and says to load the table in full."""
+    changes nothing and says to load the table in full. ``after_cutover``: the streaming sink repairs a table
+    stopped at an online schema change's cut-over by itself (``seam.cli.cutover_repairs``)."""
 
     max_rows: int = 100_000
+    after_cutover: bool = True
 
 
 @dataclass(frozen=True)

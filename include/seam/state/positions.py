@@ -52,7 +52,8 @@ def store_loaded_position(
         f"INSERT INTO {qi(schema)}.positions (db, tbl, file, pos, row_index, batch_id, gtids, server, "
         "source_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (db, tbl) DO UPDATE SET "
         "file = EXCLUDED.file, pos = EXCLUDED.pos, row_index = EXCLUDED.row_index, batch_id = EXCLUDED.batch_id, "
-        "updated_at = now(), columns = NULL, stopped = NULL, gap_at = NULL, source_ms = EXCLUDED.source_ms, "
+        "updated_at = now(), columns = NULL, stopped = NULL, repair_due = NULL, gap_at = NULL, "
+        "source_ms = EXCLUDED.source_ms, "
         "changes = 0, gtids = EXCLUDED.gtids, server = EXCLUDED.server",
         (db, table, at.file, at.pos, at.row, batch, gtids, server, source_ms),
     )
@@ -87,9 +88,33 @@ def store_stream_position(
     return cur.rowcount == 1
 
 
-def stop_stream(conn, schema: str, db: str, table: str, reason: str) -> None:
-    """The table's stream stops here (until its next full load), for ``reason``."""
-    conn.execute(f"UPDATE {qi(schema)}.positions SET stopped = %s WHERE db = %s AND tbl = %s", (reason, db, table))
+def stop_stream(conn, schema: str, db: str, table: str, reason: str, repair_due: bool = False) -> None:
+    """The table's stream stops here (until its next full load or repair), for ``reason``; ``repair_due``: the
+    process that runs the streaming sink starts its repair (``claim_due_repairs``)."""
+    conn.execute(
+        f"UPDATE {qi(schema)}.positions SET stopped = %s, repair_due = CASE WHEN %s THEN now() END "
+        "WHERE db = %s AND tbl = %s",
+        (reason, repair_due, db, table),
+    )
+
+
+def claim_due_repairs(conn, schema: str, tables: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Of ``tables``, those whose stop waits for a repair (``stop_stream``), no longer due once returned: of
+    two callers only one gets each."""
+    rows = conn.execute(
+        f"UPDATE {qi(schema)}.positions SET repair_due = NULL WHERE repair_due IS NOT NULL AND stopped IS NOT NULL "
+        "AND (db, tbl) IN (SELECT * FROM unnest(%s::text[], %s::text[])) RETURNING db, tbl",
+        ([d for d, _ in tables], [t for _, t in tables]),
+    ).fetchall()
+    return [(db, tbl) for db, tbl in rows]
+
+
+def note_stop(conn, schema: str, db: str, table: str, note: str) -> None:
+    """Add ``note`` (what was done about it) to the reason a stopped table gives; nothing if it runs."""
+    conn.execute(
+        f"UPDATE {qi(schema)}.positions SET stopped = stopped || %s WHERE db = %s AND tbl = %s AND stopped IS NOT NULL",
+        (note, db, table),
+    )
 
 
 def store_columns(conn, schema: str, db: str, table: str, columns: list[dict]) -> None:

@@ -163,6 +163,12 @@ def migrations(schema: str) -> list[tuple[int, list[str]]]:
                 f"ALTER TABLE {s}.batch_parts ADD COLUMN IF NOT EXISTS dropped_rows bigint",  # (ledger.drop_left_over)
             ],
         ),
+        (
+            12,
+            [  # a stop the streaming sink's process repairs by itself (seam.cli.cutover_repairs): since when it waits
+                f"ALTER TABLE {s}.positions ADD COLUMN IF NOT EXISTS repair_due timestamptz",
+            ],
+        ),
     ]
 
 
