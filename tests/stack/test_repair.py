@@ -310,6 +310,8 @@ def test_an_online_schema_change_cut_over_is_followed_and_repaired_by_the_stream
         reason = _stop_reason_with(pipeline, "accounts", "it failed:")
         assert "cut-over" in reason and "more than repair.max_rows (50)" in reason, reason
         assert f"seam load full {DB}.accounts" in reason and "--max-rows" in reason, reason
+        log = re.search(r"an automatic repair started at [^(]* \(log (\S+)\)", reason)
+        assert log and "more than repair.max_rows" in open(log.group(1)).read(), reason  # the log it names
         with admin.cursor() as cur:  # a column added while it is stopped: the repair cannot compare, and says so
             cur.execute("ALTER TABLE accounts ADD COLUMN later INT")
         refused = _seam(path, "repair", f"{DB}.accounts")

@@ -199,7 +199,12 @@ def run_foreground(pipeline, tables, until_idle: bool) -> int:
 
 
 def _run_foreground(pipeline, tables, until_idle: bool, stopping: list, owners: list) -> int:
-    stopping_or_lost = lambda: bool(stopping) or any(o.lost for o in owners)  # noqa: E731
+    state, repairs = _PartState(pipeline, "sink"), CutoverRepairs(pipeline, tables)
+
+    def stopping_or_lost() -> bool:
+        state.use(repairs.tick)  # (cheap: it looks at the target every CHECK_EVERY_S)
+        return bool(stopping) or any(o.lost for o in owners)
+
     reader = ChangeReader(pipeline, tables)
     sink = Sink(pipeline, tables)
 
@@ -222,8 +227,10 @@ def _run_foreground(pipeline, tables, until_idle: bool, stopping: list, owners: 
         )
         if until_idle:
             sink.run(caught_up=True)  # what the reader published last, up to each topic's end
+            state.use(lambda conn: repairs.tick(conn, now=True))  # a cut-over just applied: its repair runs on
     finally:
         sink.close()
+        state.close()
     thread.join(timeout=30)
     errors = [e for e in stopping if isinstance(e, BaseException)]
     if errors:
