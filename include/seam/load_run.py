@@ -34,6 +34,7 @@ from seam.state.connection import StateWatch, connect_state
 from seam.state.ledger import batch_status, drop_left_over, left_over_parts, left_over_rows
 from seam.state.positions import applied_through, stored_offsets
 from seam.state.schema import held_by_another
+from seam.wire.sink_pace import StagedOffsets
 from seam.wire.topics import end_offsets, ensure_topics, table_topic
 
 log = logging.getLogger(__name__)
@@ -151,6 +152,16 @@ def job_env(connections: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def sink_through(conn, pipeline: Pipeline, reports: StagedOffsets, topics: list[str]) -> dict[str, int]:
+    """Per topic, the offset through which the running sink has applied or staged what it read: its stored
+    offset, or its report of an open batch's staging (``seam.wire.sink_pace``) where that is further. (A
+    stream transaction that a batch's BEGIN cut in two keeps the stored offset before the BEGIN until the
+    END, for a restart to read again; the batch's rows are staged meanwhile.)"""
+    stored = {topic: offset for topic, offset, _ in stored_offsets(conn, pipeline.target.state_schema, topics)}
+    staged = reports.read(topics)
+    return {topic: max(stored.get(topic, -1), staged.get(topic, -1)) for topic in topics}
+
+
 def sink_running(conn, topic: str) -> bool:
     return held_by_another(conn, "topic", topic)
 
@@ -235,10 +246,14 @@ class BatchRun:
                 return False
             time.sleep(0.1)
         ends = end_offsets(self.pipeline, self.topics)
-        while time.monotonic() < deadline and not self.finished.is_set():
-            if applied_through(stored_offsets(conn, self.pipeline.target.state_schema, self.topics), ends):
-                return True
-            time.sleep(0.2)
+        reports = StagedOffsets(self.pipeline)
+        try:
+            while time.monotonic() < deadline and not self.finished.is_set():
+                if applied_through(sink_through(conn, self.pipeline, reports, self.topics), ends):
+                    return True
+                time.sleep(0.2)
+        finally:
+            reports.close()
         return False
 
     def _keep(self, child) -> None:

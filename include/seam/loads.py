@@ -24,16 +24,17 @@ from seam.apply.sink import Sink
 from seam.apply.target import column_names
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline, TableConfig
-from seam.load_run import BatchRun, LoadError, Runner, sink_running
+from seam.load_run import BatchRun, LoadError, Runner, sink_running, sink_through
 from seam.source.full_load import Resume, plan_from_json, prepare
 from seam.source.incremental import check_columns_unchanged, plan_window
 from seam.source.schema import reachable, read_foreign_keys
 from seam.state import ledger
 from seam.state.connection import connect_state
 from seam.state.ledger import batch_status, watermark
-from seam.state.positions import applied_through, stored_offsets
+from seam.state.positions import applied_through
 from seam.state.schema import lock, try_lock
 from seam.wire.boundary import Part, new_batch_id
+from seam.wire.sink_pace import StagedOffsets
 from seam.wire.topics import end_offsets, table_topic
 
 
@@ -246,8 +247,9 @@ def _resumable(
 
 
 def _catch_up(pipeline: Pipeline, tables: list[TableConfig], conn, say, batches: list[str]) -> None:
-    """Until what the interrupted load published is applied: by the running sink (its stored offsets reach the
-    topics' ends as they were when this began, or stop moving: it holds a table up), or by a sink run here
+    """Until what the interrupted load published is applied: by the running sink (what it is through,
+    ``load_run.sink_through``, reaches the topics' ends as they were when this began, or stops moving on the
+    topics short of them: it holds a table up), or by a sink run here
     until idle; then until the killed load's tasks stop publishing (``DeadTasks``). The stream's changes go on
     arriving behind the load's messages: waiting for the offsets to stop moving alone would wait for the whole
     timeout under any writer."""
@@ -264,20 +266,25 @@ def _catch_up(pipeline: Pipeline, tables: list[TableConfig], conn, say, batches:
         dead.said(say, tables)
         return
     ends = end_offsets(pipeline, topics)
+    reports = StagedOffsets(pipeline)
     last, still, began = None, 0, time.time()
-    while time.time() < began + CATCH_UP_S:
-        offsets = stored_offsets(conn, pipeline.target.state_schema, topics)
-        if ends and applied_through(offsets, ends):
-            while dead.publishing():
-                pass
-            dead.said(say, tables)
-            say(f"{', '.join(t.name for t in tables)}: the running sink has applied what it published")
-            return
-        still = still + 1 if offsets == last else 0
-        if still >= 3:
-            return
-        last = offsets
-        time.sleep(1)
+    try:
+        while time.time() < began + CATCH_UP_S:
+            through = sink_through(conn, pipeline, reports, topics)
+            if ends and applied_through(through, ends):
+                while dead.publishing():
+                    pass
+                dead.said(say, tables)
+                say(f"{', '.join(t.name for t in tables)}: the running sink has applied what it published")
+                return
+            behind = {topic: offset for topic, offset in through.items() if offset < ends.get(topic, 0)}
+            still = still + 1 if behind == last else 0  # (another topic's stream changes may go on moving)
+            if still >= 3:
+                return
+            last = behind
+            time.sleep(1)
+    finally:
+        reports.close()
     say(f"the running sink has not applied what the interrupted load published after {CATCH_UP_S:.0f} s: going on")
 
 

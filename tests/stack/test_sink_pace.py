@@ -18,8 +18,11 @@ import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from seam.config import load_pipeline
+from seam.load_run import sink_through
+from seam.state.connection import connect_state
+from seam.state.positions import applied_through, store_offset
 from seam.wire import sink_pace
-from seam.wire.sink_pace import SinkPace, StagedReport
+from seam.wire.sink_pace import SinkPace, StagedOffsets, StagedReport
 from seam.wire.topics import consumer_config, ensure_topics, table_topic
 from seam_dev.topic_rows import rows_per_message
 from tests.support.independent import compare
@@ -43,6 +46,32 @@ def _topic_with(pipeline, messages: int) -> str:
         producer.poll(0)  # one message per request: the embedded broker reports its end by batch
         producer.flush()
     return topic
+
+
+def test_what_a_running_sink_is_through_counts_its_report_of_an_open_batch(stack):
+    """A resumed load waits for the running sink by ``load_run.sink_through``: the offset it stored with the
+    data, or its report of an open batch's staging where that is further. (A stream transaction that the
+    batch's BEGIN cut in two keeps the stored offset before the BEGIN until the END: a resumed load under a
+    writer of another table waited its catch-up's whole 300 s for it, the killed-load probe of session 70.)"""
+    pipeline = load_pipeline()
+    pinned, reported, stored_only = (_topic_with(pipeline, 1) for _ in range(3))
+    conn = connect_state(pipeline)
+    try:
+        for topic, offset in ((pinned, 5), (reported, 3), (stored_only, 7)):
+            store_offset(conn, pipeline.target.state_schema, topic, offset, None)
+        report = StagedReport(pipeline)
+        report.staged({pinned: 9, reported: 2})  # (asynchronous: read below until it is there)
+        reports = StagedOffsets(pipeline)
+        deadline = time.time() + 10
+        while (through := sink_through(conn, pipeline, reports, [pinned, reported, stored_only]))[pinned] != 9:
+            assert time.time() < deadline, through
+            time.sleep(0.2)
+        reports.close()
+        report.close()
+    finally:
+        conn.close()
+    assert through == {pinned: 9, reported: 3, stored_only: 7}
+    assert applied_through(through, {pinned: 9, reported: 3}) and not applied_through(through, {stored_only: 8})
 
 
 def test_a_publisher_waits_for_the_sinks_report_and_not_for_a_stalled_one(stack, monkeypatch):

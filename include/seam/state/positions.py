@@ -193,10 +193,10 @@ def stored_offsets(conn, schema: str, topics: list[str]) -> list[tuple[str, int,
     ).fetchall()
 
 
-def applied_through(offsets: list[tuple[str, int, str | None]], ends: dict[str, int]) -> bool:
-    """Whether the stored offsets (``stored_offsets``) reach each topic's end in ``ends`` (``wire.topics.end_offsets``)."""
-    applied = {topic: next_offset for topic, next_offset, _ in offsets}
-    return all(applied.get(topic, -1) >= end for topic, end in ends.items())
+def applied_through(through: dict[str, int], ends: dict[str, int]) -> bool:
+    """Whether the offsets a sink is through (topic -> next offset) reach each topic's end in ``ends``
+    (``wire.topics.end_offsets``)."""
+    return all(through.get(topic, -1) >= end for topic, end in ends.items())
 
 
 def store_offset(conn, schema: str, topic: str, next_offset: int, topic_id: str | None) -> None:

@@ -63,6 +63,18 @@ class StagedReport(_GroupClient):
             pass  # a hint: a publisher without it goes on at full speed
 
 
+class StagedOffsets(_GroupClient):
+    """The reports read for several topics at once (a resumed load's wait for the running sink, seam.load_run)."""
+
+    def read(self, topics: list[str]) -> dict[str, int]:
+        """Topic -> the offset the sink reported staged through; a topic it never reported on is absent."""
+        try:
+            parts = self.client().committed([TopicPartition(t, 0) for t in topics], timeout=5)
+        except KafkaException:
+            return {}
+        return {p.topic: p.offset for p in parts if p.offset >= 0}
+
+
 class SinkPace(_GroupClient):
     """The publisher's side, for one topic: ``wait(queued)`` returns once the topic's end (plus ``queued``,
     what this producer holds that the broker has not acknowledged yet) is at most the bound past the sink's
