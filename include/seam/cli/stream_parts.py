@@ -199,11 +199,12 @@ def run_foreground(pipeline, tables, until_idle: bool) -> int:
 
 
 def _run_foreground(pipeline, tables, until_idle: bool, stopping: list, owners: list) -> int:
+    stopping_or_lost = lambda: bool(stopping) or any(o.lost for o in owners)  # noqa: E731
     state, repairs = _PartState(pipeline, "sink"), CutoverRepairs(pipeline, tables)
 
-    def stopping_or_lost() -> bool:
+    def sink_stops() -> bool:  # (the sink's thread only: the repairs' state is not shared with the reader's)
         state.use(repairs.tick)  # (cheap: it looks at the target every CHECK_EVERY_S)
-        return bool(stopping) or any(o.lost for o in owners)
+        return stopping_or_lost() or (until_idle and not thread.is_alive())
 
     reader = ChangeReader(pipeline, tables)
     sink = Sink(pipeline, tables)
@@ -221,10 +222,7 @@ def _run_foreground(pipeline, tables, until_idle: bool, stopping: list, owners: 
     thread = threading.Thread(target=read, name="seam-change-reader", daemon=True)
     thread.start()
     try:
-        sink.run(
-            should_stop=lambda: stopping_or_lost() or (until_idle and not thread.is_alive()),
-            idle_exit=4 if until_idle else None,
-        )
+        sink.run(should_stop=sink_stops, idle_exit=4 if until_idle else None)
         if until_idle:
             sink.run(caught_up=True)  # what the reader published last, up to each topic's end
             state.use(lambda conn: repairs.tick(conn, now=True))  # a cut-over just applied: its repair runs on
