@@ -6,6 +6,7 @@ leaves nothing behind."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import asdict, replace
@@ -112,7 +113,7 @@ class Batch:
             self.send(_record(self.id, "r", None, _row(i, amount), table=self.table))
         return self
 
-    def end(self, winners: list[tuple[int, int]], rows_delta: int = 0) -> None:
+    def end(self, winners: list[tuple[int, int]], rows_delta: int = 0, position: Position = POSITION) -> None:
         parts = [
             Part(
                 p,
@@ -130,7 +131,7 @@ class Batch:
             db=SCHEMA.db,
             table=self.table,
             mode="full",
-            position=POSITION,
+            position=position,
             parts=parts,
             rows=total.rows,
             checksum=total.checksum,
@@ -229,6 +230,58 @@ def test_batches_commit_reject_discard_attempts_and_apply_changes(sink_pipeline,
             "SELECT next_offset FROM seam.offsets WHERE topic = %s", (table_topic(pipeline, pipeline.tables[0]),)
         ).fetchone()[0]
     assert offsets == publisher.sent  # every message consumed exactly once, recorded with the data
+
+
+def _send_change(publisher: Publisher, topic: str, i: int, commit: int, seq: int, last: bool, prev: int) -> None:
+    """Change event ``seq`` of a transaction that commits at ``commit``: the insert of row ``i``, chained to the
+    table's change published before, the commit at ``prev``."""
+    record = Record(
+        op="c",
+        db=SCHEMA.db,
+        table=SCHEMA.table,
+        key={"id": i},
+        before=None,
+        after=_row(i, "3.00"),
+        position=Position(POSITION.file, commit - 100, seq),
+        txn=Position.through(POSITION.file, commit),
+        last=last,
+        prev=Position.through(POSITION.file, prev),
+        seq=seq,
+    )
+    publisher.send(topic, record.to_json(), record.kafka_key())
+
+
+@pytest.mark.parametrize("budget", [64 << 20, 1], ids=["in-memory", "staged-in-the-target"])
+def test_a_transaction_cut_in_two_by_a_batchs_begin_is_applied_whole_after_its_end(sink_pipeline, caplog, budget):
+    """The change reader and a full load publish to the same topic: a stream transaction's first records can
+    come before the batch's BEGIN and the rest after it. One that commits after the batch's position is
+    applied whole after END, and the next one follows on from it: no gap, no republication."""
+    # 1 byte: the cut transaction's first records are staged in the target
+    pipeline = replace(sink_pipeline, stream=replace(sink_pipeline.stream, max_transaction_memory=budget))
+    topic = table_topic(pipeline, pipeline.tables[0])
+    ensure_topics(pipeline, [topic])
+    publisher = Publisher(pipeline)
+    first = _complete(pipeline, publisher, range(1, 6))  # the stream starts at its position, 4000
+
+    _send_change(publisher, topic, 10, 5000, 0, False, prev=3000)  # commits at 5000, after the next batch's 4500
+    _send_change(publisher, topic, 11, 5000, 1, False, prev=3000)
+    second = Batch(pipeline, publisher).rows(range(1, 4), "2.00")
+    _send_change(publisher, topic, 12, 5000, 2, True, prev=3000)
+    _send_change(publisher, topic, 13, 6000, 0, True, prev=5000)
+    second.end([(0, 1)], position=Position.through(POSITION.file, 4500))
+
+    with caplog.at_level(logging.WARNING):
+        assert _apply(pipeline, first.id, second.id) == {first.id: "committed", second.id: "committed"}
+    assert [(r[0], r[1]) for r in _table(pipeline)] == [
+        *[(i, "2.00") for i in (1, 2, 3)],
+        *[(i, "3.00") for i in (10, 11, 12, 13)],
+    ]
+    assert not [r.message for r in caplog.records if "missing" in r.message or "lost" in r.message]
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        applied = conn.execute(
+            "SELECT pos FROM seam.positions WHERE db = %s AND tbl = %s", (SCHEMA.db, SCHEMA.table)
+        ).fetchone()
+    assert applied == (6000,)
 
 
 def test_a_topic_lost_with_the_broker_is_read_from_its_new_beginning(pipeline, private_broker):

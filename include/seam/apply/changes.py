@@ -541,10 +541,21 @@ class ChangeApplier:
             self.conn.execute(f"DROP TABLE IF EXISTS {stream.run_table}")
 
     def replay_held(self, topic: str) -> None:
-        """After a full load's END: the change events held while it was open, in topic order; those at or
-        before the batch's position are skipped by the position check, the rest applied after it."""
-        self._forget(self.streams.pop(topic, None))  # a committed batch brings a new schema and position
+        """After a full load's END (or its batch rejected or abandoned): the change events held while it was
+        open, in topic order; those at or before the batch's position are skipped by the position check, the
+        rest applied after it. They start with the first records of a transaction the batch's BEGIN cut in
+        two, received before it: without them its rest would be dropped as a transaction whose start this sink
+        did not see, and the next one would find a gap (and the change reader republish from there)."""
+        old = self.streams.pop(topic, None)  # a committed batch brings a new schema and position
+        cut = None
+        if old is not None and old.buffer:
+            cut, old.buffer = old.buffer, TransactionBuffer(old.buffer.budget, self._garbage)
+        self._forget(old)
         self._no_stream.discard(topic)
+        if cut is not None:
+            for offset, value in cut.messages(self.conn):
+                self.change(topic, value, offset)
+            cut.clear()
         rows = positions.take_held(self.conn, self.schema, topic)
         for seq, value in sorted(rows):
             self.change(topic, bytes(value), seq)

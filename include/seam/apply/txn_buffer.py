@@ -27,7 +27,7 @@ PREFIX = "seam_txn_"
 # row's field count and each field's length and bytes; then -1. Staged messages go in as they are: in text
 # format each would be written out in hex and parsed back
 _SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
-_ROW = struct.Struct(">hiqi")  # 2 fields; seq: 8 bytes, a bigint; value: its length
+_ROW = struct.Struct(">hiqiqi")  # 3 fields; seq and the message's offset: 8 bytes each, bigints; value: its length
 _TRAILER = b"\xff\xff"
 
 _TABLES = itertools.count(1)
@@ -49,16 +49,7 @@ class StagedTransaction:
 
     def slices(self, conn, decode: Callable[[bytes], Any], size: int = READ_BACK) -> Iterator[list]:
         """The records in order, ``size`` at a time (decoded again from the staged messages)."""
-        seq = -1
-        while seq < self.staged - 1:
-            rows = conn.execute(
-                f"SELECT seq, value FROM pg_temp.{self.table} WHERE seq > %s ORDER BY seq LIMIT %s",
-                (seq, size),
-                binary=True,  # bytea as it is: in text it comes in hex, twice the bytes, then decoded
-            ).fetchall()
-            if not rows:
-                raise RuntimeError(f"staged records of a transaction missing from {self.table} after {seq}")
-            seq = rows[-1][0]
+        for rows in _read_back(conn, self.table, self.staged, size):
             yield [decode(value) for _, value in rows]
         for i in range(0, len(self.tail), size):
             yield self.tail[i : i + size]
@@ -77,7 +68,7 @@ class TransactionBuffer:
     commit: Any = None  # the transaction's commit position
     at: Any = None  # the position of the last record received
     first_offset: int | None = None
-    _held: list = field(default_factory=list)  # (doc, value) not staged
+    _held: list = field(default_factory=list)  # (doc, value, offset) not staged
     _cost: int = 0
     _table: str | None = None
     _staged: int = 0
@@ -93,7 +84,7 @@ class TransactionBuffer:
         """Append a record (inside the sink's transaction: staging writes to the target)."""
         if self.first_offset is None:
             self.first_offset = offset
-        self._held.append((doc, value))
+        self._held.append((doc, value, offset))
         self._cascades = self._cascades or doc.op == "x"
         self._cost += len(value) * COST_PER_BYTE + COST_PER_RECORD
         if self._cost > self.budget and not doc.source.last:  # (the last one is taken at once)
@@ -103,23 +94,34 @@ class TransactionBuffer:
         """Move the held records into the temporary table (created with the first of them)."""
         if self._table is None:
             self._table = f"{PREFIX}{next(_TABLES)}"
-            conn.execute(f"CREATE TEMPORARY TABLE {self._table} (seq bigint PRIMARY KEY, value bytea NOT NULL)")
-        copy_in = f"COPY pg_temp.{self._table} (seq, value) FROM STDIN (FORMAT BINARY)"
+            conn.execute(
+                f"CREATE TEMPORARY TABLE {self._table} "
+                "(seq bigint PRIMARY KEY, message_offset bigint NOT NULL, value bytea NOT NULL)"
+            )
+        copy_in = f"COPY pg_temp.{self._table} (seq, message_offset, value) FROM STDIN (FORMAT BINARY)"
         with conn.cursor() as cur, cur.copy(copy_in) as copy:
-            copy.write(_binary_copy(self._staged, [value for _, value in self._held]))
+            copy.write(_binary_copy(self._staged, [(offset, value) for _, value, offset in self._held]))
         self._staged += len(self._held)
         self._held, self._cost = [], 0
 
     def take(self) -> list | StagedTransaction:
         """The complete transaction (a list of records, or a StagedTransaction when part of it is staged); the
         buffer is empty after."""
-        docs = [doc for doc, _ in self._held]
+        docs = [doc for doc, _, _ in self._held]
         if self._table is None:
             taken: list | StagedTransaction = docs
         else:
             taken = StagedTransaction(self._table, self._staged, docs, docs[-1], self._cascades)
         self._reset(drop=False)
         return taken
+
+    def messages(self, conn, size: int = READ_BACK) -> Iterator[tuple[int, bytes]]:
+        """The messages received so far, (offset, value) in order (the staged ones read back ``size`` at a time);
+        the buffer is left as it is."""
+        if self._table is not None:
+            for rows in _read_back(conn, self._table, self._staged, size):
+                yield from ((offset, bytes(value)) for offset, value in rows)
+        yield from ((offset, value) for _, value, offset in self._held)
 
     def clear(self) -> None:
         """Forget a transaction that will not be applied (its staged table goes to the garbage)."""
@@ -132,11 +134,26 @@ class TransactionBuffer:
         self._held, self._cost, self._staged, self._cascades = [], 0, 0, False
 
 
-def _binary_copy(first_seq: int, values: list[bytes]) -> bytearray:
-    """(seq, value) rows numbered from ``first_seq``, as a whole COPY in binary format."""
+def _read_back(conn, table: str, staged: int, size: int) -> Iterator[list[tuple[int, Any]]]:
+    """A staged table's (offset, value) rows in order, ``size`` at a time."""
+    seq = -1
+    while seq < staged - 1:
+        rows = conn.execute(
+            f"SELECT seq, message_offset, value FROM pg_temp.{table} WHERE seq > %s ORDER BY seq LIMIT %s",
+            (seq, size),
+            binary=True,  # bytea as it is: in text it comes in hex, twice the bytes, then decoded
+        ).fetchall()
+        if not rows:
+            raise RuntimeError(f"staged records of a transaction missing from {table} after {seq}")
+        seq = rows[-1][0]
+        yield [(offset, value) for _, offset, value in rows]
+
+
+def _binary_copy(first_seq: int, messages: list[tuple[int, bytes]]) -> bytearray:
+    """(seq, offset, value) rows numbered from ``first_seq``, as a whole COPY in binary format."""
     out, row = bytearray(_SIGNATURE), _ROW.pack
-    for seq, value in enumerate(values, start=first_seq):
-        out += row(2, 8, seq, len(value))
+    for seq, (offset, value) in enumerate(messages, start=first_seq):
+        out += row(3, 8, seq, 8, offset, len(value))
         out += value
     out += _TRAILER
     return out
