@@ -26,7 +26,7 @@ from seam.state import connection as connection_module
 from seam.state import ledger
 from seam.state.connection import StateWatch, scalar
 from seam.state.schema import ensure_state
-from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Part, Tally, new_batch_id
+from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Heartbeat, Part, Tally, new_batch_id
 from seam.wire.records import Record
 from seam.wire.topics import Publisher, ensure_topics, table_topic
 
@@ -255,7 +255,8 @@ def _send_change(publisher: Publisher, topic: str, i: int, commit: int, seq: int
 def test_a_transaction_cut_in_two_by_a_batchs_begin_is_applied_whole_after_its_end(sink_pipeline, caplog, budget):
     """The change reader and a full load publish to the same topic: a stream transaction's first records can
     come before the batch's BEGIN and the rest after it. One that commits after the batch's position is
-    applied whole after END, and the next one follows on from it: no gap, no republication."""
+    applied whole after END, and what follows it (a heartbeat while the batch is open, the next transaction)
+    follows on: no gap, no republication."""
     # 1 byte: the cut transaction's first records are staged in the target
     pipeline = replace(sink_pipeline, stream=replace(sink_pipeline.stream, max_transaction_memory=budget))
     topic = table_topic(pipeline, pipeline.tables[0])
@@ -267,7 +268,9 @@ def test_a_transaction_cut_in_two_by_a_batchs_begin_is_applied_whole_after_its_e
     _send_change(publisher, topic, 11, 5000, 1, False, prev=3000)
     second = Batch(pipeline, publisher).rows(range(1, 4), "2.00")
     _send_change(publisher, topic, 12, 5000, 2, True, prev=3000)
-    _send_change(publisher, topic, 13, 6000, 0, True, prev=5000)
+    beat = Heartbeat(Position.through(POSITION.file, 5500), prev=Position.through(POSITION.file, 5000))
+    publisher.send(topic, beat.to_json(), b"c", headers=[(CONTROL_HEADER, b"1")])  # the chain goes on from 5500
+    _send_change(publisher, topic, 13, 6000, 0, True, prev=5500)
     second.end([(0, 1)], position=Position.through(POSITION.file, 4500))
 
     with caplog.at_level(logging.WARNING):

@@ -7,7 +7,8 @@
   on every core); ``swap``: END's check and the atomic replace of a full
   load; ``merge``: an incremental window merged by key, and its watermark.
 - ``changes``: a streamed table's change events (the ``prev`` chain, held transactions, schema changes);
-  ``cascades``: foreign-key cascades applied level by level.
+  ``follow_ddl``: the DDL it follows made on the target; ``cascades``: foreign-key cascades applied level by
+  level.
 - ``decode``: records into per-schema structs.
 - ``transaction``: the unit of commit: data, offsets and positions in one transaction; what the sink holds in
   memory is trusted only while its transactions commit.

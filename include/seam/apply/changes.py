@@ -15,26 +15,24 @@ import functools
 import logging
 import time
 from dataclasses import replace
-from typing import Any
 
 import msgspec
 import psycopg
-from psycopg import sql as pgsql
 
 from seam.alerts import alert
 from seam.apply import PositionMoved, SinkError, cascades
 from seam.apply.decode import SOURCE_ONLY, schema_from_begin
+from seam.apply.follow_ddl import alter_target
 from seam.apply.retry import LOCK_WAIT, LockWait, Retrier, changed_in_target, refused, transient
 from seam.apply.stream_table import StreamTable, diverged, merge_run, pos_dict
-from seam.apply.target import landing_in, pg_type, row_converter, target_table
+from seam.apply.target import landing_in, target_table
 from seam.apply.txn_buffer import StagedTransaction, TransactionBuffer, drop_all_staged, drop_staged
 from seam.core.errors import TargetError, first_line
-from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
-from seam.core.schema import Column, TableSchema
+from seam.core.schema import Column
 from seam.state import positions, quarantine
-from seam.wire.boundary import EXACT_MODES, Begin, Heartbeat, Rebase, SchemaChange, StreamStop
+from seam.wire.boundary import EXACT_MODES, Begin, Heartbeat, Rebase, SchemaChange, StreamStop, parse_control
 
 log = logging.getLogger("seam.sink")
 
@@ -461,7 +459,10 @@ class ChangeApplier:
         schema = replace(stream.schema, columns=tuple(Column(**c) for c in change.columns))
         try:
             self.retrier.run(
-                self.conn, functools.partial(self._alter_target, stream, schema, change), "DDL", lock_waits=False
+                self.conn,
+                functools.partial(alter_target, self.conn, self.schema, stream, schema, change),
+                "DDL",
+                lock_waits=False,
             )
         except LockWait as exc:
             self._defer(stream, str(exc))
@@ -477,47 +478,6 @@ class ChangeApplier:
         self._drop_run_table(stream)
         stream.use(schema)
         return True
-
-    def _alter_target(self, stream: StreamTable, schema: TableSchema, change: SchemaChange) -> None:
-        target, old = stream.target, stream.schema
-        if change.truncate:
-            self._truncate(stream)
-        for old_name, new_name in change.renamed.items():
-            self.conn.execute(f"ALTER TABLE {target} RENAME COLUMN {qi(old_name)} TO {qi(new_name)}")
-        before = {change.renamed.get(c.name, c.name): c for c in old.columns}
-        for name in set(before) - set(schema.names):
-            self.conn.execute(f"ALTER TABLE {target} DROP COLUMN {qi(name)}")
-        for column in schema.columns:
-            was = before.get(column.name)
-            if was is None:
-                self._add_column(stream, schema, column, change.defaults.get(column.name))
-                continue
-            new_type = pg_type(column, stream.postgis)
-            if pg_type(was, stream.postgis) != new_type:
-                self.conn.execute(f"ALTER TABLE {target} ALTER COLUMN {qi(column.name)} TYPE {new_type}")
-            if column.nullable and not was.nullable and column.name not in stream.key:
-                self.conn.execute(f"ALTER TABLE {target} ALTER COLUMN {qi(column.name)} DROP NOT NULL")
-        positions.store_columns(self.conn, self.schema, old.db, old.table, change.columns)
-
-    def _truncate(self, stream: StreamTable) -> None:
-        """TRUNCATE when no other session holds the table; DELETE when one does (a report is not cut off)."""
-        try:
-            with self.conn.transaction():
-                self.conn.execute(f"TRUNCATE {stream.target}")
-        except psycopg.errors.LockNotAvailable:
-            self.conn.execute(f"DELETE FROM {stream.target}")
-
-    def _add_column(self, stream: StreamTable, schema: TableSchema, column: Column, default) -> None:
-        ddl = f"ALTER TABLE {stream.target} ADD COLUMN {qi(column.name)} {pg_type(column, stream.postgis)}"
-        # (a NOT NULL date column's zero-date default, or none, is -infinity in the rows it is added to)
-        value = row_converter(replace(schema, columns=(column,)), stream.landing)(
-            msgspec.defstruct("One", [("v", Any)])(default)
-        )[0]
-        if value is None:
-            self.conn.execute(ddl)
-            return
-        self.conn.execute(pgsql.SQL(ddl + " DEFAULT {}").format(pgsql.Literal(value)))
-        self.conn.execute(f"ALTER TABLE {stream.target} ALTER COLUMN {qi(column.name)} DROP DEFAULT")
 
     def drop_run_tables(self) -> None:
         """Every table's run table and staged transactions (the sink's session is kept, its streamed tables
@@ -541,11 +501,11 @@ class ChangeApplier:
             self.conn.execute(f"DROP TABLE IF EXISTS {stream.run_table}")
 
     def replay_held(self, topic: str) -> None:
-        """After a full load's END (or its batch rejected or abandoned): the change events held while it was
-        open, in topic order; those at or before the batch's position are skipped by the position check, the
-        rest applied after it. They start with the first records of a transaction the batch's BEGIN cut in
-        two, received before it: without them its rest would be dropped as a transaction whose start this sink
-        did not see, and the next one would find a gap (and the change reader republish from there)."""
+        """After a full load's END (or its batch rejected or abandoned): the change events and stream controls
+        held while it was open, in topic order; those at or before the batch's position are skipped by the
+        position check, the rest applied after it. They start with the first records of a transaction the
+        batch's BEGIN cut in two, received before it. Without those, or without a heartbeat held, a transaction
+        after them would find its chain broken (a gap: the change reader would republish from there)."""
         old = self.streams.pop(topic, None)  # a committed batch brings a new schema and position
         cut = None
         if old is not None and old.buffer:
@@ -556,9 +516,11 @@ class ChangeApplier:
             for offset, value in cut.messages(self.conn):
                 self.change(topic, value, offset)
             cut.clear()
-        rows = positions.take_held(self.conn, self.schema, topic)
-        for seq, value in sorted(rows):
-            self.change(topic, bytes(value), seq)
+        for seq, value, control in sorted(positions.take_held(self.conn, self.schema, topic)):
+            if control:  # checked as it arrived (Sink._control_of)
+                self.control(topic, parse_control(bytes(value)), seq)
+            else:
+                self.change(topic, bytes(value), seq)
         self.run_ops()
 
     def _store_position(self, stream: StreamTable) -> None:

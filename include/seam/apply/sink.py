@@ -494,8 +494,10 @@ class Sink:
                 elif isinstance(control, End):
                     self.batches.end(topic, control, m.offset())
                     self.changes.replay_held(topic)
-                elif self.open[topic] is None:  # stream control; while a full load is open its END decides the position
+                elif self.open[topic] is None:
                     self.changes.control(topic, control, m.offset())
+                else:  # a stream control: held with the change events, in order (it moves the table's chain)
+                    positions.hold_changes(self.conn, self.schema, [(topic, m.offset(), m.value())], control=True)
         self._apply_run(topic, messages[start:])
         self._next_offset[topic] = messages[-1].offset() + 1
         self._store_offset(topic)

@@ -208,17 +208,19 @@ def store_offset(conn, schema: str, topic: str, next_offset: int, topic_id: str 
     )
 
 
-def hold_changes(conn, schema: str, rows: list[tuple[str, int, Any]]) -> None:
-    """Keep change events (topic, offset, value) that arrived while a batch of their table is open."""
-    with conn.cursor().copy(f"COPY {qi(schema)}.held_changes (topic, seq, value) FROM STDIN") as cp:
+def hold_changes(conn, schema: str, rows: list[tuple[str, int, Any]], control: bool = False) -> None:
+    """Keep change events (topic, offset, value) that arrived while a batch of their table is open, or the
+    stream's control messages (``control``)."""
+    copy = f"COPY {qi(schema)}.held_changes (topic, seq, value, control) FROM STDIN"
+    with conn.cursor().copy(copy) as cp:
         for row in rows:
-            cp.write_row(row)
+            cp.write_row((*row, control))
 
 
-def take_held(conn, schema: str, topic: str) -> list[tuple[int, bytes]]:
-    """The topic's held change events (offset, value), removed."""
+def take_held(conn, schema: str, topic: str) -> list[tuple[int, bytes, bool]]:
+    """The topic's held messages (offset, value, whether a control message), removed."""
     return conn.execute(
-        f"DELETE FROM {qi(schema)}.held_changes WHERE topic = %s RETURNING seq, value", (topic,)
+        f"DELETE FROM {qi(schema)}.held_changes WHERE topic = %s RETURNING seq, value, control", (topic,)
     ).fetchall()
 
 

@@ -169,6 +169,12 @@ def migrations(schema: str) -> list[tuple[int, list[str]]]:
                 f"ALTER TABLE {s}.positions ADD COLUMN IF NOT EXISTS repair_due timestamptz",
             ],
         ),
+        (
+            13,
+            [  # a stream control (heartbeat, schema change, stop) held while a batch is open, in order with the changes
+                f"ALTER TABLE {s}.held_changes ADD COLUMN IF NOT EXISTS control boolean NOT NULL DEFAULT false",
+            ],
+        ),
     ]
 
 
