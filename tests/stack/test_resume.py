@@ -221,6 +221,8 @@ def test_a_load_killed_under_a_running_stream_and_a_writer_resumes_once_the_sink
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         first.wait(30)
+        status = _seam(path, "stream", "status").stdout  # why the table's changes wait, and the way on
+        assert f"its load is gone: `seam load full {DB}.busy` resumes it, else the sink abandons it" in status, status
         began = time.monotonic()
         again = _seam(path, "load", "full", f"{DB}.busy")
         took = time.monotonic() - began

@@ -13,7 +13,9 @@ from seam.cli.stream_start import stream_processes
 from seam.processes import Processes
 from seam.source.lag import stream_lag
 from seam.state.connection import connect_state, connect_target
+from seam.state.ledger import open_batches
 from seam.state.parts import part_states
+from seam.state.schema import held_by_another
 from seam.supervise import stop_part
 from seam.waiting import wait_for_stream
 
@@ -59,6 +61,8 @@ def _stream_status(pipeline, tables, procs: Processes) -> int:
     conn = connect_target(pipeline)
     try:
         parts = part_states(conn, pipeline.target.state_schema, pipeline.name)
+        batches = open_batches(conn, pipeline.target.state_schema)
+        loading = {name for name, (batch, _, _) in batches.items() if held_by_another(conn, "load", batch)}
     finally:
         conn.close()
     states = []
@@ -113,4 +117,19 @@ def _stream_status(pipeline, tables, procs: Processes) -> int:
         print(
             f"  {lag.table:30} applied {str(lag.applied):26} {behind}, {lag.behind_events:,} events, {seconds}; {rate}"
         )
+        if lag.table in batches:
+            print(_held_behind(pipeline, lag.table, *batches[lag.table], lag.table in loading))
     return 1 if stopped or overall not in ("running", "starting") else 0
+
+
+def _held_behind(pipeline, table: str, batch: str, mode: str, age: float, loading: bool) -> str:
+    """Why a table's changes wait: a batch of it is open (they apply after its END)."""
+    if loading:
+        why = "its load runs"
+    else:  # a killed or failed load: run again, or abandoned by the sink (seam.apply.sink)
+        again = f"`seam load full {table}` resumes it" if mode == "full" else f"`seam {mode} {table}` supersedes it"
+        why = (
+            f"its load is gone: {again}, else the sink abandons it once no rows came for load.abandon_after "
+            f"({pipeline.load.abandon_after:.0f} s) and the changes apply to the table as it was"
+        )
+    return f"  {'':30} changes held behind batch {batch} ({mode} load, open {age:.0f} s): {why}"

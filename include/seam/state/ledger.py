@@ -289,6 +289,15 @@ def committed_tables(conn, schema: str) -> set[tuple[str, str]]:
     return set(conn.execute(f"SELECT DISTINCT db, tbl FROM {qi(schema)}.batches WHERE state = 'committed'").fetchall())
 
 
+def open_batches(conn, schema: str) -> dict[str, tuple[str, str, float]]:
+    """Per table (db.tbl) its newest open batch: (batch id, mode, seconds since it opened)."""
+    rows = conn.execute(
+        f"SELECT DISTINCT ON (db, tbl) db || '.' || tbl, batch_id, mode, extract(epoch FROM now() - opened_at)::float8 "
+        f"FROM {qi(schema)}.batches WHERE state = 'open' ORDER BY db, tbl, opened_at DESC"
+    ).fetchall()
+    return {name: (batch, mode, age) for name, batch, mode, age in rows}
+
+
 def any_open(conn, schema: str, tables: list[tuple[str, str]]) -> bool:
     """Whether a batch of one of these tables is open."""
     return conn.execute(
