@@ -374,7 +374,8 @@ class BatchRun:
         if code not in (None, 0):
             raise LoadError(
                 f"the Spark job failed (exit {code}); nothing of the unfinished batch is visible, "
-                "the target keeps the previous data; fix the cause above and re-run"
+                "the target keeps the previous data; fix the cause above and re-run (a running stream holds the "
+                "table's changes behind the open batch until then: `seam stream status`)"
             )
         self._check_sink()
         if time.time() - started > self.runner.timeout:

@@ -68,7 +68,7 @@ def test_every_value_is_the_json_the_source_renders(stack):
     plan = RowJson.of(schema, ("id",))
     assert JSON not in plan.modes  # every column here is rendered by the task
     whole = Chunk(0, None, None)
-    read = ChunkRead(0, chunk_sql(schema, ChunkPlan(None, (whole,)), whole, plan), plan, None)
+    read = ChunkRead(0, chunk_sql(schema, ChunkPlan(None, (whole,)), whole, plan), plan, None, schema)
     by_task = {
         json.loads(a)["id"]: json.loads(a) for _, _, pairs in read_chunk(pipeline.source, read) for a, _ in pairs
     }

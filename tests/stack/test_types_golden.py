@@ -331,7 +331,7 @@ def _by_snapshot(pipeline, schema) -> dict:
     must give the same bytes, key and image."""
     rows = row_json.RowJson.of(schema, ("id",))
     whole = Chunk(0, None, None)
-    read = ChunkRead(0, chunk_sql(schema, ChunkPlan(None, (whole,)), whole, rows), rows, None)
+    read = ChunkRead(0, chunk_sql(schema, ChunkPlan(None, (whole,)), whole, rows), rows, None, schema)
     rendered = [pair for _, _, pairs in read_chunk(pipeline.source, read) for pair in pairs]
     conn = MySQLdb.connect(**pipeline.source.pymysql_kwargs())
     conn.converter = {}

@@ -288,7 +288,7 @@ def publish_chunks(
     if not plan.chunks:
         return Published([])
     rows = RowJson.of(schema, key)
-    reads = [ChunkRead(c.index, chunk_sql(schema, plan, c, rows, window), rows, opening) for c in plan.chunks]
+    reads = [ChunkRead(c.index, chunk_sql(schema, plan, c, rows, window), rows, opening, schema) for c in plan.chunks]
     task = functools.partial(
         _publish_chunk,
         pipeline=pipeline,

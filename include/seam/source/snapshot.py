@@ -78,7 +78,7 @@ from seam.source.binlog import BinlogReader, LostTransaction, Statement, Transac
 from seam.source.ddl import reshapes
 from seam.source.head import binlog_status
 from seam.source.row_json import RowJson
-from seam.source.schema import reachable, read_foreign_keys
+from seam.source.schema import COLUMN_FIELDS, column_from_row, reachable, read_foreign_keys
 from seam.wire.records import Record, key_of, normalize_row
 
 _INTEGER_KEY = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
@@ -328,6 +328,7 @@ class ChunkRead:
     sql: str
     rows: RowJson
     opening: Opening | None
+    schema: TableSchema  # as the load planned it: the table must still have these columns where it is read
 
     @property
     def snapshot(self) -> bool:
@@ -366,6 +367,7 @@ def read_chunk(source, read: ChunkRead, fetch: int = 10_000) -> Iterator[tuple[s
         else:
             at = open_snapshot(conn, source, read.opening, f"chunk {read.index}")
             file, pos = at.file, at.pos
+        _same_columns(cur, read.schema)
         conn.converter = {}  # from here on every value as the server's text, in bytes: what row_json renders
         rows = conn.cursor(MySQLdb.cursors.SSCursor)
         rows.execute(read.sql)
@@ -377,6 +379,27 @@ def read_chunk(source, read: ChunkRead, fetch: int = 10_000) -> Iterator[tuple[s
         conn.rollback()
     finally:
         conn.close()
+
+
+def _same_columns(cur, schema: TableSchema) -> None:
+    """The table has the planned columns in this snapshot. Its first read takes the table's metadata lock,
+    which no DDL passes until the transaction ends; a DDL between the plan and the snapshot (the snapshot
+    after it, so nothing in the binlog between the chunks shows it) would otherwise load rows of the old
+    columns at a position after the change."""
+    table = f"{quote(schema.db)}.{quote(schema.table)}"
+    cur.execute(f"SELECT 1 FROM {table} LIMIT 0")
+    cur.execute(
+        f"SELECT {COLUMN_FIELDS} FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+        "ORDER BY ORDINAL_POSITION",
+        (schema.db, schema.table),
+    )
+    now = tuple(column_from_row(r) for r in cur.fetchall())
+    if now != schema.columns:
+        changed = sorted({c.name for c in set(now) ^ set(schema.columns)})
+        raise SnapshotError(
+            f"{schema.db}.{schema.table} changed shape before it was read (columns {', '.join(changed)} are not "
+            "as the load planned them): run the full load again"
+        )
 
 
 def snapshot_position(file: str | None, pos: Any, schema: TableSchema) -> Position:
