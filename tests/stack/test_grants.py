@@ -80,3 +80,31 @@ def test_a_privilege_a_spark_task_misses_is_shown_in_one_line(stack, tmp_path_fa
     out = refused.stdout + refused.stderr
     assert refused.returncode == 2, out
     assert "seam: source: chunk 0: the portable snapshot needs the LOCK TABLES privilege: GRANT LOCK TABLES" in out
+
+
+def test_a_cascade_from_a_table_the_user_cannot_read_is_named_by_validation(stack, tmp_path_factory, monkeypatch):
+    """A table whose rows a foreign-key cascade from another database changes, read by a user granted only
+    the table's database: validating it after the parent changed names the parent and the grant (it cannot
+    tell the cascade's rows from differences without the parent), not a MISMATCH and not a traceback."""
+    fresh_database(
+        f"{DB}_parent",
+        f"CREATE TABLE {DB}_parent.owners (id INT PRIMARY KEY) ENGINE=InnoDB",
+        f"INSERT INTO {DB}_parent.owners SELECT seq FROM {DB}_parent.seq_1_to_5",
+    )
+    path = _as_the_user(tmp_path_factory, monkeypatch, "grants_cascade")
+    admin = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    admin.autocommit(True)
+    with admin.cursor() as cur:
+        cur.execute("UPDATE t SET v = 1 + id % 5")
+        cur.execute(f"ALTER TABLE t ADD FOREIGN KEY (v) REFERENCES {DB}_parent.owners (id) ON DELETE CASCADE")
+    _user(f"SELECT ON {DB}.*", "BINLOG MONITOR ON *.*", "REPLICATION SLAVE ON *.*")
+    loaded = seam_command(path, "load", "full", f"{DB}.t")
+    assert loaded.returncode == 0, loaded.stdout + loaded.stderr
+    with admin.cursor() as cur:
+        cur.execute(f"DELETE FROM {DB}_parent.owners WHERE id = 3")  # 4 rows of t go, with no row in the binlog
+    admin.close()
+    checked = seam_command(path, "validate", f"{DB}.t")
+    out = checked.stdout + checked.stderr
+    assert checked.returncode == 2 and "Traceback" not in out and "MISMATCH" not in out, out
+    assert f"a foreign-key cascade from {DB}_parent.owners changes its rows, and table {DB}_parent.owners" in out, out
+    assert f"GRANT SELECT ON `{DB}_parent`.* TO the Seam user" in out, out

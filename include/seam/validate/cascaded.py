@@ -29,7 +29,7 @@ from seam.core.errors import ValidationError
 from seam.core.identifiers import qi
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.position import Position
-from seam.core.schema import TableSchema
+from seam.core.schema import SchemaError, TableSchema
 from seam.source.schema import ForeignKey, read_foreign_keys, read_schema
 from seam.validate.at_position import changes_since, value_texts
 from seam.validate.side import INTEGER
@@ -50,7 +50,12 @@ class _Range:
 
     def changes(self, name: Name) -> tuple[TableSchema, Changes]:
         if name not in self.read:
-            schema = read_schema(self.src, *name)
+            try:
+                schema = read_schema(self.src, *name)
+            except SchemaError as exc:  # a table above it that Seam's user was not granted
+                raise ValidationError(
+                    f"{self.table.name}: a foreign-key cascade from {'.'.join(name)} changes its rows, and {exc}"
+                ) from None
             self.read[name] = (schema, changes_since(self.pipeline, self.src, schema, self.table, self.start, self.end))
         return self.read[name]
 
@@ -170,7 +175,7 @@ def _check_matched(schema: TableSchema, table: TableConfig, fk: ForeignKey) -> N
     if other:
         raise ValidationError(
             f"{table.name}: a cascade from {'.'.join(fk.parent)} changed rows of it meanwhile, which cannot be "
-            f"found by {', '.join(other)} (not an integer or a string): repair it while {'.'.join(fk.parent)} "
+            f"found by {', '.join(other)} (not an integer or a string): compare it while {'.'.join(fk.parent)} "
             f"does not change, or run `seam load full {'.'.join(fk.parent)} {table.name}`"
         )
 

@@ -65,6 +65,7 @@ class Report:
     extra: int = 0
     different: int = 0
     changed_since: int = 0  # keys changed after P (compared at P), or moved past the watermark
+    cascaded_since: int = 0  # of them, keys a foreign-key cascade changed (taken as the target has them)
     differences: list[Difference] = field(default_factory=list)
     buckets: list[BucketResult] = field(default_factory=list)
     metrics: list[MetricResult] = field(default_factory=list)
@@ -106,6 +107,13 @@ class Report:
             + (f"; STALE: {self.stale}" if self.stale and self.verdict == "stale" else "")
         )
 
+    def cascaded_note(self) -> str:
+        return (
+            f"{self.cascaded_since:,} of them a foreign-key cascade changed, and the binlog holds no image of those: "
+            "they count as the target has them (validate again once the target has applied the cascade to "
+            "compare them)"
+        )
+
     def to_text(self) -> str:
         if self.unchecked:
             return self.summary()
@@ -128,6 +136,8 @@ class Report:
             lines.append(
                 f"  {self.changed_since:,} keys changed on the source after that point were compared as they were then"
             )
+        if self.cascaded_since:
+            lines.append(f"  {self.cascaded_note()}")
         for m in self.metrics:
             lines.append(
                 f"  check {m.metric}({m.column}): source {m.source}, target {m.target}"
@@ -192,13 +202,14 @@ def _html(report: Report) -> str:
         f"<td>{m.expected or ''}</td><td>{'ok' if m.ok else 'FAILED'}</td></tr>"
         for m in report.metrics
     )
+    cascaded = html.escape(report.cascaded_note()) if report.cascaded_since else ""
     verdict_color = {"equal": "#3a9d5d", "mismatch": "#d64545", "stale": "#e0a526"}[report.verdict]
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>Seam validation {html.escape(report.table)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 6px;font-size:13px;text-align:left}}</style></head><body>
 <h1>{html.escape(report.table)}: <span style="color:{verdict_color}">{report.verdict.upper()}</span></h1>
 <p>{html.escape(report.summary())}</p>
 <p>Scope: {html.escape(report.scope)}. Compared at {html.escape(report.target_position or "the watermark")} (source snapshot
-{html.escape(report.source_position or "?")}); {report.changed_since:,} keys changed since were compared as they were then.
+{html.escape(report.source_position or "?")}); {report.changed_since:,} keys changed since were compared as they were then. {cascaded}
 Pipeline {html.escape(report.pipeline)}, started {report.started}, {report.seconds:.2f}s.</p>
 <h2>Buckets checked ({len(cells):,})</h2><p>{legend}</p>
 <svg width="{per_row * (size + 1)}" height="{rows_n * (size + 1)}">{rects}</svg>

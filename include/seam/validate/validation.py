@@ -78,6 +78,7 @@ from seam.state.positions import validation_point
 from seam.state.schema import ensure_state, schema_version, xact_lock
 from seam.validate import canonical
 from seam.validate.at_position import changes_since
+from seam.validate.cascaded import cascaded_keys
 from seam.validate.compare import column_checks, compare
 from seam.validate.report import Report, report_folder
 from seam.validate.side import INTEGER, WHOLE_TABLE, Scope, Side
@@ -226,6 +227,13 @@ def validate(
             )
             return found
 
+        def cascaded(since: list) -> set:
+            """Keys a foreign-key cascade changed in (P, Q], which ``since`` does not show."""
+            if window_mode or as_of_source or not table.key:
+                return set()
+            assert target_at is not None and source_at is not None
+            return cascaded_keys(pipeline, src, tgt, schema, table, target_at, source_at, since)
+
         compare(
             report,
             source,
@@ -233,6 +241,7 @@ def validate(
             schema,
             table,
             changes,
+            cascaded,
             window_mode,
             limit=limit,
             bucket_rows=bucket_rows,
