@@ -127,7 +127,10 @@ def _held_behind(pipeline, table: str, batch: str, mode: str, age: float, loadin
     if loading:
         why = "its load runs"
     else:  # a killed or failed load: run again, or abandoned by the sink (seam.apply.sink)
-        again = f"`seam load full {table}` resumes it" if mode == "full" else f"`seam {mode} {table}` supersedes it"
+        again = {
+            "full": f"`seam load full {table}` resumes it",
+            "incremental": f"`seam load incremental {table}` supersedes it",
+        }.get(mode, f"`seam {mode} {table}` supersedes it")  # a repair
         why = (
             f"its load is gone: {again}, else the sink abandons it once no rows came for load.abandon_after "
             f"({pipeline.load.abandon_after:.0f} s) and the changes apply to the table as it was"

@@ -17,12 +17,7 @@ def read_schema(conn, db: str, table: str) -> TableSchema:
     source stores it: a source with ``lower_case_table_names`` 1 or 2 finds `Orders` for `orders` here, but
     its binlog names the table as stored, and the stream would not know its rows for the table's."""
     with conn.cursor() as cur:
-        cur.execute(
-            f"SELECT {COLUMN_FIELDS}, TABLE_SCHEMA, TABLE_NAME FROM information_schema.COLUMNS "
-            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
-            (db, table),
-        )
-        found = cur.fetchall()
+        found = _column_rows(cur, db, table)
         rows = [r for r in found if (r[-2], r[-1]) == (db, table)]
         if found and not rows:
             stored = f"{found[0][-2]}.{found[0][-1]}"
@@ -42,6 +37,22 @@ def read_schema(conn, db: str, table: str) -> TableSchema:
         )
         pk = tuple(r[0] for r in cur.fetchall() if (r[1], r[2]) == (db, table))
     return TableSchema(db=db, table=table, columns=tuple(column_from_row(r) for r in rows), primary_key=pk)
+
+
+def read_columns(cur, db: str, table: str) -> tuple[Column, ...]:
+    """The table's columns as information_schema has them now, through any DB-API cursor (a chunk's snapshot
+    reads them in its own transaction)."""
+    return tuple(column_from_row(r) for r in _column_rows(cur, db, table) if (r[-2], r[-1]) == (db, table))
+
+
+def _column_rows(cur, db: str, table: str) -> list:
+    """information_schema.COLUMNS rows: ``COLUMN_FIELDS``, then the schema and table names as stored."""
+    cur.execute(
+        f"SELECT {COLUMN_FIELDS}, TABLE_SCHEMA, TABLE_NAME FROM information_schema.COLUMNS "
+        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+        (db, table),
+    )
+    return list(cur.fetchall())
 
 
 COLUMN_FIELDS = (

@@ -78,7 +78,7 @@ from seam.source.binlog import BinlogReader, LostTransaction, Statement, Transac
 from seam.source.ddl import reshapes
 from seam.source.head import binlog_status
 from seam.source.row_json import RowJson
-from seam.source.schema import COLUMN_FIELDS, column_from_row, reachable, read_foreign_keys
+from seam.source.schema import reachable, read_columns, read_foreign_keys
 from seam.wire.records import Record, key_of, normalize_row
 
 _INTEGER_KEY = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
@@ -388,12 +388,7 @@ def _same_columns(cur, schema: TableSchema) -> None:
     columns at a position after the change."""
     table = f"{quote(schema.db)}.{quote(schema.table)}"
     cur.execute(f"SELECT 1 FROM {table} LIMIT 0")
-    cur.execute(
-        f"SELECT {COLUMN_FIELDS} FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
-        "ORDER BY ORDINAL_POSITION",
-        (schema.db, schema.table),
-    )
-    now = tuple(column_from_row(r) for r in cur.fetchall())
+    now = read_columns(cur, schema.db, schema.table)
     if now != schema.columns:
         changed = sorted({c.name for c in set(now) ^ set(schema.columns)})
         raise SnapshotError(
