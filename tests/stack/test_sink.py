@@ -113,7 +113,13 @@ class Batch:
             self.send(_record(self.id, "r", None, _row(i, amount), table=self.table))
         return self
 
-    def end(self, winners: list[tuple[int, int]], rows_delta: int = 0, position: Position = POSITION) -> None:
+    def end(
+        self,
+        winners: list[tuple[int, int]],
+        rows_delta: int = 0,
+        position: Position | None = POSITION,
+        stats: dict | None = None,
+    ) -> None:
         parts = [
             Part(
                 p,
@@ -135,9 +141,14 @@ class Batch:
             parts=parts,
             rows=total.rows,
             checksum=total.checksum,
+            stats=stats or {},
         )
         self.publisher.send(self.topic, end.to_json(), b"c", headers=[(CONTROL_HEADER, b"1")])
         self.publisher.flush()
+
+    def cancel(self, why: str) -> None:
+        """END without a position: the batch is given up (``Publication.cancel``)."""
+        self.end([], position=None, stats={"cancelled": why})
 
 
 def _complete(pipeline, publisher: Publisher, ids) -> Batch:
@@ -285,6 +296,29 @@ def test_a_transaction_cut_in_two_by_a_batchs_begin_is_applied_whole_after_its_e
             "SELECT pos FROM seam.positions WHERE db = %s AND tbl = %s", (SCHEMA.db, SCHEMA.table)
         ).fetchone()
     assert applied == (6000,)
+
+
+def test_a_full_load_given_up_by_its_job_leaves_the_table_as_it_was_and_applies_what_it_held(sink_pipeline):
+    """A full load whose table changed shape under it can never end (its chunks hold the old columns): the job
+    cancels its batch at once. The sink drops what was staged, the table keeps its rows and position, and the
+    changes held while the batch was open are applied; before, only a repair could be cancelled, and the
+    table's changes waited behind the open batch until load.abandon_after."""
+    pipeline = sink_pipeline
+    topic = table_topic(pipeline, pipeline.tables[0])
+    ensure_topics(pipeline, [topic])
+    publisher = Publisher(pipeline)
+    first = _complete(pipeline, publisher, range(1, 6))  # at 4000
+    given_up = Batch(pipeline, publisher).rows(range(1, 4), "2.00")
+    _send_change(publisher, topic, 10, 5000, 0, True, prev=3000)  # held while the batch is open
+    given_up.cancel("sink_test.ledger changed shape before it was read (columns n ...): run the full load again")
+    assert _apply(pipeline, first.id, given_up.id) == {first.id: "committed", given_up.id: "cancelled"}
+    assert [(r[0], r[1]) for r in _table(pipeline)] == [*[(i, "1.00") for i in range(1, 6)], (10, "3.00")]
+    assert "changed shape" in _ledger(pipeline, given_up.id)[2]
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        applied = conn.execute(
+            "SELECT pos FROM seam.positions WHERE db = %s AND tbl = %s", (SCHEMA.db, SCHEMA.table)
+        ).fetchone()
+    assert applied == (5000,)
 
 
 def test_a_topic_lost_with_the_broker_is_read_from_its_new_beginning(pipeline, private_broker):

@@ -195,12 +195,11 @@ class BatchLifecycle:
             log.warning("END of batch %s ignored: it is not the open batch of %s.%s", end.batch, end.db, end.table)
             return
         ledger.batch_ended(self.conn, self.schema, end, offset)
-        if end.mode == "repair" and end.position is None:  # the repair found more to do than it may
-            self.drop_tables(batch)
-            self.finish(end.batch, "cancelled", error=(end.stats or {}).get("cancelled"))
-            log.warning(
-                "repair %s of %s.%s cancelled: %s", end.batch, end.db, end.table, (end.stats or {}).get("cancelled")
-            )
+        cancelled = (end.stats or {}).get("cancelled")  # given up by its job (``Publication.cancel``)
+        if end.position is None and (cancelled is not None or end.mode == "repair"):
+            self.drop_tables(batch)  # (a repair over its limit, a full load whose table changed shape)
+            self.finish(end.batch, "cancelled", error=cancelled)
+            log.warning("%s %s of %s.%s cancelled: %s", end.mode, end.batch, end.db, end.table, cancelled)
             self.open[topic] = None
             return
         try:  # in a savepoint: a rejected batch leaves nothing behind; a cancelled one is tried again

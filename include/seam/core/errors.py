@@ -89,18 +89,22 @@ def one_line(exc: SeamError) -> str:
 
 
 # a Seam error raised in a Spark task reaches the driver as text in Spark's own exception
-_IN_A_TASK = re.compile(r"(seam\.[\w.]+)\.\w+Error: ([^\n]+)")
+_IN_A_TASK = re.compile(r"(seam\.[\w.]+)\.(\w+Error): ([^\n]+)")
 
 
-def raised_in_a_task(exc: BaseException) -> SeamError | None:
+def raised_in_a_task(exc: BaseException, known: tuple[type[SeamError], ...] = ()) -> SeamError | None:
     """The Seam error a Spark task raised, from the driver's exception that carries it (Py4J's, with the Python
-    worker's traceback as text), as one of the kinds above; None when the task failed otherwise."""
+    worker's traceback as text): of its own class when that is one of ``known``, else as one of the kinds
+    above; None when the task failed otherwise."""
     found = _IN_A_TASK.findall(str(exc))
     if not found:
         return None
-    module, message = found[-1]
+    module, name, message = found[-1]
+    own = [k for k in known if (k.__module__, k.__name__) == (module, name)]
     kind = (
-        SourceError
+        own[0]
+        if own
+        else SourceError
         if module.startswith("seam.source")
         else TargetError
         if module.startswith(("seam.apply", "seam.wire"))

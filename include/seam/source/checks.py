@@ -12,7 +12,8 @@ from __future__ import annotations
 from seam.core.identifiers import quote, unfit_names
 from seam.core.schema import TableSchema
 from seam.source.head import binlog_status, unlogged
-from seam.source.snapshot import SnapshotError
+from seam.source.schema import read_columns
+from seam.source.snapshot import ShapeChangeError, SnapshotError
 from seam.wire.codecs import Date, codec, zero_date_sql
 
 
@@ -87,6 +88,12 @@ def check_source(conn, schema: TableSchema) -> None:
         )
         invisible = {row[0] for row in cur.fetchall()}  # read by name, never by SELECT *
         if readable != tuple(n for n in schema.names if n not in invisible):
+            now = tuple(c.name for c in read_columns(cur, schema.db, schema.table))
+            if now != schema.names:  # not a grant: a DDL ran since the table's columns were read
+                raise ShapeChangeError(
+                    f"{schema.db}.{schema.table} changed shape while the load was planned (it has columns "
+                    f"{now} now, not {schema.names}): run the full load again"
+                )
             raise SnapshotError(
                 f"{schema.db}.{schema.table}: the Seam user sees columns {readable}, the table has "
                 f"{schema.names}; GRANT SELECT ON `{schema.db}`.* TO the Seam user"

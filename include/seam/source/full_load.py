@@ -54,6 +54,7 @@ from seam.source.snapshot import (
     ChunkPlan,
     ChunkRead,
     Opening,
+    ShapeChangeError,
     SnapshotError,
     canonical_json_columns,
     chunk_sql,
@@ -188,65 +189,71 @@ def publish_full_load(
         )
         publication.begin("full", schema, plan=plan_json(plan))
 
-    done = {p.part for p in kept}
-    published = publish_chunks(
-        spark,
-        pipeline=pipeline,
-        topic=publication.topic,
-        schema=schema,
-        plan=ChunkPlan(plan.column, tuple(c for c in plan.chunks if c.index not in done)),
-        key=table.key,
-        batch=batch,
-        ts_ms=int(started * 1000),
-        opening=opening,
-        # a dead run's partial output of a chunk must not count as this run's: its attempts differ
-        attempt_base=int(started) << 20 if resume is not None else 0,
-    )
-    parts = list(kept) + published.parts
-    read_done = time.time()
-    if sorted(p.part for p in parts) != [c.index for c in plan.chunks]:
-        raise SnapshotError(f"chunks reported {sorted(p.part for p in parts)}, expected one per chunk")
-    positions = {p.part: snapshot_position(p.file, p.pos, schema) for p in parts}
-    conn = pymysql.connect(**pipeline.source.pymysql_kwargs())
     try:
-        files = binlog_files(conn)
-        # low watermarks: the batch's position is the head now, after every chunk's snapshot opened
-        if opening.exact or opening.method == "mariadb":
-            target = max(positions.values())
-            gtids = gtids_at(conn, target, pipeline.source) if gtids_enabled(conn) else None
-        else:
-            target, gtids = head_gtids(conn)
-            target = target or source_head(conn)  # (which says what is wrong when there is no binlog)
-        server = server_identity(conn)  # with the set, a stream can resume from it on a replica (seam.source.gtid)
-    finally:
-        conn.close()
-    say(
-        f"{table.name}: {sum(p.rows for p in parts):,} rows read in {read_done - started:.1f}s ({opening.method} "
-        f"snapshot{published.pacing()}); chunk positions "
-        + ", ".join(str(positions[i]) for i in sorted(positions))
-        + f"; batch position {target}"
-    )
+        done = {p.part for p in kept}
+        published = publish_chunks(
+            spark,
+            pipeline=pipeline,
+            topic=publication.topic,
+            schema=schema,
+            plan=ChunkPlan(plan.column, tuple(c for c in plan.chunks if c.index not in done)),
+            key=table.key,
+            batch=batch,
+            ts_ms=int(started * 1000),
+            opening=opening,
+            # a dead run's partial output of a chunk must not count as this run's: its attempts differ
+            attempt_base=int(started) << 20 if resume is not None else 0,
+        )
+        parts = list(kept) + published.parts
+        read_done = time.time()
+        if sorted(p.part for p in parts) != [c.index for c in plan.chunks]:
+            raise SnapshotError(f"chunks reported {sorted(p.part for p in parts)}, expected one per chunk")
+        positions = {p.part: snapshot_position(p.file, p.pos, schema) for p in parts}
+        conn = pymysql.connect(**pipeline.source.pymysql_kwargs())
+        try:
+            files = binlog_files(conn)
+            # low watermarks: the batch's position is the head now, after every chunk's snapshot opened
+            if opening.exact or opening.method == "mariadb":
+                target = max(positions.values())
+                gtids = gtids_at(conn, target, pipeline.source) if gtids_enabled(conn) else None
+            else:
+                target, gtids = head_gtids(conn)
+                target = target or source_head(conn)  # (which says what is wrong when there is no binlog)
+            server = server_identity(conn)  # with the set, a stream can resume from it on a replica (seam.source.gtid)
+        finally:
+            conn.close()
+        say(
+            f"{table.name}: {sum(p.rows for p in parts):,} rows read in {read_done - started:.1f}s ({opening.method} "
+            f"snapshot{published.pacing()}); chunk positions "
+            + ", ".join(str(positions[i]) for i in sorted(positions))
+            + f"; batch position {target}"
+        )
 
-    changes = Tally()
-    try:
-        if any(target.after(p) for p in positions.values()):
-            if min(positions.values()).file not in files:
-                raise SnapshotError(
-                    f"binlog {min(positions.values()).file} was purged during the load; re-run it "
-                    "and keep binlogs longer (binlog_expire_logs_seconds)"
-                )
-            for record in reconcile(pipeline.source, schema, table.key, plan, positions, target, batch):
-                value = replace(record, part=RECONCILE_PART, attempt=0).to_json()
-                publication.send(value, record.kafka_key())
-                changes.add(value)
-    except SnapshotError as exc:
-        if resume is None:
+        changes = Tally()
+        try:
+            if any(target.after(p) for p in positions.values()):
+                if min(positions.values()).file not in files:
+                    raise SnapshotError(
+                        f"binlog {min(positions.values()).file} was purged during the load; re-run it "
+                        "and keep binlogs longer (binlog_expire_logs_seconds)"
+                    )
+                for record in reconcile(pipeline.source, schema, table.key, plan, positions, target, batch):
+                    value = replace(record, part=RECONCILE_PART, attempt=0).to_json()
+                    publication.send(value, record.kafka_key())
+                    changes.add(value)
+        except ShapeChangeError:
             raise
-        # run again, the load would resume the same batch and meet the same: the kept chunks are the cause
-        raise SnapshotError(
-            f"{exc} (this load resumed batch {batch}, whose kept chunks were read before that: start afresh "
-            f"with `seam load full {table.name} --restart`)"
-        ) from None
+        except SnapshotError as exc:
+            if resume is None:
+                raise
+            # run again, the load would resume the same batch and meet the same: the kept chunks are the cause
+            raise SnapshotError(
+                f"{exc} (this load resumed batch {batch}, whose kept chunks were read before that: start afresh "
+                f"with `seam load full {table.name} --restart`)"
+            ) from None
+    except ShapeChangeError as exc:  # its chunks hold the old columns: nothing of the batch can be kept
+        publication.cancel("full", str(exc))
+        raise
     parts.append(Part(RECONCILE_PART, 0, changes.rows, changes.checksum))
     end = publication.end(
         "full",
@@ -304,7 +311,7 @@ def publish_chunks(
     try:
         done = spark.sparkContext.parallelize(reads, len(reads)).mapPartitions(task).collect()
     except Exception as exc:
-        raised = raised_in_a_task(exc)  # a chunk's SnapshotError (a missing privilege): its one line
+        raised = raised_in_a_task(exc, (ShapeChangeError,))  # a chunk's SnapshotError (a privilege): one line
         if raised is None:
             raise
         raise raised from None

@@ -99,6 +99,11 @@ class SnapshotError(SourceError):
     """The source cannot give a consistent snapshot as configured; the message says what to change."""
 
 
+class ShapeChangeError(SnapshotError):
+    """The table's columns changed under the load: its batch can never end (its chunks hold the old columns),
+    so the load gives it up at once instead of leaving it open for a run that would resume it."""
+
+
 @dataclass(frozen=True)
 class Opening:
     """How a task opens its snapshot (a plain value, sent to Spark executors): ``method`` mariadb or
@@ -391,7 +396,7 @@ def _same_columns(cur, schema: TableSchema) -> None:
     now = read_columns(cur, schema.db, schema.table)
     if now != schema.columns:
         changed = sorted({c.name for c in set(now) ^ set(schema.columns)})
-        raise SnapshotError(
+        raise ShapeChangeError(
             f"{schema.db}.{schema.table} changed shape before it was read (columns {', '.join(changed)} are not "
             "as the load planned them): run the full load again"
         )
@@ -445,7 +450,7 @@ def reconcile(
     try:
         for item in reader:
             if isinstance(item, Statement) and reshapes(item, schema.db, schema.table):
-                raise SnapshotError(
+                raise ShapeChangeError(
                     f"{schema.db}.{schema.table} changed shape while it was read ({item.query[:200]!r} "
                     f"at {item.position}): run the full load again"
                 )
