@@ -30,8 +30,10 @@ class FakeServer:
         do_db="",
         ignore_db="",
         invisible=(),
+        columns=("id", "note"),
     ):
         self.answers = (log_bin, fmt, image)
+        self.columns = columns  # what information_schema has now
         self.readable = readable  # what SELECT * shows
         self.invisible = invisible  # columns SELECT * does not show to anyone
         self.metadata = metadata  # None: a server without binlog_row_metadata (MariaDB before 10.5)
@@ -61,6 +63,8 @@ class FakeServer:
         return self.answers
 
     def fetchall(self):
+        if "ORDINAL_POSITION" in self.sql:  # seam.source.schema.read_columns
+            return [(name, "int", "int(11)", "YES", None, None, None, *self.args) for name in self.columns]
         assert "INVISIBLE" in self.sql or "INVISIBLE" in str(self.args), self.sql
         return [(name,) for name in self.invisible]
 
@@ -72,6 +76,10 @@ class FakeServer:
         (FakeServer(fmt="MIXED"), "binlog_format=MIXED, binlog_row_image=FULL: Seam needs ROW and FULL"),
         (FakeServer(image="MINIMAL"), "binlog_row_image=MINIMAL"),
         (FakeServer(readable=("id",)), "the Seam user sees columns ('id',)"),
+        (  # not a grant: an ALTER since the columns were read for the plan
+            FakeServer(readable=("id", "note", "w"), columns=("id", "note", "w")),
+            "shop.orders changed shape while the load was planned (it has columns ('id', 'note', 'w') now",
+        ),
         (FakeServer(metadata="MINIMAL"), "binlog_row_metadata=MINIMAL: Seam needs FULL"),
         (
             FakeServer(do_db="billing,hr"),
