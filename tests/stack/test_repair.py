@@ -363,6 +363,23 @@ def test_tables_keyed_by_dates_times_and_text_are_repaired(stack, tmp_path_facto
         assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, table) is None, table
 
 
+def _after_the_comparison(monkeypatch, db: str, *statements: str) -> None:
+    """The source runs ``statements`` after the repair's comparison and before its snapshot."""
+    compared = repair.validate
+
+    def validate_then_change(*args, **kwargs):
+        report = compared(*args, **kwargs)
+        conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
+        conn.autocommit(True)
+        with conn.cursor() as cur:
+            for statement in statements:
+                cur.execute(statement)
+        conn.close()
+        return report
+
+    monkeypatch.setattr(repair, "validate", validate_then_change)
+
+
 def test_rows_a_cascade_changed_while_the_repair_ran_are_copied_again(stack, tmp_path_factory, monkeypatch):
     """The parent changes after the repair's comparison and before its snapshot (held there by the test): a
     parent deleted (ON DELETE CASCADE: its children go), a parent re-keyed (ON UPDATE CASCADE: its children
@@ -386,20 +403,13 @@ def test_rows_a_cascade_changed_while_the_repair_ran_are_copied_again(stack, tmp
     pipeline = load_pipeline(pipeline_file(tmp_path_factory, "repair_cascade", tables))
     assert _seam(pipeline.path, "load", "full", f"{db}.owners", f"{db}.items").returncode == 0
     _target(pipeline, f'UPDATE "{db}"."items" SET n = -1 WHERE id = 7')  # the difference asked for
-    compared = repair.validate
-
-    def validate_then_the_parent_changes(*args, **kwargs):
-        report = compared(*args, **kwargs)
-        conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
-        conn.autocommit(True)
-        with conn.cursor() as cur:
-            cur.execute("DELETE FROM owners WHERE code = 'c3'")  # 20 items go with it
-            cur.execute("UPDATE owners SET code = 'c4x' WHERE code = 'c4'")  # 20 items follow
-            cur.execute("DELETE FROM items WHERE id = 361")  # its reply 381, and the thread 1000, 1001 below it
-        conn.close()
-        return report
-
-    monkeypatch.setattr(repair, "validate", validate_then_the_parent_changes)
+    _after_the_comparison(
+        monkeypatch,
+        db,
+        "DELETE FROM owners WHERE code = 'c3'",  # 20 items go with it
+        "UPDATE owners SET code = 'c4x' WHERE code = 'c4'",  # 20 items follow
+        "DELETE FROM items WHERE id = 361",  # its reply 381, and the thread 1000, 1001 below it
+    )
     done = repair.repair_table(pipeline, pipeline.table(f"{db}.items"), say=print)
     assert done.differing == 1 and done.changed >= 43, done  # 20 + 20 + 3 rows the cascades changed
     assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "items") is None
@@ -433,20 +443,13 @@ def test_rows_a_cascade_two_levels_up_changed_while_the_repair_ran_are_copied_ag
     pipeline = load_pipeline(pipeline_file(tmp_path_factory, "repair_cascade2", tables))
     assert _seam(pipeline.path, "load", "full", *(t["name"] for t in tables)).returncode == 0
     _target(pipeline, f'UPDATE "{db}"."postings" SET n = -1 WHERE id = 7')  # the difference asked for
-    compared = repair.validate
-
-    def validate_then_the_owners_change(*args, **kwargs):
-        report = compared(*args, **kwargs)
-        conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
-        conn.autocommit(True)
-        with conn.cursor() as cur:
-            cur.execute("DELETE FROM owners WHERE code = 'c4'")  # entries 3, 13, ..., 93 and their 100 postings
-            cur.execute("DELETE FROM owners WHERE code = 'c9'")  # entries 8, 18, ..., 98 go
-            cur.execute("INSERT INTO entries VALUES (8, 'c1')")  # 8 is back, without its postings
-        conn.close()
-        return report
-
-    monkeypatch.setattr(repair, "validate", validate_then_the_owners_change)
+    _after_the_comparison(
+        monkeypatch,
+        db,
+        "DELETE FROM owners WHERE code = 'c4'",  # entries 3, 13, ..., 93 and their 100 postings
+        "DELETE FROM owners WHERE code = 'c9'",  # entries 8, 18, ..., 98 go
+        "INSERT INTO entries VALUES (8, 'c1')",  # 8 is back, without its postings
+    )
     done = repair.repair_table(pipeline, pipeline.table(f"{db}.postings"), say=print)
     assert done.differing == 1 and done.deletes == 203 and done.rows == 0, done  # 100 + 3 replies + 100
     assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "postings") is None

@@ -28,10 +28,11 @@ task's extra output is discarded by the sink using END's attempt list.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from typing import Any, cast
 from zlib import crc32  # boundary.message_hash, inlined in the hot loop
@@ -189,8 +190,8 @@ def publish_full_load(
         )
         publication.begin("full", schema, plan=plan_json(plan))
 
-    try:
-        done = {p.part for p in kept}
+    done = {p.part for p in kept}
+    with _given_up_if_reshaped(publication):  # its chunks hold the old columns: nothing of the batch can be kept
         published = publish_chunks(
             spark,
             pipeline=pipeline,
@@ -204,56 +205,33 @@ def publish_full_load(
             # a dead run's partial output of a chunk must not count as this run's: its attempts differ
             attempt_base=int(started) << 20 if resume is not None else 0,
         )
-        parts = list(kept) + published.parts
-        read_done = time.time()
-        if sorted(p.part for p in parts) != [c.index for c in plan.chunks]:
-            raise SnapshotError(f"chunks reported {sorted(p.part for p in parts)}, expected one per chunk")
-        positions = {p.part: snapshot_position(p.file, p.pos, schema) for p in parts}
-        conn = pymysql.connect(**pipeline.source.pymysql_kwargs())
-        try:
-            files = binlog_files(conn)
-            # low watermarks: the batch's position is the head now, after every chunk's snapshot opened
-            if opening.exact or opening.method == "mariadb":
-                target = max(positions.values())
-                gtids = gtids_at(conn, target, pipeline.source) if gtids_enabled(conn) else None
-            else:
-                target, gtids = head_gtids(conn)
-                target = target or source_head(conn)  # (which says what is wrong when there is no binlog)
-            server = server_identity(conn)  # with the set, a stream can resume from it on a replica (seam.source.gtid)
-        finally:
-            conn.close()
-        say(
-            f"{table.name}: {sum(p.rows for p in parts):,} rows read in {read_done - started:.1f}s ({opening.method} "
-            f"snapshot{published.pacing()}); chunk positions "
-            + ", ".join(str(positions[i]) for i in sorted(positions))
-            + f"; batch position {target}"
-        )
+    parts = list(kept) + published.parts
+    read_done = time.time()
+    if sorted(p.part for p in parts) != [c.index for c in plan.chunks]:
+        raise SnapshotError(f"chunks reported {sorted(p.part for p in parts)}, expected one per chunk")
+    positions = {p.part: snapshot_position(p.file, p.pos, schema) for p in parts}
+    conn = pymysql.connect(**pipeline.source.pymysql_kwargs())
+    try:
+        files = binlog_files(conn)
+        # low watermarks: the batch's position is the head now, after every chunk's snapshot opened
+        if opening.exact or opening.method == "mariadb":
+            target = max(positions.values())
+            gtids = gtids_at(conn, target, pipeline.source) if gtids_enabled(conn) else None
+        else:
+            target, gtids = head_gtids(conn)
+            target = target or source_head(conn)  # (which says what is wrong when there is no binlog)
+        server = server_identity(conn)  # with the set, a stream can resume from it on a replica (seam.source.gtid)
+    finally:
+        conn.close()
+    say(
+        f"{table.name}: {sum(p.rows for p in parts):,} rows read in {read_done - started:.1f}s ({opening.method} "
+        f"snapshot{published.pacing()}); chunk positions "
+        + ", ".join(str(positions[i]) for i in sorted(positions))
+        + f"; batch position {target}"
+    )
 
-        changes = Tally()
-        try:
-            if any(target.after(p) for p in positions.values()):
-                if min(positions.values()).file not in files:
-                    raise SnapshotError(
-                        f"binlog {min(positions.values()).file} was purged during the load; re-run it "
-                        "and keep binlogs longer (binlog_expire_logs_seconds)"
-                    )
-                for record in reconcile(pipeline.source, schema, table.key, plan, positions, target, batch):
-                    value = replace(record, part=RECONCILE_PART, attempt=0).to_json()
-                    publication.send(value, record.kafka_key())
-                    changes.add(value)
-        except ShapeChangeError:
-            raise
-        except SnapshotError as exc:
-            if resume is None:
-                raise
-            # run again, the load would resume the same batch and meet the same: the kept chunks are the cause
-            raise SnapshotError(
-                f"{exc} (this load resumed batch {batch}, whose kept chunks were read before that: start afresh "
-                f"with `seam load full {table.name} --restart`)"
-            ) from None
-    except ShapeChangeError as exc:  # its chunks hold the old columns: nothing of the batch can be kept
-        publication.cancel("full", str(exc))
-        raise
+    with _given_up_if_reshaped(publication):
+        changes = _reconcile(pipeline, table, schema, plan, positions, target, files, publication, resume)
     parts.append(Part(RECONCILE_PART, 0, changes.rows, changes.checksum))
     end = publication.end(
         "full",
@@ -274,6 +252,44 @@ def publish_full_load(
         f"{time.time() - started:.1f}s; END sent"
     )
     return end
+
+
+@contextlib.contextmanager
+def _given_up_if_reshaped(publication: Publication) -> Iterator[None]:
+    """A table that changed shape under its load: the batch can never end, so it is cancelled at once (the sink
+    drops it and applies the changes it held) instead of being left open for a run that would resume it."""
+    try:
+        yield
+    except ShapeChangeError as exc:
+        publication.cancel("full", str(exc))
+        raise
+
+
+def _reconcile(pipeline, table, schema, plan, positions, target, files, publication, resume) -> Tally:
+    """The changes between the chunks' snapshots and the batch's position, published as the reconciliation
+    part; a resumed batch whose kept chunks cannot be reconciled says to start afresh."""
+    changes = Tally()
+    if not any(target.after(p) for p in positions.values()):
+        return changes
+    try:
+        if min(positions.values()).file not in files:
+            raise SnapshotError(
+                f"binlog {min(positions.values()).file} was purged during the load; re-run it "
+                "and keep binlogs longer (binlog_expire_logs_seconds)"
+            )
+        for record in reconcile(pipeline.source, schema, table.key, plan, positions, target, publication.batch):
+            value = replace(record, part=RECONCILE_PART, attempt=0).to_json()
+            publication.send(value, record.kafka_key())
+            changes.add(value)
+    except SnapshotError as exc:
+        if resume is None or isinstance(exc, ShapeChangeError):  # (a shape change gives the batch up)
+            raise
+        # run again, the load would resume the same batch and meet the same: the kept chunks are the cause
+        raise SnapshotError(
+            f"{exc} (this load resumed batch {publication.batch}, whose kept chunks were read before that: start "
+            f"afresh with `seam load full {table.name} --restart`)"
+        ) from None
+    return changes
 
 
 def publish_chunks(

@@ -47,6 +47,7 @@ class _Range:
     def __init__(self, pipeline: Pipeline, src, table: TableConfig, start: Position, end: Position) -> None:
         self.pipeline, self.src, self.table, self.start, self.end = pipeline, src, table, start, end
         self.read: dict[Name, tuple[TableSchema, Changes]] = {}
+        self.keys: dict[Name, list[ForeignKey]] = {}
 
     def changes(self, name: Name) -> tuple[TableSchema, Changes]:
         if name not in self.read:
@@ -62,7 +63,10 @@ class _Range:
     def foreign_keys(self, child: Name) -> list[ForeignKey]:
         """The child's foreign keys whose rules change it without a row event (not the whole database's:
         names may compare in any case there)."""
-        return [fk for fk in read_foreign_keys(self.src, {child[0]}, child=child) if fk.child == child and fk.follows()]
+        if child not in self.keys:
+            found = read_foreign_keys(self.src, {child[0]}, child=child)
+            self.keys[child] = [fk for fk in found if fk.child == child and fk.follows()]
+        return self.keys[child]
 
     def cascaded_into(self, name: Name, seen: frozenset = frozenset()) -> bool:
         """Whether a cascade may have changed ``name``'s rows in the range: a table above it (through any
