@@ -21,6 +21,8 @@ import pytest
 import yaml
 
 from seam.config import load_pipeline
+from seam.state.connection import sink_session_name
+from seam.state.ledger import staging_tables
 from seam.wire.topics import table_topic
 from seam_dev import demo
 from seam_dev.topic_rows import rows_published, topic_end
@@ -91,6 +93,23 @@ def _load_until_two_chunks_are_staged(path: str, pipeline, *args: str) -> subpro
         time.sleep(0.05)
     assert load.poll() is None, "the load ended before it could be killed"
     return load
+
+
+def _sink_waiting_behind(blocker: psycopg.Connection, look: psycopg.Connection, pipeline) -> int:
+    """Lock the open batch's staging table in ``blocker``'s transaction; the backend pid of the sink's session
+    once it waits behind that lock (seen from ``look``: a transaction keeps one picture of pg_stat_activity)."""
+    batch = blocker.execute("SELECT batch_id FROM seam.batches WHERE db = %s AND state = 'open'", (DB,)).fetchone()[0]
+    blocker.execute(f'LOCK TABLE seam."{staging_tables(batch)[0]}" IN ACCESS EXCLUSIVE MODE')
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        row = look.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'",
+            (sink_session_name(pipeline),),
+        ).fetchone()
+        if row:
+            return row[0]
+        time.sleep(0.05)
+    raise AssertionError("the sink never reached the staging table")
 
 
 def _topic(pipeline) -> str:
@@ -270,7 +289,9 @@ def test_a_resume_whose_kept_chunks_predate_a_truncate_gives_the_batch_up(stack,
 
 def test_a_load_whose_sink_is_killed_names_the_way_out_and_it_works(stack, tmp_path_factory):
     """The load stops its Spark job when its sink dies, so the batch may never get its END: the way out it
-    prints is the load again, which resumes the batch and commits it exact."""
+    prints is the load again, which resumes the batch and commits it exact. The killed sink's session outlives
+    it while its statement waits (as one under way does until the target notices): that lock is no running
+    sink to leave the batch to (CI: taken for one, the load started a sink of its own and said nothing)."""
     path = _paced_table(tmp_path_factory, "sunk", 6)
     pipeline = load_pipeline(path)
     load = subprocess.Popen(
@@ -284,7 +305,14 @@ def test_a_load_whose_sink_is_killed_names_the_way_out_and_it_works(stack, tmp_p
     while _parts_done(pipeline)[0] < 1 and time.time() < deadline and load.poll() is None:
         time.sleep(0.05)
     assert load.poll() is None, "the load ended before its sink could be killed"
-    assert _kill_all(path, only=" sink") >= 1
+    conninfo = pipeline.target.conninfo()
+    with psycopg.connect(**conninfo) as blocker, psycopg.connect(**conninfo, autocommit=True) as look:
+        sink_backend = _sink_waiting_behind(blocker, look, pipeline)
+        assert _kill_all(path, only=" sink") >= 1
+        while look.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (sink_backend,)).fetchone():
+            assert load.poll() is None, "the load ended while its killed sink's session was still there"
+            time.sleep(0.1)  # the session ends at the sink's lock_timeout
+        blocker.rollback()
     out = load.communicate(timeout=300)[0]
     way_out = f"re-run `seam load full {DB}.sunk` (it resumes the batch, keeping the chunks already staged)"
     assert load.returncode == 2 and way_out in out, out

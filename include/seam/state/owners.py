@@ -43,6 +43,15 @@ def record_holder(conn, schema: str, kind: str, name: str, holder: str) -> None:
     )
 
 
+def held_by_process(conn, schema: str, kind: str, name: str, pid: int) -> bool:
+    """Whether process ``pid`` of this host is the recorded holder of the lock on ``name`` of ``kind``."""
+    return conn.execute(
+        f"SELECT EXISTS (SELECT 1 FROM {qi(schema)}.lock_holders WHERE kind = %s AND name = %s AND host = %s "
+        "AND pid = %s)",
+        (kind, name, socket.gethostname(), pid),
+    ).fetchone()[0]
+
+
 def holder_of(conn, schema: str, kind: str, name: str) -> str:
     """Who holds the lock on ``name`` of ``kind``, as a person reads it."""
     row = conn.execute(
