@@ -12,7 +12,7 @@ Cases (``benchmarks/README.md`` explains each, how to reproduce it, and where th
   commit-to-visible latency at 500, 1,000 and 2,000 changes/s; then the backlog and 1,000 changes/s with the
   Structured Streaming sink (``stream.sink: spark``) instead of the default, direct one;
 - validation of ``orders``: equal, and with 10 scattered differences, vs reladiff;
-- repair: 10 differing rows of a 2,000,000-row table, ``seam repair`` vs ``seam load full`` of it;
+- repair: 10 differing rows of a 2,000,000-row table, and 1,000 scattered over it, ``seam repair`` vs ``seam load full`` of it;
 - resume: a 5,000,000-row full load killed at about 60% and started again vs a clean one
   (``benchmarks/repair_resume.py``).
 
@@ -535,25 +535,29 @@ def repair_case(rows: int, repeats: int, results: list[Result]) -> None:
     pipeline = load_pipeline(path)
     TRACKED.add(path)
     ensure_table("repaired", rows)
-    case = f"10 differing rows of {rows:,}"
+    spread = min(1000, rows // 20)  # and differences all over the table: one in about 3,000 keys
+    case, scattered = f"10 differing rows of {rows:,}", f"{spread:,} differing rows scattered over {rows:,}"
     repair = Result(case, "seam repair", baselines=["seam load full"])
     reload = Result(case, "seam load full")
+    repair_spread = Result(scattered, "seam repair", baselines=["seam load full"])
+    reload_spread = Result(scattered, "seam load full", runs=reload.runs)  # the same loads
     for i in range(repeats):
         say(f"{case}, run {i + 1} of {repeats}")
         reload.runs.append(measured(lambda: Run(rows, seam(path, "load", "full", f"{DB}.repaired")[0])))
-        found: dict = {}
+        for result, made, scatter in ((repair, 10, 0), (repair_spread, spread, spread)):
+            found: dict = {}
 
-        def once(found=found) -> Run:
-            seconds, found["rows"] = repair_run(path, pipeline, "repaired", rows)
-            return Run(rows, seconds)
+            def once(found=found, scatter=scatter) -> Run:
+                seconds, found["rows"] = repair_run(path, pipeline, "repaired", rows, scatter)
+                return Run(rows, seconds)
 
-        repair.runs.append(measured(once))
-        if found["rows"] != 10:
-            sys.exit(f"seam repair found {found['rows']} differing rows, not the 10 made")
-        check, out = seam(path, "validate", f"{DB}.repaired")
-        if ": EQUAL:" not in out:
-            sys.exit(f"after the repair the table is not EQUAL: {out[-1000:]}")
-    results += [repair, reload]
+            result.runs.append(measured(once))
+            if found["rows"] != made:
+                sys.exit(f"seam repair found {found['rows']} differing rows, not the {made} made")
+            check, out = seam(path, "validate", f"{DB}.repaired")
+            if ": EQUAL:" not in out:
+                sys.exit(f"after the repair the table is not EQUAL: {out[-1000:]}")
+    results += [repair, reload, repair_spread, reload_spread]
     os.unlink(path)
 
 

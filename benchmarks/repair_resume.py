@@ -82,9 +82,32 @@ def tamper(pipeline, name: str, rows: int) -> set[str]:
     return {str(k) for k in gone + changed + added}
 
 
-def repair_run(path: str, pipeline, name: str, rows: int) -> tuple[float, int]:
-    """Seconds of `seam repair` after 10 rows were tampered with, and the differing rows it found."""
-    tamper(pipeline, name, rows)
+def tamper_scattered(pipeline, name: str, rows: int, n: int) -> None:
+    """``n`` target rows made different behind Seam's back, spread evenly over the table (a third deleted, a
+    third changed, the rest added after its last key): a bucket of its own for each, about."""
+    import psycopg
+
+    step = max(1, rows // (2 * (n // 3) + 1))
+    keys = [step * (i + 1) for i in range(2 * (n // 3))]
+    gone, changed = keys[0::2], keys[1::2]
+    added = [rows + 1000 + i for i in range(n - len(keys))]
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        table = f'"{DB}"."{name}"'
+        conn.execute(f"DELETE FROM {table} WHERE id = ANY(%s)", (gone,))
+        conn.execute(f"UPDATE {table} SET note = 'tampered' WHERE id = ANY(%s)", (changed,))
+        conn.execute(
+            f"INSERT INTO {table} SELECT k, amount, note, day FROM {table}, unnest(%s::bigint[]) k WHERE id = 1",
+            (added,),
+        )
+
+
+def repair_run(path: str, pipeline, name: str, rows: int, scattered: int = 0) -> tuple[float, int]:
+    """Seconds of `seam repair` after 10 rows (or ``scattered`` rows all over the table) were tampered with,
+    and the differing rows it found."""
+    if scattered:
+        tamper_scattered(pipeline, name, rows, scattered)
+    else:
+        tamper(pipeline, name, rows)
     seconds, out = seam(path, "repair", f"{DB}.{name}")
     found = re.search(r"([\d,]+) differing row\(s\) found", out)
     return seconds, int(found.group(1).replace(",", "")) if found else -1

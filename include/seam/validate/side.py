@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from seam.apply.target import normalize_target, read_back_as_records
+from seam.core.errors import ValidationError
 from seam.core.identifiers import qi, quote
 from seam.core.pipeline import TableConfig
 from seam.core.schema import TableSchema
@@ -184,6 +185,28 @@ class Side:
                 for r in rows
             ]
         return [(tuple(r[:n]), tuple(r[n:])) for r in rows]
+
+    def row_digests(self, extra_where: str) -> dict[str, str]:
+        """Key text -> MD5 of the row's canonical text, for the rows in scope matching ``extra_where``, packed by
+        the server into one value: the driver's cost per row was more than the server's (5.5 of 7 us a row read
+        as texts). For one integer key (its text holds neither separator)."""
+        my = self.kind == "mysql"
+        pair = (
+            f"CONCAT({self.key_text}, CHAR(31 USING utf8mb4), MD5({self.row_text}))"
+            if my
+            else f"{self.key_text} || chr(31) || md5({self.row_text})"
+        )
+        packed = f"GROUP_CONCAT({pair} SEPARATOR X'1d')" if my else f"string_agg({pair}, chr(29))"
+        rows, text = self.run(f"SELECT COUNT(*), {packed} FROM {self.ref} x WHERE {self.where(extra_where)}")[0]
+        if isinstance(text, bytes):
+            text = text.decode()
+        digests = dict(item.split("\x1f") for item in text.split("\x1d")) if text else {}
+        if len(digests) != rows:  # cut short (a server that caps group_concat_max_len): never taken for equal
+            raise ValidationError(
+                f"{self.schema.db}.{self.schema.table}: the {self.kind} side packed {len(digests):,} of {rows:,} "
+                "rows' digests (its group_concat_max_len is capped below the session's setting?): raise its limit"
+            )
+        return digests
 
     def all_values(self) -> list[dict]:
         """Every row in scope, normalised (record-shape values)."""
