@@ -199,9 +199,9 @@ def _pull_and_diff(both, source, target, schema, table, plan, ranges, pull_rows,
             ids = ", ".join(str(b) for b, _, _ in batch)
             scond = f"{source.bucket_of_hash(plan.buckets)} IN ({ids})"
             tcond = f"{target.bucket_of_hash(plan.buckets)} IN ({ids})"
-        if plan.mode == "range" and not source.documents:
+        if plan.mode == "range" and len(table.key) == 1 and not source.documents:
             s_rows, t_rows = _rows_not_alike(both, source, target, scond, tcond, at_p)
-        else:  # documents: the servers print them apart, so their texts are compared by value here
+        else:  # a key of more columns may hold any text; documents the servers print apart are compared by value
             s_rows, t_rows = both(lambda side, cond: side.texts(cond), scond, tcond)
         for d in _diff_rows(schema, table, s_rows, t_rows, at_p, q_rows):
             differences.append(d)
