@@ -236,6 +236,10 @@ class ChangeApplier:
         """The chain check: the table's previous published position must be applied already."""
         if prev is None or not Position(**prev).after(stream.applied):
             return True
+        # another process moved the table's position (another pipeline's sink, whose heartbeat the reader then
+        # continued from): read again from the target, not a gap (a false 'lost by Kafka' and a rewind each time)
+        if positions.applied_position(self.conn, self.schema, stream.schema.db, stream.schema.table) != stream.stored:
+            self._moved(stream)
         self._report_gap(stream, f"changes between {stream.applied} and {at} are missing (lost by Kafka)")
         return False
 
