@@ -238,8 +238,7 @@ class ChangeApplier:
             return True
         # another process moved the table's position (another pipeline's sink, whose heartbeat the reader then
         # continued from): read again from the target, not a gap (a false 'lost by Kafka' and a rewind each time)
-        if positions.applied_position(self.conn, self.schema, stream.schema.db, stream.schema.table) != stream.stored:
-            self._moved(stream)
+        self._unless_moved(stream)
         self._report_gap(stream, f"changes between {stream.applied} and {at} are missing (lost by Kafka)")
         return False
 
@@ -378,8 +377,7 @@ class ChangeApplier:
         table whose position another process moved is not stopped (``PositionMoved``): a change that no
         longer fits may be one that process applied already."""
         name = f"{stream.schema.db}.{stream.schema.table}"
-        if positions.applied_position(self.conn, self.schema, stream.schema.db, stream.schema.table) != stream.stored:
-            self._moved(stream)
+        self._unless_moved(stream)
         if remedy:
             reason = f"{reason}; " + (
                 f"run `seam repair {name}` (it copies again only the rows that differ, and the stream goes on), "
@@ -544,9 +542,17 @@ class ChangeApplier:
             self._moved(stream)
         stream.stored, stream.applied_changes, stream.dirty = stream.applied, 0, False
 
-    def _moved(self, stream: StreamTable) -> None:
-        """Another process moved the table's position since this sink read it: raises ``PositionMoved``."""
+    def _unless_moved(self, stream: StreamTable) -> None:
+        """``PositionMoved`` if another process moved the table's position since this sink read it."""
         now = positions.applied_position(self.conn, self.schema, stream.schema.db, stream.schema.table)
+        if now != stream.stored:
+            self._moved(stream, now)
+
+    def _moved(self, stream: StreamTable, now=None) -> None:
+        """Another process moved the table's position since this sink read it (to ``now``, read if not given):
+        raises ``PositionMoved``."""
+        if now is None:
+            now = positions.applied_position(self.conn, self.schema, stream.schema.db, stream.schema.table)
         raise PositionMoved(
             f"{stream.schema.db}.{stream.schema.table}: another process moved its applied position from "
             f"{stream.stored} to {now} (a pipeline of another name whose sink applies the table from topics of "

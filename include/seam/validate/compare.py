@@ -118,8 +118,8 @@ def compare(
                         both, source, target, lo, lo + plan.width, rows, pull_rows, b in changed_buckets, plan.digest
                     )
                 ]
-            else:
-                ranges.append((b, f"{source.bucket_of_hash(plan.buckets)} = {b}", rows))
+            else:  # (pulled by bucket number: ``_pull_and_diff``)
+                ranges.append((b, "", rows))
         q_rows: dict[tuple[str, ...], tuple] = {}
         differences, bucket_of = _pull_and_diff(
             both, source, target, schema, table, plan, ranges, pull_rows, at_p, q_rows
