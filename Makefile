@@ -14,8 +14,13 @@ setup:            ## Debian packages, .venv with pinned requirements, seam (edit
 demo: setup       ## start the embedded stack, seed demo data, run the demo DAG
 	@bash scripts/demo.sh
 
-test: lint        ## lint, then the whole test suite against the real embedded services
-	@bash scripts/test.sh $(PYTEST_ARGS)
+test: setup       ## lint, then the whole test suite against the real embedded services (mypy runs beside its start)
+	@.venv/bin/ruff check .
+	@.venv/bin/ruff format --check .
+	@typed=$$(mktemp); (.venv/bin/mypy > $$typed 2>&1; echo $$? >> $$typed; sed '$$d' $$typed) & mypy=$$!; \
+	bash scripts/test.sh $(PYTEST_ARGS); tests=$$?; wait $$mypy; \
+	ok=$$(tail -n 1 $$typed); rm -f $$typed; [ "$$ok" = 0 ] || echo "make test: mypy failed (above)"; \
+	[ $$tests = 0 ] && [ "$$ok" = 0 ]
 
 lint: setup       ## ruff (lint and format) over all Python, mypy over include/ and plugins/
 	@.venv/bin/ruff check .
