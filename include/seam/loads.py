@@ -118,6 +118,8 @@ def cascade_groups(pipeline: Pipeline, tables: list[TableConfig]) -> list[list[T
 
 
 CATCH_UP_S = 300.0  # the longest a resumed load waits for the running sink to apply what the interrupted one published
+CATCH_UP_STILL_S = 3.0  # ... unless it has not moved on the load's topics for this long: it holds a table up
+CATCH_UP_CHECK_S = 0.2  # (a look every second cost a resumed load half a second on average)
 # ... then for the killed job's tasks, until the rows of their chunks have not changed for this long (they wait
 # for the sink's report in steps of 0.1 s), and at most this long in all
 DEAD_TASKS_QUIET_S = 0.5
@@ -267,7 +269,8 @@ def _catch_up(pipeline: Pipeline, tables: list[TableConfig], conn, say, batches:
         return
     ends = end_offsets(pipeline, topics)
     reports = StagedOffsets(pipeline)
-    last, still, began = None, 0, time.time()
+    last, began = None, time.time()
+    moved = began
     try:
         while time.time() < began + CATCH_UP_S:
             through = sink_through(conn, pipeline, reports, topics)
@@ -278,11 +281,11 @@ def _catch_up(pipeline: Pipeline, tables: list[TableConfig], conn, say, batches:
                 say(f"{', '.join(t.name for t in tables)}: the running sink has applied what it published")
                 return
             behind = {topic: offset for topic, offset in through.items() if offset < ends.get(topic, 0)}
-            still = still + 1 if behind == last else 0  # (another topic's stream changes may go on moving)
-            if still >= 3:
+            if behind != last:  # (another topic's stream changes may go on moving)
+                last, moved = behind, time.time()
+            elif time.time() - moved >= CATCH_UP_STILL_S:
                 return
-            last = behind
-            time.sleep(1)
+            time.sleep(CATCH_UP_CHECK_S)
     finally:
         reports.close()
     say(f"the running sink has not applied what the interrupted load published after {CATCH_UP_S:.0f} s: going on")
