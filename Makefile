@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SEAM := .venv/bin/seam
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test lint torture faults bench bench-stream bench-validate up down status lock clean
+.PHONY: setup demo test lint ruff torture faults bench bench-stream bench-validate up down status lock clean
 SCALE ?= 0.2
 REPEATS ?= 3
 CASES ?= full,peers,incremental,stream,validation,repair,resume,big_transaction,many_tables
@@ -14,18 +14,17 @@ setup:            ## Debian packages, .venv with pinned requirements, seam (edit
 demo: setup       ## start the embedded stack, seed demo data, run the demo DAG
 	@bash scripts/demo.sh
 
-test: setup       ## lint, then the whole test suite against the real embedded services (mypy runs beside its start)
-	@.venv/bin/ruff check .
-	@.venv/bin/ruff format --check .
-	@typed=$$(mktemp); (.venv/bin/mypy > $$typed 2>&1; echo $$? >> $$typed; sed '$$d' $$typed) & mypy=$$!; \
-	bash scripts/test.sh $(PYTEST_ARGS); tests=$$?; wait $$mypy; \
-	ok=$$(tail -n 1 $$typed); rm -f $$typed; [ "$$ok" = 0 ] || echo "make test: mypy failed (above)"; \
-	[ $$tests = 0 ] && [ "$$ok" = 0 ]
+test: ruff        ## lint, then the whole test suite against the real embedded services (mypy runs beside its start)
+	@typed=$$(mktemp); (.venv/bin/mypy; echo $$? > $$typed) & \
+	bash scripts/test.sh $(PYTEST_ARGS); tests=$$?; wait; ok=$$(cat $$typed); rm -f $$typed; \
+	[ "$$ok" = 0 ] || echo "make test: mypy failed (above)"; [ $$tests = 0 ] && [ "$$ok" = 0 ]
 
-lint: setup       ## ruff (lint and format) over all Python, mypy over include/ and plugins/
+lint: ruff        ## ruff (lint and format) over all Python, mypy over include/ and plugins/
+	@.venv/bin/mypy
+
+ruff: setup
 	@.venv/bin/ruff check .
 	@.venv/bin/ruff format --check .
-	@.venv/bin/mypy
 
 SEED ?= 1
 DURATION ?= 120

@@ -270,7 +270,7 @@ def _catch_up(pipeline: Pipeline, tables: list[TableConfig], conn, say, batches:
     ends = end_offsets(pipeline, topics)
     reports = StagedOffsets(pipeline)
     last, began = None, time.time()
-    moved = began
+    moved = began  # when what the sink is behind by last changed
     try:
         while time.time() < began + CATCH_UP_S:
             through = sink_through(conn, pipeline, reports, topics)
