@@ -8,7 +8,9 @@ before Seam's sessions set their own (``seam.core.pipeline.SESSION_SETTINGS``):
   the children the cascade removed stayed in the target;
 - PAD_CHAR_TO_FULL_LENGTH: CHAR values came padded from the full load and unpadded from the stream.
 
-Checked with the independent comparer, whose own session is not the server's default either."""
+Checked with the independent comparer, whose own session is not the server's default either. Settings that
+take what Seam needs away (binlog_row_metadata = MINIMAL) stop the tables they touch, naming the setting.
+Every test here runs alone, and this file with the other such files first (``tests/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -196,6 +198,34 @@ def test_ddl_a_writer_runs_under_ansi_quotes_is_seen(stack, tmp_path_factory):
     with psycopg.connect(**pipeline.target.conninfo()) as target:
         rows = target.execute(f'SELECT id, note, extra FROM "{DB}"."quoted"').fetchall()
     assert rows == [(1000, "after", 1)], rows
+
+
+def test_rows_without_column_names_stop_their_table_naming_binlog_row_metadata(stack, tmp_path_factory):
+    """A DBA sets binlog_row_metadata = MINIMAL after the load: the binlog's rows carry no column names, and
+    matching them to today's columns by position could be wrong. The table written meanwhile stops naming the
+    setting; none is applied with guessed names, and one written after the DBA set FULL again goes on."""
+    fresh_database(
+        DB,
+        f"CREATE TABLE {DB}.minimal (id INT PRIMARY KEY, v INT)",
+        f"CREATE TABLE {DB}.full_again (id INT PRIMARY KEY, v INT)",
+        f"INSERT INTO {DB}.minimal SELECT seq, seq FROM {DB}.seq_1_to_100",
+        f"INSERT INTO {DB}.full_again SELECT seq, seq FROM {DB}.seq_1_to_100",
+    )
+    tables = [{"name": f"{DB}.{t}", "key": ["id"]} for t in ("minimal", "full_again")]
+    _, pipeline = loaded(tmp_path_factory, "dba_row_metadata", tables)
+    dba = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
+    dba.autocommit(True)
+    with contextlib.closing(dba), dba.cursor() as cur:
+        cur.execute("SET GLOBAL binlog_row_metadata = 'MINIMAL'")
+        try:
+            cur.execute("UPDATE minimal SET v = v + 1 WHERE id <= 3")
+        finally:
+            cur.execute("SET GLOBAL binlog_row_metadata = 'FULL'")
+        cur.execute("UPDATE full_again SET v = v + 1 WHERE id <= 3")
+    stream_once(pipeline)
+    stopped = stopped_tables(pipeline, DB)
+    assert stopped["full_again"] is None and "binlog_row_metadata" in stopped["minimal"], stopped
+    assert compare_pipeline(pipeline, DB, "full_again") is None
 
 
 def test_a_dbas_partition_maintenance_does_not_stop_the_table(stack, tmp_path_factory):

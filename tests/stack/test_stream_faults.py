@@ -673,30 +673,6 @@ def test_one_reader_and_one_sink_per_pipeline_a_second_refuses_naming_the_holder
     again.release()
 
 
-@pytest.mark.alone  # SET GLOBAL binlog_row_metadata
-def test_rows_without_column_names_stop_their_table_naming_binlog_row_metadata(reseeded, tmp_path_factory):
-    """A DBA sets binlog_row_metadata = MINIMAL after the load: the binlog's rows carry no column names, and
-    matching them to today's columns by position could be wrong. Each table written meanwhile stops naming the
-    setting; none is applied with guessed names."""
-    _, pipeline = _loaded(tmp_path_factory, "metadata")
-    admin = demo.connect(os.environ["SEAM_MYSQL_URL"], DB)
-    admin.autocommit(True)
-    try:
-        with admin.cursor() as cur:
-            cur.execute("SET GLOBAL binlog_row_metadata = 'MINIMAL'")
-            try:
-                cur.execute("UPDATE payments SET amount = amount + 1 WHERE id <= 3")
-            finally:
-                cur.execute("SET GLOBAL binlog_row_metadata = 'FULL'")
-            cur.execute("UPDATE accounts SET balance = balance + 1 WHERE id <= 3")
-        stream_once(pipeline)
-    finally:
-        admin.close()
-    stopped = _stopped(pipeline)
-    assert set(stopped) == {"payments"} and "binlog_row_metadata" in stopped["payments"], stopped
-    _wait_converged(pipeline, 60, tables=["accounts", "audit_log"])
-
-
 def test_a_database_the_binlog_leaves_out_stops_its_tables_and_the_repair_printed_takes_them_up(
     reseeded, tmp_path_factory, monkeypatch
 ):
