@@ -133,6 +133,13 @@ LITERALS = {
     "zero_filled": ("ADD c INT(5) ZEROFILL DEFAULT 42", None),
     "bit_literal": ("ADD c INT DEFAULT b'101'", "cannot reproduce"),  # the reader crashed on it, every table stalled
     "json_default": ("ADD c JSON NOT NULL DEFAULT '{}'", None),  # MariaDB's JSON: LONGTEXT
+    # in single precision, as the rows hold it; the catalog shows 1.23457 and 16777200 (six digits)
+    "float_fractions": ("ADD c FLOAT DEFAULT 1.1, ADD d FLOAT DEFAULT 1.23456789, ADD e FLOAT DEFAULT '-2.5e-3'", None),
+    "float_rounded": (
+        "ADD c FLOAT NOT NULL DEFAULT 16777217, ADD d FLOAT DEFAULT -0.0, ADD e FLOAT DEFAULT 3.4e38",
+        None,
+    ),
+    "float_m_d": ("ADD c FLOAT(7,3) DEFAULT 1.5", "column c"),  # it rounds to 3 digits first: it stops
 }
 
 

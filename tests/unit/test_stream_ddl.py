@@ -4,6 +4,7 @@ anything that changes rows or shape stops the table, index and option changes an
 from __future__ import annotations
 
 import datetime as dt
+import struct
 from dataclasses import replace
 
 import pytest
@@ -825,6 +826,40 @@ def test_an_added_column_the_stream_cannot_fill_exactly_stops(later, now, why):
     assert isinstance(result, str) and why in result, result
 
 
+@pytest.mark.parametrize(
+    "definition, catalog, filled",
+    [  # each checked against MariaDB 10.11: its COLUMN_DEFAULT, and CAST(CAST(c AS DOUBLE) AS CHAR) of a row
+        ("FLOAT DEFAULT 1.1", "1.1", "1.100000023841858"),
+        ("FLOAT DEFAULT 1.23456789", "1.23457", "1.2345678806304932"),
+        ("FLOAT DEFAULT 123456789.5", "123457000", "123456792.0"),
+        ("FLOAT NOT NULL DEFAULT 16777217", "16777200", "16777216.0"),
+        ("FLOAT DEFAULT -2.5e-3", "-0.0025", "-0.0024999999441206455"),
+        ("FLOAT DEFAULT '1e-3'", "0.001", "0.0010000000474974513"),
+        ("FLOAT DEFAULT -0.0", "0", "0"),
+        ("FLOAT DEFAULT .5", "0.5", "0.5"),
+        ("FLOAT DEFAULT 3.4e38", "3.4e38", "3.3999999521443642e+38"),
+    ],
+)
+def test_an_added_floats_rows_get_its_default_in_single_precision(definition, catalog, filled):
+    result = _added_then(("add", "c", ("column", definition)), now=("float", "NOT NULL" not in definition, catalog))
+    assert not isinstance(result, str) and result[2] == {"c": filled}, result
+    single = struct.unpack("<f", struct.pack("<f", float(filled)))[0]
+    assert single == float(filled)  # a single-precision value: PostgreSQL's real reads it back as it is
+
+
+def test_a_float_default_beyond_single_precision_or_from_the_catalog_alone_stops():
+    too_big = fill(Column("c", "float", "float", True), "3.5e38", "FLOAT DEFAULT 3.5e38")
+    assert too_big[0] is None and "cannot reproduce" in (too_big[1] or ""), too_big
+    rounded_first = fill(Column("c", "float", "float(7,3)", True), "1.23456", "FLOAT(7,3) DEFAULT 1.23456")
+    assert rounded_first[0] is None and "cannot reproduce" in (rounded_first[1] or ""), rounded_first
+    # a cut-over's column (nothing declared): MariaDB's catalog shows 1.23457 for the rows' 1.2345678806...
+    now = [*OLD, _col("c", "float", True)]
+    cut_over = followed_columns(
+        OLD, ("id",), swapped_clauses(OLD, now), [(c, None) for c in OLD] + [(now[-1], "1.23457")]
+    )
+    assert isinstance(cut_over, str) and "cannot reproduce" in cut_over, cut_over
+
+
 def _declared(statements, names):
     clauses = composed_clauses([c.name for c in OLD], statements)
     return declared_columns(OLD, ("id",), clauses, names)
@@ -874,7 +909,10 @@ def test_alters_read_late_stop_the_table_when_their_declarations_do_not_say_it_a
         ("DECIMAL(6,2) DEFAULT 1.50", ("decimal(6,2)", "1.50"), True),
         ("ENUM('a','b') DEFAULT 2", ("enum('a','b')", "'b'"), False),  # an index
         ("INT DEFAULT 1.5", ("int(11)", "2"), False),
-        ("FLOAT DEFAULT 0.1", ("float", "0.1"), False),  # stored in single precision
+        ("FLOAT DEFAULT 0.1", ("float", "0.1"), True),  # filled in single precision (below)
+        ("FLOAT DEFAULT 1.23456789", ("float", "1.23457"), True),  # MariaDB shows six digits
+        ("FLOAT DEFAULT 1.23456789", ("float", "'1.2345679'"), True),  # MySQL 8's, quoted by ``mysql_default``
+        ("FLOAT DEFAULT 1.2345", ("float", "1.23457"), False),  # a later default
         ("DOUBLE DEFAULT 0.1", ("double", "0.1"), True),
     ],
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import struct
 from decimal import Decimal
 from typing import Any
 
@@ -26,6 +27,7 @@ _EMPTY_BY_DEFAULT = {
     *("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "set"),
     *("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"),  # BINARY(n): n zero bytes
 }
+_FRACTIONLESS = re.compile(r"[-+]?\d+")
 _TIME_LITERALS = {
     "date": re.compile(r"(\d{4}-\d\d-\d\d)()"),
     "datetime": re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(\d{1,6}))?"),
@@ -60,8 +62,11 @@ def mysql_default(column: Column, value: str | None, extra: str) -> str | None:
 
 def catalog_default(column: Column, value: str | None) -> Any:
     """``literal_default`` of the source's COLUMN_DEFAULT for ``column``; a TIMESTAMP's as a ``SessionTime``
-    (the reader's catalog session is on UTC, which is what the rows store)."""
+    (the reader's catalog session is on UTC, which is what the rows store). A FLOAT's with a fraction is
+    COMPUTED: MariaDB shows six digits (1.23456789 as 1.23457), not the value the rows hold."""
     literal = literal_default(value)
+    if column.data_type == "float" and isinstance(literal, str) and not _FRACTIONLESS.fullmatch(literal):
+        return COMPUTED
     if column.data_type != "timestamp" or not isinstance(literal, str):
         return literal
     try:
@@ -99,9 +104,12 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
 
 def stored_spelling(column: Column, value: Any) -> Any:
     """A literal default as the column stores it: an ENUM's member as defined (the server took 'y' for 'Y'), a
-    SET's members in their defined order, a CHAR without its trailing spaces; COMPUTED when no one member
-    matches (then the stream does not guess). Other values as they are."""
+    SET's members in their defined order, a CHAR without its trailing spaces, a FLOAT's number in single
+    precision (``single_precision``); COMPUTED when no one member matches (then the stream does not guess).
+    Other values as they are."""
     kind = column.data_type
+    if kind == "float" and is_number(value):
+        return single_precision(column, value)
     if not isinstance(value, str) or kind not in ("enum", "set", "char"):
         return value
     if kind == "char":
@@ -112,6 +120,22 @@ def stored_spelling(column: Column, value: Any) -> Any:
     if None in found:
         return COMPUTED
     return found[0] if kind == "enum" else ",".join(m for m in members if m in found)
+
+
+def single_precision(column: Column, number: str) -> Any:
+    """A number as a FLOAT column stores it: read as a double, then rounded to single precision, as the
+    server does (1.1 is 1.100000023841858), in digits that read back as that value. Zero is 0 (the server
+    shows -0 as 0); COMPUTED beyond FLOAT's range, or below zero in an UNSIGNED column (the server refuses
+    both as a default), and a fraction in a FLOAT(M,D), which rounds to D digits first."""
+    if "(" in column.column_type:
+        return number if _FRACTIONLESS.fullmatch(number) else COMPUTED
+    try:
+        stored = struct.unpack("<f", struct.pack("<f", float(number)))[0]
+    except OverflowError:
+        return COMPUTED
+    if stored == 0:
+        return "0"
+    return COMPUTED if column.unsigned and stored < 0 else repr(stored)
 
 
 def _member(members: tuple[str, ...], value: str) -> str | None:
@@ -192,7 +216,7 @@ def _stored_as_written(column: Column, value: Any) -> bool:
         return False
     mantissa, _, exponent = value.lower().partition("e")
     fraction = mantissa.partition(".")[2].rstrip("0")
-    if column.data_type in INTEGER_TYPES or column.data_type == "float":
+    if column.data_type in INTEGER_TYPES:
         return not fraction and not exponent
     if column.data_type == "decimal":
         return not exponent and len(fraction) <= (column.numeric_scale or 0)
@@ -218,6 +242,9 @@ def same_default(declared: Any, catalog: str | None, column: Column) -> bool:
     for theirs in (stored_spelling(column, literal_default(catalog)), catalog):
         if theirs == declared or (is_number(theirs) and is_number(declared) and Decimal(theirs) == Decimal(declared)):
             return True
+        if column.data_type == "float" and is_number(theirs) and is_number(declared):
+            if Decimal(theirs) == Decimal(format(float(declared), ".6g")):
+                return True  # MariaDB shows a FLOAT's default in six digits (1.23456789 as 1.23457)
         if bit_digits(theirs) is not None and bit_digits(theirs) == bit_digits(declared):
             return True  # a BIT's default is shown as b'101', whether declared so or as 5
         if isinstance(theirs, str) and _fraction_padded(theirs) == _fraction_padded(declared):
