@@ -847,6 +847,26 @@ def test_an_added_floats_rows_get_its_default_in_single_precision(definition, ca
     assert single == float(filled)  # a single-precision value: PostgreSQL's real reads it back as it is
 
 
+@pytest.mark.parametrize(
+    "definition, filled",
+    [  # each checked against MariaDB 10.11: the rows the ADD filled, by the independent comparer
+        ("DATETIME DEFAULT '2024-01-01'", "2024-01-01 00:00:00"),
+        ("DATETIME(3) DEFAULT '2024-1-5 10:20'", "2024-01-05 10:20:00"),
+        ("DATETIME(2) DEFAULT '2024-12-31 23:59:59.5'", "2024-12-31 23:59:59.5"),
+        ("TIME DEFAULT '12:00'", "12:00:00"),
+        ("TIME DEFAULT '-838:59'", "-838:59:00"),
+        ("DATE NOT NULL DEFAULT '1999-12-1'", "1999-12-01"),
+        ("DATE DEFAULT '2024-01-05 10:00'", None),  # the server cuts the time off with a note: it stops
+        ("DATETIME DEFAULT '2024-01-01 24:00'", None),  # the server refuses it: never logged
+    ],
+)
+def test_a_looser_spelling_of_a_date_or_time_default_fills_the_value_the_server_stored(definition, filled):
+    column = declared_column("c", ("column", definition))
+    assert column is not None
+    value, why = fill(column, declared_default(("column", definition)), definition)
+    assert value == filled and (why is None) is (filled is not None), (value, why)
+
+
 def test_a_float_default_beyond_single_precision_or_from_the_catalog_alone_stops():
     too_big = fill(Column("c", "float", "float", True), "3.5e38", "FLOAT DEFAULT 3.5e38")
     assert too_big[0] is None and "cannot reproduce" in (too_big[1] or ""), too_big

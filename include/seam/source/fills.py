@@ -28,6 +28,8 @@ _EMPTY_BY_DEFAULT = {
     *("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"),  # BINARY(n): n zero bytes
 }
 _FRACTIONLESS = re.compile(r"[-+]?\d+")
+_LOOSE_DATE = re.compile(r"(\d{4})-(\d\d?)-(\d\d?)(?: (\d\d):(\d\d)(:\d\d(?:\.\d{1,6})?)?)?")
+_LOOSE_TIME = re.compile(r"-?\d{2,3}:\d\d")
 _TIME_LITERALS = {
     "date": re.compile(r"(\d{4}-\d\d-\d\d)()"),
     "datetime": re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(\d{1,6}))?"),
@@ -105,11 +107,13 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
 def stored_spelling(column: Column, value: Any) -> Any:
     """A literal default as the column stores it: an ENUM's member as defined (the server took 'y' for 'Y'), a
     SET's members in their defined order, a CHAR without its trailing spaces, a FLOAT's number in single
-    precision (``single_precision``); COMPUTED when no one member matches (then the stream does not guess).
+    precision (``single_precision``), a DATE, DATETIME or TIME in full (``_time_spelled``); COMPUTED when no one member matches (then the stream does not guess).
     Other values as they are."""
     kind = column.data_type
     if kind == "float" and is_number(value):
         return single_precision(column, value)
+    if kind in ("date", "datetime", "time") and isinstance(value, str):
+        return _time_spelled(kind, value)
     if not isinstance(value, str) or kind not in ("enum", "set", "char"):
         return value
     if kind == "char":
@@ -136,6 +140,23 @@ def single_precision(column: Column, number: str) -> Any:
     if stored == 0:
         return "0"
     return COMPUTED if column.unsigned and stored < 0 else repr(stored)
+
+
+def _time_spelled(kind: str, value: str) -> str:
+    """A DATE, DATETIME or TIME literal spelled as the server stores it, from the looser spellings it reads as
+    the same value: a month or a day in one digit (2024-1-5), a DATETIME without its time or its seconds, a
+    TIME without its seconds (12:00 is 12:00:00). Other spellings as they are (``fill`` then stops unless they
+    are the stored one)."""
+    if kind == "time":
+        return value + ":00" if _LOOSE_TIME.fullmatch(value) else value
+    m = _LOOSE_DATE.fullmatch(value)
+    if m is None:
+        return value
+    year, month, day, hour, minute, rest = m.groups()
+    date = f"{year}-{int(month):02d}-{int(day):02d}"
+    if kind == "date":
+        return value if hour else date  # a time in a DATE's default is cut off with a note: stays as it is
+    return f"{date} {hour or '00'}:{minute or '00'}{rest or ':00'}"
 
 
 def _member(members: tuple[str, ...], value: str) -> str | None:
