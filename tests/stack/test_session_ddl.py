@@ -143,6 +143,7 @@ LITERALS = {
         "ADD f DATETIME(3) DEFAULT '2024-1-5 10:20'",
         None,
     ),
+    "binary_padded": ("ADD c BINARY(4) DEFAULT 'ab', ADD d BINARY(3) NOT NULL DEFAULT 'a b'", None),
     "date_with_a_time": ("ADD c DATE DEFAULT '2024-01-05 10:00'", "date default"),  # cut off, with a note
     "float_m_d": ("ADD c FLOAT(7,3) DEFAULT 1.5", "column c"),  # it rounds to 3 digits first: it stops
 }

@@ -686,7 +686,12 @@ def test_a_not_null_column_added_without_a_default_gets_the_types_implicit_one(d
         ("VARBINARY(8) NOT NULL DEFAULT ''", "varbinary(8)", "''", ""),
         ("BLOB DEFAULT 'xy'", "blob", "'xy'", "eHk="),
         ("VARBINARY(8) DEFAULT 'é'", "varbinary(8)", "'é'", None),  # its bytes: the client's character set's
-        ("BINARY(4) DEFAULT 'ab'", "binary(4)", "'ab\\0\\0'", None),  # padded in the catalog: not as declared
+        (
+            "BINARY(4) DEFAULT 'ab'",
+            "binary(4)",
+            "'ab\\0\\0'",
+            "YWIAAA==",
+        ),  # ab and two zero bytes, as the catalog shows it
     ],
 )
 def test_an_added_bit_or_binary_columns_literal_default_is_followed(definition, column_type, catalog, fill):
@@ -858,9 +863,13 @@ def test_an_added_floats_rows_get_its_default_in_single_precision(definition, ca
         ("DATE NOT NULL DEFAULT '1999-12-1'", "1999-12-01"),
         ("DATE DEFAULT '2024-01-05 10:00'", None),  # the server cuts the time off with a note: it stops
         ("DATETIME DEFAULT '2024-01-01 24:00'", None),  # the server refuses it: never logged
+        ("BINARY(4) DEFAULT 'ab'", "ab\0\0"),  # padded with zero bytes, as the catalog shows it
+        ("BINARY(2) NOT NULL DEFAULT ''", "\0\0"),
+        ("BINARY(2) DEFAULT 'abc'", None),  # refused by the server
+        ("BINARY(4) DEFAULT 'ü'", None),  # its bytes are the session's character set's
     ],
 )
-def test_a_looser_spelling_of_a_date_or_time_default_fills_the_value_the_server_stored(definition, filled):
+def test_a_looser_spelling_or_a_binarys_padding_fills_the_value_the_server_stored(definition, filled):
     column = declared_column("c", ("column", definition))
     assert column is not None
     value, why = fill(column, declared_default(("column", definition)), definition)

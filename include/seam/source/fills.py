@@ -22,7 +22,7 @@ from seam.source.sql_text import UnreadableStatement, literal_value
 # read on the session's clock, ``SessionTime``): a looser spelling or more digits than the column keeps is the
 # server's to read
 _NO_DEFAULT = {"date", "datetime", "timestamp", "time", "bit", "binary", "varbinary", "blob", "json"}
-_BINARIES = {"varbinary", "tinyblob", "blob", "mediumblob", "longblob"}  # BINARY(n): the catalog pads it
+_BINARIES = {"varbinary", "tinyblob", "blob", "mediumblob", "longblob"}  # BINARY(n): padded (``_zero_padded``)
 _EMPTY_BY_DEFAULT = {
     *("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "set"),
     *("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"),  # BINARY(n): n zero bytes
@@ -93,7 +93,7 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
         if value is None:
             return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
         return value, None
-    if column.data_type in _BINARIES and isinstance(value, str) and value.isascii():
+    if column.data_type in (*_BINARIES, "binary") and isinstance(value, str) and value.isascii():
         return value, None  # the same bytes in every client character set
     if value is not None and column.data_type in _NO_DEFAULT and not _stored_time(column, value):
         return None, f"column {column.name} has a {column.data_type} default the stream does not reproduce"
@@ -107,13 +107,16 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
 def stored_spelling(column: Column, value: Any) -> Any:
     """A literal default as the column stores it: an ENUM's member as defined (the server took 'y' for 'Y'), a
     SET's members in their defined order, a CHAR without its trailing spaces, a FLOAT's number in single
-    precision (``single_precision``), a DATE, DATETIME or TIME in full (``_time_spelled``); COMPUTED when no one member matches (then the stream does not guess).
+    precision (``single_precision``), a DATE, DATETIME or TIME in full (``_time_spelled``), an ASCII BINARY(n)'s
+    padded with zero bytes to n; COMPUTED when no one member matches (then the stream does not guess).
     Other values as they are."""
     kind = column.data_type
     if kind == "float" and is_number(value):
         return single_precision(column, value)
     if kind in ("date", "datetime", "time") and isinstance(value, str):
         return _time_spelled(kind, value)
+    if kind == "binary" and isinstance(value, str) and value.isascii():
+        return _zero_padded(column, value)
     if not isinstance(value, str) or kind not in ("enum", "set", "char"):
         return value
     if kind == "char":
@@ -157,6 +160,13 @@ def _time_spelled(kind: str, value: str) -> str:
     if kind == "date":
         return value if hour else date  # a time in a DATE's default is cut off with a note: stays as it is
     return f"{date} {hour or '00'}:{minute or '00'}{rest or ':00'}"
+
+
+def _zero_padded(column: Column, value: str) -> Any:
+    """An ASCII literal as a BINARY(n) keeps it, n bytes (``'ab'`` is ``'ab\\0\\0'`` in a BINARY(4), as the
+    catalog shows it); COMPUTED when longer (the server refuses it)."""
+    size = int((re.findall(r"\d+", column.column_type) or ["1"])[0])
+    return value.ljust(size, "\0") if len(value) <= size else COMPUTED
 
 
 def _member(members: tuple[str, ...], value: str) -> str | None:
