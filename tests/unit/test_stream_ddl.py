@@ -335,13 +335,29 @@ def _col(name: str, column_type: str, nullable: bool = True) -> Column:
         ("binary(4)", "binary(8)", False),  # the source pads every stored value with zero bytes
         ("varbinary(4)", "varbinary(8)", True),
         ("decimal(10,2)", "decimal(14,2)", True),
-        ("decimal(10,2)", "decimal(14,4)", False),  # the scale rewrites the values
+        ("decimal(10,2)", "decimal(14,4)", True),  # as many digits before the point: 12.34 is 12.3400
+        ("decimal(10,2)", "decimal(12,4)", True),
+        ("decimal(10,2)", "decimal(11,4)", False),  # 99999999.99 has 8 digits before the point
+        ("decimal(10,4)", "decimal(12,2)", False),  # rounded
+        ("varchar(20)", "text", True),
+        ("varchar(63)", "tinytext", True),  # 63 characters of up to 4 bytes: 252 of TINYTEXT's 255
+        ("varchar(64)", "tinytext", False),
+        ("varchar(20000)", "text", False),
+        ("varchar(20000)", "mediumtext", True),
+        ("varbinary(255)", "tinyblob", True),
+        ("varbinary(256)", "tinyblob", False),
+        ("varbinary(4)", "text", False),
+        ("varchar(4)", "blob", False),
+        ("char(4)", "text", False),  # trailing spaces: the session's sql_mode decides
         ("text", "mediumtext", True),
         ("blob", "tinyblob", False),
         ("enum('a','b')", "enum('a','b','c')", True),
         ("enum('a','b')", "enum('c','a','b')", False),  # the stored indexes move
         ("set('x')", "set('x','y')", True),
-        ("float", "double", False),
+        ("float", "double", True),  # the single-precision value, as it is (MariaDB 10.11: 1.1 is 1.100000023841858)
+        ("float", "double(10,2)", False),  # rounded to 2 digits
+        ("float", "double unsigned", False),
+        ("float unsigned", "double", True),
         ("datetime", "timestamp", False),
         # as a statement declares it and as MariaDB's catalog shows it: the same type
         ("year", "year(4)", True),
@@ -352,6 +368,16 @@ def _col(name: str, column_type: str, nullable: bool = True) -> Column:
 )
 def test_what_is_a_widening(old, new, follows):
     assert (widening(_col("c", old), _col("c", new)) is None) is follows
+
+
+@pytest.mark.parametrize(
+    "kind, old, new, follows",
+    [("datetime", 0, 3, True), ("timestamp", 0, 6, True), ("time", 2, 2, True), ("time", 3, 1, False)],
+)
+def test_more_fractional_digits_are_a_widening(kind, old, new, follows):
+    before = Column("c", kind, f"{kind}({old})" if old else kind, True, None, old)
+    after = Column("c", kind, f"{kind}({new})", True, None, new)
+    assert (widening(before, after) is None) is follows
 
 
 def test_not_null_added_is_not_followed_null_allowed_is():

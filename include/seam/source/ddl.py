@@ -253,6 +253,11 @@ def _alter(rest: str, mine: bool, me: tuple[str, str], name_at) -> tuple[str, An
 
 _TEXTS = ["tinytext", "text", "mediumtext", "longtext"]
 _BLOBS = ["tinyblob", "blob", "mediumblob", "longblob"]
+# bytes each holds: a VARCHAR(n) fits whole in one of n * 4 bytes (utf8mb4's widest), a VARBINARY(n) in n
+_CAPACITY = {
+    **dict(zip(_TEXTS, (255, 65_535, 16_777_215, 4_294_967_295))),
+    **dict(zip(_BLOBS, (255, 65_535, 16_777_215, 4_294_967_295))),
+}
 _COMPUTED = COMPUTED
 
 
@@ -283,12 +288,20 @@ def widening(old: Column, new: Column) -> str | None:
             return None
     elif a == b == "decimal" and same_sign:
         (p, s), (p2, s2) = (_numbers(old) + [0, 0])[:2], (_numbers(new) + [0, 0])[:2]
-        if s2 == s and p2 >= p:
+        if s2 >= s and p2 - s2 >= p - s:  # as many digits before the point, and as many or more after it
             return None
     elif (a in _TEXTS and b in _TEXTS and _TEXTS.index(b) >= _TEXTS.index(a)) or (
         a in _BLOBS and b in _BLOBS and _BLOBS.index(b) >= _BLOBS.index(a)
     ):
         return None
+    elif a in ("varchar", "varbinary") and b in _CAPACITY:  # to a TEXT or a BLOB that holds it all
+        if (b in _TEXTS) == (a == "varchar") and _CAPACITY[b] >= _numbers(old)[0] * (4 if a == "varchar" else 1):
+            return None
+    elif a == b and a in ("datetime", "timestamp", "time"):  # more fractional digits: zeros appended
+        if (new.datetime_precision or 0) >= (old.datetime_precision or 0):
+            return None
+    elif a == "float" and b == "double" and "(" not in new.column_type and (old.unsigned or not new.unsigned):
+        return None  # the server copies the single-precision value as it is (1.1 is 1.100000023841858)
     elif a == b and a in ("enum", "set") and new.members[: len(old.members)] == old.members:
         return None
     return f"column {new.name} changed from {old.column_type} to {new.column_type}, which is not a widening"
