@@ -18,9 +18,9 @@ from seam.source.declared import COMPUTED, BitLiteral, Now, NumberLiteral, Sessi
 from seam.source.sql_text import UnreadableStatement, literal_value
 
 # added columns whose default the stream does not turn into a target value (they stop the table), but for a
-# DATE, DATETIME, TIME or TIMESTAMP literal spelled as the server stores it (``_TIME_LITERALS``; a TIMESTAMP's
-# read on the session's clock, ``SessionTime``): a looser spelling or more digits than the column keeps is the
-# server's to read
+# DATE, DATETIME, TIME or TIMESTAMP literal spelled as the server stores it (``_TIME_LITERALS``, after
+# ``_time_spelled``; a TIMESTAMP's read on the session's clock, ``SessionTime``) and an ASCII binary one: another
+# spelling, or more digits than the column keeps, is the server's to read
 _NO_DEFAULT = {"date", "datetime", "timestamp", "time", "bit", "binary", "varbinary", "blob", "json"}
 _BINARIES = {"varbinary", "tinyblob", "blob", "mediumblob", "longblob"}  # BINARY(n): padded (``_zero_padded``)
 _EMPTY_BY_DEFAULT = {
