@@ -252,3 +252,54 @@ def test_alter_ignore_that_adds_a_unique_key_stops_its_table(stack, tmp_path_fac
     stopped = stopped_tables(pipeline, db)
     assert "ALTER IGNORE TABLE" in (stopped["deduplicated"] or ""), stopped
     assert stopped["indexed"] is None and compare_pipeline(pipeline, db, "indexed") is None
+
+
+FIXED_TO_VARYING = {
+    "to_varchar": ("", "MODIFY c VARCHAR(8)", None),
+    "to_text": ("", "MODIFY c TEXT, MODIFY b TINYBLOB", None),
+    "binary_varying": ("", "CHANGE b b2 VARBINARY(4)", None),  # its zero bytes stay
+    "padded": ("PAD_CHAR_TO_FULL_LENGTH", "MODIFY c VARCHAR(8)", "PAD_CHAR_TO_FULL_LENGTH"),
+    "padded_text": ("PAD_CHAR_TO_FULL_LENGTH", "MODIFY c TINYTEXT", "PAD_CHAR_TO_FULL_LENGTH"),
+    "padded_others": ("PAD_CHAR_TO_FULL_LENGTH", "MODIFY c CHAR(8), MODIFY b VARBINARY(8)", None),
+}
+
+
+@pytest.mark.parametrize("row_between", [False, True])
+def test_a_char_made_a_varchar_keeps_its_values_unless_the_alters_session_padded_them(
+    stack, tmp_path_factory, row_between
+):
+    """MariaDB and MySQL read a CHAR without its trailing spaces, and a CHAR made a VARCHAR or TEXT keeps its
+    values so; under PAD_CHAR_TO_FULL_LENGTH the ALTER's session read them padded to the CHAR's length and the
+    VARCHAR kept them padded: the table stops. A BINARY keeps its zero bytes in a VARBINARY or BLOB."""
+    db = f"fixed_to_varying_{int(row_between)}"
+    fresh_database(
+        db,
+        *(
+            statement
+            for table in FIXED_TO_VARYING
+            for statement in (
+                f"CREATE TABLE {db}.{table} (id INT PRIMARY KEY, a INT, c CHAR(5), b BINARY(4))",
+                f"INSERT INTO {db}.{table} VALUES (1, 1, 'ab  ', 'x'), (2, 2, '', ''), (3, 3, ' a', NULL)",
+            )
+        ),
+    )
+    tables = [{"name": f"{db}.{t}", "key": ["id"]} for t in FIXED_TO_VARYING]
+    _, pipeline = loaded(tmp_path_factory, f"fixed_to_varying_{row_between}", tables)
+    stream_once(pipeline)
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
+    conn.autocommit(True)
+    with conn.cursor() as cur:
+        for table, (mode, clauses, _) in FIXED_TO_VARYING.items():
+            cur.execute("SET sql_mode = %s", (mode,))
+            cur.execute(f"ALTER TABLE {table} {clauses}")
+            cur.execute("SET sql_mode = DEFAULT")
+            if row_between:
+                cur.execute(f"INSERT INTO {table} (id, a) VALUES (4, 4)")
+    stream_once(pipeline)
+
+    stopped = stopped_tables(pipeline, db)
+    for table, (_, _, stop) in FIXED_TO_VARYING.items():
+        if stop:
+            assert stop in (stopped[table] or ""), (table, stopped[table])
+        else:
+            assert stopped[table] is None and compare_pipeline(pipeline, db, table) is None, (table, stopped[table])

@@ -348,7 +348,18 @@ def _col(name: str, column_type: str, nullable: bool = True) -> Column:
         ("varbinary(256)", "tinyblob", False),
         ("varbinary(4)", "text", False),
         ("varchar(4)", "blob", False),
-        ("char(4)", "text", False),  # trailing spaces: the session's sql_mode decides
+        ("char(4)", "text", True),  # without its trailing spaces, as read (unless the ALTER's session padded them)
+        ("char(64)", "tinytext", False),
+        ("char(5)", "varchar(5)", True),
+        ("char", "varchar(1)", True),
+        ("char(5)", "varchar(4)", False),
+        ("varchar(5)", "char(5)", False),  # the server drops trailing spaces
+        ("binary(4)", "varbinary(4)", True),  # with its zero bytes
+        ("binary(4)", "tinyblob", True),
+        ("binary(4)", "varbinary(3)", False),
+        ("varbinary(4)", "binary(4)", False),  # padded
+        ("binary(4)", "varchar(4)", False),
+        ("char(4)", "varbinary(4)", False),
         ("text", "mediumtext", True),
         ("blob", "tinyblob", False),
         ("enum('a','b')", "enum('a','b','c')", True),
@@ -491,9 +502,9 @@ def test_a_column_dropped_and_added_again_is_not_followed_as_the_same_column():
         (("column", "tinyint(1) DEFAULT TRUE"), "1"),
         (("column", "int NULL DEFAULT NULL"), None),
         (("column", "int"), None),
-        (("column", "datetime DEFAULT CURRENT_TIMESTAMP"), Now(0, False)),
+        (("column", "datetime DEFAULT CURRENT_TIMESTAMP"), Now(None, False)),
         (("column", "datetime(6) DEFAULT now(3) ON UPDATE now(3)"), Now(3, False)),
-        (("column", "date DEFAULT (CURRENT_DATE)"), Now(0, True)),
+        (("column", "date DEFAULT (CURRENT_DATE)"), Now(None, True)),
         (("column", "BIT(3) NOT NULL DEFAULT b'101'"), "b'101'"),
         (("column", "BIT(3) DEFAULT 0b11"), "b'11'"),
         (("column", "BIT(3) DEFAULT b'12'"), _COMPUTED),
@@ -551,7 +562,15 @@ AT = Instant(dt.datetime(2026, 11, 29, 17, 14, 44, 630316), dt.datetime(2026, 11
         ("DATETIME DEFAULT NOW()", ("datetime", 0), "current_timestamp()", "2026-11-29T22:44:44.000000"),
         ("DATE DEFAULT (CURRENT_DATE)", ("date", None), "curdate()", "2026-11-29"),
         ("DATE DEFAULT CURRENT_TIMESTAMP", ("date", None), "current_timestamp()", None),  # not what MariaDB stores
-        ("DATETIME DEFAULT NOW()", ("datetime", 0), "current_timestamp(6)", None),  # a later change came first
+        # no digits named: the column's (MariaDB shows current_timestamp(2); it filled .63, not .00)
+        (
+            "DATETIME(2) DEFAULT CURRENT_TIMESTAMP",
+            ("datetime(2)", 2),
+            "current_timestamp(2)",
+            "2026-11-29T22:44:44.630000",
+        ),
+        ("DATETIME(3) DEFAULT NOW(3)", ("datetime(3)", 3), "CURRENT_TIMESTAMP(3)", "2026-11-29T22:44:44.630000"),
+        ("DATETIME(3) DEFAULT NOW()", ("datetime(3)", 3), "current_timestamp(2)", None),  # a later change came first
     ],
 )
 def test_an_added_columns_rows_get_the_time_of_the_statement_that_added_it(definition, column, catalog, fill):

@@ -261,8 +261,20 @@ _CAPACITY = {
 _COMPUTED = COMPUTED
 
 
+# a CHAR's or BINARY's values as a VARCHAR or VARBINARY (or a TEXT or BLOB) keeps them: MariaDB and MySQL read a
+# CHAR without its trailing spaces (unless the ALTER's session pads them: seam.source.stream_ddl), a BINARY with
+# its zero bytes
+_VARYING = {"char": "varchar", "binary": "varbinary"}
+_STRINGS = ("varchar", "char", "varbinary", "binary")
+
+
 def _numbers(column: Column) -> list[int]:
     return [int(n) for n in re.findall(r"\d+", column.column_type.split(")")[0])]
+
+
+def _length(column: Column) -> int:
+    """A string column's declared length (``char`` alone is one)."""
+    return (_numbers(column) or [1])[0]
 
 
 def widening(old: Column, new: Column) -> str | None:
@@ -286,6 +298,9 @@ def widening(old: Column, new: Column) -> str | None:
     elif a == b and a in ("varchar", "char", "varbinary"):
         if _numbers(new) >= _numbers(old):
             return None
+    elif _VARYING.get(a) == b:  # values as the column returned them: a CHAR's without its trailing spaces
+        if _length(new) >= _length(old):
+            return None
     elif a == b == "decimal" and same_sign:
         (p, s), (p2, s2) = (_numbers(old) + [0, 0])[:2], (_numbers(new) + [0, 0])[:2]
         if s2 >= s and p2 - s2 >= p - s:  # as many digits before the point, and as many or more after it
@@ -294,8 +309,9 @@ def widening(old: Column, new: Column) -> str | None:
         a in _BLOBS and b in _BLOBS and _BLOBS.index(b) >= _BLOBS.index(a)
     ):
         return None
-    elif a in ("varchar", "varbinary") and b in _CAPACITY:  # to a TEXT or a BLOB that holds it all
-        if (b in _TEXTS) == (a == "varchar") and _CAPACITY[b] >= _numbers(old)[0] * (4 if a == "varchar" else 1):
+    elif a in _STRINGS and b in _CAPACITY:  # to a TEXT or a BLOB that holds it all
+        text = a in ("varchar", "char")
+        if (b in _TEXTS) == text and _CAPACITY[b] >= _length(old) * (4 if text else 1):
             return None
     elif a == b and a in ("datetime", "timestamp", "time"):  # more fractional digits: zeros appended
         if (new.datetime_precision or 0) >= (old.datetime_precision or 0):

@@ -72,9 +72,11 @@ class BitLiteral(str):
 @dataclass(frozen=True)
 class Now:
     """A default of the statement's time (``CURRENT_TIMESTAMP(n)``, ``NOW()``, ``(CURRENT_DATE)``): one value
-    for every row there, that of the statement that added the column (``at``, stamped on its declaration)."""
+    for every row there, that of the statement that added the column (``at``, stamped on its declaration).
+    ``precision`` None: the function names no digits, and as a default it keeps the column's (MariaDB shows
+    ``DATETIME(2) DEFAULT NOW()`` as ``current_timestamp(2)``; MySQL 8 refuses digits other than the column's)."""
 
-    precision: int
+    precision: int | None
     date_only: bool
     at: Instant | None = field(default=None, compare=False)
 
@@ -182,7 +184,8 @@ def now_default(catalog: str | None) -> Now | None:
 
 
 def _now(match: re.Match, at: Instant | None) -> Now:
-    return Now(int(match.group(2) or match.group(3) or 0), match.group(4) is not None, at)
+    digits = match.group(2) or match.group(3)
+    return Now(int(digits) if digits else None, match.group(4) is not None, at)
 
 
 def declared_column(name: str, declared: tuple[str, str]) -> Column | None:
@@ -337,6 +340,7 @@ def _unquoted(name: str) -> str:
 # ---------------------------------------------------------- a session's sql_mode ----
 
 EMPTY_STRING_IS_NULL, ORACLE = 1 << 32, 0x200  # MariaDB's sql_mode bits, as the binlog logs them
+PAD_CHAR_TO_FULL_LENGTH = 1 << 31  # MariaDB's and MySQL's
 # what a type named in an ORACLE-mode statement is (each checked against MariaDB 10.11's catalog)
 _ORACLE_TYPES = {"date": "DATETIME", "blob": "LONGBLOB", "clob": "LONGTEXT", "raw": "VARBINARY", "varchar2": "VARCHAR"}
 

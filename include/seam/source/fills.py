@@ -208,7 +208,7 @@ def _statement_time(column: Column, now: Now, said: Any) -> tuple[Any, str | Non
     a DATETIME's on its session's wall clock, a TIMESTAMP's in UTC (as Seam records it), truncated to the
     function's and the column's digits (the server truncates), a DATE's from CURRENT_DATE."""
     kind, at = column.data_type, now.at
-    digits = min(now.precision, column.datetime_precision or 0)
+    digits = _time_digits(now, column)
     fits = kind == "date" if now.date_only else kind in ("datetime", "timestamp")
     if at is None or not fits or (digits and not at.exact_fraction):
         return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
@@ -217,6 +217,11 @@ def _statement_time(column: Column, now: Now, said: Any) -> tuple[Any, str | Non
         return value.date().isoformat(), None
     unit = 10 ** (6 - digits)
     return value.replace(microsecond=value.microsecond // unit * unit).isoformat(sep=" "), None
+
+
+def _time_digits(now: Now, column: Column) -> int:
+    """The fractional digits the rows got from a ``Now`` default: the function's, at most the column's."""
+    return min(6 if now.precision is None else now.precision, column.datetime_precision or 0)
 
 
 def _stored_time(column: Column, value: str) -> bool:
@@ -259,8 +264,13 @@ def same_default(declared: Any, catalog: str | None, column: Column) -> bool:
     ``column`` (the catalog shows an ENUM's or SET's default as the column stores it)."""
     if catalog is None or catalog.upper() == "NULL" or declared is None:
         return declared is None and (catalog is None or catalog.upper() == "NULL")
-    if isinstance(declared, Now):
-        return declared == now_default(catalog)
+    if isinstance(declared, Now):  # MariaDB shows NOW() of a DATETIME(2) as current_timestamp(2)
+        theirs = now_default(catalog)
+        return (
+            theirs is not None
+            and theirs.date_only == declared.date_only
+            and _time_digits(theirs, column) == _time_digits(declared, column)
+        )
     if column.data_type == "timestamp" and isinstance(declared, str):  # the same instant (a session's spelling)
         theirs = catalog_default(column, catalog)
         if not isinstance(declared, SessionTime) or not isinstance(theirs, SessionTime):  # a zero timestamp

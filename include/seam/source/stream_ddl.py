@@ -31,8 +31,10 @@ from seam.source.ddl import (
     swapped_clauses,
 )
 from seam.source.declared import (
+    PAD_CHAR_TO_FULL_LENGTH,
     Instant,
     StatementClock,
+    declared_column,
     declares_json,
     json_as_longtext,
     settled_for_mode,
@@ -81,8 +83,8 @@ def follow_statement(
             if declares_json(read_as) and is_mariadb(source()):
                 read_as = json_as_longtext(read_as)
             settled = settled_timestamps(read_as, statement.explicit_timestamps, followed.schema.columns)
-            if isinstance(settled, str):
-                _stop(chains, publisher, followed, statement, settled)
+            if isinstance(settled, str) or (padded := _padded_chars(followed, settled, statement.sql_mode)):
+                _stop(chains, publisher, followed, statement, settled if isinstance(settled, str) else padded)
                 continue
             clauses = _stamped(source, statement, settled)
             _follow_alters(chains, source, publisher, followed, [*earlier, (statement, clauses)])
@@ -158,6 +160,26 @@ def follow_declared(
     followed.pending = []
     _publish_change(chains, publisher, followed, change, "alter (as its statements declared)", statement.position)
     return True
+
+
+def _padded_chars(followed: Followed, clauses: list[tuple], sql_mode: int | None) -> str | None:
+    """Why an ALTER run under ``PAD_CHAR_TO_FULL_LENGTH`` cannot be followed: that session read a CHAR's values
+    padded with spaces to its length, so a CHAR made a VARCHAR or TEXT (a widening otherwise,
+    ``seam.source.ddl.widening``) kept them padded. None when it changes no CHAR (or one the ALTERs waiting
+    before it may have made one) into another type."""
+    if not (sql_mode or 0) & PAD_CHAR_TO_FULL_LENGTH:
+        return None
+    chars = {c.name.lower() for c in followed.schema.columns if c.data_type == "char"}
+    chars |= {n.lower() for _, waiting in followed.pending for c in waiting for n in c[1:3] if isinstance(n, str)}
+    for clause in clauses:
+        if clause[0].rstrip("?") not in ("modify", "change") or clause[1].lower() not in chars:
+            continue
+        declared = [declared_column(clause[1], d) for d in clause[2:] if isinstance(d, tuple) and d[0] == "column"]
+        if not declared or declared[-1] is None or declared[-1].data_type != "char":
+            return (
+                f"column {clause[1]} changed from CHAR under sql_mode PAD_CHAR_TO_FULL_LENGTH: its values were padded"
+            )
+    return None
 
 
 def _stamped(source: Callable[[], Any], statement: Statement, clauses: list[tuple]) -> list[tuple]:
