@@ -255,12 +255,23 @@ def test_alter_ignore_that_adds_a_unique_key_stops_its_table(stack, tmp_path_fac
 
 
 FIXED_TO_VARYING = {
-    "to_varchar": ("", "MODIFY c VARCHAR(8)", None),
-    "to_text": ("", "MODIFY c TEXT, MODIFY b TINYBLOB", None),
-    "binary_varying": ("", "CHANGE b b2 VARBINARY(4)", None),  # its zero bytes stay
-    "padded": ("PAD_CHAR_TO_FULL_LENGTH", "MODIFY c VARCHAR(8)", "PAD_CHAR_TO_FULL_LENGTH"),
-    "padded_text": ("PAD_CHAR_TO_FULL_LENGTH", "MODIFY c TINYTEXT", "PAD_CHAR_TO_FULL_LENGTH"),
-    "padded_others": ("PAD_CHAR_TO_FULL_LENGTH", "MODIFY c CHAR(8), MODIFY b VARBINARY(8)", None),
+    "to_varchar": ("", ["MODIFY c VARCHAR(8)"], None),
+    "to_text": ("", ["MODIFY c TEXT, MODIFY b TINYBLOB"], None),
+    "binary_varying": ("", ["CHANGE b b2 VARBINARY(4)"], None),  # its zero bytes stay
+    "padded": ("PAD_CHAR_TO_FULL_LENGTH", ["MODIFY c VARCHAR(8)"], "PAD_CHAR_TO_FULL_LENGTH"),
+    "padded_text": ("PAD_CHAR_TO_FULL_LENGTH", ["MODIFY c TINYTEXT"], "PAD_CHAR_TO_FULL_LENGTH"),
+    "padded_others": ("PAD_CHAR_TO_FULL_LENGTH", ["MODIFY c CHAR(8), MODIFY b VARBINARY(8)"], None),
+    # added, then widened before the reader came: the rows keep the ADD's fill (they were given the widened
+    # column's: NULL for a NOT NULL INT made a BIGINT, six digits of the ALTER's time for two)
+    "added_widened": (
+        "",
+        [
+            "ADD n INT NOT NULL, ADD z BINARY(3) NOT NULL, ADD p CHAR(4) DEFAULT 'ab  ', ADD f FLOAT DEFAULT 1.1, "
+            "ADD t DATETIME(2) DEFAULT CURRENT_TIMESTAMP",
+            "MODIFY n BIGINT, MODIFY z BLOB, MODIFY p VARCHAR(8), MODIFY f DOUBLE, MODIFY t DATETIME(6)",
+        ],
+        None,
+    ),
 }
 
 
@@ -289,9 +300,10 @@ def test_a_char_made_a_varchar_keeps_its_values_unless_the_alters_session_padded
     conn = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
     conn.autocommit(True)
     with conn.cursor() as cur:
-        for table, (mode, clauses, _) in FIXED_TO_VARYING.items():
+        for table, (mode, alters, _) in FIXED_TO_VARYING.items():
             cur.execute("SET sql_mode = %s", (mode,))
-            cur.execute(f"ALTER TABLE {table} {clauses}")
+            for alter in alters:
+                cur.execute(f"ALTER TABLE {table} {alter}")
             cur.execute("SET sql_mode = DEFAULT")
             if row_between:
                 cur.execute(f"INSERT INTO {table} (id, a) VALUES (4, 4)")

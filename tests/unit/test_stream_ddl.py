@@ -13,6 +13,7 @@ from seam.core.schema import Column
 from seam.source.binlog import query_kind, xid_text
 from seam.source.ddl import (
     _COMPUTED,
+    LATER_CHANGE,
     composed_clauses,
     ddl_effect,
     declared_columns,
@@ -585,6 +586,52 @@ def test_an_added_columns_rows_get_the_time_of_the_statement_that_added_it(defin
     assert normalize(added, result[2]["c"]) == fill
     unstamped = followed_columns(OLD, ("id",), [("add", "c", ("column", definition))], now)
     assert isinstance(unstamped, str) and "cannot reproduce" in unstamped  # no time, no guess
+
+
+@pytest.mark.parametrize(
+    "added, widened, final, catalog, fill",
+    [  # what MariaDB 10.11 stored (its own test: SELECT after both ALTERs)
+        ("INT NOT NULL", "BIGINT", _col("c", "bigint(20)"), None, 0),  # NULL allowed later: the rows kept 0
+        ("BINARY(4) NOT NULL", "BLOB", _col("c", "blob"), None, b"\0\0\0\0"),  # a BINARY's zero bytes
+        ("BINARY(4) DEFAULT 'ab'", "VARBINARY(8)", _col("c", "varbinary(8)"), None, b"ab\0\0"),
+        ("CHAR(4) DEFAULT 'ab  '", "VARCHAR(8) DEFAULT 'ab  '", _col("c", "varchar(8)"), "'ab  '", "ab"),
+        ("FLOAT DEFAULT 1.1", "DOUBLE DEFAULT 1.1", _col("c", "double"), "1.1", 1.100000023841858),
+        (
+            "DATETIME(2) DEFAULT CURRENT_TIMESTAMP",
+            "DATETIME(6) DEFAULT CURRENT_TIMESTAMP(6)",
+            Column("c", "datetime", "datetime(6)", True, None, 6),
+            "current_timestamp(6)",
+            "2026-11-29T22:44:44.630000",  # the ADD's two digits
+        ),
+    ],
+)
+def test_an_added_column_widened_before_the_reader_came_keeps_the_adds_fill(added, widened, final, catalog, fill):
+    """ADD then MODIFY with no row between: the rows got the ADD's fill, which the widening kept (the fill
+    was taken from the widened column: NULL for INT NOT NULL made BIGINT, six digits of the ALTER's time)."""
+    clauses = composed_clauses(
+        ["id", "amount", "memo"], [[("add", "c", ("column", added, AT))], [("modify", "c", ("column", widened))]]
+    )
+    now = [(c, None) for c in OLD] + [(final, catalog)]
+    result = followed_columns(OLD, ("id",), clauses, now)
+    assert not isinstance(result, str), result
+    if isinstance(fill, bytes):
+        fill = normalize(final, fill)  # as Seam records bytes
+    assert normalize(final, result[2]["c"]) == fill
+    order = ["id", "amount", "memo", "c"]
+    declared = declared_columns(OLD, ("id",), clauses, order)  # a row came between: the statements alone
+    assert not isinstance(declared, str), declared
+    assert normalize(final, declared[2]["c"]) == fill
+    # the ADD read alone, the source already showing the widened column: the ADD's fill, or it waits
+    alone = followed_columns(OLD, ("id",), [("add", "c", ("column", added, AT))], now)
+    assert (LATER_CHANGE in alone) if isinstance(alone, str) else normalize(final, alone[2]["c"]) == fill, alone
+
+
+def test_an_added_column_of_a_type_not_read_from_statements_keeps_its_adds_null_or_not():
+    """FLOAT(7,3) NOT NULL (a type the stream takes from the source's catalog) read when the source already
+    shows it widened to a DOUBLE that allows NULL: the rows hold 0, not NULL."""
+    now = [(c, None) for c in OLD] + [(_col("c", "double"), None)]
+    result = followed_columns(OLD, ("id",), [("add", "c", ("column", "FLOAT(7,3) NOT NULL"))], now)
+    assert not isinstance(result, str) and result[2] == {"c": "0"}, result
 
 
 def _added_alone(definition: str, added: Column, catalog: str | None):

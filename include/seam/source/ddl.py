@@ -38,7 +38,7 @@ from dataclasses import replace
 from typing import Any
 
 from seam.core.schema import INTEGER_TYPES, Column
-from seam.source.declared import COMPUTED, declared_column, declared_default
+from seam.source.declared import COMPUTED, declared_column, declared_default, declared_nullable
 from seam.source.fills import catalog_default, fill, same_default
 from seam.source.sql_text import UnreadableStatement, plain_statement
 
@@ -496,8 +496,8 @@ def declared_columns(
         why = _rewrites(declared if kind == "add" else [before[name], *declared])
         if why:
             return why
-        if kind == "add":
-            value, why = fill(declared[-1], declared_default(said[0]), said[0][1])
+        if kind == "add":  # the rows got the ADD's fill, which the widenings after it kept
+            value, why = fill(declared[0], declared_default(said[0]), said[0][1])
             if why:
                 return why
             defaults[new] = value
@@ -549,7 +549,15 @@ def _added_value(column: Column, default: str | None, declared: list[tuple]) -> 
             return None, f"added, then {why}"
         if columns and widening(columns[-1], column):
             return None, f"column {column.name} was declared {columns[-1].column_type}: {LATER_CHANGE}"
-        filled = fill(column, value, declared[0][1])  # one the stream does not reproduce: the server read it otherwise
+        # the rows got the ADD's fill, which later widenings kept, whether read yet or not (INT NOT NULL made
+        # BIGINT NULL: 0, not NULL; FLOAT made DOUBLE: single precision; DATETIME(2) made (6): two digits)
+        types = [d for d in declared if d[0] == "column"]  # the ADD's, then each MODIFY's or CHANGE's
+        added = declared_column(column.name, types[0]) if types else column
+        if added is None and len(types) > 1:
+            return None, f"column {column.name} is added with a type the stream does not read from a statement"
+        if added is None:  # a type not read from a statement (FLOAT(7,3)): the source's, NULL as the ADD said
+            added = replace(column, nullable=declared_nullable(types[0]))
+        filled = fill(added, value, declared[0][1])  # one the stream does not reproduce: the server read it otherwise
         if filled[1] is None and not same_default(declared_default(declared[-1]), default, column):
             return None, f"column {column.name}'s default is not the one its last ALTER declared: {LATER_CHANGE}"
         return filled

@@ -218,8 +218,13 @@ def declared_column(name: str, declared: tuple[str, str]) -> Column | None:
     flags = ["unsigned"] * unsigned + ["zerofill"] * ("zerofill" in flags)  # in the catalog's order
     column_type = base + args + "".join(f" {f}" for f in flags)
     rest, _ = _masked(text[m.end() :])
-    nullable = not re.search(r"\bNOT\s+NULL\b|\bPRIMARY\s+KEY\b|\bSERIAL\b", rest, re.I)
-    return Column(name, base, column_type, nullable, scale, precision, _charset(rest))
+    return Column(name, base, column_type, declared_nullable(declared), scale, precision, _charset(rest))
+
+
+def declared_nullable(declared: tuple) -> bool:
+    """Whether a column definition allows NULL: no NOT NULL, PRIMARY KEY or SERIAL outside its strings."""
+    rest, _ = _masked(declared[1])
+    return not re.search(r"\bNOT\s+NULL\b|\bPRIMARY\s+KEY\b|\bSERIAL\b", rest, re.I)
 
 
 def _charset(attributes: str) -> str | None:

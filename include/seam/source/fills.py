@@ -82,8 +82,8 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
     if isinstance(value, Now):
         return _statement_time(column, value, said)
     implicit = implicit_default(column)  # NOT NULL and no DEFAULT (DEFAULT NULL would have been refused)
-    if value is None and not column.nullable and implicit is not None:
-        return implicit, None
+    if value is None and not column.nullable and implicit is not None:  # a BINARY(n)'s n zero bytes, in a BLOB too
+        return (_zero_padded(column, implicit) if column.data_type == "binary" else implicit), None
     written = _stored_as_written(column, value)
     value = stored_spelling(column, value)
     if value is COMPUTED or (value is None and not column.nullable) or not written:
