@@ -51,6 +51,16 @@ TYPES = [
     "SMALLINT UNSIGNED",
     "TINYTEXT",
     "CHAR(3) CHARACTER SET ascii",
+    # wider kinds of the above, so that a random MODIFY is often a widening the stream follows
+    "VARCHAR(40)",
+    "CHAR(8)",
+    "VARBINARY(16)",
+    "MEDIUMTEXT",
+    "LONGBLOB",
+    "DECIMAL(12,5)",
+    "DATETIME(6)",
+    "TIME(4)",
+    "TIMESTAMP(6)",
 ]
 LITERALS = [
     "'a\\0b'",  # a NUL, which PostgreSQL's text cannot hold

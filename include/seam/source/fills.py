@@ -107,12 +107,12 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
 def stored_spelling(column: Column, value: Any) -> Any:
     """A literal default as the column stores it: an ENUM's member as defined (the server took 'y' for 'Y'), a
     SET's members in their defined order, a CHAR without its trailing spaces, a FLOAT's number in single
-    precision (``single_precision``), a DATE, DATETIME or TIME in full (``_time_spelled``), an ASCII BINARY(n)'s
+    precision (``_single_precision``), a DATE, DATETIME or TIME in full (``_time_spelled``), an ASCII BINARY(n)'s
     padded with zero bytes to n; COMPUTED when no one member matches (then the stream does not guess).
     Other values as they are."""
     kind = column.data_type
     if kind == "float" and is_number(value):
-        return single_precision(column, value)
+        return _single_precision(column, value)
     if kind in ("date", "datetime", "time") and isinstance(value, str):
         return _time_spelled(kind, value)
     if kind == "binary" and isinstance(value, str) and value.isascii():
@@ -129,7 +129,7 @@ def stored_spelling(column: Column, value: Any) -> Any:
     return found[0] if kind == "enum" else ",".join(m for m in members if m in found)
 
 
-def single_precision(column: Column, number: str) -> Any:
+def _single_precision(column: Column, number: str) -> Any:
     """A number as a FLOAT column stores it: read as a double, then rounded to single precision, as the
     server does (1.1 is 1.100000023841858), in digits that read back as that value. Zero is 0 (the server
     shows -0 as 0); COMPUTED beyond FLOAT's range, or below zero in an UNSIGNED column (the server refuses
