@@ -626,10 +626,15 @@ def test_an_added_column_widened_before_the_reader_came_keeps_the_adds_fill(adde
     assert (LATER_CHANGE in alone) if isinstance(alone, str) else normalize(final, alone[2]["c"]) == fill, alone
 
 
-def test_an_added_column_of_a_type_not_read_from_statements_keeps_its_adds_null_or_not():
+def test_an_added_column_of_a_type_not_read_from_statements_waits_when_the_source_shows_it_otherwise_null():
     """FLOAT(7,3) NOT NULL (a type the stream takes from the source's catalog) read when the source already
-    shows it widened to a DOUBLE that allows NULL: the rows hold 0, not NULL."""
+    shows it widened to a DOUBLE that allows NULL: the rows hold 0, which the DOUBLE would not give them, so
+    the ADD waits for the statements after it (it was followed with NULL in every row). The same NULL-ness:
+    followed from the catalog's column."""
     now = [(c, None) for c in OLD] + [(_col("c", "double"), None)]
+    waits = followed_columns(OLD, ("id",), [("add", "c", ("column", "FLOAT(7,3) NOT NULL"))], now)
+    assert isinstance(waits, str) and LATER_CHANGE in waits, waits
+    now = [(c, None) for c in OLD] + [(_col("c", "float(7,3)", False), None)]
     result = followed_columns(OLD, ("id",), [("add", "c", ("column", "FLOAT(7,3) NOT NULL"))], now)
     assert not isinstance(result, str) and result[2] == {"c": "0"}, result
 

@@ -555,8 +555,13 @@ def _added_value(column: Column, default: str | None, declared: list[tuple]) -> 
         added = declared_column(column.name, types[0]) if types else column
         if added is None and len(types) > 1:
             return None, f"column {column.name} is added with a type the stream does not read from a statement"
-        if added is None:  # a type not read from a statement (FLOAT(7,3)): the source's, NULL as the ADD said
-            added = replace(column, nullable=declared_nullable(types[0]))
+        if added is None:  # a type not read from a statement (FLOAT(7,3)): the source's, if NULL as the ADD said
+            if declared_nullable(types[0]) != column.nullable:
+                return (
+                    None,
+                    f"column {column.name} was declared {'' if column.nullable else 'not '}NULL: {LATER_CHANGE}",
+                )
+            added = column
         filled = fill(added, value, declared[0][1])  # one the stream does not reproduce: the server read it otherwise
         if filled[1] is None and not same_default(declared_default(declared[-1]), default, column):
             return None, f"column {column.name}'s default is not the one its last ALTER declared: {LATER_CHANGE}"
