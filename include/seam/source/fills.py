@@ -265,11 +265,11 @@ def same_default(declared: Any, catalog: str | None, column: Column) -> bool:
     if catalog is None or catalog.upper() == "NULL" or declared is None:
         return declared is None and (catalog is None or catalog.upper() == "NULL")
     if isinstance(declared, Now):  # MariaDB shows NOW() of a DATETIME(2) as current_timestamp(2)
-        theirs = now_default(catalog)
+        shown = now_default(catalog)
         return (
-            theirs is not None
-            and theirs.date_only == declared.date_only
-            and _time_digits(theirs, column) == _time_digits(declared, column)
+            shown is not None
+            and shown.date_only == declared.date_only
+            and _time_digits(shown, column) == _time_digits(declared, column)
         )
     if column.data_type == "timestamp" and isinstance(declared, str):  # the same instant (a session's spelling)
         theirs = catalog_default(column, catalog)

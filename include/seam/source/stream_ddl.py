@@ -83,8 +83,12 @@ def follow_statement(
             if declares_json(read_as) and is_mariadb(source()):
                 read_as = json_as_longtext(read_as)
             settled = settled_timestamps(read_as, statement.explicit_timestamps, followed.schema.columns)
-            if isinstance(settled, str) or (padded := _padded_chars(followed, settled, statement.sql_mode)):
-                _stop(chains, publisher, followed, statement, settled if isinstance(settled, str) else padded)
+            if isinstance(settled, str):
+                _stop(chains, publisher, followed, statement, settled)
+                continue
+            padded = _padded_chars(followed, settled, statement.sql_mode)
+            if padded:
+                _stop(chains, publisher, followed, statement, padded)
                 continue
             clauses = _stamped(source, statement, settled)
             _follow_alters(chains, source, publisher, followed, [*earlier, (statement, clauses)])
