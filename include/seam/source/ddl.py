@@ -543,7 +543,9 @@ def _added_value(column: Column, default: str | None, declared: list[tuple]) -> 
         value = declared_default(declared[0])
         if value is _COMPUTED:
             return None, f"column {column.name} gets a default the stream cannot reproduce ({declared[0][1]!r})"
-        columns = [c for c in (declared_column(column.name, d) for d in declared) if c is not None]
+        types = [d for d in declared if d[0] == "column"]  # the ADD's, then each MODIFY's or CHANGE's
+        parsed = [declared_column(column.name, d) for d in types]
+        columns = [c for c in parsed if c is not None]
         why = _rewrites(columns)  # no row between: did a later clause rewrite the fill?
         if why:
             return None, f"added, then {why}"
@@ -551,8 +553,7 @@ def _added_value(column: Column, default: str | None, declared: list[tuple]) -> 
             return None, f"column {column.name} was declared {columns[-1].column_type}: {LATER_CHANGE}"
         # the rows got the ADD's fill, which later widenings kept, whether read yet or not (INT NOT NULL made
         # BIGINT NULL: 0, not NULL; FLOAT made DOUBLE: single precision; DATETIME(2) made (6): two digits)
-        types = [d for d in declared if d[0] == "column"]  # the ADD's, then each MODIFY's or CHANGE's
-        added = declared_column(column.name, types[0]) if types else column
+        added = parsed[0] if parsed else column
         if added is None and len(types) > 1:
             return None, f"column {column.name} is added with a type the stream does not read from a statement"
         if added is None:  # a type not read from a statement (FLOAT(7,3)): the source's, if NULL as the ADD said
