@@ -39,13 +39,33 @@ def _connect():
 
 
 def _run(*statements: str) -> None:
-    """Statements in one session that autocommits (an XA transaction is ended by its own statements)."""
+    """Statements in one session that autocommits (an XA transaction is ended by its own statements). A session
+    that prepares one is waited out: the server detaches the prepared branch only once it has ended the session,
+    after the client has gone, and until then another session's XA COMMIT or ROLLBACK answers XAER_NOTA."""
     conn = _connect()
     try:
         conn.autocommit(True)
+        session = conn.thread_id()
         with conn.cursor() as cur:
             for sql in statements:
                 cur.execute(sql)
+    finally:
+        conn.close()
+    if any(sql.startswith("XA PREPARE") for sql in statements):
+        _wait_until_ended(session)
+
+
+def _wait_until_ended(session: int) -> None:
+    conn = _connect()
+    try:
+        with conn.cursor() as cur:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %s", (session,))
+                if not cur.fetchone()[0]:
+                    return
+                time.sleep(0.01)
+        raise AssertionError(f"session {session} that prepared an XA transaction never ended on the source")
     finally:
         conn.close()
 
