@@ -214,7 +214,8 @@ def _declaration(rng: random.Random) -> str:
     elif rng.random() < 0.2:
         decl += " NULL"
     if rng.random() < 0.7:
-        decl += " DEFAULT " + rng.choice(LITERALS)
+        literal = rng.choice(LITERALS)
+        decl += " DEFAULT " + (f"({literal})" if rng.random() < 0.2 else literal)  # MySQL 8's way for a TEXT
     if rng.random() < 0.15:
         decl += rng.choice([" FIRST", " AFTER id", " AFTER a"])
     return decl

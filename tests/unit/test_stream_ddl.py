@@ -511,6 +511,17 @@ def test_a_column_dropped_and_added_again_is_not_followed_as_the_same_column():
         (("column", "BIT(3) DEFAULT b'12'"), _COMPUTED),
         (("column", "date DEFAULT (CURRENT_DATE + INTERVAL 1 DAY)"), _COMPUTED),
         (("column", "int DEFAULT (1 + 1)"), _COMPUTED),
+        # a literal in parentheses is that literal; more than one thing in them is an expression
+        (("column", "TEXT DEFAULT ('')"), ""),
+        (("column", "int NOT NULL DEFAULT ( (-5) ) COMMENT 'x'"), "-5"),
+        (("column", "int DEFAULT (3)NOT NULL"), "3"),
+        (("column", "TEXT DEFAULT ('a' 'b')"), "ab"),
+        (("column", "BIT(3) DEFAULT (b'101')"), "b'101'"),
+        (("column", "int DEFAULT (NULL)"), None),
+        (("column", "int DEFAULT ((3)"), _COMPUTED),
+        (("column", "varchar(9) DEFAULT ('a' COLLATE utf8mb4_bin)"), _COMPUTED),
+        (("column", "varchar(9) DEFAULT (concat('a', 'b'))"), _COMPUTED),
+        (("column", "varbinary(9) DEFAULT (x'00')"), _COMPUTED),
         (("column", "int AUTO_INCREMENT UNIQUE"), _COMPUTED),
         (("column", "int AS (a + 1) VIRTUAL"), _COMPUTED),
         (("default", "SET DEFAULT 'x'"), "x"),
@@ -833,6 +844,10 @@ def test_a_fraction_the_server_did_not_log_is_not_guessed():
         ("bit(4)", "b'101'", "", 5),
         ("timestamp", "2000-01-01 04:30:00", "", "2000-01-01T04:30:00.000000Z"),  # the catalog on UTC
         ("varchar(36)", "uuid()", "DEFAULT_GENERATED", "cannot reproduce"),
+        ("text", "_utf8mb4\\'a b\\'", "DEFAULT_GENERATED", "a b"),  # DEFAULT ('a b'): shown as an expression
+        ("text", "_utf8mb4\\'\\'", "DEFAULT_GENERATED", ""),
+        ("text", "_utf8mb4\\'a\\\\nb\\'", "DEFAULT_GENERATED", "cannot reproduce"),  # an escape: not guessed
+        ("blob", "_binary\\'ab\\'", "DEFAULT_GENERATED", "cannot reproduce"),
         ("varbinary(8)", "0x6162", "", "cannot reproduce"),  # bytes or hex: not guessed
     ],
 )

@@ -151,9 +151,12 @@ def declared_default(declared: tuple[str, str]) -> Any:
     now = _NOW.match(masked, m.start(1))
     if now is not None:
         return _now(now, declared[2] if len(declared) > 2 else None)
-    token = m.group(1)
+    start = _unwrapped(masked, m.start(1))
+    if start is None:
+        return COMPUTED
+    token = _TOKEN.match(masked, start).group(0)  # type: ignore[union-attr]
     if token.startswith("\0"):
-        text = "".join(_string(strings[int(t)]) for t in _ADJACENT.findall(_literals(masked, m)))  # 'a' 'b' is 'ab'
+        text = "".join(_string(strings[int(t)]) for t in _ADJACENT.findall(_literals(masked, start)))  # 'a' 'b' is 'ab'
         at = declared[2] if len(declared) > 2 else None
         return SessionTime(text, at.in_utc[text]) if at is not None and text in at.in_utc else text
     bits = re.fullmatch(r"[bB]\0(\d+)\0|0b([01]+)", token)
@@ -169,11 +172,26 @@ def declared_default(declared: tuple[str, str]) -> Any:
 
 
 _ADJACENT = re.compile(r"\0(\d+)\0")
+_TOKEN = re.compile(r"\0\d+\0(?:\s*\0\d+\0)*|[^\s,()]+")  # the string literals a value is made of, or one word
 
 
-def _literals(masked: str, default: re.Match) -> str:
+def _literals(masked: str, start: int) -> str:
     """The string literals a DEFAULT's value is made of: the server joins adjacent ones ('a' 'b' is 'ab')."""
-    return re.match(r"\0\d+\0(?:\s*\0\d+\0)*", masked[default.start(1) :]).group(0)  # type: ignore[union-attr]
+    return re.compile(r"\0\d+\0(?:\s*\0\d+\0)*").match(masked, start).group(0)  # type: ignore[union-attr]
+
+
+def _unwrapped(masked: str, start: int) -> int | None:
+    """Where the literal of a DEFAULT at ``start`` begins inside its parentheses (``DEFAULT ('')``, MySQL 8's
+    only way to give a TEXT, BLOB or JSON column a default; MariaDB's catalog shows it as the literal): ``start``
+    when there are none, None when they hold more than one literal (an expression)."""
+    opened = re.compile(r"(?:\(\s*)*").match(masked, start).group(0)  # type: ignore[union-attr]
+    inner = start + len(opened)
+    depth = opened.count("(")
+    if not depth:
+        return start
+    token = _TOKEN.match(masked, inner)
+    closed = token and re.compile(rf"(?:\s*\)){{{depth}}}").match(masked, token.end())  # no operator may follow
+    return inner if closed else None
 
 
 def now_default(catalog: str | None) -> Now | None:
@@ -364,9 +382,9 @@ def _for_mode(declared: tuple, mode: int) -> tuple:
     kind, text = declared[:2]
     if mode & EMPTY_STRING_IS_NULL and declared_default(declared) == "":
         masked, strings = _masked(text)
-        m = re.search(r"\bDEFAULT\b\s*(\0)", masked, re.I)
+        m = re.search(r"\bDEFAULT\b\s*(?:\(\s*)*(\0)", masked, re.I)
         if m:
-            masked = masked[: m.start(1)] + "NULL" + masked[m.start(1) + len(_literals(masked, m)) :]
+            masked = masked[: m.start(1)] + "NULL" + masked[m.start(1) + len(_literals(masked, m.start(1))) :]
             text = _ADJACENT.sub(lambda n: strings[int(n.group(1))], masked)
     m = _TYPE.match(text) if kind == "column" and mode & ORACLE else None
     if m:

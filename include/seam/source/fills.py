@@ -27,6 +27,7 @@ _EMPTY_BY_DEFAULT = {
     *("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "set"),
     *("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"),  # BINARY(n): n zero bytes
 }
+_GENERATED_STRING = re.compile(r"_\w+\\?'([^'\\]*)\\?'")  # MySQL 8's COLUMN_DEFAULT of DEFAULT ('text')
 _FRACTIONLESS = re.compile(r"[-+]?\d+")
 _LOOSE_DATE = re.compile(r"(\d{4})-(\d\d?)-(\d\d?)(?: (\d\d):(\d\d)(:\d\d(?:\.\d{1,6})?)?)?")
 _LOOSE_TIME = re.compile(r"-?\d{2,3}:\d\d")
@@ -56,8 +57,14 @@ def mysql_default(column: Column, value: str | None, extra: str) -> str | None:
     """MySQL 8's COLUMN_DEFAULT in MariaDB's spelling, which ``literal_default`` reads: MySQL shows a literal
     unquoted, an expression (``CURRENT_TIMESTAMP``, ``(uuid())``) with DEFAULT_GENERATED in EXTRA. A binary
     column's literal is left unquoted (MySQL shows its bytes, or in hex): read as an expression, the stream
-    stops rather than guess."""
-    if value is None or "DEFAULT_GENERATED" in extra.upper() or column.data_type in (*_BINARIES, "binary"):
+    stops rather than guess. A string in parentheses (``DEFAULT ('')``) is shown as an expression,
+    ``_utf8mb4\\'\\'``: read as its literal when it holds neither a quote nor a backslash."""
+    if value is not None and "DEFAULT_GENERATED" in extra.upper():
+        string = _GENERATED_STRING.fullmatch(value)
+        # not a binary column's (its bytes), nor a TIMESTAMP's (on the ALTER's clock, not the catalog's UTC)
+        readable = string is not None and column.data_type not in (*_BINARIES, "binary", "timestamp")
+        return f"'{string.group(1)}'" if readable else value  # type: ignore[union-attr]
+    if value is None or column.data_type in (*_BINARIES, "binary"):
         return value
     return "'" + value.replace("\\", "\\\\").replace("\n", "\\n").replace("\0", "\\0").replace("'", "''") + "'"
 
