@@ -1,6 +1,7 @@
 """A seeded, randomized differential test of ALTERs as applications' sessions run them: ADD COLUMN with a random
 type, NULL-ness, default (quoted, unquoted, bit and hex literals, the statement's time, dates) and position,
-and on the columns added before MODIFY, CHANGE, RENAME, DROP and default changes, one or two clauses a
+and on the columns added before MODIFY, CHANGE, RENAME, DROP, default changes and a CONVERT TO CHARACTER SET of the
+table, one or two clauses a
 statement, under a random sql_mode, explicit_defaults_for_timestamp and time zone, with rows between some
 ALTERs and the stream read at random points (so it meets each ALTER in time, or after later ones). Every table the stream did not stop must equal
 its source by the independent comparer; one it stopped names its reason. The reader must not fail: one bad
@@ -224,9 +225,15 @@ def _declaration(rng: random.Random) -> str:
 def _clause(rng: random.Random, step: int, k: int, columns: list[str]) -> str:
     """One clause of an ALTER: mostly ADD; on a column an earlier ALTER added, MODIFY, CHANGE, RENAME, DROP or
     a default's change."""
-    kind = rng.choice(["add"] * 5 + ["modify", "change", "rename", "drop", "default", "default"]) if columns else "add"
+    kind = (
+        rng.choice(["add"] * 5 + ["modify", "change", "rename", "drop", "default", "default", "convert"])
+        if columns
+        else "add"
+    )
     if kind == "add":
         return f"ADD COLUMN c{step}_{k} {_declaration(rng)}"
+    if kind == "convert":  # a DBA's move to another character set, of every text column
+        return "CONVERT TO CHARACTER SET " + rng.choice(["utf8mb4", "utf8mb4 COLLATE utf8mb4_bin", "latin1", "utf8mb3"])
     column = rng.choice(columns)
     if kind == "modify":
         return f"MODIFY {column} {_declaration(rng)}"

@@ -79,7 +79,12 @@ from seam.wire.records import normalize
             "ALTER TABLE payments DROP PRIMARY KEY, ADD PRIMARY KEY (id, x)",
             ("stop", "ALTER TABLE DROP PRIMARY, ADD PRIMARY"),
         ),
-        ("ALTER TABLE payments CONVERT TO CHARACTER SET utf8mb4", ("stop", "ALTER TABLE CONVERT TO")),
+        # every column may change its character set: each is checked as a MODIFY's (``widening``)
+        ("ALTER TABLE payments CONVERT TO CHARACTER SET utf8mb4", ("alter", [("convert", "*")])),
+        (
+            "ALTER TABLE payments CONVERT TO CHARSET latin1 COLLATE latin1_bin, ADD z INT",
+            ("alter", [("convert", "*"), ("add", "z", ("column", "INT"))]),
+        ),
         ("ALTER TABLE payments DROP PARTITION p1", ("stop", "ALTER TABLE DROP PARTITION")),
         ("ALTER TABLE payments TRUNCATE PARTITION p1", ("stop", "ALTER TABLE TRUNCATE PARTITION")),
         ("ALTER TABLE payments RENAME TO payments_old", ("stop", "ALTER TABLE RENAME TO")),
@@ -457,6 +462,10 @@ def test_a_cut_over_is_compared_by_column_name():
         ([[("rename", "amount", "AMOUNT")]], [("rename", "amount", "AMOUNT")]),
         ([[("modify", "Memo")]], [("change", "memo", "Memo")]),  # MODIFY renames the column as written
         ([[("default", "MEMO", ("default", "SET DEFAULT 'x'"))]], []),
+        (  # CONVERT TO CHARACTER SET: the columns there, not one added after it
+            [[("rename", "memo", "m")], [("convert", "*")], [("add", "z", ("column", "INT"))]],
+            [("change", "memo", "m"), ("modify", "id"), ("modify", "amount"), ("add", "z", ("column", "INT"))],
+        ),
         ([[("add", "MEMO")]], "column memo is added where one of that name is"),
         ([[("rename", "amount", "MEMO")]], "column amount is renamed onto MEMO, a name the table has"),
     ],
@@ -517,7 +526,7 @@ def test_a_column_dropped_and_added_again_is_not_followed_as_the_same_column():
         (("column", "int DEFAULT (3)NOT NULL"), "3"),
         (("column", "TEXT DEFAULT ('a' 'b')"), "ab"),
         (("column", "BIT(3) DEFAULT (b'101')"), "b'101'"),
-        (("column", "int DEFAULT (NULL)"), None),
+        (("column", "int DEFAULT (NULL)"), _COMPUTED),  # an expression (the ALTER's time in a NOT NULL TIMESTAMP)
         (("column", "int DEFAULT ((3)"), _COMPUTED),
         (("column", "varchar(9) DEFAULT ('a' COLLATE utf8mb4_bin)"), _COMPUTED),
         (("column", "varchar(9) DEFAULT (concat('a', 'b'))"), _COMPUTED),
@@ -1213,3 +1222,30 @@ def test_a_json_column_on_mariadb_is_declared_as_its_longtext():
 def test_alter_ignore_adding_a_unique_key_stops_the_table(query, stops):
     effect = ddl_effect(query, "d", "d", "t")
     assert (effect is not None and effect[0] == "stop") == stops, effect
+
+
+@pytest.mark.parametrize(
+    "before, after, why",
+    [
+        ("latin1", "utf8mb4", None),
+        ("utf8mb3", "utf8mb4", None),
+        ("utf8mb4", "latin1", "changed its character set from utf8mb4 to latin1"),
+    ],
+)
+def test_a_converted_table_is_followed_when_its_text_converts_unchanged(before, after, why):
+    def text(name, column_type, charset):
+        return replace(_col(name, column_type), charset=charset)
+
+    old = (_col("id", "int(11)", False), text("memo", "varchar(20)", before), text("body", "text", before))
+    now = [(old[0], None), (text("memo", "varchar(20)", after), None), (text("body", "mediumtext", after), None)]
+    result = followed_columns(old, ("id",), composed_clauses(["id", "memo", "body"], [[("convert", "*")]]), now)
+    if why:
+        assert isinstance(result, str) and why in result, result
+    else:
+        assert not isinstance(result, str) and [c.charset for c in result[0]] == [None, after, after], result
+
+
+def test_a_conversion_the_reader_meets_after_a_later_alter_stops_naming_it():
+    clauses = composed_clauses(["id", "amount", "memo"], [[("convert", "*")], [("add", "z", ("column", "INT"))]])
+    result = declared_columns(OLD, ("id",), clauses, ["id", "amount", "memo", "z"])
+    assert isinstance(result, str) and "converted to another character set" in result, result

@@ -91,6 +91,9 @@ _HARMLESS = re.compile(
 )
 # MariaDB's lock wait of the statement (`ALTER TABLE t WAIT 5 ...`), between the name and the clauses
 _WAIT = re.compile(r"\s*(?:WAIT\s+\d+(?:\.\d*)?|NOWAIT)\b", re.I)
+# every text column in another character set (a TEXT grown to hold as many characters); what a lossless one
+# leaves is checked column by column as a MODIFY's is (``composed_clauses``, ``widening``)
+_CONVERT = re.compile(r"^CONVERT\s+TO\s+(CHARACTER\s+SET|CHARSET)\s+\S+(\s+COLLATE\s+\S+)?$", re.I)
 # `ADD [COLUMN] (a INT, b INT)`: several columns in one clause
 _ADD_SEVERAL = re.compile(rf"^ADD\s+(?:COLUMN\s+)?({_IF_EXISTS})\((.*)\)$", re.I | re.S)
 # a key that ALTER IGNORE TABLE makes unique by deleting, unlogged, every row but the first of each value
@@ -236,6 +239,9 @@ def _alter(rest: str, mine: bool, me: tuple[str, str], name_at) -> tuple[str, An
     for clause in _one_column_each(clauses):
         if _HARMLESS.match(clause):
             continue
+        if _CONVERT.match(clause):
+            followed.append(("convert", "*"))
+            continue
         column = _column_clause(clause)
         if column:
             followed.append(column)
@@ -347,6 +353,9 @@ def composed_clauses(old_names: list[str], statements: list[list[tuple]]) -> lis
         for clause in clauses:
             kind, name = clause[0], _spelled(clause[1], origin)
             said = _declarations(clause)
+            if kind == "convert":  # each column the table has may now be in another character set
+                origin.update((n, (was, True)) for n, (was, _) in list(origin.items()))
+                continue
             if kind.endswith("?"):  # IF [NOT] EXISTS: skipped by the server when the column was (not) there
                 kind = kind[:-1]
                 if (name in origin) == (kind == "add"):
@@ -489,6 +498,8 @@ def declared_columns(
         said = _declarations(clause)
         found = [declared_column(new, d) for d in said if d[0] == "column"]
         declared = [c for c in found if c is not None]
+        if not said and kind == "modify":  # only a CONVERT TO CHARACTER SET changes a column without declaring it
+            return f"column {new} is converted to another character set, which the stream reads from the source alone"
         if not declared or len(declared) < len(found):
             return f"column {new} is declared with a type the stream does not read from a statement"
         if declared[-1].charset is None and (charsets or {}).get(new):

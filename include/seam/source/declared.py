@@ -164,8 +164,8 @@ def declared_default(declared: tuple[str, str]) -> Any:
         digits = bits.group(2) or _string(strings[int(bits.group(1))])
         return BitLiteral(f"b'{digits}'") if re.fullmatch(r"[01]+", digits) else COMPUTED
     upper = token.upper()
-    if upper == "NULL":
-        return None
+    if upper == "NULL":  # (NULL) is an expression: a NOT NULL TIMESTAMP gets the time of each row's insert from it
+        return None if start == m.start(1) else COMPUTED
     if upper in ("TRUE", "FALSE"):
         return "1" if upper == "TRUE" else "0"
     return NumberLiteral(token) if _NUMBER.fullmatch(token) else COMPUTED
