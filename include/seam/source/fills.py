@@ -246,9 +246,13 @@ def _stored_time(column: Column, value: str) -> bool:
 
 def _stored_as_written(column: Column, value: Any) -> bool:
     """Whether the server stores a literal default as written (it rounds 1.545 into DECIMAL(6,2) half up, a
-    number into an ENUM is a member's index, a FLOAT keeps a single-precision value)."""
+    number into an ENUM is a member's index, a FLOAT keeps a single-precision value), and the column holds it
+    whole: MySQL 8 checks a default in parentheses (an expression) only as each row gets it, and a session that
+    is not strict clips it there (1000 in a TINYINT is 127, 'abc' in a VARCHAR(2) 'ab')."""
     if isinstance(value, BitLiteral):  # a binary string, but to a BIT
         return column.data_type == "bit"
+    if isinstance(value, str) and not _fits(column, value):
+        return False
     if column.data_type == "year" and isinstance(value, str):  # 5 is 2005, '70' 1970, 0 0000 and '0' 2000
         return re.fullmatch(r"\d{4}", value) is not None
     if isinstance(value, NumberLiteral) and column.data_type in _EMPTY_BY_DEFAULT - {"set"}:  # 1e3 is '1000'
@@ -264,6 +268,31 @@ def _stored_as_written(column: Column, value: Any) -> bool:
     if column.data_type == "decimal":
         return not exponent and len(fraction) <= (column.numeric_scale or 0)
     return True
+
+
+_INTEGER_BITS = dict(zip(INTEGER_TYPES, (8, 16, 24, 32, 64)))
+_BYTES = {"tinytext": 255, "text": 65_535, "tinyblob": 255, "blob": 65_535}  # the larger ones hold any default
+
+
+def _fits(column: Column, value: str) -> bool:
+    """Whether ``column`` holds a default's value whole: a string's characters (or bytes), an integer's range, a
+    DECIMAL's digits before the point. Other types: as the caller checks them."""
+    kind = column.data_type
+    if kind in ("char", "varchar", "binary", "varbinary"):
+        length = int((re.findall(r"\d+", column.column_type) or ["1"])[0])
+        return len(value) <= length
+    if kind in _BYTES:
+        return len(value.encode()) <= _BYTES[kind]
+    if not is_number(value) or kind not in (*INTEGER_TYPES, "decimal"):
+        return True
+    number = Decimal(value)
+    if kind == "decimal":
+        precision = int((re.findall(r"\d+", column.column_type) or ["10"])[0])
+        digits = len(str(int(abs(number)))) if int(abs(number)) else 0
+        return digits <= precision - (column.numeric_scale or 0) and not (column.unsigned and number < 0)
+    bits = _INTEGER_BITS[kind]
+    low, high = (0, 2**bits - 1) if column.unsigned else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    return low <= number <= high
 
 
 def same_default(declared: Any, catalog: str | None, column: Column) -> bool:
