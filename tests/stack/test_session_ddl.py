@@ -148,6 +148,11 @@ LITERALS = {
         None,
     ),
     "binary_padded": ("ADD c BINARY(4) DEFAULT 'ab', ADD d BINARY(3) NOT NULL DEFAULT 'a b'", None),
+    "digits_alone": (
+        "ADD c DATE DEFAULT 20240101, ADD d DATETIME(2) DEFAULT 240101103000.25, ADD e TIME DEFAULT 1030, "
+        "ADD f DATE NOT NULL DEFAULT '991231'",
+        None,
+    ),
     "date_with_a_time": ("ADD c DATE DEFAULT '2024-01-05 10:00'", "date default"),  # cut off, with a note
     "float_m_d": ("ADD c FLOAT(7,3) DEFAULT 1.5", "column c"),  # it rounds to 3 digits first: it stops
     # a literal in parentheses: MySQL 8's only way to give a TEXT, BLOB or JSON column a default (it stopped)

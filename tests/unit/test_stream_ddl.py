@@ -988,6 +988,17 @@ def test_an_added_floats_rows_get_its_default_in_single_precision(definition, ca
         ("BINARY(2) NOT NULL DEFAULT ''", "\0\0"),
         ("BINARY(2) DEFAULT 'abc'", None),  # refused by the server
         ("BINARY(4) DEFAULT 'ü'", None),  # its bytes are the session's character set's
+        # digits alone, as the server reads them (each checked against MariaDB 10.11's catalog and rows)
+        ("DATE DEFAULT 20240101", "2024-01-01"),
+        ("DATE DEFAULT 700101", "1970-01-01"),
+        ("DATE NOT NULL DEFAULT '240101'", "2024-01-01"),
+        ("DATETIME DEFAULT 20240101", "2024-01-01 00:00:00"),
+        ("DATETIME(2) DEFAULT 240101103000.25", "2024-01-01 10:30:00.25"),
+        ("TIME DEFAULT 1030", "00:10:30"),
+        ("TIME(1) DEFAULT -103000.5", "-10:30:00.5"),
+        ("DATE DEFAULT 20240101103000", None),  # the time is cut off with a note
+        ("DATE DEFAULT 0", None),  # the zero date
+        ("TIME DEFAULT 1070", None),  # refused by the server
         # in parentheses: the literal, but MySQL 8 checks it only as each row gets it, where a session that is
         # not strict clips it: only a value the column holds whole is followed
         ("VARCHAR(3) DEFAULT ('abc')", "abc"),

@@ -157,6 +157,9 @@ def _time_spelled(kind: str, value: str) -> str:
     the same value: a month or a day in one digit (2024-1-5), a DATETIME without its time or its seconds, a
     TIME without its seconds (12:00 is 12:00:00). Other spellings as they are (``fill`` then stops unless they
     are the stored one)."""
+    digits = _DIGITS.fullmatch(value)
+    if digits:
+        return _digits_spelled(kind, *digits.groups()) or value
     if kind == "time":
         return value + ":00" if _LOOSE_TIME.fullmatch(value) else value
     m = _LOOSE_DATE.fullmatch(value)
@@ -167,6 +170,28 @@ def _time_spelled(kind: str, value: str) -> str:
     if kind == "date":
         return value if hour else date  # a time in a DATE's default is cut off with a note: stays as it is
     return f"{date} {hour or '00'}:{minute or '00'}{rest or ':00'}"
+
+
+_DIGITS = re.compile(r"(-?)(\d+)(?:\.(\d+))?")
+
+
+def _digits_spelled(kind: str, sign: str, whole: str, fraction: str | None) -> str | None:
+    """A time written as digits alone (``DEFAULT 20240101``, ``'240101103000'``, ``103000.5``), as the server
+    reads it: YYYYMMDD or YYMMDD (a two-digit year 70 to 99 is 19YY, else 20YY) with hhmmss after it for a
+    DATETIME, [h]hhmmss for a TIME, the missing digits on the left zeros; None for other lengths."""
+    point = f".{fraction}" if fraction else ""
+    if kind == "time" and len(whole) <= 7:
+        hours, rest = whole.zfill(6)[:-4], whole.zfill(6)[-4:]
+        return f"{sign}{hours}:{rest[:2]}:{rest[2:]}{point}"
+    if kind not in ("date", "datetime") or sign or len(whole) not in (6, 8, 12, 14) or (fraction and len(whole) < 12):
+        return None
+    if len(whole) in (6, 12):
+        whole = ("19" if whole[:2] >= "70" else "20") + whole
+    date = f"{whole[:4]}-{whole[4:6]}-{whole[6:8]}"
+    if kind == "date":
+        return date if len(whole) == 8 else None  # a time in a DATE's default is cut off with a note: stops
+    time = f"{whole[8:10]}:{whole[10:12]}:{whole[12:14]}" if len(whole) == 14 else "00:00:00"
+    return f"{date} {time}{point}"
 
 
 def _zero_padded(column: Column, value: str) -> Any:
