@@ -39,6 +39,12 @@ class Column:
         return "zerofill" in self.column_type.lower()
 
     @cached_property
+    def size(self) -> int | None:
+        """The first number in the type's parentheses: a string's length, a DECIMAL's precision (None: none)."""
+        m = re.match(r"[^(]*\((\d+)", self.column_type)
+        return int(m.group(1)) if m else None
+
+    @cached_property
     def members(self) -> tuple[str, ...]:
         """ENUM/SET members in definition order."""
         body = self.column_type[self.column_type.index("(") + 1 : self.column_type.rindex(")")]

@@ -280,7 +280,7 @@ def _numbers(column: Column) -> list[int]:
 
 def _length(column: Column) -> int:
     """A string column's declared length (``char`` alone is one)."""
-    return (_numbers(column) or [1])[0]
+    return 1 if column.size is None else column.size
 
 
 def widening(old: Column, new: Column) -> str | None:

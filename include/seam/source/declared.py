@@ -172,12 +172,13 @@ def declared_default(declared: tuple[str, str]) -> Any:
 
 
 _ADJACENT = re.compile(r"\0(\d+)\0")
-_TOKEN = re.compile(r"\0\d+\0(?:\s*\0\d+\0)*|[^\s,()]+")  # the string literals a value is made of, or one word
+_STRINGS = r"\0\d+\0(?:\s*\0\d+\0)*"  # adjacent string literals, as ``_masked`` leaves them
+_TOKEN = re.compile(rf"{_STRINGS}|[^\s,()]+")  # the string literals a value is made of, or one word
 
 
 def _literals(masked: str, start: int) -> str:
     """The string literals a DEFAULT's value is made of: the server joins adjacent ones ('a' 'b' is 'ab')."""
-    return re.compile(r"\0\d+\0(?:\s*\0\d+\0)*").match(masked, start).group(0)  # type: ignore[union-attr]
+    return re.compile(_STRINGS).match(masked, start).group(0)  # type: ignore[union-attr]
 
 
 def _unwrapped(masked: str, start: int) -> int | None:

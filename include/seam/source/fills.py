@@ -197,7 +197,7 @@ def _digits_spelled(kind: str, sign: str, whole: str, fraction: str | None) -> s
 def _zero_padded(column: Column, value: str) -> Any:
     """An ASCII literal as a BINARY(n) keeps it, n bytes (``'ab'`` is ``'ab\\0\\0'`` in a BINARY(4), as the
     catalog shows it); COMPUTED when longer (the server refuses it)."""
-    size = int((re.findall(r"\d+", column.column_type) or ["1"])[0])
+    size = 1 if column.size is None else column.size
     return value.ljust(size, "\0") if len(value) <= size else COMPUTED
 
 
@@ -304,16 +304,15 @@ def _fits(column: Column, value: str) -> bool:
     DECIMAL's digits before the point. Other types: as the caller checks them."""
     kind = column.data_type
     if kind in ("char", "varchar", "binary", "varbinary"):
-        length = int((re.findall(r"\d+", column.column_type) or ["1"])[0])
-        return len(value) <= length
+        return len(value) <= (1 if column.size is None else column.size)
     if kind in _BYTES:
         return len(value.encode()) <= _BYTES[kind]
     if not is_number(value) or kind not in (*INTEGER_TYPES, "decimal"):
         return True
     number = Decimal(value)
     if kind == "decimal":
-        precision = int((re.findall(r"\d+", column.column_type) or ["10"])[0])
         digits = len(str(int(abs(number)))) if int(abs(number)) else 0
+        precision = 10 if column.size is None else column.size
         return digits <= precision - (column.numeric_scale or 0) and not (column.unsigned and number < 0)
     bits = _INTEGER_BITS[kind]
     low, high = (0, 2**bits - 1) if column.unsigned else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
