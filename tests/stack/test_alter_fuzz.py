@@ -1,11 +1,11 @@
 """A seeded, randomized differential test of ALTERs as applications' sessions run them: ADD COLUMN with a random
-type, NULL-ness, default (quoted, unquoted, bit and hex literals, the statement's time, dates) and position,
-and on the columns added before MODIFY, CHANGE, RENAME, DROP, default changes and a CONVERT TO CHARACTER SET of the
-table, one or two clauses a
-statement, under a random sql_mode, explicit_defaults_for_timestamp and time zone, with rows between some
-ALTERs and the stream read at random points (so it meets each ALTER in time, or after later ones). Every table the stream did not stop must equal
-its source by the independent comparer; one it stopped names its reason. The reader must not fail: one bad
-default once crashed it, and every table stalled. Seeds: ALTER_FUZZ_SEEDS (default 5)."""
+type, NULL-ness, default (quoted, unquoted, bit and hex literals, the statement's time, dates, the empty JSON
+document) and position, and on the columns added before MODIFY, CHANGE, RENAME, DROP, default changes and a
+CONVERT TO CHARACTER SET of the table, one or two clauses a statement, under a random sql_mode,
+explicit_defaults_for_timestamp and time zone, with rows between some ALTERs and the stream read at random points
+(so it meets each ALTER in time, or after later ones). Every table the stream did not stop must equal its source by
+the independent comparer; one it stopped names its reason. The reader must not fail: one bad default once crashed
+it, and every table stalled. Seeds: ALTER_FUZZ_SEEDS (default 5)."""
 
 from __future__ import annotations
 
@@ -62,6 +62,10 @@ TYPES = [
     "DATETIME(6)",
     "TIME(4)",
     "TIMESTAMP(6)",
+    "DOUBLE(8,3)",  # a default rounded to D digits as the server rounds its double
+    "FLOAT(6,2) UNSIGNED",
+    "REAL(7,1)",
+    "REAL",
 ]
 LITERALS = [
     "'a\\0b'",  # a NUL, which PostgreSQL's text cannot hold
@@ -120,6 +124,8 @@ LITERALS = [
     "20010203",  # digits alone: a date, a time, or a number
     "010203040506.5",
     "'103000'",
+    "JSON_ARRAY()",  # the empty document, as applications give a JSON column its default
+    "json_object()",
 ]
 MODES = [
     "",
@@ -131,6 +137,7 @@ MODES = [
     "STRICT_ALL_TABLES,NO_ZERO_DATE",
     "PAD_CHAR_TO_FULL_LENGTH",
     "ORACLE",
+    "ANSI",  # REAL is FLOAT there
 ]
 
 

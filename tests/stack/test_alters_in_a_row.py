@@ -107,8 +107,8 @@ def test_alters_in_a_row_are_followed_as_one_and_a_row_between_them_stops_its_ta
             f"ALTER TABLE {DB}.busy ADD COLUMN at DATETIME DEFAULT NOW(), ADD grade ENUM('lo','HI') DEFAULT 'hi'"
         )
         cur.execute(f"UPDATE {DB}.busy SET at = '2001-02-03 04:05:06' WHERE id < 3")
-        # the same with a type the stream does not read from a statement (FLOAT(M,D)): that table stops
-        cur.execute(f"ALTER TABLE {DB}.stuck ADD COLUMN f FLOAT(7,3) DEFAULT 1.5")
+        # the same with a type the stream does not read from a statement (FLOAT(30), a DOUBLE): that table stops
+        cur.execute(f"ALTER TABLE {DB}.stuck ADD COLUMN f FLOAT(30) DEFAULT 1.5")
         cur.execute(f"UPDATE {DB}.stuck SET f = 2.25 WHERE id < 5")
         cur.execute(f"ALTER TABLE {DB}.stuck RENAME COLUMN memo TO note")
         cur.execute(f"UPDATE {DB}.bystander SET memo = 'still here' WHERE id < 50")

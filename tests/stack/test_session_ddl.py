@@ -103,6 +103,8 @@ MODES = {
         "ADD d BLOB, ADD e CLOB, ADD f RAW(4), ADD g NUMBER, ADD h NUMBER(5), ADD i VARCHAR2(3)",
     ),
     "oracle_date": ("ORACLE", "ADD d DATE DEFAULT '2001-02-03'"),  # a DATETIME there: 2001-02-03 00:00:00
+    # REAL is FLOAT there (and under ANSI): a DOUBLE's digits in the stream would not be the rows'
+    "real_as_float": ("REAL_AS_FLOAT", "ADD r REAL DEFAULT 1.1, ADD s REAL(7,2) NOT NULL DEFAULT 2.345"),
     "rounded": ("TIME_ROUND_FRACTIONAL", "ADD t DATETIME(1) DEFAULT '2001-02-03 04:05:06.55'"),
 }
 
@@ -154,7 +156,13 @@ LITERALS = {
         None,
     ),
     "date_with_a_time": ("ADD c DATE DEFAULT '2024-01-05 10:00'", "date default"),  # cut off, with a note
-    "float_m_d": ("ADD c FLOAT(7,3) DEFAULT 1.5", "column c"),  # it rounds to 3 digits first: it stops
+    # rounded to D digits after the point (1.505 is 1.5: its double is below 1.505), then a FLOAT's to single
+    # precision (it stopped)
+    "fixed_digits": (
+        "ADD c DOUBLE(16,2) DEFAULT 1.505, ADD d FLOAT(7,3) DEFAULT 1.5, ADD e DOUBLE(6,3) UNSIGNED NOT NULL DEFAULT "
+        "'2.0005', ADD f FLOAT(10,4) DEFAULT 0.1, ADD g REAL(5,2) DEFAULT -12.345e1, ADD h DOUBLE(5,2) DEFAULT 0.125",
+        None,
+    ),
     # a literal in parentheses: MySQL 8's only way to give a TEXT, BLOB or JSON column a default (it stopped)
     "in_parentheses": (
         "ADD c TEXT DEFAULT (''), ADD d INT NOT NULL DEFAULT (-5), ADD e VARCHAR(9) DEFAULT (( 'x' )), "
@@ -163,6 +171,13 @@ LITERALS = {
         "ADD l TIMESTAMP NULL DEFAULT ('2024-01-02 10:00:00')",
         None,
     ),
+    # the empty document: the expression applications give a JSON column (MySQL 8 allows it no literal)
+    "empty_documents": (
+        "ADD c JSON DEFAULT (JSON_ARRAY()), ADD d TEXT NOT NULL DEFAULT (json_object()), ADD e LONGTEXT DEFAULT "
+        "JSON_ARRAY(), ADD f VARCHAR(5) DEFAULT ((JSON_OBJECT()))",
+        None,
+    ),
+    "document_with_members": ("ADD c JSON DEFAULT (JSON_ARRAY(1))", "cannot reproduce"),
     "expression": ("ADD c INT DEFAULT (1 + 1)", "cannot reproduce"),
     "null_expression": ("ADD c INT DEFAULT (NULL)", "cannot reproduce"),
 }

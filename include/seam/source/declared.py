@@ -69,6 +69,25 @@ class BitLiteral(str):
     """A bit literal (b'101', 0b101) as the catalog spells a BIT's default: a binary string to other columns."""
 
 
+class EmptyDocument(str):
+    """``JSON_ARRAY()`` or ``JSON_OBJECT()``, the expression applications give a JSON column as its default (MySQL 8
+    allows it no literal: ``json NOT NULL DEFAULT (json_object())``): every row gets the same empty document, '[]'
+    or '{}', as a text column gets that text. Only a document or text column holds it as such."""
+
+
+# JSON_ARRAY() or JSON_OBJECT() alone, in parentheses or not (MariaDB refuses an operator after a bare call)
+_EMPTY_DOCUMENT = re.compile(r"((?:\(\s*)*)JSON_(ARRAY|OBJECT)\s*\(\s*\)((?:\s*\))*)", re.I)
+
+
+def empty_document(text: str, start: int = 0, whole: bool = False) -> EmptyDocument | None:
+    """The ``EmptyDocument`` a default spelled at ``start`` of ``text`` is (all of ``text`` with ``whole``: the
+    catalog's ``json_array()``), or None."""
+    m = (_EMPTY_DOCUMENT.fullmatch if whole else _EMPTY_DOCUMENT.match)(text.strip() if whole else text, start)
+    if m is None or m.group(1).count("(") > m.group(3).count(")"):  # more would close the column's list
+        return None
+    return EmptyDocument("[]" if m.group(2).upper() == "ARRAY" else "{}")
+
+
 @dataclass(frozen=True)
 class Now:
     """A default of the statement's time (``CURRENT_TIMESTAMP(n)``, ``NOW()``, ``(CURRENT_DATE)``): one value
@@ -138,9 +157,9 @@ def _string(quoted: str) -> str:
 
 def declared_default(declared: tuple[str, str]) -> Any:
     """The default a column clause declares: None (none, or NULL), the literal's text (a BIT's as ``b'101'``),
-    a ``Now``, or COMPUTED. ``declared``: ("column", the definition after the name) or ("default", "SET
-    DEFAULT x"/"DROP DEFAULT"), with the statement's ``Instant`` third once ``seam.source.stream_ddl`` stamped
-    it (a ``Now`` then carries it)."""
+    a ``Now``, an ``EmptyDocument``, or COMPUTED. ``declared``: ("column", the definition after the name) or
+    ("default", "SET DEFAULT x"/"DROP DEFAULT"), with the statement's ``Instant`` third once
+    ``seam.source.stream_ddl`` stamped it (a ``Now`` then carries it)."""
     kind, text = declared[:2]
     masked, strings = _masked(text)
     if kind == "column" and re.search(r"\b(AUTO_INCREMENT|GENERATED|SERIAL)\b|\bAS\s*\(", masked, re.I):
@@ -151,6 +170,9 @@ def declared_default(declared: tuple[str, str]) -> Any:
     now = _NOW.match(masked, m.start(1))
     if now is not None:
         return _now(now, declared[2] if len(declared) > 2 else None)
+    document = empty_document(masked, m.start(1))
+    if document is not None:
+        return document
     start = _unwrapped(masked, m.start(1))
     if start is None:
         return COMPUTED
@@ -220,9 +242,12 @@ def declared_column(name: str, declared: tuple[str, str]) -> Column | None:
     base = _SYNONYMS.get(base, base)
     if base not in _KNOWN:
         return None
-    if base in ("float", "double") and args:
-        return None  # FLOAT(p) is a DOUBLE above 24, FLOAT(M,D) rounds: the catalog decides
     scale, precision = None, None
+    if base in ("float", "double") and args:
+        numbers = re.findall(r"\d+", args)
+        if len(numbers) != 2:
+            return None  # FLOAT(p) is a DOUBLE above 24: the catalog decides
+        args, scale = f"({numbers[0]},{numbers[1]})", int(numbers[1])  # rounds to D digits (``fills``)
     if base in ("datetime", "timestamp", "time"):
         precision = int((re.findall(r"\d+", args) or ["0"])[0])
         args = f"({precision})" if precision else ""  # the catalog shows TIMESTAMP(0) as timestamp
@@ -364,6 +389,7 @@ def _unquoted(name: str) -> str:
 # ---------------------------------------------------------- a session's sql_mode ----
 
 EMPTY_STRING_IS_NULL, ORACLE = 1 << 32, 0x200  # MariaDB's sql_mode bits, as the binlog logs them
+REAL_AS_FLOAT = 0x1  # MariaDB's and MySQL's
 PAD_CHAR_TO_FULL_LENGTH = 1 << 31  # MariaDB's and MySQL's
 # what a type named in an ORACLE-mode statement is (each checked against MariaDB 10.11's catalog)
 _ORACLE_TYPES = {"date": "DATETIME", "blob": "LONGBLOB", "clob": "LONGTEXT", "raw": "VARBINARY", "varchar2": "VARCHAR"}
@@ -372,9 +398,9 @@ _ORACLE_TYPES = {"date": "DATETIME", "blob": "LONGBLOB", "clob": "LONGTEXT", "ra
 def settled_for_mode(clauses: list[tuple], sql_mode: int | None) -> list[tuple]:
     """An ALTER's column clauses with each declaration spelled as its session's ``sql_mode`` read it: under
     EMPTY_STRING_IS_NULL a default of '' is NULL; under ORACLE, DATE is DATETIME, BLOB LONGBLOB, NUMBER a DOUBLE
-    or, with digits, a DECIMAL (and so on: ``_ORACLE_TYPES``)."""
+    or, with digits, a DECIMAL (and so on: ``_ORACLE_TYPES``); under REAL_AS_FLOAT, REAL is FLOAT."""
     mode = sql_mode or 0
-    if not mode & (EMPTY_STRING_IS_NULL | ORACLE):
+    if not mode & (EMPTY_STRING_IS_NULL | ORACLE | REAL_AS_FLOAT):
         return clauses
     return [tuple(_for_mode(d, mode) if isinstance(d, tuple) else d for d in clause) for clause in clauses]
 
@@ -387,11 +413,13 @@ def _for_mode(declared: tuple, mode: int) -> tuple:
         if m:
             masked = masked[: m.start(1)] + "NULL" + masked[m.start(1) + len(_literals(masked, m.start(1))) :]
             text = _ADJACENT.sub(lambda n: strings[int(n.group(1))], masked)
-    m = _TYPE.match(text) if kind == "column" and mode & ORACLE else None
+    m = _TYPE.match(text) if kind == "column" and mode & (ORACLE | REAL_AS_FLOAT) else None
     if m:
         base = m.group(1).lower()
-        spelled = "DECIMAL" if base == "number" and m.group(2) else "DOUBLE" if base == "number" else None
-        spelled = spelled or _ORACLE_TYPES.get(base)
+        spelled = "FLOAT" if base == "real" and mode & REAL_AS_FLOAT else None
+        if mode & ORACLE and not spelled:
+            spelled = "DECIMAL" if base == "number" and m.group(2) else "DOUBLE" if base == "number" else None
+            spelled = spelled or _ORACLE_TYPES.get(base)
         if spelled:
             text = text[: m.start(1)] + spelled + text[m.end(1) :]
     return (kind, text, *declared[2:])

@@ -8,14 +8,26 @@ Delivery guarantee: none of its own (pure: the caller publishes what it decides)
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import struct
 from decimal import Decimal
 from typing import Any
 
 from seam.core.schema import INTEGER_TYPES, Column
-from seam.source.declared import COMPUTED, BitLiteral, Now, NumberLiteral, SessionTime, is_number, now_default
+from seam.source.declared import (
+    COMPUTED,
+    BitLiteral,
+    EmptyDocument,
+    Now,
+    NumberLiteral,
+    SessionTime,
+    empty_document,
+    is_number,
+    now_default,
+)
 from seam.source.sql_text import UnreadableStatement, literal_value
+from seam.wire.codecs import json_document
 
 # added columns whose default the stream does not turn into a target value (they stop the table), but for a
 # DATE, DATETIME, TIME or TIMESTAMP literal spelled as the server stores it (``_TIME_LITERALS``, after
@@ -50,7 +62,7 @@ def literal_default(value):
             return COMPUTED
     if re.fullmatch(r"-?\d+(\.\d+)?", value):
         return value
-    return COMPUTED
+    return empty_document(value, whole=True) or COMPUTED  # json_array(), as both servers show it
 
 
 def mysql_default(column: Column, value: str | None, extra: str) -> str | None:
@@ -88,6 +100,8 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
     """(an added column's value in the rows that were there, None), or (None, why the stream cannot)."""
     if isinstance(value, Now):
         return _statement_time(column, value, said)
+    if value is not None and (column.data_type == "json" or isinstance(value, EmptyDocument)):
+        return _document(column, value, said)
     implicit = implicit_default(column)  # NOT NULL and no DEFAULT (DEFAULT NULL would have been refused)
     if value is None and not column.nullable and implicit is not None:  # a BINARY(n)'s n zero bytes, in a BLOB too
         return (_zero_padded(column, implicit) if column.data_type == "binary" else implicit), None
@@ -111,6 +125,23 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
     return value, None
 
 
+def _document(column: Column, value: str, said: Any) -> tuple[Any, str | None]:
+    """A JSON column's default (MySQL 8's: a string in parentheses, or ``JSON_ARRAY()``) as its rows hold it, the
+    document in its record form; an ``EmptyDocument`` in a text column as that text (the server converts it
+    to a string). Anything else stops: a number, which MySQL does not read as a document, or an empty
+    document given to a column of another type."""
+    if column.data_type == "json":
+        if isinstance(value, str) and not isinstance(value, (NumberLiteral, BitLiteral)):
+            try:
+                return json_document(value), None
+            except ValueError:  # the server refused it: never seen in a row
+                pass
+        return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+    if column.data_type not in _EMPTY_BY_DEFAULT - {"set"}:
+        return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+    return fill(column, str(value), said)
+
+
 def stored_spelling(column: Column, value: Any) -> Any:
     """A literal default as the column stores it: an ENUM's member as defined (the server took 'y' for 'Y'), a
     SET's members in their defined order, a CHAR without its trailing spaces, a FLOAT's number in single
@@ -120,6 +151,8 @@ def stored_spelling(column: Column, value: Any) -> Any:
     kind = column.data_type
     if kind == "float" and is_number(value):
         return _single_precision(column, value)
+    if kind == "double" and is_number(value):
+        return _rounded_to_digits(column, value)
     if kind in ("date", "datetime", "time") and isinstance(value, str):
         return _time_spelled(kind, value)
     if kind == "binary" and isinstance(value, str) and value.isascii():
@@ -137,19 +170,46 @@ def stored_spelling(column: Column, value: Any) -> Any:
 
 
 def _single_precision(column: Column, number: str) -> Any:
-    """A number as a FLOAT column stores it: read as a double, then rounded to single precision, as the
-    server does (1.1 is 1.100000023841858), in digits that read back as that value. Zero is 0 (the server
-    shows -0 as 0); COMPUTED beyond FLOAT's range, or below zero in an UNSIGNED column (the server refuses
-    both as a default), and a fraction in a FLOAT(M,D), which rounds to D digits first."""
-    if "(" in column.column_type:
-        return number if _FRACTIONLESS.fullmatch(number) else COMPUTED
+    """A number as a FLOAT column stores it: read as a double (in a FLOAT(M,D) rounded to D digits first,
+    ``_rounded_to_digits``), then rounded to single precision, as the server does (1.1 is 1.100000023841858), in
+    digits that read back as that value. Zero is 0 (the server shows -0 as 0); COMPUTED beyond FLOAT's range,
+    or below zero in an UNSIGNED column (the server refuses both as a default)."""
+    rounded = _rounded_to_digits(column, number)
+    if rounded is COMPUTED:
+        return COMPUTED
     try:
-        stored = struct.unpack("<f", struct.pack("<f", float(number)))[0]
+        stored = struct.unpack("<f", struct.pack("<f", float(rounded)))[0]
     except OverflowError:
         return COMPUTED
     if stored == 0:
         return "0"
     return COMPUTED if column.unsigned and stored < 0 else repr(stored)
+
+
+_FIXED_DIGITS = re.compile(r"(?:float|double)\((\d+),(\d+)\)")
+
+
+def _rounded_to_digits(column: Column, number: str) -> Any:
+    """A number as a FLOAT(M,D) or DOUBLE(M,D) keeps it, in digits that read back as that double: the server's
+    ``truncate_double`` in doubles (the whole part, plus the fraction times 10^D rounded half to even, over
+    10^D: 1.505 is 1.5, the double just below 1.505), COMPUTED beyond M digits or below zero when UNSIGNED (it
+    refuses such a default). A column without (M,D): the number as it is."""
+    fixed = _FIXED_DIGITS.match(column.column_type)
+    if fixed is None:
+        return number
+    digits, scale = int(fixed.group(1)), int(fixed.group(2))
+    value = float(number)
+    if math.isinf(value) or (column.unsigned and value < 0):
+        return COMPUTED
+    whole = float(math.floor(value))
+    power = float(f"1e{scale}")  # the server's table of powers of ten: each the double nearest it
+    value = whole + float(round((value - whole) * power)) / power  # round(): half to even, as rint()
+    highest = float(f"1e{digits - scale}") - 1.0 / power
+    if column.data_type == "float":
+        highest = min(highest, 3.4028234663852886e38)  # FLT_MAX
+    if abs(value) > highest:
+        return COMPUTED
+    return repr(value + 0.0)  # -0.0 is 0.0
 
 
 def _time_spelled(kind: str, value: str) -> str:
