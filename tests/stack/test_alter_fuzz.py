@@ -103,6 +103,7 @@ LITERALS = [
     "b'101'",
     "0x41",
     "X'41'",
+    "x'00ff'",  # not UTF-8: MariaDB's catalog shows it as \\0?
     "CURRENT_TIMESTAMP",
     "NOW(3)",
     "'2001-02-03'",

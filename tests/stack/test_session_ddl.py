@@ -178,6 +178,14 @@ LITERALS = {
         None,
     ),
     "document_with_members": ("ADD c JSON DEFAULT (JSON_ARRAY(1))", "cannot reproduce"),
+    # a hexadecimal literal: bytes to a binary column (MariaDB's catalog shows one that is not UTF-8 as ?), a number
+    # to an integer one
+    "hexadecimal": (
+        "ADD c VARBINARY(4) DEFAULT x'00FF', ADD d BINARY(4) NOT NULL DEFAULT 0x41, ADD e BLOB DEFAULT x'ff', "
+        "ADD f INT DEFAULT 0x41, ADD g TINYBLOB DEFAULT (0x123)",
+        None,
+    ),
+    "hexadecimal_text": ("ADD c VARCHAR(4) DEFAULT 0x4142", "cannot reproduce"),  # in the column's character set
     "expression": ("ADD c INT DEFAULT (1 + 1)", "cannot reproduce"),
     "null_expression": ("ADD c INT DEFAULT (NULL)", "cannot reproduce"),
 }

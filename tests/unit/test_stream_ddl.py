@@ -530,7 +530,9 @@ def test_a_column_dropped_and_added_again_is_not_followed_as_the_same_column():
         (("column", "int DEFAULT ((3)"), _COMPUTED),
         (("column", "varchar(9) DEFAULT ('a' COLLATE utf8mb4_bin)"), _COMPUTED),
         (("column", "varchar(9) DEFAULT (concat('a', 'b'))"), _COMPUTED),
-        (("column", "varbinary(9) DEFAULT (x'00')"), _COMPUTED),
+        (("column", "varbinary(9) DEFAULT (x'00')"), "00"),  # a hexadecimal literal: its digits, paired
+        (("column", "varbinary(9) DEFAULT 0X41"), _COMPUTED),  # 0X is no literal: the server refused it
+        (("column", "varbinary(9) DEFAULT 0x123"), "0123"),
         # the empty document, JSON_ARRAY() or JSON_OBJECT(): MySQL 8 gives a JSON column no literal default
         (("column", "json NOT NULL DEFAULT (json_object())"), "{}"),
         (("column", "json DEFAULT ( ( JSON_ARRAY ( ) ) ) COMMENT 'x'"), "[]"),
@@ -816,6 +818,18 @@ def test_a_not_null_column_added_without_a_default_gets_the_types_implicit_one(d
             "'ab\\0\\0'",
             "YWIAAA==",
         ),  # ab and two zero bytes, as the catalog shows it
+        # a hexadecimal literal: its bytes, as MariaDB 10.11 shows each (a byte that is not UTF-8 as ?)
+        ("VARBINARY(4) DEFAULT x'00FF'", "varbinary(4)", "'\\0?'", "AP8="),
+        ("VARBINARY(4) DEFAULT 0x4142", "varbinary(4)", "'AB'", "QUI="),
+        ("BINARY(4) DEFAULT x'41'", "binary(4)", "'A\\0\\0\\0'", "QQAAAA=="),
+        ("BLOB DEFAULT x'ff'", "blob", "X'ff'", "/w=="),
+        ("VARBINARY(4) DEFAULT 0x123", "varbinary(4)", "'\x01#'", "ASM="),  # 0x0123, shown as its bytes
+        ("VARBINARY(4) DEFAULT x'0001'", "varbinary(4)", "'\\0\x01'", "AAE="),
+        ("VARBINARY(4) DEFAULT x'00ff'", "varbinary(4)", "'\\0\x01'", None),  # the source shows another: later
+        ("VARBINARY(1) DEFAULT (x'0001')", "varbinary(1)", "'\\0'", None),  # two bytes: the server refuses it
+        ("INT DEFAULT 0x41", "int(11)", "65", 65),  # an integer
+        ("TINYINT DEFAULT 0xff", "tinyint(4)", "127", None),  # 255 does not fit: the server refuses it
+        ("VARCHAR(4) DEFAULT 0x4142", "varchar(4)", "'AB'", None),  # bytes in the column's character set
     ],
 )
 def test_an_added_bit_or_binary_columns_literal_default_is_followed(definition, column_type, catalog, fill):
@@ -1055,6 +1069,22 @@ def test_a_fixed_digits_floats_default_is_rounded_as_the_server_rounds_it(column
     if filled is not None:  # the statement read with a row between declares the same column
         declared = declared_column("c", ("column", f"{column_type} DEFAULT {default}"))
         assert declared is not None and declared.column_type == column_type, declared
+
+
+@pytest.mark.parametrize(
+    "column_type, catalog, fill",
+    [  # nothing declared: the source's default, as MariaDB shows it
+        ("blob", "X'ff'", "/w=="),
+        ("varbinary(4)", "'AB'", "QUI="),
+        ("varbinary(4)", "'\\0?'", None),  # ? is itself, or a byte that is not UTF-8 (x'00ff'): not guessed
+    ],
+)
+def test_a_cut_overs_binary_column_takes_the_default_the_catalog_shows_unless_it_hides_bytes(
+    column_type, catalog, fill
+):
+    now = [*OLD, _col("c", column_type)]
+    result = followed_columns(OLD, ("id",), swapped_clauses(OLD, now), [(c, None) for c in OLD] + [(now[-1], catalog)])
+    _assert_filled(result, now[-1], fill, refused="cannot reproduce")
 
 
 def test_a_float_default_beyond_single_precision_or_from_the_catalog_alone_stops():

@@ -69,6 +69,23 @@ class BitLiteral(str):
     """A bit literal (b'101', 0b101) as the catalog spells a BIT's default: a binary string to other columns."""
 
 
+class HexLiteral(str):
+    """A hexadecimal literal (x'00ff', 0xff) by its digits, an even number of them: bytes to a binary column, an
+    unsigned integer to an integer one (``data``: its bytes)."""
+
+    @property
+    def data(self) -> bytes:
+        return bytes.fromhex(self)
+
+
+def hex_literal(digits: str) -> HexLiteral | None:
+    """``HexLiteral`` of a literal's digits: 0x123 is 0x0123 (the server pads it on the left); None when they are
+    not hexadecimal digits."""
+    if not re.fullmatch(r"[0-9a-fA-F]*", digits):
+        return None
+    return HexLiteral(("0" if len(digits) % 2 else "") + digits.lower())
+
+
 class EmptyDocument(str):
     """``JSON_ARRAY()`` or ``JSON_OBJECT()``, the expression applications give a JSON column as its default (MySQL 8
     allows it no literal: ``json NOT NULL DEFAULT (json_object())``): every row gets the same empty document, '[]'
@@ -157,8 +174,8 @@ def _string(quoted: str) -> str:
 
 def declared_default(declared: tuple[str, str]) -> Any:
     """The default a column clause declares: None (none, or NULL), the literal's text (a BIT's as ``b'101'``),
-    a ``Now``, an ``EmptyDocument``, or COMPUTED. ``declared``: ("column", the definition after the name) or
-    ("default", "SET DEFAULT x"/"DROP DEFAULT"), with the statement's ``Instant`` third once
+    a ``HexLiteral``, a ``Now``, an ``EmptyDocument``, or COMPUTED. ``declared``: ("column", the definition
+    after the name) or ("default", "SET DEFAULT x"/"DROP DEFAULT"), with the statement's ``Instant`` third once
     ``seam.source.stream_ddl`` stamped it (a ``Now`` then carries it)."""
     kind, text = declared[:2]
     masked, strings = _masked(text)
@@ -185,6 +202,9 @@ def declared_default(declared: tuple[str, str]) -> Any:
     if bits:  # a bit literal, b'101' or 0b101, as the catalog spells it
         digits = bits.group(2) or _string(strings[int(bits.group(1))])
         return BitLiteral(f"b'{digits}'") if re.fullmatch(r"[01]+", digits) else COMPUTED
+    hexed = re.fullmatch(r"[xX]\0(\d+)\0|0x([0-9a-fA-F]+)", token)
+    if hexed:  # x'00ff' (an even number of digits, or the server refused it) or 0xff
+        return hex_literal(hexed.group(2) or _string(strings[int(hexed.group(1))])) or COMPUTED
     upper = token.upper()
     if upper == "NULL":  # (NULL) is an expression: a NOT NULL TIMESTAMP gets the time of each row's insert from it
         return None if start == m.start(1) else COMPUTED

@@ -19,10 +19,12 @@ from seam.source.declared import (
     COMPUTED,
     BitLiteral,
     EmptyDocument,
+    HexLiteral,
     Now,
     NumberLiteral,
     SessionTime,
     empty_document,
+    hex_literal,
     is_number,
     now_default,
 )
@@ -62,6 +64,9 @@ def literal_default(value):
             return COMPUTED
     if re.fullmatch(r"-?\d+(\.\d+)?", value):
         return value
+    hexed = re.fullmatch(r"X'([0-9a-fA-F]*)'", value)  # a BLOB's
+    if hexed:
+        return hex_literal(hexed.group(1))
     return empty_document(value, whole=True) or COMPUTED  # json_array(), as both servers show it
 
 
@@ -84,10 +89,13 @@ def mysql_default(column: Column, value: str | None, extra: str) -> str | None:
 def catalog_default(column: Column, value: str | None) -> Any:
     """``literal_default`` of the source's COLUMN_DEFAULT for ``column``; a TIMESTAMP's as a ``SessionTime``
     (the reader's catalog session is on UTC, which is what the rows store). A FLOAT's with a fraction is
-    COMPUTED: MariaDB shows six digits (1.23456789 as 1.23457), not the value the rows hold."""
+    COMPUTED: MariaDB shows six digits (1.23456789 as 1.23457), not the value the rows hold; so is a binary
+    column's with a ``?``, which MariaDB shows for each byte that is not UTF-8."""
     literal = literal_default(value)
     if column.data_type == "float" and isinstance(literal, str) and not _FRACTIONLESS.fullmatch(literal):
         return COMPUTED
+    if column.data_type in (*_BINARIES, "binary") and isinstance(literal, str) and "?" in literal:
+        return COMPUTED  # MariaDB shows each byte of a binary default that is not UTF-8 as ?
     if column.data_type != "timestamp" or not isinstance(literal, str):
         return literal
     try:
@@ -102,6 +110,8 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
         return _statement_time(column, value, said)
     if value is not None and (column.data_type == "json" or isinstance(value, EmptyDocument)):
         return _document(column, value, said)
+    if isinstance(value, HexLiteral):
+        return _hexadecimal(column, value, said)
     implicit = implicit_default(column)  # NOT NULL and no DEFAULT (DEFAULT NULL would have been refused)
     if value is None and not column.nullable and implicit is not None:  # a BINARY(n)'s n zero bytes, in a BLOB too
         return (_zero_padded(column, implicit) if column.data_type == "binary" else implicit), None
@@ -140,6 +150,23 @@ def _document(column: Column, value: str, said: Any) -> tuple[Any, str | None]:
     if column.data_type not in _EMPTY_BY_DEFAULT - {"set"}:
         return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
     return fill(column, str(value), said)
+
+
+def _hexadecimal(column: Column, value: HexLiteral, said: Any) -> tuple[Any, str | None]:
+    """A hexadecimal literal's bytes in a binary column that holds them all (a BINARY(n)'s padded with zero bytes
+    when the record is made), or its unsigned integer in an integer column that holds it; anything else stops (a
+    text column reads the bytes in its character set)."""
+    data, kind = value.data, column.data_type
+    if kind in ("binary", "varbinary"):
+        fits = len(data) <= (column.size or 1)
+    else:
+        fits = kind in _BINARIES and len(data) <= _BYTES.get(kind, len(data))  # a MEDIUMBLOB holds any default
+    if fits:
+        return data, None
+    number = str(int.from_bytes(data, "big"))
+    if kind in INTEGER_TYPES and len(data) <= 8 and _fits(column, number):
+        return number, None
+    return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
 
 
 def stored_spelling(column: Column, value: Any) -> Any:
@@ -384,6 +411,8 @@ def same_default(declared: Any, catalog: str | None, column: Column) -> bool:
     ``column`` (the catalog shows an ENUM's or SET's default as the column stores it)."""
     if catalog is None or catalog.upper() == "NULL" or declared is None:
         return declared is None and (catalog is None or catalog.upper() == "NULL")
+    if isinstance(declared, HexLiteral):
+        return _same_bytes(declared, catalog, column)
     if isinstance(declared, Now):  # MariaDB shows NOW() of a DATETIME(2) as current_timestamp(2)
         shown = now_default(catalog)
         return (
@@ -411,6 +440,22 @@ def same_default(declared: Any, catalog: str | None, column: Column) -> bool:
         if isinstance(theirs, str) and _fraction_padded(theirs) == _fraction_padded(declared):
             return True  # '10:00:00.5' is shown as the column keeps it: '10:00:00.500'
     return False
+
+
+def _same_bytes(declared: HexLiteral, catalog: str, column: Column) -> bool:
+    """Whether the catalog shows a hexadecimal default: in hex (MariaDB's BLOB's, MySQL 8's binary column's), as
+    its number (an integer column's), or as MariaDB shows a binary string, in text (a BINARY(n)'s with its zero
+    bytes), each byte that is not UTF-8 a ``?``, a ``?`` that matches such a byte or itself."""
+    theirs, data = literal_default(catalog), declared.data
+    if isinstance(theirs, HexLiteral):
+        return theirs.data == data
+    if catalog.lower() == "0x" + declared:  # MySQL 8's, unquoted (which may be the bytes themselves: only compared)
+        return True
+    if column.data_type in INTEGER_TYPES:
+        return theirs == str(int.from_bytes(data, "big"))
+    if column.data_type == "binary":
+        data = data.ljust(column.size or 1, b"\0")
+    return isinstance(theirs, str) and theirs == data.decode("utf-8", errors="replace").replace("\ufffd", "?")
 
 
 def _fraction_padded(text: Any) -> Any:
