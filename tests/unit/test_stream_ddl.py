@@ -1158,6 +1158,7 @@ def test_alters_read_late_stop_the_table_when_their_declarations_do_not_say_it_a
         ("DATE DEFAULT (JSON_OBJECT())", ("date", "json_object()"), False),
         ("JSON DEFAULT ('[1, 2.0]')", ("json", "'[1, 2.0]'"), True),  # MySQL 8's, as ``mysql_default`` quotes it
         ("JSON DEFAULT (5)", ("json", "5"), False),  # a number, which MySQL does not read as a document
+        ("JSON DEFAULT (x'31')", ("json", "0x31"), False),  # a binary string: neither
     ],
 )
 def test_an_added_default_the_server_stores_otherwise_is_not_reproduced(definition, catalog, follows):

@@ -138,10 +138,10 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
 def _document(column: Column, value: str, said: Any) -> tuple[Any, str | None]:
     """A JSON column's default (MySQL 8's: a string in parentheses, or ``JSON_ARRAY()``) as its rows hold it, the
     document in its record form; an ``EmptyDocument`` in a text column as that text (the server converts it
-    to a string). Anything else stops: a number, which MySQL does not read as a document, or an empty
-    document given to a column of another type."""
+    to a string). Anything else stops: a number or a binary string, which MySQL does not read as a document,
+    or an empty document given to a column of another type."""
     if column.data_type == "json":
-        if isinstance(value, str) and not isinstance(value, (NumberLiteral, BitLiteral)):
+        if isinstance(value, str) and not isinstance(value, (NumberLiteral, BitLiteral, HexLiteral)):
             try:
                 return json_document(value), None
             except ValueError:  # the server refused it: never seen in a row
