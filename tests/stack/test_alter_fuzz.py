@@ -125,6 +125,8 @@ LITERALS = [
     "20010203",  # digits alone: a date, a time, or a number
     "010203040506.5",
     "'103000'",
+    "(CURRENT_DATE + INTERVAL 1 MONTH)",  # the statement's time, shifted
+    "(NOW() - INTERVAL 90 MINUTE)",
     "JSON_ARRAY()",  # the empty document, as applications give a JSON column its default
     "json_object()",
 ]

@@ -186,6 +186,14 @@ LITERALS = {
         None,
     ),
     "hexadecimal_text": ("ADD c VARCHAR(4) DEFAULT 0x4142", "cannot reproduce"),  # in the column's character set
+    # the statement's time with an interval added, on its session's wall clock
+    "shifted_time": (
+        "ADD c DATE DEFAULT (CURRENT_DATE + INTERVAL 1 YEAR), ADD d DATETIME DEFAULT (NOW() - INTERVAL 1 DAY), "
+        "ADD e DATE NOT NULL DEFAULT (DATE_ADD(CURDATE(), INTERVAL 1 MONTH)), ADD f DATETIME(2) DEFAULT "
+        "(CURDATE() + INTERVAL 90 MINUTE)",
+        None,
+    ),
+    "shifted_timestamp": ("ADD c TIMESTAMP NULL DEFAULT (NOW() + INTERVAL 1 DAY)", "cannot reproduce"),  # its zone
     "expression": ("ADD c INT DEFAULT (1 + 1)", "cannot reproduce"),
     "null_expression": ("ADD c INT DEFAULT (NULL)", "cannot reproduce"),
 }

@@ -518,7 +518,9 @@ def test_a_column_dropped_and_added_again_is_not_followed_as_the_same_column():
         (("column", "BIT(3) NOT NULL DEFAULT b'101'"), "b'101'"),
         (("column", "BIT(3) DEFAULT 0b11"), "b'11'"),
         (("column", "BIT(3) DEFAULT b'12'"), _COMPUTED),
-        (("column", "date DEFAULT (CURRENT_DATE + INTERVAL 1 DAY)"), _COMPUTED),
+        (("column", "date DEFAULT (CURRENT_DATE + INTERVAL 1 DAY)"), Now(None, True, None, (1, "DAY"))),
+        (("column", "date DEFAULT (CURRENT_DATE + INTERVAL 1 DAY + INTERVAL 1 DAY)"), _COMPUTED),
+        (("column", "date DEFAULT (CURDATE() + INTERVAL '1' DAY)"), _COMPUTED),
         (("column", "int DEFAULT (1 + 1)"), _COMPUTED),
         # a literal in parentheses is that literal; more than one thing in them is an expression
         (("column", "TEXT DEFAULT ('')"), ""),
@@ -601,6 +603,69 @@ AT = Instant(dt.datetime(2026, 11, 29, 17, 14, 44, 630316), dt.datetime(2026, 11
         ),
         ("DATETIME(3) DEFAULT NOW(3)", ("datetime(3)", 3), "CURRENT_TIMESTAMP(3)", "2026-11-29T22:44:44.630000"),
         ("DATETIME(3) DEFAULT NOW()", ("datetime(3)", 3), "current_timestamp(2)", None),  # a later change came first
+        # an interval added on the session's wall clock, as MariaDB 10.11 shows and stores each (SET timestamp)
+        (
+            "DATE DEFAULT (CURRENT_DATE + INTERVAL 1 YEAR)",
+            ("date", None),
+            "(curdate() + interval 1 year)",
+            "2027-11-29",
+        ),
+        ("DATE DEFAULT (CURDATE() + INTERVAL 3 MONTH)", ("date", None), "(curdate() + interval 3 month)", "2027-02-28"),
+        (
+            "DATE DEFAULT (DATE_SUB(CURDATE(), INTERVAL 2 WEEK))",
+            ("date", None),
+            "(curdate() - interval 2 week)",
+            "2026-11-15",
+        ),
+        # NOW() is whole seconds in an expression; on a DATE, the day (a DATETIME cut, past midnight here)
+        (
+            "DATETIME(3) DEFAULT (NOW() - INTERVAL 1 DAY)",
+            ("datetime(3)", 3),
+            "(current_timestamp() - interval 1 day)",
+            "2026-11-28T22:44:44.000000",
+        ),
+        (
+            "DATETIME(6) DEFAULT ((DATE_ADD(NOW(6), INTERVAL 90 MINUTE)))",
+            ("datetime(6)", 6),
+            "(current_timestamp(6) + interval 90 minute)",
+            "2026-11-30T00:14:44.630316",
+        ),
+        (
+            "DATE DEFAULT (NOW() + INTERVAL 2 HOUR)",
+            ("date", None),
+            "(current_timestamp() + interval 2 hour)",
+            "2026-11-30",
+        ),
+        (
+            "DATETIME DEFAULT (CURDATE() + INTERVAL 1 HOUR)",
+            ("datetime", 0),
+            "(curdate() + interval 1 hour)",
+            "2026-11-29T01:00:00.000000",
+        ),
+        (
+            "DATETIME(2) DEFAULT (NOW(6) + INTERVAL 1 DAY)",
+            ("datetime(2)", 2),
+            "(current_timestamp(6) + interval 1 day)",
+            None,
+        ),  # MySQL rounds
+        (
+            "TIMESTAMP NULL DEFAULT (NOW() + INTERVAL 1 DAY)",
+            ("timestamp", 0),
+            "(current_timestamp() + interval 1 day)",
+            None,
+        ),  # the zone's offset
+        (
+            "DATE DEFAULT (CURDATE() + INTERVAL 9000 YEAR)",
+            ("date", None),
+            "(curdate() + interval 9000 year)",
+            None,
+        ),  # NULL
+        (
+            "DATE DEFAULT (CURDATE() + INTERVAL 1 YEAR)",
+            ("date", None),
+            "(curdate() + interval 2 year)",
+            None,
+        ),  # a later one
     ],
 )
 def test_an_added_columns_rows_get_the_time_of_the_statement_that_added_it(definition, column, catalog, fill):

@@ -115,6 +115,8 @@ class Now:
     precision: int | None
     date_only: bool
     at: Instant | None = field(default=None, compare=False)
+    # an interval added to it, (CURDATE() + INTERVAL 1 YEAR): (its signed amount, its unit), as in ``SHIFT_UNITS``
+    shift: tuple[int, str] | None = None
 
 
 _NOW_FUNCTION = (
@@ -122,6 +124,17 @@ _NOW_FUNCTION = (
     r"|(CURRENT_DATE\b(?:\s*\(\s*\))?|CURDATE\s*\(\s*\)))"
 )
 _NOW = re.compile(rf"(\()?\s*{_NOW_FUNCTION}\s*(?(1)\))", re.I)
+SHIFT_UNITS = ("SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "QUARTER", "YEAR")
+_INTERVAL = rf"INTERVAL\s+(\d+)\s+({'|'.join(SHIFT_UNITS)})\b"
+# the statement's time with an interval added, in parentheses (an expression has them): NOW() - INTERVAL 1 DAY,
+# or DATE_ADD(CURDATE(), INTERVAL 1 MONTH) as MariaDB's catalog shows it, (curdate() + interval 1 month)
+_SHIFTED = (
+    re.compile(rf"((?:\(\s*)+){_NOW_FUNCTION}\s*([-+])\s*{_INTERVAL}((?:\s*\))+)", re.I),
+    re.compile(
+        rf"((?:\(\s*)+)(DATE_ADD|ADDDATE|DATE_SUB|SUBDATE)\s*\(\s*{_NOW_FUNCTION}\s*,\s*{_INTERVAL}\s*\)((?:\s*\))+)",
+        re.I,
+    ),
+)
 
 _QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", re.S)  # as seam.source.sql_text spells them
 _TYPE = re.compile(
@@ -187,6 +200,9 @@ def declared_default(declared: tuple[str, str]) -> Any:
     now = _NOW.match(masked, m.start(1))
     if now is not None:
         return _now(now, declared[2] if len(declared) > 2 else None)
+    shifted = shifted_now(masked, m.start(1), declared[2] if len(declared) > 2 else None)
+    if shifted is not None:
+        return shifted
     document = empty_document(masked, m.start(1))
     if document is not None:
         return document
@@ -239,14 +255,31 @@ def _unwrapped(masked: str, start: int) -> int | None:
 
 def now_default(catalog: str | None) -> Now | None:
     """The source's COLUMN_DEFAULT as a ``Now`` (MariaDB's ``current_timestamp(6)``, MySQL's
-    ``CURRENT_TIMESTAMP``, ``curdate()``), or None when it is something else."""
-    now = _NOW.fullmatch(catalog.strip()) if catalog else None
-    return None if now is None else _now(now, None)
+    ``CURRENT_TIMESTAMP``, ``curdate()``, ``(curdate() + interval 1 year)``), or None when it is something else."""
+    if not catalog:
+        return None
+    now = _NOW.fullmatch(catalog.strip())
+    return _now(now, None) if now is not None else shifted_now(catalog.strip(), 0, None, whole=True)
 
 
 def _now(match: re.Match, at: Instant | None) -> Now:
     digits = match.group(2) or match.group(3)
     return Now(int(digits) if digits else None, match.group(4) is not None, at)
+
+
+def shifted_now(text: str, start: int, at: Instant | None, whole: bool = False) -> Now | None:
+    """The ``Now`` with a ``shift`` a default spelled at ``start`` of ``text`` is (all of it with ``whole``), or
+    None."""
+    for i, pattern in enumerate(_SHIFTED):
+        m = (pattern.fullmatch if whole else pattern.match)(text, start)
+        if m is None or m.group(1).count("(") > m.group(m.lastindex or 0).count(")"):  # no operator may follow
+            continue
+        g = m.groups()[1:] if i == 0 else m.groups()[2:]  # the function's three, then sign or none, amount, unit
+        sign = (-1 if g[3] == "-" else 1) if i == 0 else (-1 if m.group(2).upper() in ("DATE_SUB", "SUBDATE") else 1)
+        amount, unit = (g[4], g[5]) if i == 0 else (g[3], g[4])
+        digits = g[0] or g[1]
+        return Now(int(digits) if digits else None, g[2] is not None, at, (sign * int(amount), unit.upper()))
+    return None
 
 
 def declared_column(name: str, declared: tuple[str, str]) -> Column | None:

@@ -7,6 +7,7 @@ Delivery guarantee: none of its own (pure: the caller publishes what it decides)
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import math
 import re
@@ -326,6 +327,8 @@ def _statement_time(column: Column, now: Now, said: Any) -> tuple[Any, str | Non
     """(the time of the statement that added the column, as the rows there got it, None), or (None, why not):
     a DATETIME's on its session's wall clock, a TIMESTAMP's in UTC (as Seam records it), truncated to the
     function's and the column's digits (the server truncates), a DATE's from CURRENT_DATE."""
+    if now.shift is not None:
+        return _shifted_time(column, now, said)
     kind, at = column.data_type, now.at
     digits = _time_digits(now, column)
     fits = kind == "date" if now.date_only else kind in ("datetime", "timestamp")
@@ -336,6 +339,39 @@ def _statement_time(column: Column, now: Now, said: Any) -> tuple[Any, str | Non
         return value.date().isoformat(), None
     unit = 10 ** (6 - digits)
     return value.replace(microsecond=value.microsecond // unit * unit).isoformat(sep=" "), None
+
+
+def _shifted_time(column: Column, now: Now, said: Any) -> tuple[Any, str | None]:
+    """``_statement_time`` of a ``Now`` with an interval added (``(CURDATE() + INTERVAL 1 YEAR)``): on the
+    session's wall clock, the interval added as the server adds it (a month past the end of a shorter one is its
+    last day), with the function's digits (none unless it names them: ``NOW()`` is whole seconds in an
+    expression), which a DATETIME must keep (MySQL rounds more, MariaDB cuts them); a DATE gets the day. A
+    TIMESTAMP's stops: the wall clock plus the interval is converted in the session's zone, whose offset may
+    differ there."""
+    kind, at, (amount, unit) = column.data_type, now.at, now.shift or (0, "DAY")
+    digits = 0 if now.date_only or now.precision is None else now.precision
+    if at is None or kind not in ("date", "datetime"):
+        return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+    if kind == "datetime" and (digits > (column.datetime_precision or 0) or (digits and not at.exact_fraction)):
+        return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+    step = 10 ** (6 - digits)
+    base = at.local.replace(microsecond=at.local.microsecond // step * step)
+    if now.date_only:
+        base = dt.datetime.combine(base.date(), dt.time())
+    try:
+        if unit in _MONTHS:
+            total = base.month - 1 + amount * _MONTHS[unit]
+            year, month = base.year + total // 12, total % 12 + 1
+            value = base.replace(year=year, month=month, day=min(base.day, calendar.monthrange(year, month)[1]))
+        else:
+            value = base + dt.timedelta(seconds=amount * _SECONDS[unit])
+    except (ValueError, OverflowError):  # beyond year 9999 or before 1: the server gives NULL
+        return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+    return (value.date().isoformat() if kind == "date" else value.isoformat(sep=" ")), None
+
+
+_MONTHS = {"MONTH": 1, "QUARTER": 3, "YEAR": 12}
+_SECONDS = {"SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86400, "WEEK": 7 * 86400}
 
 
 def _time_digits(now: Now, column: Column) -> int:
@@ -418,6 +454,7 @@ def same_default(declared: Any, catalog: str | None, column: Column) -> bool:
         return (
             shown is not None
             and shown.date_only == declared.date_only
+            and shown.shift == declared.shift
             and _time_digits(shown, column) == _time_digits(declared, column)
         )
     if column.data_type == "timestamp" and isinstance(declared, str):  # the same instant (a session's spelling)
