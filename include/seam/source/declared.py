@@ -119,19 +119,22 @@ class Now:
     shift: tuple[int, str] | None = None
 
 
-_NOW_FUNCTION = (
-    r"(?:(?:CURRENT_TIMESTAMP|LOCALTIMESTAMP|LOCALTIME)\b(?:\s*\(\s*(\d?)\s*\))?|NOW\s*\(\s*(\d?)\s*\)"
-    r"|(CURRENT_DATE\b(?:\s*\(\s*\))?|CURDATE\s*\(\s*\)))"
+# the functions that give the statement's time, their digits and the date's named (for ``_SHIFTED``)
+_NOW_NAMED = (
+    r"(?:(?:CURRENT_TIMESTAMP|LOCALTIMESTAMP|LOCALTIME)\b(?:\s*\(\s*(?P<digits>\d?)\s*\))?"
+    r"|NOW\s*\(\s*(?P<now_digits>\d?)\s*\)|(?P<date>CURRENT_DATE\b(?:\s*\(\s*\))?|CURDATE\s*\(\s*\)))"
 )
+_NOW_FUNCTION = re.sub(r"\?P<\w+>", "", _NOW_NAMED)
 _NOW = re.compile(rf"(\()?\s*{_NOW_FUNCTION}\s*(?(1)\))", re.I)
 SHIFT_UNITS = ("SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "QUARTER", "YEAR")
-_INTERVAL = rf"INTERVAL\s+(\d+)\s+({'|'.join(SHIFT_UNITS)})\b"
+_INTERVAL = rf"INTERVAL\s+(?P<amount>\d+)\s+(?P<unit>{'|'.join(SHIFT_UNITS)})\b"
 # the statement's time with an interval added, in parentheses (an expression has them): NOW() - INTERVAL 1 DAY,
 # or DATE_ADD(CURDATE(), INTERVAL 1 MONTH) as MariaDB's catalog shows it, (curdate() + interval 1 month)
 _SHIFTED = (
-    re.compile(rf"((?:\(\s*)+){_NOW_FUNCTION}\s*([-+])\s*{_INTERVAL}((?:\s*\))+)", re.I),
+    re.compile(rf"(?P<open>(?:\(\s*)+){_NOW_NAMED}\s*(?P<sign>[-+])\s*{_INTERVAL}(?P<close>(?:\s*\))+)", re.I),
     re.compile(
-        rf"((?:\(\s*)+)(DATE_ADD|ADDDATE|DATE_SUB|SUBDATE)\s*\(\s*{_NOW_FUNCTION}\s*,\s*{_INTERVAL}\s*\)((?:\s*\))+)",
+        rf"(?P<open>(?:\(\s*)+)(?P<call>DATE_ADD|ADDDATE|DATE_SUB|SUBDATE)\s*\(\s*{_NOW_NAMED}\s*,\s*{_INTERVAL}\s*\)"
+        r"(?P<close>(?:\s*\))+)",
         re.I,
     ),
 )
@@ -270,15 +273,15 @@ def _now(match: re.Match, at: Instant | None) -> Now:
 def shifted_now(text: str, start: int, at: Instant | None, whole: bool = False) -> Now | None:
     """The ``Now`` with a ``shift`` a default spelled at ``start`` of ``text`` is (all of it with ``whole``), or
     None."""
-    for i, pattern in enumerate(_SHIFTED):
+    for pattern in _SHIFTED:
         m = (pattern.fullmatch if whole else pattern.match)(text, start)
-        if m is None or m.group(1).count("(") > m.group(m.lastindex or 0).count(")"):  # no operator may follow
+        if m is None or m["open"].count("(") > m["close"].count(")"):  # no operator may follow
             continue
-        g = m.groups()[1:] if i == 0 else m.groups()[2:]  # the function's three, then sign or none, amount, unit
-        sign = (-1 if g[3] == "-" else 1) if i == 0 else (-1 if m.group(2).upper() in ("DATE_SUB", "SUBDATE") else 1)
-        amount, unit = (g[4], g[5]) if i == 0 else (g[3], g[4])
-        digits = g[0] or g[1]
-        return Now(int(digits) if digits else None, g[2] is not None, at, (sign * int(amount), unit.upper()))
+        call = m.groupdict().get("call")
+        backwards = call.upper() in ("DATE_SUB", "SUBDATE") if call else m["sign"] == "-"
+        digits = m["digits"] or m["now_digits"]
+        shift = ((-1 if backwards else 1) * int(m["amount"]), m["unit"].upper())
+        return Now(int(digits) if digits else None, m["date"] is not None, at, shift)
     return None
 
 
