@@ -39,7 +39,7 @@ from typing import Any
 
 from seam.core.schema import INTEGER_TYPES, Column
 from seam.source.declared import COMPUTED, declared_column, declared_default, declared_nullable
-from seam.source.fills import catalog_default, fill, same_default
+from seam.source.fills import catalog_default, fill, same_default, unreproduced
 from seam.source.sql_text import UnreadableStatement, plain_statement
 
 # a name in backticks, in double quotes (a writer's sql_mode ANSI_QUOTES: the statement would have failed
@@ -553,7 +553,7 @@ def _added_value(column: Column, default: str | None, declared: list[tuple]) -> 
     if declared:
         value = declared_default(declared[0])
         if value is _COMPUTED:
-            return None, f"column {column.name} gets a default the stream cannot reproduce ({declared[0][1]!r})"
+            return unreproduced(column, declared[0][1])
         types = [d for d in declared if d[0] == "column"]  # the ADD's, then each MODIFY's or CHANGE's
         parsed = [declared_column(column.name, d) for d in types]
         columns = [c for c in parsed if c is not None]

@@ -105,6 +105,11 @@ def catalog_default(column: Column, value: str | None) -> Any:
         return literal
 
 
+def unreproduced(column: Column, said: Any) -> tuple[None, str]:
+    """``fill``'s answer for a default the stream does not reproduce (``said``: as the statement or catalog spells it)."""
+    return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+
+
 def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
     """(an added column's value in the rows that were there, None), or (None, why the stream cannot)."""
     if isinstance(value, Now):
@@ -119,11 +124,11 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
     written = _stored_as_written(column, value)
     value = stored_spelling(column, value)
     if value is COMPUTED or (value is None and not column.nullable) or not written:
-        return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+        return unreproduced(column, said)
     if column.data_type == "bit" and value is not None:
         value = bit_digits(value)  # as the binlog reader hands a BIT over: its digits
         if value is None:
-            return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+            return unreproduced(column, said)
         return value, None
     if column.data_type in (*_BINARIES, "binary") and isinstance(value, str) and value.isascii():
         return value, None  # the same bytes in every client character set
@@ -147,9 +152,9 @@ def _document(column: Column, value: str, said: Any) -> tuple[Any, str | None]:
                 return json_document(value), None
             except ValueError:  # the server refused it: never seen in a row
                 pass
-        return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+        return unreproduced(column, said)
     if column.data_type not in _EMPTY_BY_DEFAULT - {"set"}:
-        return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+        return unreproduced(column, said)
     return fill(column, str(value), said)
 
 
@@ -167,7 +172,7 @@ def _hexadecimal(column: Column, value: HexLiteral, said: Any) -> tuple[Any, str
     number = str(int.from_bytes(data, "big"))
     if kind in INTEGER_TYPES and len(data) <= 8 and _fits(column, number):
         return number, None
-    return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+    return unreproduced(column, said)
 
 
 def stored_spelling(column: Column, value: Any) -> Any:
@@ -333,7 +338,7 @@ def _statement_time(column: Column, now: Now, said: Any) -> tuple[Any, str | Non
     digits = _time_digits(now, column)
     fits = kind == "date" if now.date_only else kind in ("datetime", "timestamp")
     if at is None or not fits or (digits and not at.exact_fraction):
-        return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+        return unreproduced(column, said)
     value = at.utc if kind == "timestamp" else at.local
     if now.date_only:
         return value.date().isoformat(), None
@@ -350,10 +355,12 @@ def _shifted_time(column: Column, now: Now, said: Any) -> tuple[Any, str | None]
     differ there."""
     kind, at, (amount, unit) = column.data_type, now.at, now.shift or (0, "DAY")
     digits = 0 if now.date_only or now.precision is None else now.precision
-    if at is None or kind not in ("date", "datetime"):
-        return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
-    if kind == "datetime" and (digits > (column.datetime_precision or 0) or (digits and not at.exact_fraction)):
-        return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+    if (
+        at is None
+        or kind not in ("date", "datetime")
+        or (kind == "datetime" and (digits > (column.datetime_precision or 0) or (digits and not at.exact_fraction)))
+    ):
+        return unreproduced(column, said)
     step = 10 ** (6 - digits)
     base = at.local.replace(microsecond=at.local.microsecond // step * step)
     if now.date_only:
@@ -366,7 +373,7 @@ def _shifted_time(column: Column, now: Now, said: Any) -> tuple[Any, str | None]
         else:
             value = base + dt.timedelta(seconds=amount * _SECONDS[unit])
     except (ValueError, OverflowError):  # beyond year 9999 or before 1: the server gives NULL
-        return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+        return unreproduced(column, said)
     return (value.date().isoformat() if kind == "date" else value.isoformat(sep=" ")), None
 
 
