@@ -40,9 +40,9 @@ def _target(pipeline, *statements: str) -> None:
             conn.execute(statement)
 
 
-def _stopped(pipeline, table: str) -> str | None:
+def _stopped(pipeline, table: str, db: str = DB) -> str | None:
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
-        row = conn.execute("SELECT stopped FROM seam.positions WHERE db = %s AND tbl = %s", (DB, table)).fetchone()
+        row = conn.execute("SELECT stopped FROM seam.positions WHERE db = %s AND tbl = %s", (db, table)).fetchone()
     return row[0] if row else None
 
 
@@ -201,13 +201,12 @@ def test_a_position_whose_binlog_is_gone_stops_only_its_table_and_repair_full_ta
         _seam(path, "stream", "stop", timeout=120)
 
 
-def _repairs(pipeline) -> int:
-    """The committed repairs of accounts."""
+def _repairs(pipeline, table: str = "accounts", db: str = DB) -> int:
+    """The committed repairs of the table."""
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
         return conn.execute(
-            "SELECT count(*) FROM seam.batches WHERE db = %s AND tbl = 'accounts' AND mode = 'repair' "
-            "AND state = 'committed'",
-            (DB,),
+            "SELECT count(*) FROM seam.batches WHERE db = %s AND tbl = %s AND mode = 'repair' AND state = 'committed'",
+            (db, table),
         ).fetchone()[0]
 
 
@@ -453,3 +452,57 @@ def test_rows_a_cascade_two_levels_up_changed_while_the_repair_ran_are_copied_ag
     done = repair.repair_table(pipeline, pipeline.table(f"{db}.postings"), say=print)
     assert done.differing == 1 and done.deletes == 203 and done.rows == 0, done  # 100 + 3 replies + 100
     assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "postings") is None
+
+
+def test_a_column_added_with_a_default_the_stream_cannot_reproduce_is_repaired_by_the_stream(stack, tmp_path_factory):
+    """ADD COLUMN with (UUID()), a generated column, an AUTO_INCREMENT one: the rows there got values only the
+    source knows. The target takes the columns at the ALTER, NULL in those rows, and the stream repairs the table
+    by itself (as after a cut-over), then streams on under a writer. A keyless table, which no repair takes up,
+    stops naming `seam load full`, and that works."""
+    db = "unreproduced_fills"
+    fresh_database(
+        db,
+        f"CREATE TABLE {db}.orders (id INT PRIMARY KEY, amount DECIMAL(10,2), note VARCHAR(20))",
+        f"INSERT INTO {db}.orders SELECT seq, seq * 1.5, CONCAT('n', seq) FROM {db}.seq_1_to_40",
+        f"CREATE TABLE {db}.events (at INT, what VARCHAR(20))",
+        f"INSERT INTO {db}.events SELECT seq, 'e' FROM {db}.seq_1_to_5",
+    )
+    tables = [{"name": f"{db}.orders", "key": ["id"]}, {"name": f"{db}.events", "key": "none"}]
+    path = pipeline_file(tmp_path_factory, "unreproduced_fills", tables)
+    pipeline = load_pipeline(path)
+    load = _seam(path, "load", "full", f"{db}.orders", f"{db}.events")
+    assert load.returncode == 0, load.stderr + load.stdout
+    started = _seam(path, "stream", "start", timeout=180)
+    assert started.returncode == 0, started.stderr + started.stdout
+    admin = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
+    admin.autocommit(True)
+    before = _repairs(pipeline, "orders", db)
+    try:
+        with admin.cursor() as cur:
+            cur.execute(
+                "ALTER TABLE orders ADD token CHAR(36) NOT NULL DEFAULT (UUID()) AFTER id, "
+                "ADD doubled DECIMAL(12,2) AS (amount * 2) STORED, ADD seq INT NOT NULL AUTO_INCREMENT UNIQUE"
+            )
+            cur.execute("INSERT INTO orders (id, amount, note) VALUES (41, 2.5, 'after')")
+            cur.execute("ALTER TABLE events ADD tag CHAR(36) DEFAULT (UUID())")
+        deadline = time.time() + 180
+        while time.time() < deadline and not (
+            _repairs(pipeline, "orders", db) > before and not _stopped(pipeline, "orders", db)
+        ):
+            time.sleep(0.5)
+        assert _repairs(pipeline, "orders", db) == before + 1, _stopped(pipeline, "orders", db)
+        reason = _stopped(pipeline, "events", db) or ""
+        assert "cannot reproduce" in reason and f"seam load full {db}.events" in reason, reason
+        reloaded = _seam(path, "load", "full", f"{db}.events")  # the way out it printed
+        assert reloaded.returncode == 0, reloaded.stderr + reloaded.stdout
+        with admin.cursor() as cur:
+            cur.execute("UPDATE orders SET amount = amount + 1 WHERE id <= 5")
+            cur.execute("INSERT INTO orders (id, amount) VALUES (42, 7)")
+            cur.execute("INSERT INTO events (at, what) VALUES (6, 'after')")
+        waited = _seam(path, "stream", "wait", "--timeout", "120", timeout=180)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        for table in ("orders", "events"):
+            assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, table) is None, table
+    finally:
+        admin.close()
+        _seam(path, "stream", "stop", timeout=120)

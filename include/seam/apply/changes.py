@@ -417,7 +417,7 @@ class ChangeApplier:
             return  # its pending changes just stopped the table
         if isinstance(control, SchemaChange) and not self._follow_schema(stream, control):
             return
-        if isinstance(control, SchemaChange) and control.stop:  # a cut-over: the table is compared and repaired
+        if isinstance(control, SchemaChange) and control.stop:  # a cut-over, a fill unknown: compared and repaired
             self.stop_table(stream, control.stop, remedy=False, repair_due=self.pipeline.repair.after_cutover)
         elif isinstance(control, StreamStop):
             log.error("%s: stream stopped: %s", stream.target, control.reason)

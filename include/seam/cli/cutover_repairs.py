@@ -1,6 +1,8 @@
 """Repairs the stream starts by itself: a table stopped at the cut-over of an online schema change (gh-ost,
-pt-online-schema-change: ``RENAME TABLE t TO _t_old, _t_new TO t``) is compared with its source and repaired,
-then streams on, with no one running `seam repair` (``repair.after_cutover``, on by default).
+pt-online-schema-change: ``RENAME TABLE t TO _t_old, _t_new TO t``), or at an ADD COLUMN whose value in the rows
+there the stream cannot reproduce (``(UUID())``, a generated column: ``seam.source.stream_ddl``), is compared with
+its source and repaired, then streams on, with no one running `seam repair` (``repair.after_cutover``, on by
+default).
 
 The sink records such a stop as due for a repair (``positions.repair_due``, in the stop's transaction). The
 process that keeps the streaming sink running (``seam.cli.stream_parts.run_sink``) claims it (one UPDATE: of

@@ -39,7 +39,7 @@ from typing import Any
 
 from seam.core.schema import INTEGER_TYPES, Column
 from seam.source.declared import COMPUTED, declared_column, declared_default, declared_nullable
-from seam.source.fills import catalog_default, fill, same_default, unreproduced
+from seam.source.fills import Unfilled, Unreproduced, catalog_default, fill, same_default, unreproduced
 from seam.source.sql_text import UnreadableStatement, plain_statement
 
 # a name in backticks, in double quotes (a writer's sql_mode ANSI_QUOTES: the statement would have failed
@@ -406,8 +406,8 @@ def followed_columns(
 ) -> tuple[list[Column], dict[str, str], dict[str, Any]] | str:
     """The table's columns after an ALTER of ``clauses``, given its columns before (``old``) and the
     source's definition now (``now``: each column with its COLUMN_DEFAULT, in the source's order):
-    (columns, renamed old -> new, defaults of added columns as source literals), or why the stream cannot
-    follow it exactly. The source's definition must be what the clauses leave: when a later ALTER already
+    (columns, renamed old -> new, defaults of added columns as source literals, ``Unfilled`` where the stream
+    cannot reproduce one), or why the stream cannot follow it exactly. The source's definition must be what the clauses leave: when a later ALTER already
     changed it, the stream stops rather than guess."""
     names = [c.name for c in old]
     renamed: dict[str, str] = {}
@@ -449,7 +449,7 @@ def followed_columns(
     defaults: dict[str, Any] = {}
     for column, default in now:
         if column.name in added:
-            value, why = _added_value(column, default, added[column.name])
+            value, why = _unfilled(*_added_value(column, default, added[column.name]))
             if why:
                 return why
             defaults[column.name] = value
@@ -473,8 +473,8 @@ def declared_columns(
     """The table's columns after ``clauses`` (``composed_clauses``) from what the statements declared alone,
     in ``order`` (the names a row event's table map carries, in the source's order): for ALTERs read after the
     source's definition had passed them, when a row of the table follows them. (columns, renamed old -> new,
-    defaults of added columns), or why not: a type not read from a statement, a change that is not a
-    widening, a fill the stream cannot reproduce, columns that are not the row's. ``charsets``: each column's
+    defaults of added columns, ``Unfilled`` as in ``followed_columns``), or why not: a type not read from a
+    statement, a change that is not a widening, columns that are not the row's. ``charsets``: each column's
     character set as the row's table map logs it (a text column declared without one takes the table's
     default, which the statement does not name)."""
     before = {c.name: c for c in old}
@@ -508,7 +508,7 @@ def declared_columns(
         if why:
             return why
         if kind == "add":  # the rows got the ADD's fill, which the widenings after it kept
-            value, why = fill(declared[0], declared_default(said[0]), said[0][1])
+            value, why = _unfilled(*fill(declared[0], declared_default(said[0]), said[0][1]))
             if why:
                 return why
             defaults[new] = value
@@ -516,6 +516,12 @@ def declared_columns(
     if sorted(columns) != sorted(order):
         return f"the row's columns ({', '.join(order)}) are not those the statements leave ({', '.join(columns)})"
     return [columns[n] for n in order], renamed, defaults
+
+
+def _unfilled(value: Any, why: str | None) -> tuple[Any, str | None]:
+    """A fill the stream cannot reproduce as ``Unfilled`` (the column is added, NULL in the rows there, and the table
+    repaired); any other reason stays one the table stops for."""
+    return (Unfilled(why), None) if isinstance(why, Unreproduced) else (value, why)
 
 
 def _declarations(clause: tuple) -> list[tuple]:

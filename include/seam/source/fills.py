@@ -1,6 +1,7 @@
 """The value an added column's rows got, from what its ALTER declared and what the source's catalog shows: a
 literal as the server stored it, the time of the statement that added it (``CURRENT_TIMESTAMP``), or why the
-stream cannot reproduce it (then the table stops; ``seam.source.ddl`` follows the ALTER).
+stream cannot reproduce it (``Unreproduced``: ``seam.source.ddl`` adds the column all the same, ``Unfilled``, and the
+table is repaired).
 
 Delivery guarantee: none of its own (pure: the caller publishes what it decides).
 """
@@ -12,6 +13,7 @@ import datetime as dt
 import math
 import re
 import struct
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -105,9 +107,21 @@ def catalog_default(column: Column, value: str | None) -> Any:
         return literal
 
 
-def unreproduced(column: Column, said: Any) -> tuple[None, str]:
+class Unreproduced(str):
+    """Why the stream cannot give an added column's rows the value the source gave them (a ``fill`` refused)."""
+
+
+@dataclass(frozen=True)
+class Unfilled:
+    """An added column's value in the rows there, which the stream cannot reproduce (``why``): the target takes the
+    column NULL there, and the table is compared with its source and repaired (``seam.source.stream_ddl``)."""
+
+    why: str
+
+
+def unreproduced(column: Column, said: Any) -> tuple[None, Unreproduced]:
     """``fill``'s answer for a default the stream does not reproduce (``said``: as the statement or catalog spells it)."""
-    return None, f"column {column.name} gets a default the stream cannot reproduce ({said!r})"
+    return None, Unreproduced(f"column {column.name} gets a default the stream cannot reproduce ({said!r})")
 
 
 def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
@@ -133,10 +147,14 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
     if column.data_type in (*_BINARIES, "binary") and isinstance(value, str) and value.isascii():
         return value, None  # the same bytes in every client character set
     if value is not None and column.data_type in _NO_DEFAULT and not _stored_time(column, value):
-        return None, f"column {column.name} has a {column.data_type} default the stream does not reproduce"
+        return None, Unreproduced(
+            f"column {column.name} has a {column.data_type} default the stream does not reproduce"
+        )
     if column.data_type == "timestamp" and value is not None:
         if not isinstance(value, SessionTime):
-            return None, f"column {column.name} has a timestamp default the stream cannot read in UTC ({said!r})"
+            return None, Unreproduced(
+                f"column {column.name} has a timestamp default the stream cannot read in UTC ({said!r})"
+            )
         return value.utc.isoformat(sep=" "), None
     return value, None
 

@@ -40,7 +40,7 @@ from seam.source.declared import (
     settled_for_mode,
     settled_timestamps,
 )
-from seam.source.fills import mysql_default
+from seam.source.fills import Unfilled, mysql_default
 from seam.source.gtid import is_mariadb
 from seam.source.schema import COLUMN_FIELDS, column_from_row
 from seam.source.stream_cascades import Cascades
@@ -323,13 +323,33 @@ def _altered(conn, followed: Followed, clauses: list[tuple] | None, ddl: str, po
 
 def _schema_change(followed: Followed, position: Position, result: tuple, ddl: str) -> SchemaChange | str:
     """The SCHEMA message of a followed change: (columns, renamed, defaults as source literals); a string (why
-    not) when a default is no value of its column's type (the table stops, not the reader)."""
+    not) when a default is no value of its column's type (the table stops, not the reader). An added column
+    whose rows' value the stream cannot reproduce (``Unfilled``: ``(UUID())``, an expression, a generated or
+    AUTO_INCREMENT column) is added all the same, NULL in those rows, and the table then stops for a repair,
+    which copies the rows that differ (as after a cut-over, the stream starts it itself); a keyless table,
+    which no repair can take up, stops before it."""
     columns, renamed, defaults = result
+    unfilled = {n: v.why for n, v in defaults.items() if isinstance(v, Unfilled)}
+    if unfilled and followed.table.keyless:
+        return "; ".join(unfilled.values())
     by_name = {c.name: c for c in columns}
     try:
-        defaults = {n: None if v is None else normalize(by_name[n], v) for n, v in defaults.items()}
+        defaults = {n: None if v is None or n in unfilled else normalize(by_name[n], v) for n, v in defaults.items()}
     except (ValueError, TypeError, ArithmeticError) as exc:
         return f"a column's default is not read as a value of its type ({exc})"
+    stop = None
+    if unfilled:
+        stop = (
+            f"{'; '.join(unfilled.values())}: the target took the column{'s' if len(unfilled) > 1 else ''} at "
+            f"{position}, NULL in the rows there; run `seam repair {followed.table.name}` to copy their values "
+            "from the source and go on streaming"
+        )
     return SchemaChange(
-        position, followed.published, [asdict(c) for c in columns], defaults, ddl.strip()[:1000], renamed=renamed
+        position,
+        followed.published,
+        [asdict(c) for c in columns],
+        defaults,
+        ddl.strip()[:1000],
+        renamed=renamed,
+        stop=stop,
     )

@@ -302,7 +302,8 @@ class SchemaChange:
     server: str | None = None
     renamed: dict[str, str] = field(default_factory=dict)
     truncate: bool = False
-    stop: str | None = None  # then the table stops, for this reason (a cut-over: it waits for `seam repair`)
+    stop: str | None = None  # then the table stops for this reason, and waits for `seam repair` (a cut-over, or an
+    # added column whose value in the rows there the stream cannot reproduce)
 
     def to_json(self) -> bytes:
         return _dump(
