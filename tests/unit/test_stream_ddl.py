@@ -666,7 +666,7 @@ AT = Instant(dt.datetime(2026, 11, 29, 17, 14, 44, 630316), dt.datetime(2026, 11
             ("timestamp", 0),
             "(current_timestamp() + interval 1 day)",
             None,
-        ),  # the zone's offset
+        ),  # the source did not convert its wall time: not guessed (the zone's offset may change in between)
         (
             "DATE DEFAULT (CURDATE() + INTERVAL 9000 YEAR)",
             ("date", None),
@@ -1450,3 +1450,46 @@ def test_an_added_column_the_stream_cannot_fill_is_added_null_and_its_table_repa
         f"{_why_not(result)}: the target took the column at {Position('bin.000001', 900)}, NULL in the rows there; run `seam "
         "repair shop.t` to copy their values from the source and go on streaming"
     )
+
+
+_DAY_ON = "(current_timestamp() + interval 1 day)"
+_MONTH_OFF = "(current_timestamp(3) - interval 1 month)"
+
+
+@pytest.mark.parametrize(
+    "definition, precision, catalog, wall, fill",
+    [  # the wall time as the source converted it (stream_ddl._walls_in_utc), keyed as the session's clock shows it
+        ("TIMESTAMP NULL DEFAULT (NOW() + INTERVAL 1 DAY)", 0, _DAY_ON, "2026-11-30 22:44:44", "2026-11-30 17:14:44"),
+        ("TIMESTAMP(3) DEFAULT (NOW(3) - INTERVAL 1 MONTH)", 3, _MONTH_OFF, "", None),  # not converted: not guessed
+        (
+            "TIMESTAMP(3) NOT NULL DEFAULT (NOW(3) - INTERVAL 1 MONTH)",
+            3,
+            _MONTH_OFF,
+            "2026-10-29 22:44:44.630000",
+            "2026-10-29 17:14:44.630000",
+        ),
+        ("TIMESTAMP DEFAULT (NOW(3) - INTERVAL 1 MONTH)", 0, _MONTH_OFF, "2026-10-29 22:44:44.630000", None),  # digits
+        (
+            "TIMESTAMP NULL DEFAULT (CURRENT_DATE + INTERVAL 1 DAY)",
+            0,
+            "(curdate() + interval 1 day)",
+            "2026-11-30 00:00:00",
+            "2026-11-29 18:30:00",
+        ),
+    ],
+)
+def test_an_added_timestamps_shifted_time_is_its_wall_time_as_the_source_converts_it(
+    definition, precision, catalog, wall, fill
+):
+    """The statement's time plus an interval in a TIMESTAMP: the interval is added on the session's wall clock,
+    and the result read on that clock as the server stored it, which only the source can convert (a zone whose
+    offset changes in between). Where it has not (beyond the type, a gap in the zone), it is not guessed."""
+    converted = {wall: dt.datetime.fromisoformat(fill or "2000-01-01")} if wall else {}
+    at = Instant(AT.utc, AT.local, True, converted)
+    added = Column("c", "timestamp", f"timestamp({precision})" if precision else "timestamp", True, None, precision)
+    now = [(c, None) for c in OLD] + [(added, catalog)]
+    result = followed_columns(OLD, ("id",), [("add", "c", ("column", definition, at))], now)
+    if fill is None:
+        assert "cannot reproduce" in (_why_not(result) or ""), result
+    else:
+        assert _why_not(result) is None and result[2]["c"] == fill, result

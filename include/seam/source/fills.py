@@ -366,33 +366,46 @@ def _statement_time(column: Column, now: Now, said: Any) -> tuple[Any, str | Non
 
 def _shifted_time(column: Column, now: Now, said: Any) -> tuple[Any, str | None]:
     """``_statement_time`` of a ``Now`` with an interval added (``(CURDATE() + INTERVAL 1 YEAR)``): on the
-    session's wall clock, the interval added as the server adds it (a month past the end of a shorter one is its
-    last day), with the function's digits (none unless it names them: ``NOW()`` is whole seconds in an
-    expression), which a DATETIME must keep (MySQL rounds more, MariaDB cuts them); a DATE gets the day. A
-    TIMESTAMP's stops: the wall clock plus the interval is converted in the session's zone, whose offset may
-    differ there."""
-    kind, at, (amount, unit) = column.data_type, now.at, now.shift or (0, "DAY")
+    session's wall clock (``shifted_wall``), with the function's digits, which a DATETIME or TIMESTAMP must keep
+    (MySQL rounds more, MariaDB cuts them); a DATE gets the day. A TIMESTAMP's is that wall time read on the
+    session's clock, as the source converted it for the statement (``Instant.in_utc``, which holds it only when
+    it is one instant there and the type holds it): where the zone's offset changes in between it is not the
+    statement's time shifted in UTC."""
+    kind, at = column.data_type, now.at
     digits = 0 if now.date_only or now.precision is None else now.precision
     if (
         at is None
-        or kind not in ("date", "datetime")
-        or (kind == "datetime" and (digits > (column.datetime_precision or 0) or (digits and not at.exact_fraction)))
+        or kind not in ("date", "datetime", "timestamp")
+        or (kind != "date" and (digits > (column.datetime_precision or 0) or (digits and not at.exact_fraction)))
     ):
         return unreproduced(column, said)
+    value = shifted_wall(now, at.local)
+    if value is None:  # beyond year 9999 or before 1: the server gives NULL
+        return unreproduced(column, said)
+    if kind == "timestamp":
+        utc = at.in_utc.get(value.isoformat(sep=" "))
+        return (utc.isoformat(sep=" "), None) if utc is not None else unreproduced(column, said)
+    return (value.date().isoformat() if kind == "date" else value.isoformat(sep=" ")), None
+
+
+def shifted_wall(now: Now, local: dt.datetime) -> dt.datetime | None:
+    """The wall time a ``Now`` with a ``shift`` gives on the session's clock at ``local``, as the server adds the
+    interval (a month past the end of a shorter one is its last day), with the function's digits (none unless it
+    names them: ``NOW()`` is whole seconds in an expression; a date's is its midnight); None past year 9999."""
+    amount, unit = now.shift or (0, "DAY")
+    digits = 0 if now.date_only or now.precision is None else now.precision
     step = 10 ** (6 - digits)
-    base = at.local.replace(microsecond=at.local.microsecond // step * step)
+    base = local.replace(microsecond=local.microsecond // step * step)
     if now.date_only:
         base = dt.datetime.combine(base.date(), dt.time())
     try:
         if unit in _MONTHS:
             total = base.month - 1 + amount * _MONTHS[unit]
             year, month = base.year + total // 12, total % 12 + 1
-            value = base.replace(year=year, month=month, day=min(base.day, calendar.monthrange(year, month)[1]))
-        else:
-            value = base + dt.timedelta(seconds=amount * _SECONDS[unit])
-    except (ValueError, OverflowError):  # beyond year 9999 or before 1: the server gives NULL
-        return unreproduced(column, said)
-    return (value.date().isoformat() if kind == "date" else value.isoformat(sep=" ")), None
+            return base.replace(year=year, month=month, day=min(base.day, calendar.monthrange(year, month)[1]))
+        return base + dt.timedelta(seconds=amount * _SECONDS[unit])
+    except (ValueError, OverflowError):
+        return None
 
 
 _MONTHS = {"MONTH": 1, "QUARTER": 3, "YEAR": 12}

@@ -33,14 +33,16 @@ from seam.source.ddl import (
 from seam.source.declared import (
     PAD_CHAR_TO_FULL_LENGTH,
     Instant,
+    Now,
     StatementClock,
     declared_column,
+    declared_default,
     declares_json,
     json_as_longtext,
     settled_for_mode,
     settled_timestamps,
 )
-from seam.source.fills import Unfilled, mysql_default
+from seam.source.fills import Unfilled, mysql_default, shifted_wall
 from seam.source.gtid import is_mariadb
 from seam.source.schema import COLUMN_FIELDS, column_from_row
 from seam.source.stream_cascades import Cascades
@@ -53,6 +55,8 @@ log = logging.getLogger("seam.streaming")
 NAMES_THE_TIME = re.compile(r"\b(CURRENT_TIMESTAMP|NOW|LOCALTIME|LOCALTIMESTAMP|CURRENT_DATE|CURDATE)\b", re.I)
 # a quoted date and time a TIMESTAMP default may be (the server reads it on the session's clock)
 TIME_LITERAL = re.compile(r"['\"](\d{4}-\d\d-\d\d(?: \d\d:\d\d:\d\d(?:\.\d{1,6})?)?)['\"]")
+# what a TIMESTAMP holds, in UTC
+TIMESTAMP_RANGE = (dt.datetime(1970, 1, 1, 0, 0, 1), dt.datetime(2038, 1, 19, 3, 14, 7, 999999))
 MAY_CHANGE_KEYS = re.compile(r"\bFOREIGN\b|\bCONSTRAINT\b|^\s*(CREATE|DROP|RENAME)\b", re.I)
 TRANSACTIONAL = {"innodb", "xtradb", "rocksdb", "tokudb", "ndbcluster", "ndb"}
 
@@ -195,7 +199,42 @@ def _stamped(source: Callable[[], Any], statement: Statement, clauses: list[tupl
     if statement.clock is None or not (NAMES_THE_TIME.search(said) or times):
         return clauses
     at = _instant(source(), statement.clock, times)
+    shifted = [now for clause in clauses for d in clause if isinstance(now := _shifted(d), Now)]
+    walls = {wall.isoformat(sep=" ") for now in shifted if at and (wall := shifted_wall(now, at.local))}
+    if walls and at is not None:  # a TIMESTAMP's is the wall time read on the session's clock
+        at.in_utc.update(_walls_in_utc(source(), statement.clock, sorted(walls)))
     return [tuple((*d, at) if isinstance(d, tuple) else d for d in clause) for clause in clauses]
+
+
+def _shifted(declared) -> Now | None:
+    """The statement's time with an interval added that a declaration defaults to, if it does."""
+    if not isinstance(declared, tuple):
+        return None
+    default = declared_default(declared)
+    return default if isinstance(default, Now) and default.shift else None
+
+
+def _walls_in_utc(conn, clock: StatementClock, walls: list[str]) -> dict[str, dt.datetime]:
+    """Each of ``walls`` (the session's wall clock) as a TIMESTAMP stores it, converted by the source as the
+    server converted the statement's: only those that are one instant there (not in a gap the zone skips, which
+    would not convert back to themselves) and that the type holds (CONVERT_TZ leaves a time beyond it as it is)."""
+    zone = "COALESCE(%s, @@global.time_zone)"
+    found = {}
+    with conn.cursor() as cur:
+        for wall in walls:
+            cur.execute(
+                f"SELECT CONVERT_TZ(%s, {zone}, '+00:00'), CONVERT_TZ(CONVERT_TZ(%s, {zone}, '+00:00'), '+00:00', {zone})",
+                (wall, clock.time_zone, wall, clock.time_zone, clock.time_zone),
+            )
+            utc, back = cur.fetchone()
+            if (
+                isinstance(utc, dt.datetime)
+                and isinstance(back, dt.datetime)
+                and back == dt.datetime.fromisoformat(wall)
+                and TIMESTAMP_RANGE[0] <= utc <= TIMESTAMP_RANGE[1]
+            ):
+                found[wall] = utc
+    return found
 
 
 def _instant(conn, clock: StatementClock, times: list[str]) -> Instant | None:
