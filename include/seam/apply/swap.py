@@ -21,6 +21,9 @@ from seam.state.ledger import staging_tables, undropped
 from seam.state.schema import xact_lock
 from seam.wire.boundary import RECONCILE_PART, End, Tally
 
+INDEX_BYTES_PER_ROW = 100  # what a key's index build sorts in memory per row (a BIGINT's: its tuple, its slot)
+INDEX_MEMORY_KB = (256 * 1024, 1024 * 1024)  # ... at least, at most (never below the server's own setting)
+
 
 def check_end(conn, schema: str, batch: OpenBatch, end: End) -> None:
     """The staged batch must be what END says was published (else SinkError: the batch is rejected); the
@@ -60,7 +63,11 @@ def replace_table(conn, batch: OpenBatch, end: End, recorded: list[dict] | None)
     key = [qi(k) for k in batch.begin.key]
     final_rows = sum(p.rows for p in end.parts if p.part != RECONCILE_PART)  # the winners' staged rows
     if key:
-        conn.execute("SET LOCAL maintenance_work_mem = '256MB'")  # the key's index in one in-memory sort
+        conn.execute(  # the key's index in one in-memory sort: 5,000,000 rows took 2.5 s with 256MB, 1.8 s with 512MB
+            "SELECT set_config('maintenance_work_mem', greatest(setting::bigint, %s)::text, true) FROM pg_settings "
+            "WHERE name = 'maintenance_work_mem'",
+            (min(INDEX_MEMORY_KB[1], max(INDEX_MEMORY_KB[0], final_rows * INDEX_BYTES_PER_ROW // 1024)),),
+        )
         conn.execute(f"ALTER TABLE {stage} ADD PRIMARY KEY ({', '.join(key)})")
         match = " AND ".join(f"s.{k} = c.{k}" for k in key)
         cols = ", ".join(qi(n) for n in batch.schema.names)
