@@ -8,7 +8,6 @@ Delivery guarantee: none of its own (pure: the caller publishes what it decides)
 
 from __future__ import annotations
 
-import calendar
 import datetime as dt
 import math
 import re
@@ -31,12 +30,13 @@ from seam.source.declared import (
     is_number,
     now_default,
 )
+from seam.source.fill_times import statement_time, stored_time, time_digits, time_spelled
 from seam.source.sql_text import UnreadableStatement, literal_value
 from seam.wire.codecs import json_document
 
-# added columns whose default the stream does not turn into a target value (they stop the table), but for a
-# DATE, DATETIME, TIME or TIMESTAMP literal spelled as the server stores it (``_TIME_LITERALS``, after
-# ``_time_spelled``; a TIMESTAMP's read on the session's clock, ``SessionTime``) and an ASCII binary one: another
+# added columns whose default the stream does not turn into a target value (``Unfilled``), but for a DATE,
+# DATETIME, TIME or TIMESTAMP literal spelled as the server stores it (``fill_times.stored_time``, after
+# ``time_spelled``; a TIMESTAMP's read on the session's clock, ``SessionTime``) and an ASCII binary one: another
 # spelling, or more digits than the column keeps, is the server's to read
 _NO_DEFAULT = {"date", "datetime", "timestamp", "time", "bit", "binary", "varbinary", "blob", "json"}
 _BINARIES = {"varbinary", "tinyblob", "blob", "mediumblob", "longblob"}  # BINARY(n): padded (``_zero_padded``)
@@ -46,14 +46,6 @@ _EMPTY_BY_DEFAULT = {
 }
 _GENERATED_STRING = re.compile(r"_\w+\\?'([^'\\]*)\\?'")  # MySQL 8's COLUMN_DEFAULT of DEFAULT ('text')
 _FRACTIONLESS = re.compile(r"[-+]?\d+")
-_LOOSE_DATE = re.compile(r"(\d{4})-(\d\d?)-(\d\d?)(?: (\d\d):(\d\d)(:\d\d(?:\.\d{1,6})?)?)?")
-_LOOSE_TIME = re.compile(r"-?\d{2,3}:\d\d")
-_TIME_LITERALS = {
-    "date": re.compile(r"(\d{4}-\d\d-\d\d)()"),
-    "datetime": re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(\d{1,6}))?"),
-    "time": re.compile(r"(-?(?:[0-7]\d\d|8[0-2]\d|83[0-8]|\d\d):[0-5]\d:[0-5]\d)(?:\.(\d{1,6}))?"),
-    "timestamp": re.compile(r"(\d{4}-\d\d-\d\d)(?: \d\d:\d\d:\d\d(?:\.(\d{1,6}))?)?"),  # read in UTC
-}
 
 
 def literal_default(value):
@@ -127,7 +119,8 @@ def unreproduced(column: Column, said: Any) -> tuple[None, Unreproduced]:
 def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
     """(an added column's value in the rows that were there, None), or (None, why the stream cannot)."""
     if isinstance(value, Now):
-        return _statement_time(column, value, said)
+        time = statement_time(column, value)
+        return (time, None) if time is not None else unreproduced(column, said)
     if value is not None and (column.data_type == "json" or isinstance(value, EmptyDocument)):
         return _document(column, value, said)
     if isinstance(value, HexLiteral):
@@ -146,7 +139,7 @@ def fill(column: Column, value: Any, said: Any) -> tuple[Any, str | None]:
         return value, None
     if column.data_type in (*_BINARIES, "binary") and isinstance(value, str) and value.isascii():
         return value, None  # the same bytes in every client character set
-    if value is not None and column.data_type in _NO_DEFAULT and not _stored_time(column, value):
+    if value is not None and column.data_type in _NO_DEFAULT and not stored_time(column, value):
         return None, Unreproduced(
             f"column {column.name} has a {column.data_type} default the stream does not reproduce"
         )
@@ -196,7 +189,7 @@ def _hexadecimal(column: Column, value: HexLiteral, said: Any) -> tuple[Any, str
 def stored_spelling(column: Column, value: Any) -> Any:
     """A literal default as the column stores it: an ENUM's member as defined (the server took 'y' for 'Y'), a
     SET's members in their defined order, a CHAR without its trailing spaces, a FLOAT's number in single
-    precision (``_single_precision``), a DATE, DATETIME or TIME in full (``_time_spelled``), an ASCII BINARY(n)'s
+    precision (``_single_precision``), a DATE, DATETIME or TIME in full (``time_spelled``), an ASCII BINARY(n)'s
     padded with zero bytes to n; COMPUTED when no one member matches (then the stream does not guess).
     Other values as they are."""
     kind = column.data_type
@@ -205,7 +198,7 @@ def stored_spelling(column: Column, value: Any) -> Any:
     if kind == "double" and is_number(value):
         return _rounded_to_digits(column, value)
     if kind in ("date", "datetime", "time") and isinstance(value, str):
-        return _time_spelled(kind, value)
+        return time_spelled(kind, value)
     if kind == "binary" and isinstance(value, str) and value.isascii():
         return _zero_padded(column, value)
     if not isinstance(value, str) or kind not in ("enum", "set", "char"):
@@ -263,48 +256,6 @@ def _rounded_to_digits(column: Column, number: str) -> Any:
     return repr(value + 0.0)  # -0.0 is 0.0
 
 
-def _time_spelled(kind: str, value: str) -> str:
-    """A DATE, DATETIME or TIME literal spelled as the server stores it, from the looser spellings it reads as
-    the same value: a month or a day in one digit (2024-1-5), a DATETIME without its time or its seconds, a
-    TIME without its seconds (12:00 is 12:00:00). Other spellings as they are (``fill`` then stops unless they
-    are the stored one)."""
-    digits = _DIGITS.fullmatch(value)
-    if digits:
-        return _digits_spelled(kind, *digits.groups()) or value
-    if kind == "time":
-        return value + ":00" if _LOOSE_TIME.fullmatch(value) else value
-    m = _LOOSE_DATE.fullmatch(value)
-    if m is None:
-        return value
-    year, month, day, hour, minute, rest = m.groups()
-    date = f"{year}-{int(month):02d}-{int(day):02d}"
-    if kind == "date":
-        return value if hour else date  # a time in a DATE's default is cut off with a note: stays as it is
-    return f"{date} {hour or '00'}:{minute or '00'}{rest or ':00'}"
-
-
-_DIGITS = re.compile(r"(-?)(\d+)(?:\.(\d+))?")
-
-
-def _digits_spelled(kind: str, sign: str, whole: str, fraction: str | None) -> str | None:
-    """A time written as digits alone (``DEFAULT 20240101``, ``'240101103000'``, ``103000.5``), as the server
-    reads it: YYYYMMDD or YYMMDD (a two-digit year 70 to 99 is 19YY, else 20YY) with hhmmss after it for a
-    DATETIME, [h]hhmmss for a TIME, the missing digits on the left zeros; None for other lengths."""
-    point = f".{fraction}" if fraction else ""
-    if kind == "time" and len(whole) <= 7:
-        hours, rest = whole.zfill(6)[:-4], whole.zfill(6)[-4:]
-        return f"{sign}{hours}:{rest[:2]}:{rest[2:]}{point}"
-    if kind not in ("date", "datetime") or sign or len(whole) not in (6, 8, 12, 14) or (fraction and len(whole) < 12):
-        return None
-    if len(whole) in (6, 12):
-        whole = ("19" if whole[:2] >= "70" else "20") + whole
-    date = f"{whole[:4]}-{whole[4:6]}-{whole[6:8]}"
-    if kind == "date":
-        return date if len(whole) == 8 else None  # a time in a DATE's default is cut off with a note: stops
-    time = f"{whole[8:10]}:{whole[10:12]}:{whole[12:14]}" if len(whole) == 14 else "00:00:00"
-    return f"{date} {time}{point}"
-
-
 def _zero_padded(column: Column, value: str) -> Any:
     """An ASCII literal as a BINARY(n) keeps it, n bytes (``'ab'`` is ``'ab\\0\\0'`` in a BINARY(4), as the
     catalog shows it); COMPUTED when longer (the server refuses it)."""
@@ -344,90 +295,6 @@ def implicit_default(column: Column) -> str | None:
     if kind in _EMPTY_BY_DEFAULT:
         return ""
     return None
-
-
-def _statement_time(column: Column, now: Now, said: Any) -> tuple[Any, str | None]:
-    """(the time of the statement that added the column, as the rows there got it, None), or (None, why not):
-    a DATETIME's on its session's wall clock, a TIMESTAMP's in UTC (as Seam records it), truncated to the
-    function's and the column's digits (the server truncates), a DATE's from CURRENT_DATE."""
-    if now.shift is not None:
-        return _shifted_time(column, now, said)
-    kind, at = column.data_type, now.at
-    digits = _time_digits(now, column)
-    fits = kind == "date" if now.date_only else kind in ("datetime", "timestamp")
-    if at is None or not fits or (digits and not at.exact_fraction):
-        return unreproduced(column, said)
-    value = at.utc if kind == "timestamp" else at.local
-    if now.date_only:
-        return value.date().isoformat(), None
-    unit = 10 ** (6 - digits)
-    return value.replace(microsecond=value.microsecond // unit * unit).isoformat(sep=" "), None
-
-
-def _shifted_time(column: Column, now: Now, said: Any) -> tuple[Any, str | None]:
-    """``_statement_time`` of a ``Now`` with an interval added (``(CURDATE() + INTERVAL 1 YEAR)``): on the
-    session's wall clock (``shifted_wall``), with the function's digits, which a DATETIME or TIMESTAMP must keep
-    (MySQL rounds more, MariaDB cuts them); a DATE gets the day. A TIMESTAMP's is that wall time read on the
-    session's clock, as the source converted it for the statement (``Instant.in_utc``, which holds it only when
-    it is one instant there and the type holds it): where the zone's offset changes in between it is not the
-    statement's time shifted in UTC."""
-    kind, at = column.data_type, now.at
-    digits = 0 if now.date_only or now.precision is None else now.precision
-    if (
-        at is None
-        or kind not in ("date", "datetime", "timestamp")
-        or (kind != "date" and (digits > (column.datetime_precision or 0) or (digits and not at.exact_fraction)))
-    ):
-        return unreproduced(column, said)
-    value = shifted_wall(now, at.local)
-    if value is None:  # beyond year 9999 or before 1: the server gives NULL
-        return unreproduced(column, said)
-    if kind == "timestamp":
-        utc = at.in_utc.get(value.isoformat(sep=" "))
-        return (utc.isoformat(sep=" "), None) if utc is not None else unreproduced(column, said)
-    return (value.date().isoformat() if kind == "date" else value.isoformat(sep=" ")), None
-
-
-def shifted_wall(now: Now, local: dt.datetime) -> dt.datetime | None:
-    """The wall time a ``Now`` with a ``shift`` gives on the session's clock at ``local``, as the server adds the
-    interval (a month past the end of a shorter one is its last day), with the function's digits (none unless it
-    names them: ``NOW()`` is whole seconds in an expression; a date's is its midnight); None past year 9999."""
-    amount, unit = now.shift or (0, "DAY")
-    digits = 0 if now.date_only or now.precision is None else now.precision
-    step = 10 ** (6 - digits)
-    base = local.replace(microsecond=local.microsecond // step * step)
-    if now.date_only:
-        base = dt.datetime.combine(base.date(), dt.time())
-    try:
-        if unit in _MONTHS:
-            total = base.month - 1 + amount * _MONTHS[unit]
-            year, month = base.year + total // 12, total % 12 + 1
-            return base.replace(year=year, month=month, day=min(base.day, calendar.monthrange(year, month)[1]))
-        return base + dt.timedelta(seconds=amount * _SECONDS[unit])
-    except (ValueError, OverflowError):
-        return None
-
-
-_MONTHS = {"MONTH": 1, "QUARTER": 3, "YEAR": 12}
-_SECONDS = {"SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86400, "WEEK": 7 * 86400}
-
-
-def _time_digits(now: Now, column: Column) -> int:
-    """The fractional digits the rows got from a ``Now`` default: the function's, at most the column's."""
-    return min(6 if now.precision is None else now.precision, column.datetime_precision or 0)
-
-
-def _stored_time(column: Column, value: str) -> bool:
-    """Whether a DATE, DATETIME or TIME literal is spelled as the server stores it: a valid date (not a zero
-    one), no more fractional digits than the column keeps (MariaDB truncates the rest, MySQL rounds)."""
-    pattern = _TIME_LITERALS.get(column.data_type)
-    m = pattern.fullmatch(value) if pattern and isinstance(value, str) else None
-    if m is None or len(m.group(2) or "") > (column.datetime_precision or 0):
-        return False
-    try:
-        return column.data_type == "time" or dt.datetime.fromisoformat(m.group(1)).year > 0
-    except ValueError:  # 2024-02-30, 0000-00-00
-        return False
 
 
 def _stored_as_written(column: Column, value: Any) -> bool:
@@ -493,7 +360,7 @@ def same_default(declared: Any, catalog: str | None, column: Column) -> bool:
             shown is not None
             and shown.date_only == declared.date_only
             and shown.shift == declared.shift
-            and _time_digits(shown, column) == _time_digits(declared, column)
+            and time_digits(shown, column) == time_digits(declared, column)
         )
     if column.data_type == "timestamp" and isinstance(declared, str):  # the same instant (a session's spelling)
         theirs = catalog_default(column, catalog)

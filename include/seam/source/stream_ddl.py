@@ -42,7 +42,8 @@ from seam.source.declared import (
     settled_for_mode,
     settled_timestamps,
 )
-from seam.source.fills import Unfilled, mysql_default, shifted_wall
+from seam.source.fill_times import shifted_wall
+from seam.source.fills import Unfilled, mysql_default
 from seam.source.gtid import is_mariadb
 from seam.source.schema import COLUMN_FIELDS, column_from_row
 from seam.source.stream_cascades import Cascades
