@@ -1447,8 +1447,8 @@ def test_an_added_column_the_stream_cannot_fill_is_added_null_and_its_table_repa
     assert isinstance(change, SchemaChange) and change.defaults == {"c": 5, "u": None}, change
     assert [c["name"] for c in change.columns] == ["id", "amount", "memo", "c", "u"]
     assert change.stop == (
-        f"{_why_not(result)}: the target took the column at {Position('bin.000001', 900)}, NULL in the rows there; run `seam "
-        "repair shop.t` to copy their values from the source and go on streaming"
+        f"{_why_not(result)}: the target took the column at {Position('bin.000001', 900)}, NULL in the rows there; "
+        "run `seam repair shop.t` to copy their values from the source and go on streaming"
     )
 
 

@@ -407,8 +407,8 @@ def followed_columns(
     """The table's columns after an ALTER of ``clauses``, given its columns before (``old``) and the
     source's definition now (``now``: each column with its COLUMN_DEFAULT, in the source's order):
     (columns, renamed old -> new, defaults of added columns as source literals, ``Unfilled`` where the stream
-    cannot reproduce one), or why the stream cannot follow it exactly. The source's definition must be what the clauses leave: when a later ALTER already
-    changed it, the stream stops rather than guess."""
+    cannot reproduce one), or why the stream cannot follow it exactly. The source's definition must be what the
+    clauses leave: when a later ALTER already changed it, the stream stops rather than guess."""
     names = [c.name for c in old]
     renamed: dict[str, str] = {}
     changed, dropped = set(), set()

@@ -29,8 +29,8 @@ _DIGITS = re.compile(r"(-?)(\d+)(?:\.(\d+))?")
 def time_spelled(kind: str, value: str) -> str:
     """A DATE, DATETIME or TIME literal spelled as the server stores it, from the looser spellings it reads as
     the same value: a month or a day in one digit (2024-1-5), a DATETIME without its time or its seconds, a
-    TIME without its seconds (12:00 is 12:00:00). Other spellings as they are (``seam.source.fills`` then stops unless they
-    are the stored one)."""
+    TIME without its seconds (12:00 is 12:00:00). Other spellings as they are (``seam.source.fills`` then gives
+    up unless they are the stored one)."""
     digits = _DIGITS.fullmatch(value)
     if digits:
         return _digits_spelled(kind, *digits.groups()) or value

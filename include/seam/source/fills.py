@@ -112,7 +112,8 @@ class Unfilled:
 
 
 def unreproduced(column: Column, said: Any) -> tuple[None, Unreproduced]:
-    """``fill``'s answer for a default the stream does not reproduce (``said``: as the statement or catalog spells it)."""
+    """``fill``'s answer for a default the stream does not reproduce (``said``: as the statement or catalog spells
+    it)."""
     return None, Unreproduced(f"column {column.name} gets a default the stream cannot reproduce ({said!r})")
 
 

@@ -220,11 +220,12 @@ def _walls_in_utc(conn, clock: StatementClock, walls: list[str]) -> dict[str, dt
     server converted the statement's: only those that are one instant there (not in a gap the zone skips, which
     would not convert back to themselves) and that the type holds (CONVERT_TZ leaves a time beyond it as it is)."""
     zone = "COALESCE(%s, @@global.time_zone)"
+    to_utc = f"CONVERT_TZ(%s, {zone}, '+00:00')"
     found = {}
     with conn.cursor() as cur:
         for wall in walls:
             cur.execute(
-                f"SELECT CONVERT_TZ(%s, {zone}, '+00:00'), CONVERT_TZ(CONVERT_TZ(%s, {zone}, '+00:00'), '+00:00', {zone})",
+                f"SELECT {to_utc}, CONVERT_TZ({to_utc}, '+00:00', {zone})",
                 (wall, clock.time_zone, wall, clock.time_zone, clock.time_zone),
             )
             utc, back = cur.fetchone()
