@@ -458,7 +458,8 @@ def test_a_column_added_with_a_default_the_stream_cannot_reproduce_is_repaired_b
     """ADD COLUMN with (UUID()), a generated column, an AUTO_INCREMENT one: the rows there got values only the
     source knows. The target takes the columns at the ALTER, NULL in those rows, and the stream repairs the table
     by itself (as after a cut-over), then streams on under a writer. A keyless table, which no repair takes up,
-    stops naming `seam load full`, and that works."""
+    stops naming `seam load full`, and that works. (A row deleted after the ALTER is deleted by the repair by its
+    target row, whose new column is NULL: that once rejected the repair, NOT NULL in its staging.)"""
     db = "unreproduced_fills"
     fresh_database(
         db,
@@ -484,6 +485,7 @@ def test_a_column_added_with_a_default_the_stream_cannot_reproduce_is_repaired_b
                 "ADD doubled DECIMAL(12,2) AS (amount * 2) STORED, ADD seq INT NOT NULL AUTO_INCREMENT UNIQUE"
             )
             cur.execute("INSERT INTO orders (id, amount, note) VALUES (41, 2.5, 'after')")
+            cur.execute("DELETE FROM orders WHERE id = 3")  # the repair deletes it by the target's row: token NULL
             cur.execute("ALTER TABLE events ADD tag CHAR(36) DEFAULT (UUID())")
         deadline = time.time() + 180
         while time.time() < deadline and not (

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -185,8 +186,11 @@ class BatchLifecycle:
         schema, key, landing = batch.schema, tuple(begin.key), batch.staging.landing
         extra = "_seam_part integer NOT NULL, _seam_attempt bigint NOT NULL"
         self.conn.execute(create_table_sql(batch.stage, schema, key, landing=landing, extra=extra))
+        # NOT NULL on the key alone: a delete needs no more, and a repair's delete carries the target's row, which
+        # may hold NULL where the source never does (a column added NULL there, to be repaired: stream_ddl)
+        anything = replace(schema, columns=tuple(replace(c, nullable=True) for c in schema.columns))
         extra = "_seam_seq bigint NOT NULL, _seam_deleted boolean NOT NULL"
-        self.conn.execute(create_table_sql(batch.changes, schema, key, landing=landing, extra=extra))
+        self.conn.execute(create_table_sql(batch.changes, anything, key, landing=landing, extra=extra))
         return batch
 
     def end(self, topic: str, end: End, offset: int) -> None:
