@@ -1458,7 +1458,7 @@ _MONTH_OFF = "(current_timestamp(3) - interval 1 month)"
 
 @pytest.mark.parametrize(
     "definition, precision, catalog, wall, fill",
-    [  # the wall time as the source converted it (stream_ddl._walls_in_utc), keyed as the session's clock shows it
+    [  # the wall time as the source converted it (stream_ddl._instant), keyed as the session's clock shows it
         ("TIMESTAMP NULL DEFAULT (NOW() + INTERVAL 1 DAY)", 0, _DAY_ON, "2026-11-30 22:44:44", "2026-11-30 17:14:44"),
         ("TIMESTAMP(3) DEFAULT (NOW(3) - INTERVAL 1 MONTH)", 3, _MONTH_OFF, "", None),  # not converted: not guessed
         (

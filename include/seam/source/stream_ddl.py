@@ -199,11 +199,8 @@ def _stamped(source: Callable[[], Any], statement: Statement, clauses: list[tupl
     times = sorted({m.group(1) for m in TIME_LITERAL.finditer(statement.query)})
     if statement.clock is None or not (NAMES_THE_TIME.search(said) or times):
         return clauses
-    at = _instant(source(), statement.clock, times)
-    shifted = [now for clause in clauses for d in clause if isinstance(now := _shifted(d), Now)]
-    walls = {wall.isoformat(sep=" ") for now in shifted if at and (wall := shifted_wall(now, at.local))}
-    if walls and at is not None:  # a TIMESTAMP's is the wall time read on the session's clock
-        at.in_utc.update(_walls_in_utc(source(), statement.clock, sorted(walls)))
+    shifts = [now for clause in clauses for d in clause if isinstance(now := _shifted(d), Now)]
+    at = _instant(source(), statement.clock, times, shifts)
     return [tuple((*d, at) if isinstance(d, tuple) else d for d in clause) for clause in clauses]
 
 
@@ -215,48 +212,48 @@ def _shifted(declared) -> Now | None:
     return default if isinstance(default, Now) and default.shift else None
 
 
-def _walls_in_utc(conn, clock: StatementClock, walls: list[str]) -> dict[str, dt.datetime]:
-    """Each of ``walls`` (the session's wall clock) as a TIMESTAMP stores it, converted by the source as the
-    server converted the statement's: only those that are one instant there (not in a gap the zone skips, which
-    would not convert back to themselves) and that the type holds (CONVERT_TZ leaves a time beyond it as it is)."""
-    zone = "COALESCE(%s, @@global.time_zone)"
-    to_utc = f"CONVERT_TZ(%s, {zone}, '+00:00')"
-    found = {}
-    with conn.cursor() as cur:
-        for wall in walls:
-            cur.execute(
-                f"SELECT {to_utc}, CONVERT_TZ({to_utc}, '+00:00', {zone})",
-                (wall, clock.time_zone, wall, clock.time_zone, clock.time_zone),
-            )
-            utc, back = cur.fetchone()
-            if (
-                isinstance(utc, dt.datetime)
-                and isinstance(back, dt.datetime)
-                and back == dt.datetime.fromisoformat(wall)
-                and TIMESTAMP_RANGE[0] <= utc <= TIMESTAMP_RANGE[1]
-            ):
-                found[wall] = utc
-    return found
+# the statement's session zone, as the source converted its times (its time zone tables, 'SYSTEM'; its global
+# zone when the binlog logged none)
+SESSION_ZONE = "COALESCE(%s, @@global.time_zone)"
 
 
-def _instant(conn, clock: StatementClock, times: list[str]) -> Instant | None:
-    """The statement's time in UTC and on its session's wall clock, and ``times`` (literals) in UTC, converted
-    by the source as it converted them for the statement (its time zone tables, 'SYSTEM'; its global zone when
-    the binlog logged none)."""
+def _instant(conn, clock: StatementClock, times: list[str], shifts: list[Now]) -> Instant | None:
+    """The statement's time in UTC and on its session's wall clock; in UTC, as a TIMESTAMP stores them, its
+    ``times`` (literals) and the wall times ``shifts`` make of it (the statement's time plus an interval on
+    that clock). A shifted time is only kept where it is one instant (not in a gap the zone skips: it would
+    not convert back to itself) that the type holds (CONVERT_TZ leaves a time beyond it as it is)."""
     utc = dt.datetime(1970, 1, 1) + dt.timedelta(seconds=clock.seconds, microseconds=clock.microseconds or 0)
-    zone = "COALESCE(%s, @@global.time_zone)"
     with conn.cursor() as cur:
-        cur.execute(
-            ", ".join(
-                [f"SELECT CONVERT_TZ(%s, '+00:00', {zone})"] + [f"CONVERT_TZ(%s, {zone}, '+00:00')"] * len(times)
-            ),
-            [utc.isoformat(sep=" "), clock.time_zone, *(v for t in times for v in (t, clock.time_zone))],
-        )
-        local, *in_utc = cur.fetchone()
+        cur.execute(f"SELECT CONVERT_TZ(%s, '+00:00', {SESSION_ZONE})", (utc.isoformat(sep=" "), clock.time_zone))
+        (local,) = cur.fetchone()
     if not isinstance(local, dt.datetime):  # a zone the source does not know now: the column is not filled
         return None
-    found = {t: u for t, u in zip(times, in_utc) if isinstance(u, dt.datetime)}  # not a zero or invalid time
-    return Instant(utc, local, clock.microseconds is not None, found)
+    walls = sorted({shifted.isoformat(sep=" ") for now in shifts if (shifted := shifted_wall(now, local))})
+    converted = _converted(conn, clock, times + walls)
+    in_utc = {t: u for t, (u, _) in zip(times, converted) if isinstance(u, dt.datetime)}  # not a zero or invalid
+    for wall, (u, back) in zip(walls, converted[len(times) :]):
+        if (
+            isinstance(u, dt.datetime)
+            and back == dt.datetime.fromisoformat(wall)
+            and TIMESTAMP_RANGE[0] <= u <= TIMESTAMP_RANGE[1]
+        ):
+            in_utc[wall] = u
+    return Instant(utc, local, clock.microseconds is not None, in_utc)
+
+
+def _converted(conn, clock: StatementClock, walls: list[str]) -> list[tuple[Any, Any]]:
+    """Each of ``walls`` on the statement's session clock converted to UTC by the source, and that converted
+    back, in one query: what the server did to the statement's times."""
+    if not walls:
+        return []
+    to_utc = f"CONVERT_TZ(%s, {SESSION_ZONE}, '+00:00')"
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT " + ", ".join([f"{to_utc}, CONVERT_TZ({to_utc}, '+00:00', {SESSION_ZONE})"] * len(walls)),
+            [v for wall in walls for v in (wall, clock.time_zone, wall, clock.time_zone, clock.time_zone)],
+        )
+        row = cur.fetchone()
+    return list(zip(row[::2], row[1::2]))
 
 
 def _queries(alters: list) -> str:
