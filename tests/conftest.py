@@ -44,12 +44,10 @@ if LANE:
     os.environ["SEAM_PIPELINE_NAME"] = f"demo-{LANE}"
     os.environ["SEAM_SERVER_ID"] = str(5401 + 1000 * (int(LANE.removeprefix("gw")) + 1))
 
-# The files that run alone first (ALONE_FILES), then the longest, so that the lanes end together. The Airflow tests
-# share one Airflow in two units of work (AIRFLOW_GROUPS): one lane for all of theirs was the run's longest (1,100 s
-# of 1,440).
+# The files that run alone first (ALONE_FILES), then the longest, so that the lanes end together; all Airflow tests
+# share one lane (one Airflow).
 FIRST = [
     "tests/alone",
-    "tests/airflow-ui",
     "tests/airflow",
     "tests/stack/test_stream_faults.py",
     "tests/stack/test_full_load.py",
@@ -74,25 +72,11 @@ ALONE_FILES = (
 )
 
 
-# The Airflow tests that trigger the DAGs the browser test drives (it fails their waiting runs and pauses
-# them again) run in its unit; the others (their own DAGs and pipelines) in the second.
-BESIDE_THE_UI = (
-    "tests/airflow/test_full_load_dag.py",
-    "tests/airflow/test_load_kill.py",
-    "tests/airflow/test_settlement_dag.py",
-    "tests/airflow/test_spark_cluster.py",
-    "tests/airflow/test_stream_dag.py",
-)
-AIRFLOW_GROUPS = ("tests/airflow-ui", "tests/airflow")
-
-
 def _lane_group(nodeid: str) -> str:
     path = nodeid.split("::")[0]
     if path in ALONE_FILES:
         return "tests/alone"
-    if path.startswith("tests/ui/") or path in BESIDE_THE_UI:
-        return "tests/airflow-ui"
-    return "tests/airflow" if path.startswith("tests/airflow/") else path
+    return "tests/airflow" if path.startswith(("tests/airflow/", "tests/ui/")) else path
 
 
 class _LaneScheduling(LoadScopeScheduling):
@@ -108,8 +92,6 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_collection_modifyitems(config, items):
-    global _airflow_groups
-    _airflow_groups = {_lane_group(item.nodeid) for item in items} & set(AIRFLOW_GROUPS)
     if LANE:
         rank = {group: i for i, group in enumerate(FIRST)}
         items.sort(key=lambda item: rank.get(_lane_group(item.nodeid), len(FIRST)))  # stable: files stay whole
@@ -172,7 +154,6 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"{float(own) + float(children):8.1f} {own:>8} {children:>8} {wall:>8}s  {nodeid}")
 
 
-_airflow_groups: set[str] = set()  # the Airflow units of work this run collected
 _others_held: contextlib.ExitStack | None = None  # the lanes' lock, held from an ``alone`` test through the next
 
 
@@ -203,9 +184,11 @@ def pytest_runtest_protocol(item, nextitem):
         if _others_held is not None and not (nextitem and nextitem.get_closest_marker("alone")):
             _others_held.close()
             _others_held = None
-        group = _lane_group(item.nodeid)
-        if group in AIRFLOW_GROUPS and (nextitem is None or _lane_group(nextitem.nodeid) != group):
-            _airflow_group_done(group)
+        airflow_tests_done = _lane_group(item.nodeid) == "tests/airflow" and (
+            nextitem is None or _lane_group(nextitem.nodeid) != "tests/airflow"
+        )
+        if airflow_tests_done:
+            _stop_airflow_if_started()
 
 
 # --------------------------------------------------------------- services --
@@ -213,15 +196,12 @@ def _started_file() -> Path:
     return _locks_dir() / "started"
 
 
-def _airflow_group_done(group: str) -> None:
-    """Once the run's Airflow tests are all done (AIRFLOW_GROUPS, in whichever lanes), an Airflow the suite
-    started would only idle (a scheduler, a DAG processor, an API server and a triggerer polling), taking
-    CPU from the other tests for the rest of the run: it is stopped."""
-    done_file = _locks_dir() / "airflow-groups-done"
+def _stop_airflow_if_started() -> None:
+    """Airflow's tests are one lane's unit of work (they share one Airflow): once they are done, an
+    Airflow the suite started would only idle (a scheduler, a DAG processor, an API server and a
+    triggerer polling), taking CPU from the other tests for the rest of the run."""
     with _flock(_locks_dir() / "services.lock"):
-        with open(done_file, "a") as f:
-            f.write(group + "\n")
-        if _airflow_groups <= set(done_file.read_text().split()) and "airflow" in _started_file().read_text().split():
+        if "airflow" in _started_file().read_text().split():
             EmbeddedStack().stop("airflow")
 
 
@@ -229,7 +209,6 @@ def pytest_sessionstart(session):
     if not hasattr(session.config, "workerinput"):  # the run's own process: the lanes' record starts empty
         _locks_dir().mkdir(parents=True, exist_ok=True)
         _started_file().write_text("")
-        (_locks_dir() / "airflow-groups-done").write_text("")
         (_locks_dir() / "cpu.tsv").unlink(missing_ok=True)
 
 
