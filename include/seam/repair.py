@@ -39,8 +39,10 @@ import pymysql
 from seam.apply.retry import transient
 from seam.core.errors import DivergenceError, ValidationError, first_line
 from seam.core.pipeline import Pipeline, TableConfig
+from seam.core.schema import Column, TableSchema
 from seam.load_run import job_env, sink_running
 from seam.source.checks import check_streamable
+from seam.source.ddl import same_type
 from seam.source.errors import transient_source_error
 from seam.source.gtid import gtids_enabled, server_identity
 from seam.source.gtid_positions import gtids_at
@@ -48,7 +50,8 @@ from seam.source.publication import Publication
 from seam.source.schema import read_schema
 from seam.source.snapshot import open_snapshot, snapshot_opening
 from seam.state.connection import StateWatch, open_target
-from seam.state.ledger import batch_status
+from seam.state.ledger import batch_status, committed_columns
+from seam.state.positions import table_state
 from seam.validate.at_position import changes_since, key_texts
 from seam.validate.cascaded import cascaded_keys
 from seam.validate.side import Scope, Side
@@ -151,6 +154,7 @@ def _repair_once(
                 check_streamable(source, schema)
         finally:
             source.close()
+        _check_definitions(watch.conn, pipeline.target.state_schema, table, schema)
         if not sink_running(watch.conn, publication.topic):
             sink = _start_sink(pipeline, table, batch, timeout, env)
         publication.begin("repair", schema)
@@ -227,6 +231,41 @@ def _repair_once(
         watch.close()
 
 
+def _check_definitions(conn, state: str, table: TableConfig, schema: TableSchema) -> None:
+    """A repair copies rows into the target's columns as they are, and records the source's definitions as
+    theirs: a column whose type or nullability changed at the source since the target's was made (while the
+    table was stopped, or before a running stream followed it) would then be recorded wider than it is and
+    refuse a value later, the repair's way out not working. Such a repair is refused (RepairError)."""
+    recorded = {c["name"]: Column(**c) for c in committed_columns(conn, state, table.db, table.table) or ()}
+    changed = [
+        f"{now.name} {_spelled(recorded[now.name])} -> {_spelled(now)}"
+        for now in schema.columns
+        if now.name in recorded and not same_definition(recorded[now.name], now)
+    ]
+    if not changed:
+        return
+    stopped = (table_state(conn, state, table.db, table.table) or (None, None))[1]
+    raise RepairError(
+        f"{table.name}: the source changed the definition of {', '.join(changed)} "
+        + (
+            f"while the table was stopped; a repair copies rows, not definitions: run `seam load full {table.name}`"
+            if stopped
+            else f"and the stream has not followed it yet: run `seam stream wait`, then `seam repair {table.name}` "
+            f"again (or `seam load full {table.name}`)"
+        )
+    )
+
+
+def same_definition(a: Column, b: Column) -> bool:
+    """The same type, however spelled, and the same nullability: what the target's column was made from (a
+    text's character set is not: the target's text holds any)."""
+    return a.nullable == b.nullable and same_type(replace(a, charset=None), replace(b, charset=None))
+
+
+def _spelled(column: Column) -> str:
+    return column.column_type + ("" if column.nullable else " NOT NULL")
+
+
 def _publish_rows(pipeline, table, schema, publication: Publication, compared_at, keys) -> tuple[End, int, int]:
     """The rows at an exact snapshot position P of ``keys`` and of every key changed in (compared_at, P],
     then END at P."""
@@ -235,6 +274,11 @@ def _publish_rows(pipeline, table, schema, publication: Publication, compared_at
     try:
         opening = replace(snapshot_opening(src, pipeline, table), exact=True)
         at = open_snapshot(src, pipeline.source, opening, table.name)
+        if read_schema(src, table.db, table.table) != schema:  # an ALTER up to P (or just after it, to be safe)
+            raise ValidationError(
+                f"{table.name}: its definition changed on the source during the repair; run `seam repair "
+                f"{table.name}` again"
+            )
         changes = changes_since(pipeline, src, schema, table, compared_at, at)
         changed = {key_texts(schema, table, image) for pair in changes for image in pair if image is not None}
         changed |= cascaded_keys(pipeline, src, tgt, schema, table, compared_at, at, changes)

@@ -73,11 +73,12 @@ def _terminate(pipeline) -> int:
         )
 
 
-def _went_on(command: subprocess.Popen, output: str, pipeline, db: str) -> None:
-    """The command ended well, said that it lost the target and waited, and left the table equal to its source."""
+def _went_on(command: subprocess.Popen, output: str, pipeline, db: str, said=("lost the target's connection",)) -> None:
+    """The command ended well, said that it lost the target and waited (or one of ``said``), and left the table
+    equal to its source."""
     assert command.returncode == 0, output
     assert "Traceback" not in output, output
-    assert "lost the target's connection" in output, output
+    assert any(line in output for line in said), output
     assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "t") is None
 
 
@@ -202,4 +203,7 @@ def test_a_repair_whose_target_sessions_are_cut_while_it_waits_goes_on(stack, tm
     finally:
         _stop(repair)
     assert cut >= 1, cut
-    _went_on(repair, output, pipeline, "target_lost_repair")
+    # its watch waits for the target; a cut of its comparison's session (a slow start puts one there: CI saw it)
+    # ends that attempt, which changed nothing, and the repair is done again
+    retried = "transient); nothing was changed; repairing again in 1 s"
+    _went_on(repair, output, pipeline, "target_lost_repair", said=("lost the target's connection", retried))

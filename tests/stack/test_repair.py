@@ -210,10 +210,10 @@ def _repairs(pipeline, table: str = "accounts", db: str = DB) -> int:
         ).fetchone()[0]
 
 
-def _stop_reason_with(pipeline, table: str, text: str, seconds: float = 120) -> str:
+def _stop_reason_with(pipeline, table: str, text: str, seconds: float = 120, db: str = DB) -> str:
     deadline, reason = time.time() + seconds, None
     while time.time() < deadline:
-        reason = _stopped(pipeline, table)
+        reason = _stopped(pipeline, table, db)
         if reason and text in reason:
             return reason
         time.sleep(0.5)
@@ -505,6 +505,56 @@ def test_a_column_added_with_a_default_the_stream_cannot_reproduce_is_repaired_b
         assert waited.returncode == 0, waited.stdout + waited.stderr
         for table in ("orders", "events"):
             assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, table) is None, table
+    finally:
+        admin.close()
+        _seam(path, "stream", "stop", timeout=120)
+
+
+def test_a_column_redefined_at_the_source_while_its_table_is_stopped_refuses_a_repair_and_a_full_load_works(
+    stack, tmp_path_factory
+):
+    """A repair copies rows into the target's columns as they are. A table stopped for a repair (a column added
+    with (UUID()); the stream's own repair off) and widened at the source before anyone repairs it: `seam repair`
+    refuses in one line naming the column and `seam load full`, changing nothing; that works, and a value only
+    the wider column holds streams on. (The repair once committed here, recording the wider definition for a
+    column the target still held narrow, which would refuse the first longer value.)"""
+    db = "redefined_while_stopped"
+    fresh_database(
+        db,
+        f"CREATE TABLE {db}.orders (id INT PRIMARY KEY, note VARCHAR(10) NOT NULL)",
+        f"INSERT INTO {db}.orders SELECT seq, CONCAT('n', seq) FROM {db}.seq_1_to_30",
+    )
+    name = f"{db}.orders"
+    path = pipeline_file(tmp_path_factory, db, [{"name": name, "key": ["id"]}], repair={"after_cutover": False})
+    pipeline = load_pipeline(path)
+    load = _seam(path, "load", "full", name)
+    assert load.returncode == 0, load.stderr + load.stdout
+    started = _seam(path, "stream", "start", timeout=180)
+    assert started.returncode == 0, started.stderr + started.stdout
+    admin = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
+    admin.autocommit(True)
+    try:
+        with admin.cursor() as cur:
+            cur.execute("ALTER TABLE orders ADD token CHAR(36) NOT NULL DEFAULT (UUID())")
+        _stop_reason_with(pipeline, "orders", f"run `seam repair {name}`", db=db)
+        with admin.cursor() as cur:
+            cur.execute("ALTER TABLE orders MODIFY note VARCHAR(100) NOT NULL")
+        before = _repairs(pipeline, "orders", db)
+        refused = _seam(path, "repair", name)
+        assert refused.returncode != 0, refused.stdout
+        line = refused.stderr.strip()
+        assert "note varchar(10) NOT NULL -> varchar(100) NOT NULL" in line and f"seam load full {name}" in line, line
+        assert "\n" not in line and "Traceback" not in line, line
+        assert _repairs(pipeline, "orders", db) == before and _stopped(pipeline, "orders", db)
+        reloaded = _seam(path, "load", "full", name)  # the way out it printed
+        assert reloaded.returncode == 0, reloaded.stderr + reloaded.stdout
+        with admin.cursor() as cur:
+            cur.execute("INSERT INTO orders (id, note) VALUES (31, REPEAT('w', 60))")
+            cur.execute("UPDATE orders SET note = REPEAT('u', 90) WHERE id = 2")
+        waited = _seam(path, "stream", "wait", "--timeout", "120", timeout=180)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        assert _stopped(pipeline, "orders", db) is None
+        assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "orders") is None
     finally:
         admin.close()
         _seam(path, "stream", "stop", timeout=120)

@@ -12,6 +12,7 @@ import pytest
 from seam.core.pipeline import TableConfig
 from seam.core.position import Position
 from seam.core.schema import Column
+from seam.repair import same_definition
 from seam.source.binlog import query_kind, xid_text
 from seam.source.chains import Followed
 from seam.source.ddl import (
@@ -413,6 +414,29 @@ def test_more_fractional_digits_are_a_widening(kind, old, new, follows):
 def test_not_null_added_is_not_followed_null_allowed_is():
     assert widening(_col("c", "int(11)", False), _col("c", "int(11)", True)) is None
     assert "NOT NULL" in widening(_col("c", "int(11)", True), _col("c", "int(11)", False))
+
+
+@pytest.mark.parametrize(
+    "a, b, same",
+    [
+        (_col("c", "int(11)"), _col("c", "int"), True),  # as MariaDB shows it, as MySQL 8 does
+        (_col("c", "year(4)"), _col("c", "year"), True),
+        (
+            replace(_col("c", "varchar(20)"), charset="utf8mb3"),
+            replace(_col("c", "varchar(20)"), charset="latin1"),
+            True,
+        ),
+        (_col("c", "varchar(20)"), _col("c", "varchar(200)"), False),  # widened: the target's is the narrower
+        (_col("c", "varchar(200)"), _col("c", "varchar(20)"), False),
+        (_col("c", "int(11)"), _col("c", "int(11)", False), False),  # NOT NULL either way
+        (_col("c", "int(11)", False), _col("c", "int(11)"), False),
+        (_col("c", "int(11)"), _col("c", "bigint(20)"), False),
+        (_col("c", "decimal(10,2)"), _col("c", "decimal(12,2)"), False),
+    ],
+)
+def test_the_same_definition_is_the_same_type_however_spelled_and_the_same_nullability(a, b, same):
+    """What a repair requires of the source's columns against the target's (``seam.repair``)."""
+    assert same_definition(a, b) is same
 
 
 OLD = (_col("id", "int(11)", False), _col("amount", "decimal(10,2)"), _col("memo", "varchar(20)"))

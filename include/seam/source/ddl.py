@@ -455,7 +455,7 @@ def followed_columns(
             defaults[column.name] = value
             continue
         was = before[column.name]
-        if column.name not in changed and not _same_type(was, column):
+        if column.name not in changed and not same_type(was, column):
             return f"column {column.name} is not {was.column_type} any more: {LATER_CHANGE}"
         why = widening(was, column)
         if why:
@@ -545,7 +545,7 @@ def _rewrites(chain: list[Column]) -> str | None:
     return None
 
 
-def _same_type(a: Column, b: Column) -> bool:
+def same_type(a: Column, b: Column) -> bool:
     """The same type, however spelled ("int" as a statement declares it, "int(11)" as MariaDB shows it)."""
     return a.column_type == b.column_type or (widening(a, b) is None and widening(b, a) is None)
 
