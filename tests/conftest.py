@@ -80,10 +80,17 @@ def _lane_group(nodeid: str) -> str:
 
 
 class _LaneScheduling(LoadScopeScheduling):
-    """A file (all of Airflow's tests together) is one unit of work, given whole to the next free lane."""
+    """A file (all of Airflow's tests together) is one unit of work, given whole to the next free lane: only
+    once the lane's last test is all it has left (xdist's own gives a lane its next unit with two tests left,
+    which queued a unit behind a lane's last long test while another lane stood idle)."""
 
     def _split_scope(self, nodeid: str) -> str:
         return _lane_group(nodeid)
+
+    def _reschedule(self, node) -> None:
+        if not node.shutting_down and self.workqueue and self._pending_of(self.assigned_work[node]) > 1:
+            return
+        super()._reschedule(node)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -94,7 +101,13 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_collection_modifyitems(config, items):
     if LANE:
         rank = {group: i for i, group in enumerate(FIRST)}
+        rank.update({_lane_group(item.nodeid): 0.5 for item in items if _needs_no_services(item)})
         items.sort(key=lambda item: rank.get(_lane_group(item.nodeid), len(FIRST)))  # stable: files stay whole
+
+
+def _needs_no_services(item) -> bool:
+    """The unit tests: they run beside ``alone`` tests, next in line after them (the other lanes idled there)."""
+    return item.nodeid.startswith("tests/unit/")
 
 
 @contextlib.contextmanager
@@ -178,7 +191,7 @@ def pytest_runtest_protocol(item, nextitem):
             if alone and _others_held is None:
                 _others_held = contextlib.ExitStack()
                 _enter_lanes(_others_held, fcntl.LOCK_EX)
-            elif not alone:
+            elif not alone and not _needs_no_services(item):
                 _enter_lanes(held, fcntl.LOCK_SH)
             yield
         if _others_held is not None and not (nextitem and nextitem.get_closest_marker("alone")):
