@@ -128,6 +128,7 @@ def _locks_dir() -> Path:
 
 # --------------------------------------------------------------- CPU report --
 # Two cores, shared by the lanes and the services: SEAM_TEST_CPU_REPORT=1 says, at the end, which tests used the most.
+# Every run says how its lanes were used (where the wall time went that the lanes' work does not explain).
 # Per test: the CPU of the test's own process (its threads: in-process readers, sinks, comparers) and of the
 # child processes it waited for (the seam commands it ran); not the shared services' (MariaDB, PostgreSQL,
 # the broker, Airflow, the shared Spark driver).
@@ -157,14 +158,34 @@ def _cpu_measured(item) -> Iterator[None]:
 
 def pytest_terminal_summary(terminalreporter):
     report = _locks_dir() / "cpu.tsv"
-    if not CPU_REPORT or hasattr(terminalreporter.config, "workerinput") or not report.exists():
+    if hasattr(terminalreporter.config, "workerinput") or not report.exists():
         return
     rows = [line.split("\t") for line in report.read_text().splitlines()]
+    _lanes_summary(terminalreporter, rows)
+    if not CPU_REPORT:
+        return
     rows.sort(key=lambda r: -(float(r[0]) + float(r[1])))
     total = sum(float(r[0]) + float(r[1]) for r in rows)
     terminalreporter.section(f"CPU seconds per test (own + children), {total:,.0f} in all; the top 40")
     for own, children, wall, nodeid, *_ in rows[:40]:
         terminalreporter.write_line(f"{float(own) + float(children):8.1f} {own:>8} {children:>8} {wall:>8}s  {nodeid}")
+
+
+def _lanes_summary(terminalreporter, rows: list[list[str]]) -> None:
+    """Per lane: its tests' time, when its last test ended (from the first test's start) and its last files."""
+    ends = [float(r[5]) for r in rows]
+    began = min(end - float(r[2]) for end, r in zip(ends, rows))
+    terminalreporter.section(f"lanes: {max(ends) - began:,.0f} s from the first test's start to the last's end")
+    for lane in sorted({r[4] for r in rows}):
+        mine = sorted((float(r[5]) - began, float(r[2]), r[3].split("::")[0]) for r in rows if r[4] == lane)
+        files: dict[str, float] = {}
+        for end, _, path in mine:
+            files[path] = end
+        last = ", ".join(f"{path.removeprefix('tests/')} {end:.0f}" for path, end in list(files.items())[-3:])
+        busy = sum(wall for _, wall, _ in mine)
+        terminalreporter.write_line(
+            f"{lane}: {len(mine)} tests, {busy:,.0f} s in them, the last ended at {mine[-1][0]:,.0f} s; last: {last}"
+        )
 
 
 _others_held: contextlib.ExitStack | None = None  # the lanes' lock, held from an ``alone`` test through the next
@@ -182,7 +203,7 @@ def pytest_runtest_protocol(item, nextitem):
     waiting ``alone`` test from being starved by the other lanes' next tests. ``alone`` tests in a row keep
     the other lanes held: let go in between, each would wait again for the longest of their tests to end."""
     global _others_held
-    with _cpu_measured(item) if CPU_REPORT else contextlib.nullcontext():
+    with _cpu_measured(item):
         if not LANE:
             yield
             return
