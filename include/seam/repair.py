@@ -39,7 +39,7 @@ import pymysql
 from seam.apply.retry import transient
 from seam.core.errors import DivergenceError, ValidationError, first_line
 from seam.core.pipeline import Pipeline, TableConfig
-from seam.core.schema import Column, TableSchema
+from seam.core.schema import Column, TableSchema, redefined
 from seam.load_run import job_env, sink_running
 from seam.source.checks import check_streamable
 from seam.source.ddl import same_type
@@ -236,12 +236,7 @@ def _check_definitions(conn, state: str, table: TableConfig, schema: TableSchema
     theirs: a column whose type or nullability changed at the source since the target's was made (while the
     table was stopped, or before a running stream followed it) would then be recorded wider than it is and
     refuse a value later, the repair's way out not working. Such a repair is refused (RepairError)."""
-    recorded = {c["name"]: Column(**c) for c in committed_columns(conn, state, table.db, table.table) or ()}
-    changed = [
-        f"{now.name} {_spelled(recorded[now.name])} -> {_spelled(now)}"
-        for now in schema.columns
-        if now.name in recorded and not same_definition(recorded[now.name], now)
-    ]
+    changed = redefined(committed_columns(conn, state, table.db, table.table) or (), schema, same_definition)
     if not changed:
         return
     stopped = (table_state(conn, state, table.db, table.table) or (None, None))[1]
@@ -260,10 +255,6 @@ def same_definition(a: Column, b: Column) -> bool:
     """The same type, however spelled, and the same nullability: what the target's column was made from (a
     text's character set is not: the target's text holds any)."""
     return a.nullable == b.nullable and same_type(replace(a, charset=None), replace(b, charset=None))
-
-
-def _spelled(column: Column) -> str:
-    return column.column_type + ("" if column.nullable else " NOT NULL")
 
 
 def _publish_rows(pipeline, table, schema, publication: Publication, compared_at, keys) -> tuple[End, int, int]:

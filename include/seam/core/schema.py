@@ -6,7 +6,7 @@ builds on these values. Delivery guarantee: none (values only).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -44,6 +44,11 @@ class Column:
         m = re.match(r"[^(]*\((\d+)", self.column_type)
         return int(m.group(1)) if m else None
 
+    @property
+    def declared(self) -> str:
+        """Its type and nullability as a person reads them: ``varchar(10) NOT NULL``."""
+        return self.column_type + ("" if self.nullable else " NOT NULL")
+
     @cached_property
     def members(self) -> tuple[str, ...]:
         """ENUM/SET members in definition order."""
@@ -78,3 +83,18 @@ def added_by_users(in_target: Iterable[str], recorded: list[dict] | None, source
         return []
     seams = {c["name"] for c in recorded} | set(source)
     return [name for name in in_target if name not in seams]
+
+
+def redefined(
+    recorded: Iterable[dict], now: TableSchema, same: Callable[[Column, Column], bool] | None = None
+) -> list[str]:
+    """Each column of ``now`` whose definition is not the one ``recorded`` for it (the columns, as dicts, Seam
+    last gave the target's table), as ``name old -> new``. ``same``: when two definitions are one (by default,
+    the type as spelled and the nullability)."""
+    then = {c["name"]: Column(**c) for c in recorded}
+    alike = same or (lambda a, b: (a.column_type, a.nullable) == (b.column_type, b.nullable))
+    return [
+        f"{c.name} {then[c.name].declared} -> {c.declared}"
+        for c in now.columns
+        if c.name in then and not alike(then[c.name], c)
+    ]

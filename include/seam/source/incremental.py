@@ -53,7 +53,7 @@ import pymysql
 from seam.core.errors import ConfigurationError
 from seam.core.identifiers import quote
 from seam.core.pipeline import Pipeline, TableConfig
-from seam.core.schema import TableSchema, added_by_users
+from seam.core.schema import TableSchema, added_by_users, redefined
 from seam.source.checks import check_names
 from seam.source.full_load import publish_chunks
 from seam.source.publication import Publication
@@ -180,13 +180,7 @@ def check_columns_unchanged(
             f"{table.name}: its columns changed at the source since its last load ({'; '.join(sides)}); a window "
             f"does not follow DDL, so nothing was loaded: run `seam load full {table.name}`"
         )
-    then = {c["name"]: (c.get("column_type"), c.get("nullable")) for c in recorded or ()}
-    changed = [
-        f"{c.name} {then[c.name][0]}{'' if then[c.name][1] else ' NOT NULL'} -> "
-        f"{c.column_type}{'' if c.nullable else ' NOT NULL'}"
-        for c in schema.columns
-        if c.name in then and then[c.name] != (c.column_type, c.nullable)
-    ]
+    changed = redefined(recorded or (), schema)
     if not changed:
         return None
     return (
