@@ -31,12 +31,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import psycopg
 import pymysql
 
+from seam.apply.follow_ddl import align_columns
 from seam.apply.retry import transient
+from seam.apply.target import Landing, target_table
 from seam.core.errors import DivergenceError, ValidationError, first_line
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.schema import Column, TableSchema, redefined
@@ -51,7 +53,7 @@ from seam.source.schema import read_schema
 from seam.source.snapshot import open_snapshot, snapshot_opening
 from seam.state.connection import StateWatch, open_target
 from seam.state.ledger import batch_status, committed_columns
-from seam.state.positions import table_state
+from seam.state.positions import store_columns, table_state
 from seam.validate.at_position import changes_since, key_texts
 from seam.validate.cascaded import cascaded_keys
 from seam.validate.side import Scope, Side
@@ -154,7 +156,7 @@ def _repair_once(
                 check_streamable(source, schema)
         finally:
             source.close()
-        _check_definitions(watch.conn, pipeline.target.state_schema, table, schema)
+        full = _take_definitions(pipeline, watch.conn, table, schema, say) or full
         if not sink_running(watch.conn, publication.topic):
             sink = _start_sink(pipeline, table, batch, timeout, env)
         publication.begin("repair", schema)
@@ -231,24 +233,58 @@ def _repair_once(
         watch.close()
 
 
-def _check_definitions(conn, state: str, table: TableConfig, schema: TableSchema) -> None:
+def _take_definitions(pipeline: Pipeline, conn, table: TableConfig, schema: TableSchema, say) -> bool:
     """A repair copies rows into the target's columns as they are, and records the source's definitions as
-    theirs: a column whose type or nullability changed at the source since the target's was made (while the
-    table was stopped, or before a running stream followed it) would then be recorded wider than it is and
-    refuse a value later, the repair's way out not working. Such a repair is refused (RepairError)."""
-    changed = redefined(committed_columns(conn, state, table.db, table.table) or (), schema, same_definition)
-    if not changed:
-        return
-    stopped = (table_state(conn, state, table.db, table.table) or (None, None))[1]
-    raise RepairError(
-        f"{table.name}: the source changed the definition of {', '.join(changed)} "
-        + (
-            f"while the table was stopped; a repair copies rows, not definitions: run `seam load full {table.name}`"
-            if stopped
-            else f"and the stream has not followed it yet: run `seam stream wait`, then `seam repair {table.name}` "
-            f"again (or `seam load full {table.name}`)"
+    theirs. Where the source changed the table's columns since the target's were made:
+
+    - on a STOPPED table (the stream followed none of it: a second ALTER after the one it stopped at, or one it
+      could not follow) the target's columns are first made the source's, in one transaction with the columns
+      recorded: dropped, added (NULL), retyped (each value cast). The comparison then finds every row whose
+      value is not the source's, whatever the change did to it, and the repair copies those. Returns True:
+      the comparison is then with the source as it is now (``--full``), the binlog since the stop holding
+      rows of the old columns;
+    - on a running table the stream follows DDL itself: the repair refuses until it has (RepairError)."""
+    state = pipeline.target.state_schema
+    recorded = committed_columns(conn, state, table.db, table.table)
+    if recorded is None:
+        return False
+    changed = redefined(recorded, schema, same_definition)
+    then = replace(schema, columns=tuple(Column(**c) for c in recorded))
+    if not changed and set(then.names) == set(schema.names):
+        return False
+    if not (table_state(conn, state, table.db, table.table) or (None, None))[1]:
+        if changed:  # (columns on one side only: validation's own check names them)
+            raise RepairError(
+                f"{table.name}: the source changed the definition of {', '.join(changed)} and the stream has not "
+                f"followed it yet: run `seam stream wait`, then `seam repair {table.name}` again (or `seam load "
+                f"full {table.name}`)"
+            )
+        return False
+    gone = [k for k in table.key if k not in schema.names]
+    if gone:
+        raise RepairError(
+            f"{table.name}: the source has no column {', '.join(gone)} of the table's key any more; nothing was "
+            f"changed: set the table's key (tables[].key) and run `seam load full {table.name}`"
         )
-    )
+    with open_target(pipeline, application_name="seam-repair") as tgt:
+        tgt.execute("SET lock_timeout = '10s'")  # a report holding the table: transient, the repair goes again
+        postgis = tgt.execute("SELECT to_regtype('geometry') IS NOT NULL").fetchone()
+        landing = Landing(bool(postgis and postgis[0]), pipeline.target.nul_replacement, pipeline.target.zero_dates)
+        try:
+            align_columns(tgt, target_table(table.db, table.table), then, schema, tuple(table.key), landing)
+        except psycopg.Error as exc:
+            if transient(exc):
+                raise
+            raise RepairError(
+                f"{table.name}: the target could not take the source's new columns ({first_line(exc)}); nothing "
+                f"was changed: run `seam load full {table.name}`"
+            ) from None
+        store_columns(tgt, state, table.db, table.table, [asdict(c) for c in schema.columns])
+        tgt.commit()
+    done = changed + [f"{n} dropped" for n in then.names if n not in schema.names]
+    done += [f"{n} added" for n in schema.names if n not in then.names]
+    say(f"{table.name}: the target's columns made the source's: {', '.join(done)}")
+    return True
 
 
 def same_definition(a: Column, b: Column) -> bool:

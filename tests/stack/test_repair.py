@@ -311,13 +311,12 @@ def test_an_online_schema_change_cut_over_is_followed_and_repaired_by_the_stream
         assert f"seam load full {DB}.accounts" in reason and "--max-rows" in reason, reason
         log = re.search(r"an automatic repair started at [^(]* \(log (\S+)\)", reason)
         assert log and "more than repair.max_rows" in open(log.group(1)).read(), reason  # the log it names
-        with admin.cursor() as cur:  # a column added while it is stopped: the repair cannot compare, and says so
+        with admin.cursor() as cur:  # a column added while it is stopped: the repair gives the target it too
             cur.execute("ALTER TABLE accounts ADD COLUMN later INT")
         refused = _seam(path, "repair", f"{DB}.accounts")
         assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
-        assert "only in the source: later" in refused.stderr and f"seam load full {DB}.accounts" in refused.stderr
-        with admin.cursor() as cur:
-            cur.execute("ALTER TABLE accounts DROP COLUMN later")
+        assert "the target's columns made the source's: later added" in refused.stdout, refused.stdout
+        assert "more than repair.max_rows (50)" in refused.stderr and f"seam load full {DB}.accounts" in refused.stderr
         repaired = _seam(path, "repair", f"{DB}.accounts", "--max-rows", "100000")  # the way out it printed
         assert repaired.returncode == 0, repaired.stderr + repaired.stdout
         assert "60 differing row(s) found" in repaired.stdout, repaired.stdout
@@ -510,19 +509,20 @@ def test_a_column_added_with_a_default_the_stream_cannot_reproduce_is_repaired_b
         _seam(path, "stream", "stop", timeout=120)
 
 
-def test_a_column_redefined_at_the_source_while_its_table_is_stopped_refuses_a_repair_and_a_full_load_works(
+def test_columns_changed_while_a_table_is_stopped_are_taken_by_its_repair_and_a_cast_it_cannot_make_names_a_load(
     stack, tmp_path_factory
 ):
-    """A repair copies rows into the target's columns as they are. A table stopped for a repair (a column added
-    with (UUID()); the stream's own repair off) and widened at the source before anyone repairs it: `seam repair`
-    refuses in one line naming the column and `seam load full`, changing nothing; that works, and a value only
-    the wider column holds streams on. (The repair once committed here, recording the wider definition for a
-    column the target still held narrow, which would refuse the first longer value.)"""
+    """A migration of several ALTERs on a streamed table: the first adds a column with (UUID()), which stops the
+    table for a repair (the stream's own repair off here); the next ones widen a text and an integer, drop a
+    column and add one, with rows changed in between. `seam repair` makes the target's columns the source's and
+    copies every row that differs, and the table streams on (it once refused, naming a full load, as soon as a
+    definition differed). A change whose stale values the target cannot cast (a text made an integer) is
+    refused in one line naming `seam load full`, changing nothing; that works too."""
     db = "redefined_while_stopped"
     fresh_database(
         db,
-        f"CREATE TABLE {db}.orders (id INT PRIMARY KEY, note VARCHAR(10) NOT NULL)",
-        f"INSERT INTO {db}.orders SELECT seq, CONCAT('n', seq) FROM {db}.seq_1_to_30",
+        f"CREATE TABLE {db}.orders (id INT PRIMARY KEY, note VARCHAR(10) NOT NULL, qty INT NOT NULL, legacy INT)",
+        f"INSERT INTO {db}.orders SELECT seq, CONCAT('n', seq), seq, seq FROM {db}.seq_1_to_30",
     )
     name = f"{db}.orders"
     path = pipeline_file(tmp_path_factory, db, [{"name": name, "key": ["id"]}], repair={"after_cutover": False})
@@ -533,28 +533,53 @@ def test_a_column_redefined_at_the_source_while_its_table_is_stopped_refuses_a_r
     assert started.returncode == 0, started.stderr + started.stdout
     admin = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
     admin.autocommit(True)
+
+    def equal() -> str | None:
+        return compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "orders")
+
     try:
         with admin.cursor() as cur:
             cur.execute("ALTER TABLE orders ADD token CHAR(36) NOT NULL DEFAULT (UUID())")
         _stop_reason_with(pipeline, "orders", f"run `seam repair {name}`", db=db)
         with admin.cursor() as cur:
-            cur.execute("ALTER TABLE orders MODIFY note VARCHAR(100) NOT NULL")
+            cur.execute("ALTER TABLE orders MODIFY note VARCHAR(100) NOT NULL, MODIFY qty BIGINT NOT NULL")
+            cur.execute("UPDATE orders SET note = REPEAT('w', 60), qty = 5000000000 WHERE id = 3")
+            cur.execute("ALTER TABLE orders DROP COLUMN legacy, ADD extra INT NOT NULL DEFAULT 7 AFTER id")
+            cur.execute("DELETE FROM orders WHERE id = 4")
+        repaired = _seam(path, "repair", name)
+        assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+        assert "the target's columns made the source's: note varchar(10) NOT NULL -> varchar(100) NOT NULL" in (
+            repaired.stdout
+        ), repaired.stdout
+        assert "legacy dropped" in repaired.stdout and "extra added" in repaired.stdout, repaired.stdout
+        assert _stopped(pipeline, "orders", db) is None and equal() is None
+        with admin.cursor() as cur:  # values only the new columns hold stream on
+            cur.execute("INSERT INTO orders (id, note, qty) VALUES (31, REPEAT('v', 90), 6000000000)")
+            cur.execute("UPDATE orders SET extra = 8 WHERE id = 5")
+        waited = _seam(path, "stream", "wait", "--timeout", "120", timeout=180)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        assert _stopped(pipeline, "orders", db) is None and equal() is None
+
+        with admin.cursor() as cur:  # stopped again, then a text made a number: the target's old texts do not cast
+            cur.execute("ALTER TABLE orders ADD token2 CHAR(36) NOT NULL DEFAULT (UUID())")
+        _stop_reason_with(pipeline, "orders", f"run `seam repair {name}`", db=db)
+        with admin.cursor() as cur:
+            cur.execute("UPDATE orders SET note = id")
+            cur.execute("ALTER TABLE orders MODIFY note INT NOT NULL")
         before = _repairs(pipeline, "orders", db)
         refused = _seam(path, "repair", name)
         assert refused.returncode != 0, refused.stdout
         line = refused.stderr.strip()
-        assert "note varchar(10) NOT NULL -> varchar(100) NOT NULL" in line and f"seam load full {name}" in line, line
+        assert "the target could not take the source's new columns" in line and f"seam load full {name}" in line, line
         assert "\n" not in line and "Traceback" not in line, line
         assert _repairs(pipeline, "orders", db) == before and _stopped(pipeline, "orders", db)
         reloaded = _seam(path, "load", "full", name)  # the way out it printed
         assert reloaded.returncode == 0, reloaded.stderr + reloaded.stdout
         with admin.cursor() as cur:
-            cur.execute("INSERT INTO orders (id, note) VALUES (31, REPEAT('w', 60))")
-            cur.execute("UPDATE orders SET note = REPEAT('u', 90) WHERE id = 2")
+            cur.execute("UPDATE orders SET note = 77 WHERE id = 2")
         waited = _seam(path, "stream", "wait", "--timeout", "120", timeout=180)
         assert waited.returncode == 0, waited.stdout + waited.stderr
-        assert _stopped(pipeline, "orders", db) is None
-        assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "orders") is None
+        assert _stopped(pipeline, "orders", db) is None and equal() is None
     finally:
         admin.close()
         _seam(path, "stream", "stop", timeout=120)

@@ -2,7 +2,8 @@
 a streamed table's target, and its recorded columns with it.
 
 Delivery guarantee: none of its own. It runs inside the sink's transaction that moves the table's position past
-the DDL (``seam.apply.changes``), so the target's table and its position change together or not at all.
+the DDL (``seam.apply.changes``), so the target's table and its position change together or not at all; a repair
+(``seam.repair``) runs ``align_columns`` on a stopped table in the transaction that records its columns.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import psycopg
 from psycopg import sql as pgsql
 
 from seam.apply.stream_table import StreamTable
-from seam.apply.target import pg_type, row_converter
+from seam.apply.target import Landing, pg_type, row_converter
 from seam.core.identifiers import qi
 from seam.core.schema import Column, TableSchema
 from seam.state import positions
@@ -24,25 +25,44 @@ from seam.wire.boundary import SchemaChange
 
 def alter_target(conn, state_schema: str, stream: StreamTable, schema: TableSchema, change: SchemaChange) -> None:
     """The target's table given ``schema`` (the columns after ``change``), and the columns recorded."""
-    target, old = stream.target, stream.schema
     if change.truncate:
-        _truncate(conn, target)
-    for old_name, new_name in change.renamed.items():
+        _truncate(conn, stream.target)
+    align_columns(
+        conn, stream.target, stream.schema, schema, stream.key, stream.landing, change.renamed, change.defaults
+    )
+    positions.store_columns(conn, state_schema, schema.db, schema.table, change.columns)
+
+
+def align_columns(
+    conn,
+    target: str,
+    old: TableSchema,
+    new: TableSchema,
+    key: tuple[str, ...],
+    landing: Landing,
+    renamed: dict[str, str] | None = None,
+    defaults: dict[str, Any] | None = None,
+) -> None:
+    """The target table's columns made from ``old``'s into ``new``'s: ``renamed`` (old name to new), dropped,
+    added (with the value the source gave existing rows, ``defaults``; else NULL), retyped (each value cast)
+    and NULL allowed where ``new`` allows it. A cast the target cannot make raises."""
+    renamed, defaults = renamed or {}, defaults or {}
+    for old_name, new_name in renamed.items():
         conn.execute(f"ALTER TABLE {target} RENAME COLUMN {qi(old_name)} TO {qi(new_name)}")
-    before = {change.renamed.get(c.name, c.name): c for c in old.columns}
-    for name in set(before) - set(schema.names):
+    before = {renamed.get(c.name, c.name): c for c in old.columns}
+    for name in set(before) - set(new.names):
         conn.execute(f"ALTER TABLE {target} DROP COLUMN {qi(name)}")
-    for column in schema.columns:
+    for column in new.columns:
         was = before.get(column.name)
         if was is None:
-            _add_column(conn, stream, schema, column, change.defaults.get(column.name))
+            _add_column(conn, target, landing, new, column, defaults.get(column.name))
             continue
-        new_type = pg_type(column, stream.postgis)
-        if pg_type(was, stream.postgis) != new_type:
-            conn.execute(f"ALTER TABLE {target} ALTER COLUMN {qi(column.name)} TYPE {new_type}")
-        if column.nullable and not was.nullable and column.name not in stream.key:
+        new_type = pg_type(column, landing.postgis)
+        if pg_type(was, landing.postgis) != new_type:
+            name = qi(column.name)
+            conn.execute(f"ALTER TABLE {target} ALTER COLUMN {name} TYPE {new_type} USING {name}::{new_type}")
+        if column.nullable and not was.nullable and column.name not in key:
             conn.execute(f"ALTER TABLE {target} ALTER COLUMN {qi(column.name)} DROP NOT NULL")
-    positions.store_columns(conn, state_schema, old.db, old.table, change.columns)
 
 
 def _truncate(conn, target: str) -> None:
@@ -54,14 +74,14 @@ def _truncate(conn, target: str) -> None:
         conn.execute(f"DELETE FROM {target}")
 
 
-def _add_column(conn, stream: StreamTable, schema: TableSchema, column: Column, default) -> None:
-    ddl = f"ALTER TABLE {stream.target} ADD COLUMN {qi(column.name)} {pg_type(column, stream.postgis)}"
+def _add_column(conn, target: str, landing: Landing, schema: TableSchema, column: Column, default) -> None:
+    ddl = f"ALTER TABLE {target} ADD COLUMN {qi(column.name)} {pg_type(column, landing.postgis)}"
     # (a NOT NULL date column's zero-date default, or none, is -infinity in the rows it is added to)
-    value = row_converter(replace(schema, columns=(column,)), stream.landing)(
-        msgspec.defstruct("One", [("v", Any)])(default)
-    )[0]
+    value = row_converter(replace(schema, columns=(column,)), landing)(msgspec.defstruct("One", [("v", Any)])(default))[
+        0
+    ]
     if value is None:
         conn.execute(ddl)
         return
     conn.execute(pgsql.SQL(ddl + " DEFAULT {}").format(pgsql.Literal(value)))
-    conn.execute(f"ALTER TABLE {stream.target} ALTER COLUMN {qi(column.name)} DROP DEFAULT")
+    conn.execute(f"ALTER TABLE {target} ALTER COLUMN {qi(column.name)} DROP DEFAULT")

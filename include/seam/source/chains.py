@@ -270,19 +270,23 @@ class Chains:
 
     def way_out(self, followed: Followed) -> str:
         """The cheapest way to take a stopped table up again, as it works when printed. A keyed table whose
-        source columns are still the ones the stream followed (a change it could not read, a statement that
-        left the columns as they were, a lost position) is repaired against the source as it is now: only
-        the rows that differ are copied again. Otherwise (columns changed, no key, the table gone) it is
-        loaded again; a table the stream can no longer follow at all (made system-versioned) says why."""
+        key is still the source's is repaired against the source as it is now: the repair makes the target's
+        columns the source's where they changed (``seam.repair``) and copies again only the rows that differ;
+        a value the target's column cannot be cast to then names a full load. Otherwise (no key, the key
+        changed, the table gone) it is loaded again; a table the stream can no longer follow at all (made
+        system-versioned) says why."""
         name = followed.table.name
         try:
             now = self._source_schema(followed)
         except SnapshotError as exc:
             return f"{exc}, then run `seam load full {name}`"
-        followed_as = (followed.schema.columns, followed.schema.primary_key)
-        if followed.table.key and now is not None and (now.columns, now.primary_key) == followed_as:
+        key = followed.table.key
+        if key and now is not None and now.primary_key == followed.schema.primary_key and set(key) <= set(now.names):
+            if now.columns == followed.schema.columns:
+                return f"run `seam repair {name} --full` to sync the table again (it copies again only the rows that differ)"
             return (
-                f"run `seam repair {name} --full` to sync the table again (it copies again only the rows that differ)"
+                f"run `seam repair {name} --full` to sync the table again (it gives the target the source's columns "
+                f"and copies again only the rows that differ), or `seam load full {name}`"
             )
         return f"run `seam load full {name}` to sync the table again"
 
