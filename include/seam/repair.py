@@ -40,6 +40,7 @@ from seam.apply.follow_ddl import align_columns
 from seam.apply.retry import transient
 from seam.apply.target import Landing, target_table
 from seam.core.errors import DivergenceError, ValidationError, first_line
+from seam.core.identifiers import quote
 from seam.core.pipeline import Pipeline, TableConfig
 from seam.core.schema import Column, TableSchema, redefined
 from seam.load_run import job_env, sink_running
@@ -156,7 +157,7 @@ def _repair_once(
                 check_streamable(source, schema)
         finally:
             source.close()
-        full = _take_definitions(pipeline, watch.conn, table, schema, say) or full
+        full = _take_definitions(pipeline, watch.conn, table, schema, limit, say) or full
         if not sink_running(watch.conn, publication.topic):
             sink = _start_sink(pipeline, table, batch, timeout, env)
         publication.begin("repair", schema)
@@ -233,7 +234,7 @@ def _repair_once(
         watch.close()
 
 
-def _take_definitions(pipeline: Pipeline, conn, table: TableConfig, schema: TableSchema, say) -> bool:
+def _take_definitions(pipeline: Pipeline, conn, table: TableConfig, schema: TableSchema, limit: int, say) -> bool:
     """A repair copies rows into the target's columns as they are, and records the source's definitions as
     theirs. Where the source changed the table's columns since the target's were made:
 
@@ -242,7 +243,8 @@ def _take_definitions(pipeline: Pipeline, conn, table: TableConfig, schema: Tabl
       recorded: dropped, added (NULL), retyped (each value cast). The comparison then finds every row whose
       value is not the source's, whatever the change did to it, and the repair copies those. Returns True:
       the comparison is then with the source as it is now (``--full``), the binlog since the stop holding
-      rows of the old columns;
+      rows of the old columns. Added columns whose values alone are more rows than ``limit`` (a renamed
+      column looks dropped and added) are refused first: the target keeps the columns it has;
     - on a running table the stream follows DDL itself: the repair refuses until it has (RepairError)."""
     state = pipeline.target.state_schema
     recorded = committed_columns(conn, state, table.db, table.table)
@@ -266,6 +268,14 @@ def _take_definitions(pipeline: Pipeline, conn, table: TableConfig, schema: Tabl
             f"{table.name}: the source has no column {', '.join(gone)} of the table's key any more; nothing was "
             f"changed: set the table's key (tables[].key) and run `seam load full {table.name}`"
         )
+    added = [n for n in schema.names if n not in then.names]
+    valued = _rows_valued(pipeline, table, added) if added else 0
+    if valued > limit:
+        raise RepairError(
+            f"{table.name}: the source added {', '.join(added)} while the table was stopped, with values in {valued:,} "
+            f"rows, more than repair.max_rows ({limit:,}): run `seam load full {table.name}` (or repair with a "
+            "higher --max-rows); nothing was changed"
+        )
     with open_target(pipeline, application_name="seam-repair") as tgt:
         tgt.execute("SET lock_timeout = '10s'")  # a report holding the table: transient, the repair goes again
         postgis = tgt.execute("SELECT to_regtype('geometry') IS NOT NULL").fetchone()
@@ -282,9 +292,21 @@ def _take_definitions(pipeline: Pipeline, conn, table: TableConfig, schema: Tabl
         store_columns(tgt, state, table.db, table.table, [asdict(c) for c in schema.columns])
         tgt.commit()
     done = changed + [f"{n} dropped" for n in then.names if n not in schema.names]
-    done += [f"{n} added" for n in schema.names if n not in then.names]
+    done += [f"{n} added" for n in added]
     say(f"{table.name}: the target's columns made the source's: {', '.join(done)}")
     return True
+
+
+def _rows_valued(pipeline: Pipeline, table: TableConfig, columns: list[str]) -> int:
+    """The source rows with a value (not NULL) in any of ``columns``: each is a row the repair would copy."""
+    src = pymysql.connect(**pipeline.source.pymysql_kwargs(), connect_timeout=10)
+    try:
+        with src.cursor() as cur:
+            held = " OR ".join(f"{quote(c)} IS NOT NULL" for c in columns)
+            cur.execute(f"SELECT COUNT(*) FROM {quote(table.db)}.{quote(table.table)} WHERE {held}")
+            return cur.fetchone()[0]
+    finally:
+        src.close()
 
 
 def same_definition(a: Column, b: Column) -> bool:

@@ -265,7 +265,8 @@ def test_a_truncated_partition_stops_the_table_and_the_repair_printed_takes_it_u
     """TRUNCATE PARTITION removes rows the binlog does not list: the table stops. Its columns are as they were,
     so the way out printed is a repair against the source as it is now (it deletes just the partition's rows
     in the target), not a reload, and the stream goes on after it. A table whose columns the stopping
-    statement changed (a narrowing) keeps the reload as its way out."""
+    statement changed (a narrowing) is repaired the same way, the repair giving the target the source's
+    columns first; the reload is named beside it (for a value the target could not cast)."""
     fresh_database(
         DB,
         f"CREATE TABLE {DB}.parts (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) "
@@ -284,15 +285,19 @@ def test_a_truncated_partition_stops_the_table_and_the_repair_printed_takes_it_u
     stream_once(pipeline)
     stopped = stopped_tables(pipeline, DB)
     assert "TRUNCATE PARTITION" in stopped["parts"] and f"run `seam repair {DB}.parts --full`" in stopped["parts"]
-    assert f"run `seam load full {DB}.narrow`" in stopped["narrow"] and "seam repair" not in stopped["narrow"]
+    assert f"run `seam repair {DB}.narrow --full`" in stopped["narrow"], stopped["narrow"]
+    assert f"or `seam load full {DB}.narrow`" in stopped["narrow"], stopped["narrow"]
+    repaired = seam_command(path, "repair", f"{DB}.narrow", "--full")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert "the target's columns made the source's: s varchar(20) -> varchar(5)" in repaired.stdout, repaired.stdout
     repaired = seam_command(path, "repair", f"{DB}.parts", "--full")
     assert repaired.returncode == 0 and "99 differing row(s)" in repaired.stdout, repaired.stdout + repaired.stderr
     with dba.cursor() as cur:
         cur.execute("UPDATE parts SET v = -v WHERE id % 10 = 0")
     dba.close()
     stream_once(pipeline)
-    assert compare_pipeline(pipeline, DB, "parts") is None
-    assert stopped_tables(pipeline, DB)["parts"] is None
+    assert compare_pipeline(pipeline, DB, "parts") is None and compare_pipeline(pipeline, DB, "narrow") is None
+    assert stopped_tables(pipeline, DB)["parts"] is None and stopped_tables(pipeline, DB)["narrow"] is None
 
 
 def test_alters_a_dba_logs_in_two_phases_are_followed_once(stack, tmp_path_factory):

@@ -46,6 +46,17 @@ def _stopped(pipeline, table: str, db: str = DB) -> str | None:
     return row[0] if row else None
 
 
+def _target_columns(pipeline, db: str, table: str) -> set[str]:
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
+        return {
+            r[0]
+            for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
+                (db, table),
+            )
+        }
+
+
 def _equal(pipeline, table: str) -> str | None:
     return compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, table)
 
@@ -544,14 +555,25 @@ def test_columns_changed_while_a_table_is_stopped_are_taken_by_its_repair_and_a_
         with admin.cursor() as cur:
             cur.execute("ALTER TABLE orders MODIFY note VARCHAR(100) NOT NULL, MODIFY qty BIGINT NOT NULL")
             cur.execute("UPDATE orders SET note = REPEAT('w', 60), qty = 5000000000 WHERE id = 3")
-            cur.execute("ALTER TABLE orders DROP COLUMN legacy, ADD extra INT NOT NULL DEFAULT 7 AFTER id")
+            cur.execute("ALTER TABLE orders DROP COLUMN legacy, ADD extra INT NULL AFTER id")
             cur.execute("DELETE FROM orders WHERE id = 4")
+            cur.execute("ALTER TABLE orders RENAME COLUMN token TO uuid")
+        # a renamed column is one dropped and one added: its values are rows to copy, refused over --max-rows
+        # before the target's columns change
+        refused = _seam(path, "repair", name, "--max-rows", "5")
+        assert refused.returncode != 0, refused.stdout
+        line = refused.stderr.strip()
+        assert "the source added extra, uuid while the table was stopped, with values in 29 rows" in line, line
+        assert f"seam load full {name}" in line and "\n" not in line, line
+        assert "legacy" in _target_columns(pipeline, db, "orders") and _stopped(pipeline, "orders", db)
         repaired = _seam(path, "repair", name)
         assert repaired.returncode == 0, repaired.stdout + repaired.stderr
         assert "the target's columns made the source's: note varchar(10) NOT NULL -> varchar(100) NOT NULL" in (
             repaired.stdout
         ), repaired.stdout
-        assert "legacy dropped" in repaired.stdout and "extra added" in repaired.stdout, repaired.stdout
+        for done in (" -> bigint", "legacy dropped", "token dropped", "extra added", "uuid added"):
+            assert done in repaired.stdout, repaired.stdout
+        assert {"uuid", "extra"} <= _target_columns(pipeline, db, "orders")
         assert _stopped(pipeline, "orders", db) is None and equal() is None
         with admin.cursor() as cur:  # values only the new columns hold stream on
             cur.execute("INSERT INTO orders (id, note, qty) VALUES (31, REPEAT('v', 90), 6000000000)")
