@@ -15,6 +15,10 @@
    transaction, and applies the held change events after P: the table goes on streaming from P (a STOPPED
    table is taken up again; so is a running one, which lost no change and doubled none).
 
+A STOPPED table whose columns the source changed meanwhile (DDL the stream did not follow) first gets the
+source's columns in the target (dropped, added NULL, retyped by a cast; ``_take_definitions``), and is then
+compared as with ``--full``: the binlog since the stop holds rows of the old columns.
+
 A repair that finds more than ``repair.max_rows`` differing rows changes nothing (its batch is cancelled; the
 held changes are applied) and says so: a full load is then the cheaper way. Keyless tables cannot be
 repaired by key: ``seam load full``. Its cost follows the difference, not the table: one checksum scan of
@@ -276,6 +280,16 @@ def _take_definitions(pipeline: Pipeline, conn, table: TableConfig, schema: Tabl
             f"rows, more than repair.max_rows ({limit:,}): run `seam load full {table.name}` (or repair with a "
             "higher --max-rows); nothing was changed"
         )
+    _align_target(pipeline, table, then, schema)
+    done = changed + [f"{n} dropped" for n in then.names if n not in schema.names]
+    done += [f"{n} added" for n in added]
+    say(f"{table.name}: the target's columns made the source's: {', '.join(done)}")
+    return True
+
+
+def _align_target(pipeline: Pipeline, table: TableConfig, then: TableSchema, schema: TableSchema) -> None:
+    """The target table's columns made ``schema``'s (from ``then``'s), with the columns recorded, in one
+    transaction; RepairError (nothing changed) for what the target refuses, such as a value it cannot cast."""
     with open_target(pipeline, application_name="seam-repair") as tgt:
         tgt.execute("SET lock_timeout = '10s'")  # a report holding the table: transient, the repair goes again
         postgis = tgt.execute("SELECT to_regtype('geometry') IS NOT NULL").fetchone()
@@ -289,12 +303,8 @@ def _take_definitions(pipeline: Pipeline, conn, table: TableConfig, schema: Tabl
                 f"{table.name}: the target could not take the source's new columns ({first_line(exc)}); nothing "
                 f"was changed: run `seam load full {table.name}`"
             ) from None
-        store_columns(tgt, state, table.db, table.table, [asdict(c) for c in schema.columns])
+        store_columns(tgt, pipeline.target.state_schema, table.db, table.table, [asdict(c) for c in schema.columns])
         tgt.commit()
-    done = changed + [f"{n} dropped" for n in then.names if n not in schema.names]
-    done += [f"{n} added" for n in added]
-    say(f"{table.name}: the target's columns made the source's: {', '.join(done)}")
-    return True
 
 
 def _rows_valued(pipeline: Pipeline, table: TableConfig, columns: list[str]) -> int:

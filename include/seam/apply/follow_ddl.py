@@ -77,9 +77,8 @@ def _truncate(conn, target: str) -> None:
 def _add_column(conn, target: str, landing: Landing, schema: TableSchema, column: Column, default) -> None:
     ddl = f"ALTER TABLE {target} ADD COLUMN {qi(column.name)} {pg_type(column, landing.postgis)}"
     # (a NOT NULL date column's zero-date default, or none, is -infinity in the rows it is added to)
-    value = row_converter(replace(schema, columns=(column,)), landing)(msgspec.defstruct("One", [("v", Any)])(default))[
-        0
-    ]
+    one = msgspec.defstruct("One", [("v", Any)])(default)
+    value = row_converter(replace(schema, columns=(column,)), landing)(one)[0]
     if value is None:
         conn.execute(ddl)
         return
