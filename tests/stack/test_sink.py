@@ -610,6 +610,58 @@ def test_a_sink_whose_session_is_cut_as_it_reads_its_offsets_reads_them_again(si
     assert [r[0] for r in _table(pipeline)] == [1, 2, 3]
 
 
+def _cut_own_session(conn) -> int:
+    pid = conn.info.backend_pid
+    conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    return pid
+
+
+def test_a_sink_whose_session_is_cut_as_it_reads_its_open_batches_starts_again(sink_pipeline, monkeypatch, caplog):
+    """A session cut right after the sink connected, as it reads which batches are open (seen in CI: a repair's
+    own sink exited 2, "the target broke off the command", and the repair gave up), is transient like a cut
+    as it connects: the sink connects again and reads them again. The cut is PostgreSQL's own."""
+    pipeline = sink_pipeline
+    ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
+    cuts: list[int] = []
+    load_open = sink_module.BatchLifecycle.load_open
+
+    def cut_once(self, topic):
+        if not cuts:
+            cuts.append(_cut_own_session(self.conn))
+        return load_open(self, topic)
+
+    monkeypatch.setattr(sink_module.BatchLifecycle, "load_open", cut_once)
+    _connects_again_and_applies(pipeline, cuts, caplog)
+    assert [r[0] for r in _table(pipeline)] == [1, 2, 3]
+
+
+def test_a_sink_whose_session_is_cut_while_it_is_idle_goes_on(sink_pipeline, monkeypatch, caplog):
+    """The steps of an idle sink that touch the target (held transactions released, stale batches abandoned)
+    recover from a cut as an apply does, where the sink exited 2. The cut is PostgreSQL's own."""
+    pipeline = sink_pipeline
+    ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
+    cuts: list[int] = []
+    idle = Sink._idle
+
+    def cut_once(self):
+        if not cuts:
+            cuts.append(_cut_own_session(self.conn))
+        return idle(self)
+
+    monkeypatch.setattr(Sink, "_idle", cut_once)
+    sink = Sink(pipeline)
+    try:
+        with caplog.at_level("WARNING", logger="seam.sink"):
+            assert sink.run(idle_exit=1) == {}
+        assert cuts and sink.conn.info.backend_pid != cuts[0]
+        assert "the sink's transaction failed" in caplog.text
+        batch = _complete(pipeline, Publisher(pipeline), range(1, 4))
+        assert sink.run(until_batches={batch.id}, idle_exit=5) == {batch.id: "committed"}
+    finally:
+        sink.close()
+    assert [r[0] for r in _table(pipeline)] == [1, 2, 3]
+
+
 def test_an_open_batch_read_again_from_its_begin_is_staged_once(sink_pipeline):
     """If the topic is read again from before an open batch (offsets reset), its rows must not be staged twice."""
     pipeline = sink_pipeline

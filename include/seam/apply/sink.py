@@ -95,7 +95,6 @@ class Sink:
         self.schema = pipeline.target.state_schema
         self.tables = {table_topic(pipeline, t): t for t in (tables or pipeline.tables)}
         self.retrier = Retrier()  # transient target errors: retried, counted
-        self.conn = self._first_connect()
         self.finished: dict[str, str] = {}  # batch id -> final state once committed, for callers waiting on one
         self.topic_ids: dict[str, str] = {}
         self._offsets_lost: set[str] = set()  # topics whose stored offset the broker no longer has
@@ -103,16 +102,22 @@ class Sink:
         self._forgot_at = 0.0  # when recorded cascade rows were last pruned
         self.stager = Stager()  # rows the compiled stager cannot take are decoded on every core
         self.report = StagedReport(pipeline)  # how far open batches are staged, for their publishers' pace
-        self._load_state()
+        self._first_connect()
 
-    def _first_connect(self):
-        """The sink's session, made again when it is cut while being set up (a DBA's pg_terminate_backend, a
-        failover): a transient error, retried as ``_recover`` retries one later."""
+    def _first_connect(self) -> None:
+        """The sink's session and what it holds from the target, made again when the session is cut while
+        either is set up (a DBA's pg_terminate_backend, a failover): a transient error, retried as
+        ``_recover`` retries one later (CI: a cut as the open batches were read ended a repair's own sink)."""
         delay = 1.0
         while True:
+            conn = None
             try:
-                return self._connect()
+                self.conn = conn = self._connect()
+                self._load_state()
+                return
             except psycopg.Error as exc:
+                if conn is not None:
+                    conn.close()
                 if not transient(exc):
                     raise
                 self.retrier.note("sink", exc)
@@ -212,35 +217,35 @@ class Sink:
         ahead = self._read_from_target(consumer)
         try:
             while not should_stop():
-                if time.monotonic() - checked > TOPIC_CHECK_S:
-                    checked = time.monotonic()
-                    if until_batches is not None and self._caller_gone(until_batches):
+                try:  # every step that touches the target: a transient error there is recovered from
+                    if time.monotonic() - checked > TOPIC_CHECK_S:
+                        checked = time.monotonic()
+                        if until_batches is not None and self._caller_gone(until_batches):
+                            break
+                        if self._recreated():  # what was read of the old topics is void: again from the target
+                            ahead.stop()
+                            consumer.close()  # a new client: the old one's metadata still names the old topic
+                            at_end.clear()
+                            self._forget_what_was_read()
+                            consumer = Consumer(config)
+                            ahead = self._read_from_target(consumer)
+                    if self._finished(until_batches, caught_up and len(at_end) == len(self.tables), deadline):
                         break
-                    if self._recreated():  # what was read of the old topics is void: again from the target
+                    good = self._sorted_out(ahead.next(), at_end)
+                    by_topic = self._by_topic(good) if good else {}
+                    if good is None or self._skipped(by_topic):
+                        # an offset the broker no longer has, or offsets its answer skipped: every topic is read
+                        # again from the target's offsets (what was read ahead, of every topic, is dropped with it)
                         ahead.stop()
-                        consumer.close()  # a new client: the old one's metadata still names the old topic
                         at_end.clear()
-                        self._forget_what_was_read()
-                        consumer = Consumer(config)
                         ahead = self._read_from_target(consumer)
-                if self._finished(until_batches, caught_up and len(at_end) == len(self.tables), deadline):
-                    break
-                good = self._sorted_out(ahead.next(), at_end)
-                by_topic = self._by_topic(good) if good else {}
-                if good is None or self._skipped(by_topic):
-                    # an offset the broker no longer has, or offsets its answer skipped: every topic is read
-                    # again from the target's offsets (what was read ahead, of every topic, is dropped with it)
-                    ahead.stop()
-                    at_end.clear()
-                    ahead = self._read_from_target(consumer)
-                    continue
-                if not good:
-                    self._idle()
-                    if idle_exit is not None and time.monotonic() - last_message > idle_exit:
-                        break
-                    continue
-                last_message = time.monotonic()
-                try:
+                        continue
+                    if not good:
+                        self._idle()
+                        if idle_exit is not None and time.monotonic() - last_message > idle_exit:
+                            break
+                        continue
+                    last_message = time.monotonic()
                     self._apply_all(by_topic)
                     if stream_part:
                         self._beat()
