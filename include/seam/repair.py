@@ -16,8 +16,9 @@
    table is taken up again; so is a running one, which lost no change and doubled none).
 
 A STOPPED table whose columns the source changed meanwhile (DDL the stream did not follow) first gets the
-source's columns in the target (dropped, added NULL, retyped by a cast; ``_take_definitions``), and is then
-compared as with ``--full``: the binlog since the stop holds rows of the old columns.
+source's columns in the target (dropped, added NULL, retyped by a cast, or added afresh where the target's
+values do not cast; ``_take_definitions``), and is then compared as with ``--full``: the binlog since the stop
+holds rows of the old columns.
 
 A repair that finds more than ``repair.max_rows`` differing rows changes nothing (its batch is cancelled; the
 held changes are applied) and says so: a full load is then the cheaper way. Keyless tables cannot be
@@ -161,7 +162,8 @@ def _repair_once(
                 check_streamable(source, schema)
         finally:
             source.close()
-        full = _take_definitions(pipeline, watch.conn, table, schema, limit, say) or full
+        aligned = _take_definitions(pipeline, watch.conn, table, schema, limit, say)
+        full = aligned or full
         if not sink_running(watch.conn, publication.topic):
             sink = _start_sink(pipeline, table, batch, timeout, env)
         publication.begin("repair", schema)
@@ -198,7 +200,10 @@ def _repair_once(
                 f"{table.name}` (or repair with a higher --max-rows)"
             )
             cancel(why)
-            raise RepairError(f"{table.name}: {why}; nothing was changed")
+            kept = (
+                "no row was changed (the target's columns are the source's now)" if aligned else "nothing was changed"
+            )
+            raise RepairError(f"{table.name}: {why}; {kept}")
         compared_at = report.compared_at
         say(f"{table.name}: {differing:,} differing row(s) at {compared_at} ({report.seconds:.1f}s)")
         try:
@@ -280,22 +285,30 @@ def _take_definitions(pipeline: Pipeline, conn, table: TableConfig, schema: Tabl
             f"rows, more than repair.max_rows ({limit:,}): run `seam load full {table.name}` (or repair with a "
             "higher --max-rows); nothing was changed"
         )
-    _align_target(pipeline, table, then, schema)
-    done = changed + [f"{n} dropped" for n in then.names if n not in schema.names]
+    afresh = _align_target(pipeline, table, then, schema, added, limit)
+    cast_not = " (its values did not cast: added afresh)"
+    done = [c + (cast_not if any(c.startswith(f"{n} ") for n in afresh) else "") for c in changed]
+    done += [f"{n} dropped" for n in then.names if n not in schema.names]
     done += [f"{n} added" for n in added]
     say(f"{table.name}: the target's columns made the source's: {', '.join(done)}")
     return True
 
 
-def _align_target(pipeline: Pipeline, table: TableConfig, then: TableSchema, schema: TableSchema) -> None:
+def _align_target(
+    pipeline: Pipeline, table: TableConfig, then: TableSchema, schema: TableSchema, added: list[str], limit: int
+) -> list[str]:
     """The target table's columns made ``schema``'s (from ``then``'s), with the columns recorded, in one
-    transaction; RepairError (nothing changed) for what the target refuses, such as a value it cannot cast."""
+    transaction; RepairError (nothing changed) for what the target refuses. A column whose values the target
+    cannot cast (a text made an integer) is added afresh, NULL: the comparison then finds each of its rows,
+    which are copied, unless that is more rows than ``limit`` (``added``: the columns added, whose rows count
+    too). Returns the columns added afresh."""
     with open_target(pipeline, application_name="seam-repair") as tgt:
         tgt.execute("SET lock_timeout = '10s'")  # a report holding the table: transient, the repair goes again
         postgis = tgt.execute("SELECT to_regtype('geometry') IS NOT NULL").fetchone()
         landing = Landing(bool(postgis and postgis[0]), pipeline.target.nul_replacement, pipeline.target.zero_dates)
+        target = target_table(table.db, table.table)
         try:
-            align_columns(tgt, target_table(table.db, table.table), then, schema, tuple(table.key), landing)
+            afresh = align_columns(tgt, target, then, schema, tuple(table.key), landing, afresh_if_uncastable=True)
         except psycopg.Error as exc:
             if transient(exc):
                 raise
@@ -303,8 +316,17 @@ def _align_target(pipeline: Pipeline, table: TableConfig, then: TableSchema, sch
                 f"{table.name}: the target could not take the source's new columns ({first_line(exc)}); nothing "
                 f"was changed: run `seam load full {table.name}`"
             ) from None
+        valued = _rows_valued(pipeline, table, added + afresh) if afresh else 0
+        if valued > limit:  # (the transaction is rolled back on the way out)
+            raise RepairError(
+                f"{table.name}: the target's values of {', '.join(afresh)} do not cast to the source's new type; "
+                f"taking the column afresh would copy the {valued:,} rows with a value in {', '.join(added + afresh)}, "
+                f"more than repair.max_rows ({limit:,}): run `seam load full {table.name}` (or repair with a higher "
+                "--max-rows); nothing was changed"
+            )
         store_columns(tgt, pipeline.target.state_schema, table.db, table.table, [asdict(c) for c in schema.columns])
         tgt.commit()
+    return afresh
 
 
 def _rows_valued(pipeline: Pipeline, table: TableConfig, columns: list[str]) -> int:

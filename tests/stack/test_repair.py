@@ -15,7 +15,10 @@ import psycopg
 import pytest
 
 from seam import repair
+from seam.apply.follow_ddl import align_columns
+from seam.apply.target import Landing
 from seam.config import load_pipeline
+from seam.core.schema import Column, TableSchema
 from seam_dev import demo
 from tests.support.commands import run_command
 from tests.support.independent import compare
@@ -46,15 +49,16 @@ def _stopped(pipeline, table: str, db: str = DB) -> str | None:
     return row[0] if row else None
 
 
-def _target_columns(pipeline, db: str, table: str) -> set[str]:
+def _target_columns(pipeline, db: str, table: str) -> dict[str, str]:
+    """The target table's columns and their types."""
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as conn:
-        return {
-            r[0]
-            for r in conn.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
+        return dict(
+            conn.execute(
+                "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = %s "
+                "AND table_name = %s",
                 (db, table),
-            )
-        }
+            ).fetchall()
+        )
 
 
 def _equal(pipeline, table: str) -> str | None:
@@ -520,15 +524,16 @@ def test_a_column_added_with_a_default_the_stream_cannot_reproduce_is_repaired_b
         _seam(path, "stream", "stop", timeout=120)
 
 
-def test_columns_changed_while_a_table_is_stopped_are_taken_by_its_repair_and_a_cast_it_cannot_make_names_a_load(
+def test_columns_changed_while_a_table_is_stopped_are_taken_by_its_repair_and_a_column_that_does_not_cast_afresh(
     stack, tmp_path_factory
 ):
     """A migration of several ALTERs on a streamed table: the first adds a column with (UUID()), which stops the
     table for a repair (the stream's own repair off here); the next ones widen a text and an integer, drop a
     column and add one, with rows changed in between. `seam repair` makes the target's columns the source's and
     copies every row that differs, and the table streams on (it once refused, naming a full load, as soon as a
-    definition differed). A change whose stale values the target cannot cast (a text made an integer) is
-    refused in one line naming `seam load full`, changing nothing; that works too."""
+    definition differed). A column whose stale values the target cannot cast (a text made an integer) is added
+    afresh and its rows copied (it once named `seam load full`); over `repair.max_rows` that is refused in one
+    line, changing nothing."""
     db = "redefined_while_stopped"
     fresh_database(
         db,
@@ -573,7 +578,7 @@ def test_columns_changed_while_a_table_is_stopped_are_taken_by_its_repair_and_a_
         ), repaired.stdout
         for done in (" -> bigint", "legacy dropped", "token dropped", "extra added", "uuid added"):
             assert done in repaired.stdout, repaired.stdout
-        assert {"uuid", "extra"} <= _target_columns(pipeline, db, "orders")
+        assert {"uuid", "extra"} <= _target_columns(pipeline, db, "orders").keys()
         assert _stopped(pipeline, "orders", db) is None and equal() is None
         with admin.cursor() as cur:  # values only the new columns hold stream on
             cur.execute("INSERT INTO orders (id, note, qty) VALUES (31, REPEAT('v', 90), 6000000000)")
@@ -589,14 +594,22 @@ def test_columns_changed_while_a_table_is_stopped_are_taken_by_its_repair_and_a_
             cur.execute("UPDATE orders SET note = id")
             cur.execute("ALTER TABLE orders MODIFY note INT NOT NULL")
         before = _repairs(pipeline, "orders", db)
-        refused = _seam(path, "repair", name)
+        # taken afresh, the column's 30 rows with a value are rows to copy: over --max-rows, counted at the source
+        # before the target's transaction commits, so the target keeps its columns
+        refused = _seam(path, "repair", name, "--max-rows", "10")
         assert refused.returncode != 0, refused.stdout
         line = refused.stderr.strip()
-        assert "the target could not take the source's new columns" in line and f"seam load full {name}" in line, line
-        assert "\n" not in line and "Traceback" not in line, line
+        assert "the target's values of note do not cast to the source's new type" in line, line
+        assert "copy the 30 rows with a value in note, more than repair.max_rows (10)" in line, line
+        assert f"seam load full {name}" in line and "\n" not in line and "Traceback" not in line, line
         assert _repairs(pipeline, "orders", db) == before and _stopped(pipeline, "orders", db)
-        reloaded = _seam(path, "load", "full", name)  # the way out it printed
-        assert reloaded.returncode == 0, reloaded.stderr + reloaded.stdout
+        assert _target_columns(pipeline, db, "orders")["note"] == "character varying"
+        repaired = _seam(path, "repair", name)  # its values at the source are copied, as an added column's are
+        assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+        afresh = "note varchar(100) NOT NULL -> int(11) NOT NULL (its values did not cast: added afresh)"
+        assert afresh in repaired.stdout, repaired.stdout
+        assert _target_columns(pipeline, db, "orders")["note"] == "integer"
+        assert _stopped(pipeline, "orders", db) is None and equal() is None
         with admin.cursor() as cur:
             cur.execute("UPDATE orders SET note = 77 WHERE id = 2")
         waited = _seam(path, "stream", "wait", "--timeout", "120", timeout=180)
@@ -605,3 +618,43 @@ def test_columns_changed_while_a_table_is_stopped_are_taken_by_its_repair_and_a_
     finally:
         admin.close()
         _seam(path, "stream", "stop", timeout=120)
+
+
+def test_a_column_whose_values_the_target_cannot_cast_is_added_afresh_and_a_key_column_is_not(stack, tmp_path_factory):
+    """PostgreSQL's own casts decide (a repair's ``align_columns``): a text that is not a number, and a date
+    (which has no cast to an integer), are added afresh, NULL in every row, for the repair to copy; a text that
+    is one is cast, its value kept. A key column is never dropped: its failed cast raises."""
+    pipeline = load_pipeline(
+        pipeline_file(tmp_path_factory, "afresh_casts", [{"name": "afresh_casts.t", "key": ["id"]}])
+    )
+
+    def schema(*types: str) -> TableSchema:
+        names = ("id", "word", "digits", "day")
+        cols = tuple(Column(n, t.split("(")[0], t, n != "id") for n, t in zip(names, types))
+        return TableSchema("afresh_casts", "t", cols, ("id",))
+
+    old = schema("varchar(10)", "varchar(10)", "varchar(10)", "date")
+    new = schema("varchar(10)", "int(11)", "int(11)", "int(11)")
+    with psycopg.connect(**pipeline.target.conninfo()) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS afresh_casts CASCADE")
+        conn.execute("CREATE SCHEMA afresh_casts")
+        conn.execute(
+            "CREATE TABLE afresh_casts.t (id varchar(10) PRIMARY KEY, word varchar(10), digits varchar(10), day date)"
+        )
+        conn.execute("INSERT INTO afresh_casts.t VALUES ('k1', 'n1', '12', '2026-01-02')")
+        conn.commit()
+        target = "afresh_casts.t"
+        afresh = align_columns(conn, target, old, new, ("id",), Landing(), afresh_if_uncastable=True)
+        assert sorted(afresh) == ["day", "word"]
+        assert conn.execute("SELECT id, word, digits, day FROM afresh_casts.t").fetchall() == [("k1", None, 12, None)]
+        conn.rollback()
+        with pytest.raises(psycopg.errors.InvalidTextRepresentation):
+            align_columns(
+                conn,
+                target,
+                old,
+                schema("int(11)", *("varchar(10)",) * 2, "date"),
+                ("id",),
+                Landing(),
+                afresh_if_uncastable=True,
+            )

@@ -42,16 +42,20 @@ def align_columns(
     landing: Landing,
     renamed: dict[str, str] | None = None,
     defaults: dict[str, Any] | None = None,
-) -> None:
+    afresh_if_uncastable: bool = False,
+) -> list[str]:
     """The target table's columns made from ``old``'s into ``new``'s: ``renamed`` (old name to new), dropped,
     added (with the value the source gave existing rows, ``defaults``; else NULL), retyped (each value cast)
-    and NULL allowed where ``new`` allows it. A cast the target cannot make raises."""
+    and NULL allowed where ``new`` allows it. A cast the target cannot make raises; with
+    ``afresh_if_uncastable`` such a column (not of the key) is dropped and added again, NULL in every row.
+    Returns the columns added afresh."""
     renamed, defaults = renamed or {}, defaults or {}
     for old_name, new_name in renamed.items():
         conn.execute(f"ALTER TABLE {target} RENAME COLUMN {qi(old_name)} TO {qi(new_name)}")
     before = {renamed.get(c.name, c.name): c for c in old.columns}
     for name in set(before) - set(new.names):
         conn.execute(f"ALTER TABLE {target} DROP COLUMN {qi(name)}")
+    afresh = []
     for column in new.columns:
         was = before.get(column.name)
         if was is None:
@@ -59,10 +63,31 @@ def align_columns(
             continue
         new_type = pg_type(column, landing.postgis)
         if pg_type(was, landing.postgis) != new_type:
-            name = qi(column.name)
-            conn.execute(f"ALTER TABLE {target} ALTER COLUMN {name} TYPE {new_type} USING {name}::{new_type}")
+            if not afresh_if_uncastable or column.name in key:
+                _retype(conn, target, column.name, new_type)
+            elif not _retyped_if_castable(conn, target, column.name, new_type):
+                conn.execute(f"ALTER TABLE {target} DROP COLUMN {qi(column.name)}")
+                _add_column(conn, target, landing, new, column, None)
+                afresh.append(column.name)
+                continue
         if column.nullable and not was.nullable and column.name not in key:
             conn.execute(f"ALTER TABLE {target} ALTER COLUMN {qi(column.name)} DROP NOT NULL")
+    return afresh
+
+
+def _retype(conn, target: str, name: str, new_type: str) -> None:
+    conn.execute(f"ALTER TABLE {target} ALTER COLUMN {qi(name)} TYPE {new_type} USING {qi(name)}::{new_type}")
+
+
+def _retyped_if_castable(conn, target: str, name: str, new_type: str) -> bool:
+    """The column retyped, each value cast; False (nothing changed: a savepoint) where a value does not cast
+    (``'n1'`` to an integer) or the types have no cast (a date to an integer)."""
+    try:
+        with conn.transaction():
+            _retype(conn, target, name, new_type)
+    except (psycopg.errors.DataError, psycopg.errors.CannotCoerce, psycopg.errors.DatatypeMismatch):
+        return False
+    return True
 
 
 def _truncate(conn, target: str) -> None:

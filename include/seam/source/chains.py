@@ -271,8 +271,9 @@ class Chains:
     def way_out(self, followed: Followed) -> str:
         """The cheapest way to take a stopped table up again, as it works when printed. A keyed table whose
         key is still the source's is repaired against the source as it is now: the repair makes the target's
-        columns the source's where they changed (``seam.repair``) and copies again only the rows that differ;
-        a value the target's column cannot be cast to then names a full load. Otherwise (no key, the key
+        columns the source's where they changed (``seam.repair``: a column whose values do not cast is added
+        afresh) and copies again only the rows that differ; more of them than ``repair.max_rows`` then names a
+        full load, hence both are printed. Otherwise (no key, the key
         changed, the table gone) it is loaded again; a table the stream can no longer follow at all (made
         system-versioned) says why."""
         name = followed.table.name
