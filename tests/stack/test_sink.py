@@ -610,10 +610,10 @@ def test_a_sink_whose_session_is_cut_as_it_reads_its_offsets_reads_them_again(si
     assert [r[0] for r in _table(pipeline)] == [1, 2, 3]
 
 
-def _cut_own_session(conn) -> int:
-    pid = conn.info.backend_pid
+def _cut_own_session(conn, cuts: list[int]) -> None:
+    """PostgreSQL ends the session (``conn`` is then lost); its pid goes into ``cuts`` first."""
+    cuts.append(conn.info.backend_pid)
     conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
-    return pid
 
 
 def test_a_sink_whose_session_is_cut_as_it_reads_its_open_batches_starts_again(sink_pipeline, monkeypatch, caplog):
@@ -627,7 +627,7 @@ def test_a_sink_whose_session_is_cut_as_it_reads_its_open_batches_starts_again(s
 
     def cut_once(self, topic):
         if not cuts:
-            cuts.append(_cut_own_session(self.conn))
+            _cut_own_session(self.conn, cuts)
         return load_open(self, topic)
 
     monkeypatch.setattr(sink_module.BatchLifecycle, "load_open", cut_once)
@@ -645,7 +645,7 @@ def test_a_sink_whose_session_is_cut_while_it_is_idle_goes_on(sink_pipeline, mon
 
     def cut_once(self):
         if not cuts:
-            cuts.append(_cut_own_session(self.conn))
+            _cut_own_session(self.conn, cuts)
         return idle(self)
 
     monkeypatch.setattr(Sink, "_idle", cut_once)

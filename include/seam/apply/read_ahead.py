@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
 
+from confluent_kafka import KafkaError
+
+from seam.apply import SinkError
 from seam.wire.records import no_cyclic_gc
 
 
@@ -69,3 +73,22 @@ class ReadAhead:
             except queue.Empty:
                 pass
             self._thread.join(0.01)
+
+
+def sorted_out(messages: list, at_end: set[str], offset_lost: Callable) -> list | None:
+    """The messages without the client's events (a topic's end noted in ``at_end``); None when a stored offset
+    is no longer in its topic's log (``offset_lost`` is told which)."""
+    good = []
+    for m in messages:
+        error = m.error()
+        if error is None:
+            good.append(m)
+            at_end.discard(m.topic())
+        elif error.code() == KafkaError._PARTITION_EOF:
+            at_end.add(m.topic())
+        elif error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+            offset_lost(m)
+            return None
+        else:
+            raise SinkError(f"Kafka error on {m.topic()}: {error.str()}")
+    return good

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable
 
 import psycopg
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from seam.alerts import alert
 from seam.apply import PositionMoved, SinkError
@@ -47,7 +47,7 @@ from seam.apply.batch import Stager
 from seam.apply.changes import MALFORMED, ChangeApplier
 from seam.apply.decode import SparkRowMessage
 from seam.apply.lifecycle import BatchLifecycle
-from seam.apply.read_ahead import ReadAhead
+from seam.apply.read_ahead import ReadAhead, sorted_out
 from seam.apply.retry import LOCK_WAIT, Retrier, connection_lost, transient
 from seam.apply.transaction import TargetTransaction
 from seam.core.errors import TargetError, first_line
@@ -231,7 +231,7 @@ class Sink:
                             ahead = self._read_from_target(consumer)
                     if self._finished(until_batches, caught_up and len(at_end) == len(self.tables), deadline):
                         break
-                    good = self._sorted_out(ahead.next(), at_end)
+                    good = sorted_out(ahead.next(), at_end, self._offset_lost)
                     by_topic = self._by_topic(good) if good else {}
                     if good is None or self._skipped(by_topic):
                         # an offset the broker no longer has, or offsets its answer skipped: every topic is read
@@ -276,24 +276,6 @@ class Sink:
         if gone:
             log.warning("nothing holds batch(es) %s: the command that started this sink is gone", ", ".join(pending))
         return gone
-
-    def _sorted_out(self, messages: list, at_end: set[str]) -> list | None:
-        """The messages without the client's events (a topic's end noted in ``at_end``); None when a stored
-        offset is no longer in its topic's log."""
-        good = []
-        for m in messages:
-            error = m.error()
-            if error is None:
-                good.append(m)
-                at_end.discard(m.topic())
-            elif error.code() == KafkaError._PARTITION_EOF:
-                at_end.add(m.topic())
-            elif error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
-                self._offset_lost(m)
-                return None
-            else:
-                raise SinkError(f"Kafka error on {m.topic()}: {error.str()}")
-        return good
 
     def _idle(self) -> None:
         """Nothing new: transactions waiting for a level above are looked at, batches whose load is gone are
