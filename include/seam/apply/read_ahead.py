@@ -1,5 +1,6 @@
 """The sink's read-ahead: a thread that consumes one list of messages ahead of the sink, so that the next list
-is read from the broker while the current one is applied.
+is read from the broker while the current one is applied; and the client's events sorted out of such a list
+(a topic's end, an offset no longer in the log, a broker error).
 
 Delivery guarantee: none of its own. What it read counts only once applied: the sink stores offsets with the
 data, and what was read ahead and not applied when it stops is dropped (read again from the stored offsets).
