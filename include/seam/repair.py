@@ -195,10 +195,7 @@ def _repair_once(
             raise RepairError(f"{table.name}: {why}")
         differing = report.missing + report.extra + report.different
         if differing > limit:
-            why = (
-                f"{differing:,} rows differ, more than repair.max_rows ({limit:,}): run `seam load full "
-                f"{table.name}` (or repair with a higher --max-rows)"
-            )
+            why = f"{differing:,} rows differ, {_over(limit, table)}"
             cancel(why)
             kept = (
                 "no row was changed (the target's columns are the source's now)" if aligned else "nothing was changed"
@@ -282,8 +279,7 @@ def _take_definitions(pipeline: Pipeline, conn, table: TableConfig, schema: Tabl
     if valued > limit:
         raise RepairError(
             f"{table.name}: the source added {', '.join(added)} while the table was stopped, with values in {valued:,} "
-            f"rows, more than repair.max_rows ({limit:,}): run `seam load full {table.name}` (or repair with a "
-            "higher --max-rows); nothing was changed"
+            f"rows, {_over(limit, table)}; nothing was changed"
         )
     afresh = _align_target(pipeline, table, then, schema, added, limit)
     cast_not = " (its values did not cast: added afresh)"
@@ -321,12 +317,18 @@ def _align_target(
             raise RepairError(
                 f"{table.name}: the target's values of {', '.join(afresh)} do not cast to the source's new type; "
                 f"taking the column afresh would copy the {valued:,} rows with a value in {', '.join(added + afresh)}, "
-                f"more than repair.max_rows ({limit:,}): run `seam load full {table.name}` (or repair with a higher "
-                "--max-rows); nothing was changed"
+                f"{_over(limit, table)}; nothing was changed"
             )
         store_columns(tgt, pipeline.target.state_schema, table.db, table.table, [asdict(c) for c in schema.columns])
         tgt.commit()
     return afresh
+
+
+def _over(limit: int, table: TableConfig) -> str:
+    """What every refusal over ``repair.max_rows`` ends with: the limit and the ways out."""
+    return (
+        f"more than repair.max_rows ({limit:,}): run `seam load full {table.name}` (or repair with a higher --max-rows)"
+    )
 
 
 def _rows_valued(pipeline: Pipeline, table: TableConfig, columns: list[str]) -> int:

@@ -25,7 +25,6 @@ from seam.core.schema import Column, TableSchema
 from seam.state import connection as connection_module
 from seam.state import ledger
 from seam.state.connection import StateWatch, scalar
-from seam.state.schema import ensure_state
 from seam.wire.boundary import CONTROL_HEADER, RECONCILE_PART, Begin, End, Heartbeat, Part, Tally, new_batch_id
 from seam.wire.records import Record
 from seam.wire.topics import Publisher, ensure_topics, table_topic
@@ -527,21 +526,29 @@ def _connects_again_and_applies(pipeline, cuts: list[int], caplog) -> None:
         sink.close()
 
 
+def _cut_at_first_call(monkeypatch, owner, name: str, conn_of) -> list[int]:
+    """``owner.name``'s first call has PostgreSQL end the session ``conn_of(*args)`` first (its pid goes into
+    the list returned, before the cut), then runs as before on the lost session; later calls just run."""
+    real, cuts = getattr(owner, name), []
+
+    def cut_once(*args):
+        if not cuts:
+            conn = conn_of(*args)
+            cuts.append(conn.info.backend_pid)
+            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return real(*args)
+
+    monkeypatch.setattr(owner, name, cut_once)
+    return cuts
+
+
 def test_a_sink_whose_session_is_cut_as_it_starts_connects_again(sink_pipeline, monkeypatch, caplog):
     """A session cut while the sink sets it up (seen in CI: every session of a pipeline terminated while a
     repair's own sink started) is a transient error: the sink connects again, where it exited with a traceback.
     The cut is PostgreSQL's own, on the sink's session, as its state is being ensured."""
     pipeline = sink_pipeline
     ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
-    cuts: list[int] = []
-
-    def cut_once(conn, schema):
-        if not cuts:
-            cuts.append(conn.info.backend_pid)
-            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
-        return ensure_state(conn, schema)
-
-    monkeypatch.setattr(sink_module, "ensure_state", cut_once)
+    cuts = _cut_at_first_call(monkeypatch, sink_module, "ensure_state", lambda conn, *_: conn)
     _connects_again_and_applies(pipeline, cuts, caplog)
     assert [r[0] for r in _table(pipeline)] == [1, 2, 3]
 
@@ -588,16 +595,7 @@ def test_a_sink_whose_session_is_cut_as_it_reads_its_offsets_reads_them_again(si
     sink connects again and reads them, where it exited with a traceback. The cut is PostgreSQL's own."""
     pipeline = sink_pipeline
     ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
-    cuts: list[int] = []
-    stored_offsets = sink_module.positions.stored_offsets
-
-    def cut_once(conn, *args):
-        if not cuts:
-            cuts.append(conn.info.backend_pid)
-            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
-        return stored_offsets(conn, *args)
-
-    monkeypatch.setattr(sink_module.positions, "stored_offsets", cut_once)
+    cuts = _cut_at_first_call(monkeypatch, sink_module.positions, "stored_offsets", lambda conn, *_: conn)
     sink = Sink(pipeline)
     try:
         batch = _complete(pipeline, Publisher(pipeline), range(1, 4))
@@ -610,27 +608,13 @@ def test_a_sink_whose_session_is_cut_as_it_reads_its_offsets_reads_them_again(si
     assert [r[0] for r in _table(pipeline)] == [1, 2, 3]
 
 
-def _cut_own_session(conn, cuts: list[int]) -> None:
-    """PostgreSQL ends the session (``conn`` is then lost); its pid goes into ``cuts`` first."""
-    cuts.append(conn.info.backend_pid)
-    conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
-
-
 def test_a_sink_whose_session_is_cut_as_it_reads_its_open_batches_starts_again(sink_pipeline, monkeypatch, caplog):
     """A session cut right after the sink connected, as it reads which batches are open (seen in CI: a repair's
     own sink exited 2, "the target broke off the command", and the repair gave up), is transient like a cut
     as it connects: the sink connects again and reads them again. The cut is PostgreSQL's own."""
     pipeline = sink_pipeline
     ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
-    cuts: list[int] = []
-    load_open = sink_module.BatchLifecycle.load_open
-
-    def cut_once(self, topic):
-        if not cuts:
-            _cut_own_session(self.conn, cuts)
-        return load_open(self, topic)
-
-    monkeypatch.setattr(sink_module.BatchLifecycle, "load_open", cut_once)
+    cuts = _cut_at_first_call(monkeypatch, sink_module.BatchLifecycle, "load_open", lambda lifecycle, _: lifecycle.conn)
     _connects_again_and_applies(pipeline, cuts, caplog)
     assert [r[0] for r in _table(pipeline)] == [1, 2, 3]
 
@@ -640,15 +624,7 @@ def test_a_sink_whose_session_is_cut_while_it_is_idle_goes_on(sink_pipeline, mon
     recover from a cut as an apply does, where the sink exited 2. The cut is PostgreSQL's own."""
     pipeline = sink_pipeline
     ensure_topics(pipeline, [table_topic(pipeline, pipeline.tables[0])])
-    cuts: list[int] = []
-    idle = Sink._idle
-
-    def cut_once(self):
-        if not cuts:
-            _cut_own_session(self.conn, cuts)
-        return idle(self)
-
-    monkeypatch.setattr(Sink, "_idle", cut_once)
+    cuts = _cut_at_first_call(monkeypatch, Sink, "_idle", lambda sink: sink.conn)
     sink = Sink(pipeline)
     try:
         with caplog.at_level("WARNING", logger="seam.sink"):
