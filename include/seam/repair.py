@@ -16,14 +16,15 @@
    table is taken up again; so is a running one, which lost no change and doubled none).
 
 A STOPPED table whose columns the source changed meanwhile (DDL the stream did not follow) first gets the
-source's columns in the target (dropped, added NULL, retyped by a cast, or added afresh where the target's
-values do not cast; ``_take_definitions``), and is then compared as with ``--full``: the binlog since the stop
-holds rows of the old columns.
+source's columns in the target (renamed, dropped, added NULL, retyped by a cast, or added afresh where the
+target's values do not cast; ``_take_definitions``), and is then compared as with ``--full``: the binlog since
+the stop holds rows of the old columns.
 
 A repair that finds more than ``repair.max_rows`` differing rows changes nothing (its batch is cancelled; the
 held changes are applied) and says so: a full load is then the cheaper way. Keyless tables cannot be
-repaired by key: ``seam load full``. Its cost follows the difference, not the table: one checksum scan of
-each side (validation), the binlog since A, and the differing rows.
+repaired by key: ``seam load full``. What it reads out, carries and writes follows the difference, not the
+table; its comparison still reads every row once inside each database (validation's checksum scan), so on
+a narrow table near the target a reload takes about as long (README, "Repair, not reload").
 
 Delivery guarantee: exactly once, as a batch: the sink applies the repair's END atomically with its
 position, or (cancelled, rejected, or the process gone and the batch abandoned) not at all.
@@ -35,8 +36,9 @@ import functools
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
 
 import psycopg
 import pymysql
@@ -59,7 +61,7 @@ from seam.source.schema import read_schema
 from seam.source.snapshot import open_snapshot, snapshot_opening
 from seam.state.connection import StateWatch, open_target
 from seam.state.ledger import batch_status, committed_columns
-from seam.state.positions import store_columns, table_state
+from seam.state.positions import note_stop, store_columns, table_state
 from seam.validate.at_position import changes_since, key_texts
 from seam.validate.cascaded import cascaded_keys
 from seam.validate.side import Scope, Side
@@ -240,17 +242,21 @@ def _repair_once(
         watch.close()
 
 
+# noted in a stopped table's reason (``_align_target``) until a repair copies its rows and it streams again
+COLUMNS_TAKEN = "; its target's columns were made the source's, and not yet its rows, by a repair"
+
+
 def _take_definitions(pipeline: Pipeline, conn, table: TableConfig, schema: TableSchema, limit: int, say) -> bool:
     """A repair copies rows into the target's columns as they are, and records the source's definitions as
     theirs. Where the source changed the table's columns since the target's were made:
 
     - on a STOPPED table (the stream followed none of it: a second ALTER after the one it stopped at, or one it
       could not follow) the target's columns are first made the source's, in one transaction with the columns
-      recorded: dropped, added (NULL), retyped (each value cast). The comparison then finds every row whose
-      value is not the source's, whatever the change did to it, and the repair copies those. Returns True:
-      the comparison is then with the source as it is now (``--full``), the binlog since the stop holding
-      rows of the old columns. Added columns whose values alone are more rows than ``limit`` (a renamed
-      column looks dropped and added) are refused first: the target keeps the columns it has;
+      recorded: renamed (``_renamed``), dropped, added (NULL), retyped (each value cast). The comparison then
+      finds every row whose value is not the source's, whatever the change did to it, and the repair copies
+      those. Returns True: the comparison is then with the source as it is now (``--full``), the binlog since
+      the stop holding rows of the old columns. Added columns whose values alone are more rows than ``limit``
+      are refused first: the target keeps the columns it has;
     - on a running table the stream follows DDL itself: the repair refuses until it has (RepairError)."""
     state = pipeline.target.state_schema
     recorded = committed_columns(conn, state, table.db, table.table)
@@ -258,9 +264,10 @@ def _take_definitions(pipeline: Pipeline, conn, table: TableConfig, schema: Tabl
         return False
     changed = redefined(recorded, schema, same_definition)
     then = replace(schema, columns=tuple(Column(**c) for c in recorded))
-    if not changed and set(then.names) == set(schema.names):
-        return False
-    if not (table_state(conn, state, table.db, table.table) or (None, None))[1]:
+    stopped = (table_state(conn, state, table.db, table.table) or (None, None))[1]
+    if not changed and set(then.names) == set(schema.names):  # a repair that made them so copied no row yet
+        return bool(stopped and COLUMNS_TAKEN in stopped)  # (the binlog since the stop has the old columns)
+    if not stopped:
         if changed:  # (columns on one side only: validation's own check names them)
             raise RepairError(
                 f"{table.name}: the source changed the definition of {', '.join(changed)} and the stream has not "
@@ -274,37 +281,76 @@ def _take_definitions(pipeline: Pipeline, conn, table: TableConfig, schema: Tabl
             f"{table.name}: the source has no column {', '.join(gone)} of the table's key any more; nothing was "
             f"changed: set the table's key (tables[].key) and run `seam load full {table.name}`"
         )
-    added = [n for n in schema.names if n not in then.names]
+    renamed = _renamed(then, schema, table.key)
+    added = [n for n in schema.names if n not in then.names and n not in renamed.values()]
     valued = _rows_valued(pipeline, table, added) if added else 0
     if valued > limit:
         raise RepairError(
             f"{table.name}: the source added {', '.join(added)} while the table was stopped, with values in {valued:,} "
             f"rows, {_over(limit, table)}; nothing was changed"
         )
-    afresh = _align_target(pipeline, table, then, schema, added, limit)
+    afresh = _align_target(pipeline, table, then, schema, renamed, added, limit)
     cast_not = " (its values did not cast: added afresh)"
     done = [c + (cast_not if any(c.startswith(f"{n} ") for n in afresh) else "") for c in changed]
-    done += [f"{n} dropped" for n in then.names if n not in schema.names]
+    done += [
+        f"{old} renamed {new} (the same definition in the same place: its values are kept, and compared)"
+        for old, new in renamed.items()
+    ]
+    done += [f"{n} dropped" for n in then.names if n not in schema.names and n not in renamed]
     done += [f"{n} added" for n in added]
     say(f"{table.name}: the target's columns made the source's: {', '.join(done)}")
     return True
 
 
+def _renamed(then: TableSchema, now: TableSchema, key: Sequence[str]) -> dict[str, str]:
+    """Of the columns the target has (``then``) and the source no longer has, those taken as renamed (old name
+    to new): one of the source's new columns has the same definition and the same place (after the same column
+    both sides have), and no other gone column has both (a `RENAME COLUMN` while the table was stopped, or one
+    the binlog does not hold). A guess, and a safe one: the comparison that follows checks every value, so a
+    column that was in fact dropped and another added there costs the rows that differ, as an added column's
+    rows with a value would. Never a key column (its rows would not be found by key)."""
+    both = set(then.names) & set(now.names)
+
+    def place(schema: TableSchema, name: str) -> str | None:
+        before = schema.names[: schema.names.index(name)]
+        return next((n for n in reversed(before) if n in both), None)
+
+    def alike(a: Column, b: Column) -> bool:
+        return same_definition(a, b) and place(then, a.name) == place(now, b.name)
+
+    gone = [c for c in then.columns if c.name not in now.names and c.name not in key]
+    new = [c for c in now.columns if c.name not in then.names]
+    pairs = {}
+    for column in gone:
+        like = [c for c in new if alike(column, c)]
+        if len(like) == 1 and sum(alike(g, like[0]) for g in gone) == 1:
+            pairs[column.name] = like[0].name
+    return pairs
+
+
 def _align_target(
-    pipeline: Pipeline, table: TableConfig, then: TableSchema, schema: TableSchema, added: list[str], limit: int
+    pipeline: Pipeline,
+    table: TableConfig,
+    then: TableSchema,
+    schema: TableSchema,
+    renamed: dict[str, str],
+    added: list[str],
+    limit: int,
 ) -> list[str]:
-    """The target table's columns made ``schema``'s (from ``then``'s), with the columns recorded, in one
-    transaction; RepairError (nothing changed) for what the target refuses. A column whose values the target
-    cannot cast (a text made an integer) is added afresh, NULL: the comparison then finds each of its rows,
-    which are copied, unless that is more rows than ``limit`` (``added``: the columns added, whose rows count
-    too). Returns the columns added afresh."""
+    """The target table's columns made ``schema``'s (from ``then``'s, ``renamed`` old name to new), with the
+    columns recorded, in one transaction; RepairError (nothing changed) for what the target refuses. A column
+    whose values the target cannot cast (a text made an integer) is added afresh, NULL: the comparison then
+    finds each of its rows, which are copied, unless that is more rows than ``limit`` (``added``: the columns
+    added, whose rows count too). Returns the columns added afresh."""
     with open_target(pipeline, application_name="seam-repair") as tgt:
         tgt.execute("SET lock_timeout = '10s'")  # a report holding the table: transient, the repair goes again
         postgis = tgt.execute("SELECT to_regtype('geometry') IS NOT NULL").fetchone()
         landing = Landing(bool(postgis and postgis[0]), pipeline.target.nul_replacement, pipeline.target.zero_dates)
         target = target_table(table.db, table.table)
         try:
-            afresh = align_columns(tgt, target, then, schema, tuple(table.key), landing, afresh_if_uncastable=True)
+            afresh = align_columns(
+                tgt, target, then, schema, tuple(table.key), landing, renamed, afresh_if_uncastable=True
+            )
         except psycopg.Error as exc:
             if transient(exc):
                 raise
@@ -319,7 +365,9 @@ def _align_target(
                 f"taking the column afresh would copy the {valued:,} rows with a value in {', '.join(added + afresh)}, "
                 f"{_over(limit, table)}; nothing was changed"
             )
-        store_columns(tgt, pipeline.target.state_schema, table.db, table.table, [asdict(c) for c in schema.columns])
+        state = pipeline.target.state_schema
+        store_columns(tgt, state, table.db, table.table, [asdict(c) for c in schema.columns])
+        note_stop(tgt, state, table.db, table.table, f"{COLUMNS_TAKEN} at {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC")
         tgt.commit()
     return afresh
 

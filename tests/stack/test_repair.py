@@ -524,6 +524,34 @@ def test_a_column_added_with_a_default_the_stream_cannot_reproduce_is_repaired_b
         _seam(path, "stream", "stop", timeout=120)
 
 
+def _orders_streamed(tmp_path_factory, db: str, **settings):
+    """``db.orders`` loaded and streamed by a pipeline of its own (``settings``: its sections): the pipeline's
+    path, the pipeline, an autocommit admin session in ``db``, and the independent comparison of the table."""
+    path = pipeline_file(tmp_path_factory, db, [{"name": f"{db}.orders", "key": ["id"]}], **settings)
+    pipeline = load_pipeline(path)
+    load = _seam(path, "load", "full", f"{db}.orders")
+    assert load.returncode == 0, load.stderr + load.stdout
+    started = _seam(path, "stream", "start", timeout=180)
+    assert started.returncode == 0, started.stderr + started.stdout
+    admin = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
+    admin.autocommit(True)
+
+    def equal() -> str | None:
+        return compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "orders")
+
+    return path, pipeline, admin, equal
+
+
+def _streams_on(path: str, pipeline, db: str, admin, equal, *statements: str) -> None:
+    """``statements`` run on the source; the stream applies them, ``db.orders`` running and equal."""
+    with admin.cursor() as cur:
+        for statement in statements:
+            cur.execute(statement)
+    waited = _seam(path, "stream", "wait", "--timeout", "120", timeout=180)
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert _stopped(pipeline, "orders", db) is None and equal() is None
+
+
 def test_columns_changed_while_a_table_is_stopped_are_taken_by_its_repair_and_a_column_that_does_not_cast_afresh(
     stack, tmp_path_factory
 ):
@@ -541,17 +569,7 @@ def test_columns_changed_while_a_table_is_stopped_are_taken_by_its_repair_and_a_
         f"INSERT INTO {db}.orders SELECT seq, CONCAT('n', seq), seq, seq FROM {db}.seq_1_to_30",
     )
     name = f"{db}.orders"
-    path = pipeline_file(tmp_path_factory, db, [{"name": name, "key": ["id"]}], repair={"after_cutover": False})
-    pipeline = load_pipeline(path)
-    load = _seam(path, "load", "full", name)
-    assert load.returncode == 0, load.stderr + load.stdout
-    started = _seam(path, "stream", "start", timeout=180)
-    assert started.returncode == 0, started.stderr + started.stdout
-    admin = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
-    admin.autocommit(True)
-
-    def equal() -> str | None:
-        return compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "orders")
+    path, pipeline, admin, equal = _orders_streamed(tmp_path_factory, db, repair={"after_cutover": False})
 
     try:
         with admin.cursor() as cur:
@@ -563,29 +581,37 @@ def test_columns_changed_while_a_table_is_stopped_are_taken_by_its_repair_and_a_
             cur.execute("ALTER TABLE orders DROP COLUMN legacy, ADD extra INT NULL AFTER id")
             cur.execute("DELETE FROM orders WHERE id = 4")
             cur.execute("ALTER TABLE orders RENAME COLUMN token TO uuid")
-        # a renamed column is one dropped and one added: its values are rows to copy, refused over --max-rows
-        # before the target's columns change
+        # the renamed column is taken as renamed (its definition and place), but the target's token was NULL (the
+        # table stopped as it was added): its 29 rows differ, more than --max-rows, and no row is changed
         refused = _seam(path, "repair", name, "--max-rows", "5")
         assert refused.returncode != 0, refused.stdout
         line = refused.stderr.strip()
-        assert "the source added extra, uuid while the table was stopped, with values in 29 rows" in line, line
-        assert f"seam load full {name}" in line and "\n" not in line, line
-        assert "legacy" in _target_columns(pipeline, db, "orders") and _stopped(pipeline, "orders", db)
+        assert "30 rows differ, more than repair.max_rows (5)" in line, line
+        assert "no row was changed (the target's columns are the source's now)" in line and "\n" not in line, line
+        assert "the target's columns made the source's: note varchar(10) NOT NULL -> varchar(100) NOT NULL" in (
+            refused.stdout
+        ), refused.stdout
+        for done in (" -> bigint", "legacy dropped", "token renamed uuid", "extra added"):
+            assert done in refused.stdout, refused.stdout
+        assert {"uuid", "extra"} <= _target_columns(pipeline, db, "orders").keys()
+        # the stop says so, and the next repair compares with the source as it is (the binlog since the stop has
+        # rows of the old columns: it once failed reading them)
+        assert "its target's columns were made the source's, and not yet its rows" in _stopped(pipeline, "orders", db)
         repaired = _seam(path, "repair", name)
         assert repaired.returncode == 0, repaired.stdout + repaired.stderr
-        assert "the target's columns made the source's: note varchar(10) NOT NULL -> varchar(100) NOT NULL" in (
-            repaired.stdout
-        ), repaired.stdout
-        for done in (" -> bigint", "legacy dropped", "token dropped", "extra added", "uuid added"):
-            assert done in repaired.stdout, repaired.stdout
+        assert "30 differing row(s) found" in repaired.stdout, repaired.stdout
         assert {"uuid", "extra"} <= _target_columns(pipeline, db, "orders").keys()
         assert _stopped(pipeline, "orders", db) is None and equal() is None
-        with admin.cursor() as cur:  # values only the new columns hold stream on
-            cur.execute("INSERT INTO orders (id, note, qty) VALUES (31, REPEAT('v', 90), 6000000000)")
-            cur.execute("UPDATE orders SET extra = 8 WHERE id = 5")
-        waited = _seam(path, "stream", "wait", "--timeout", "120", timeout=180)
-        assert waited.returncode == 0, waited.stdout + waited.stderr
-        assert _stopped(pipeline, "orders", db) is None and equal() is None
+        # values only the new columns hold stream on
+        _streams_on(
+            path,
+            pipeline,
+            db,
+            admin,
+            equal,
+            "INSERT INTO orders (id, note, qty) VALUES (31, REPEAT('v', 90), 6000000000)",
+            "UPDATE orders SET extra = 8 WHERE id = 5",
+        )
 
         with admin.cursor() as cur:  # stopped again, then a text made a number: the target's old texts do not cast
             cur.execute("ALTER TABLE orders ADD token2 CHAR(36) NOT NULL DEFAULT (UUID())")
@@ -610,11 +636,48 @@ def test_columns_changed_while_a_table_is_stopped_are_taken_by_its_repair_and_a_
         assert afresh in repaired.stdout, repaired.stdout
         assert _target_columns(pipeline, db, "orders")["note"] == "integer"
         assert _stopped(pipeline, "orders", db) is None and equal() is None
+        _streams_on(path, pipeline, db, admin, equal, "UPDATE orders SET note = 77 WHERE id = 2")
+    finally:
+        admin.close()
+        _seam(path, "stream", "stop", timeout=120)
+
+
+def test_a_column_renamed_while_a_table_is_stopped_keeps_its_values_and_only_the_rows_that_differ_are_copied(
+    stack, tmp_path_factory
+):
+    """A column renamed while its table is stopped (a narrowing stopped it) is taken by the repair as renamed:
+    the same definition, after the same column. Its values stay in the target and only the rows that differ are
+    copied, within a --max-rows that the column taken as dropped and added would exceed (it once refused here,
+    the renamed column's 60 values counted as rows to copy). A column dropped and another of the same definition
+    added in another place is not taken as renamed; the comparison checks every value either way."""
+    db = "renamed_while_stopped"
+    fresh_database(
+        db,
+        f"CREATE TABLE {db}.orders (id INT PRIMARY KEY, note VARCHAR(20) NOT NULL, code VARCHAR(20), qty INT, "
+        "spare INT)",
+        f"INSERT INTO {db}.orders SELECT seq, CONCAT('n', seq), CONCAT('c', seq), seq, seq FROM {db}.seq_1_to_60",
+    )
+    name = f"{db}.orders"
+    path, pipeline, admin, equal = _orders_streamed(tmp_path_factory, db)
+
+    try:
         with admin.cursor() as cur:
-            cur.execute("UPDATE orders SET note = 77 WHERE id = 2")
-        waited = _seam(path, "stream", "wait", "--timeout", "120", timeout=180)
-        assert waited.returncode == 0, waited.stdout + waited.stderr
+            cur.execute("ALTER TABLE orders MODIFY code VARCHAR(10)")  # a narrowing: the table stops
+        _stop_reason_with(pipeline, "orders", f"seam repair {name} --full", db=db)
+        with admin.cursor() as cur:
+            cur.execute("ALTER TABLE orders RENAME COLUMN note TO label")
+            cur.execute("UPDATE orders SET label = 'changed' WHERE id = 7")
+            cur.execute("ALTER TABLE orders DROP COLUMN spare, ADD extra INT AFTER id")  # not a rename: elsewhere
+            cur.execute("UPDATE orders SET extra = 1 WHERE id = 9")
+        repaired = _seam(path, "repair", name, "--max-rows", "5")
+        assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+        for done in ("code varchar(20) -> varchar(10)", "note renamed label", "spare dropped", "extra added"):
+            assert done in repaired.stdout, repaired.stdout
+        assert "2 differing row(s) found" in repaired.stdout, repaired.stdout  # ids 7 and 9
+        columns = _target_columns(pipeline, db, "orders")
+        assert {"label", "extra"} <= columns.keys() and not {"note", "spare"} & columns.keys(), columns
         assert _stopped(pipeline, "orders", db) is None and equal() is None
+        _streams_on(path, pipeline, db, admin, equal, "UPDATE orders SET label = 'streamed' WHERE id = 8")
     finally:
         admin.close()
         _seam(path, "stream", "stop", timeout=120)
