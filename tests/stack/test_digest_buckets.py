@@ -13,6 +13,8 @@ import psycopg
 import pytest
 
 from seam.config import load_pipeline
+from seam.core.schema import Column, TableSchema
+from seam.validate import canonical
 from seam.validate.validation import validate
 from seam_dev import demo
 from tests.support.commands import seam_command
@@ -146,3 +148,57 @@ def test_a_changed_value_of_any_column_a_missing_and_an_extra_row_are_found_by_k
         found = {(d.kind, str(next(iter(d.key.values())))): d.columns for d in report.differences}
         assert report.verdict == "mismatch", said
         assert found == expected, said
+
+
+def test_the_hashed_text_is_the_canonical_texts_bytes_in_every_character_set(stack):
+    """What an MD5 reads (``mysql_row_text(..., hashed=True)``: a text not converted when its bytes are UTF-8
+    already, its NUL replaced byte by byte) is the canonical text's bytes, in every character set and collation
+    and with either NUL replacement: the digests stay the PostgreSQL side's. Columns of several collations in
+    one row (their texts joined) are no mix MariaDB refuses."""
+    schema = TableSchema(
+        DB,
+        "charsets",
+        (
+            Column("id", "int", "int(11)", False),
+            Column("a", "varchar", "varchar(20)", True, charset="utf8mb4"),
+            Column("b", "varchar", "varchar(20)", True, charset="utf8mb4"),
+            Column("c", "char", "char(10)", True, charset="utf8mb3"),
+            Column("d", "varchar", "varchar(20)", True, charset="latin1"),
+            Column("e", "varchar", "varchar(20)", True, charset="ascii"),
+            Column("f", "varchar", "varchar(20)", True, charset="ucs2"),
+            Column("g", "text", "text", True, charset="utf8mb4"),
+            Column("s", "set", "set('ä','b c')", True, charset="utf8mb4"),
+            Column("en", "enum", "enum('x','😀')", True, charset="utf8mb4"),
+        ),
+        ("id",),
+    )
+    conn = demo.connect(os.environ["SEAM_MYSQL_URL"])
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS {DB}")
+            cur.execute(f"DROP TABLE IF EXISTS {DB}.charsets")
+            cur.execute(
+                f"CREATE TABLE {DB}.charsets (id INT PRIMARY KEY, a VARCHAR(20) COLLATE utf8mb4_bin, "
+                "b VARCHAR(20) COLLATE utf8mb4_unicode_ci, c CHAR(10) CHARACTER SET utf8mb3, "
+                "d VARCHAR(20) CHARACTER SET latin1, e VARCHAR(20) CHARACTER SET ascii, "
+                "f VARCHAR(20) CHARACTER SET ucs2, g TEXT, s SET('ä','b c'), en ENUM('x','😀'))"
+            )
+            values = [
+                (1, "a\x00b", "😀\x00", "ç\x00", "é\x00ü", "x\x00y", "ü\x00€", "\x00\x00", "ä,b c", "😀"),
+                (2, "", "", "", "", "", "", "", "", "x"),
+                (3, *(None,) * 9),
+                (4, "plain", "Straße", "ñ", "ÿ", "~", "Ω", "long " * 50, "b c", None),
+            ]
+            cur.executemany(f"INSERT INTO {DB}.charsets VALUES ({', '.join(['%s'] * 10)})", values)
+            for nul in ("\ufffd", "", "?"):
+                text = canonical.mysql_row_text(schema.columns, nul)
+                hashed = canonical.mysql_row_text(schema.columns, nul, hashed=True)
+                cur.execute(f"SELECT id, HEX({text}), HEX({hashed}) FROM {DB}.charsets x ORDER BY id")
+                found = cur.fetchall()
+                assert [r[0] for r in found] == [1, 2, 3, 4]
+                for key, expected, got in found:
+                    assert got == expected, (nul, key, bytes.fromhex(expected), bytes.fromhex(got))
+                assert "EFBFBD" in found[0][1] or nul != "\ufffd"
+        conn.commit()
+    finally:
+        conn.close()

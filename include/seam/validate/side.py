@@ -80,13 +80,13 @@ class Side:
         )
         # the source's text maps a NUL as the sink does (seam.apply.decode)
         self.text = (lambda c: canonical.mysql_text(c, nul)) if my else (lambda c: canonical.pg_text(c, state))
-        row = (
-            (lambda cols: canonical.mysql_row_text(cols, nul))
+        self.row_text = (  # read by MD5 only: bytes
+            canonical.mysql_row_text(schema.columns, nul, hashed=True)
             if my
-            else (lambda cols: canonical.pg_row_text(cols, state))
+            else canonical.pg_row_text(schema.columns, state)
         )
-        self.row_text = row(schema.columns)
-        self.key_text = row(self.key_cols)
+        key_cols = self.key_cols  # (its text is read back)
+        self.key_text = canonical.mysql_row_text(key_cols, nul) if my else canonical.pg_row_text(key_cols, state)
         self.hash = (canonical.mysql_hash if my else canonical.pg_hash)(self.row_text)
         order = ", ".join(self.col(c.name) for c in self.key_cols)
         self.digest = (canonical.mysql_digest if my else canonical.pg_digest)(self.row_text, order)
