@@ -47,10 +47,10 @@ _UTF8 = ("utf8mb4", "utf8mb3", "utf8", "ascii")  # character sets whose bytes ar
 
 def mysql_text(column: Column, nul: str, alias: str = "x", hashed: bool = False) -> str:
     """The column's canonical text in MariaDB/MySQL (session time_zone '+00:00'); ``nul``: what the sink
-    writes for a NUL in text and JSON (``target.nul_replacement``). ``hashed``: the same bytes for an MD5
-    to read, as a binary string: a text whose bytes are UTF-8 already is not converted, and its NUL is
-    replaced byte by byte (no other UTF-8 character has a zero byte); a text column's cost in a checksum
-    scan went down by about two fifths."""
+    writes for a NUL in text and JSON (``target.nul_replacement``). ``hashed``: the same bytes, for an MD5
+    only to read: a text whose bytes are UTF-8 already is read as a binary string, not converted, and its NUL
+    is replaced byte by byte (no other UTF-8 character has a zero byte); that took two fifths off a text
+    column's cost in MariaDB's checksum scan."""
     family = codec(column)
     raw = f"{alias}.{quote(column.name)}"
     text = family.check_mysql(column, raw)
