@@ -25,6 +25,9 @@ SUBMIT_CONF = {
     "spark.ui.enabled": "false",
     "spark.executor.heartbeatInterval": "30s",
     "spark.network.timeout": "600s",
+    # a cancelled task's Python worker killed when Spark sees it cancelled (it polls every 2 s), not 2 s later:
+    # a killed load's tasks otherwise publish rows its retry stages and then drops
+    "spark.python.task.killTimeout": "0s",
 }
 TASK_ATTEMPTS = 4  # Spark's default spark.task.maxFailures, which local mode does not apply
 
