@@ -65,7 +65,7 @@ from seam.state.positions import note_stop, store_columns, table_state
 from seam.validate.at_position import changes_since, key_texts
 from seam.validate.cascaded import cascaded_keys
 from seam.validate.side import Scope, Side
-from seam.validate.validation import ensure_functions, validate
+from seam.validate.validation import check_config, ensure_functions, validate
 from seam.wire.boundary import RECONCILE_PART, End, Part, Tally, new_batch_id
 from seam.wire.records import Record, kafka_key, key_of
 
@@ -164,6 +164,10 @@ def _repair_once(
                 check_streamable(source, schema)
         finally:
             source.close()
+        try:  # before the target's columns change: a renamed column the checks still name
+            check_config(schema, table, Scope())
+        except ValidationError as exc:
+            raise RepairError(f"{exc}; nothing was changed: name the source's columns in the pipeline") from None
         aligned = _take_definitions(pipeline, watch.conn, table, schema, limit, say)
         full = aligned or full
         if not sink_running(watch.conn, publication.topic):

@@ -10,9 +10,11 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
+import yaml
 
 from seam import repair
 from seam.apply.follow_ddl import align_columns
@@ -659,6 +661,9 @@ def test_a_column_renamed_while_a_table_is_stopped_keeps_its_values_and_only_the
     )
     name = f"{db}.orders"
     path, pipeline, admin, equal = _orders_streamed(tmp_path_factory, db)
+    doc = yaml.safe_load(open(path))
+    doc["tables"][0]["checks"] = {"columns": {"note": {"null_count": {}}}}
+    Path(path).write_text(yaml.safe_dump(doc))
 
     try:
         with admin.cursor() as cur:
@@ -669,6 +674,17 @@ def test_a_column_renamed_while_a_table_is_stopped_keeps_its_values_and_only_the
             cur.execute("UPDATE orders SET label = 'changed' WHERE id = 7")
             cur.execute("ALTER TABLE orders DROP COLUMN spare, ADD extra INT AFTER id")  # not a rename: elsewhere
             cur.execute("UPDATE orders SET extra = 1 WHERE id = 9")
+        # the pipeline's checks still name the old column: refused before the target's columns change
+        refused = _seam(path, "repair", name, "--max-rows", "5")
+        assert refused.returncode != 0, refused.stdout
+        line = refused.stderr.strip()
+        assert "checks.columns names 'note', which the table does not have" in line, line
+        assert "nothing was changed" in line and "\n" not in line, line
+        assert "note" in _target_columns(pipeline, db, "orders") and "by a repair" not in _stopped(
+            pipeline, "orders", db
+        )
+        doc["tables"][0]["checks"] = {"columns": {"label": {"null_count": {}}}}
+        Path(path).write_text(yaml.safe_dump(doc))
         repaired = _seam(path, "repair", name, "--max-rows", "5")
         assert repaired.returncode == 0, repaired.stdout + repaired.stderr
         for done in ("code varchar(20) -> varchar(10)", "note renamed label", "spare dropped", "extra added"):

@@ -152,7 +152,7 @@ def validate(
             schema = read_schema(src, table.db, table.table)
         except SchemaError as exc:
             raise ValidationError(str(exc)) from None
-        _check_config(schema, table, scope)
+        check_config(schema, table, scope)
         scope = _resolve(schema, table, scope)
         ensure_functions(tgt, state)
         exists = scalar(tgt, "SELECT to_regclass(%s)", (f"{qi(table.db)}.{qi(table.table)}",))
@@ -284,7 +284,8 @@ def _staleness(
     )
 
 
-def _check_config(schema: TableSchema, table: TableConfig, scope: Scope) -> None:
+def check_config(schema: TableSchema, table: TableConfig, scope: Scope) -> None:
+    """ValidationError where the table's checks or ``scope`` name what ``schema`` does not have."""
     for column, metrics in column_checks(table).items():
         if column not in schema.names:
             raise ValidationError(
