@@ -53,8 +53,10 @@ from seam_dev.settings import (
 # the dev stack runs from a checkout: Airflow reads its dags/ and plugins/
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
-BIND_RETRY_S = 60.0  # a service whose port a passing connection holds is started again for this long
-BIND_FAILED = ("Address already in use", "AddrInUse")  # C servers' strerror; Rust's (Tansu's) io::ErrorKind
+BIND_RETRY_S = 150.0  # a service whose port a passing connection holds is started again for this long (a
+# closed one holds it 60 s more in TIME_WAIT, unless it was bound with SO_REUSEADDR, which clients are not)
+# C servers' strerror, Rust's (Tansu's) io::ErrorKind, uvicorn's (Airflow's API server), matched without case
+BIND_FAILED = ("address already in use", "addrinuse")
 
 
 PG_OUTSIDE = Path("/var/tmp")  # where PostgreSQL's data lives when its user cannot reach the state dir
@@ -139,7 +141,7 @@ class EmbeddedStack(Processes):
                 getattr(self, f"_start_{name}")(timeout)
                 return
             except StackError as exc:
-                if not any(m in str(exc) for m in BIND_FAILED) or time.monotonic() > deadline:
+                if not any(m in str(exc).lower() for m in BIND_FAILED) or time.monotonic() > deadline:
                     raise
             log(f"{name:9} could not bind port {self.port(name)} (a passing connection holds it): starting again")
             time.sleep(2)
@@ -568,8 +570,10 @@ class EmbeddedStack(Processes):
         self.airflow_password_file.touch(mode=0o600)
         self.airflow_password_file.write_text(json.dumps({AIRFLOW_USER: self.settings()["airflow_admin_password"]}))
         env = {**os.environ, **self.airflow_env()}
-        self._spawn("airflow", [str(airflow), "standalone"], self.log_dir / "airflow.log", env=env)
-        self._wait("airflow", timeout, self._airflow_ping, logfile=self.log_dir / "airflow.log")
+        logfile = self.log_dir / "airflow.log"
+        since = logfile.stat().st_size if logfile.exists() else 0  # the log is appended to
+        self._spawn("airflow", [str(airflow), "standalone"], logfile, env=env)
+        self._wait("airflow", timeout, lambda: _api_server_bound(logfile, since) and self._airflow_ping(), logfile)
 
     def _airflow_ping(self) -> bool:
         try:
@@ -628,6 +632,20 @@ class EmbeddedStack(Processes):
                     f"port {port} for {name} is in use by another process: stop it, or choose "
                     f"another port with {PORT_ENV[name]}=... and a fresh SEAM_STATE_DIR"
                 )
+
+
+def _api_server_bound(logfile: Path, since: int) -> bool:
+    """True unless Airflow's API server, started at ``since`` in its log, failed to bind its port (StackError,
+    which starts it again: ``EmbeddedStack._start``). That server exits alone while ``airflow standalone`` runs
+    on, so a failed bind would otherwise be waited out to the start's timeout (CI: 240 s, and every Airflow
+    test then failed at its setup)."""
+    with open(logfile, "rb") as log:
+        log.seek(since)
+        for line in log:
+            text = line.decode(errors="replace")
+            if "api-server" in text and "error while attempting to bind" in text:
+                raise StackError(f"Airflow's API server could not start: {text.split('] ', 1)[-1].strip()}")
+    return True
 
 
 def _require_binary(name: str, hint: str) -> str:
