@@ -200,6 +200,7 @@ _SPARK = (
     "min_chunk_rows",
     "max_parallel_tables",
     "shared_driver_idle_s",
+    "shared_drivers",
 )
 _DEFAULTS = ("safety_delay", "semantics")
 _TABLE = ("name", "key", "cursor", "safety_delay", "semantics", "soft_delete", "sync", "incremental", "checks")
@@ -246,6 +247,7 @@ def parse_pipeline(raw: Any, source: str = "<pipeline>", env: Mapping[str, str] 
         shared_driver_idle_s=r.integer(
             spk, "shared_driver_idle_s", "spark", SparkConfig.shared_driver_idle_s, 0, 7 * 86400
         ),
+        shared_drivers=r.integer(spk, "shared_drivers", "spark", SparkConfig.shared_drivers, 1, 16),
     )
     tables, notify = _tables(r, top), _notify(r, top.get("notify"))
     st = r.mapping(top.get("stream") or {}, "stream", _STREAM)

@@ -7,9 +7,11 @@ to ``<state dir>/logs/spark-driver-<id>.log``) and every later one sends its job
 lines and its exit code back. ``<id>`` is the hash of what the application cannot change once started (Seam's
 code, the Spark master, the JDBC jar, the JVM options, the Python): a load that differs gets a driver of its
 own. The pipeline is read per job with the caller's environment (its connections' variables), so one driver
-serves any pipeline. It runs one job at a time; a load that finds it busy (or finds no way to start one)
-runs spark-submit as before. It stops after ``spark.shared_driver_idle_s`` without a job (0: never started,
-every load runs spark-submit), and with ``seam down``.
+serves any pipeline. It runs one job at a time. A load that finds it busy goes to the next one, up to
+``spark.shared_drivers`` (on a local master; a cluster's master keeps one: an idle application holds its
+executors), starting it if none runs there (``<id>-<k>`` for the k-th); a load that finds them all busy (or no
+way to start one) runs spark-submit as before. Each stops after ``spark.shared_driver_idle_s`` without a job
+(0: never started, every load runs spark-submit), and with ``seam down``.
 
 A caller that goes away (killed, stopped, its socket closed) cancels its job's Spark tasks, as a killed
 spark-submit would: its batch gets no END and the next load resumes it.
@@ -88,7 +90,7 @@ class Server:
         self.busy = threading.Lock()
         self.last_job = time.monotonic()
         self.cancelled = 0  # jobs whose caller went away
-        self.log_path = _log_path(socket_path.parent.parent, identity)
+        self.log_path = _log_path(socket_path)
 
     def serve(self) -> None:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -305,35 +307,41 @@ def run_shared(
     lines: Callable[[str], None],
     say: Callable[[str], None],
 ) -> SharedJob | None:
-    """``job`` in the shared driver of this state dir, started first if none runs; None when it cannot take it
-    (busy, turned off, or it could not start: ``say`` tells why), and the caller runs spark-submit."""
+    """``job`` in a shared driver of this state dir, the first of them that is not busy, started first if none
+    runs in its place; None when none can take it (all busy, turned off, or one could not start: ``say`` tells
+    why), and the caller runs spark-submit."""
     idle_s = pipeline.spark.shared_driver_idle_s
     if not idle_s:
         return None
     identity = driver_identity(pipeline, env)
     run_dir = state / "run"
-    path = run_dir / f"spark-driver-{identity}.sock"
-    if len(str(path)) > SOCKET_PATH_MAX:
-        return None
     request = {"identity": identity, "job": job, "args": args, "env": dict(env)}
     private_dir(run_dir)
-    with _locked(run_dir / f"spark-driver-{identity}.lock"):
-        asked = _ask(path, request)
+    slots = pipeline.spark.shared_drivers if spark_master(pipeline).startswith("local") else 1
+    for slot in range(slots):
+        path = run_dir / (f"spark-driver-{identity}.sock" if slot == 0 else f"spark-driver-{identity}-{slot}.sock")
+        if len(str(path)) > SOCKET_PATH_MAX:
+            return None
+        with _locked(path.with_suffix(".lock")):
+            asked = _ask(path, request)
+            if asked is None:
+                path.unlink(missing_ok=True)  # a killed driver's: under the lock no other one is starting
+                started = _start(path, identity, idle_s, state, env, submit_command, say)
+                asked = _ask(path, request) if started else None
         if asked is None:
-            path.unlink(missing_ok=True)  # a killed driver's: under the lock no other one is starting
-            started = _start(path, identity, idle_s, state, env, submit_command, say)
-            asked = _ask(path, request) if started else None
-    if asked is None:
-        return None
-    conn, stream, answer = asked
-    if "accepted" not in answer:
+            return None
+        conn, stream, answer = asked
+        if "accepted" in answer:
+            return SharedJob(conn, stream, int(answer["accepted"]), lines, _log_path(path))
         conn.close()
-        return None
-    return SharedJob(conn, stream, int(answer["accepted"]), lines, _log_path(state, identity))
+        if answer.get("refused") != "busy":
+            return None
+    return None
 
 
-def _log_path(state: Path, identity: str) -> Path:
-    return state / "logs" / f"spark-driver-{identity}.log"
+def _log_path(socket_path: Path) -> Path:
+    """``<state dir>/logs/<the socket's name>.log``"""
+    return socket_path.parent.parent / "logs" / socket_path.with_suffix(".log").name
 
 
 def _start(
@@ -346,7 +354,7 @@ def _start(
     say: Callable[[str], None],
 ) -> bool:
     """Start the driver (detached, its own session) and wait until it listens; False if it died or took too long."""
-    log = _log_path(state, identity)
+    log = _log_path(path)
     private_dir(log.parent)
     command = submit_command(["--socket", str(path), "--identity", identity, "--idle-s", str(idle_s)])
     with open_private(log) as out:

@@ -197,6 +197,8 @@ class SparkConfig:
     max_parallel_tables: int = 8
     # a load's Spark job runs in the shared driver this long after its last job (seam.spark_driver); 0: spark-submit
     shared_driver_idle_s: int = 600
+    # shared drivers a local master may keep (a load that finds them all busy runs spark-submit); a cluster's: one
+    shared_drivers: int = 2
 
 
 @dataclass(frozen=True)
