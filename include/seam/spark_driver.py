@@ -319,7 +319,7 @@ def run_shared(
     private_dir(run_dir)
     slots = pipeline.spark.shared_drivers if spark_master(pipeline).startswith("local") else 1
     for slot in range(slots):
-        path = run_dir / (f"spark-driver-{identity}.sock" if slot == 0 else f"spark-driver-{identity}-{slot}.sock")
+        path = _socket_path(run_dir, identity, slot)
         if len(str(path)) > SOCKET_PATH_MAX:
             return None
         with _locked(path.with_suffix(".lock")):
@@ -337,6 +337,11 @@ def run_shared(
         if answer.get("refused") != "busy":
             return None
     return None
+
+
+def _socket_path(run_dir: Path, identity: str, slot: int) -> Path:
+    """Where the ``slot``-th driver (from 0) listens: ``spark-driver-<id>.sock``, then ``spark-driver-<id>-<k>.sock``."""
+    return run_dir / (f"spark-driver-{identity}.sock" if slot == 0 else f"spark-driver-{identity}-{slot}.sock")
 
 
 def _log_path(socket_path: Path) -> Path:
