@@ -573,7 +573,8 @@ class EmbeddedStack(Processes):
         logfile = self.log_dir / "airflow.log"
         since = logfile.stat().st_size if logfile.exists() else 0  # the log is appended to
         self._spawn("airflow", [str(airflow), "standalone"], logfile, env=env)
-        self._wait("airflow", timeout, lambda: _api_server_bound(logfile, since) and self._airflow_ping(), logfile)
+        bound = _APIServerBind(logfile, since)
+        self._wait("airflow", timeout, lambda: bound() and self._airflow_ping(), logfile)
 
     def _airflow_ping(self) -> bool:
         try:
@@ -634,18 +635,26 @@ class EmbeddedStack(Processes):
                 )
 
 
-def _api_server_bound(logfile: Path, since: int) -> bool:
-    """True unless Airflow's API server, started at ``since`` in its log, failed to bind its port (StackError,
-    which starts it again: ``EmbeddedStack._start``). That server exits alone while ``airflow standalone`` runs
-    on, so a failed bind would otherwise be waited out to the start's timeout (CI: 240 s, and every Airflow
-    test then failed at its setup)."""
-    with open(logfile, "rb") as log:
-        log.seek(since)
-        for line in log:
-            text = line.decode(errors="replace")
-            if "api-server" in text and "error while attempting to bind" in text:
-                raise StackError(f"Airflow's API server could not start: {text.split('] ', 1)[-1].strip()}")
-    return True
+class _APIServerBind:
+    """Called while Airflow starts: True unless its API server, started at ``since`` in its log, failed to bind
+    its port (StackError, which starts it again: ``EmbeddedStack._start``). That server exits alone while
+    ``airflow standalone`` runs on, so a failed bind would otherwise be waited out to the start's timeout (CI:
+    240 s, and every Airflow test then failed at its setup). Each call reads only the lines written since."""
+
+    def __init__(self, logfile: Path, since: int):
+        self.logfile, self.at = logfile, since
+
+    def __call__(self) -> bool:
+        with open(self.logfile, "rb") as log:
+            log.seek(self.at)
+            for line in log:
+                if not line.endswith(b"\n"):  # still being written: read whole next time
+                    break
+                self.at += len(line)
+                text = line.decode(errors="replace")
+                if "api-server" in text and "error while attempting to bind" in text:
+                    raise StackError(f"Airflow's API server could not start: {text.split('] ', 1)[-1].strip()}")
+        return True
 
 
 def _require_binary(name: str, hint: str) -> str:

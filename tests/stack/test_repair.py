@@ -553,6 +553,13 @@ def _refusal(path: str, *args: str) -> tuple[str, subprocess.CompletedProcess]:
     return line, refused
 
 
+def _check_nulls_of(path: str, column: str) -> None:
+    """The pipeline at ``path`` checks ``column``'s nulls (its table's ``checks.columns``: that column alone)."""
+    doc = yaml.safe_load(open(path))
+    doc["tables"][0]["checks"] = {"columns": {column: {"null_count": {}}}}
+    Path(path).write_text(yaml.safe_dump(doc))
+
+
 def _streams_on(path: str, pipeline, db: str, admin, equal, *statements: str) -> None:
     """``statements`` run on the source; the stream applies them, ``db.orders`` running and equal."""
     with admin.cursor() as cur:
@@ -666,9 +673,7 @@ def test_a_column_renamed_while_a_table_is_stopped_keeps_its_values_and_only_the
     )
     name = f"{db}.orders"
     path, pipeline, admin, equal = _orders_streamed(tmp_path_factory, db)
-    doc = yaml.safe_load(open(path))
-    doc["tables"][0]["checks"] = {"columns": {"note": {"null_count": {}}}}
-    Path(path).write_text(yaml.safe_dump(doc))
+    _check_nulls_of(path, "note")
 
     try:
         with admin.cursor() as cur:
@@ -686,8 +691,7 @@ def test_a_column_renamed_while_a_table_is_stopped_keeps_its_values_and_only_the
         assert "note" in _target_columns(pipeline, db, "orders") and "by a repair" not in _stopped(
             pipeline, "orders", db
         )
-        doc["tables"][0]["checks"] = {"columns": {"label": {"null_count": {}}}}
-        Path(path).write_text(yaml.safe_dump(doc))
+        _check_nulls_of(path, "label")
         repaired = _seam(path, "repair", name, "--max-rows", "5")
         assert repaired.returncode == 0, repaired.stdout + repaired.stderr
         for done in ("code varchar(20) -> varchar(10)", "note renamed label", "spare dropped", "extra added"):

@@ -24,11 +24,12 @@ def test_a_failed_bind_of_this_start_is_a_bind_failure_an_earlier_starts_is_not(
     since = log.stat().st_size
     with open(log, "a") as out:
         out.write(STARTED)
-    assert stack._api_server_bound(log, since)  # the failure was an earlier start's
+    bound = stack._APIServerBind(log, since)
+    assert bound()  # the failure was an earlier start's
     with open(log, "a") as out:
         out.write(FAILED)
     with pytest.raises(StackError) as failed:
-        stack._api_server_bound(log, since)
+        bound()
     said = str(failed.value)
     assert said.startswith("Airflow's API server could not start: [Errno 98]") and "48080" in said
     assert any(marker in said.lower() for marker in stack.BIND_FAILED)  # what _start starts again on
