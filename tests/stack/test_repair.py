@@ -238,30 +238,37 @@ def _stop_reason_with(pipeline, table: str, text: str, seconds: float = 120, db:
 
 
 def _pt_online_schema_change(admin, writes) -> None:
-    """pt-online-schema-change's way, while ``writes`` runs: a new table altered apart (a column added, one
-    widened), triggers that copy every change of the old one into it, the rows copied in, the cut-over, the old
-    table dropped with its triggers."""
-    columns = "id, owner, currency, balance, status, created_at, updated_at"
-    new = ", ".join(f"NEW.{c.strip()}" for c in columns.split(","))
+    """pt-online-schema-change's way, while ``writes`` runs: a new table made from the table's own definition
+    and altered apart (a column added, one widened, one renamed), triggers that copy every change of the old
+    one into it, the rows copied in, the cut-over, the old table dropped with its triggers."""
+    old = ["id", "owner", "currency", "balance", "status", "created_at", "updated_at"]
+    new = ", ".join("state" if c == "status" else c for c in old)
+    values = ", ".join(f"NEW.{c}" for c in old)
     with admin.cursor() as cur:
         cur.execute("DROP TABLE IF EXISTS _accounts_new, _accounts_old")
-        cur.execute("CREATE TABLE _accounts_new LIKE accounts")
-        cur.execute("ALTER TABLE _accounts_new ADD COLUMN tier INT NULL DEFAULT 2, MODIFY owner VARCHAR(200) NOT NULL")
+        cur.execute("SHOW CREATE TABLE accounts")
+        definition = cur.fetchone()[1]
+        cur.execute(definition.replace("CREATE TABLE `accounts`", "CREATE TABLE `_accounts_new`", 1))
+        cur.execute(
+            "ALTER TABLE _accounts_new ADD COLUMN tier INT NULL DEFAULT 2, MODIFY owner VARCHAR(200) NOT NULL, "
+            "CHANGE status state ENUM('open','frozen','closed') NOT NULL DEFAULT 'open'"
+        )
         cur.execute(
             "CREATE TRIGGER pt_osc_del AFTER DELETE ON accounts FOR EACH ROW DELETE IGNORE FROM _accounts_new WHERE id = OLD.id"
         )
         cur.execute(
             "CREATE TRIGGER pt_osc_upd AFTER UPDATE ON accounts FOR EACH ROW BEGIN DELETE IGNORE FROM _accounts_new "
-            f"WHERE id = OLD.id AND OLD.id <> NEW.id; REPLACE INTO _accounts_new ({columns}) VALUES ({new}); END"
+            f"WHERE id = OLD.id AND OLD.id <> NEW.id; REPLACE INTO _accounts_new ({new}) VALUES ({values}); END"
         )
         cur.execute(
-            f"CREATE TRIGGER pt_osc_ins AFTER INSERT ON accounts FOR EACH ROW REPLACE INTO _accounts_new ({columns}) "
-            f"VALUES ({new})"
+            f"CREATE TRIGGER pt_osc_ins AFTER INSERT ON accounts FOR EACH ROW REPLACE INTO _accounts_new ({new}) "
+            f"VALUES ({values})"
         )
         writer = writes()
         time.sleep(1)
         cur.execute(
-            f"INSERT LOW_PRIORITY IGNORE INTO _accounts_new ({columns}) SELECT {columns} FROM accounts LOCK IN SHARE MODE"
+            f"INSERT LOW_PRIORITY IGNORE INTO _accounts_new ({new}) SELECT {', '.join(old)} FROM accounts "
+            "LOCK IN SHARE MODE"
         )
         time.sleep(1)
         cur.execute("RENAME TABLE accounts TO _accounts_old, _accounts_new TO accounts")
@@ -271,10 +278,12 @@ def _pt_online_schema_change(admin, writes) -> None:
 
 def test_an_online_schema_change_cut_over_is_followed_and_repaired_by_the_stream(path):
     """gh-ost / pt-online-schema-change: a copy of the table altered apart is swapped in by one RENAME. The
-    target takes the new columns at the cut-over, and the stream compares and repairs the table by itself
-    (repair.after_cutover), then streams on: with pt-online-schema-change's triggers under a writer, nothing
-    to copy again. A copy that lost the writer's changes (no tool keeping it up) differs in more rows than
-    repair.max_rows: the table stays STOPPED, its reason says why and what to do, and that works."""
+    target takes the new columns at the cut-over, a column the copy's ALTER renamed with its values, and the
+    stream compares and repairs the table by itself (repair.after_cutover), then streams on: with
+    pt-online-schema-change's triggers under a writer, nothing to copy again (1,000 rows, repair.max_rows 50:
+    a rename taken for a drop and an add would differ in every row). A copy that lost the writer's changes (no
+    tool keeping it up) differs in more rows than repair.max_rows: the table stays STOPPED, its reason says
+    why and what to do, and that works, copying only those rows."""
     pipeline = load_pipeline(path)
     load = _seam(path, "load", "full", *[f"{DB}.{t}" for t in TABLES])
     assert load.returncode == 0, load.stderr + load.stdout
@@ -297,7 +306,7 @@ def test_an_online_schema_change_cut_over_is_followed_and_repaired_by_the_stream
         thread.start()
         return thread
 
-    columns = "id, owner, currency, balance, status, created_at, updated_at, tier"
+    columns = "id, owner, {}, balance, state, created_at, updated_at, tier"
     repairs_before = _repairs(pipeline)
     try:
         # 1. the tool kept its copy exact: the stream's own repair finds nothing to copy, and it streams on
@@ -310,17 +319,22 @@ def test_an_online_schema_change_cut_over_is_followed_and_repaired_by_the_stream
             time.sleep(0.5)
         assert _repairs(pipeline) == repairs_before + 1, "no repair of accounts after its cut-over"
         assert _stopped(pipeline, "accounts") is None, _stopped(pipeline, "accounts")
+        assert {"state", "tier"} <= _target_columns(pipeline, DB, "accounts").keys() - {"status"}
         writes(seed=8).join()
         waited = _seam(path, "stream", "wait", "--timeout", "120", timeout=180)
         assert waited.returncode == 0, waited.stdout + waited.stderr
         _wait_equal(pipeline, TABLES)
 
-        # 2. a tool-less copy: the writer's changes after it are lost, more rows than repair.max_rows (50) differ
+        # 2. gh-ost's copy (LIKE the table, a column renamed) without gh-ost keeping it up: the writer's changes
+        # after it are lost, more rows than repair.max_rows (50) differ
         with admin.cursor() as cur:
             cur.execute("DROP TABLE IF EXISTS _accounts_gho, _accounts_del")
             cur.execute("CREATE TABLE _accounts_gho LIKE accounts")
             cur.execute("ALTER TABLE _accounts_gho ADD COLUMN region CHAR(2) NULL DEFAULT 'EU'")
-            cur.execute(f"INSERT INTO _accounts_gho ({columns}) SELECT {columns} FROM accounts")
+            cur.execute("ALTER TABLE _accounts_gho RENAME COLUMN currency TO ccy")
+            cur.execute(
+                f"INSERT INTO _accounts_gho ({columns.format('ccy')}) SELECT {columns.format('currency')} FROM accounts"
+            )
             cur.execute("UPDATE accounts SET balance = balance + 1 ORDER BY id LIMIT 60")
             cur.execute("RENAME TABLE accounts TO _accounts_del, _accounts_gho TO accounts")
         reason = _stop_reason_with(pipeline, "accounts", "it failed:")

@@ -40,41 +40,7 @@ from typing import Any
 from seam.core.schema import INTEGER_TYPES, Column
 from seam.source.declared import COMPUTED, declared_column, declared_default, declared_nullable
 from seam.source.fills import Unfilled, Unreproduced, catalog_default, fill, same_default, unreproduced
-from seam.source.sql_text import UnreadableStatement, plain_statement
-
-# a name in backticks, in double quotes (a writer's sql_mode ANSI_QUOTES: the statement would have failed
-# without it, so a double-quoted name here is one), or bare
-_NAME = r'(?:`(?:[^`]|``)+`|"(?:[^"]|"")+"|[\w$]+)'
-_QUALIFIED = re.compile(rf"\s*(?:({_NAME})\s*\.\s*)?({_NAME})", re.S)
-
-
-def _unquote(name: str) -> str:
-    quote = name[0]
-    return name[1:-1].replace(quote * 2, quote) if quote in '`"' else name
-
-
-def _split_clauses(text: str) -> list[str]:
-    """Top-level comma-separated clauses (commas inside parentheses or quotes do not split)."""
-    clauses: list[str] = []
-    current: list[str] = []
-    depth, quote = 0, None
-    for ch in text:
-        if quote:
-            quote = None if ch == quote else quote
-        elif ch in "'\"`":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            clauses.append("".join(current).strip())
-            current = []
-            continue
-        current.append(ch)
-    clauses.append("".join(current).strip())
-    return [c for c in clauses if c]
-
+from seam.source.sql_text import NAME, QUALIFIED, UnreadableStatement, plain_statement, split_clauses, unquote
 
 _IF_EXISTS = r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?"
 # clauses that change neither rows nor columns: indexes, keys other than the primary, table options, defaults
@@ -83,7 +49,7 @@ _HARMLESS = re.compile(
     r"|CHECK)\b|ALGORITHM\b|LOCK\b|COMMENT\b|FORCE$|ENGINE\b|RENAME\s+(INDEX|KEY)\b|AUTO_INCREMENT\b|ROW_FORMAT\b"
     r"|KEY_BLOCK_SIZE\b|STATS_\w+\b|(DEFAULT\s+)?(CHARACTER\s+SET|CHARSET|COLLATE)\b|ALTER\s+(INDEX|KEY)\b"
     r"|ALTER\s+(CHECK|CONSTRAINT)\b|ORDER\s+BY\b|(ENABLE|DISABLE)\s+KEYS$"
-    rf"|ALTER\s+(COLUMN\s+)?{_NAME}\s+SET\s+(IN)?VISIBLE$"  # MySQL 8: the binlog carries invisible columns too
+    rf"|ALTER\s+(COLUMN\s+)?{NAME}\s+SET\s+(IN)?VISIBLE$"  # MySQL 8: the binlog carries invisible columns too
     r"|(PAGE_CHECKSUM|TRANSACTIONAL|ENCRYPTED|ENCRYPTION|ENCRYPTION_KEY_ID|PAGE_COMPRESSED|PAGE_COMPRESSION_LEVEL"
     r"|PACK_KEYS|CHECKSUM|TABLE_CHECKSUM|DELAY_KEY_WRITE|MAX_ROWS|MIN_ROWS|AVG_ROW_LENGTH|COMPRESSION|TABLESPACE"
     r"|SECONDARY_ENGINE|SECONDARY_ENGINE_ATTRIBUTE|ENGINE_ATTRIBUTE|(DATA|INDEX)\s+DIRECTORY)\b)",
@@ -102,12 +68,12 @@ _UNIQUE_KEY = re.compile(r"\bUNIQUE\b|\bPRIMARY\s+KEY\b", re.I)
 _PARTITION_UPKEEP = re.compile(r"\s*(ANALYZE|CHECK|OPTIMIZE|REBUILD|REPAIR)\s+PARTITION\b", re.I)
 # each with the column's name(s), then what the clause declares (the definition, or the default), if anything
 _COLUMN_CLAUSES = [
-    ("add", re.compile(rf"^ADD\s+(?:COLUMN\s+)?{_IF_EXISTS}({_NAME})\s(.*)$", re.I | re.S)),
-    ("drop", re.compile(rf"^DROP\s+(?:COLUMN\s+)?{_IF_EXISTS}({_NAME})\s*$", re.I)),
-    ("rename", re.compile(rf"^RENAME\s+COLUMN\s+{_IF_EXISTS}({_NAME})\s+TO\s+({_NAME})\s*$", re.I)),
-    ("change", re.compile(rf"^CHANGE\s+(?:COLUMN\s+)?{_IF_EXISTS}({_NAME})\s+({_NAME})\s(.*)$", re.I | re.S)),
-    ("modify", re.compile(rf"^MODIFY\s+(?:COLUMN\s+)?{_IF_EXISTS}({_NAME})\s(.*)$", re.I | re.S)),
-    ("default", re.compile(rf"^ALTER\s+(?:COLUMN\s+)?({_NAME})\s+((?:SET|DROP)\s+DEFAULT\b.*)$", re.I | re.S)),
+    ("add", re.compile(rf"^ADD\s+(?:COLUMN\s+)?{_IF_EXISTS}({NAME})\s(.*)$", re.I | re.S)),
+    ("drop", re.compile(rf"^DROP\s+(?:COLUMN\s+)?{_IF_EXISTS}({NAME})\s*$", re.I)),
+    ("rename", re.compile(rf"^RENAME\s+COLUMN\s+{_IF_EXISTS}({NAME})\s+TO\s+({NAME})\s*$", re.I)),
+    ("change", re.compile(rf"^CHANGE\s+(?:COLUMN\s+)?{_IF_EXISTS}({NAME})\s+({NAME})\s(.*)$", re.I | re.S)),
+    ("modify", re.compile(rf"^MODIFY\s+(?:COLUMN\s+)?{_IF_EXISTS}({NAME})\s(.*)$", re.I | re.S)),
+    ("default", re.compile(rf"^ALTER\s+(?:COLUMN\s+)?({NAME})\s+((?:SET|DROP)\s+DEFAULT\b.*)$", re.I | re.S)),
 ]
 _CONDITIONAL = re.compile(r"\w+\s+(?:COLUMN\s+)?IF\s+(?:NOT\s+)?EXISTS\s", re.I)  # a clause with IF [NOT] EXISTS
 # words after ADD/DROP that are not a column name (ADD PRIMARY KEY, DROP PARTITION, ADD PERIOD ...)
@@ -123,11 +89,11 @@ def _column_clause(clause: str) -> tuple | None:
         if m and not (m.group(1).upper() in _NOT_A_COLUMN and not re.match(r"\w+\s+COLUMN\b", clause, re.I)):
             tag = kind + "?" if _CONDITIONAL.match(clause) else kind
             if kind in ("drop", "rename"):
-                return (tag, *(_unquote(g) for g in m.groups()))
+                return (tag, *(unquote(g) for g in m.groups()))
             *names, declared = m.groups()
             return (
                 tag,
-                *(_unquote(n) for n in names),
+                *(unquote(n) for n in names),
                 ("default" if kind == "default" else "column", declared.strip()),
             )
     return None
@@ -148,14 +114,14 @@ def ddl_effect(
 
     def name_at(text: str, at: int = 0) -> tuple[tuple[str | None, str] | None, int]:
         """The table named at ``at``, folded as the source compares names."""
-        m = _QUALIFIED.match(text, at)
+        m = QUALIFIED.match(text, at)
         if not m:
             return None, at
-        schema = _unquote(m.group(1)) if m.group(1) else default_db
-        return (schema and fold(schema), fold(_unquote(m.group(2)))), m.end()
+        schema = unquote(m.group(1)) if m.group(1) else default_db
+        return (schema and fold(schema), fold(unquote(m.group(2)))), m.end()
 
     def names_in(text: str) -> list[tuple[str | None, str]]:
-        return [n for n in (name_at(part)[0] for part in _split_clauses(text)) if n]
+        return [n for n in (name_at(part)[0] for part in split_clauses(text)) if n]
 
     m = re.match(r"ALTER\s+(?:ONLINE\s+)?(IGNORE\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?", q, re.I)
     if m:
@@ -185,7 +151,7 @@ def ddl_effect(
         return ("truncate", "TRUNCATE") if name == me else None
     m = re.match(r"RENAME\s+TABLES?\s+", q, re.I)
     if m:
-        pairs = [(re.split(r"\s+TO\s+", p, maxsplit=1, flags=re.I) + [""])[:2] for p in _split_clauses(q[m.end() :])]
+        pairs = [(re.split(r"\s+TO\s+", p, maxsplit=1, flags=re.I) + [""])[:2] for p in split_clauses(q[m.end() :])]
         away = any(name_at(old)[0] == me for old, _ in pairs)
         onto = [old for old, new in pairs if name_at(new)[0] == me and name_at(old)[0] != me]
         if away and onto:  # `t TO _t_old, _t_new TO t` in one statement: gh-ost's and pt-online-schema-change's
@@ -218,14 +184,14 @@ def _one_column_each(clauses: list[str]) -> list[str]:
     out = []
     for clause in clauses:
         several = _ADD_SEVERAL.match(clause)
-        out += [f"ADD COLUMN {several.group(1)}{c}" for c in _split_clauses(several.group(2))] if several else [clause]
+        out += [f"ADD COLUMN {several.group(1)}{c}" for c in split_clauses(several.group(2))] if several else [clause]
     return out
 
 
 def _alter(rest: str, mine: bool, me: tuple[str, str], name_at) -> tuple[str, Any] | None:
     """The clauses of an ALTER TABLE: of the followed table (``mine``), or of another one, which reaches the
     followed table only by exchanging a partition with it or by being renamed onto its name."""
-    clauses = _split_clauses(rest)
+    clauses = split_clauses(rest)
     if not mine:
         for clause in clauses:
             m = re.match(r"(EXCHANGE\s+PARTITION\s+\S+\s+WITH\s+TABLE|RENAME(?:\s+TO|\s+AS)?)\s+", clause, re.I)
@@ -587,12 +553,16 @@ def _added_value(column: Column, default: str | None, declared: list[tuple]) -> 
     return fill(column, value, default)
 
 
-def swapped_clauses(old: tuple[Column, ...], now: list[Column]) -> list[tuple]:
-    """The column clauses that take ``old`` to ``now`` by name (a cut-over swaps in a table altered apart: a
-    renamed column cannot be told from a dropped and an added one)."""
-    before, after = {c.name: c for c in old}, {c.name: c for c in now}
+def swapped_clauses(old: tuple[Column, ...], now: list[Column], renamed: dict[str, str] | None = None) -> list[tuple]:
+    """The column clauses that take ``old`` to ``now`` by name (a cut-over swaps in a table altered apart),
+    after the renames in ``renamed`` (old name -> new: what the copy's ALTERs did, ``seam.source.ghosts``);
+    without them a renamed column cannot be told from a dropped and an added one."""
+    after = {c.name: c for c in now}
+    moves = {o: n for o, n in (renamed or {}).items() if n in after and n not in {c.name for c in old}}
+    before = {moves.get(c.name, c.name): replace(c, name=moves.get(c.name, c.name)) for c in old}
     return (
-        [("drop", n) for n in before if n not in after]
+        [("rename", o, n) for o, n in moves.items() if any(c.name == o for c in old)]
+        + [("drop", n) for n in before if n not in after]
         + [("modify", n) for n in before if n in after and before[n] != after[n]]
         + [("add", n) for n in after if n not in before]
     )

@@ -8,6 +8,8 @@ escape, read under the ``sql_mode`` the binlog logged with the statement. Withou
 The binlog keeps a statement in the bytes its client sent, with the client's character set beside it
 (``statement_text``): read as UTF-8, ``TRUNCATE TABLE café`` from a latin1 client named no table Seam follows.
 
+The pieces of the grammar the matchers share are here too: a name, a qualified name, a list's clauses.
+
 Delivery guarantee: none of its own (pure text); a statement it cannot read raises ``UnreadableStatement``,
 which the matcher turns into a stop for a table the statement names.
 """
@@ -132,3 +134,51 @@ def _string(query: str, at: int, backslashes: bool) -> tuple[str, int]:
             value.append(ch)
             i += 1
     raise UnreadableStatement("a string that does not end")
+
+
+# a name in backticks, in double quotes (a writer's sql_mode ANSI_QUOTES: the statement would have failed
+# without it, so a double-quoted name here is one), or bare
+NAME = r'(?:`(?:[^`]|``)+`|"(?:[^"]|"")+"|[\w$]+)'
+QUALIFIED = re.compile(rf"\s*(?:({NAME})\s*\.\s*)?({NAME})", re.S)
+
+
+def unquote(name: str) -> str:
+    quote = name[0]
+    return name[1:-1].replace(quote * 2, quote) if quote in '`"' else name
+
+
+def _scanned(text: str):
+    """Each character of ``text``: (where, it, the depth of parentheses after it, whether it is outside quotes)."""
+    depth, quote = 0, None
+    for at, ch in enumerate(text):
+        bare = quote is None and ch not in "'\"`"
+        if quote:
+            quote = None if ch == quote else quote
+        elif not bare:
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        yield at, ch, depth, bare
+
+
+def closing_parenthesis(text: str) -> int | None:
+    """Where the parenthesis that opens ``text`` closes (None: it does not open with one, or never closes)."""
+    if not text.startswith("("):
+        return None
+    return next((at for at, ch, depth, bare in _scanned(text) if bare and ch == ")" and depth == 0), None)
+
+
+def split_clauses(text: str) -> list[str]:
+    """Top-level comma-separated clauses (commas inside parentheses or quotes do not split)."""
+    clauses: list[str] = []
+    current: list[str] = []
+    for _, ch, depth, bare in _scanned(text):
+        if bare and ch == "," and depth == 0:
+            clauses.append("".join(current).strip())
+            current = []
+        else:
+            current.append(ch)
+    clauses.append("".join(current).strip())
+    return [c for c in clauses if c]

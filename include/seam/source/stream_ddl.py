@@ -44,6 +44,7 @@ from seam.source.declared import (
 )
 from seam.source.fill_times import shifted_wall
 from seam.source.fills import Unfilled, mysql_default
+from seam.source.ghosts import Ghosts
 from seam.source.gtid import is_mariadb
 from seam.source.schema import COLUMN_FIELDS, column_from_row
 from seam.source.stream_cascades import Cascades
@@ -63,11 +64,17 @@ TRANSACTIONAL = {"innodb", "xtradb", "rocksdb", "tokudb", "ndbcluster", "ndb"}
 
 
 def follow_statement(
-    chains: Chains, cascades: Cascades, source: Callable[[], Any], publisher: Publisher, statement: Statement
+    chains: Chains,
+    cascades: Cascades,
+    ghosts: Ghosts,
+    source: Callable[[], Any],
+    publisher: Publisher,
+    statement: Statement,
 ) -> None:
     """A query event outside the transaction grammar: DDL, or a statement the stream cannot follow. Raises
     ``Rewind`` when a foreign key now cascades from a table the reader does not decode yet. ``source``: the
-    reader's catalog connection, asked for only when the statement needs it."""
+    reader's catalog connection, asked for only when the statement needs it; ``ghosts``: the copies online
+    schema changes build, seen after the followed tables took the statement."""
     if MAY_CHANGE_KEYS.search(statement.query):
         grown = cascades.load(source())
         if grown:  # the reader must decode the new parents' rows from here on
@@ -101,11 +108,12 @@ def follow_statement(
         if followed.pending:
             _stop(chains, publisher, followed, statement, f"then {statement.query.strip()[:100]!r}: {LATER_CHANGE}")
             continue
-        change = _followed_change(source, followed, statement, *effect)
+        change = _followed_change(source, followed, statement, *effect, ghosts=ghosts)
         if isinstance(change, str):
             _stop(chains, publisher, followed, statement, change)
             continue
         _publish_change(chains, publisher, followed, change, effect[0], statement.position)
+    ghosts.see(statement, {key: tuple(c.name for c in f.schema.columns) for key, f in chains.followed.items()})
 
 
 def settle_alters(chains: Chains, source: Callable[[], Any], publisher: Publisher) -> None:
@@ -301,7 +309,7 @@ def follow_rollback(chains: Chains, source: Callable[[], Any], publisher: Publis
 
 
 def _followed_change(
-    source: Callable[[], Any], followed: Followed, statement: Statement, kind: str, detail
+    source: Callable[[], Any], followed: Followed, statement: Statement, kind: str, detail, ghosts: Ghosts
 ) -> SchemaChange | str:
     """The SCHEMA message that follows a statement changing the table (``seam.source.ddl``), or why the
     table stops."""
@@ -312,8 +320,9 @@ def _followed_change(
     if kind == "alter":  # outside a transaction: _follow_alters
         return "ALTER TABLE inside a transaction"  # DDL commits implicitly: inside one it is not what it seems
     if kind == "cutover":
-        change = _altered(source(), followed, None, statement.query, statement.position)
-        swapped = ".".join(detail)
+        renamed = ghosts.renames(detail, tuple(c.name for c in followed.schema.columns))
+        change = _altered(source(), followed, None, statement.query, statement.position, renamed)
+        swapped = ".".join(n for n in detail if n)
         if isinstance(change, str):
             return f"an online schema change's cut-over swapped in {swapped}: {change}"
         return replace(
@@ -334,10 +343,18 @@ def _engine(conn, db: str, table: str) -> str:
     return str(row[0]) if row and row[0] else "unknown"
 
 
-def _altered(conn, followed: Followed, clauses: list[tuple] | None, ddl: str, position: Position):
+def _altered(
+    conn,
+    followed: Followed,
+    clauses: list[tuple] | None,
+    ddl: str,
+    position: Position,
+    renamed: dict[str, str] | None = None,
+):
     """The SCHEMA message for an ALTER whose column clauses the target can follow (checked against the
     source's definition now, ``seam.source.ddl.followed_columns``); a string (the reason) otherwise.
-    ``clauses`` None: a table swapped in by a cut-over, compared by column name."""
+    ``clauses`` None: a table swapped in by a cut-over, compared by column name after ``renamed`` (the
+    renames run on it, ``seam.source.ghosts``); when those do not lead to the source's columns, by name alone."""
     with conn.cursor() as cur:
         cur.execute(
             f"SELECT {COLUMN_FIELDS}, COLUMN_DEFAULT, EXTRA FROM information_schema.COLUMNS "
@@ -351,9 +368,13 @@ def _altered(conn, followed: Followed, clauses: list[tuple] | None, ddl: str, po
         column = column_from_row(row)
         default, extra = row[-2], row[-1] or ""
         now.append((column, default if mariadb else mysql_default(column, default, extra)))
-    if clauses is None:
-        clauses = swapped_clauses(followed.schema.columns, [c for c, _ in now])
-    result = followed_columns(followed.schema.columns, followed.schema.primary_key, clauses, now)
+    old, key = followed.schema.columns, followed.schema.primary_key
+    if clauses is not None:
+        result = followed_columns(old, key, clauses, now)
+    else:
+        result = followed_columns(old, key, swapped_clauses(old, [c for c, _ in now], renamed), now)
+        if isinstance(result, str) and renamed:  # the copy's renames do not lead to its columns: by name alone
+            result = followed_columns(old, key, swapped_clauses(old, [c for c, _ in now]), now)
     if isinstance(result, str):
         return result
     return unfit_names(("column", c.name) for c in result[0]) or _schema_change(followed, position, result, ddl)

@@ -81,6 +81,7 @@ from seam.source.binlog import (
     replica_clash,
 )
 from seam.source.chains import Chains, Followed, Rewind, check_logged_columns, target_states
+from seam.source.ghosts import Ghosts
 from seam.source.gtid import server_identity
 from seam.source.schema import read_schema
 from seam.source.stream_cascades import Cascades
@@ -118,6 +119,7 @@ class ChangeReader:
                 log.warning("%s is kept current by windows (sync: windows): the stream does not follow it", t.name)
         self.chains = Chains(pipeline, self.tables, catalog=self._source)
         self.cascades = Cascades(set(self.tables))  # read at the first pass and after DDL
+        self.ghosts = Ghosts()  # the copies online schema changes build (a cut-over follows their renames)
         self.rewinds = 0
         self._source_conn = None
         self._clash_checked = False  # another replica with our server_id, looked for before the first read
@@ -335,7 +337,7 @@ class ChangeReader:
                 if isinstance(item, Transaction):
                     self._publish(publisher, item, stats)
                 elif isinstance(item, Statement):
-                    follow_statement(self.chains, self.cascades, self._source, publisher, item)
+                    follow_statement(self.chains, self.cascades, self.ghosts, self._source, publisher, item)
                     between = not item.in_transaction
                 elif isinstance(item, RolledBack):
                     follow_rollback(self.chains, self._source, publisher, item)
