@@ -35,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from seam.processes import Processes, stop_group
 from seam.spark import with_task_attempts
 from seam_dev.settings import (
@@ -143,7 +145,10 @@ class EmbeddedStack(Processes):
             except StackError as exc:
                 if not any(m in str(exc).lower() for m in BIND_FAILED) or time.monotonic() > deadline:
                     raise
-            log(f"{name:9} could not bind port {self.port(name)} (a passing connection holds it): starting again")
+            port = self.port(name)
+            log(
+                f"{name:9} could not bind port {port} ({port_holders(port) or 'a passing connection held it'}): starting again"
+            )
             time.sleep(2)
 
     def down(self, log: Callable[[str], None] = print) -> None:
@@ -655,6 +660,25 @@ class _APIServerBind:
                 if "api-server" in text and "error while attempting to bind" in text:
                     raise StackError(f"Airflow's API server could not start: {text.split('] ', 1)[-1].strip()}")
         return True
+
+
+def port_holders(port: int) -> str:
+    """Who holds local TCP port ``port`` other than by listening on it ("pid 5 (java) ESTABLISHED to
+    127.0.0.1:41234"), so that a failed bind names its cause; empty when no socket of it is left."""
+    held = []
+    try:
+        sockets = psutil.net_connections(kind="tcp")
+    except psutil.Error:  # (another user's sockets: the kernel keeps them from us)
+        return ""
+    for c in sockets:
+        if c.laddr and c.laddr.port == port and c.status != psutil.CONN_LISTEN:
+            try:
+                who = f"pid {c.pid} ({psutil.Process(c.pid).name()})" if c.pid else "a closed socket"
+            except psutil.Error:
+                who = f"pid {c.pid}"
+            peer = f" to {c.raddr.ip}:{c.raddr.port}" if c.raddr else ""
+            held.append(f"{who} {c.status}{peer}")
+    return "held by " + ", ".join(sorted(set(held))) if held else ""
 
 
 def _require_binary(name: str, hint: str) -> str:
