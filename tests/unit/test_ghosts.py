@@ -4,6 +4,8 @@ rename (pure parsing, no database; the stack test is tests/stack/test_repair.py'
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from seam.core.position import Position
@@ -125,3 +127,35 @@ def test_a_cut_over_follows_the_copys_renames_and_compares_the_rest_by_name():
     assert [c.name for c in columns] == ["id", "ccy", "memo", "tier"] and renamed == {"currency": "ccy"}
     # without the renames, the column is dropped and another added: the repair would copy every row's value
     assert swapped_clauses(old, now) == [("drop", "currency"), ("modify", "memo"), ("add", "ccy"), ("add", "tier")]
+
+
+def test_a_reader_that_starts_again_keeps_what_it_will_not_read_again():
+    """Saved as JSON (seam.state.ghost_tables) and restored for a reader starting at a position: a copy made
+    and altered before it keeps its ALTERs; an ALTER after it, or a copy made after it, is read again."""
+    ghosts = Ghosts()
+    for pos, query in [
+        (100, "CREATE TABLE _accounts_gho LIKE accounts"),
+        (200, "ALTER TABLE _accounts_gho ADD COLUMN region CHAR(2) DEFAULT 'EU', RENAME COLUMN owner TO holder"),
+        (300, "ALTER TABLE _accounts_gho RENAME COLUMN status TO state"),
+        (400, "CREATE TABLE _accounts_new LIKE accounts"),
+    ]:
+        ghosts.see(Statement(Position("bin.000001", pos), query, "shop", False), FOLLOWED)
+        assert ghosts.changed
+    saved = json.loads(json.dumps(ghosts.rows()))
+    assert not ghosts.changed
+    assert ghosts.renames(("shop", "_accounts_gho"), ACCOUNTS) == {"owner": "holder", "status": "state"}
+    restored = Ghosts.restored(saved, Position("bin.000001", 250))
+    assert list(restored.tracked) == [("shop", "_accounts_gho")]
+    assert restored.renames(("shop", "_accounts_gho"), ACCOUNTS) == {"owner": "holder"}
+    restored.see(
+        Statement(
+            Position("bin.000001", 300), "ALTER TABLE _accounts_gho RENAME COLUMN status TO state", "shop", False
+        ),
+        FOLLOWED,
+    )
+    assert restored.renames(("shop", "_accounts_gho"), ACCOUNTS) == {"owner": "holder", "status": "state"}
+    assert Ghosts.restored(saved, Position("bin.000001", 50)).tracked == {}
+    assert Ghosts.restored(saved, Position("bin.000002", 4)).renames(("shop", "_accounts_gho"), ACCOUNTS) == {
+        "owner": "holder",
+        "status": "state",
+    }

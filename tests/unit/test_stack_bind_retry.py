@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import socket
 
+import psutil
 import pytest
 
 from seam_dev import stack
@@ -50,6 +51,6 @@ def test_the_retry_names_who_holds_the_port():
             with accepted:
                 client_port = client.getsockname()[1]
                 held = stack.port_holders(client_port)
-                assert held == f"held by pid {os.getpid()} (python) ESTABLISHED to 127.0.0.1:{port}"
+                assert held == f"held by pid {os.getpid()} ({psutil.Process().name()}) ESTABLISHED to 127.0.0.1:{port}"
     # the side that closed first keeps the port in TIME_WAIT, with no process
     assert stack.port_holders(port) == f"held by a closed socket TIME_WAIT to 127.0.0.1:{client_port}"

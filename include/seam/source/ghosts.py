@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from seam.core.position import Position
 from seam.source.binlog import Statement
 from seam.source.ddl import composed_clauses, ddl_effect
 from seam.source.sql_text import (
@@ -32,7 +33,7 @@ from seam.source.sql_text import (
     unquote,
 )
 
-Key = tuple[str | None, str]
+Key = tuple[str, str]
 MAX_TRACKED = 100  # copies in flight at once; the oldest is forgotten first
 # what can change a copy's columns or take it away (its rows, even logged as a statement, do neither)
 RESHAPES = re.compile(r"\s*(ALTER|DROP|RENAME|CREATE)\b", re.I)
@@ -41,7 +42,8 @@ RESHAPES = re.compile(r"\s*(ALTER|DROP|RENAME|CREATE)\b", re.I)
 @dataclass
 class Ghost:
     columns: tuple[str, ...]  # as created: those of the followed table it copies
-    alters: list[list[tuple]] | None  # the column clauses run on it since, in order; None: not known
+    alters: list[tuple[Position, list[tuple]]] | None  # the column clauses run on it since, in order; None: not known
+    created: Position
 
 
 class Ghosts:
@@ -49,6 +51,40 @@ class Ghosts:
 
     def __init__(self) -> None:
         self.tracked: dict[Key, Ghost] = {}
+        self.changed = False  # since ``rows`` was last asked for
+
+    @classmethod
+    def restored(cls, rows: list[dict], start: Position) -> Ghosts:
+        """The copies ``rows`` saved (``seam.state.ghost_tables``) for a reader that reads the binlog after
+        ``start``: what it will read again is left for it to see again."""
+        ghosts = cls()
+        for row in rows:
+            created = Position(*row["created"])
+            if created.after(start):
+                continue
+            alters = row["alters"]
+            if alters is not None:
+                alters = [
+                    (Position(*at), [_tuples(c) for c in clauses])
+                    for at, clauses in alters
+                    if not Position(*at).after(start)
+                ]
+            ghosts.tracked[(row["db"], row["name"])] = Ghost(tuple(row["columns"]), alters, created)
+        return ghosts
+
+    def rows(self) -> list[dict]:
+        """The copies as plain data, to save (``restored`` reads them back)."""
+        self.changed = False
+        return [
+            {
+                "db": db,
+                "name": name,
+                "columns": list(ghost.columns),
+                "alters": None if ghost.alters is None else [[_at(at), clauses] for at, clauses in ghost.alters],
+                "created": _at(ghost.created),
+            }
+            for (db, name), ghost in self.tracked.items()
+        ]
 
     def see(self, statement: Statement, followed_columns: Mapping[tuple[str, str], tuple[str, ...]]) -> None:
         """``followed_columns``: each followed table's columns now, by (db, table)."""
@@ -56,28 +92,31 @@ class Ghosts:
         followed = {(db.lower(), t.lower()) if fold else (db, t): c for (db, t), c in followed_columns.items()}
         created = created_table(statement.query, statement.schema, statement.sql_mode, fold)
         if created is not None:
-            name, (kind, what) = created
-            self.tracked.pop(name, None)
+            (db, table), (kind, what) = created
+            if db is None:  # (no database named, none in use: no ALTER could name it either)
+                return
+            name = (db, table)
+            self.changed |= self.tracked.pop(name, None) is not None
             if kind == "like":
                 columns = followed.get(what)
             else:  # pt-online-schema-change: the followed table's definition under another name
                 columns = tuple(what)
                 columns = columns if any(k[0] == name[0] and c == columns for k, c in followed.items()) else None
             if columns is not None and name not in followed:
-                self.tracked[name] = Ghost(columns, [])
+                self.tracked[name] = Ghost(columns, [], statement.position)
+                self.changed = True
                 while len(self.tracked) > MAX_TRACKED:
                     del self.tracked[next(iter(self.tracked))]
             return
         if self.tracked and not _reshapes(statement):
             return
         for name, copy in list(self.tracked.items()):
-            if name[0] is None:
-                continue
             effect = ddl_effect(statement.query, statement.schema, name[0], name[1], statement.sql_mode, fold)
             if effect is None or effect[0] == "truncate":
                 continue
+            self.changed = True
             if effect[0] in ("alter", "default") and copy.alters is not None and not statement.in_transaction:
-                copy.alters.append(effect[1])
+                copy.alters.append((statement.position, effect[1]))
             elif effect[0] in ("alter", "default"):
                 copy.alters = None
             else:  # dropped, renamed (the cut-over has taken it by then), or something it cannot follow
@@ -89,10 +128,19 @@ class Ghosts:
         tracked = self.tracked.get(copy)
         if tracked is None or tracked.alters is None or tracked.columns != columns:
             return {}
-        clauses = composed_clauses(list(columns), tracked.alters)
+        clauses = composed_clauses(list(columns), [c for _, c in tracked.alters])
         if isinstance(clauses, str):
             return {}
         return {c[1]: c[2] for c in clauses if c[0] in ("rename", "change")}
+
+
+def _at(position: Position) -> list:
+    return [position.file, position.pos, position.row]
+
+
+def _tuples(value: Any) -> Any:
+    """A clause read back from JSON: its lists as the tuples ``seam.source.ddl`` made."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 def _reshapes(statement: Statement) -> bool:

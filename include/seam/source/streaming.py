@@ -96,6 +96,7 @@ from seam.source.stream_servers import (
     stop_unlogged,
 )
 from seam.state.connection import connect_state, connect_target, scalar
+from seam.state.ghost_tables import save_ghosts, saved_ghosts
 from seam.state.parts import part_beat, part_failed, part_started, part_stopped, retry_delay, wait_unless
 from seam.wire.topics import Publisher, ensure_topics, table_topic, topic_ids
 
@@ -311,6 +312,8 @@ class ChangeReader:
             if other is not None:
                 raise StreamError(clash(src.server_id, f"a replica that reports itself as {other}"))
             self._clash_checked = True
+        state = self.pipeline.target.state_schema
+        self.ghosts = Ghosts.restored(saved_ghosts(self._target, state, self.pipeline.name), start)
         reader = BinlogReader(
             src,
             start,
@@ -338,6 +341,8 @@ class ChangeReader:
                     self._publish(publisher, item, stats)
                 elif isinstance(item, Statement):
                     follow_statement(self.chains, self.cascades, self.ghosts, self._source, publisher, item)
+                    if self.ghosts.changed:
+                        save_ghosts(self._target, state, self.pipeline.name, self.ghosts.rows())
                     between = not item.in_transaction
                 elif isinstance(item, RolledBack):
                     follow_rollback(self.chains, self._source, publisher, item)

@@ -175,6 +175,14 @@ def migrations(schema: str) -> list[tuple[int, list[str]]]:
                 f"ALTER TABLE {s}.held_changes ADD COLUMN IF NOT EXISTS control boolean NOT NULL DEFAULT false",
             ],
         ),
+        (
+            14,
+            [  # the copies online schema changes build, as a change reader saw them (seam.state.ghost_tables)
+                f"""CREATE TABLE IF NOT EXISTS {s}.ghost_tables (
+            pipeline text NOT NULL, db text NOT NULL, name text NOT NULL, columns jsonb NOT NULL, alters jsonb,
+            created jsonb NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (pipeline, db, name))""",
+            ],
+        ),
     ]
 
 
