@@ -36,6 +36,7 @@ from seam.source.sql_text import (
 Key = tuple[str, str]
 MAX_TRACKED = 100  # copies in flight at once; the oldest is forgotten first
 # what can change a copy's columns or take it away (its rows, even logged as a statement, do neither)
+_NAMES_CREATE = re.compile("create", re.I)
 RESHAPES = re.compile(r"\s*(ALTER|DROP|RENAME|CREATE)\b", re.I)
 
 
@@ -162,6 +163,8 @@ def created_table(
     """A ``CREATE TABLE`` of a table that stays (not ``TEMPORARY``, not ``... SELECT``): its name, folded as
     ``ddl_effect`` folds it, and ``("like", name)`` or ``("columns", [name, ...])`` (its columns in order);
     None for any other statement: how an online schema change builds its copy."""
+    if not _NAMES_CREATE.search(query):  # (C speed: most statements here are no CREATE, some are long)
+        return None
     try:
         q = plain_statement(query, sql_mode).strip().rstrip(";").strip()
     except UnreadableStatement:
