@@ -40,7 +40,7 @@ from typing import Any
 from seam.core.schema import INTEGER_TYPES, Column
 from seam.source.declared import COMPUTED, declared_column, declared_default, declared_nullable
 from seam.source.fills import Unfilled, Unreproduced, catalog_default, fill, same_default, unreproduced
-from seam.source.sql_text import NAME, QUALIFIED, UnreadableStatement, plain_statement, split_clauses, unquote
+from seam.source.sql_text import NAME, UnreadableStatement, plain_statement, split_clauses, table_name_at, unquote
 
 _IF_EXISTS = r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?"
 # clauses that change neither rows nor columns: indexes, keys other than the primary, table options, defaults
@@ -113,12 +113,7 @@ def ddl_effect(
     me = (fold(db), fold(table))
 
     def name_at(text: str, at: int = 0) -> tuple[tuple[str | None, str] | None, int]:
-        """The table named at ``at``, folded as the source compares names."""
-        m = QUALIFIED.match(text, at)
-        if not m:
-            return None, at
-        schema = unquote(m.group(1)) if m.group(1) else default_db
-        return (schema and fold(schema), fold(unquote(m.group(2)))), m.end()
+        return table_name_at(text, at, default_db, fold_names)
 
     def names_in(text: str) -> list[tuple[str | None, str]]:
         return [n for n in (name_at(part)[0] for part in split_clauses(text)) if n]
@@ -557,11 +552,11 @@ def swapped_clauses(old: tuple[Column, ...], now: list[Column], renamed: dict[st
     """The column clauses that take ``old`` to ``now`` by name (a cut-over swaps in a table altered apart),
     after the renames in ``renamed`` (old name -> new: what the copy's ALTERs did, ``seam.source.ghosts``);
     without them a renamed column cannot be told from a dropped and an added one."""
-    after = {c.name: c for c in now}
-    moves = {o: n for o, n in (renamed or {}).items() if n in after and n not in {c.name for c in old}}
+    names, after = {c.name for c in old}, {c.name: c for c in now}
+    moves = {o: n for o, n in (renamed or {}).items() if o in names and n in after and n not in names}
     before = {moves.get(c.name, c.name): replace(c, name=moves.get(c.name, c.name)) for c in old}
     return (
-        [("rename", o, n) for o, n in moves.items() if any(c.name == o for c in old)]
+        [("rename", o, n) for o, n in moves.items()]
         + [("drop", n) for n in before if n not in after]
         + [("modify", n) for n in before if n in after and before[n] != after[n]]
         + [("add", n) for n in after if n not in before]

@@ -25,18 +25,18 @@ from seam.source.binlog import Statement
 from seam.source.ddl import composed_clauses, ddl_effect
 from seam.source.sql_text import (
     NAME,
-    QUALIFIED,
     UnreadableStatement,
     closing_parenthesis,
     plain_statement,
     split_clauses,
+    table_name_at,
     unquote,
 )
 
 Key = tuple[str, str]
 MAX_TRACKED = 100  # copies in flight at once; the oldest is forgotten first
-# what can change a copy's columns or take it away (its rows, even logged as a statement, do neither)
 _NAMES_CREATE = re.compile("create", re.I)
+# what can change a copy's columns or take it away (its rows, even logged as a statement, do neither)
 RESHAPES = re.compile(r"\s*(ALTER|DROP|RENAME|CREATE)\b", re.I)
 
 
@@ -172,22 +172,13 @@ def created_table(
     m = re.match(r"CREATE\s+(?:OR\s+REPLACE\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?", q, re.I)
     if not m:
         return None
-    fold = str.lower if fold_names else str
-
-    def name_at(at: int) -> tuple[tuple[str | None, str] | None, int]:
-        n = QUALIFIED.match(q, at)
-        if not n:
-            return None, at
-        schema = unquote(n.group(1)) if n.group(1) else default_db
-        return (schema and fold(schema), fold(unquote(n.group(2)))), n.end()
-
-    name, end = name_at(m.end())
+    name, end = table_name_at(q, m.end(), default_db, fold_names)
     if name is None:
         return None
     rest = q[end:].lstrip()
     like = re.match(r"\(?\s*LIKE\s+", rest, re.I)
     if like:
-        source, _ = name_at(end + (len(q[end:]) - len(rest)) + like.end())
+        source, _ = table_name_at(rest, like.end(), default_db, fold_names)
         return (name, ("like", source)) if source else None
     close = closing_parenthesis(rest)
     if close is None or re.search(r"\bSELECT\b", rest[close:], re.I):

@@ -147,6 +147,19 @@ def unquote(name: str) -> str:
     return name[1:-1].replace(quote * 2, quote) if quote in '`"' else name
 
 
+def table_name_at(
+    text: str, at: int, default_db: str | None, fold_names: bool
+) -> tuple[tuple[str | None, str] | None, int]:
+    """The table named at ``at`` in ``text`` as (database, table), the database ``default_db`` when none is
+    named, both folded to lower case when the source compares names so (``fold_names``); and where it ends."""
+    m = QUALIFIED.match(text, at)
+    if not m:
+        return None, at
+    fold = str.lower if fold_names else str
+    schema = unquote(m.group(1)) if m.group(1) else default_db
+    return (schema and fold(schema), fold(unquote(m.group(2)))), m.end()
+
+
 def _scanned(text: str):
     """Each character of ``text``: (where, it, the depth of parentheses after it, whether it is outside quotes)."""
     depth, quote = 0, None
