@@ -176,7 +176,7 @@ def _repair_once(
         # the comparison waits for the sink to hold the table: comparing while it still applies what came
         # before the BEGIN (a stream starting, a sink of our own taking over the topic) left a running table
         # behind its source in the stack test of a repair under a writer
-        _wait_state(watch, pipeline, batch, lambda s: s is not None, timeout, sink, "open the repair's batch")
+        _wait_state(watch, pipeline, publication, lambda s: s is not None, timeout, sink, "open the repair's batch")
         say(f"{table.name}: repair batch {batch} open; the sink holds the table's changes meanwhile")
 
         def cancel(why: str) -> None:
@@ -218,7 +218,13 @@ def _repair_once(
             raise RepairError(str(exc)) from None
         ended = True
         final = _wait_state(
-            watch, pipeline, batch, lambda s: s is not None and s["state"] != "open", timeout, sink, "apply the repair"
+            watch,
+            pipeline,
+            publication,
+            lambda s: s is not None and s["state"] != "open",
+            timeout,
+            sink,
+            "apply the repair",
         )
         if final["state"] != "committed":
             raise RepairError(f"{table.name}: the sink did not commit the repair ({final['state']}: {final['error']})")
@@ -482,18 +488,20 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.kill()
 
 
-def _wait_state(watch: StateWatch, pipeline, batch, done, timeout, sink, what) -> dict:
+def _wait_state(watch: StateWatch, pipeline, publication: Publication, done, timeout, sink, what) -> dict:
+    """The batch's state once ``done`` says so. ``sink``: the one the repair started (None: another runs). When
+    it exits because another sink took the topic as it started (the stream's, started again after its pipeline
+    file changed), that one applies the batch."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            status = batch_status(watch.conn, pipeline.target.state_schema, batch)
+            status = batch_status(watch.conn, pipeline.target.state_schema, publication.batch)
+            if done(status):
+                return status or {}
+            if sink is not None and sink.poll() is not None and not sink_running(watch.conn, publication.topic):
+                raise RepairError(f"the sink stopped (exit {sink.returncode}) before it could {what}")
         except psycopg.OperationalError as exc:  # the target restarted: the sink goes on after it, so does this
             watch.reconnect(exc)
-            status = None  # not known: waited for like a batch not yet there
-        if done(status):
-            return status or {}
-        if sink is not None and sink.poll() is not None:
-            raise RepairError(f"the sink stopped (exit {sink.returncode}) before it could {what}")
         if time.monotonic() > deadline:
             raise RepairError(
                 f"the sink did not {what} within {timeout:.0f}s: is the stream's sink running and reading the same "

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import psycopg
 import pytest
@@ -21,6 +22,9 @@ from seam.apply.follow_ddl import align_columns
 from seam.apply.target import Landing
 from seam.config import load_pipeline
 from seam.core.schema import Column, TableSchema
+from seam.state.connection import StateWatch
+from seam.state.schema import lock, unlock
+from seam.wire.boundary import new_batch_id
 from seam_dev import demo
 from tests.support.commands import run_command
 from tests.support.independent import compare
@@ -769,3 +773,45 @@ def test_a_column_whose_values_the_target_cannot_cast_is_added_afresh_and_a_key_
                 Landing(),
                 afresh_if_uncastable=True,
             )
+
+
+def test_a_repair_whose_own_sink_finds_its_topic_taken_waits_for_the_sink_that_took_it(path):
+    """CI, once: the stream's sink, started again as the pipeline file changed, took the topic just after the
+    repair, finding none, started its own; that one exited ("another Seam sink is already applying topic") and the
+    repair failed, while the stream's sink applied its batch. Now it waits for that one; an own sink that exits
+    with no other holding the topic still fails the repair. (The sink that exits is a process that exits 2; the
+    topic's lock and the batch's state are the target's own.)"""
+    pipeline = load_pipeline(path)
+    schema = pipeline.target.state_schema
+    topic = f"seam.{DB}.handover"
+    exited = subprocess.Popen([sys.executable, "-c", "raise SystemExit(2)"])
+    exited.wait()
+    applied = lambda s: s is not None and s["state"] != "open"  # noqa: E731 - as the repair asks
+    watch = StateWatch(pipeline, lambda m: None)
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as holder:
+        lock(holder, "topic", topic)
+        batch = new_batch_id()
+
+        def commit() -> None:
+            time.sleep(1)
+            _target(
+                pipeline,
+                f"INSERT INTO {schema}.batches (batch_id, db, tbl, mode, state, topic, columns, key_columns) "
+                f"VALUES ('{batch}', '{DB}', 'handover', 'repair', 'committed', '{topic}', '[]', '[]')",
+            )
+
+        committer = threading.Thread(target=commit)
+        committer.start()
+        try:
+            status = repair._wait_state(
+                watch, pipeline, SimpleNamespace(batch=batch, topic=topic), applied, 60, exited, "x"
+            )
+        finally:
+            committer.join()
+        assert status["state"] == "committed"
+        unlock(holder, "topic", topic)
+    with pytest.raises(repair.RepairError, match=r"the sink stopped \(exit 2\) before it could apply the repair"):
+        repair._wait_state(
+            watch, pipeline, SimpleNamespace(batch=new_batch_id(), topic=topic), applied, 60, exited, "apply the repair"
+        )
+    watch.close()
