@@ -16,7 +16,7 @@ wrong row.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,12 +87,14 @@ class Ghosts:
             for (db, name), ghost in self.tracked.items()
         ]
 
-    def see(self, statement: Statement, followed_columns: Mapping[tuple[str, str], tuple[str, ...]]) -> None:
-        """``followed_columns``: each followed table's columns now, by (db, table)."""
+    def see(
+        self, statement: Statement, followed_columns: Callable[[], Mapping[tuple[str, str], tuple[str, ...]]]
+    ) -> None:
+        """``followed_columns``: each followed table's columns now, by (db, table), asked for at a CREATE only."""
         fold = statement.fold_names
-        followed = {(db.lower(), t.lower()) if fold else (db, t): c for (db, t), c in followed_columns.items()}
         created = created_table(statement.query, statement.schema, statement.sql_mode, fold)
         if created is not None:
+            followed = {(db.lower(), t.lower()) if fold else (db, t): c for (db, t), c in followed_columns().items()}
             (db, table), (kind, what) = created
             if db is None:  # (no database named, none in use: no ALTER could name it either)
                 return

@@ -113,7 +113,7 @@ def follow_statement(
             _stop(chains, publisher, followed, statement, change)
             continue
         _publish_change(chains, publisher, followed, change, effect[0], statement.position)
-    ghosts.see(statement, {key: tuple(c.name for c in f.schema.columns) for key, f in chains.followed.items()})
+    ghosts.see(statement, lambda: {key: tuple(c.name for c in f.schema.columns) for key, f in chains.followed.items()})
 
 
 def settle_alters(chains: Chains, source: Callable[[], Any], publisher: Publisher) -> None:

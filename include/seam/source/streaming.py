@@ -120,7 +120,7 @@ class ChangeReader:
                 log.warning("%s is kept current by windows (sync: windows): the stream does not follow it", t.name)
         self.chains = Chains(pipeline, self.tables, catalog=self._source)
         self.cascades = Cascades(set(self.tables))  # read at the first pass and after DDL
-        self.ghosts = Ghosts()  # the copies online schema changes build (a cut-over follows their renames)
+        self.ghosts = Ghosts()  # the copies online schema changes build (restored from the target at each read)
         self.rewinds = 0
         self._source_conn = None
         self._clash_checked = False  # another replica with our server_id, looked for before the first read
