@@ -650,6 +650,15 @@ def test_one_reader_and_one_sink_per_pipeline_a_second_refuses_naming_the_holder
                 SinkError, match=rf"already applying topic .*: a Seam sink on host .*, pid {os.getpid()}"
             ):
                 Sink(pipeline)
+            # `seam sink` refuses in one line; a load's or a repair's own sink (--until-batch) leaves its
+            # batches to the sink that holds the topic, and says so
+            table = pipeline.tables[0].name
+            refused = _seam(path, "sink", "--table", table, timeout=120)
+            assert refused.returncode == 2 and "already applying topic" in refused.stderr, refused.stderr
+            left = _seam(path, "sink", "--table", table, "--until-batch", "b-1", timeout=120)
+            assert left.returncode == 0 and "already applying" not in left.stderr, left.stderr
+            assert f"is applied by a Seam sink on host {socket.gethostname()}, pid {os.getpid()}" in left.stdout
+            assert left.stdout.strip().endswith("it applies batch b-1"), left.stdout
         finally:
             sink.close()
         with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as dba:  # the lock's session is lost

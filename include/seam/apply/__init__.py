@@ -25,6 +25,17 @@ class SinkError(TargetError):
     """The sink cannot go on; the message says why and what to do."""
 
 
+class TopicTaken(SinkError):
+    """Another Seam sink holds one of the topics (a session lock): two would apply it twice. A sink started
+    only to see batches through (``--until-batch``) leaves them to that one."""
+
+    def __init__(self, topic: str, holder: str):
+        self.topic, self.holder = topic, holder
+        super().__init__(
+            f"another Seam sink is already applying topic {topic}: {holder}; stop it first (or let it apply this batch)"
+        )
+
+
 class PositionMoved(SinkError):
     """Another process moved a table's applied position since this sink read it (another pipeline's sink
     that applies the same table from topics of its own): what this sink holds of the table is stale, so its

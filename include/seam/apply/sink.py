@@ -42,7 +42,7 @@ import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from seam.alerts import alert
-from seam.apply import PositionMoved, SinkError
+from seam.apply import PositionMoved, SinkError, TopicTaken
 from seam.apply.batch import Stager
 from seam.apply.changes import MALFORMED, ChangeApplier
 from seam.apply.decode import SparkRowMessage
@@ -134,10 +134,7 @@ class Sink:
             for topic in self.tables:  # session locks: a second sink on the same topic would double-apply
                 if not try_lock(conn, "topic", topic):
                     holder = holder_of(conn, self.schema, "topic", topic)
-                    raise SinkError(
-                        f"another Seam sink is already applying topic {topic}: {holder}; stop it first "
-                        "(or let it apply this batch)"
-                    )
+                    raise TopicTaken(topic, holder)
                 record_holder(conn, self.schema, "topic", topic, "a Seam sink")
             conn.execute(f"SET lock_timeout = '{LOCK_WAIT}'")  # after the migrations' lock (seam.apply.retry)
             conn.autocommit = False

@@ -9,6 +9,7 @@ import logging
 import signal
 import time
 
+from seam.apply import TopicTaken
 from seam.apply.sink import Sink
 from seam.cli.common import pipeline_of
 from seam.core.errors import ConfigError
@@ -25,7 +26,16 @@ def cmd_sink(args, procs: Processes) -> int:
     tables = [pipeline.table(t) for t in args.table] if args.table else list(pipeline.tables)
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-    sink = Sink(pipeline, tables)
+    try:
+        sink = Sink(pipeline, tables)
+    except TopicTaken as exc:
+        if not args.until_batch:
+            raise
+        # a load's or a repair's own sink, started as the stream's sink (re)started: that one applies them
+        print(
+            f"topic {exc.topic} is applied by {exc.holder}: it applies batch {', '.join(args.until_batch)}", flush=True
+        )
+        return 0
     try:
         finished = sink.run(
             until_batches=set(args.until_batch) or None,
