@@ -815,3 +815,58 @@ def test_a_repair_whose_own_sink_finds_its_topic_taken_waits_for_the_sink_that_t
             watch, pipeline, SimpleNamespace(batch=new_batch_id(), topic=topic), applied, 60, exited, "apply the repair"
         )
     watch.close()
+
+
+def test_a_repair_started_while_another_runs_waits_for_it_instead_of_superseding_it(
+    stack, tmp_path_factory, monkeypatch
+):
+    """Seen by hand: `seam repair` run while the stream's automatic repair of a cut-over compared the table
+    superseded that one's batch, which then alerted `automatic repair failed`. Now the second waits, says so,
+    and compares once the first has committed: nothing is left to copy. (The first is held after its
+    comparison by the test; both are real repairs through the sink.)"""
+    db = "repair_two_test"
+    fresh_database(
+        db,
+        f"CREATE TABLE {db}.t (id INT PRIMARY KEY, n INT NOT NULL)",
+        f"INSERT INTO {db}.t SELECT seq, seq FROM {db}.seq_1_to_2000",
+    )
+    pipeline = load_pipeline(pipeline_file(tmp_path_factory, "repair_two", [{"name": f"{db}.t", "key": ["id"]}]))
+    assert _seam(pipeline.path, "load", "full", f"{db}.t").returncode == 0
+    _target(pipeline, f'UPDATE "{db}"."t" SET n = -1 WHERE id IN (5, 1500)')
+    compared, go_on = threading.Event(), threading.Event()
+    validate = repair.validate
+
+    def validate_then_wait(*args, **kwargs):
+        report = validate(*args, **kwargs)
+        compared.set()
+        assert go_on.wait(120)
+        return report
+
+    monkeypatch.setattr(repair, "validate", validate_then_wait)
+    first: list = []
+    thread = threading.Thread(target=lambda: first.append(repair.repair_table(pipeline, pipeline.table(f"{db}.t"))))
+    thread.start()
+    second = None
+    try:
+        assert compared.wait(120), "the first repair did not compare"
+        second = subprocess.Popen(
+            [sys.executable, "-m", "seam.cli", "--pipeline", pipeline.path, "repair", f"{db}.t"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(second.stdout))
+        reader.start()
+        deadline = time.time() + 60
+        while time.time() < deadline and not any("waiting for it to end first" in line for line in lines):
+            time.sleep(0.2)
+        assert any(f"{db}.t: its repair batch " in line for line in lines), "".join(lines)
+    finally:
+        go_on.set()
+        thread.join(180)
+    assert first and first[0].differing == 2 and first[0].rows == 2, first
+    assert second.wait(180) == 0, "".join(lines)
+    reader.join(10)
+    assert "0 differing row(s) found" in "".join(lines), "".join(lines)
+    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "t") is None
