@@ -22,8 +22,8 @@ the stop holds rows of the old columns.
 
 A repair started while another batch of the table is under way (the stream's own repair after a cut-over, a
 full load) waits for it to end rather than supersede it; then it compares. A repair that finds more than
-``repair.max_rows`` differing rows changes nothing (its batch is cancelled; the
-held changes are applied) and says so: a full load is then the cheaper way. Keyless tables cannot be
+``repair.max_rows`` differing rows changes nothing (its batch is cancelled; the held changes are applied) and
+says so: a full load is then the cheaper way. Keyless tables cannot be
 repaired by key: ``seam load full``. What it reads out, carries and writes follows the difference, not the
 table; its comparison still reads every row once inside each database (validation's checksum scan), so on
 a narrow table near the target a reload takes about as long (README, "Repair, not reload").
@@ -492,6 +492,9 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.kill()
 
 
+_BATCH_KINDS = {"full": "full load", "incremental": "window load", "repair": "repair"}
+
+
 def _wait_for_live_batch(watch: StateWatch, pipeline: Pipeline, table: TableConfig, topic: str, timeout, say) -> None:
     """Until no batch of the table is open with its command still running (another repair: the stream's own,
     after a cut-over; a full load). This one's BEGIN would supersede it, and that one fail (seen: a repair run by
@@ -506,14 +509,14 @@ def _wait_for_live_batch(watch: StateWatch, pipeline: Pipeline, table: TableConf
         except psycopg.OperationalError as exc:
             watch.reconnect(exc)
             continue
-        batch, mode = found[0][0], found[0][3]
+        batch, what = found[0][0], _BATCH_KINDS.get(found[0][3], found[0][3])
         if batch != said:
-            say(f"{table.name}: its {mode} batch {batch} is under way: waiting for it to end first")
+            say(f"{table.name}: a {what} of it is under way (batch {batch}): waiting for it to end first")
             said = batch
         if time.monotonic() > deadline:
             raise RepairError(
-                f"{table.name}: its {mode} batch {batch} is still under way after {timeout:.0f}s; nothing was "
-                "changed: run the repair again once it has ended (`seam stream status`)"
+                f"{table.name}: a {what} of it is still under way (batch {batch}) after {timeout:.0f}s; nothing "
+                "was changed: run the repair again once it has ended (`seam stream status`)"
             )
         time.sleep(0.5)
 

@@ -861,7 +861,7 @@ def test_a_repair_started_while_another_runs_waits_for_it_instead_of_superseding
         deadline = time.time() + 60
         while time.time() < deadline and not any("waiting for it to end first" in line for line in lines):
             time.sleep(0.2)
-        assert any(f"{db}.t: its repair batch " in line for line in lines), "".join(lines)
+        assert any(f"{db}.t: a repair of it is under way (batch " in line for line in lines), "".join(lines)
     finally:
         go_on.set()
         thread.join(180)
