@@ -870,3 +870,57 @@ def test_a_repair_started_while_another_runs_waits_for_it_instead_of_superseding
     reader.join(10)
     assert "0 differing row(s) found" in "".join(lines), "".join(lines)
     assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "t") is None
+
+
+def test_gh_osts_two_step_cut_over_is_followed_and_a_table_only_renamed_away_stops(stack, tmp_path_factory):
+    """gh-ost's `--cut-over=two-step`: the table renamed away, then its copy (a column renamed on it) renamed
+    onto its name, two statements. The table waits for the second and follows it as the one-statement cut-over:
+    the renamed column keeps its values, the stream repairs the table by itself (one row the copy missed), it
+    streams on. A table renamed away while a copy of it exists, with no copy taking its name, stops as any
+    rename does once the reader has waited at the binlog's end."""
+    db = "two_step_test"
+    fresh_database(
+        db,
+        f"CREATE TABLE {db}.t (id INT PRIMARY KEY, code VARCHAR(8) NOT NULL, n INT)",
+        f"INSERT INTO {db}.t SELECT seq, CONCAT('c', seq), seq FROM {db}.seq_1_to_300",
+    )
+    tables = [{"name": f"{db}.t", "key": ["id"], "sync": "stream"}]
+    pipeline = load_pipeline(pipeline_file(tmp_path_factory, "two_step", tables))
+    assert _seam(pipeline.path, "load", "full", f"{db}.t").returncode == 0
+    started = _seam(pipeline.path, "stream", "start", timeout=180)
+    assert started.returncode == 0, started.stderr + started.stdout
+    admin = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
+    admin.autocommit(True)
+    repairs = _repairs(pipeline, "t", db)  # (the state schema keeps an earlier run's)
+    try:
+        with admin.cursor() as cur:
+            cur.execute("CREATE TABLE _t_gho LIKE t")
+            cur.execute("ALTER TABLE _t_gho RENAME COLUMN code TO label, ADD COLUMN extra INT NULL DEFAULT 5")
+            cur.execute("INSERT INTO _t_gho (id, label, n) SELECT id, code, n FROM t")
+            cur.execute("UPDATE t SET n = -1 WHERE id = 7")  # after the copy: lost to it, as gh-ost stopped
+            cur.execute("RENAME TABLE t TO _t_del")
+            cur.execute("RENAME TABLE _t_gho TO t")
+        deadline, seen = time.time() + 120, set()
+        while time.time() < deadline and not (
+            _repairs(pipeline, "t", db) > repairs and not _stopped(pipeline, "t", db)
+        ):
+            seen.add(_stopped(pipeline, "t", db))
+            time.sleep(0.3)
+        assert _repairs(pipeline, "t", db) == repairs + 1 and not _stopped(pipeline, "t", db), seen
+        assert not any(r and "renamed away" in r for r in seen), seen
+        assert {"label", "extra"} <= _target_columns(pipeline, db, "t").keys() and "code" not in _target_columns(
+            pipeline, db, "t"
+        )
+        with admin.cursor() as cur:
+            cur.execute("UPDATE t SET label = 'after' WHERE id = 9")
+        waited = _seam(pipeline.path, "stream", "wait", "--timeout", "120", timeout=180)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "t") is None
+        with admin.cursor() as cur:  # renamed away beside a copy, and nothing takes its name
+            cur.execute("CREATE TABLE _t_gho LIKE t")
+            cur.execute("RENAME TABLE t TO t_gone")
+        reason = _stop_reason_with(pipeline, "t", "renamed away", db=db)
+        assert "RENAME TABLE t TO t_gone" in reason and f"seam load full {db}.t" in reason, reason
+    finally:
+        admin.close()
+        _seam(pipeline.path, "stream", "stop", timeout=120)

@@ -78,6 +78,9 @@ class Followed:
     # ALTERs read but not yet followed: the source's definition was already past them (seam.source.stream_ddl)
     pending: list = field(default_factory=list)
     declared_why: str | None = None  # why they could not be followed as their statements declared them
+    # renamed away while a copy of it waits to take its name (gh-ost's two-step cut-over): (the RENAME, the
+    # copies that may, when it was read by time.monotonic); not current meanwhile, as with ``pending``
+    away: tuple | None = None
 
     def unapplied(self) -> tuple[int, int]:
         return self.events - self.applied_events, self.bytes - self.applied_bytes
@@ -89,6 +92,8 @@ class Followed:
 
 def pending_rows(followed: Followed) -> str | None:
     """Why a table whose ALTERs wait (``pending``) cannot take rows: none, if none wait."""
+    if followed.away is not None:
+        return f"rows of a table of its name after it was renamed away at {followed.away[0].position}"
     if not followed.pending:
         return None
     first = followed.pending[0][0]
@@ -322,7 +327,9 @@ class Chains:
         seen, now = int(time.time() * 1000), time.monotonic()
         behind_every = 0.0 if every_table else len(self.followed) / BEATS_PER_S
         for f in self.followed.values():
-            if f.pending:  # not current: its ALTERs are not published yet (a restart reads them again)
+            if (
+                f.pending or f.away
+            ):  # not current: its ALTERs (its RENAME) not published yet; a restart reads them again
                 continue
             if here.after(f.published):
                 due = now - f.beat_at >= behind_every

@@ -152,9 +152,9 @@ def ddl_effect(
         if away and onto:  # `t TO _t_old, _t_new TO t` in one statement: gh-ost's and pt-online-schema-change's
             return ("cutover", name_at(onto[0])[0])
         if away:
-            return ("stop", "RENAME TABLE (renamed away)")
+            return ("stop", RENAMED_AWAY)
         if onto:
-            return ("stop", "RENAME TABLE (another table renamed onto its name)")
+            return ("stop", RENAMED_ONTO)
         return None
     m = _STATEMENT_DML.match(q)
     flags = re.I if fold_names else 0
@@ -301,6 +301,8 @@ def _width_spelled(column_type: str) -> str:
 
 
 _DEFAULT_WIDTHS = {"year": "year(4)", "bit": "bit(1)", "binary": "binary(1)", "char": "char(1)"}
+RENAMED_AWAY = "RENAME TABLE (renamed away)"
+RENAMED_ONTO = "RENAME TABLE (another table renamed onto its name)"
 LATER_CHANGE = "a later change came first"
 
 

@@ -4,7 +4,8 @@ than as one column dropped and another added (every row's value copied again by 
 
 gh-ost creates its copy ``LIKE`` the table (``_t_gho``), pt-online-schema-change with the table's own definition
 under another name (``_t_new``); both then run the user's ALTER on the copy, fill it, and swap it in with
-``RENAME TABLE t TO _t_old, _t_new TO t`` (``seam.source.ddl``: a "cutover"). A copy is tracked from its
+``RENAME TABLE t TO _t_old, _t_new TO t`` (``seam.source.ddl``: a "cutover"), or gh-ost's two-step cut-over in two
+statements, ``RENAME TABLE t TO _t_del`` then ``RENAME TABLE _t_gho TO t`` (``seam.source.stream_ddl``). A copy is tracked from its
 CREATE when its columns are those of a followed table in its database, through its ALTERs, until it is
 dropped or renamed; one the reader did not see created (it started later) or could not read is not known.
 
@@ -124,6 +125,10 @@ class Ghosts:
                 copy.alters = None
             else:  # dropped, renamed (the cut-over has taken it by then), or something it cannot follow
                 del self.tracked[name]
+
+    def copies_of(self, db: str, columns: tuple[str, ...]) -> list[Key]:
+        """The copies in ``db`` made of a table with ``columns``."""
+        return [key for key, ghost in self.tracked.items() if key[0].lower() == db.lower() and ghost.columns == columns]
 
     def renames(self, copy: Key, columns: tuple[str, ...]) -> dict[str, str]:
         """The columns the ALTERs on ``copy`` renamed (old name -> new), when it was created with ``columns``

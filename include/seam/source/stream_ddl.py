@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
@@ -24,6 +25,8 @@ from seam.source.binlog import RolledBack, Statement
 from seam.source.chains import Chains, Followed, Rewind
 from seam.source.ddl import (
     LATER_CHANGE,
+    RENAMED_AWAY,
+    RENAMED_ONTO,
     composed_clauses,
     ddl_effect,
     declared_columns,
@@ -61,6 +64,9 @@ TIME_LITERAL = re.compile(r"['\"](\d{4}-\d\d-\d\d(?: \d\d:\d\d:\d\d(?:\.\d{1,6})
 TIMESTAMP_RANGE = (dt.datetime(1970, 1, 1, 0, 0, 1), dt.datetime(2038, 1, 19, 3, 14, 7, 999999))
 MAY_CHANGE_KEYS = re.compile(r"\bFOREIGN\b|\bCONSTRAINT\b|^\s*(CREATE|DROP|RENAME)\b", re.I)
 TRANSACTIONAL = {"innodb", "xtradb", "rocksdb", "tokudb", "ndbcluster", "ndb"}
+# how long a table renamed away waits, at the binlog's end, for a copy of it to take its name (gh-ost's two-step
+# cut-over renames the table away, then its copy onto the name, at once)
+AWAY_WAIT_S = 10.0
 
 
 def follow_statement(
@@ -105,6 +111,21 @@ def follow_statement(
             clauses = _stamped(source, statement, settled)
             _follow_alters(chains, source, publisher, followed, [*earlier, (statement, clauses)])
             continue
+        if followed.away is not None:  # the next statement on its name is a copy's rename onto it, or it stops
+            away, copies, _ = followed.away
+            followed.away = None
+            swapped = (
+                next((c for c in copies if _renamed_away(statement, c)), None) if effect[1] == RENAMED_ONTO else None
+            )
+            if swapped is None:
+                _stop(chains, publisher, followed, away, RENAMED_AWAY)
+                continue
+            effect = ("cutover", swapped)
+        elif effect[1] == RENAMED_AWAY and not followed.pending:
+            copies = ghosts.copies_of(db, tuple(c.name for c in followed.schema.columns))
+            if copies:  # gh-ost's two-step cut-over, perhaps: the copy's rename onto the name comes next
+                followed.away = (statement, copies, time.monotonic())
+                continue
         if followed.pending:
             _stop(chains, publisher, followed, statement, f"then {statement.query.strip()[:100]!r}: {LATER_CHANGE}")
             continue
@@ -118,10 +139,19 @@ def follow_statement(
 
 def settle_alters(chains: Chains, source: Callable[[], Any], publisher: Publisher) -> None:
     """At the binlog's end: ALTERs that waited for the ones after them are followed now, or stop their table
-    (the source's definition then is what every statement in the binlog left, or it changed outside it)."""
+    (the source's definition then is what every statement in the binlog left, or it changed outside it); a
+    table renamed away whose copy did not take its name within ``AWAY_WAIT_S`` stops."""
     for followed in list(chains.followed.values()):
         if followed.pending:
             _follow_alters(chains, source, publisher, followed, followed.pending, last_chance=True)
+        if followed.away is not None and time.monotonic() - followed.away[2] > AWAY_WAIT_S:
+            away, followed.away = followed.away[0], None
+            _stop(chains, publisher, followed, away, RENAMED_AWAY)
+
+
+def _renamed_away(statement: Statement, table: tuple[str, str]) -> bool:
+    effect = ddl_effect(statement.query, statement.schema, *table, statement.sql_mode, statement.fold_names)
+    return effect == ("stop", RENAMED_AWAY)
 
 
 def _follow_alters(chains, source, publisher, followed: Followed, alters: list, last_chance: bool = False) -> None:
