@@ -78,8 +78,8 @@ class Followed:
     # ALTERs read but not yet followed: the source's definition was already past them (seam.source.stream_ddl)
     pending: list = field(default_factory=list)
     declared_why: str | None = None  # why they could not be followed as their statements declared them
-    # renamed away while a copy of it waits to take its name (gh-ost's two-step cut-over): (the RENAME, the
-    # copies that may, when it was read by time.monotonic); not current meanwhile, as with ``pending``
+    # renamed away beside copies of it, one of which may take its name next (gh-ost's two-step cut-over): (the
+    # RENAME, those copies, time.monotonic() when it was read); not current meanwhile, as with ``pending``
     away: tuple | None = None
 
     def unapplied(self) -> tuple[int, int]:
@@ -327,9 +327,8 @@ class Chains:
         seen, now = int(time.time() * 1000), time.monotonic()
         behind_every = 0.0 if every_table else len(self.followed) / BEATS_PER_S
         for f in self.followed.values():
-            if (
-                f.pending or f.away
-            ):  # not current: its ALTERs (its RENAME) not published yet; a restart reads them again
+            # not current: its ALTERs (its RENAME away) are not published yet; a restart reads them again
+            if f.pending or f.away:
                 continue
             if here.after(f.published):
                 due = now - f.beat_at >= behind_every

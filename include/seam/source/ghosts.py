@@ -4,9 +4,9 @@ than as one column dropped and another added (every row's value copied again by 
 
 gh-ost creates its copy ``LIKE`` the table (``_t_gho``), pt-online-schema-change with the table's own definition
 under another name (``_t_new``); both then run the user's ALTER on the copy, fill it, and swap it in with
-``RENAME TABLE t TO _t_old, _t_new TO t`` (``seam.source.ddl``: a "cutover"), or gh-ost's two-step cut-over in two
-statements, ``RENAME TABLE t TO _t_del`` then ``RENAME TABLE _t_gho TO t`` (``seam.source.stream_ddl``). A copy is tracked from its
-CREATE when its columns are those of a followed table in its database, through its ALTERs, until it is
+``RENAME TABLE t TO _t_old, _t_new TO t`` (``seam.source.ddl``: a "cutover"), or with gh-ost's two-step cut-over,
+``RENAME TABLE t TO _t_del`` then ``RENAME TABLE _t_gho TO t`` (``seam.source.stream_ddl``). A copy is tracked
+from its CREATE when its columns are those of a followed table in its database, through its ALTERs, until it is
 dropped or renamed; one the reader did not see created (it started later) or could not read is not known.
 
 Delivery guarantee: none of its own. What it says only spares work: the repair that follows every cut-over
