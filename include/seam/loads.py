@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import closing
 from dataclasses import asdict
 
 import pymysql
@@ -29,10 +30,10 @@ from seam.source.full_load import Resume, plan_from_json, prepare
 from seam.source.incremental import check_columns_unchanged, plan_window
 from seam.source.schema import reachable, read_foreign_keys
 from seam.state import ledger
-from seam.state.connection import connect_state
+from seam.state.connection import StateWatch, connect_state
 from seam.state.ledger import batch_status, watermark
 from seam.state.positions import applied_through
-from seam.state.schema import lock, try_lock
+from seam.state.schema import try_lock
 from seam.wire.boundary import Part, new_batch_id
 from seam.wire.sink_pace import StagedOffsets
 from seam.wire.topics import end_offsets, table_topic
@@ -141,48 +142,50 @@ def full_load(
     (``raise_on_failure`` False: a failed table's summary says so in ``state`` and ``error``).
     A rejected batch (its END disagrees with what reached the sink) is loaded again ``rejected_retries`` times.
     A table whose earlier load was interrupted with its batch still open resumes it (the chunks published
-    whole are kept), unless ``restart``."""
+    whole are kept), unless ``restart``. A load or repair of a table that another command runs is waited for."""
     runner = runner or Runner()
     say = runner.say
     schemas = {t.name: prepare(pipeline, t)[0] for t in tables}  # every check first: a bad table changes nothing
     lines, tables, reach = cascades_followed(pipeline, tables)
     for line in lines:
         say(line)
-    resumes, results = ({}, {}) if restart else _resumable(pipeline, tables, schemas, say)
-    for r in results.values():
-        seconds = (r["finished_at"] - r["opened_at"]).total_seconds()
-        r["seconds"], r["rows_per_s"] = round(seconds, 2), round((r["final_rows"] or 0) / max(seconds, 1e-3))
-    todo = [t for t in tables if t.name not in results]
-    for attempt in range(1 + rejected_retries):
-        if not todo:
-            break
-        batches = {t.name: resumes[t.name][0] if t.name in resumes else new_batch_id() for t in todo}
-        job_args = [
-            a
-            for t in todo
-            for a in ("--table", t.name, "--batch", batches[t.name], "--resume", resumes.get(t.name, ("", "-"))[1])
-        ]
-        if any(reach[t.name] for t in todo):  # a level below must be loaded after the level above: one at a time
-            job_args.append("--in-order")
-        resumes = {}  # a batch loaded again after a rejection starts afresh
-        results.update(BatchRun(pipeline, todo, batches, runner, stall_after).run("full_load", job_args))
-        # a batch whose END disagrees with what reached the sink lost messages on the way (a broker that lost
-        # data): it was rejected, nothing of it is visible, and a new batch is the remedy
-        rejected = [
-            t
-            for t in todo
-            if results[t.name]["state"] == "rejected"
-            and not (results[t.name]["error"] or "").startswith(REJECTED_FOR_ITS_ROWS)
-        ]
-        if not rejected or attempt == rejected_retries:
-            break
-        for t in rejected:
-            say(
-                f"{t.name}: batch {results[t.name]['batch']} was REJECTED ({results[t.name]['error']}); the target "
-                "keeps its previous data; loading it again with a new batch"
-            )
-        again = {t.name for t in rejected} | {n for t in rejected for n in reach[t.name]}  # and the levels below
-        todo = [t for t in tables if t.name in again]
+    with closing(StateWatch(pipeline, say)) as watch:  # closed, it releases the tables
+        watch.take_tables(tables)  # a load of them that runs is waited for: its open batch is not interrupted
+        resumes, results = ({}, {}) if restart else _resumable(pipeline, tables, schemas, say)
+        for r in results.values():
+            seconds = (r["finished_at"] - r["opened_at"]).total_seconds()
+            r["seconds"], r["rows_per_s"] = round(seconds, 2), round((r["final_rows"] or 0) / max(seconds, 1e-3))
+        todo = [t for t in tables if t.name not in results]
+        for attempt in range(1 + rejected_retries):
+            if not todo:
+                break
+            batches = {t.name: resumes[t.name][0] if t.name in resumes else new_batch_id() for t in todo}
+            job_args = [
+                a
+                for t in todo
+                for a in ("--table", t.name, "--batch", batches[t.name], "--resume", resumes.get(t.name, ("", "-"))[1])
+            ]
+            if any(reach[t.name] for t in todo):  # a level below must be loaded after the level above: one at a time
+                job_args.append("--in-order")
+            resumes = {}  # a batch loaded again after a rejection starts afresh
+            results.update(BatchRun(pipeline, todo, batches, runner, stall_after).run("full_load", job_args))
+            # a batch whose END disagrees with what reached the sink lost messages on the way (a broker that lost
+            # data): it was rejected, nothing of it is visible, and a new batch is the remedy
+            rejected = [
+                t
+                for t in todo
+                if results[t.name]["state"] == "rejected"
+                and not (results[t.name]["error"] or "").startswith(REJECTED_FOR_ITS_ROWS)
+            ]
+            if not rejected or attempt == rejected_retries:
+                break
+            for t in rejected:
+                say(
+                    f"{t.name}: batch {results[t.name]['batch']} was REJECTED ({results[t.name]['error']}); the target "
+                    "keeps its previous data; loading it again with a new batch"
+                )
+            again = {t.name for t in rejected} | {n for t in rejected for n in reach[t.name]}  # and the levels below
+            todo = [t for t in tables if t.name in again]
     failed = []
     for t in tables:
         r = results[t.name]
@@ -330,18 +333,11 @@ def incremental_load(
     end: str | None = None,
 ) -> list[dict]:
     """Load one window per table (see ``seam.source.incremental``); returns one summary per table. Windows of the same
-    table are serialised (an advisory lock per table in the target), whoever starts them."""
+    table are serialised (``StateWatch.take_tables``), whoever starts them."""
     runner = runner or Runner()
-    say = runner.say
-    conn = connect_state(pipeline)
-    for table in sorted(tables, key=lambda t: t.name):  # windows of one table never run at once: wait our turn
-        if not try_lock(conn, "window", table.name):
-            say(f"{table.name}: another window of this table is being loaded; waiting for it to finish")
-            lock(conn, "window", table.name)
-    try:
-        return _incremental_locked(pipeline, tables, conn, runner, start, end)
-    finally:
-        conn.close()  # releases the table locks
+    with closing(StateWatch(pipeline, runner.say)) as watch:  # closed, it releases the tables
+        watch.take_tables(tables)  # windows of one table never run at once, nor beside its full load: our turn
+        return _incremental_locked(pipeline, tables, watch.conn, runner, start, end)
 
 
 def _incremental_locked(

@@ -62,9 +62,8 @@ from seam.source.publication import Publication
 from seam.source.schema import read_schema
 from seam.source.snapshot import open_snapshot, snapshot_opening
 from seam.state.connection import StateWatch, open_target
-from seam.state.ledger import batch_status, committed_columns, open_batch_of
+from seam.state.ledger import batch_status, committed_columns
 from seam.state.positions import note_stop, store_columns, table_state
-from seam.state.schema import held_by_another
 from seam.validate.at_position import changes_since, key_texts
 from seam.validate.cascaded import cascaded_keys
 from seam.validate.side import Scope, Side
@@ -171,7 +170,11 @@ def _repair_once(
             check_config(schema, table, Scope())
         except ValidationError as exc:
             raise RepairError(f"{exc}; nothing was changed: name the source's columns in the pipeline") from None
-        _wait_for_live_batch(watch, pipeline, table, publication.topic, timeout, say)
+        if watch.take_tables([table], timeout) is not None:  # another load or repair of it: its batch stays
+            raise RepairError(
+                f"{table.name}: another load or repair of it still runs after {timeout:.0f}s; nothing was changed: "
+                "run the repair again once it has ended (`seam stream status`)"
+            )
         aligned = _take_definitions(pipeline, watch.conn, table, schema, limit, say)
         full = aligned or full
         if not sink_running(watch.conn, publication.topic):
@@ -490,35 +493,6 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
-
-
-_BATCH_KINDS = {"full": "full load", "incremental": "window load", "repair": "repair"}
-
-
-def _wait_for_live_batch(watch: StateWatch, pipeline: Pipeline, table: TableConfig, topic: str, timeout, say) -> None:
-    """Until no batch of the table is open with its command still running (another repair: the stream's own,
-    after a cut-over; a full load). This one's BEGIN would supersede it, and that one fail (seen: a repair run by
-    hand as the stream's automatic one ran, which then alerted `automatic repair failed`). The batch of a command
-    that is gone is superseded, as before."""
-    deadline, said = time.monotonic() + timeout, None
-    while True:
-        try:
-            found = open_batch_of(watch.conn, pipeline.target.state_schema, topic)
-            if found is None or not held_by_another(watch.conn, "load", found[0][0]):
-                return
-        except psycopg.OperationalError as exc:
-            watch.reconnect(exc)
-            continue
-        batch, what = found[0][0], _BATCH_KINDS.get(found[0][3], found[0][3])
-        if batch != said:
-            say(f"{table.name}: a {what} of it is under way (batch {batch}): waiting for it to end first")
-            said = batch
-        if time.monotonic() > deadline:
-            raise RepairError(
-                f"{table.name}: a {what} of it is still under way (batch {batch}) after {timeout:.0f}s; nothing "
-                "was changed: run the repair again once it has ended (`seam stream status`)"
-            )
-        time.sleep(0.5)
 
 
 def _wait_state(watch: StateWatch, pipeline, publication: Publication, done, timeout, sink, what) -> dict:

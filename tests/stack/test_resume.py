@@ -321,3 +321,38 @@ def test_a_load_whose_sink_is_killed_names_the_way_out_and_it_works(stack, tmp_p
         again.stdout + again.stderr
     )
     assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "sunk") is None
+
+
+def test_a_load_started_while_another_runs_waits_for_it_instead_of_resuming_its_batch(stack, tmp_path_factory):
+    """Seen by hand: `seam load full T` started while a load of T ran (a second trigger of the DAG, a retry
+    beside a task still running) took the running load's open batch for an interrupted one, said so, and
+    published it a second time (30 s of its tasks waiting on a sink). Now the second waits for the first to end,
+    says what it waits for, and loads afresh: a batch of its own, both committed, nothing resumed."""
+    path = _paced_table(tmp_path_factory, "twice", 6)
+    pipeline = load_pipeline(path)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.twice", "--restart"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as look:
+        deadline, batch = time.time() + 300, None
+        while batch is None and time.time() < deadline and first.poll() is None:
+            row = look.execute(
+                "SELECT b.batch_id FROM seam.batches b JOIN seam.batch_parts_done d USING (batch_id) "
+                "WHERE b.db = %s AND b.tbl = 'twice' AND b.state = 'open' LIMIT 1",
+                (DB,),
+            ).fetchone()
+            batch = row[0] if row else None
+            time.sleep(0.05)
+    assert batch is not None and first.poll() is None, "the first load ended before a chunk of it was staged"
+    second = _seam(path, "load", "full", f"{DB}.twice")
+    out = first.communicate(timeout=300)[0]
+    assert first.returncode == 0 and f"committed batch {batch}:" in out, out
+    said = second.stdout + second.stderr
+    assert second.returncode == 0, said
+    assert f"{DB}.twice: a full load of it is under way (batch {batch}): waiting for it to end first" in said, said
+    assert "interrupted" not in said and "resumed" not in said and f"committed batch {batch}" not in said, said
+    assert re.search(r"committed batch \S+: 300,000 rows", said), said
+    assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), DB, "twice") is None

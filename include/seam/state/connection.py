@@ -14,8 +14,8 @@ from typing import Any
 import psycopg
 
 from seam.core.errors import TargetError, first_line
-from seam.core.pipeline import Pipeline
-from seam.state.ledger import BATCHES_CHANNEL
+from seam.core.pipeline import Pipeline, TableConfig
+from seam.state.ledger import BATCHES_CHANNEL, open_batch_of_table
 from seam.state.schema import ensure_state, try_lock
 
 
@@ -91,6 +91,9 @@ def connect_state(pipeline: Pipeline) -> psycopg.Connection:
     return conn
 
 
+TABLE_LOCK_CHECK_S = 0.5  # how often ``take_tables`` looks whether the command it waits for has ended
+
+
 class StateWatch:
     """The state session of a command that watches the target while other processes do the work (a load, a
     repair, ``seam stream wait``). When it breaks (a restart, a failover, a DBA's ``pg_terminate_backend``) the
@@ -100,6 +103,7 @@ class StateWatch:
         self.pipeline, self.say = pipeline, say
         self.lost = False  # broken, and not made again yet
         self.held: set[str] = set()  # the batches whose ``load`` lock this session holds (``hold``)
+        self.tables: set[str] = set()  # the tables whose ``table`` lock it holds (``take_tables``)
         self.conn = self._first_connection()
 
     def _first_connection(self, tries: int = 3) -> psycopg.Connection:
@@ -125,7 +129,38 @@ class StateWatch:
         conn.execute(f"LISTEN {BATCHES_CHANNEL}")
         for batch in self.held:  # taken again on a session made again
             try_lock(conn, "load", batch)
+        for name in self.tables:
+            try_lock(conn, "table", name)
         return conn
+
+    def take_tables(self, tables: Iterable[TableConfig], timeout: float | None = None) -> TableConfig | None:
+        """The ``table`` lock of each table, held for as long as this command runs: one command at a time
+        publishes a table's batches (a full load, a window, a repair). Another's BEGIN supersedes a batch that
+        is still under way, which then fails (seen: a repair run by hand as the stream's automatic one ran), and
+        a full load started while one runs took its batch for an interrupted one and published it a second
+        time. Waits for each in name order (two commands taking several never deadlock), saying what it waits
+        for; returns the table another command still holds after ``timeout`` (None: every one is held)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        schema = self.pipeline.target.state_schema
+        for table in sorted(tables, key=lambda t: t.name):
+            said = None
+            while True:
+                try:
+                    if try_lock(self.conn, "table", table.name):
+                        self.tables.add(table.name)
+                        break
+                    live = open_batch_of_table(self.conn, schema, table.db, table.table)
+                except psycopg.OperationalError as exc:
+                    self.reconnect(exc)
+                    continue
+                if said is None or (live and live[0] != said):  # once, and again for another batch
+                    what = f"a {live[1]} of it is under way (batch {live[0]})" if live else "another command loads it"
+                    self.say(f"{table.name}: {what}: waiting for it to end first")
+                    said = live[0] if live else ""
+                if deadline is not None and time.monotonic() > deadline:
+                    return table
+                time.sleep(TABLE_LOCK_CHECK_S)
+        return None
 
     def hold(self, batches: Iterable[str]) -> None:
         """Hold the ``load`` lock of each batch for as long as this command runs: a sink abandons an open batch

@@ -15,7 +15,7 @@ from seam.core.identifiers import qi
 LOCKS = {
     "migrations": 54010,  # ensure_state: concurrent first runs must not race on DDL
     "topic": 54010,  # per topic, for as long as a sink applies it: a second sink would double-apply
-    "window": 54011,  # per table: windows of one table are loaded one at a time
+    "table": 54011,  # per table: one command at a time publishes its batches (full loads, windows, repairs)
     "functions": 54012,  # validation's SQL helper functions
     "target_schema": 54013,  # creating a target database's schema (CREATE SCHEMA races with itself)
     "owner": 54014,  # per pipeline and role: one change reader, one stream sink (seam.state.owners)
