@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -16,6 +17,7 @@ from types import SimpleNamespace
 import psycopg
 import pytest
 import yaml
+from confluent_kafka.admin import AdminClient
 
 from seam import repair
 from seam.apply.follow_ddl import align_columns
@@ -25,6 +27,7 @@ from seam.core.schema import Column, TableSchema
 from seam.state.connection import StateWatch
 from seam.state.schema import lock, unlock
 from seam.wire.boundary import new_batch_id
+from seam.wire.topics import table_topic
 from seam_dev import demo
 from tests.support.commands import run_command
 from tests.support.independent import compare
@@ -872,6 +875,17 @@ def test_a_repair_started_while_another_runs_waits_for_it_instead_of_superseding
     assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "t") is None
 
 
+def _followed_and_repaired_by_the_stream(pipeline, db: str, repairs: int) -> None:
+    """``db.t``'s cut-over followed: the stream's own repair (one more than ``repairs``) ran and it streams on,
+    never stopped as renamed away meanwhile."""
+    deadline, seen = time.time() + 120, set()
+    while time.time() < deadline and not (_repairs(pipeline, "t", db) > repairs and not _stopped(pipeline, "t", db)):
+        seen.add(_stopped(pipeline, "t", db))
+        time.sleep(0.3)
+    assert _repairs(pipeline, "t", db) == repairs + 1 and not _stopped(pipeline, "t", db), seen
+    assert not any(r and "renamed away" in r for r in seen), seen
+
+
 def test_gh_osts_two_step_cut_over_is_followed_and_a_table_only_renamed_away_stops(stack, tmp_path_factory):
     """gh-ost's `--cut-over=two-step`: the table renamed away, then its copy (a column renamed on it) renamed
     onto its name, two statements. The table waits for the second and follows it as the one-statement cut-over:
@@ -900,14 +914,7 @@ def test_gh_osts_two_step_cut_over_is_followed_and_a_table_only_renamed_away_sto
             cur.execute("UPDATE t SET n = -1 WHERE id = 7")  # after the copy: lost to it, as gh-ost stopped
             cur.execute("RENAME TABLE t TO _t_del")
             cur.execute("RENAME TABLE _t_gho TO t")
-        deadline, seen = time.time() + 120, set()
-        while time.time() < deadline and not (
-            _repairs(pipeline, "t", db) > repairs and not _stopped(pipeline, "t", db)
-        ):
-            seen.add(_stopped(pipeline, "t", db))
-            time.sleep(0.3)
-        assert _repairs(pipeline, "t", db) == repairs + 1 and not _stopped(pipeline, "t", db), seen
-        assert not any(r and "renamed away" in r for r in seen), seen
+        _followed_and_repaired_by_the_stream(pipeline, db, repairs)
         assert {"label", "extra"} <= _target_columns(pipeline, db, "t").keys() and "code" not in _target_columns(
             pipeline, db, "t"
         )
@@ -923,4 +930,86 @@ def test_gh_osts_two_step_cut_over_is_followed_and_a_table_only_renamed_away_sto
         assert "RENAME TABLE t TO t_gone" in reason and f"seam load full {db}.t" in reason, reason
     finally:
         admin.close()
+        _seam(pipeline.path, "stream", "stop", timeout=120)
+
+
+def _signal_stream(path: str, signum: int, only: str = "") -> int:
+    """``signum`` to each process of the pipeline's stream (its command line names ``path``, and ``only``)."""
+    hit = 0
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if path in text and only in text and int(cmdline.parent.name) != os.getpid():
+                os.kill(int(cmdline.parent.name), signum)
+                hit += 1
+        except (OSError, ValueError):
+            continue
+    return hit
+
+
+def test_a_two_step_cut_over_read_again_after_a_restart_is_followed(stack, tmp_path_factory):
+    """The reader read both RENAMEs of gh-ost's two-step cut-over, then the stream was killed and what it had
+    published lost (a broker that lost its data, or a reader killed before its messages were sent): the reader
+    reads them again, from the sink's position. It had forgotten the copy at the second RENAME, so the first, read
+    again, found no copy beside the table and stopped it ("renamed away"; the way out a repair of the whole table).
+    The copy is kept with where it went, and the cut-over is followed again."""
+    db = "two_step_again_test"
+    fresh_database(
+        db,
+        f"CREATE TABLE {db}.t (id INT PRIMARY KEY, code VARCHAR(8) NOT NULL, n INT)",
+        f"INSERT INTO {db}.t SELECT seq, CONCAT('c', seq), seq FROM {db}.seq_1_to_300",
+    )
+    pipeline = load_pipeline(
+        pipeline_file(tmp_path_factory, "two_step_again", [{"name": f"{db}.t", "key": ["id"], "sync": "stream"}])
+    )
+    assert _seam(pipeline.path, "load", "full", f"{db}.t").returncode == 0
+    admin = demo.connect(os.environ["SEAM_MYSQL_URL"], db)
+    admin.autocommit(True)
+    try:
+        started = _seam(pipeline.path, "stream", "start", timeout=180)
+        assert started.returncode == 0, started.stderr + started.stdout
+        with admin.cursor() as cur:  # the copy, seen and applied past
+            cur.execute("CREATE TABLE _t_gho LIKE t")
+            cur.execute("ALTER TABLE _t_gho RENAME COLUMN code TO label")
+            cur.execute("INSERT INTO _t_gho (id, label, n) SELECT id, code, n FROM t")
+            cur.execute("UPDATE t SET n = -1 WHERE id = 7")
+        waited = _seam(pipeline.path, "stream", "wait", "--timeout", "120", timeout=180)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        assert _signal_stream(pipeline.path, signal.SIGSTOP, only="sink") >= 1
+        with admin.cursor() as cur:
+            cur.execute("UPDATE _t_gho SET n = -1 WHERE id = 7")
+            cur.execute("RENAME TABLE t TO _t_del")
+            cur.execute("RENAME TABLE _t_gho TO t")
+        with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as look:
+            deadline = time.time() + 120
+            while (
+                time.time() < deadline
+                and look.execute(  # (as it was saved before, too: the reader read both)
+                    "SELECT 1 FROM seam.ghost_tables g WHERE pipeline = %s AND name = '_t_gho' "
+                    "AND coalesce(to_jsonb(g)->'gone', 'null') = 'null'",
+                    (pipeline.name,),
+                ).fetchone()
+            ):
+                time.sleep(0.2)
+        assert _signal_stream(pipeline.path, signal.SIGKILL) >= 2
+        topic = table_topic(pipeline, pipeline.table(f"{db}.t"))
+        admin_client = AdminClient({"bootstrap.servers": pipeline.kafka.bootstrap})
+        admin_client.delete_topics([topic])[topic].result(15)
+        deadline = time.time() + 30
+        while topic in admin_client.list_topics(timeout=5).topics and time.time() < deadline:
+            time.sleep(0.2)
+        assert _stopped(pipeline, "t", db) is None
+        repairs = _repairs(pipeline, "t", db)
+        started = _seam(pipeline.path, "stream", "start", timeout=180)
+        assert started.returncode == 0, started.stderr + started.stdout
+        _followed_and_repaired_by_the_stream(pipeline, db, repairs)
+        with admin.cursor() as cur:
+            cur.execute("UPDATE t SET label = 'after' WHERE id = 9")
+        waited = _seam(pipeline.path, "stream", "wait", "--timeout", "120", timeout=180)
+        assert waited.returncode == 0, waited.stdout + waited.stderr + str(_stopped(pipeline, "t", db))
+        assert "label" in _target_columns(pipeline, db, "t") and "code" not in _target_columns(pipeline, db, "t")
+        assert compare(pipeline.source.pymysql_kwargs(), pipeline.target.conninfo(), db, "t") is None
+    finally:
+        admin.close()
+        _signal_stream(pipeline.path, signal.SIGCONT)
         _seam(pipeline.path, "stream", "stop", timeout=120)

@@ -159,3 +159,28 @@ def test_a_reader_that_starts_again_keeps_what_it_will_not_read_again():
         "owner": "holder",
         "status": "state",
     }
+
+
+def test_a_copy_taken_by_a_cut_over_is_there_again_for_a_reader_that_reads_the_cut_over_again():
+    """gh-ost's two-step cut-over read again after a restart (the sink had not applied the second RENAME): the copy
+    was forgotten at that RENAME, so the first, read again, found no copy and stopped the table. It is kept with
+    where it went, and restored for a reader that starts before that; not for one that starts after it."""
+    ghosts = Ghosts()
+    for pos, query in [
+        (100, "CREATE TABLE _accounts_gho LIKE accounts"),
+        (200, "ALTER TABLE _accounts_gho RENAME COLUMN owner TO holder"),
+        (300, "RENAME TABLE accounts TO _accounts_del"),
+        (400, "RENAME TABLE _accounts_gho TO accounts"),
+    ]:
+        ghosts.see(Statement(Position("bin.000001", pos), query, "shop", False), lambda: FOLLOWED)
+    assert ghosts.copies_of("shop", ACCOUNTS) == [] and ghosts.renames(("shop", "_accounts_gho"), ACCOUNTS) == {}
+    saved = json.loads(json.dumps(ghosts.rows()))
+    for start in (250, 350):  # before the first RENAME, or between the two
+        again = Ghosts.restored(saved, Position("bin.000001", start))
+        assert again.copies_of("shop", ACCOUNTS) == [("shop", "_accounts_gho")]
+        assert again.renames(("shop", "_accounts_gho"), ACCOUNTS) == {"owner": "holder"}
+    assert Ghosts.restored(saved, Position("bin.000001", 450)).tracked == {}
+    # a copy gone is the first to make room for a new one
+    for i in range(100):
+        ghosts.see(_statement(f"CREATE TABLE _c{i} LIKE accounts"), lambda: FOLLOWED)
+    assert ("shop", "_accounts_gho") not in ghosts.tracked and ("shop", "_c0") in ghosts.tracked

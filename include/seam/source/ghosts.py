@@ -46,6 +46,8 @@ class Ghost:
     columns: tuple[str, ...]  # as created: those of the followed table it copies
     alters: list[tuple[Position, list[tuple]]] | None  # the column clauses run on it since, in order; None: not known
     created: Position
+    # where it was renamed (the cut-over took it) or dropped: kept, for a reader that reads that again
+    gone: Position | None = None
 
 
 class Ghosts:
@@ -58,11 +60,12 @@ class Ghosts:
     @classmethod
     def restored(cls, rows: list[dict], start: Position) -> Ghosts:
         """The copies ``rows`` saved (``seam.state.ghost_tables``) for a reader that reads the binlog after
-        ``start``: what it will read again is left for it to see again."""
+        ``start``: what it will read again is left for it to see again. (A copy whose cut-over the sink had not
+        applied when the reader stopped is there again: gh-ost's two-step cut-over read again stopped the table.)"""
         ghosts = cls()
         for row in rows:
             created = Position(*row["created"])
-            if created.after(start):
+            if created.after(start) or (row.get("gone") and not Position(*row["gone"]).after(start)):
                 continue
             alters = row["alters"]
             if alters is not None:
@@ -84,6 +87,7 @@ class Ghosts:
                 "columns": list(ghost.columns),
                 "alters": None if ghost.alters is None else [[_at(at), clauses] for at, clauses in ghost.alters],
                 "created": _at(ghost.created),
+                "gone": None if ghost.gone is None else _at(ghost.gone),
             }
             for (db, name), ghost in self.tracked.items()
         ]
@@ -109,12 +113,13 @@ class Ghosts:
             if columns is not None and name not in followed:
                 self.tracked[name] = Ghost(columns, [], statement.position)
                 self.changed = True
-                while len(self.tracked) > MAX_TRACKED:
-                    del self.tracked[next(iter(self.tracked))]
+                while len(self.tracked) > MAX_TRACKED:  # the gone first
+                    del self.tracked[next((k for k, g in self.tracked.items() if g.gone), next(iter(self.tracked)))]
             return
-        if self.tracked and not _reshapes(statement):
+        present = self._present()
+        if not present or not _reshapes(statement):
             return
-        for name, copy in list(self.tracked.items()):
+        for name, copy in present:
             effect = ddl_effect(statement.query, statement.schema, name[0], name[1], statement.sql_mode, fold)
             if effect is None or effect[0] == "truncate":
                 continue
@@ -124,17 +129,20 @@ class Ghosts:
             elif effect[0] in ("alter", "default"):
                 copy.alters = None
             else:  # dropped, renamed (the cut-over has taken it by then), or something it cannot follow
-                del self.tracked[name]
+                copy.gone = statement.position
+
+    def _present(self) -> list[tuple[Key, Ghost]]:
+        return [(key, ghost) for key, ghost in self.tracked.items() if ghost.gone is None]
 
     def copies_of(self, db: str, columns: tuple[str, ...]) -> list[Key]:
         """The copies in ``db`` made of a table with ``columns``."""
-        return [key for key, ghost in self.tracked.items() if key[0].lower() == db.lower() and ghost.columns == columns]
+        return [key for key, ghost in self._present() if key[0].lower() == db.lower() and ghost.columns == columns]
 
     def renames(self, copy: Key, columns: tuple[str, ...]) -> dict[str, str]:
         """The columns the ALTERs on ``copy`` renamed (old name -> new), when it was created with ``columns``
         (the followed table's before the cut-over); nothing when it is not known."""
         tracked = self.tracked.get(copy)
-        if tracked is None or tracked.alters is None or tracked.columns != columns:
+        if tracked is None or tracked.gone is not None or tracked.alters is None or tracked.columns != columns:
             return {}
         clauses = composed_clauses(list(columns), [c for _, c in tracked.alters])
         if isinstance(clauses, str):

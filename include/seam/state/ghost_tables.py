@@ -14,10 +14,11 @@ from seam.core.identifiers import qi
 def saved_ghosts(conn, schema: str, pipeline: str) -> list[dict]:
     """The pipeline's copies as ``Ghosts.rows`` gave them."""
     rows = conn.execute(
-        f"SELECT db, name, columns, alters, created FROM {qi(schema)}.ghost_tables WHERE pipeline = %s ORDER BY updated_at, db, name",
+        f"SELECT db, name, columns, alters, created, gone FROM {qi(schema)}.ghost_tables WHERE pipeline = %s "
+        "ORDER BY updated_at, db, name",
         (pipeline,),
     ).fetchall()
-    return [{"db": r[0], "name": r[1], "columns": r[2], "alters": r[3], "created": r[4]} for r in rows]
+    return [{"db": r[0], "name": r[1], "columns": r[2], "alters": r[3], "created": r[4], "gone": r[5]} for r in rows]
 
 
 def save_ghosts(conn, schema: str, pipeline: str, ghosts: list[dict]) -> None:
@@ -27,7 +28,8 @@ def save_ghosts(conn, schema: str, pipeline: str, ghosts: list[dict]) -> None:
         conn.execute(f"DELETE FROM {s}.ghost_tables WHERE pipeline = %s", (pipeline,))
         for g in ghosts:
             conn.execute(
-                f"INSERT INTO {s}.ghost_tables (pipeline, db, name, columns, alters, created) VALUES (%s, %s, %s, %s, %s, %s)",
+                f"INSERT INTO {s}.ghost_tables (pipeline, db, name, columns, alters, created, gone) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
                 (
                     pipeline,
                     g["db"],
@@ -35,5 +37,6 @@ def save_ghosts(conn, schema: str, pipeline: str, ghosts: list[dict]) -> None:
                     Jsonb(g["columns"]),
                     None if g["alters"] is None else Jsonb(g["alters"]),
                     Jsonb(g["created"]),
+                    None if g.get("gone") is None else Jsonb(g["gone"]),
                 ),
             )

@@ -183,6 +183,12 @@ def migrations(schema: str) -> list[tuple[int, list[str]]]:
             created jsonb NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (pipeline, db, name))""",
             ],
         ),
+        (
+            15,
+            [  # where a copy was renamed or dropped: a reader that reads that again sees the copy there again
+                f"ALTER TABLE {s}.ghost_tables ADD COLUMN IF NOT EXISTS gone jsonb",
+            ],
+        ),
     ]
 
 
