@@ -55,6 +55,7 @@ class StreamTable:
         self.stored = applied  # the position as this sink last read or wrote it in the target's state
         self.dirty = False
         self.gtids: str | None = None  # the GTID set through ``applied`` (None: not known) and its server
+        self.indexed: set[tuple[str, ...]] = set()  # columns cascades look rows up by, indexed (seam.apply.cascades)
         self.server: str | None = None
         self.use(schema)
 

@@ -13,6 +13,7 @@ from psycopg import sql as pgsql
 
 from seam.apply import SinkError
 from seam.apply.batch import OpenBatch
+from seam.apply.cascades import INDEX_COMMENT as CASCADES_INDEX
 from seam.apply.decode import flagged_sql
 from seam.apply.target import target_table
 from seam.core.identifiers import clipped, qi
@@ -174,15 +175,17 @@ def ensure_schema(conn, name: str) -> None:
 
 
 def _has_dependents(conn, table_oid: int) -> bool:
-    """Views, user indexes, triggers, row policies or foreign keys of other tables on this table."""
+    """Views, user indexes, triggers, row policies or foreign keys of other tables on this table (the index
+    cascades make is Seam's: the new table gets it at its first cascade)."""
     return conn.execute(
         "SELECT EXISTS (SELECT 1 FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid WHERE d.classid = "
         "'pg_rewrite'::regclass AND d.refobjid = %(t)s AND r.ev_class <> %(t)s) "
-        "OR EXISTS (SELECT 1 FROM pg_index WHERE indrelid = %(t)s AND NOT indisprimary) "
+        "OR EXISTS (SELECT 1 FROM pg_index WHERE indrelid = %(t)s AND NOT indisprimary "
+        "AND obj_description(indexrelid, 'pg_class') IS DISTINCT FROM %(seam)s) "
         "OR EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = %(t)s AND NOT tgisinternal) "
         "OR EXISTS (SELECT 1 FROM pg_policy WHERE polrelid = %(t)s) "
         "OR EXISTS (SELECT 1 FROM pg_constraint WHERE confrelid = %(t)s AND conrelid <> %(t)s)",
-        {"t": table_oid},
+        {"t": table_oid, "seam": CASCADES_INDEX},
     ).fetchone()[0]
 
 

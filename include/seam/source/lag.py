@@ -105,7 +105,8 @@ def stream_lag(pipeline: Pipeline, tables: list[TableConfig], sample_s: float = 
             events = table_events_between(pipeline, files, t.db, t.table, applied, head) if behind_bytes else 0
             seconds = 0.0 if not events else (max(0.0, (now_ms - source_ms) / 1000) if source_ms else None)
             before = first.get((t.db, t.table))
-            rate = (changes - before[4]) / elapsed if before else None
+            # (a load that committed between the two looks starts the count again: no rate, not a negative one)
+            rate = (changes - before[4]) / elapsed if before and changes >= before[4] else None
             out.append(TableLag(t.name, applied, behind_bytes, events, seconds, rate, stopped))
         return head, out
     finally:
