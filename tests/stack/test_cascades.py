@@ -174,6 +174,23 @@ def test_a_cascade_indexes_the_columns_it_finds_rows_by_and_a_load_still_swaps_t
         assert {("order_lines", "order_id"), ("comments", "parent_id"), ("reactions", "comment_id")} <= indexed
         oid = conn.execute("SELECT to_regclass(%s)::oid", (f'"{DB}"."accounts"',)).fetchone()[0]
         assert not swap._has_dependents(conn, oid)
+        # a load of a table swaps a new one in (another oid), and the swap builds the index on it
+        before = conn.execute("SELECT to_regclass(%s)::oid", (f'"{DB}"."reactions"',)).fetchone()[0]
+        load = run_command(
+            [sys.executable, "-m", "seam.cli", "--pipeline", pipeline.path, "load", "full", f"{DB}.reactions"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert load.returncode == 0, load.stdout + load.stderr
+        after = conn.execute("SELECT to_regclass(%s)::oid", (f'"{DB}"."reactions"',)).fetchone()[0]
+        assert after != before
+        assert conn.execute(
+            "SELECT array_agg(a.attname::text) FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND "
+            "a.attnum = ANY(i.indkey::int2[]) WHERE i.indrelid = %s AND obj_description(i.indexrelid, 'pg_class') = %s",
+            (after, cascades.INDEX_COMMENT),
+        ).fetchone()[0] == ["comment_id"]
+    _equal(pipeline)
 
 
 def _sink(pipeline, names: list[str]) -> None:

@@ -140,6 +140,7 @@ def _swap(conn, batch: OpenBatch, recorded: list[dict] | None) -> None:
         conn.execute(f"DROP TABLE {stage}")
         return
     kept = _grants_and_comments(conn, old, target, batch.schema.names) if old is not None else []
+    kept += _cascade_indexes(conn, old, batch.schema.names) if old is not None else []
     conn.execute(f"DROP TABLE IF EXISTS {target}")
     conn.execute(f"ALTER TABLE {stage} SET SCHEMA {qi(db)}")
     conn.execute(f"ALTER TABLE {qi(db)}.{qi(staging_tables(batch.begin.batch)[0])} RENAME TO {qi(name)}")
@@ -149,6 +150,23 @@ def _swap(conn, batch: OpenBatch, recorded: list[dict] | None) -> None:
         conn.execute(f"ALTER TABLE {target} RENAME CONSTRAINT {qi(constraint)} TO {qi(_free_key_name(conn, db, name))}")
     for statement in kept:
         conn.execute(statement)
+
+
+def _cascade_indexes(conn, table_oid: int, columns: tuple[str, ...]) -> list[str]:
+    """Statements that give a table replacing this one the indexes cascades made on it (seam.apply.cascades)
+    whose columns it still has: built in the swap, not at the next cascade, which would hold the stream."""
+    out = []
+    for definition, name, indexed in conn.execute(
+        "SELECT pg_get_indexdef(i.indexrelid), quote_ident(n.nspname) || '.' || quote_ident(c.relname), "
+        "(SELECT array_agg(a.attname::text) FROM pg_attribute a WHERE a.attrelid = i.indrelid AND "
+        "a.attnum = ANY(i.indkey::int2[])) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE i.indrelid = %s AND "
+        "obj_description(i.indexrelid, 'pg_class') = %s",
+        (table_oid, CASCADES_INDEX),
+    ).fetchall():
+        if set(indexed) <= set(columns):
+            out += [definition, f"COMMENT ON INDEX {name} IS '{CASCADES_INDEX}'"]
+    return out
 
 
 def _free_key_name(conn, db: str, name: str) -> str:
@@ -175,8 +193,8 @@ def ensure_schema(conn, name: str) -> None:
 
 
 def _has_dependents(conn, table_oid: int) -> bool:
-    """Views, user indexes, triggers, row policies or foreign keys of other tables on this table (the index
-    cascades make is Seam's: the new table gets it at its first cascade)."""
+    """Views, user indexes, triggers, row policies or foreign keys of other tables on this table (the indexes
+    cascades make are Seam's: ``_cascade_indexes``)."""
     return conn.execute(
         "SELECT EXISTS (SELECT 1 FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid WHERE d.classid = "
         "'pg_rewrite'::regclass AND d.refobjid = %(t)s AND r.ev_class <> %(t)s) "
