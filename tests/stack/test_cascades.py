@@ -6,6 +6,7 @@ every table row by row against the source by the independent comparer."""
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 
 import psycopg
 import pymysql
@@ -191,6 +192,39 @@ def test_a_cascade_indexes_the_columns_it_finds_rows_by_and_a_load_still_swaps_t
             (after, cascades.INDEX_COMMENT),
         ).fetchone()[0] == ["comment_id"]
     _equal(pipeline)
+
+
+def test_a_table_seam_does_not_own_takes_its_cascades_without_the_index(pipeline, caplog):
+    """Making an index needs the table's owner: a sink whose role may only change the rows (a DBA gave the table
+    to another role) goes on without one, and says so, instead of failing every cascade."""
+    conninfo = pipeline.target.conninfo()
+    with psycopg.connect(**conninfo, autocommit=True) as admin:
+        admin.execute("DROP TABLE IF EXISTS public.cascade_not_ours")
+        admin.execute("DROP ROLE IF EXISTS seam_rows_only")
+        admin.execute("CREATE ROLE seam_rows_only LOGIN PASSWORD 'rows-only'")
+        admin.execute("CREATE TABLE public.cascade_not_ours (id int PRIMARY KEY, code text)")
+        admin.execute("INSERT INTO public.cascade_not_ours VALUES (1, 'a'), (2, 'b')")
+        admin.execute("GRANT USAGE ON SCHEMA public TO seam_rows_only")
+        admin.execute("GRANT SELECT, UPDATE, DELETE ON public.cascade_not_ours TO seam_rows_only")
+    table = SimpleNamespace(
+        target="public.cascade_not_ours",
+        indexed=set(),
+        postgis=False,
+        schema=SimpleNamespace(db="public", table="cascade_not_ours", columns=[]),
+    )
+    try:
+        with psycopg.connect(**{**conninfo, "user": "seam_rows_only", "password": "rows-only"}) as conn:
+            with conn.cursor() as cur, caplog.at_level("WARNING", "seam.sink"):
+                cascades._index(cur, table, ("code",))
+                cur.execute("DELETE FROM public.cascade_not_ours WHERE code = 'a'")  # the transaction goes on
+            conn.commit()
+        assert "no index on (code) for its cascades" in caplog.text, caplog.text
+    finally:
+        with psycopg.connect(**conninfo, autocommit=True) as admin:
+            assert admin.execute("SELECT array_agg(id) FROM public.cascade_not_ours").fetchone()[0] == [2]
+            admin.execute("DROP TABLE public.cascade_not_ours")
+            admin.execute("DROP OWNED BY seam_rows_only")
+            admin.execute("DROP ROLE seam_rows_only")
 
 
 def _sink(pipeline, names: list[str]) -> None:

@@ -25,14 +25,19 @@ sink's transaction with the data and the positions.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import psycopg
+
 from seam.apply.target import pg_type
-from seam.core.errors import SourceError
+from seam.core.errors import SourceError, first_line
 from seam.core.identifiers import clipped, qi
 from seam.core.position import Position
 from seam.state.positions import record_cascade, recorded_cascade, table_state
+
+log = logging.getLogger("seam.sink")
 
 INNODB_MAX_DEPTH = 15
 INDEX_COMMENT = "seam: the rows cascades change are found by these columns"  # (a swap does not keep it: swap.py)
@@ -198,8 +203,17 @@ def _index(cur, stream, columns: tuple[str, ...]) -> None:
     if found:
         return
     name = qi(clipped(f"{stream.schema.table}_{'_'.join(columns)}_cascades", 63))
-    cur.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {stream.target} ({', '.join(qi(c) for c in columns)})")
-    cur.execute(f"COMMENT ON INDEX {qi(stream.schema.db)}.{name} IS '{INDEX_COMMENT}'")  # (a constant)
+    try:
+        with cur.connection.transaction():  # a savepoint: a table Seam does not own is changed without it
+            cur.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {stream.target} ({', '.join(qi(c) for c in columns)})")
+            cur.execute(f"COMMENT ON INDEX {qi(stream.schema.db)}.{name} IS '{INDEX_COMMENT}'")  # (a constant)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        log.warning(
+            "%s: no index on (%s) for its cascades (%s): each cascade reads the whole table; its owner can make one",
+            stream.target,
+            ", ".join(columns),
+            first_line(exc),
+        )
 
 
 def _below(cur, stream, rule: Rule, above: list, returning: tuple[str, ...]) -> list:
