@@ -95,6 +95,17 @@ def _load_until_two_chunks_are_staged(path: str, pipeline, *args: str) -> subpro
     return load
 
 
+def _load_started(path: str, *args: str) -> subprocess.Popen:
+    """``seam load full ARGS`` running, its output (text, stderr with it) to read when it ends."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
 def _sink_waiting_behind(blocker: psycopg.Connection, look: psycopg.Connection, pipeline) -> int:
     """Lock the open batch's staging table in ``blocker``'s transaction; the backend pid of the sink's session
     once it waits behind that lock (seen from ``look``: a transaction keeps one picture of pg_stat_activity)."""
@@ -294,13 +305,7 @@ def test_a_load_whose_sink_is_killed_names_the_way_out_and_it_works(stack, tmp_p
     sink to leave the batch to (CI: taken for one, the load started a sink of its own and said nothing)."""
     path = _paced_table(tmp_path_factory, "sunk", 6)
     pipeline = load_pipeline(path)
-    load = subprocess.Popen(
-        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.sunk", "--restart"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    load = _load_started(path, f"{DB}.sunk", "--restart")
     deadline = time.time() + 300
     while _parts_done(pipeline)[0] < 1 and time.time() < deadline and load.poll() is None:
         time.sleep(0.05)
@@ -330,12 +335,7 @@ def test_a_load_started_while_another_runs_waits_for_it_instead_of_resuming_its_
     says what it waits for, and loads afresh: a batch of its own, both committed, nothing resumed."""
     path = _paced_table(tmp_path_factory, "twice", 6)
     pipeline = load_pipeline(path)
-    first = subprocess.Popen(
-        [sys.executable, "-m", "seam.cli", "--pipeline", path, "load", "full", f"{DB}.twice", "--restart"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    first = _load_started(path, f"{DB}.twice", "--restart")
     with psycopg.connect(**pipeline.target.conninfo(), autocommit=True) as look:
         deadline, batch = time.time() + 300, None
         while batch is None and time.time() < deadline and first.poll() is None:

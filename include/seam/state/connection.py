@@ -15,7 +15,7 @@ import psycopg
 
 from seam.core.errors import TargetError, first_line
 from seam.core.pipeline import Pipeline, TableConfig
-from seam.state.ledger import BATCHES_CHANNEL, open_batch_of_table
+from seam.state.ledger import BATCH_KINDS, BATCHES_CHANNEL, open_batches
 from seam.state.schema import ensure_state, try_lock
 
 
@@ -149,12 +149,13 @@ class StateWatch:
                     if try_lock(self.conn, "table", table.name):
                         self.tables.add(table.name)
                         break
-                    live = open_batch_of_table(self.conn, schema, table.db, table.table)
+                    live = open_batches(self.conn, schema).get(table.name)
                 except psycopg.OperationalError as exc:
                     self.reconnect(exc)
                     continue
                 if said is None or (live and live[0] != said):  # once, and again for another batch
-                    what = f"a {live[1]} of it is under way (batch {live[0]})" if live else "another command loads it"
+                    kind = BATCH_KINDS.get(live[1], live[1]) if live else ""
+                    what = f"a {kind} of it is under way (batch {live[0]})" if live else "another command loads it"
                     self.say(f"{table.name}: {what}: waiting for it to end first")
                     said = live[0] if live else ""
                 if deadline is not None and time.monotonic() > deadline:

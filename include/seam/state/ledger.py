@@ -248,16 +248,6 @@ def open_batch_of(conn, schema: str, topic: str) -> tuple[tuple, list[tuple]] | 
 BATCH_KINDS = {"full": "full load", "incremental": "window load", "repair": "repair"}  # a batch's mode, said
 
 
-def open_batch_of_table(conn, schema: str, db: str, table: str) -> tuple[str, str] | None:
-    """The table's latest open batch on any topic, if any: (batch_id, what it is: ``BATCH_KINDS``)."""
-    row = conn.execute(
-        f"SELECT batch_id, mode FROM {qi(schema)}.batches WHERE db = %s AND tbl = %s AND state = 'open' "
-        "ORDER BY opened_at DESC LIMIT 1",
-        (db, table),
-    ).fetchone()
-    return None if row is None else (row[0], BATCH_KINDS.get(row[1], row[1]))
-
-
 def open_on_other_topics(conn, schema: str, db: str, table: str, topic: str) -> list[str]:
     """The table's open batches that were opened on another topic than ``topic``."""
     rows = conn.execute(
